@@ -1,0 +1,95 @@
+"""Every error the tool raises on purpose, each saying what went wrong and how to fix it.
+
+The tree (the CLI maps the whole of it to exit code 1, with no traceback)::
+
+    NewsletterError                 message + hint
+    ├── ConfigError                 newsletter.toml or NEWSLETTER_* is wrong
+    ├── IssueError                  an issue file cannot be used (one Problem per fault)
+    │   └── IssueNotFoundError      no issues/N.yaml (lists the ones there are)
+    ├── TemplateError               a Jinja or MJML template fails to render
+    ├── SubscriberListError         a whole list is unusable (missing file, no header row)
+    ├── UnsafeHeaderError           a header value could inject a header (CR, LF, NUL, =?..?=)
+    ├── TokenError                  an unsubscribe token is forged, altered or malformed
+    └── DeliveryError               sending cannot start or go on
+        ├── TransportError          SMTP connect, TLS or AUTH failed for the whole run
+        └── RunStoppedError         circuit breaker or quota: re-run the same command to resume
+
+Bad subscriber *rows* are not errors: they are reported and skipped (see subscribers.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class NewsletterError(Exception):
+    """Base of the tree: `message` says what is wrong, `hint` how to fix it."""
+
+    hint: str = ""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if hint is not None:
+            self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(NewsletterError):
+    hint = "Fix newsletter.toml (or the NEWSLETTER_* variable named above)."
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One fault in a file: where (path:line), which field, and what is wrong."""
+
+    path: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line is not None else self.path
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class IssueError(NewsletterError):
+    hint = "Fix the lines named above and run `newsletter check` again."
+
+    def __init__(self, problems: list[Problem], *, hint: str | None = None) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems), hint=hint)
+
+
+class IssueNotFoundError(IssueError):
+    pass
+
+
+class TemplateError(NewsletterError):
+    hint = "Fix the template named above; `newsletter preview` shows the result as you save."
+
+
+class SubscriberListError(NewsletterError):
+    hint = "Check the list's `path` in newsletter.toml and that the CSV has a header row with `email`."
+
+
+class UnsafeHeaderError(NewsletterError):
+    hint = "Remove line breaks, control characters and `=?...?=` sequences from the value."
+
+
+class TokenError(NewsletterError):
+    hint = "Use the unsubscribe link exactly as it came in the email."
+
+
+class DeliveryError(NewsletterError):
+    pass
+
+
+class TransportError(DeliveryError):
+    hint = "Check [smtp] in newsletter.toml and NEWSLETTER_SMTP_PASSWORD, then re-run."
+
+
+class RunStoppedError(DeliveryError):
+    hint = "Re-run the same command to resume: sent recipients are never sent again."

@@ -1,0 +1,119 @@
+"""The data every stage passes on: an Issue in, a RenderedEmail, Subscribers and delivery states out.
+
+All models are frozen and forbid unknown fields, so a typo in an issue file is an error, not a
+silently ignored key.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from enum import StrEnum
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+
+
+def check_url(value: str) -> str:
+    """An absolute http(s) URL with a host and no whitespace; kept exactly as written."""
+    if any(ch.isspace() for ch in value) or _CONTROL.search(value):
+        raise ValueError("must not contain spaces or control characters")
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("must be an absolute http:// or https:// URL")
+    if not parts.hostname:
+        raise ValueError("has no host name")
+    return value
+
+
+def check_text(value: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+Url = Annotated[str, AfterValidator(check_url)]
+Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(check_text)]
+
+
+class Link(Frozen):
+    label: Text
+    url: Url
+
+
+class Item(Frozen):
+    title: Text
+    summary: Annotated[str, AfterValidator(check_text)] = ""
+    links: list[Link] = Field(default_factory=list)
+
+    @property
+    def url(self) -> str | None:
+        """The title links to the item's first link."""
+        return self.links[0].url if self.links else None
+
+
+class Section(Frozen):
+    title: Text
+    items: Annotated[list[Item], Field(min_length=1)]
+
+
+class Issue(Frozen):
+    number: Annotated[int, Field(ge=1)]
+    title: Text
+    date: dt.date | None = None
+    preheader: Annotated[str, AfterValidator(check_text)] = ""
+    intro: Annotated[str, AfterValidator(check_text)] = ""
+    outro: Annotated[str, AfterValidator(check_text)] = ""
+    sections: Annotated[list[Section], Field(min_length=1)]
+
+
+class Placeholder(StrEnum):
+    """Per-recipient values: plain ASCII words that survive MJML, both inliners and `href`."""
+
+    NAME = "__NL_NAME__"
+    UNSUBSCRIBE_URL = "__NL_UNSUBSCRIBE_URL__"
+    WEB_URL = "__NL_WEB_URL__"
+
+
+PLACEHOLDER_PREFIX = "__NL_"
+
+
+class RenderedEmail(Frozen):
+    """One issue rendered once: HTML (CSS inlined) and text, with Placeholder words left to fill."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+
+    issue_number: int
+    subject: str
+    html: str
+    text: str
+
+
+class Subscriber(Frozen):
+    """A valid, normalised recipient; `address` is what goes in To, `envelope` in RCPT TO."""
+
+    address: str
+    envelope: str
+    name: str = ""
+    attributes: dict[str, str] = Field(default_factory=dict)
+    line: int | None = None
+
+
+class DeliveryStatus(StrEnum):
+    """The per-recipient states of the delivery log (see README, "Delivery states")."""
+
+    PENDING = "pending"
+    SENDING = "sending"
+    SENT = "sent"
+    DEFERRED = "deferred"
+    REJECTED = "rejected"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+    SKIPPED = "skipped"
