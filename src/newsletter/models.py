@@ -117,3 +117,18 @@ class DeliveryStatus(StrEnum):
     FAILED = "failed"
     UNKNOWN = "unknown"
     SKIPPED = "skipped"
+
+
+class OutgoingMessage(BaseModel):
+    """One recipient's message as it goes on the wire: envelope plus the finished bytes.
+
+    Built by message.py, carried by transport.py, recorded by outbox.py under `message_id`
+    (stable across retries, so a resend can be de-duplicated by mailbox providers).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    message_id: str
+    sender: str
+    recipient: str
+    data: bytes
