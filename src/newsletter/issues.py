@@ -1,0 +1,163 @@
+"""issues/N.yaml -> a validated Issue; every fault comes back as `path:line: field: message`.
+
+YAML is composed into nodes first so each value keeps the line it was written on; Pydantic's error
+locations are then mapped back to those lines. Duplicate keys, which YAML loaders silently collapse,
+are reported too.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from newsletter.errors import IssueError, IssueNotFoundError, Problem
+from newsletter.models import Issue
+
+Loc = tuple[str | int, ...]
+_ISSUE_FILE = re.compile(r"^(\d+)\.ya?ml$")
+
+
+def issue_path(issues_dir: Path, number: int) -> Path:
+    """The file of issue `number`: N.yaml (or N.yml) in the issues folder."""
+    for suffix in (".yaml", ".yml"):
+        path = issues_dir / f"{number}{suffix}"
+        if path.exists():
+            return path
+    known = ", ".join(str(n) for n in list_issue_numbers(issues_dir)) or "none"
+    raise IssueNotFoundError(
+        [Problem(str(issues_dir / f"{number}.yaml"), None, "", f"no such issue (issues: {known})")],
+        hint=f"Create {issues_dir / f'{number}.yaml'} or pick one of the issues listed.",
+    )
+
+
+def list_issue_numbers(issues_dir: Path) -> list[int]:
+    if not issues_dir.is_dir():
+        return []
+    found = (_ISSUE_FILE.match(p.name) for p in issues_dir.iterdir())
+    return sorted({int(m.group(1)) for m in found if m})
+
+
+def load_issue(issues_dir: Path, number: int) -> Issue:
+    return load_issue_file(issue_path(issues_dir, number))
+
+
+def load_issue_file(path: Path, *, display: str | None = None) -> Issue:
+    """Parse and validate one issue file; raise IssueError listing every problem found."""
+    name = display or _display(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise IssueError(
+            [Problem(name, line, "", "is not valid UTF-8; save it as UTF-8")]
+        ) from None
+    except OSError as exc:
+        raise IssueError([Problem(name, None, "", f"cannot read: {exc.strerror}")]) from None
+    data, lines, problems = _parse(text, name)
+    if problems:
+        raise IssueError(problems)
+    if not isinstance(data, dict):
+        raise IssueError([Problem(name, 1, "", "must be a mapping with number, title, sections")])
+    try:
+        issue = Issue.model_validate(data)
+    except ValidationError as exc:
+        raise IssueError([_problem(name, lines, err) for err in exc.errors()]) from None
+    match = _ISSUE_FILE.match(path.name)
+    if match and int(match.group(1)) != issue.number:
+        raise IssueError(
+            [
+                Problem(
+                    name,
+                    lines.get(("number",)),
+                    "number",
+                    f"is {issue.number} but the file is named {path.name}; make them match",
+                )
+            ]
+        )
+    return issue
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _parse(text: str, name: str) -> tuple[Any, dict[Loc, int], list[Problem]]:
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, {}, [Problem(name, 1, "", "is empty")]
+        lines: dict[Loc, int] = {}
+        problems: list[Problem] = []
+        _index(node, (), lines, problems, name)
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        what = " ".join(s for s in (exc.context, exc.problem) if s)
+        return None, {}, [Problem(name, line, "", f"is not valid YAML: {what}")]
+    except yaml.YAMLError as exc:
+        return None, {}, [Problem(name, None, "", f"is not valid YAML: {exc}")]
+    finally:
+        loader.dispose()
+    return data, lines, problems
+
+
+def _index(
+    node: yaml.Node, loc: Loc, lines: dict[Loc, int], problems: list[Problem], name: str
+) -> None:
+    lines[loc] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            if key in seen:
+                field = _field((*loc, key))
+                problems.append(
+                    Problem(name, key_node.start_mark.line + 1, field, "is given twice")
+                )
+            seen.add(key)
+            _index(value_node, (*loc, key), lines, problems, name)
+            # A value's problem is reported on its key's line, where the editor looks.
+            lines[(*loc, key)] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, child in enumerate(node.value):
+            _index(child, (*loc, i), lines, problems, name)
+
+
+def _problem(name: str, lines: dict[Loc, int], err: Any) -> Problem:
+    loc: Loc = tuple(err["loc"])
+    line = None
+    for end in range(len(loc), -1, -1):
+        if loc[:end] in lines:
+            line = lines[loc[:end]]
+            break
+    message = _friendly(err)
+    return Problem(name, line, _field(loc), message)
+
+
+def _friendly(err: Any) -> str:
+    kind, msg = err["type"], err["msg"]
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "is not a known field (check its spelling)"
+    if kind == "string_type":
+        return f"must be text, got {err['input']!r} (put it in quotes)"
+    if kind.startswith("value_error"):
+        return str(msg).removeprefix("Value error, ")
+    return str(msg)
+
+
+def _field(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out

@@ -1,0 +1,62 @@
+"""A summary's small Markdown subset -> safe HTML and readable plain text.
+
+Only **bold**, *italic*, `code` and [links](https://...) are understood; everything else, raw
+HTML included, stays literal text and is escaped. The HTML is well-formed XML, as MJML requires.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from urllib.parse import urlsplit
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from markupsafe import Markup
+
+_SCHEMES = ("http", "https", "mailto")
+
+
+def _safe_link(url: str) -> bool:
+    return urlsplit(url.strip()).scheme.lower() in _SCHEMES and not any(ord(ch) < 32 for ch in url)
+
+
+@cache
+def _parser() -> MarkdownIt:
+    md = MarkdownIt("zero", {"html": False, "linkify": False, "typographer": False})
+    # No `entity` rule: "&amp;" written by the editor stays those five characters.
+    md.enable(["emphasis", "backticks", "link", "escape"])
+    md.validateLink = _safe_link  # type: ignore[method-assign]
+    return md
+
+
+def to_html(text: str) -> Markup:
+    """Inline HTML for `text`; safe to mark up because markdown-it escapes all raw text."""
+    if not text:
+        return Markup("")
+    return Markup(_parser().renderInline(text).strip())  # noqa: S704
+
+
+def to_text(text: str) -> str:
+    """The same summary as plain text: markers dropped, each link's URL written out after it."""
+    if not text:
+        return ""
+    out: list[str] = []
+    hrefs: list[tuple[str, int]] = []
+    for token in _inline_tokens(text):
+        if token.type in ("text", "code_inline"):
+            out.append(token.content)
+        elif token.type in ("softbreak", "hardbreak"):
+            out.append("\n")
+        elif token.type == "link_open":
+            hrefs.append((str(token.attrGet("href") or ""), len(out)))
+        elif token.type == "link_close" and hrefs:
+            href, start = hrefs.pop()
+            label = "".join(out[start:])
+            if href and href != label:
+                out.append(f" ({href})")
+    return "".join(out)
+
+
+def _inline_tokens(text: str) -> list[Token]:
+    tokens = _parser().parseInline(text)
+    return list(tokens[0].children or []) if tokens else []
