@@ -1,0 +1,337 @@
+"""The delivery log: (issue, list, recipient) rows in SQLite in, per-recipient states out.
+
+One row per (issue, list, recipient) under a UNIQUE key, so planning the same list twice adds only
+new recipients. A row moves pending -> sending -> sent | deferred | rejected | failed; `sending` is
+committed after the server accepted RCPT and before DATA, so a crash leaves at most the messages
+being uploaded in doubt, and `recover` turns them into `unknown` on the next start.
+
+The `suppressions` table is written by the one-click unsubscribe endpoint and read by the sender:
+a suppressed address is never sent to again (its row becomes `skipped`).
+
+WAL with synchronous=NORMAL: every commit survives a killed process (the case that matters for a
+send someone interrupts); only a power loss may drop the last few commits.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from newsletter.errors import DeliveryError
+from newsletter.models import DeliveryStatus
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS deliveries (
+    id              INTEGER PRIMARY KEY,
+    issue           INTEGER NOT NULL,
+    list            TEXT    NOT NULL,
+    recipient       TEXT    NOT NULL,
+    message_id      TEXT    UNIQUE,
+    state           TEXT    NOT NULL DEFAULT 'pending',
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    smtp_code       INTEGER,
+    smtp_reply      TEXT    NOT NULL DEFAULT '',
+    created_at      TEXT    NOT NULL,
+    updated_at      TEXT    NOT NULL,
+    sent_at         TEXT,
+    next_attempt_at REAL    NOT NULL DEFAULT 0,
+    UNIQUE (issue, list, recipient)
+);
+CREATE INDEX IF NOT EXISTS deliveries_state ON deliveries (issue, list, state);
+CREATE TABLE IF NOT EXISTS suppressions (
+    list       TEXT NOT NULL,
+    address    TEXT NOT NULL,
+    source     TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (list, address)
+);
+"""
+
+S = DeliveryStatus
+# States a plain re-run sends (again); the others need a flag or are final.
+DUE = (S.PENDING, S.DEFERRED)
+
+
+def normalize(address: str) -> str:
+    """The key an address is stored under: case and surrounding space do not make a new person."""
+    return address.strip().lower()
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One row of the delivery log."""
+
+    id: int
+    issue: int
+    list: str
+    recipient: str
+    message_id: str | None
+    state: DeliveryStatus
+    attempts: int
+    smtp_code: int | None
+    smtp_reply: str
+    created_at: str
+    updated_at: str
+    sent_at: str | None
+    next_attempt_at: float
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    added: int
+    skipped: int
+    total: int
+
+
+class Outbox:
+    """The SQLite delivery log at `path` (created with its folder on first use)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=30000")
+            self._db.executescript(SCHEMA)
+        except sqlite3.Error as exc:
+            raise DeliveryError(
+                f"{path}: cannot open the delivery log: {exc}",
+                hint="Check that the state folder is writable and the file is a newsletter outbox.",
+            ) from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Outbox:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        # BEGIN IMMEDIATE takes the write lock up front, so two senders never interleave a
+        # read-then-write on the same rows.
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # -- planning ---------------------------------------------------------------------------
+
+    def plan(self, issue: int, list_name: str, recipients: Iterable[str]) -> PlanResult:
+        """Snapshot the list: a `pending` row for every new recipient; rows still waiting to be
+        sent whose recipient left the list or is suppressed become `skipped`."""
+        wanted = {normalize(r) for r in recipients}
+        suppressed = self.suppressed(list_name)
+        now = _now()
+        with self._write() as db:
+            before = db.total_changes
+            db.executemany(
+                "INSERT OR IGNORE INTO deliveries (issue, list, recipient, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                ((issue, list_name, r, now, now) for r in sorted(wanted)),
+            )
+            added = db.total_changes - before
+            skipped = 0
+            waiting = db.execute(
+                "SELECT id, recipient FROM deliveries WHERE issue = ? AND list = ?"
+                " AND state IN (?, ?)",
+                (issue, list_name, *DUE),
+            ).fetchall()
+            for row in waiting:
+                reason = (
+                    "suppressed (unsubscribed)"
+                    if row["recipient"] in suppressed
+                    else "no longer on the list"
+                    if row["recipient"] not in wanted
+                    else None
+                )
+                if reason:
+                    skipped += 1
+                    db.execute(
+                        "UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?"
+                        " WHERE id = ?",
+                        (S.SKIPPED, reason, now, row["id"]),
+                    )
+            total = db.execute(
+                "SELECT count(*) FROM deliveries WHERE issue = ? AND list = ?", (issue, list_name)
+            ).fetchone()[0]
+        return PlanResult(added=added, skipped=skipped, total=total)
+
+    def recover(self, issue: int, list_name: str) -> list[Delivery]:
+        """Rows a crashed run left in `sending` become `unknown`: their upload may have been
+        accepted. Returns them so the caller can report them."""
+        with self._write() as db:
+            rows = db.execute(
+                "SELECT * FROM deliveries WHERE issue = ? AND list = ? AND state = ?",
+                (issue, list_name, S.SENDING),
+            ).fetchall()
+            db.execute(
+                "UPDATE deliveries SET state = ?, updated_at = ?, smtp_reply = ?"
+                " WHERE issue = ? AND list = ? AND state = ?",
+                (
+                    S.UNKNOWN,
+                    _now(),
+                    "interrupted during DATA: the server may have accepted it",
+                    issue,
+                    list_name,
+                    S.SENDING,
+                ),
+            )
+        return [_row(r, state=S.UNKNOWN) for r in rows]
+
+    def reopen(self, issue: int, list_name: str, states: Iterable[DeliveryStatus]) -> int:
+        """Make rows in `states` (unknown, failed) due again; their Message-ID is kept."""
+        chosen = [str(s) for s in states]
+        if not chosen:
+            return 0
+        marks = ",".join("?" * len(chosen))
+        with self._write() as db:
+            cur = db.execute(
+                f"UPDATE deliveries SET state = ?, next_attempt_at = 0, updated_at = ?"  # noqa: S608
+                f" WHERE issue = ? AND list = ? AND state IN ({marks})",
+                (S.PENDING, _now(), issue, list_name, *chosen),
+            )
+            return cur.rowcount
+
+    def due(self, issue: int, list_name: str) -> list[Delivery]:
+        """Rows this run should attempt (pending and deferred), oldest first."""
+        rows = self._db.execute(
+            "SELECT * FROM deliveries WHERE issue = ? AND list = ? AND state IN (?, ?) ORDER BY id",
+            (issue, list_name, *DUE),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    # -- one delivery -----------------------------------------------------------------------
+
+    def mark_sending(self, row_id: int) -> None:
+        """Committed after RCPT was accepted and before DATA: the start of the in-doubt window."""
+        self._db.execute(
+            "UPDATE deliveries SET state = ?, attempts = attempts + 1, updated_at = ? WHERE id = ?",
+            (S.SENDING, _now(), row_id),
+        )
+
+    def record(
+        self,
+        row_id: int,
+        state: DeliveryStatus,
+        *,
+        code: int | None = None,
+        reply: str = "",
+        next_attempt_at: float = 0.0,
+        attempted: bool = False,
+    ) -> None:
+        """Record an outcome. `attempted` counts an attempt that never reached `sending`
+        (refused at MAIL or RCPT)."""
+        now = _now()
+        self._db.execute(
+            "UPDATE deliveries SET state = ?, smtp_code = ?, smtp_reply = ?, updated_at = ?,"
+            " next_attempt_at = ?, attempts = attempts + ?,"
+            " sent_at = CASE WHEN ? THEN ? ELSE sent_at END WHERE id = ?",
+            (
+                state,
+                code,
+                reply,
+                now,
+                next_attempt_at,
+                1 if attempted else 0,
+                state == S.SENT,
+                now,
+                row_id,
+            ),
+        )
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def counts(self, issue: int, list_name: str) -> dict[DeliveryStatus, int]:
+        counts = dict.fromkeys(DeliveryStatus, 0)
+        for state, n in self._db.execute(
+            "SELECT state, count(*) FROM deliveries WHERE issue = ? AND list = ? GROUP BY state",
+            (issue, list_name),
+        ):
+            counts[DeliveryStatus(state)] = n
+        return counts
+
+    def rows(
+        self, issue: int, list_name: str, states: Iterable[DeliveryStatus] | None = None
+    ) -> list[Delivery]:
+        chosen = [str(s) for s in (states if states is not None else DeliveryStatus)]
+        marks = ",".join("?" * len(chosen))
+        rows = self._db.execute(
+            f"SELECT * FROM deliveries WHERE issue = ? AND list = ? AND state IN ({marks})"  # noqa: S608
+            " ORDER BY id",
+            (issue, list_name, *chosen),
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def lists_of(self, issue: int) -> list[str]:
+        """The lists an issue has a delivery log for."""
+        return [
+            r[0]
+            for r in self._db.execute(
+                "SELECT DISTINCT list FROM deliveries WHERE issue = ? ORDER BY list", (issue,)
+            )
+        ]
+
+    # -- suppressions -----------------------------------------------------------------------
+
+    def suppress(self, list_name: str, address: str, source: str) -> bool:
+        """Never send to `address` on `list_name` again. True if it was not suppressed yet."""
+        with self._write() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO suppressions (list, address, source, created_at)"
+                " VALUES (?, ?, ?, ?)",
+                (list_name, normalize(address), source, _now()),
+            )
+            return cur.rowcount == 1
+
+    def is_suppressed(self, list_name: str, address: str) -> bool:
+        row = self._db.execute(
+            "SELECT 1 FROM suppressions WHERE list = ? AND address = ?",
+            (list_name, normalize(address)),
+        ).fetchone()
+        return row is not None
+
+    def suppressed(self, list_name: str) -> frozenset[str]:
+        return frozenset(
+            r[0]
+            for r in self._db.execute(
+                "SELECT address FROM suppressions WHERE list = ?", (list_name,)
+            )
+        )
+
+
+def _row(r: sqlite3.Row, *, state: DeliveryStatus | None = None) -> Delivery:
+    return Delivery(
+        id=r["id"],
+        issue=r["issue"],
+        list=r["list"],
+        recipient=r["recipient"],
+        message_id=r["message_id"],
+        state=state or DeliveryStatus(r["state"]),
+        attempts=r["attempts"],
+        smtp_code=r["smtp_code"],
+        smtp_reply=r["smtp_reply"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        sent_at=r["sent_at"],
+        next_attempt_at=r["next_attempt_at"],
+    )

@@ -1,0 +1,401 @@
+"""SMTP both ways: OutgoingMessages in, one Result per message out; and the capture server.
+
+`Pool` keeps up to N aiosmtplib connections (one SMTP session is strictly serial, so concurrency
+means several sessions), opens them lazily with the security set explicitly in [smtp], and
+recycles each after `messages_per_connection` messages or any 421. Every aiosmtplib exception is
+mapped to an `Outcome` here and nowhere else, by scope:
+
+    recipient   4xx -> DEFERRED, 5xx -> REJECTED          (this message only)
+    connection  drop/timeout before DATA -> RETRY,         (reconnect, try again)
+                drop/timeout during DATA -> UNKNOWN        (the server may have it)
+    account     454, throttling 421 -> THROTTLED            (slow down)
+                550 5.4.5 daily quota, sender refused -> STOPPED (end the run)
+
+Mistakes in the setup itself (certificate not trusted, AUTH refused, STARTTLS not offered, no
+password) raise TransportError: no message can go out until the config is fixed.
+
+`send` calls MAIL and RCPT, then the caller's `on_accepted` (which commits `sending`), then DATA,
+so only the upload itself is ever in doubt.
+
+`serve_mailbox` is the embedded capture server behind `newsletter mailbox`: aiosmtpd on loopback,
+each message stored in a Maildir, one line printed per message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import email.errors
+import email.header
+import email.parser
+import email.policy
+import mailbox as maildir
+import re
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import aiosmtplib
+from aiosmtpd.smtp import SMTP as SMTPServer  # noqa: N811
+from aiosmtpd.smtp import Envelope, Session
+from pydantic import SecretStr
+
+from newsletter.errors import TransportError
+from newsletter.models import OutgoingMessage
+from newsletter.settings import SmtpSettings
+
+
+class Outcome(StrEnum):
+    SENT = "sent"
+    DEFERRED = "deferred"
+    REJECTED = "rejected"
+    FAILED = "failed"
+    RETRY = "retry"
+    UNKNOWN = "unknown"
+    THROTTLED = "throttled"
+    STOPPED = "stopped"
+
+
+class Scope(StrEnum):
+    RECIPIENT = "recipient"
+    CONNECTION = "connection"
+    ACCOUNT = "account"
+
+
+@dataclass(frozen=True)
+class Result:
+    """What became of one message. `reply` is the server's text (for 250 it holds the queue id)."""
+
+    outcome: Outcome
+    scope: Scope
+    code: int | None = None
+    reply: str = ""
+
+    def describe(self) -> str:
+        return f"{self.code} {self.reply}".strip() if self.code else self.reply
+
+
+OnAccepted = Callable[[], None]
+
+_QUOTA = re.compile(r"\b5\.4\.5\b|daily .*(quota|limit)|quota exceeded", re.IGNORECASE)
+_THROTTLE = re.compile(r"throttl|rate limit|too many (messages|connections)|slow down", re.I)
+_CONNECTION_ERRORS = (aiosmtplib.SMTPServerDisconnected, aiosmtplib.SMTPTimeoutError, OSError)
+
+
+def classify(code: int, reply: str, stage: str) -> Result:
+    """Map one SMTP reply that is not success to an outcome; `stage` is mail, rcpt or data."""
+    if 500 <= code < 600 and _QUOTA.search(reply):
+        return Result(Outcome.STOPPED, Scope.ACCOUNT, code, reply)
+    if code == 454 or (400 <= code < 500 and _THROTTLE.search(reply)):
+        return Result(Outcome.THROTTLED, Scope.ACCOUNT, code, reply)
+    if code == 421:
+        return Result(Outcome.RETRY, Scope.CONNECTION, code, reply)
+    if stage == "mail":
+        # Refusing the sender refuses every message of the run.
+        if 500 <= code < 600:
+            return Result(Outcome.STOPPED, Scope.ACCOUNT, code, reply)
+        return Result(Outcome.THROTTLED, Scope.ACCOUNT, code, reply)
+    if 400 <= code < 500:
+        return Result(Outcome.DEFERRED, Scope.RECIPIENT, code, reply)
+    if 500 <= code < 600:
+        return Result(Outcome.REJECTED, Scope.RECIPIENT, code, reply)
+    return Result(Outcome.RETRY, Scope.CONNECTION, code, reply)
+
+
+def tls_context(smtp: SmtpSettings, root: Path | None = None) -> ssl.SSLContext:
+    """Verified against the system store (or `ca_file`) unless `verify = false` says otherwise."""
+    if not smtp.verify:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    ca = smtp.ca_file
+    if ca is not None and root is not None and not ca.is_absolute():
+        ca = root / ca
+    try:
+        return ssl.create_default_context(cafile=str(ca) if ca else None)
+    except (OSError, ssl.SSLError) as exc:
+        raise TransportError(f"[smtp] ca_file {ca}: cannot load: {exc}") from None
+
+
+class Connection:
+    """One SMTP session, opened on first use and recycled after `limit` messages or a 421."""
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+        self._smtp: aiosmtplib.SMTP | None = None
+        self._count = 0
+
+    async def _open(self) -> aiosmtplib.SMTP:
+        if self._smtp is not None and self._smtp.is_connected:
+            return self._smtp
+        smtp = self._pool.client()
+        try:
+            await smtp.connect()
+        except ssl.SSLCertVerificationError as exc:
+            raise TransportError(
+                f"{self._pool.where}: the server's TLS certificate is not trusted:"
+                f" {exc.verify_message}",
+                hint="Fix the server's certificate, or set [smtp] ca_file to its CA.",
+            ) from None
+        except aiosmtplib.SMTPAuthenticationError as exc:
+            raise TransportError(
+                f"{self._pool.where}: AUTH refused for user {self._pool.smtp.username!r}:"
+                f" {exc.code} {exc.message}",
+                hint="Check [smtp] username and NEWSLETTER_SMTP_PASSWORD.",
+            ) from None
+        except aiosmtplib.SMTPNotSupported as exc:
+            raise TransportError(f"{self._pool.where}: {exc.message}") from None
+        except aiosmtplib.SMTPResponseException as exc:
+            if self._pool.smtp.security == "starttls" and exc.code in (454, 500, 502, 503):
+                raise TransportError(
+                    f"{self._pool.where}: STARTTLS refused: {exc.code} {exc.message}",
+                    hint="Use the server's submission port, or set [smtp] security to match it.",
+                ) from None
+            raise
+        if smtp.last_ehlo_response is None and smtp.last_helo_response is None:
+            # The extensions (8BITMIME, SMTPUTF8) must be known before MAIL chooses options.
+            await smtp.ehlo()
+        self._smtp = smtp
+        self._count = 0
+        return smtp
+
+    async def send(self, message: OutgoingMessage, on_accepted: OnAccepted) -> Result:
+        try:
+            smtp = await self._open()
+        except aiosmtplib.SMTPResponseException as exc:
+            return classify(exc.code, exc.message, "connect")
+        except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException, ssl.SSLError) as exc:
+            return Result(Outcome.RETRY, Scope.CONNECTION, None, f"cannot connect: {_text(exc)}")
+
+        try:
+            options = self._mail_options(smtp, message)
+        except aiosmtplib.SMTPNotSupported as exc:
+            return Result(Outcome.FAILED, Scope.RECIPIENT, None, exc.message)
+        utf8 = "SMTPUTF8" in options
+        try:
+            await smtp.mail(message.sender, options=options, encoding="utf-8" if utf8 else "ascii")
+            await smtp.rcpt(message.recipient, encoding="utf-8" if utf8 else "ascii")
+        except aiosmtplib.SMTPSenderRefused as exc:
+            return await self._refused(classify(exc.code, exc.message, "mail"))
+        except aiosmtplib.SMTPRecipientRefused as exc:
+            return await self._refused(classify(exc.code, exc.message, "rcpt"))
+        except aiosmtplib.SMTPResponseException as exc:
+            return await self._refused(classify(exc.code, exc.message, "rcpt"))
+        except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException) as exc:
+            await self.close()
+            return Result(Outcome.RETRY, Scope.CONNECTION, None, f"connection lost: {_text(exc)}")
+
+        on_accepted()
+        try:
+            reply = await smtp.data(message.data)
+        except aiosmtplib.SMTPDataError as exc:
+            # A reply to DATA or to the end of the body: the server has decided, nothing in doubt.
+            return await self._refused(classify(exc.code, exc.message, "data"))
+        except aiosmtplib.SMTPResponseException as exc:
+            return await self._refused(classify(exc.code, exc.message, "data"))
+        except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException) as exc:
+            await self.close()
+            return Result(
+                Outcome.UNKNOWN,
+                Scope.CONNECTION,
+                None,
+                f"connection lost during DATA: {_text(exc)}",
+            )
+        self._count += 1
+        if self._count >= self._pool.smtp.messages_per_connection:
+            await self.close(polite=True)
+        return Result(Outcome.SENT, Scope.RECIPIENT, reply.code, reply.message)
+
+    def _mail_options(self, smtp: aiosmtplib.SMTP, message: OutgoingMessage) -> list[str]:
+        options = []
+        if not message.data.isascii():
+            if not smtp.supports_extension("8BITMIME"):
+                raise aiosmtplib.SMTPNotSupported(
+                    "the message has 8-bit content and the server does not offer 8BITMIME"
+                )
+            options.append("BODY=8BITMIME")
+        if not (message.sender.isascii() and message.recipient.isascii()):
+            if not smtp.supports_extension("SMTPUTF8"):
+                raise aiosmtplib.SMTPNotSupported(
+                    "the address is not ASCII and the server does not offer SMTPUTF8"
+                )
+            options.append("SMTPUTF8")
+        return options
+
+    async def _refused(self, result: Result) -> Result:
+        """The server answered: end the transaction, and the session too after a 421."""
+        if result.code == 421 or self._smtp is None:
+            await self.close()
+            return result
+        try:
+            await self._smtp.rset()
+        except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException):
+            await self.close()
+        return result
+
+    async def close(self, *, polite: bool = False) -> None:
+        smtp, self._smtp = self._smtp, None
+        if smtp is None:
+            return
+        if polite and smtp.is_connected:
+            try:
+                await smtp.quit(timeout=5)
+            except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException):
+                pass
+        smtp.close()
+
+
+class Pool:
+    """Up to `size` SMTP sessions to the server in `smtp`; `send` waits for a free one."""
+
+    def __init__(
+        self,
+        smtp: SmtpSettings,
+        *,
+        password: SecretStr | None,
+        size: int,
+        helo: str = "localhost",
+        root: Path | None = None,
+    ) -> None:
+        if smtp.username and password is None:
+            raise TransportError(
+                f"[smtp] username is {smtp.username!r} but NEWSLETTER_SMTP_PASSWORD is not set",
+                hint="Export NEWSLETTER_SMTP_PASSWORD, or remove [smtp] username.",
+            )
+        self.smtp = smtp
+        self._password = password
+        self._helo = helo
+        self._tls = tls_context(smtp, root) if smtp.security != "none" else None
+        self._idle: asyncio.Queue[Connection] = asyncio.Queue()
+        self._all = [Connection(self) for _ in range(size)]
+        for conn in self._all:
+            self._idle.put_nowait(conn)
+
+    def __repr__(self) -> str:
+        return f"Pool({self.where}, size={len(self._all)})"
+
+    @property
+    def where(self) -> str:
+        return f"{self.smtp.host}:{self.smtp.port} ({self.smtp.security})"
+
+    def client(self) -> aiosmtplib.SMTP:
+        login: dict[str, Any] = {}
+        if self.smtp.username and self._password is not None:
+            login = {"username": self.smtp.username, "password": self._password.get_secret_value()}
+        return aiosmtplib.SMTP(
+            hostname=self.smtp.host,
+            port=self.smtp.port,
+            local_hostname=self._helo,
+            timeout=self.smtp.timeout,
+            use_tls=self.smtp.security == "tls",
+            start_tls=self.smtp.security == "starttls",
+            tls_context=self._tls,
+            **login,
+        )
+
+    async def check(self) -> None:
+        """Open one session now, so a wrong host, certificate or password stops the run before
+        any message is planned to go out."""
+        conn = await self._idle.get()
+        try:
+            await conn._open()
+        except TransportError:
+            raise
+        except aiosmtplib.SMTPResponseException as exc:
+            raise TransportError(
+                f"{self.where}: the server refused us: {exc.code} {exc.message}"
+            ) from None
+        except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException, ssl.SSLError) as exc:
+            raise TransportError(f"{self.where}: cannot connect: {_text(exc)}") from None
+        finally:
+            self._idle.put_nowait(conn)
+
+    async def send(self, message: OutgoingMessage, on_accepted: OnAccepted) -> Result:
+        conn = await self._idle.get()
+        try:
+            return await conn.send(message, on_accepted)
+        finally:
+            self._idle.put_nowait(conn)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(conn.close(polite=True) for conn in self._all))
+
+
+def _text(exc: BaseException) -> str:
+    text = getattr(exc, "message", "") or str(exc)
+    return text or type(exc).__name__
+
+
+# -- the capture server ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Captured:
+    sender: str
+    recipient: str
+    subject: str
+    message_id: str
+    size: int
+
+
+class CaptureHandler:
+    """aiosmtpd handler: one Maildir file per recipient, like a real mail drop."""
+
+    def __init__(self, directory: Path, report: Callable[[Captured], None]) -> None:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        self.box = maildir.Maildir(directory, create=True)
+        self.report = report
+        self._headers = email.parser.BytesHeaderParser(policy=email.policy.compat32)
+
+    async def handle_DATA(  # noqa: N802 (aiosmtpd's hook name)
+        self, server: SMTPServer, session: Session, envelope: Envelope
+    ) -> str:
+        raw = envelope.original_content or b""
+        head = self._headers.parsebytes(raw)
+        subject = _decode(head.get("Subject", ""))
+        message_id = str(head.get("Message-ID", "")).strip()
+        for rcpt in envelope.rcpt_tos:
+            trace = f"Return-Path: <{envelope.mail_from}>\r\nDelivered-To: {rcpt}\r\n"
+            self.box.add(trace.encode() + raw)
+            self.report(Captured(envelope.mail_from or "", rcpt, subject, message_id, len(raw)))
+        return "250 OK captured"
+
+
+def _decode(value: str) -> str:
+    try:
+        return str(email.header.make_header(email.header.decode_header(value)))
+    except (ValueError, LookupError, email.errors.HeaderParseError):
+        return value
+
+
+async def serve_mailbox(
+    directory: Path, report: Callable[[Captured], None], host: str = "127.0.0.1", port: int = 1025
+) -> asyncio.Server:
+    """Start the capture server; the caller awaits `serve_forever()` or closes it."""
+    handler = CaptureHandler(directory, report)
+    loop = asyncio.get_running_loop()
+    try:
+        return await loop.create_server(
+            lambda: SMTPServer(
+                handler, hostname="newsletter-mailbox", enable_SMTPUTF8=True, decode_data=False
+            ),
+            host,
+            port,
+        )
+    except OSError as exc:
+        raise TransportError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            hint="Stop whatever uses the port, or pass another --port (and set [smtp] port).",
+        ) from None
+
+
+def describe_captured(item: Captured) -> str:
+    now = dt.datetime.now().strftime("%H:%M:%S")
+    return (
+        f"{now} {item.sender} -> {item.recipient} {item.size} bytes"
+        f" {item.message_id} {item.subject!r}"
+    )
