@@ -53,7 +53,7 @@ def load_issue_file(path: Path, *, display: str | None = None) -> Issue:
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[: exc.start].count(b"\n") + 1
         raise IssueError(
-            [Problem(name, line, "", "is not valid UTF-8; save it as UTF-8")]
+            [Problem(name, line, "", "is not valid UTF-8; save the file as UTF-8")]
         ) from None
     except OSError as exc:
         raise IssueError([Problem(name, None, "", f"cannot read: {exc.strerror}")]) from None

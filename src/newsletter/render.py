@@ -66,7 +66,8 @@ def render_issue(issue: Issue, settings: Settings) -> RenderedEmail:
     context = _context(issue, settings)
     mjml_source = _render_template(env, HTML_TEMPLATE, context)
     html = compile_mjml(mjml_source)
-    css = _source(env, INLINE_CSS)
+    # Comments would ride along into the <style> block premailer adds for its css_text.
+    css = re.sub(r"/\*.*?\*/", "", _source(env, INLINE_CSS), flags=re.DOTALL)
     html = inline_css(html, css, settings.render.inliner)
     # Optional blocks leave runs of blank lines; one blank line is all a reader needs.
     text = re.sub(r"\n{3,}", "\n\n", _render_template(env, TEXT_TEMPLATE, context))

@@ -1,0 +1,200 @@
+"""Pre-send lint: an Issue, its RenderedEmail and a sample message's bytes -> a list of Findings.
+
+Errors block a send (`newsletter check` exits 1); warnings are printed and do not. Sizes are
+measured on the message bytes as they will go on the wire, not on Python strings.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import re
+from dataclasses import dataclass
+from email.message import EmailMessage, MIMEPart
+from html.parser import HTMLParser
+from typing import Literal
+from urllib.parse import urlsplit
+
+from newsletter.models import PLACEHOLDER_PREFIX, Issue, Placeholder, RenderedEmail
+
+KB = 1024
+GMAIL_CLIP = 102 * KB  # Gmail hides everything past ~102 KB of HTML, the footer included
+HTML_WARN = 90 * KB
+STYLE_LIMIT = 16 * KB  # Gmail drops <style> blocks past 16 KB
+_MARKERS = re.compile(r"\{\{|\}\}|\{%|%\}|\{#|#\}|<mj-|" + re.escape(PLACEHOLDER_PREFIX))
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: Literal["error", "warning"]
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.level}: {self.message} [{self.code}]"
+
+
+def run_checks(issue: Issue, rendered: RenderedEmail, sample_message: bytes) -> list[Finding]:
+    """Every check, errors first; `sample_message` is one recipient's finished .eml."""
+    message = email.message_from_bytes(sample_message, policy=email.policy.default)
+    assert isinstance(message, EmailMessage)
+    html_part = message.get_body(("html",))
+    text_part = message.get_body(("plain",))
+    findings: list[Finding] = []
+    if html_part is None or text_part is None:
+        findings.append(Finding("error", "parts", "the message lacks its HTML or text part"))
+    else:
+        findings += check_size(encoded_size(html_part))
+        findings += check_markers(html_part.get_content(), "HTML")
+        findings += check_markers(text_part.get_content(), "text")
+    page = _Page()
+    page.feed(rendered.html)
+    findings += check_styles(page)
+    findings += check_links(page, issue)
+    findings += check_duplicate_urls(issue)
+    findings += check_images(page)
+    findings += check_unsubscribe(page, rendered)
+    return sorted(findings, key=lambda f: f.level != "error")
+
+
+def encoded_size(part: MIMEPart) -> int:
+    """Bytes the part's body takes on the wire (after its transfer encoding, CRLF line ends)."""
+    payload = part.get_payload(decode=False)
+    assert isinstance(payload, str)
+    return len(payload.replace("\r\n", "\n").replace("\n", "\r\n").encode("ascii", "replace"))
+
+
+def check_size(size: int) -> list[Finding]:
+    shown = f"{size / KB:.1f} KB"
+    if size > GMAIL_CLIP:
+        return [
+            Finding(
+                "error",
+                "size",
+                f"the encoded HTML part is {shown}, over Gmail's ~102 KB clipping limit: "
+                "Gmail would hide the rest, unsubscribe link included; shorten the issue",
+            )
+        ]
+    if size > HTML_WARN:
+        return [Finding("warning", "size", f"the encoded HTML part is {shown}, close to 102 KB")]
+    return []
+
+
+def check_markers(body: str, part: str) -> list[Finding]:
+    found = sorted(set(_MARKERS.findall(body)))
+    if not found:
+        return []
+    shown = ", ".join(repr(m) for m in found)
+    return [Finding("error", "markers", f"the {part} part still contains template markers {shown}")]
+
+
+def check_styles(page: _Page) -> list[Finding]:
+    size = sum(len(s.encode()) for s in page.styles)
+    if size > STYLE_LIMIT:
+        return [
+            Finding(
+                "error",
+                "style-size",
+                f"<style> blocks total {size / KB:.1f} KB; Gmail drops them past 16 KB",
+            )
+        ]
+    return []
+
+
+def check_links(page: _Page, issue: Issue) -> list[Finding]:
+    findings = []
+    placeholders = {p.value for p in Placeholder}
+    hrefs = [href for href, _ in page.links if href not in placeholders]
+    hrefs += [
+        link.url for section in issue.sections for item in section.items for link in item.links
+    ]
+    for href in sorted(set(hrefs)):
+        parts = urlsplit(href)
+        if parts.scheme == "mailto":
+            continue
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            findings.append(Finding("error", "link", f"link {href!r} is not an absolute URL"))
+        elif parts.scheme == "http":
+            findings.append(Finding("warning", "http", f"link {href} is http, not https"))
+    return findings
+
+
+def check_duplicate_urls(issue: Issue) -> list[Finding]:
+    """The same URL under two different items is usually a copy-paste slip."""
+    first: dict[str, str] = {}
+    findings = []
+    for section in issue.sections:
+        for index, item in enumerate(section.items):
+            where = f"{section.title} {index} 「{item.title}」"
+            for url in dict.fromkeys(link.url for link in item.links):
+                if url in first:
+                    findings.append(
+                        Finding(
+                            "warning",
+                            "duplicate-url",
+                            f"{url} is linked under two items: {first[url]} and {where}",
+                        )
+                    )
+                else:
+                    first[url] = where
+    return findings
+
+
+def check_images(page: _Page) -> list[Finding]:
+    return [
+        Finding("warning", "alt", f"image {src!r} has no alt text")
+        for src, alt in page.images
+        if alt is None
+    ]
+
+
+def check_unsubscribe(page: _Page, rendered: RenderedEmail) -> list[Finding]:
+    url = Placeholder.UNSUBSCRIBE_URL.value
+    visible = any(href == url and text.strip() for href, text in page.links)
+    findings = []
+    if not visible:
+        findings.append(
+            Finding(
+                "error",
+                "unsubscribe",
+                "the HTML has no visible unsubscribe link; keep the one in the template's footer",
+            )
+        )
+    if url not in rendered.text:
+        findings.append(Finding("error", "unsubscribe", "the text part has no unsubscribe URL"))
+    return findings
+
+
+class _Page(HTMLParser):
+    """Collects what the checks look at: links with their text, images, and <style> bodies."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.links: list[tuple[str, str]] = []
+        self.images: list[tuple[str, str | None]] = []
+        self.styles: list[str] = []
+        self._href: str | None = None
+        self._text: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if tag == "a" and values.get("href"):
+            self._href, self._text = values["href"], []
+        elif tag == "img":
+            self.images.append((values.get("src") or "", values.get("alt")))
+        elif tag == "style":
+            self._in_style = True
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._href is not None:
+            self.links.append((self._href, "".join(self._text)))
+            self._href = None
+        elif tag == "style":
+            self._in_style = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_style:
+            self.styles.append(data)
+        elif self._href is not None:
+            self._text.append(data)

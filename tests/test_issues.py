@@ -1,0 +1,119 @@
+"""Loading issue files: good ones become Issues, bad ones name path:line and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from newsletter.errors import IssueError, IssueNotFoundError
+from newsletter.issues import list_issue_numbers, load_issue, load_issue_file
+
+GOOD = """\
+number: 7
+title: Issue seven
+sections:
+  - title: Projects
+    items:
+      - title: First
+        summary: Some **bold** text.
+        links:
+          - {label: Paper, url: "https://example.org/a"}
+          - {label: Code, url: "https://example.org/b"}
+      - title: Second
+        links:
+          - label: Link
+            url: ftp://example.org/c
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "7.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def messages(path: Path) -> list[str]:
+    with pytest.raises(IssueError) as info:
+        load_issue_file(path, display="issues/7.yaml")
+    return [str(p) for p in info.value.problems]
+
+
+def test_bad_url_is_reported_with_its_line_and_field_path(tmp_path: Path) -> None:
+    assert messages(write(tmp_path, GOOD)) == [
+        "issues/7.yaml:14: sections[0].items[1].links[0].url: "
+        "must be an absolute http:// or https:// URL"
+    ]
+
+
+def test_every_problem_is_reported_not_just_the_first(tmp_path: Path) -> None:
+    text = GOOD.replace("ftp://", "https://").replace("title: First", 'title: ""')
+    text = text.replace("summary: Some", "sumary: Some")
+    assert messages(write(tmp_path, text)) == [
+        "issues/7.yaml:6: sections[0].items[0].title: String should have at least 1 character",
+        "issues/7.yaml:7: sections[0].items[0].sumary: is not a known field (check its spelling)",
+    ]
+
+
+def test_missing_field_points_at_its_parent(tmp_path: Path) -> None:
+    text = GOOD.replace("ftp://", "https://").replace("title: Issue seven\n", "")
+    assert messages(write(tmp_path, text)) == ["issues/7.yaml:1: title: is required"]
+
+
+def test_yaml_booleans_are_not_silently_text(tmp_path: Path) -> None:
+    text = GOOD.replace("ftp://", "https://").replace("title: Second", "title: no")
+    assert messages(write(tmp_path, text)) == [
+        "issues/7.yaml:11: sections[0].items[1].title: must be text, got False (put it in quotes)"
+    ]
+
+
+def test_yaml_syntax_error_has_a_line(tmp_path: Path) -> None:
+    (problem,) = messages(write(tmp_path, GOOD + "  - title: [unclosed\n"))
+    assert problem.startswith("issues/7.yaml:1")
+    assert "is not valid YAML" in problem
+
+
+def test_duplicate_keys_are_reported(tmp_path: Path) -> None:
+    text = GOOD.replace("ftp://", "https://").replace("number: 7\n", "number: 7\nnumber: 7\n")
+    assert messages(write(tmp_path, text)) == ["issues/7.yaml:2: number: is given twice"]
+
+
+def test_file_name_must_match_number(tmp_path: Path) -> None:
+    text = GOOD.replace("ftp://", "https://").replace("number: 7", "number: 8")
+    assert messages(write(tmp_path, text)) == [
+        "issues/7.yaml:1: number: is 8 but the file is named 7.yaml; make them match"
+    ]
+
+
+def test_empty_and_non_mapping_and_non_utf8_files(tmp_path: Path) -> None:
+    assert messages(write(tmp_path, "")) == ["issues/7.yaml:1: is empty"]
+    assert messages(write(tmp_path, "- a\n- b\n")) == [
+        "issues/7.yaml:1: must be a mapping with number, title, sections"
+    ]
+    path = tmp_path / "7.yaml"
+    path.write_bytes(b"number: 7\ntitle: \xff\n")
+    assert messages(path) == ["issues/7.yaml:2: is not valid UTF-8; save the file as UTF-8"]
+
+
+def test_control_characters_are_refused(tmp_path: Path) -> None:
+    text = GOOD.replace("ftp://", "https://").replace("title: Second", 'title: "Sec\\x00ond"')
+    assert messages(write(tmp_path, text)) == [
+        "issues/7.yaml:11: sections[0].items[1].title: must not contain control characters"
+    ]
+
+
+def test_missing_issue_lists_the_existing_ones(tmp_path: Path) -> None:
+    write(tmp_path, GOOD.replace("ftp://", "https://"))
+    write(tmp_path, GOOD.replace("ftp://", "https://").replace("number: 7", "number: 12"), "12.yml")
+    assert list_issue_numbers(tmp_path) == [7, 12]
+    with pytest.raises(IssueNotFoundError) as info:
+        load_issue(tmp_path, 3)
+    assert "no such issue (issues: 7, 12)" in str(info.value)
+
+
+def test_good_file_loads(tmp_path: Path) -> None:
+    issue = load_issue(
+        tmp_path if write(tmp_path, GOOD.replace("ftp://", "https://")) else tmp_path, 7
+    )
+    assert issue.sections[0].items[0].url == "https://example.org/a"
+    assert issue.sections[0].items[1].links[0].label == "Link"

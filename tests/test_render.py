@@ -1,0 +1,167 @@
+"""Rendering invariants of issue 14, held by both inliners."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import mjml
+import pytest
+
+from newsletter.errors import TemplateError
+from newsletter.issues import load_issue
+from newsletter.models import Issue, Item, Link, Placeholder, RenderedEmail, Section
+from newsletter.render import render_issue, section_number
+from newsletter.settings import Settings
+
+
+@pytest.fixture(params=["css-inline", "premailer"])
+def inliner_settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
+    render = settings.render.model_copy(update={"inliner": request.param})
+    return settings.model_copy(update={"render": render})
+
+
+@pytest.fixture
+def issue(settings: Settings) -> Issue:
+    return load_issue(settings.issues_dir, 14)
+
+
+@pytest.fixture
+def rendered(issue: Issue, inliner_settings: Settings) -> RenderedEmail:
+    return render_issue(issue, inliner_settings)
+
+
+def visible_text(markup: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+
+def test_mjml_is_mjml_python_not_the_slow_port() -> None:
+    assert hasattr(mjml, "mjml2html")
+
+
+def test_every_title_summary_and_url_reaches_both_parts(
+    issue: Issue, rendered: RenderedEmail
+) -> None:
+    page = visible_text(rendered.html)
+    hrefs = set(re.findall(r'href="([^"]+)"', rendered.html))
+    for n, section in enumerate(issue.sections, start=1):
+        assert f"{section_number(n, 'zh')}{section.title}" in page
+        assert f"{section_number(n, 'zh')}{section.title}" in rendered.text
+        for index, item in enumerate(section.items):
+            assert f"{index}、{item.title}" in page
+            assert f"{index}、{item.title}" in rendered.text
+            assert item.summary in page
+            assert item.summary in rendered.text
+            for link in item.links:
+                assert html.escape(link.url) in hrefs or link.url in hrefs
+                assert f"{link.label}：{link.url}" in rendered.text
+                assert f"{link.label}：{link.url}" in page
+
+
+def test_titles_link_to_their_first_link(issue: Issue, rendered: RenderedEmail) -> None:
+    item = issue.sections[0].items[2]
+    assert re.search(
+        rf'<a href="{re.escape(item.links[0].url)}"[^>]*>2、{re.escape(item.title)}</a>',
+        rendered.html,
+    )
+
+
+def test_document_shape(rendered: RenderedEmail) -> None:
+    assert rendered.html.lstrip().lower().startswith("<!doctype html>")
+    assert '<html lang="zh-CN"' in rendered.html
+    assert '<meta name="color-scheme" content="light dark"' in rendered.html
+    assert "<mj-" not in rendered.html
+    assert "fonts.googleapis.com" not in rendered.html
+    assert "PingFang SC" in rendered.html
+    assert "@media (prefers-color-scheme: dark)" in rendered.html
+
+
+def test_responsive_media_rules_keep_important(rendered: RenderedEmail) -> None:
+    rules = re.findall(r"@media only screen and \(min-width:480px\)\s*\{([^@]*)\}", rendered.html)
+    assert rules, "MJML's desktop column rule is gone"
+    assert "width:100% !important" in rules[0].replace(": ", ":")
+
+
+def test_own_css_is_inlined(rendered: RenderedEmail) -> None:
+    assert re.search(r'<h2 class="nl-section" style="[^"]*font-size: ?20px', rendered.html)
+
+
+def test_placeholders_survive_including_inside_href(rendered: RenderedEmail) -> None:
+    assert f'href="{Placeholder.UNSUBSCRIBE_URL.value}"' in rendered.html
+    assert f'href="{Placeholder.WEB_URL.value}"' in rendered.html
+    assert Placeholder.NAME.value in rendered.html
+    for placeholder in Placeholder:
+        assert placeholder.value in rendered.text
+
+
+def test_subject_is_the_issue_title(rendered: RenderedEmail) -> None:
+    assert rendered.subject == "AI系统内容推荐第14期"
+    assert rendered.issue_number == 14
+
+
+def hostile_issue() -> Issue:
+    item = Item(
+        title="<b>x</b> & y",
+        summary='<script>alert(1)</script> **bold** [ok](https://e.org/?a=1&b=2) [bad](javascript:alert(1)) "q"',
+        links=[Link(label="<i>", url="https://e.org/?q=<x>&r='1'")],
+    )
+    return Issue(number=9, title="<title>", sections=[Section(title="<s>", items=[item])])
+
+
+def test_hostile_text_comes_out_escaped(inliner_settings: Settings) -> None:
+    rendered = render_issue(hostile_issue(), inliner_settings)
+    assert "<script>" not in rendered.html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in rendered.html
+    assert "<strong>bold</strong>" in rendered.html
+    assert 'href="javascript:' not in rendered.html
+    assert "<b>x</b>" not in rendered.html and "<i>" not in rendered.html
+    # The text part is not HTML: readers see the characters themselves.
+    assert "<script>alert(1)</script> bold ok (https://e.org/?a=1&b=2)" in rendered.text
+
+
+def test_project_templates_win_over_shipped_defaults(settings: Settings, issue: Issue) -> None:
+    (settings.templates_dir / "issue.txt").write_text(
+        "custom {{ issue.title }}\n", encoding="utf-8"
+    )
+    assert render_issue(issue, settings).text == "custom AI系统内容推荐第14期\n"
+
+
+def test_missing_project_templates_fall_back_to_shipped_defaults(
+    settings: Settings, issue: Issue
+) -> None:
+    for path in settings.templates_dir.iterdir():
+        path.unlink()
+    assert "OneFlow" in render_issue(issue, settings).html
+
+
+def test_template_error_names_file_and_line(settings: Settings, issue: Issue) -> None:
+    path = settings.templates_dir / "issue.txt"
+    path.write_text("line one\n{{ issue.title }\n", encoding="utf-8")
+    with pytest.raises(TemplateError, match=r"issue\.txt:2: unexpected '}'"):
+        render_issue(issue, settings)
+    path.write_text("{{ issue.nope }}\n", encoding="utf-8")
+    with pytest.raises(TemplateError, match=r"issue\.txt:1: .*nope"):
+        render_issue(issue, settings)
+
+
+def test_broken_mjml_is_a_template_error(settings: Settings, issue: Issue) -> None:
+    path = settings.templates_dir / "issue.mjml"
+    path.write_text("<mjml><mj-body><mj-text>a < b</mj-text></mj-body></mjml>", encoding="utf-8")
+    with pytest.raises(TemplateError, match="MJML could not compile"):
+        render_issue(issue, settings)
+
+
+def test_section_numbers() -> None:
+    assert [section_number(n, "zh-CN") for n in (1, 2, 10, 11, 21)] == [
+        "一、",
+        "二、",
+        "十、",
+        "十一、",
+        "二十一、",
+    ]
+    assert section_number(3, "en") == "3. "
+
+
+def test_template_folder_is_copied(project: Path) -> None:
+    assert (project / "templates" / "email" / "issue.mjml").exists()
