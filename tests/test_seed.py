@@ -1,4 +1,4 @@
-"""issues/14.yaml against the seed text it was transcribed from: every word and link must survive."""
+"""issues/14.yaml against the seed it was transcribed from: every word and link must survive."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def parse_seed() -> tuple[str, list[tuple[str, list[dict[str, object]]]]]:
                 {"n": int(m.group(1)), "title": m.group(2), "summary": [], "links": []}
             )
         elif m := LINK.match(line):
-            sections[-1][1][-1]["links"].append((m.group(1), m.group(2).rstrip("；;，,。")))  # type: ignore[union-attr]
+            url = m.group(2).rstrip("；;，,。")
+            sections[-1][1][-1]["links"].append((m.group(1), url))  # type: ignore[union-attr]
         else:
             sections[-1][1][-1]["summary"].append(line)  # type: ignore[union-attr]
     return heading, sections
