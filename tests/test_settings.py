@@ -1,0 +1,78 @@
+"""newsletter.toml + NEWSLETTER_* environment -> Settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from newsletter.errors import ConfigError
+from newsletter.settings import load_settings
+
+
+def test_shipped_config_loads(project: Path) -> None:
+    settings = load_settings(project / "newsletter.toml", environ={})
+    assert settings.newsletter.name == "AI系统内容推荐"
+    assert settings.newsletter.language == "zh-CN"
+    assert settings.render.inliner == "css-inline"
+    assert settings.issues_dir == project / "issues"
+    assert settings.mailing_list("staging").staging is True
+    assert settings.secret is None
+
+
+def test_environment_overrides_any_key(project: Path) -> None:
+    settings = load_settings(
+        project / "newsletter.toml",
+        environ={
+            "NEWSLETTER_SMTP__PORT": "2525",
+            "NEWSLETTER_RENDER__INLINER": "premailer",
+            "NEWSLETTER_LISTS__MAIN__PATH": "all.csv",
+            "NEWSLETTER_SECRET": "s3cret",
+        },
+    )
+    assert settings.smtp.port == 2525
+    assert settings.render.inliner == "premailer"
+    assert settings.lists["main"].path == Path("all.csv")
+    assert settings.secret is not None
+    assert settings.secret.get_secret_value() == "s3cret"
+    assert "s3cret" not in repr(settings)
+    assert "s3cret" not in str(settings.model_dump())
+
+
+def test_secrets_in_the_file_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "newsletter.toml"
+    path.write_text('secret = "abc"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, environ={})
+    assert "`secret` must not be stored in the file" in info.value.message
+    assert "NEWSLETTER_SECRET" in info.value.hint
+
+
+def test_bad_value_names_file_line_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "newsletter.toml"
+    path.write_text('[newsletter]\nname = "x"\n\n[smtp]\nport = "many"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, environ={})
+    assert info.value.message.startswith(f"{path}:5: smtp.port: ")
+
+
+def test_unknown_key_and_bad_toml(tmp_path: Path) -> None:
+    path = tmp_path / "newsletter.toml"
+    path.write_text("[render]\ninliner = 'premailer'\ninlner = 'x'\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"newsletter.toml:3: render.inlner: Extra inputs"):
+        load_settings(path, environ={})
+    path.write_text("[render\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(path, environ={})
+
+
+def test_unknown_list_says_which_exist(project: Path) -> None:
+    settings = load_settings(project / "newsletter.toml", environ={})
+    expected = r"no list named 'nope' in the config \(lists: main, staging\)"
+    with pytest.raises(ConfigError, match=expected):
+        settings.mailing_list("nope")
+
+
+def test_explicit_missing_config_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_settings(tmp_path / "missing.toml", environ={})
