@@ -36,7 +36,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 import aiosmtplib
 from aiosmtpd.smtp import SMTP as SMTPServer  # noqa: N811
@@ -132,36 +131,58 @@ class Connection:
     async def _open(self) -> aiosmtplib.SMTP:
         if self._smtp is not None and self._smtp.is_connected:
             return self._smtp
-        smtp = self._pool.client()
+        pool = self._pool
+        smtp = pool.client()
         try:
             await smtp.connect()
-        except ssl.SSLCertVerificationError as exc:
+            if smtp.last_ehlo_response is None and smtp.last_helo_response is None:
+                # The extensions (AUTH, 8BITMIME, SMTPUTF8) must be known before we go on.
+                await smtp.ehlo()
+            if pool.smtp.username:
+                await self._login(smtp)
+        except (ssl.SSLCertVerificationError, aiosmtplib.SMTPConnectError) as exc:
+            smtp.close()
+            cert = _cert_error(exc)
+            if cert is None:
+                raise
             raise TransportError(
-                f"{self._pool.where}: the server's TLS certificate is not trusted:"
-                f" {exc.verify_message}",
+                f"{pool.where}: the server's TLS certificate is not trusted: {cert.verify_message}",
                 hint="Fix the server's certificate, or set [smtp] ca_file to its CA.",
             ) from None
-        except aiosmtplib.SMTPAuthenticationError as exc:
-            raise TransportError(
-                f"{self._pool.where}: AUTH refused for user {self._pool.smtp.username!r}:"
-                f" {exc.code} {exc.message}",
-                hint="Check [smtp] username and NEWSLETTER_SMTP_PASSWORD.",
-            ) from None
-        except aiosmtplib.SMTPNotSupported as exc:
-            raise TransportError(f"{self._pool.where}: {exc.message}") from None
         except aiosmtplib.SMTPResponseException as exc:
-            if self._pool.smtp.security == "starttls" and exc.code in (454, 500, 502, 503):
+            smtp.close()
+            if pool.smtp.security == "starttls" and exc.code in (454, 500, 502, 503):
                 raise TransportError(
-                    f"{self._pool.where}: STARTTLS refused: {exc.code} {exc.message}",
+                    f"{pool.where}: STARTTLS refused: {exc.code} {exc.message}",
                     hint="Use the server's submission port, or set [smtp] security to match it.",
                 ) from None
             raise
-        if smtp.last_ehlo_response is None and smtp.last_helo_response is None:
-            # The extensions (8BITMIME, SMTPUTF8) must be known before MAIL chooses options.
-            await smtp.ehlo()
+        except BaseException:
+            smtp.close()
+            raise
         self._smtp = smtp
         self._count = 0
         return smtp
+
+    async def _login(self, smtp: aiosmtplib.SMTP) -> None:
+        pool = self._pool
+        if not smtp.supports_extension("auth"):
+            raise TransportError(
+                f"{pool.where}: [smtp] username is set but the server offers no AUTH",
+                hint="Check [smtp] security (many servers offer AUTH only over TLS) and port.",
+            )
+        try:
+            await smtp.login(pool.smtp.username, pool.password())
+        except aiosmtplib.SMTPAuthenticationError as exc:
+            raise TransportError(
+                f"{pool.where}: AUTH refused for user {pool.smtp.username!r}:"
+                f" {exc.code} {exc.message}",
+                hint="Check [smtp] username and NEWSLETTER_SMTP_PASSWORD.",
+            ) from None
+        except aiosmtplib.SMTPException as exc:
+            if isinstance(exc, aiosmtplib.SMTPResponseException):
+                raise
+            raise TransportError(f"{pool.where}: cannot log in: {exc.message}") from None
 
     async def send(self, message: OutgoingMessage, on_accepted: OnAccepted) -> Result:
         try:
@@ -282,10 +303,10 @@ class Pool:
     def where(self) -> str:
         return f"{self.smtp.host}:{self.smtp.port} ({self.smtp.security})"
 
+    def password(self) -> str:
+        return self._password.get_secret_value() if self._password is not None else ""
+
     def client(self) -> aiosmtplib.SMTP:
-        login: dict[str, Any] = {}
-        if self.smtp.username and self._password is not None:
-            login = {"username": self.smtp.username, "password": self._password.get_secret_value()}
         return aiosmtplib.SMTP(
             hostname=self.smtp.host,
             port=self.smtp.port,
@@ -294,7 +315,6 @@ class Pool:
             use_tls=self.smtp.security == "tls",
             start_tls=self.smtp.security == "starttls",
             tls_context=self._tls,
-            **login,
         )
 
     async def check(self) -> None:
@@ -323,6 +343,15 @@ class Pool:
 
     async def close(self) -> None:
         await asyncio.gather(*(conn.close(polite=True) for conn in self._all))
+
+
+def _cert_error(exc: BaseException | None) -> ssl.SSLCertVerificationError | None:
+    """aiosmtplib wraps a certificate failure at connect in SMTPConnectError, not at STARTTLS."""
+    while exc is not None:
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _text(exc: BaseException) -> str:
