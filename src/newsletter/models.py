@@ -39,6 +39,22 @@ def check_text(value: str) -> str:
     return value
 
 
+# Python's header code breaks lines on all of these (str.splitlines), not only on CR and LF.
+_HEADER_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ENCODED_WORD = re.compile(r"=\?.*\?=", re.DOTALL)
+
+
+def header_problem(value: str) -> str | None:
+    """Why `value` must not go into a mail header (line breaks, controls, `=?..?=`), or None."""
+    bad = _HEADER_UNSAFE.search(value)
+    if bad:
+        code = f"U+{ord(bad.group()):04X}"
+        return f"contains the control character {code}, which could inject a mail header"
+    if _ENCODED_WORD.search(value):
+        return "contains a raw `=?...?=` encoded word, which could inject a mail header"
+    return None
+
+
 Url = Annotated[str, AfterValidator(check_url)]
 Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(check_text)]
 

@@ -33,6 +33,8 @@ class NewsletterSettings(Section):
     language: str = "en"
     sender: str = "Newsletter <newsletter@example.org>"
     reply_to: str = ""
+    # The mailto: in List-Unsubscribe (default: the sender); the token rides in its subject.
+    unsubscribe_email: str = ""
     base_url: str = "http://127.0.0.1:8025"
     greeting_fallback: str = "friend"
     sample_name: str = "Sample Reader"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import re
-import unicodedata
 from array import array
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
@@ -25,14 +24,11 @@ from typing import TYPE_CHECKING, TextIO
 from email_validator import EmailNotValidError, validate_email
 
 from newsletter.errors import Problem, SubscriberListError
-from newsletter.models import Subscriber
+from newsletter.models import Subscriber, header_problem
 
 MAX_NAME_LENGTH = 200
 KEPT_REJECTIONS = 1000
 _STATUSES = {"": True, "subscribed": True, "unsubscribed": False}
-# Python's header code splits lines on all of these, not only CR and LF (str.splitlines).
-_UNSAFE_CHAR = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_ENCODED_WORD = re.compile(r"=\?.*\?=", re.DOTALL)
 _UNDECODABLE = re.compile(r"[\udc80-\udcff]")
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _DOT_ATOM = re.compile(rf"{_ATEXT}(?:\.{_ATEXT})*")
@@ -71,18 +67,6 @@ class ListReport:
             "unsubscribed": self.unsubscribed,
             "suppressed": self.suppressed,
         }
-
-
-def header_problem(value: str) -> str | None:
-    """Why `value` must not go into a mail header (line breaks, controls, `=?..?=`), or None."""
-    bad = _UNSAFE_CHAR.search(value)
-    if bad:
-        char = bad.group()
-        label = unicodedata.name(char, "control character")
-        return f"contains U+{ord(char):04X} ({label.lower()}), which could inject a mail header"
-    if _ENCODED_WORD.search(value):
-        return "contains a raw `=?...?=` encoded word, which could inject a mail header"
-    return None
 
 
 def address_key(address: str) -> str:

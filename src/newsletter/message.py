@@ -1,0 +1,485 @@
+"""A RenderedEmail + one Subscriber -> the exact MIME bytes that subscriber's mailbox receives.
+
+A MessageFactory is built once per (issue, list): it checks and encodes every header that is the
+same for all recipients, splits the text and HTML on the Placeholder words, and chooses each
+part's transfer encoding (base64 for CJK-heavy parts, quoted-printable when that is smaller).
+`build(subscriber)` then only fills the values (HTML-escaped in the HTML part), encodes the few
+lines that changed, and joins bytes: no EmailMessage, no re-rendering per recipient.
+
+The output is ``multipart/alternative`` (text, then HTML), UTF-8, CRLF line ends, no line over
+78 octets in the headers where folding allows and never over 998 anywhere. Header values that
+could inject a header (CR, LF, NUL, other controls, raw ``=?...?=``) are refused with
+UnsafeHeaderError, and every serialized header block is checked again before it leaves.
+"""
+
+from __future__ import annotations
+
+import binascii
+import datetime as dt
+import email.utils
+import hashlib
+import html
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import quote
+
+from email_validator import EmailNotValidError, validate_email
+
+from newsletter.dkim_signer import DkimSigner
+from newsletter.errors import ConfigError, TemplateError, UnsafeHeaderError
+from newsletter.models import (
+    PLACEHOLDER_PREFIX,
+    OutgoingMessage,
+    Placeholder,
+    RenderedEmail,
+    Subscriber,
+    header_problem,
+)
+from newsletter.settings import Settings
+from newsletter.unsubscribe import sign
+
+CRLF = b"\r\n"
+TEST_HEADER = "X-Newsletter-Test"
+MAX_LINE = 998
+_FOLD_AT = 78
+_PLACEHOLDER = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"[A-Z0-9_]*__")
+_ATOM_PHRASE = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~ -]*")
+_PRINTABLE = re.compile(r"[\x20-\x7e]*")
+_DOT_ATOM = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
+_FIELD = re.compile(rb"^([!-9;-~]+):", re.MULTILINE)
+_BLOCK = re.compile(rb"(?:[!-9;-~]+:[ \t][\x20-\x7e]*\r\n(?:[ \t][\x20-\x7e]*\r\n)*)+")
+
+
+class Encoder(Protocol):
+    name: str
+
+    def encode(self, values: Sequence[bytes]) -> list[bytes]: ...
+
+
+class MessageFactory:
+    """Builds every recipient's message for one (issue, list); see the module docstring."""
+
+    def __init__(
+        self,
+        rendered: RenderedEmail,
+        settings: Settings,
+        list_name: str,
+        *,
+        secret: bytes,
+        test: bool | None = None,
+        date: dt.datetime | None = None,
+    ) -> None:
+        mailing_list = settings.mailing_list(list_name)
+        self.issue = rendered.issue_number
+        self.list_name = list_name
+        self.test = mailing_list.staging if test is None else test
+        self._secret = secret
+        self._fallback_name = settings.newsletter.greeting_fallback
+        base_url = settings.newsletter.base_url.rstrip("/")
+        self.web_url = f"{base_url}/issues/{rendered.issue_number}"
+        self._unsubscribe_base = f"{base_url}/unsubscribe/"
+        _check_url(self.web_url, "newsletter.base_url")
+
+        sender_name, self.sender = _parse_mailbox(settings.newsletter.sender, "newsletter.sender")
+        self.domain = self.sender.rpartition("@")[2]
+        mailto = settings.newsletter.unsubscribe_email or self.sender
+        _, address = _parse_mailbox(mailto, "newsletter.unsubscribe_email")
+        self._mailto = quote(address, safe="@")
+
+        subject = rendered.subject.strip()
+        _check_header(subject, "subject (the issue's title)")
+        if self.test:
+            subject = f"[TEST] {subject}"
+        list_label = mailing_list.name or settings.newsletter.name
+        _check_header(list_label, f"lists.{list_name}.name")
+        list_id = mailing_list.id or f"{list_name}.{self.domain}"
+        if not _DOT_ATOM.fullmatch(list_id) or "." not in list_id:
+            raise ConfigError(
+                f"lists.{list_name}.id: {list_id!r} is not a valid List-Id",
+                hint="Use a domain-like name you control, e.g. weekly.news.example.org.",
+            )
+        when = date or dt.datetime.now(dt.UTC)
+
+        head = [_mailbox_header("From", sender_name, self.sender)]
+        middle = [
+            _unstructured_header("Subject", subject),
+            f"Date: {email.utils.format_datetime(when)}\r\n",
+        ]
+        lists = []
+        if settings.newsletter.reply_to:
+            name, address = _parse_mailbox(settings.newsletter.reply_to, "newsletter.reply_to")
+            lists.append(_mailbox_header("Reply-To", name, address))
+        lists.append(_mailbox_header("List-Id", list_label, list_id))
+        self._boundary = "=_nl_" + _digest(f"{self.issue}\n{list_name}\n{rendered.html}")[:24]
+        tail = ["List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"]
+        if self.test:
+            tail.append(f"{TEST_HEADER}: yes (test send to the {list_name!r} list)\r\n")
+        tail.append("MIME-Version: 1.0\r\n")
+        language = settings.newsletter.language
+        if re.fullmatch(r"[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*", language):
+            tail.append(f"Content-Language: {language}\r\n")
+        tail.append(f'Content-Type: multipart/alternative;\r\n boundary="{self._boundary}"\r\n')
+        self._head = _ascii("".join(head))
+        self._middle = _ascii("".join(middle))
+        self._lists = _ascii("".join(lists))
+        self._tail = _ascii("".join(tail))
+
+        self._text = _split(rendered.text, "text")
+        self._html = _split(rendered.html, "html")
+        self.text_encoder = choose_encoder(self._text[0])
+        self.html_encoder = choose_encoder(self._html[0])
+        self._text_head = _part_head("text/plain", self.text_encoder.name, self._boundary)
+        self._html_head = _part_head("text/html", self.html_encoder.name, self._boundary)
+        self._close = _ascii(f"--{self._boundary}--\r\n")
+        self._dkim = DkimSigner.from_settings(settings) if settings.dkim is not None else None
+        self._fields = [
+            b"From",
+            b"To",
+            b"Subject",
+            b"Date",
+            b"Message-ID",
+            *_FIELD.findall(self._lists),
+            b"List-Unsubscribe",
+            *_FIELD.findall(self._tail),
+        ]
+        if self._dkim is not None:
+            self._fields.insert(0, b"DKIM-Signature")
+
+    def message_id(self, subscriber: Subscriber) -> str:
+        """Unique per (issue, list, recipient) and the same on every retry."""
+        seed = "\n".join([str(self.issue), self.list_name, subscriber.envelope.lower()])
+        return f"<{_digest(seed)[:32]}@{self.domain}>"
+
+    def unsubscribe_url(self, subscriber: Subscriber) -> str:
+        """The one-click (RFC 8058) and visible unsubscribe link; the token signs list + address."""
+        return self._unsubscribe_base + self.token(subscriber)
+
+    def token(self, subscriber: Subscriber) -> str:
+        return sign(self._secret, self.list_name, subscriber.envelope.lower())
+
+    def build(self, subscriber: Subscriber) -> OutgoingMessage:
+        """The finished message for one subscriber; UnsafeHeaderError if a value could inject."""
+        name = subscriber.name
+        problem = header_problem(name) or header_problem(subscriber.envelope)
+        if problem is not None or not subscriber.envelope.isascii():
+            where = f"line {subscriber.line}" if subscriber.line is not None else "subscriber"
+            raise UnsafeHeaderError(
+                f"{where} ({subscriber.envelope!r}): name or address "
+                f"{problem or 'is not ASCII (use the punycode envelope form)'}"
+            )
+        token = self.token(subscriber)
+        unsubscribe = self._unsubscribe_base + token
+        message_id = self.message_id(subscriber)
+        values = {
+            Placeholder.NAME: name or self._fallback_name,
+            Placeholder.UNSUBSCRIBE_URL: unsubscribe,
+            Placeholder.WEB_URL: self.web_url,
+        }
+        text_values = [values[slot].encode() for slot in self._text[1]]
+        html_values = [html.escape(values[slot]).encode() for slot in self._html[1]]
+        mailto = f"mailto:{self._mailto}?subject=unsubscribe%20{token}"
+        header = b"".join(
+            [
+                self._head,
+                _ascii(_mailbox_header("To", name, subscriber.envelope)),
+                self._middle,
+                _ascii(f"Message-ID: {message_id}\r\n"),
+                self._lists,
+                _ascii(f"List-Unsubscribe: <{unsubscribe}>,\r\n <{mailto}>\r\n"),
+                self._tail,
+            ]
+        )
+        body = [
+            CRLF,
+            self._text_head,
+            *self.text_encoder.encode(text_values),
+            self._html_head,
+            *self.html_encoder.encode(html_values),
+            self._close,
+        ]
+        data = b"".join([header, *body])
+        if self._dkim is not None:
+            signature = self._dkim.sign(data)
+            header = signature + header
+            data = signature + data
+        self._check_header_block(header, subscriber)
+        return OutgoingMessage(
+            message_id=message_id, sender=self.sender, recipient=subscriber.envelope, data=data
+        )
+
+    def _check_header_block(self, block: bytes, subscriber: Subscriber) -> None:
+        """The last gate: exactly the header fields we wrote, printable ASCII, CRLF, short lines."""
+        fields = _FIELD.findall(block)
+        long_line = max(len(line) for line in block.split(CRLF)) > MAX_LINE
+        if not _BLOCK.fullmatch(block) or fields != self._fields or long_line:
+            raise UnsafeHeaderError(
+                f"the header block for {subscriber.envelope!r} is malformed "
+                f"(fields {[f.decode('ascii', 'replace') for f in fields]}); nothing was sent"
+            )
+
+
+def write_eml_files(
+    factory: MessageFactory, subscribers: Iterable[Subscriber], out: Path
+) -> tuple[int, int]:
+    """Write each subscriber's message to `out` as NNNNNN-address.eml (a dry run).
+
+    Earlier .eml files in `out` are removed first, so the folder shows exactly this run.
+    Returns (messages written, earlier files removed).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    removed = 0
+    for old in out.glob("*.eml"):
+        old.unlink()
+        removed += 1
+    count = 0
+    for count, subscriber in enumerate(subscribers, start=1):
+        message = factory.build(subscriber)
+        safe = re.sub(r"[^A-Za-z0-9@._+-]", "_", subscriber.envelope)[:100]
+        (out / f"{count:06d}-{safe}.eml").write_bytes(message.data)
+    return count, removed
+
+
+# -- body parts ----------------------------------------------------------------------------------
+
+
+def _split(content: str, part: str) -> tuple[list[bytes], list[Placeholder]]:
+    """CRLF-normalised UTF-8 bytes between the Placeholder words, and the words in order."""
+    normal = content.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\r\n")
+    segments: list[bytes] = []
+    slots: list[Placeholder] = []
+    start = 0
+    for match in _PLACEHOLDER.finditer(normal):
+        word = match.group()
+        if word not in Placeholder._value2member_map_:
+            raise TemplateError(
+                f"the rendered {part} part contains {word}, which is not a known placeholder",
+                hint=f"Use only {', '.join(p.value for p in Placeholder)} in templates.",
+            )
+        segments.append(normal[start : match.start()].encode())
+        slots.append(Placeholder(word))
+        start = match.end()
+    segments.append(normal[start:].encode())
+    return segments, slots
+
+
+def choose_encoder(segments: list[bytes]) -> Encoder:
+    """Base64 or quoted-printable, whichever makes this part smaller (CJK: base64, ~1.4x)."""
+    sample = b"".join(segments)
+    qp_size = len(binascii.b2a_qp(sample, istext=True))
+    base64_size = (len(sample) + 56) // 57 * 78
+    if qp_size <= base64_size:
+        return QuotedPrintable(segments)
+    return Base64(segments)
+
+
+class Base64:
+    """Base64 in 76-character lines, re-encoding only the lines a value touches.
+
+    A static segment encodes the same way whenever it starts at the same offset modulo 57 (the
+    input bytes of one line), so its full lines are encoded once per offset and then reused.
+    """
+
+    name = "base64"
+    _IN = 57
+
+    def __init__(self, segments: list[bytes]) -> None:
+        self._segments = segments
+        self._cache: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+
+    def encode(self, values: Sequence[bytes]) -> list[bytes]:
+        out: list[bytes] = []
+        carry = b""
+        for index, segment in enumerate(self._segments):
+            if index:
+                carry += values[index - 1]
+                while len(carry) >= self._IN:
+                    out.append(_b64_line(carry[: self._IN]))
+                    carry = carry[self._IN :]
+            need = self._IN - len(carry)
+            if len(segment) < need:
+                carry += segment
+                continue
+            out.append(_b64_line(carry + segment[:need]))
+            lines, carry = self._lines(index, need)
+            out.append(lines)
+        if carry:
+            out.append(_b64_line(carry))
+        return out
+
+    def _lines(self, index: int, start: int) -> tuple[bytes, bytes]:
+        cached = self._cache.get((index, start))
+        if cached is None:
+            segment = self._segments[index]
+            end = start + (len(segment) - start) // self._IN * self._IN
+            encoded = binascii.b2a_base64(segment[start:end], newline=False)
+            lines = b"".join(encoded[i : i + 76] + CRLF for i in range(0, len(encoded), 76))
+            cached = self._cache[(index, start)] = (lines, segment[end:])
+        return cached
+
+
+def _b64_line(chunk: bytes) -> bytes:
+    return binascii.b2a_base64(chunk, newline=False) + CRLF
+
+
+class QuotedPrintable:
+    """Quoted-printable (76-column soft breaks), re-encoding only the lines a value sits on.
+
+    QP starts afresh at every hard line break, so the complete lines of a static segment are
+    encoded once; per recipient only the line(s) holding a value are encoded.
+    """
+
+    name = "quoted-printable"
+
+    def __init__(self, segments: list[bytes]) -> None:
+        self._pieces: list[tuple[bytes, bytes, bytes] | None] = []
+        for segment in segments:
+            first, last = segment.find(CRLF), segment.rfind(CRLF)
+            if first < 0:
+                self._pieces.append(None)
+                continue
+            lines = _qp(segment[first + 2 : last + 2])
+            self._pieces.append((segment[: first + 2], lines, segment[last + 2 :]))
+        self._segments = segments
+
+    def encode(self, values: Sequence[bytes]) -> list[bytes]:
+        out: list[bytes] = []
+        pending = b""
+        for index, pieces in enumerate(self._pieces):
+            if index:
+                pending += values[index - 1]
+            if pieces is None:
+                pending += self._segments[index]
+                continue
+            head, lines, tail = pieces
+            out.append(_qp(pending + head))
+            out.append(lines)
+            pending = tail
+        if pending:
+            out.append(_qp(pending))
+        # The body must end with a line break; it belongs to the boundary that follows.
+        out.append(CRLF)
+        return out
+
+
+def _qp(data: bytes) -> bytes:
+    encoded = binascii.b2a_qp(data, istext=True)
+    # b2a_qp copies the first line break it sees; with none in `data` its soft breaks are bare LF.
+    return encoded if CRLF in data else encoded.replace(b"=\n", b"=\r\n")
+
+
+def _part_head(content_type: str, encoding: str, boundary: str) -> bytes:
+    return _ascii(
+        f"--{boundary}\r\n"
+        f'Content-Type: {content_type}; charset="utf-8"\r\n'
+        f"Content-Transfer-Encoding: {encoding}\r\n\r\n"
+    )
+
+
+# -- headers -------------------------------------------------------------------------------------
+
+
+def _check_header(value: str, field: str) -> None:
+    problem = header_problem(value)
+    if problem is not None:
+        raise UnsafeHeaderError(f"{field}: {problem}")
+
+
+def _check_url(url: str, field: str) -> None:
+    if not _PRINTABLE.fullmatch(url) or " " in url or '"' in url or "<" in url or ">" in url:
+        raise ConfigError(f"{field}: {url!r} must be a plain ASCII URL without spaces or quotes")
+
+
+def _parse_mailbox(value: str, field: str) -> tuple[str, str]:
+    """'Name <a@b>' from the config -> (name, ASCII address); ConfigError if unusable."""
+    problem = header_problem(value)
+    if problem is not None:
+        raise ConfigError(f"{field}: {problem}")
+    name, address = email.utils.parseaddr(value)
+    try:
+        result = validate_email(address, check_deliverability=False, allow_smtputf8=False)
+    except EmailNotValidError as exc:
+        raise ConfigError(
+            f"{field}: {value!r} is not a usable address: {exc}",
+            hint='Write it as "Display Name <name@example.org>".',
+        ) from None
+    return name, result.ascii_email or result.normalized
+
+
+def _mailbox_header(field: str, name: str, address: str) -> str:
+    """`Field: phrase <address>`, the phrase quoted or RFC 2047-encoded and folded as needed."""
+    _check_header(name, field)
+    if not name:
+        return f"{field}: <{address}>\r\n"
+    if _ATOM_PHRASE.fullmatch(name):
+        words = [name]
+    elif name.isascii() and _PRINTABLE.fullmatch(name):
+        words = ['"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"']
+    else:
+        words = encode_words(name, _FOLD_AT - len(field) - 2)
+    return _fold(field, [*words, f"<{address}>"])
+
+
+def _unstructured_header(field: str, value: str) -> str:
+    """An unstructured header: plain ASCII folded at spaces, anything else as encoded words."""
+    room = _FOLD_AT - len(field) - 2
+    if value.isascii() and _PRINTABLE.fullmatch(value):
+        words = re.split(r"(?<=\S)(?= )", value)
+        if max(len(w) for w in words) < MAX_LINE - len(field) - 4:
+            lines = [words[0]]
+            for word in words[1:]:
+                if len(lines[-1]) + len(word) > room:
+                    lines.append(word)
+                else:
+                    lines[-1] += word
+            return f"{field}: " + "\r\n".join(lines) + "\r\n"
+    return _fold(field, encode_words(value, room))
+
+
+def encode_words(text: str, first_room: int) -> list[str]:
+    """RFC 2047 B-encoded words of at most 75 characters, split between whole characters.
+
+    `_fold` always puts whitespace between them: never the `?==?` that some Python versions
+    produce and some clients then show raw.
+    """
+    words: list[str] = []
+    room = max(first_room, 16)
+    chunk = b""
+    for char in text:
+        data = char.encode()
+        if len(chunk) + len(data) > (min(room, 75) - 12) // 4 * 3:
+            words.append(_word(chunk))
+            chunk = b""
+            room = 75
+        chunk += data
+    if chunk or not words:
+        words.append(_word(chunk))
+    return words
+
+
+def _word(data: bytes) -> str:
+    return "=?utf-8?b?" + binascii.b2a_base64(data, newline=False).decode("ascii") + "?="
+
+
+def _fold(field: str, words: list[str]) -> str:
+    """Join words with spaces, breaking the line (CRLF + space) before any word that would
+    push it past 78 characters."""
+    line = f"{field}: {words[0]}"
+    lines = []
+    for word in words[1:]:
+        if len(line) + 1 + len(word) > _FOLD_AT:
+            lines.append(line)
+            line = " " + word
+        else:
+            line += " " + word
+    lines.append(line)
+    return "\r\n".join(lines) + "\r\n"
+
+
+def _ascii(text: str) -> bytes:
+    return text.encode("ascii")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
