@@ -6,16 +6,25 @@ code 1; nothing the user can cause ends in a traceback.
 
 from __future__ import annotations
 
+import email
+import email.policy
 import sys
 from collections.abc import Callable
+from email.message import EmailMessage
 from functools import update_wrapper
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import click
 
+from newsletter.checks import GMAIL_CLIP, Finding, encoded_size, run_checks
 from newsletter.errors import NewsletterError
-from newsletter.settings import load_settings
+from newsletter.issues import load_issue
+from newsletter.message import MessageFactory
+from newsletter.models import Issue, OutgoingMessage, RenderedEmail, Subscriber
+from newsletter.render import render_issue
+from newsletter.settings import Settings, load_settings
+from newsletter.unsubscribe import signing_key
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -71,6 +80,114 @@ def cli(ctx: click.Context, config: Path | None) -> None:
     ctx.ensure_object(dict)["config"] = config
 
 
+class Prepared(NamedTuple):
+    issue: Issue
+    rendered: RenderedEmail
+    sample: OutgoingMessage
+    findings: list[Finding]
+    ephemeral_key: bool
+
+
+def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
+    """The editor's view of an issue: load, render once, one sample message, the checks."""
+    issue = load_issue(settings.issues_dir, number)
+    rendered = render_issue(issue, settings)
+    key = signing_key(settings, allow_ephemeral=True)
+    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
+    sample = factory.build(
+        Subscriber(
+            address=settings.newsletter.sample_email,
+            envelope=settings.newsletter.sample_email,
+            name=settings.newsletter.sample_name,
+        )
+    )
+    findings = run_checks(issue, rendered, sample.data)
+    return Prepared(issue, rendered, sample, findings, key.ephemeral)
+
+
+def note_ephemeral(prepared: Prepared) -> None:
+    if prepared.ephemeral_key:
+        click.echo(
+            "note: NEWSLETTER_SECRET is not set, so the sample's unsubscribe link is signed "
+            "with a throwaway key and will not verify",
+            err=True,
+        )
+
+
+issue_option = click.option("--issue", "number", type=int, required=True, help="Issue number.")
+sample_list_option = click.option(
+    "--list",
+    "list_name",
+    default="main",
+    show_default=True,
+    help="The list whose headers the sample message carries.",
+)
+
+
+@cli.command()
+@issue_option
+@sample_list_option
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Output folder (default: out/ISSUE in the project).",
+)
+@pass_settings
+def build(settings: Settings, number: int, list_name: str, out: Path | None) -> None:
+    """Render an issue: email.html, email.txt and a sample email.eml (for a sample recipient)."""
+    prepared = prepare(settings, number, list_name)
+    note_ephemeral(prepared)
+    folder = out if out is not None else settings.root / "out" / str(number)
+    folder.mkdir(parents=True, exist_ok=True)
+    parsed = email.message_from_bytes(prepared.sample.data, policy=email.policy.default)
+    assert isinstance(parsed, EmailMessage)
+    parts = {"email.html": ("html",), "email.txt": ("plain",)}
+    for name, kind in parts.items():
+        body = parsed.get_body(kind)
+        assert body is not None
+        # The wire form has CRLF line ends; files for people to open get plain newlines.
+        content = body.get_content().replace("\r\n", "\n")
+        (folder / name).write_text(content, encoding="utf-8")
+    (folder / "email.eml").write_bytes(prepared.sample.data)
+    for name in (*parts, "email.eml"):
+        path = folder / name
+        click.echo(f"{_shown(path)}  {path.stat().st_size / 1024:.1f} KB")
+    sample = f"{settings.newsletter.sample_name} <{settings.newsletter.sample_email}>"
+    click.echo(f"filled for the sample recipient {sample}; the .eml is exactly what they get")
+
+
+@cli.command()
+@issue_option
+@sample_list_option
+@pass_settings
+def check(settings: Settings, number: int, list_name: str) -> None:
+    """Pre-send checks. Exit 0: no errors (warnings allowed); 1: errors."""
+    prepared = prepare(settings, number, list_name)
+    for finding in prepared.findings:
+        click.secho(str(finding), fg="red" if finding.level == "error" else "yellow")
+    parsed = email.message_from_bytes(prepared.sample.data, policy=email.policy.default)
+    assert isinstance(parsed, EmailMessage)
+    html_part = parsed.get_body(("html",))
+    assert html_part is not None
+    size = encoded_size(html_part)
+    click.echo(
+        f"HTML part: {size / 1024:.1f} KB encoded ({html_part['Content-Transfer-Encoding']}), "
+        f"{size / GMAIL_CLIP:.0%} of Gmail's ~102 KB clipping limit"
+    )
+    errors = sum(f.level == "error" for f in prepared.findings)
+    warnings = len(prepared.findings) - errors
+    click.echo(f"issue {number}: {errors} error(s), {warnings} warning(s)")
+    if errors:
+        sys.exit(1)
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def main() -> None:
     cli(prog_name="newsletter")
-

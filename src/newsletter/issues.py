@@ -29,8 +29,15 @@ def issue_path(issues_dir: Path, number: int) -> Path:
             return path
     known = ", ".join(str(n) for n in list_issue_numbers(issues_dir)) or "none"
     raise IssueNotFoundError(
-        [Problem(str(issues_dir / f"{number}.yaml"), None, "", f"no such issue (issues: {known})")],
-        hint=f"Create {issues_dir / f'{number}.yaml'} or pick one of the issues listed.",
+        [
+            Problem(
+                _display(issues_dir / f"{number}.yaml"),
+                None,
+                "",
+                f"no such issue (issues: {known})",
+            )
+        ],
+        hint=f"Create {_display(issues_dir / f'{number}.yaml')} or pick one of the issues listed.",
     )
 
 
@@ -82,6 +89,7 @@ def load_issue_file(path: Path, *, display: str | None = None) -> Issue:
 
 
 def _display(path: Path) -> str:
+    """`path` relative to the working directory when it is below it: what the editor typed."""
     try:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:

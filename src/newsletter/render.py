@@ -197,7 +197,7 @@ def _render_template(env: jinja2.Environment, name: str, context: dict[str, Any]
     try:
         return env.get_template(name).render(context)
     except jinja2.TemplateSyntaxError as exc:
-        where = f"{exc.filename or exc.name}:{exc.lineno}"
+        where = f"{_display(exc.filename) if exc.filename else exc.name}:{exc.lineno}"
         raise TemplateError(f"{where}: {exc.message}") from None
     except jinja2.TemplateNotFound as exc:
         raise TemplateError(
@@ -205,7 +205,15 @@ def _render_template(env: jinja2.Environment, name: str, context: dict[str, Any]
             hint="Restore it in templates/email/ or delete the folder to use the shipped defaults.",
         ) from None
     except jinja2.TemplateError as exc:
-        raise TemplateError(f"{name}:{_template_line(exc)}: {exc}") from None
+        filename = env.get_template(name).filename or name
+        raise TemplateError(f"{_display(filename)}:{_template_line(exc)}: {exc}") from None
+
+
+def _display(filename: str) -> str:
+    try:
+        return str(Path(filename).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return filename
 
 
 def _template_line(exc: BaseException) -> str:
