@@ -63,6 +63,7 @@ class FaultyHandler:
         self.by_message_id: Counter[str] = Counter()
         self.by_recipient: Counter[str] = Counter()
         self.sessions = 0
+        self.connections = 0
         self.log: Path | None = None
 
     async def handle_EHLO(  # noqa: N802
@@ -173,6 +174,7 @@ async def start(
             auth_require_tls=starttls is not None,  # aiosmtpd cannot tell implicit TLS
         )
         sessions.append(smtp)
+        handler.connections += 1
         return smtp
 
     server = await loop.create_server(factory, "127.0.0.1", 0, ssl=tls)

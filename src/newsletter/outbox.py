@@ -222,11 +222,13 @@ class Outbox:
 
     # -- one delivery -----------------------------------------------------------------------
 
-    def mark_sending(self, row_id: int) -> None:
-        """Committed after RCPT was accepted and before DATA: the start of the in-doubt window."""
+    def mark_sending(self, row_id: int, message_id: str) -> None:
+        """Committed after RCPT was accepted and before DATA: the start of the in-doubt window.
+        The first Message-ID stored stays the row's for every later attempt."""
         self._db.execute(
-            "UPDATE deliveries SET state = ?, attempts = attempts + 1, updated_at = ? WHERE id = ?",
-            (S.SENDING, _now(), row_id),
+            "UPDATE deliveries SET state = ?, attempts = attempts + 1, updated_at = ?,"
+            " message_id = coalesce(message_id, ?) WHERE id = ?",
+            (S.SENDING, _now(), message_id, row_id),
         )
 
     def record(

@@ -1,0 +1,359 @@
+"""The send engine: a list snapshot and a message builder in, a delivery log and a RunReport out.
+
+The fixed pipeline of one run:
+
+    recover   rows a crash left in `sending` become `unknown` (reported, not resent)
+    reopen    `unknown` (--resend-unknown) and `failed` (--retry-failed) rows become due again
+    plan      every subscriber gets a row; suppressed or departed ones waiting are `skipped`
+    deliver   N workers take due rows through one token bucket per second and one per hour;
+              deferred rows come back after full-jitter exponential backoff, up to max_attempts
+              in this run; a circuit breaker ends the run after K connection failures in a row;
+              SIGINT/SIGTERM let in-flight messages finish and be recorded, then stop.
+
+The engine never builds MIME or speaks SMTP itself: a `build(subscriber)` callable makes the bytes
+and transport.Pool carries them. `prepare` wires issues, render, subscribers and message to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import random
+import re
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
+from newsletter.outbox import Delivery, Outbox, normalize
+from newsletter.transport import Outcome, Pool, Result, Scope
+
+S = DeliveryStatus
+Build = Callable[[Subscriber], OutgoingMessage]
+
+
+@dataclass(frozen=True)
+class Options:
+    concurrency: int = 4
+    rate: float = 0.0
+    rate_per_hour: int = 0
+    max_attempts: int = 5
+    retry_base: float = 1.0
+    retry_cap: float = 60.0
+    breaker_threshold: int = 5
+    resend_unknown: bool = False
+    retry_failed: bool = False
+
+
+@dataclass(frozen=True)
+class Job:
+    """What to send: one issue to one list, subscribers keyed by their normalised address."""
+
+    issue: int
+    list_name: str
+    subscribers: Mapping[str, Subscriber]
+    build: Build
+
+
+@dataclass(frozen=True)
+class Event:
+    """One recorded outcome, for progress display."""
+
+    recipient: str
+    state: DeliveryStatus
+    result: Result | None
+    counts: Mapping[DeliveryStatus, int]
+
+
+@dataclass
+class RunReport:
+    issue: int
+    list_name: str
+    counts: dict[DeliveryStatus, int]
+    this_run: Counter[DeliveryStatus] = field(default_factory=Counter)
+    recovered: list[Delivery] = field(default_factory=list)
+    stopped: str = ""
+    seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        """Every recipient sent (or skipped on purpose)."""
+        return not self.stopped and all(
+            n == 0 for s, n in self.counts.items() if s not in (S.SENT, S.SKIPPED)
+        )
+
+
+class RateLimiter:
+    """A token bucket holding one token: messages leave evenly spaced, never in bursts."""
+
+    def __init__(self, per_second: float) -> None:
+        self.interval = 1.0 / per_second if per_second > 0 else 0.0
+        self._next = 0.0
+
+    async def take(self) -> None:
+        now = time.monotonic()
+        slot = max(self._next, now)
+        self._next = slot + self.interval
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+    def pause(self, seconds: float) -> None:
+        self._next = max(self._next, time.monotonic() + seconds)
+
+    def slow_down(self, observed: float) -> None:
+        """Halve the pace (from what the server actually took, when there was no limit)."""
+        current = 1.0 / self.interval if self.interval else max(observed, 1.0)
+        self.interval = 2.0 / current
+
+
+def backoff(attempt: int, base: float, cap: float) -> float:
+    """Full jitter (AWS architecture blog): uniform in [0, min(cap, base * 2**(attempt-1))]."""
+    return random.uniform(0, min(cap, base * 2 ** max(attempt - 1, 0)))
+
+
+_MESSAGE_ID = re.compile(rb"^Message-ID:[ \t]*<[^>\r\n]*>", re.IGNORECASE | re.MULTILINE)
+
+
+def with_message_id(message: OutgoingMessage, message_id: str) -> OutgoingMessage:
+    """The same message under the Message-ID its row already holds (a retry or a resend)."""
+    if message.message_id == message_id:
+        return message
+    end = message.data.find(b"\r\n\r\n")
+    head, body = (message.data, b"") if end < 0 else (message.data[:end], message.data[end:])
+    head, n = _MESSAGE_ID.subn(b"Message-ID: " + message_id.encode("ascii"), head, count=1)
+    if n != 1:
+        raise ValueError("the built message has no Message-ID header")
+    return message.model_copy(update={"message_id": message_id, "data": head + body})
+
+
+class Engine:
+    def __init__(
+        self,
+        job: Job,
+        pool: Pool,
+        outbox: Outbox,
+        options: Options,
+        progress: Callable[[Event], None] | None = None,
+    ) -> None:
+        self.job = job
+        self.pool = pool
+        self.outbox = outbox
+        self.options = options
+        self.progress = progress
+        self.per_second = RateLimiter(options.rate)
+        self.per_hour = RateLimiter(options.rate_per_hour / 3600.0)
+        self.report = RunReport(job.issue, job.list_name, {})
+        self._queue: list[tuple[float, int, Delivery]] = []
+        self._tries: Counter[int] = Counter()
+        self._in_flight = 0
+        self._failures = 0
+        self._throttles = 0
+        self._stopping = False
+        self._started = 0.0
+        self._sent = 0
+        self._counts: dict[DeliveryStatus, int] = {}
+        self._current: dict[int, DeliveryStatus] = {}
+        self._seq = 0
+
+    def stop(self, reason: str) -> None:
+        """Finish what is in flight, start nothing new."""
+        if not self._stopping:
+            self._stopping = True
+            self.report.stopped = reason
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def plan(self) -> list[Delivery]:
+        """Recover, reopen and plan; the rows this run will attempt."""
+        job, opts = self.job, self.options
+        self.report.recovered = self.outbox.recover(job.issue, job.list_name)
+        reopen = [S.UNKNOWN] if opts.resend_unknown else []
+        reopen += [S.FAILED] if opts.retry_failed else []
+        self.outbox.reopen(job.issue, job.list_name, reopen)
+        self.outbox.plan(job.issue, job.list_name, job.subscribers)
+        return self.outbox.due(job.issue, job.list_name)
+
+    async def run(self, rows: list[Delivery] | None = None) -> RunReport:
+        job = self.job
+        rows = self.plan() if rows is None else rows
+        self._counts = self.outbox.counts(job.issue, job.list_name)
+        self._started = time.monotonic()
+        for seq, row in enumerate(rows):
+            # Deferred rows keep the pause the last run chose for them; the rest go now.
+            wait = max(0.0, row.next_attempt_at - time.time()) if row.state == S.DEFERRED else 0.0
+            heapq.heappush(self._queue, (time.monotonic() + min(wait, 5.0), seq, row))
+        self._seq = len(rows)
+        workers = [asyncio.create_task(self._work()) for _ in range(self.options.concurrency)]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
+                task.cancel()
+            await self.pool.close()
+        self.report.counts = self.outbox.counts(job.issue, job.list_name)
+        self.report.seconds = time.monotonic() - self._started
+        return self.report
+
+    async def _work(self) -> None:
+        while not self._stopping:
+            if not self._queue:
+                if self._in_flight == 0:
+                    return
+                await asyncio.sleep(0.02)
+                continue
+            ready, _, row = self._queue[0]
+            now = time.monotonic()
+            if ready > now:
+                await asyncio.sleep(min(ready - now, 0.05))
+                continue
+            heapq.heappop(self._queue)
+            self._in_flight += 1
+            try:
+                await self._attempt(row)
+            finally:
+                self._in_flight -= 1
+
+    async def _attempt(self, row: Delivery) -> None:
+        await self.per_hour.take()
+        await self.per_second.take()
+        if self._stopping:
+            return
+        subscriber = self.job.subscribers[row.recipient]
+        if self.outbox.is_suppressed(self.job.list_name, row.recipient):
+            self._record(row, S.SKIPPED, None, reply="suppressed (unsubscribed)")
+            return
+        try:
+            message = self.job.build(subscriber)
+            if row.message_id:
+                message = with_message_id(message, row.message_id)
+        except Exception as exc:  # one recipient's bad data must not end the run
+            self._record(row, S.FAILED, None, reply=f"cannot build the message: {exc}")
+            return
+        accepted = False
+
+        def on_accepted() -> None:
+            nonlocal accepted
+            accepted = True
+            self.outbox.mark_sending(row.id, message.message_id)
+
+        try:
+            result = await self.pool.send(message, on_accepted)
+        except asyncio.CancelledError:
+            if accepted:
+                self._record(row, S.UNKNOWN, None, reply="stopped during DATA", attempted=False)
+            raise
+        self._handle(row, result, attempted=not accepted)
+
+    def _handle(self, row: Delivery, result: Result, *, attempted: bool) -> None:
+        outcome, opts = result.outcome, self.options
+        if result.scope == Scope.CONNECTION:
+            self._failures += 1
+            if self._failures >= opts.breaker_threshold:
+                self.stop(
+                    f"{self._failures} connection failures in a row"
+                    f" (last: {result.describe()}): circuit breaker open"
+                )
+        else:
+            self._failures = 0
+        if outcome == Outcome.THROTTLED:
+            self._throttles += 1
+            pause = backoff(self._throttles + 1, opts.retry_base, opts.retry_cap)
+            elapsed = max(time.monotonic() - self._started, 1e-3)
+            self.per_second.slow_down(self._sent / elapsed)
+            self.per_second.pause(pause)
+            if self._throttles >= opts.breaker_threshold:
+                self.stop(f"the server keeps throttling us ({result.describe()})")
+        elif outcome == Outcome.SENT:
+            self._throttles = 0
+        if outcome == Outcome.SENT:
+            self._sent += 1
+            self._record(row, S.SENT, result)
+        elif outcome == Outcome.REJECTED:
+            self._record(row, S.REJECTED, result, attempted=attempted)
+        elif outcome == Outcome.FAILED:
+            self._record(row, S.FAILED, result, attempted=attempted)
+        elif outcome == Outcome.UNKNOWN:
+            self._record(row, S.UNKNOWN, result)
+        elif outcome == Outcome.STOPPED:
+            self._record(row, S.DEFERRED, result, attempted=attempted)
+            self.stop(f"the server refuses to take more mail: {result.describe()}")
+        else:  # DEFERRED, RETRY, THROTTLED: not delivered, nothing in doubt
+            self._retry(row, result, attempted=attempted)
+
+    def _retry(self, row: Delivery, result: Result, *, attempted: bool) -> None:
+        opts = self.options
+        self._tries[row.id] += 1
+        tries = self._tries[row.id]
+        delay = backoff(tries, opts.retry_base, opts.retry_cap)
+        self._record(
+            row, S.DEFERRED, result, attempted=attempted, next_attempt_at=time.time() + delay
+        )
+        if tries < opts.max_attempts and not self._stopping:
+            self._seq += 1
+            heapq.heappush(self._queue, (time.monotonic() + delay, self._seq, row))
+
+    def _record(
+        self,
+        row: Delivery,
+        state: DeliveryStatus,
+        result: Result | None,
+        *,
+        reply: str = "",
+        attempted: bool = False,
+        next_attempt_at: float = 0.0,
+    ) -> None:
+        self.outbox.record(
+            row.id,
+            state,
+            code=result.code if result else None,
+            reply=result.reply if result else reply,
+            attempted=attempted,
+            next_attempt_at=next_attempt_at,
+        )
+        previous = self._current.get(row.id, row.state)
+        self._current[row.id] = state
+        self._counts[previous] = self._counts.get(previous, 0) - 1
+        self._counts[state] = self._counts.get(state, 0) + 1
+        self.report.this_run[state] += 1
+        if self.progress:
+            self.progress(Event(row.recipient, state, result, self._counts))
+
+
+async def deliver(
+    job: Job,
+    pool: Pool,
+    outbox: Outbox,
+    options: Options,
+    progress: Callable[[Event], None] | None = None,
+    *,
+    handle_signals: bool = True,
+) -> RunReport:
+    """Run one send to the end, a stop, or a signal (the first finishes in-flight messages,
+    a second one abandons them: they are recorded `unknown` if their upload had begun)."""
+    engine = Engine(job, pool, outbox, options, progress)
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
+
+    def on_signal(signum: int) -> None:
+        if engine.report.stopped and task is not None:
+            task.cancel()
+        engine.stop(f"stopped by {signal.Signals(signum).name}")
+
+    for signum in signals:
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        return await engine.run()
+    finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+
+
+def subscribers_by_key(subscribers: list[Subscriber]) -> dict[str, Subscriber]:
+    """Key subscribers the way the outbox does; the first of two spellings wins."""
+    keyed: dict[str, Subscriber] = {}
+    for sub in subscribers:
+        keyed.setdefault(normalize(sub.envelope), sub)
+    return keyed
