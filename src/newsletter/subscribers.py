@@ -204,9 +204,14 @@ def _rows(
             if _UNDECODABLE.search("".join(row)):
                 reject(start, "", "is not valid UTF-8 (save the file as UTF-8)")
                 continue
-            raw_email = row[columns.email].strip() if columns.email < len(row) else ""
+            raw_email = _cell(row, columns.email)
             if not raw_email:
                 reject(start, "email", "is empty")
+                continue
+            # `=?...?=` is legal in a local part, and exactly what header injection uses.
+            problem = header_problem(raw_email)
+            if problem is not None:
+                reject(start, "email", problem)
                 continue
             checked = _ADDRESSES.check(raw_email)
             if isinstance(checked, str):
@@ -251,7 +256,8 @@ def _rows(
 
 
 def _cell(row: list[str], index: int | None) -> str:
-    return row[index].strip() if index is not None and index < len(row) else ""
+    # Only spaces are trimmed: a stray line break or tab is a finding, not formatting.
+    return row[index].strip(" ") if index is not None and index < len(row) else ""
 
 
 class _AddressChecker:
