@@ -1,0 +1,355 @@
+"""The live preview: project files in, a local web app out that re-renders on every save.
+
+A Workspace renders an issue the way `send` does (issue file -> render -> one sample recipient's
+message -> checks) and keeps the result until a watched file changes. The watcher bumps a version
+that a Server-Sent Events stream pushes to every open page, which then fetches itself again.
+Broken input is a result too: the page shows the error where the email would be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email
+import email.policy
+import errno
+import secrets
+import socket
+import threading
+import webbrowser
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+import watchfiles
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from newsletter.checks import Finding, encoded_size, run_checks
+from newsletter.errors import IssueNotFoundError, NewsletterError
+from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
+from newsletter.message import MessageFactory
+from newsletter.models import Issue, RenderedEmail, Subscriber
+from newsletter.preview_pages import UI_DIR, Pages
+from newsletter.render import render_issue
+from newsletter.settings import Settings, load_settings
+from newsletter.unsubscribe import signing_key
+
+DEFAULT_PORT = 8026
+DEFAULT_LIST = "main"
+# Wait this long for a burst of file events to settle: long enough to see an editor's
+# write-then-rename as one save, short enough to stay well inside the 300 ms budget.
+WATCH_STEP_MS = 30
+KEEPALIVE_SECONDS = 15.0
+
+
+@dataclass(frozen=True)
+class IssueView:
+    """One issue as a subscriber gets it, or the error that stops it from rendering."""
+
+    number: int
+    path: Path
+    issue: Issue | None = None
+    rendered: RenderedEmail | None = None
+    message: bytes = b""
+    html: str = ""
+    text: str = ""
+    html_size: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    error: NewsletterError | None = None
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for f in self.findings if f.level == "warning")
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for f in self.findings if f.level == "error")
+
+
+class Workspace:
+    """The project as the preview sees it: settings reloaded on change, issues rendered on use."""
+
+    def __init__(
+        self, config: Path, settings: Settings | None = None, list_name: str = DEFAULT_LIST
+    ) -> None:
+        self.config = config
+        self.list_name = list_name
+        self.settings = settings
+        self.config_error: NewsletterError | None = None
+        self._views: dict[int, IssueView] = {}
+        if settings is None:
+            self.reload_settings()
+
+    def reload_settings(self) -> None:
+        try:
+            self.settings = load_settings(self.config)
+            self.config_error = None
+        except NewsletterError as exc:
+            self.config_error = exc
+
+    def invalidate(self, changed: set[Path]) -> None:
+        if any(path.name == self.config.name for path in changed):
+            self.reload_settings()
+        self._views.clear()
+
+    def watched(self) -> tuple[list[Path], Path]:
+        """Folders to watch recursively, and the folder holding the config file."""
+        folders = []
+        if self.settings is not None:
+            folders = [self.settings.issues_dir, self.settings.templates_dir]
+        return [f for f in folders if f.is_dir()], self.config.parent
+
+    def numbers(self) -> list[int]:
+        return [] if self.settings is None else list_issue_numbers(self.settings.issues_dir)
+
+    def view(self, number: int) -> IssueView:
+        """The rendered issue; raises IssueNotFoundError when there is no such file."""
+        if self.settings is None:
+            assert self.config_error is not None
+            raise self.config_error
+        if number not in self._views:
+            self._views[number] = build_view(self.settings, number, self.list_name)
+        return self._views[number]
+
+
+def build_view(settings: Settings, number: int, list_name: str = DEFAULT_LIST) -> IssueView:
+    """The send pipeline for the sample recipient; a NewsletterError becomes the view's error."""
+    path = issue_path(settings.issues_dir, number)
+    try:
+        issue = load_issue_file(path)
+        rendered = render_issue(issue, settings)
+        data = sample_message(rendered, settings, list_name)
+    except IssueNotFoundError:
+        raise
+    except NewsletterError as exc:
+        return IssueView(number, path, error=exc)
+    message = email.message_from_bytes(data, policy=email.policy.default)
+    assert isinstance(message, EmailMessage)
+    html_part, text_part = message.get_body(("html",)), message.get_body(("plain",))
+    return IssueView(
+        number,
+        path,
+        issue=issue,
+        rendered=rendered,
+        message=data,
+        html=str(html_part.get_content()) if html_part else "",
+        text=str(text_part.get_content()) if text_part else "",
+        html_size=encoded_size(html_part) if html_part else 0,
+        findings=run_checks(issue, rendered, data),
+    )
+
+
+def sample_message(rendered: RenderedEmail, settings: Settings, list_name: str) -> bytes:
+    """The sample recipient's .eml, built by the same factory as `build` and `send`."""
+    key = signing_key(settings, allow_ephemeral=True)
+    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
+    sample = settings.newsletter.sample_email
+    subscriber = Subscriber(address=sample, envelope=sample, name=settings.newsletter.sample_name)
+    return factory.build(subscriber).data
+
+
+class Hub:
+    """Tells every open page that something changed; `version` names the current state."""
+
+    def __init__(self) -> None:
+        self.boot = secrets.token_hex(4)
+        self.count = 0
+        self.closed = False
+        self._changed = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def version(self) -> str:
+        return f"{self.boot}.{self.count}"
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def publish(self) -> None:
+        self.count += 1
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def close(self) -> None:
+        """Safe from any thread or a signal handler: ends every stream so shutdown is quick."""
+        if self._loop is None or self._loop.is_closed():
+            self.closed = True
+            return
+        self._loop.call_soon_threadsafe(self._close)
+
+    def _close(self) -> None:
+        self.closed = True
+        self._changed.set()
+
+    async def versions(self) -> AsyncIterator[str | None]:
+        """The current version, then each new one; None every KEEPALIVE_SECONDS of quiet."""
+        yield self.version
+        while not self.closed:
+            changed = self._changed
+            try:
+                await asyncio.wait_for(changed.wait(), KEEPALIVE_SECONDS)
+            except TimeoutError:
+                yield None
+                continue
+            if not self.closed:
+                yield self.version
+
+
+async def watch(workspace: Workspace, hub: Hub, stop: asyncio.Event) -> None:
+    """Invalidate and publish on every change to issues, templates or the config file."""
+    folders, config_dir = workspace.watched()
+
+    def is_config(_: watchfiles.Change, path: str) -> bool:
+        return Path(path).name == workspace.config.name
+
+    async def follow(paths: list[Path], recursive: bool, keep: Callable[..., bool]) -> None:
+        async for changes in watchfiles.awatch(
+            *paths, watch_filter=keep, step=WATCH_STEP_MS, stop_event=stop, recursive=recursive
+        ):
+            workspace.invalidate({Path(path) for _, path in changes})
+            hub.publish()
+
+    tasks = [follow([config_dir], False, is_config)]
+    if folders:
+        tasks.append(follow(folders, True, watchfiles.DefaultFilter()))
+    await asyncio.gather(*tasks)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Listen on host:port (0: any free port); a busy port is a NewsletterError, not a traceback."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise NewsletterError(
+            f"cannot listen on {host!r}: {exc.strerror}", hint="Pass --host 127.0.0.1."
+        ) from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise NewsletterError(
+                f"port {port} on {host} is already in use",
+                hint=f"Stop the other server or pass another port: --port {port + 1} "
+                "(--port 0 picks a free one).",
+            ) from None
+        raise NewsletterError(
+            f"cannot listen on {host}:{port}: {exc.strerror}",
+            hint="Pass another --port or --host.",
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket, path: str = "/") -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{path}"
+
+
+class PreviewServer(uvicorn.Server):
+    """uvicorn that also ends the open event streams when asked to stop (Ctrl-C or stop())."""
+
+    def __init__(self, app: Starlette, hub: Hub) -> None:
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
+        )
+        super().__init__(config)
+        self.hub = hub
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        self.hub.close()
+
+    def stop(self) -> None:
+        self.should_exit = True
+        self.hub.close()
+
+
+def create_server(workspace: Workspace, *, trusted_hosts: list[str] | None = None) -> PreviewServer:
+    hub = Hub()
+    return PreviewServer(create_app(workspace, hub, trusted_hosts=trusted_hosts), hub)
+
+
+def create_app(
+    workspace: Workspace, hub: Hub, *, trusted_hosts: list[str] | None = None
+) -> Starlette:
+    """The preview's routes; the file watcher runs for the app's lifetime."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        hub.bind(asyncio.get_running_loop())
+        stop = asyncio.Event()
+        watcher = asyncio.create_task(watch(workspace, hub, stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            hub.close()
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(watcher, 2)
+
+    pages = Pages(workspace, hub)
+    middleware = []
+    if trusted_hosts:
+        # A page elsewhere on the web must not reach this server through DNS rebinding.
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=trusted_hosts))
+    return Starlette(
+        routes=[
+            Route("/", pages.index),
+            Route("/issues/{number:int}", pages.issue),
+            Route("/issues/{number:int}/email.html", pages.email),
+            Route("/issues/{number:int}/text.txt", pages.text),
+            Route("/issues/{number:int}/source.html", pages.source),
+            Route("/issues/{number:int}/message.eml", pages.eml),
+            Route("/mailbox", pages.mailbox),
+            Route("/mailbox/{key:str}.eml", pages.captured),
+            Route("/events", pages.events),
+            Mount("/static", StaticFiles(directory=UI_DIR / "static"), name="static"),
+        ],
+        middleware=middleware,
+        lifespan=lifespan,
+    )
+
+
+def open_browser(url: str) -> bool:
+    """Open `url` in a graphical browser; never a text browser that would take over the terminal."""
+    try:
+        browser = webbrowser.get()
+    except webbrowser.Error:
+        return False
+    name = getattr(browser, "name", "")
+    if Path(name).name in {"www-browser", "lynx", "links", "elinks", "w3m", "links2"}:
+        return False
+    return browser.open(url)
+
+
+LOOPBACK_NAMES = ["127.0.0.1", "localhost"]
+
+
+def serve_preview(
+    workspace: Workspace, sock: socket.socket, *, open_url: str | None = None
+) -> None:
+    """Serve on the listening `sock` until Ctrl-C, then return; the URL works before this runs."""
+    host = sock.getsockname()[0]
+    server = create_server(
+        workspace, trusted_hosts=LOOPBACK_NAMES if host in LOOPBACK_NAMES else None
+    )
+    if open_url is not None:
+        # In a thread: starting a browser can take seconds, and the socket already queues requests.
+        threading.Thread(target=open_browser, args=(open_url,), daemon=True).start()
+    # uvicorn stops cleanly on Ctrl-C, then raises it again for the caller: here it is handled.
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=[sock])

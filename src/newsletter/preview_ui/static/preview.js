@@ -1,0 +1,92 @@
+// Live reload for the preview: the server pushes a version on every save (Server-Sent Events);
+// the page fetches itself again and swaps the parts marked data-live, keeping the chosen width,
+// color scheme, tab and the email frame's scroll position.
+"use strict";
+(() => {
+  const body = document.body;
+  const frame = document.getElementById("email-frame");
+  const KEY = "newsletter-preview";
+  const state = { width: "desktop", scheme: "light", tab: "email" };
+  try {
+    Object.assign(state, JSON.parse(localStorage.getItem(KEY) || "{}"));
+  } catch (_) { /* a corrupt entry falls back to the defaults */ }
+
+  function frameSrc() {
+    const base = body.dataset.emailSrc;
+    if (!base) return "";
+    return `${base}?scheme=${encodeURIComponent(state.scheme)}&v=${encodeURIComponent(body.dataset.version)}`;
+  }
+
+  function loadFrame() {
+    const src = frameSrc();
+    if (!frame || !src || frame.dataset.src === src) return;
+    let y = 0;
+    try { y = frame.contentWindow.scrollY; } catch (_) { /* not loaded yet */ }
+    frame.addEventListener("load", () => {
+      try { frame.contentWindow.scrollTo(0, y); } catch (_) { /* cross-origin: cannot restore */ }
+      body.dataset.frameVersion = body.dataset.version;
+    }, { once: true });
+    frame.dataset.src = src;
+    // replace(): a reload must not add an entry to the browser history.
+    if (frame.contentWindow && frame.getAttribute("src")) frame.contentWindow.location.replace(src);
+    else frame.setAttribute("src", src);
+  }
+
+  function apply() {
+    body.dataset.width = state.width;
+    body.dataset.scheme = state.scheme;
+    body.dataset.tab = state.tab;
+    for (const button of document.querySelectorAll("[data-set]")) {
+      const [key, value] = button.dataset.set.split(":");
+      button.setAttribute("aria-pressed", String(state[key] === value));
+    }
+    try { localStorage.setItem(KEY, JSON.stringify(state)); } catch (_) { /* private mode */ }
+    loadFrame();
+  }
+
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("[data-set]");
+    if (!button) return;
+    const [key, value] = button.dataset.set.split(":");
+    state[key] = value;
+    apply();
+  });
+
+  let latest = body.dataset.version;
+  let queue = Promise.resolve();
+
+  async function refresh() {
+    const wanted = latest;
+    if (wanted === body.dataset.version) return;
+    const response = await fetch(location.href, { cache: "no-store" });
+    const doc = new DOMParser().parseFromString(await response.text(), "text/html");
+    for (const old of document.querySelectorAll("[data-live]")) {
+      const fresh = doc.getElementById(old.id);
+      if (fresh) old.replaceWith(document.adoptNode(fresh));
+    }
+    document.title = doc.title;
+    body.dataset.state = doc.body.dataset.state || "";
+    body.dataset.emailSrc = doc.body.dataset.emailSrc || "";
+    body.dataset.version = doc.body.dataset.version || wanted;
+    loadFrame();
+  }
+
+  const status = document.getElementById("live-status");
+  const events = new EventSource("/events");
+  events.addEventListener("version", (event) => {
+    latest = event.data;
+    queue = queue.then(refresh).catch(() => { /* the server restarts: the next event retries */ });
+  });
+  events.addEventListener("open", () => {
+    status.classList.add("on");
+    status.title = "Live reload: on";
+  });
+  events.addEventListener("error", () => {
+    status.classList.remove("on");
+    status.title = "Live reload: reconnecting";
+  });
+  // Pages are left open for hours; close the stream so the server can stop promptly.
+  window.addEventListener("pagehide", () => events.close());
+
+  apply();
+})();
