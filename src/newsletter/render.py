@@ -62,16 +62,23 @@ DEFAULT_TEMPLATE_DIRS = (
 
 def render_issue(issue: Issue, settings: Settings) -> RenderedEmail:
     """Render both parts of `issue`; raise TemplateError naming the template and line on failure."""
+    html, css = compile_issue(issue, settings)
+    html = inline_css(html, css, settings.render.inliner)
     env = template_environment(settings.templates_dir)
-    context = _context(issue, settings)
-    mjml_source = _render_template(env, HTML_TEMPLATE, context)
-    html = compile_mjml(mjml_source)
+    # Optional blocks leave runs of blank lines; one blank line is all a reader needs.
+    text = re.sub(
+        r"\n{3,}", "\n\n", _render_template(env, TEXT_TEMPLATE, _context(issue, settings))
+    )
+    return RenderedEmail(issue_number=issue.number, subject=issue.title, html=html, text=text)
+
+
+def compile_issue(issue: Issue, settings: Settings) -> tuple[str, str]:
+    """The HTML part before inlining, and the CSS to inline into it."""
+    env = template_environment(settings.templates_dir)
+    html = compile_mjml(_render_template(env, HTML_TEMPLATE, _context(issue, settings)))
     # Comments would ride along into the <style> block premailer adds for its css_text.
     css = re.sub(r"/\*.*?\*/", "", _source(env, INLINE_CSS), flags=re.DOTALL)
-    html = inline_css(html, css, settings.render.inliner)
-    # Optional blocks leave runs of blank lines; one blank line is all a reader needs.
-    text = re.sub(r"\n{3,}", "\n\n", _render_template(env, TEXT_TEMPLATE, context))
-    return RenderedEmail(issue_number=issue.number, subject=issue.title, html=html, text=text)
+    return html, css
 
 
 @cache
