@@ -182,6 +182,52 @@ def check(settings: Settings, number: int, list_name: str) -> None:
         sys.exit(1)
 
 
+@cli.command()
+@click.option("--issue", "number", type=int, default=None, help="Open this issue's page.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8026,
+    show_default=True,
+    help="Port to listen on; 0 picks a free one.",
+)
+@click.option("--no-open", is_flag=True, help="Do not open a browser.")
+@click.option(
+    "--list",
+    "list_name",
+    default="main",
+    show_default=True,
+    help="The list whose headers the sample message carries.",
+)
+@pass_settings
+def preview(
+    settings: Settings, number: int | None, host: str, port: int, no_open: bool, list_name: str
+) -> None:
+    """Serve the issues live in a browser: every save re-renders and reloads the page.
+
+    Shows each issue as the sample recipient gets it (same pipeline as `send`), at desktop and
+    mobile widths, light and dark, with its text part, sources, size and check results.
+    Ctrl-C stops it.
+    """
+    from newsletter import preview as live  # starlette + uvicorn: imported only when used
+    from newsletter.issues import issue_path
+    from newsletter.settings import CONFIG_NAME
+
+    if number is not None:
+        issue_path(settings.issues_dir, number)  # an unknown number fails here, not in the browser
+    config = click.get_current_context().find_root().obj.get("config")
+    config_path = settings.root / (config.name if config else CONFIG_NAME)
+    workspace = live.Workspace(config_path, settings, list_name)
+    sock = live.bind_socket(host, port)
+    url = live.url_of(sock, f"/issues/{number}" if number is not None else "/")
+    click.echo(f"Previewing at {url}  (Ctrl-C to stop)")
+    if settings.secret is None:
+        click.echo("note: NEWSLETTER_SECRET is unset: the sample's unsubscribe link won't verify")
+    live.serve_preview(workspace, sock, open_url=None if no_open else url)
+    click.echo("Preview stopped.")
+
+
 def _shown(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd()))
