@@ -1,4 +1,4 @@
-"""The data every stage passes on: an Issue in, a RenderedEmail, Subscribers and delivery states out.
+"""The data every stage passes on: an Issue in; a RenderedEmail, Subscribers, delivery states out.
 
 All models are frozen and forbid unknown fields, so a typo in an issue file is an error, not a
 silently ignored key.
