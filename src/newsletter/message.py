@@ -88,7 +88,7 @@ class MessageFactory:
         _, address = _parse_mailbox(mailto, "newsletter.unsubscribe_email")
         self._mailto = quote(address, safe="@")
 
-        subject = rendered.subject.strip()
+        subject = rendered.subject.strip(" ")
         _check_header(subject, "subject (the issue's title)")
         if self.test:
             subject = f"[TEST] {subject}"
