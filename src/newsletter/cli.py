@@ -6,9 +6,12 @@ code 1; nothing the user can cause ends in a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import email
 import email.policy
+import re
 import sys
+import time
 from collections.abc import Callable
 from email.message import EmailMessage
 from functools import update_wrapper
@@ -16,14 +19,25 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
+from newsletter import delivery
 from newsletter.checks import GMAIL_CLIP, Finding, encoded_size, run_checks
-from newsletter.errors import NewsletterError
+from newsletter.errors import DeliveryError, NewsletterError
 from newsletter.issues import load_issue
 from newsletter.message import MessageFactory
-from newsletter.models import Issue, OutgoingMessage, RenderedEmail, Subscriber
+from newsletter.models import DeliveryStatus, Issue, OutgoingMessage, RenderedEmail, Subscriber
+from newsletter.outbox import Outbox, write_csv
 from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
+from newsletter.subscribers import ListReport
+from newsletter.transport import Captured, describe_captured, run_mailbox
 from newsletter.unsubscribe import signing_key
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -226,6 +240,266 @@ def preview(
         click.echo("note: NEWSLETTER_SECRET is unset: the sample's unsubscribe link won't verify")
     live.serve_preview(workspace, sock, open_url=None if no_open else url)
     click.echo("Preview stopped.")
+
+
+# -- sending, the delivery log and the capture server ----------------------------------------
+
+EXIT_INCOMPLETE = 3
+EXIT_STOPPED = 4
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@cli.command()
+@issue_option
+@click.option(
+    "--list",
+    "list_name",
+    default="main",
+    show_default=True,
+    help="The list to send to; `--list staging` is the test send.",
+)
+@click.option("--yes", is_flag=True, help="Send without asking (required without a terminal).")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="SMTP connections at once (default: [send] concurrency).",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Messages per second, 0 = unlimited (default: [send] rate).",
+)
+@click.option(
+    "--resend-unknown",
+    is_flag=True,
+    help="Also resend recipients whose outcome is unknown, under the same Message-ID.",
+)
+@click.option("--retry-failed", is_flag=True, help="Also retry recipients that failed.")
+@pass_settings
+def send(
+    settings: Settings,
+    number: int,
+    list_name: str,
+    yes: bool,
+    concurrency: int | None,
+    rate: float | None,
+    resend_unknown: bool,
+    retry_failed: bool,
+) -> None:
+    """Deliver an issue to every subscriber of a list over SMTP, recording each delivery.
+
+    Re-running the same command resumes: sent and rejected recipients are never sent again,
+    deferred ones are retried. Sending to a list that is not a staging list asks first.
+
+    \b
+    Exit codes:
+      0  every recipient sent (or skipped: unsubscribed)
+      1  error before sending (nothing was sent)
+      3  finished, but some recipients are rejected, failed, unknown or still deferred
+      4  stopped (circuit breaker, quota, Ctrl-C): re-run the same command to resume
+    """
+    prepared = delivery.prepare(settings, number, list_name)
+    _report_list(prepared.list_report)
+    job = prepared.job
+    if not prepared.staging and not yes:
+        if not sys.stdin.isatty():
+            raise DeliveryError(
+                f"refusing to send issue {number} to the {list_name!r} list without confirmation",
+                hint="Re-run with --yes to confirm (no terminal to ask on).",
+            )
+        click.echo(
+            f"About to send issue {number} to the {list_name!r} list:\n"
+            f"  recipients  {len(job.subscribers)}\n"
+            f"  SMTP server {prepared.server}\n"
+            f"  sender      {prepared.sender}"
+        )
+        if not click.confirm("Send now?", default=False):
+            click.echo("Nothing sent.")
+            sys.exit(1)
+    base = settings.send
+    options = delivery.Options(
+        concurrency=concurrency or base.concurrency,
+        rate=base.rate if rate is None else rate,
+        rate_per_hour=base.rate_per_hour,
+        max_attempts=base.max_attempts,
+        retry_base=base.retry_base,
+        retry_cap=base.retry_cap,
+        breaker_threshold=base.breaker_threshold,
+        resend_unknown=resend_unknown,
+        retry_failed=retry_failed,
+    )
+    with _SendDisplay(number, list_name, len(job.subscribers)) as display:
+        report = delivery.send(prepared, options, display)
+    for row in report.recovered:
+        click.echo(f"unknown: {row.recipient} (an interrupted run was uploading it)", err=True)
+    click.echo(_summary(report))
+    if report.stopped:
+        click.secho(f"stopped: {report.stopped}", fg="yellow", err=True)
+        click.echo("hint: Re-run the same command to resume.", err=True)
+        sys.exit(EXIT_STOPPED)
+    if not report.complete:
+        click.echo(f"hint: `newsletter status --issue {number} --list {list_name}`", err=True)
+        sys.exit(EXIT_INCOMPLETE)
+
+
+def _report_list(report: ListReport) -> None:
+    for problem in report.rejected[:20]:
+        click.echo(f"skipped row: {problem}", err=True)
+    if report.rejected_count > 20:
+        click.echo(f"... and {report.rejected_count - 20} more rows skipped", err=True)
+
+
+def _summary(report: delivery.RunReport) -> str:
+    counts = report.counts
+    parts = [f"{counts[s]} {s}" for s in DeliveryStatus if counts[s]]
+    sent = report.this_run[DeliveryStatus.SENT]
+    rate = sent / report.seconds if report.seconds > 0 else 0.0
+    return (
+        f"issue {report.issue} -> {report.list_name}: {', '.join(parts) or 'no recipients'}"
+        f" ({sent} sent by this run in {report.seconds:.1f} s, {rate:.0f} msg/s)"
+    )
+
+
+class _SendDisplay:
+    """A rich progress bar on a terminal; otherwise a line per problem and one every 5 s."""
+
+    def __init__(self, number: int, list_name: str, total: int) -> None:
+        self.label = f"issue {number} -> {list_name}"
+        self.total = total
+        self.started = time.monotonic()
+        self.last_line = self.started
+        self.sent = 0
+        self.tty = sys.stdout.isatty()
+        self.progress: Progress | None = None
+
+    def __enter__(self) -> _SendDisplay:
+        if self.tty:
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[states]}"),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+            )
+            self.progress.start()
+            self.task = self.progress.add_task(self.label, total=self.total, states="", rate="")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def __call__(self, event: delivery.Event) -> None:
+        c = event.counts
+        if event.state == DeliveryStatus.SENT:
+            self.sent += 1
+        now = time.monotonic()
+        rate = self.sent / max(now - self.started, 1e-3)
+        done = sum(
+            c.get(s, 0)
+            for s in (
+                DeliveryStatus.SENT,
+                DeliveryStatus.REJECTED,
+                DeliveryStatus.FAILED,
+                DeliveryStatus.UNKNOWN,
+                DeliveryStatus.SKIPPED,
+            )
+        )
+        states = (
+            f"sent {c.get(DeliveryStatus.SENT, 0)} deferred {c.get(DeliveryStatus.DEFERRED, 0)}"
+            f" rejected {c.get(DeliveryStatus.REJECTED, 0)}"
+        )
+        if event.state != DeliveryStatus.SENT:
+            reply = event.result.describe() if event.result else ""
+            line = _printable(f"{event.state}: {event.recipient} {reply}")
+            if self.progress is not None:
+                self.progress.console.print(line, markup=False, highlight=False)
+            else:
+                click.echo(line)
+        if self.progress is not None:
+            self.progress.update(self.task, completed=done, states=states, rate=f"{rate:.0f} msg/s")
+        elif now - self.last_line >= 5.0:
+            self.last_line = now
+            click.echo(f"{self.label}: {done}/{self.total} done, {states}, {rate:.0f} msg/s")
+
+
+def _printable(text: str) -> str:
+    """Server replies go to a terminal: no control characters, no escape sequences."""
+    return _CONTROL_CHARS.sub("?", text)
+
+
+@cli.command()
+@issue_option
+@click.option("--list", "list_name", default=None, help="Only this list (default: every list).")
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Also write every row to this CSV file (- for stdout).",
+)
+@click.option("--all", "show_all", is_flag=True, help="List every row that is not sent.")
+@pass_settings
+def status(
+    settings: Settings, number: int, list_name: str | None, csv_path: Path | None, show_all: bool
+) -> None:
+    """Show an issue's delivery log: counts per state, then each recipient not sent with the
+    server's reply."""
+    if not settings.database.exists():
+        click.echo(f"issue {number}: nothing sent yet (no delivery log)")
+        return
+    limit = None if show_all else 50
+    with Outbox(settings.database) as outbox:
+        names = [list_name] if list_name else outbox.lists_of(number)
+        if not names:
+            click.echo(f"issue {number}: nothing sent yet")
+        for name in names:
+            counts = outbox.counts(number, name)
+            click.echo(f"issue {number} -> {name}: {sum(counts.values())} recipients")
+            for state, n in counts.items():
+                if n:
+                    click.echo(f"  {state:<9} {n}")
+            waiting = [s for s in DeliveryStatus if s != DeliveryStatus.SENT]
+            rows = outbox.rows(number, name, waiting)
+            for row in rows[:limit]:
+                code = row.smtp_code or ""
+                reply = _printable(f"{code} {row.smtp_reply}".strip())
+                click.echo(f"  {row.state:<9} {_printable(row.recipient)}  {reply}")
+            if limit is not None and len(rows) > limit:
+                click.echo(f"  ... and {len(rows) - limit} more (--all, or --csv FILE)")
+        if csv_path is not None:
+            rows = [r for name in names for r in outbox.rows(number, name)]
+            if str(csv_path) == "-":
+                write_csv(rows, sys.stdout)
+            else:
+                with csv_path.open("w", encoding="utf-8", newline="") as handle:
+                    n = write_csv(rows, handle)
+                click.echo(f"wrote {n} rows to {_shown(csv_path)}", err=True)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=1025, show_default=True, help="SMTP port."
+)
+@pass_settings
+def mailbox(settings: Settings, host: str, port: int) -> None:
+    """Run the local capture SMTP server: every message is stored in a Maildir under
+    .newsletter/mailbox/ and printed as one line. The shipped newsletter.toml sends to it.
+    Ctrl-C stops it."""
+    folder = settings.state_dir / "mailbox"
+
+    def ready(bound: int) -> None:
+        click.echo(f"Capturing mail on {host}:{bound} into {_shown(folder)}/  (Ctrl-C to stop)")
+
+    def captured(item: Captured) -> None:
+        click.echo(_printable(describe_captured(item)))
+
+    asyncio.run(run_mailbox(folder, captured, host, port, ready))
+    click.echo("Mailbox stopped.")
 
 
 def _shown(path: Path) -> str:

@@ -17,18 +17,29 @@ and transport.Pool carries them. `prepare` wires issues, render, subscribers and
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import heapq
+import os
 import random
 import re
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from newsletter.errors import DeliveryError
+from newsletter.issues import load_issue
+from newsletter.message import MessageFactory
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import Delivery, Outbox, normalize
+from newsletter.render import render_issue
+from newsletter.settings import Settings
+from newsletter.subscribers import ListReport, read_subscribers
 from newsletter.transport import Outcome, Pool, Result, Scope
+from newsletter.unsubscribe import signing_key
 
 S = DeliveryStatus
 Build = Callable[[Subscriber], OutgoingMessage]
@@ -351,9 +362,108 @@ async def deliver(
             loop.remove_signal_handler(signum)
 
 
-def subscribers_by_key(subscribers: list[Subscriber]) -> dict[str, Subscriber]:
-    """Key subscribers the way the outbox does; the first of two spellings wins."""
+# -- composing the stages into one send ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything checked before the first connection: what `send` asks the user to confirm."""
+
+    settings: Settings
+    job: Job
+    list_report: ListReport
+    sender: str
+    server: str
+
+    @property
+    def staging(self) -> bool:
+        return self.settings.mailing_list(self.job.list_name).staging
+
+
+def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
+    """Load the issue, render it once, read the list (minus suppressions) and build the
+    message factory; any problem raises before anything is sent."""
+    mailing_list = settings.mailing_list(list_name)
+    key = signing_key(settings, allow_ephemeral=False)
+    issue = load_issue(settings.issues_dir, number)
+    rendered = render_issue(issue, settings)
+    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
+    with Outbox(settings.database) as outbox:
+        suppressed = outbox.suppressed(list_name)
+    report = ListReport(settings.resolve(mailing_list.path))
     keyed: dict[str, Subscriber] = {}
-    for sub in subscribers:
+    for sub in read_subscribers(report.path, report, suppressed=suppressed):
         keyed.setdefault(normalize(sub.envelope), sub)
-    return keyed
+    smtp = settings.smtp
+    return Prepared(
+        settings=settings,
+        job=Job(number, list_name, keyed, factory.build),
+        list_report=report,
+        sender=settings.newsletter.sender,
+        server=f"{smtp.host}:{smtp.port} ({smtp.security})",
+    )
+
+
+def send(
+    prepared: Prepared, options: Options, progress: Callable[[Event], None] | None = None
+) -> RunReport:
+    """Hold the send lock for (issue, list), check the server, and deliver."""
+    settings, job = prepared.settings, prepared.job
+    with send_lock(settings.state_dir, job.issue, job.list_name), Outbox(settings.database) as ob:
+        return asyncio.run(_send(prepared, ob, options, progress))
+
+
+async def _send(
+    prepared: Prepared,
+    outbox: Outbox,
+    options: Options,
+    progress: Callable[[Event], None] | None,
+) -> RunReport:
+    settings = prepared.settings
+    pool = Pool(
+        settings.smtp,
+        password=settings.smtp_password,
+        size=options.concurrency,
+        helo=helo_name(settings),
+        root=settings.root,
+    )
+    try:
+        await pool.check()
+    except BaseException:
+        await pool.close()
+        raise
+    return await deliver(prepared.job, pool, outbox, options, progress)
+
+
+def helo_name(settings: Settings) -> str:
+    """EHLO names the sender's domain; asking the resolver for our FQDN can stall offline."""
+    domain = settings.newsletter.sender.rpartition("@")[2].strip(" >")
+    return domain.encode("idna").decode("ascii") if domain else "localhost"
+
+
+@contextmanager
+def send_lock(state_dir: Path, issue: int, list_name: str) -> Iterator[None]:
+    """One send per (issue, list) at a time. flock is released by the kernel when the process
+    dies, so a killed run never leaves a stale lock behind."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", list_name)
+    path = state_dir / f"send-{issue}-{safe}.lock"
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            pid = handle.read().strip() or "?"
+            raise DeliveryError(
+                f"another `newsletter send` of issue {issue} to {list_name!r} is running"
+                f" (pid {pid})",
+                hint="Wait for it to finish, or stop it (Ctrl-C); then re-run to resume.",
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

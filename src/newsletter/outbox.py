@@ -14,6 +14,7 @@ send someone interrupts); only a power loss may drop the last few commits.
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TextIO
 
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus
@@ -319,6 +321,36 @@ class Outbox:
                 "SELECT address FROM suppressions WHERE list = ?", (list_name,)
             )
         )
+
+
+CSV_COLUMNS = (
+    "recipient",
+    "state",
+    "attempts",
+    "smtp_code",
+    "smtp_reply",
+    "message_id",
+    "updated_at",
+    "sent_at",
+)
+
+
+def write_csv(rows: Iterable[Delivery], handle: TextIO) -> int:
+    """The log as CSV for a spreadsheet; every cell is neutralised against formula injection."""
+    writer = csv.writer(handle)
+    writer.writerow(CSV_COLUMNS)
+    n = 0
+    for row in rows:
+        writer.writerow([neutralise(getattr(row, column)) for column in CSV_COLUMNS])
+        n += 1
+    return n
+
+
+def neutralise(value: object) -> str:
+    """A cell a spreadsheet would run as a formula (= + - @, or a leading tab/CR) gets a `'`
+    (OWASP "CSV injection")."""
+    text = "" if value is None else str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def _row(r: sqlite3.Row, *, state: DeliveryStatus | None = None) -> Delivery:

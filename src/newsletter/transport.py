@@ -31,6 +31,7 @@ import email.parser
 import email.policy
 import mailbox as maildir
 import re
+import signal
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -428,3 +429,25 @@ def describe_captured(item: Captured) -> str:
         f"{now} {item.sender} -> {item.recipient} {item.size} bytes"
         f" {item.message_id} {item.subject!r}"
     )
+
+
+async def run_mailbox(
+    directory: Path,
+    report: Callable[[Captured], None],
+    host: str = "127.0.0.1",
+    port: int = 1025,
+    ready: Callable[[int], None] | None = None,
+) -> None:
+    """Serve until SIGINT or SIGTERM, then close cleanly (messages in progress are kept)."""
+    server = await serve_mailbox(directory, report, host, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    if ready is not None:
+        ready(server.sockets[0].getsockname()[1])
+    try:
+        await stop.wait()
+    finally:
+        server.close()
+        await server.wait_closed()
