@@ -1,0 +1,61 @@
+"""The issue models accept good data and refuse bad data with a reason."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from newsletter.models import Issue, Item, Link, Section
+
+
+def test_good_issue() -> None:
+    issue = Issue.model_validate(
+        {
+            "number": 3,
+            "title": "  Issue 3  ",
+            "date": "2021-11-01",
+            "sections": [{"title": "S", "items": [{"title": "T", "links": []}]}],
+        }
+    )
+    assert issue.title == "Issue 3"
+    assert issue.date is not None
+    assert issue.date.isoformat() == "2021-11-01"
+    assert issue.sections[0].items[0].url is None
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("github.com/x", "must be an absolute http:// or https:// URL"),
+        ("javascript:alert(1)", "must be an absolute http:// or https:// URL"),
+        ("ftp://example.org/x", "must be an absolute http:// or https:// URL"),
+        ("https:///path-only", "has no host name"),
+        ("https://example.org/a b", "must not contain spaces or control characters"),
+        ("https://example.org/\x00", "must not contain spaces or control characters"),
+    ],
+)
+def test_bad_urls_are_refused(url: str, reason: str) -> None:
+    with pytest.raises(ValidationError, match=reason):
+        Link(label="x", url=url)
+
+
+def test_urls_are_kept_exactly_as_written() -> None:
+    url = "https://mp.weixin.qq.com/s/U_muqQOT07eLY2jj_tqSag"
+    assert Link(label="链接", url=url).url == url
+
+
+def test_empty_titles_extra_fields_and_empty_sections_are_refused() -> None:
+    with pytest.raises(ValidationError, match="at least 1 character"):
+        Item(title="   ")
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        Item.model_validate({"title": "x", "summery": "typo"})
+    with pytest.raises(ValidationError, match="at least 1 item"):
+        Section(title="S", items=[])
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        Issue(number=0, title="x", sections=[Section(title="S", items=[Item(title="t")])])
+
+
+def test_models_are_frozen() -> None:
+    link = Link(label="x", url="https://example.org")
+    with pytest.raises(ValidationError, match="frozen"):
+        link.url = "https://evil.example"  # type: ignore[misc]
