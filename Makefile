@@ -12,9 +12,23 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# DEMO ONLY: a publicly known key, so a fresh clone can sign unsubscribe links. A real send
+# must use your own NEWSLETTER_SECRET (an already exported one wins here too).
+DEMO_SECRET := demo-only-publicly-known-never-use-for-real-sends
+
 demo: $(STAMP)
 	$(BIN)/newsletter check --issue 14
 	$(BIN)/newsletter build --issue 14 --out out/14
+	@# The capture server runs for the length of the send; the trap stops it on every exit.
+	@$(BIN)/newsletter mailbox --port 1025 & mailbox=$$!; \
+	trap 'kill -TERM $$mailbox 2>/dev/null; wait $$mailbox' EXIT; \
+	for i in $$(seq 50); do \
+	  $(PY) -c 'import socket; socket.create_connection(("127.0.0.1", 1025), 0.2).close()' \
+	    2>/dev/null && break; sleep 0.1; \
+	done; \
+	NEWSLETTER_SECRET="$${NEWSLETTER_SECRET:-$(DEMO_SECRET)}" \
+	  $(BIN)/newsletter send --issue 14 --list staging --yes && \
+	$(BIN)/newsletter status --issue 14 --list staging
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
