@@ -29,14 +29,14 @@ from rich.progress import (
 
 from newsletter import delivery
 from newsletter.checks import GMAIL_CLIP, Finding, encoded_size, run_checks
-from newsletter.errors import DeliveryError, NewsletterError
+from newsletter.errors import ConfigError, DeliveryError, NewsletterError
 from newsletter.issues import load_issue
-from newsletter.message import MessageFactory
+from newsletter.message import MessageFactory, write_eml_files
 from newsletter.models import DeliveryStatus, Issue, OutgoingMessage, RenderedEmail, Subscriber
 from newsletter.outbox import Outbox, write_csv
 from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
-from newsletter.subscribers import ListReport
+from newsletter.subscribers import ListReport, read_subscribers
 from newsletter.transport import Captured, describe_captured, run_mailbox
 from newsletter.unsubscribe import signing_key
 
@@ -242,6 +242,41 @@ def preview(
     click.echo("Preview stopped.")
 
 
+@cli.command()
+@click.option("--list", "list_name", default=None, help="Only this list (default: every list).")
+@pass_settings
+def subscribers(settings: Settings, list_name: str | None) -> None:
+    """Check subscriber lists: every rejected row (file:line: field: reason), then the counts
+    of valid, duplicate, invalid, unsubscribed and suppressed rows.
+
+    Suppressed means unsubscribed through a link (the delivery log's suppression list).
+    Exit 0: every row is usable; 1: some rows were rejected (they are skipped when sending).
+    """
+    names = [list_name] if list_name else sorted(settings.lists)
+    if not names:
+        raise ConfigError("no lists in the config", hint="Add a [lists.main] table with a `path`.")
+    rejected = 0
+    for name in names:
+        path = settings.resolve(settings.mailing_list(name).path)
+        suppressed: frozenset[str] = frozenset()
+        if settings.database.exists():
+            with Outbox(settings.database) as outbox:
+                suppressed = outbox.suppressed(name)
+        report = ListReport(Path(_shown(path)))
+        for _ in read_subscribers(
+            report.path,
+            report,
+            suppressed=suppressed,
+            on_reject=lambda problem: click.echo(_printable(str(problem))),
+        ):
+            pass
+        click.echo(_list_counts(name, report))
+        rejected += report.rejected_count
+    if rejected:
+        click.echo(f"{rejected} row(s) rejected: fix them, or they are skipped when sending")
+        sys.exit(1)
+
+
 # -- sending, the delivery log and the capture server ----------------------------------------
 
 EXIT_INCOMPLETE = 3
@@ -277,6 +312,17 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
     help="Also resend recipients whose outcome is unknown, under the same Message-ID.",
 )
 @click.option("--retry-failed", is_flag=True, help="Also retry recipients that failed.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Send nothing: write each recipient's message as an .eml file into --out instead.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for --dry-run (default: out/ISSUE-LIST); its old .eml files are replaced.",
+)
 @pass_settings
 def send(
     settings: Settings,
@@ -287,11 +333,16 @@ def send(
     rate: float | None,
     resend_unknown: bool,
     retry_failed: bool,
+    dry_run: bool,
+    out: Path | None,
 ) -> None:
     """Deliver an issue to every subscriber of a list over SMTP, recording each delivery.
 
     Re-running the same command resumes: sent and rejected recipients are never sent again,
     deferred ones are retried. Sending to a list that is not a staging list asks first.
+
+    With --dry-run nothing is sent and nothing is logged: every recipient's message is written
+    to --out as an .eml file, exactly the bytes the SMTP server would get.
 
     \b
     Exit codes:
@@ -300,6 +351,13 @@ def send(
       3  finished, but some recipients are rejected, failed, unknown or still deferred
       4  stopped (circuit breaker, quota, Ctrl-C): re-run the same command to resume
     """
+    if dry_run:
+        _dry_run(
+            settings, number, list_name, out or settings.root / "out" / f"{number}-{list_name}"
+        )
+        return
+    if out is not None:
+        raise click.UsageError("--out is only used with --dry-run")
     prepared = delivery.prepare(settings, number, list_name)
     _report_list(prepared.list_report)
     job = prepared.job
@@ -342,6 +400,36 @@ def send(
     if not report.complete:
         click.echo(f"hint: `newsletter status --issue {number} --list {list_name}`", err=True)
         sys.exit(EXIT_INCOMPLETE)
+
+
+def _dry_run(settings: Settings, number: int, list_name: str, out: Path) -> None:
+    """The same issue, list and suppressions as a real send, written to files: no SMTP, no log."""
+    mailing_list = settings.mailing_list(list_name)
+    key = signing_key(settings, allow_ephemeral=True)
+    if key.ephemeral:
+        click.echo(
+            "note: NEWSLETTER_SECRET is not set: unsubscribe links are signed with a throwaway key",
+            err=True,
+        )
+    rendered = render_issue(load_issue(settings.issues_dir, number), settings)
+    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
+    suppressed: frozenset[str] = frozenset()
+    if settings.database.exists():  # read only: a dry run never creates the delivery log
+        with Outbox(settings.database) as outbox:
+            suppressed = outbox.suppressed(list_name)
+    report = ListReport(Path(_shown(settings.resolve(mailing_list.path))))
+    stream = read_subscribers(report.path, report, suppressed=suppressed)
+    written, removed = write_eml_files(factory, stream, out)
+    _report_list(report)
+    if removed:
+        click.echo(f"replaced {removed} .eml file(s) from an earlier dry run", err=True)
+    click.echo(_list_counts(list_name, report))
+    click.echo(f"dry run: wrote {written} message(s) to {_shown(out)}/ (nothing was sent)")
+
+
+def _list_counts(list_name: str, report: ListReport) -> str:
+    counts = ", ".join(f"{n} {label}" for label, n in report.counts().items())
+    return f"{list_name} ({report.path}): {counts}"
 
 
 def _report_list(report: ListReport) -> None:
