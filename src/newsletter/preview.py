@@ -106,16 +106,21 @@ class Workspace:
             folders = [self.settings.issues_dir, self.settings.templates_dir]
         return [f for f in folders if f.is_dir()], self.config.parent
 
+    def current(self) -> Settings:
+        """The settings in force; the config's error while newsletter.toml is broken."""
+        if self.config_error is not None or self.settings is None:
+            assert self.config_error is not None
+            raise self.config_error
+        return self.settings
+
     def numbers(self) -> list[int]:
-        return [] if self.settings is None else list_issue_numbers(self.settings.issues_dir)
+        return list_issue_numbers(self.current().issues_dir)
 
     def view(self, number: int) -> IssueView:
         """The rendered issue; raises IssueNotFoundError when there is no such file."""
-        if self.settings is None:
-            assert self.config_error is not None
-            raise self.config_error
+        settings = self.current()
         if number not in self._views:
-            self._views[number] = build_view(self.settings, number, self.list_name)
+            self._views[number] = build_view(settings, number, self.list_name)
         return self._views[number]
 
 
@@ -264,7 +269,7 @@ class PreviewServer(uvicorn.Server):
 
     def __init__(self, app: Starlette, hub: Hub) -> None:
         config = uvicorn.Config(
-            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
         )
         super().__init__(config)
         self.hub = hub
