@@ -1,0 +1,66 @@
+"""Run `newsletter` as a real subprocess against a test SMTP server, from an async test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+SECRET = "test-secret-0123456789abcdef"
+
+
+@dataclass
+class Done:
+    code: int
+    out: str
+    err: str
+
+
+def environment(port: int, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEWSLETTER_")}
+    env.update(
+        NEWSLETTER_SECRET=SECRET,
+        NEWSLETTER_SMTP__HOST="127.0.0.1",
+        NEWSLETTER_SMTP__PORT=str(port),
+        NEWSLETTER_SMTP__SECURITY="none",
+        NEWSLETTER_SEND__RETRY_BASE="0.01",
+        NEWSLETTER_SEND__RETRY_CAP="0.05",
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+async def spawn(args: list[str], env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "newsletter",
+        *args,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def finish(proc: asyncio.subprocess.Process, timeout: float = 60) -> Done:
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return Done(proc.returncode, out.decode(), err.decode())
+
+
+async def newsletter(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 60) -> Done:
+    return await finish(await spawn(args, env, cwd), timeout)
+
+
+def write_list(path: Path, n: int, extra: list[str] | None = None) -> list[str]:
+    addresses = [f"reader{i:05d}@example.com" for i in range(n)] + (extra or [])
+    path.write_text(
+        "email,name\n" + "".join(f"{a},Reader {i}\n" for i, a in enumerate(addresses)),
+        encoding="utf-8",
+    )
+    return addresses
