@@ -88,6 +88,16 @@ class Delivery:
 
 
 @dataclass(frozen=True)
+class Suppression:
+    """An address never sent to again on a list: since when, and who asked (`source`)."""
+
+    list: str
+    address: str
+    source: str
+    created_at: str
+
+
+@dataclass(frozen=True)
 class PlanResult:
     added: int
     skipped: int
@@ -321,6 +331,30 @@ class Outbox:
                 "SELECT address FROM suppressions WHERE list = ?", (list_name,)
             )
         )
+
+    def unsuppress(
+        self, list_name: str, address: str, *, sources: Iterable[str] | None = None
+    ) -> bool:
+        """Send to `address` again (a re-subscribe). With `sources`, only a suppression recorded
+        by one of them is lifted. True if one was."""
+        query = "DELETE FROM suppressions WHERE list = ? AND address = ?"
+        params: list[str] = [list_name, normalize(address)]
+        if sources is not None:
+            chosen = list(sources)
+            query += f" AND source IN ({','.join('?' * len(chosen))})"
+            params += chosen
+        with self._write() as db:
+            return db.execute(query, params).rowcount == 1
+
+    def suppressions(self, list_name: str | None = None) -> list[Suppression]:
+        """Every suppression (of one list), oldest first, with when and how it was recorded."""
+        where, params = ("WHERE list = ?", (list_name,)) if list_name is not None else ("", ())
+        rows = self._db.execute(
+            f"SELECT list, address, source, created_at FROM suppressions {where}"  # noqa: S608
+            " ORDER BY created_at, list, address",
+            params,
+        ).fetchall()
+        return [Suppression(r["list"], r["address"], r["source"], r["created_at"]) for r in rows]
 
 
 CSV_COLUMNS = (
