@@ -30,6 +30,7 @@ MAX_NAME_LENGTH = 200
 KEPT_REJECTIONS = 1000
 _STATUSES = {"": True, "subscribed": True, "unsubscribed": False}
 _UNDECODABLE = re.compile(r"[\udc80-\udcff]")
+_RISKY = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\udc80-\udcff]|=\?")
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _DOT_ATOM = re.compile(rf"{_ATEXT}(?:\.{_ATEXT})*")
 
@@ -120,8 +121,8 @@ def read_subscribers(
 class _Columns:
     width: int
     email: int
-    name: int | None
-    status: int | None
+    name: int  # == width when the column is absent: rows are padded with one empty cell
+    status: int
     extra: tuple[tuple[int, str], ...]
 
 
@@ -148,8 +149,8 @@ def _read_header(path: Path, reader: Reader) -> _Columns:
     return _Columns(
         width=len(names),
         email=index["email"],
-        name=index.get("name"),
-        status=index.get("status"),
+        name=index.get("name", len(names)),
+        status=index.get("status", len(names)),
         extra=tuple(
             (i, name) for i, name in enumerate(names) if name not in ("", "email", "name", "status")
         ),
@@ -179,6 +180,9 @@ def _rows(
         if on_reject is not None:
             on_reject(problem)
 
+    width = columns.width
+    email_at, name_at, status_at = columns.email, columns.name, columns.status
+    pad = [""] * (width + 1)  # index `width` is an always-empty cell for absent columns
     with handle:
         line = reader.line_num + 1
         while True:
@@ -191,41 +195,41 @@ def _rows(
             if row is None:
                 break
             start, line = line, reader.line_num + 1
-            if not any(cell.strip() for cell in row):
+            joined = "".join(row)
+            if not joined.strip():
                 continue
-            if len(row) > columns.width and any(cell.strip() for cell in row[columns.width :]):
-                reject(
-                    start,
-                    "",
-                    f"has {len(row)} fields but the header has {columns.width} "
-                    '(put a value that contains a comma in double quotes: "Chen, Alice")',
-                )
-                continue
-            if _UNDECODABLE.search("".join(row)):
-                reject(start, "", "is not valid UTF-8 (save the file as UTF-8)")
-                continue
-            raw_email = _cell(row, columns.email)
+            if len(row) > width:
+                if "".join(row[width:]).strip():
+                    reject(
+                        start,
+                        "",
+                        f"has {len(row)} fields but the header has {width} "
+                        '(put a value that contains a comma in double quotes: "Chen, Alice")',
+                    )
+                    continue
+                del row[width:]
+            row += pad[len(row) :]
+            # Only spaces are trimmed: a stray line break or tab is a finding, not formatting.
+            raw_email = row[email_at].strip(" ")
+            name = row[name_at].strip(" ")
+            # One search for the common case; the field-by-field checks only when it hits.
+            if _RISKY.search(joined):
+                problem = _row_problem(row, raw_email, name)
+                if problem is not None:
+                    reject(start, *problem)
+                    continue
             if not raw_email:
                 reject(start, "email", "is empty")
-                continue
-            # `=?...?=` is legal in a local part, and exactly what header injection uses.
-            problem = header_problem(raw_email)
-            if problem is not None:
-                reject(start, "email", problem)
                 continue
             checked = _ADDRESSES.check(raw_email)
             if isinstance(checked, str):
                 reject(start, "email", f"{raw_email!r} is not a valid address: {checked}")
                 continue
             address, envelope = checked
-            name = _cell(row, columns.name)
-            problem = header_problem(name)
-            if problem is None and len(name) > MAX_NAME_LENGTH:
-                problem = f"is longer than {MAX_NAME_LENGTH} characters"
-            if problem is not None:
-                reject(start, "name", problem)
+            if len(name) > MAX_NAME_LENGTH:
+                reject(start, "name", f"is longer than {MAX_NAME_LENGTH} characters")
                 continue
-            status = _cell(row, columns.status).lower()
+            status = row[status_at].strip(" ").lower()
             if status not in _STATUSES:
                 reject(start, "status", f"is {status!r}; use subscribed or unsubscribed")
                 continue
@@ -250,14 +254,21 @@ def _rows(
                 address=address,
                 envelope=envelope,
                 name=name,
-                attributes={label: _cell(row, i) for i, label in columns.extra},
+                attributes={label: row[i].strip(" ") for i, label in columns.extra},
                 line=start,
             )
 
 
-def _cell(row: list[str], index: int | None) -> str:
-    # Only spaces are trimmed: a stray line break or tab is a finding, not formatting.
-    return row[index].strip(" ") if index is not None and index < len(row) else ""
+def _row_problem(row: list[str], raw_email: str, name: str) -> tuple[str, str] | None:
+    """(field, reason) for a row that is not UTF-8 or would put unsafe text in a header."""
+    if _UNDECODABLE.search("".join(row)):
+        return "", "is not valid UTF-8 (save the file as UTF-8)"
+    # `=?...?=` is legal in a local part, and exactly what header injection uses.
+    for column, value in (("email", raw_email), ("name", name)):
+        problem = header_problem(value)
+        if problem is not None:
+            return column, problem
+    return None
 
 
 class _AddressChecker:

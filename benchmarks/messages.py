@@ -1,0 +1,187 @@
+"""Per-recipient message building and list loading, measured and printed as a table.
+
+1. Issue 14 rendered once, then one message per recipient: MessageFactory.build (fill the
+   placeholders, re-encode the lines they touch, join bytes) against the naive way in the same
+   run (a fresh EmailMessage with set_content/add_alternative and as_bytes per recipient).
+   Median microseconds per message; the naive way runs on fewer recipients since it is slow.
+2. A generated 1,000,000-row CSV loaded by read_subscribers in a child process: wall seconds and
+   the child's peak RSS (so nothing of this process's own memory is counted).
+
+Run: `.venv/bin/python benchmarks/messages.py [--rows N] [--recipients N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import email.policy
+import email.utils
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from email.message import EmailMessage
+from pathlib import Path
+
+from newsletter.issues import load_issue
+from newsletter.message import MessageFactory
+from newsletter.models import Placeholder, RenderedEmail, Subscriber
+from newsletter.render import render_issue
+from newsletter.settings import Settings, load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = b"benchmark-secret-0123456789abcdef"
+SURNAMES = "李王张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗"
+GIVEN = "伟芳娜秀英敏静丽强磊军洋勇艳杰娟涛明超秀兰霞平刚桂"
+LATIN = ["Alice Chen", "Bob", "Dave O'Neil", "Zoë Ünal", "", "María José", "Kim"]
+DOMAINS = ["example.com", "qq.example", "163.example", "example.org", "例子.公司", "mail.example"]
+
+
+def people(count: int, seed: int = 14) -> list[Subscriber]:
+    rng = random.Random(seed)
+    result = []
+    for i in range(count):
+        if rng.random() < 0.7:
+            name = rng.choice(SURNAMES) + "".join(rng.choices(GIVEN, k=rng.randint(1, 2)))
+        else:
+            name = rng.choice(LATIN)
+        address = f"reader{i}@{rng.choice(DOMAINS[:4])}"
+        result.append(Subscriber(address=address, envelope=address, name=name))
+    return result
+
+
+def naive_build(
+    rendered: RenderedEmail, settings: Settings, subscriber: Subscriber, factory: MessageFactory
+) -> bytes:
+    """What one would write without a factory: fill strings, let EmailMessage do the rest."""
+    url = factory.unsubscribe_url(subscriber)
+    name = subscriber.name or settings.newsletter.greeting_fallback
+    values = {Placeholder.NAME: name, Placeholder.UNSUBSCRIBE_URL: url}
+    values[Placeholder.WEB_URL] = factory.web_url
+    text, html = rendered.text, rendered.html
+    for word, value in values.items():
+        text = text.replace(word, value)
+        html = html.replace(word, value)
+    message = EmailMessage()
+    message["From"] = settings.newsletter.sender
+    message["To"] = email.utils.formataddr((subscriber.name, subscriber.envelope))
+    message["Subject"] = rendered.subject
+    message["Date"] = email.utils.formatdate()
+    message["Message-ID"] = factory.message_id(subscriber)
+    message["List-Id"] = "AI系统内容推荐 <ai-systems.news.example.org>"
+    message["List-Unsubscribe"] = f"<{url}>"
+    message["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
+    message.set_content(text)
+    message.add_alternative(html, subtype="html")
+    return message.as_bytes(policy=email.policy.SMTP)
+
+
+def time_each(build: Callable[[Subscriber], object], subscribers: list[Subscriber]) -> list[float]:
+    timings = []
+    clock = time.perf_counter_ns
+    for subscriber in subscribers:
+        start = clock()
+        build(subscriber)
+        timings.append((clock() - start) / 1000)
+    return timings
+
+
+def bench_messages(recipients: int, naive_recipients: int) -> list[tuple[str, str]]:
+    settings = load_settings(ROOT / "newsletter.toml", environ={})
+    rendered = render_issue(load_issue(settings.issues_dir, 14), settings)
+    factory = MessageFactory(rendered, settings, "main", secret=SECRET)
+    subscribers = people(recipients)
+    time_each(factory.build, subscribers[:200])  # warm the per-offset line caches
+    fast = statistics.median(time_each(factory.build, subscribers))
+    naive = statistics.median(
+        time_each(
+            lambda s: naive_build(rendered, settings, s, factory), subscribers[:naive_recipients]
+        )
+    )
+    size = statistics.mean(len(factory.build(s).data) for s in subscribers[:100])
+    naive_size = statistics.mean(
+        len(naive_build(rendered, settings, s, factory)) for s in subscribers[:100]
+    )
+    return [
+        (
+            "issue 14 rendered",
+            f"{len(rendered.html.encode()) / 1024:.1f} KB HTML, "
+            f"{len(rendered.text.encode()) / 1024:.1f} KB text",
+        ),
+        ("encodings (text, html)", f"{factory.text_encoder.name}, {factory.html_encoder.name}"),
+        (f"factory.build, median of {recipients:,}", f"{fast:.0f} µs  (target < 300 µs)"),
+        (f"naive EmailMessage, median of {naive_recipients:,}", f"{naive:.0f} µs"),
+        ("ratio naive / factory", f"{naive / fast:.1f}x  (target >= 10x)"),
+        ("message size factory / naive", f"{size / 1024:.1f} KB / {naive_size / 1024:.1f} KB"),
+    ]
+
+
+def generate_csv(path: Path, rows: int) -> None:
+    rng = random.Random(1)
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        handle.write("email,name,status,company\n")
+        for i in range(rows):
+            name = rng.choice(SURNAMES) + rng.choice(GIVEN) if i % 3 else rng.choice(LATIN)
+            status = "unsubscribed" if i % 50 == 0 else "subscribed"
+            domain = DOMAINS[i % len(DOMAINS)]
+            handle.write(f"user.{i}@{domain},{name},{status},Company {i % 997}\n")
+        handle.write(f"not-an-address,Broken,subscribed,\nUSER.1@{DOMAINS[1].upper()},Dup,,\n")
+
+
+CHILD = """
+import resource, sys, time
+from pathlib import Path
+from newsletter.subscribers import ListReport, read_subscribers
+path = Path(sys.argv[1])
+baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.perf_counter()
+report = ListReport(path)
+count = sum(1 for _ in read_subscribers(path, report))
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(seconds, peak, baseline, count, report.duplicate, report.invalid, report.unsubscribed)
+"""
+
+
+def bench_loading(rows: int) -> list[tuple[str, str]]:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "list.csv"
+        generate_csv(path, rows)
+        size = path.stat().st_size
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, check=True
+        ).stdout.split()
+    seconds, peak_kb, base_kb = float(out[0]), int(out[1]), int(out[2])
+    valid, dup, invalid, unsub = (int(x) for x in out[3:7])
+    return [
+        (f"CSV of {rows:,} rows", f"{size / 2**20:.0f} MB on disk"),
+        ("load time", f"{seconds:.1f} s ({rows / seconds:,.0f} rows/s)"),
+        (
+            "peak RSS",
+            f"{peak_kb / 1024:.0f} MB  (target < 200 MB; after imports {base_kb / 1024:.0f} MB)",
+        ),
+        (
+            "valid / duplicate / invalid / unsubscribed",
+            f"{valid:,} / {dup} / {invalid} / {unsub:,}",
+        ),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipients", type=int, default=10_000)
+    parser.add_argument("--naive-recipients", type=int, default=500)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    table = bench_messages(args.recipients, args.naive_recipients)
+    table += bench_loading(args.rows)
+    width = max(len(label) for label, _ in table)
+    print(f"{'benchmarks/messages.py':<{width}}  (Python {sys.version.split()[0]})")
+    for label, value in table:
+        print(f"{label:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()
