@@ -40,6 +40,7 @@ test: lint
 
 bench: $(STAMP)
 	$(PY) benchmarks/render.py
+	$(PY) benchmarks/messages.py
 
 clean:
 	rm -rf $(VENV) out .newsletter .pytest_cache .mypy_cache .ruff_cache
