@@ -84,6 +84,15 @@ class Tab:
     def frame_eval(self, expression: str) -> Any:
         return self.page.evaluate(f"(() => {{ const doc = {FRAME_DOC}; return {expression}; }})()")
 
+    def wait_frame(self, condition: str, timeout: float = 2000) -> None:
+        """Wait until `condition` (JS over `doc`, the frame's document) holds; a frame in the
+        middle of loading its new version counts as not yet."""
+        self.page.wait_for_function(
+            f"() => {{ try {{ const doc = {FRAME_DOC}; return !!({condition}); }}"
+            " catch (_) { return false; } }",
+            timeout=timeout,
+        )
+
     def screenshot(self, name: str) -> None:
         ARTIFACTS.mkdir(exist_ok=True)
         self.page.screenshot(path=str(ARTIFACTS / name))
@@ -102,7 +111,7 @@ def test_both_widths_without_console_errors_or_horizontal_scroll(tab: Tab) -> No
     tab.screenshot("preview-desktop.png")
 
     tab.page.click("[data-set='width:mobile']")
-    tab.page.wait_for_function(f"() => {FRAME_DOC}.defaultView.innerWidth === 375")
+    tab.wait_frame("doc.defaultView.innerWidth === 375")
     scroll = tab.frame_eval("[doc.documentElement.scrollWidth, doc.documentElement.clientWidth]")
     assert scroll[0] <= scroll[1], f"the email scrolls sideways at 375 px: {scroll}"
     # MJML's desktop rules are off at this width: the card fills the frame.
@@ -114,10 +123,7 @@ def test_both_widths_without_console_errors_or_horizontal_scroll(tab: Tab) -> No
 def test_saving_a_new_title_updates_the_open_page(tab: Tab, preview: RunningPreview) -> None:
     tab.page.evaluate("window.notReloaded = true")
     preview.rewrite(f"title: {TITLE}", "title: 第十四期：新标题")
-    tab.page.wait_for_function(
-        f"() => {FRAME_DOC}.querySelector('h1')?.textContent.includes('第十四期：新标题')",
-        timeout=2000,
-    )
+    tab.wait_frame("doc.querySelector('h1').textContent.includes('第十四期：新标题')")
     assert tab.page.evaluate("window.notReloaded") is True  # swapped in place, not reloaded
     assert "第十四期：新标题" in tab.page.inner_text("#issue-heading")
     assert tab.errors == []
@@ -149,9 +155,7 @@ def test_broken_file_shows_the_error_overlay_then_recovers(
 
     preview.rewrite(f"titel: {TITLE}", "title: 修好了")
     overlay.wait_for(state="hidden", timeout=2000)
-    tab.page.wait_for_function(
-        f"() => {FRAME_DOC}.querySelector('h1')?.textContent.includes('修好了')", timeout=2000
-    )
+    tab.wait_frame("doc.querySelector('h1').textContent.includes('修好了')")
     assert tab.errors == []
 
 
@@ -159,18 +163,10 @@ def test_dark_toggle_applies_the_emails_dark_rules(tab: Tab) -> None:
     card = "getComputedStyle(doc.querySelector('.nl-card table')).backgroundColor"
     assert tab.frame_eval(card) == "rgb(255, 255, 255)"
     tab.page.click("[data-set='scheme:dark']")
-    tab.page.wait_for_function(
-        f"() => getComputedStyle({FRAME_DOC}.querySelector('.nl-card table')).backgroundColor"
-        " === 'rgb(22, 27, 34)'",
-        timeout=2000,
-    )
+    tab.wait_frame(f"{card} === 'rgb(22, 27, 34)'")
     tab.screenshot("preview-dark.png")
     tab.page.click("[data-set='scheme:light']")
-    tab.page.wait_for_function(
-        f"() => getComputedStyle({FRAME_DOC}.querySelector('.nl-card table')).backgroundColor"
-        " === 'rgb(255, 255, 255)'",
-        timeout=2000,
-    )
+    tab.wait_frame(f"{card} === 'rgb(255, 255, 255)'")
     assert tab.errors == []
 
 
