@@ -17,7 +17,8 @@ import pytest
 
 from newsletter.errors import ConfigError, TemplateError, UnsafeHeaderError
 from newsletter.issues import load_issue
-from newsletter.message import MessageFactory, encode_words, write_eml_files
+from newsletter.message import MessageFactory, write_eml_files
+from newsletter.mime import encode_words
 from newsletter.models import Placeholder, RenderedEmail, Subscriber
 from newsletter.render import render_issue
 from newsletter.settings import Settings

@@ -14,21 +14,29 @@ UnsafeHeaderError, and every serialized header block is checked again before it 
 
 from __future__ import annotations
 
-import binascii
 import datetime as dt
 import email.utils
 import hashlib
 import html
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Protocol
 from urllib.parse import quote
 
 from email_validator import EmailNotValidError, validate_email
 
 from newsletter.dkim_signer import DkimSigner
 from newsletter.errors import ConfigError, TemplateError, UnsafeHeaderError
+from newsletter.mime import (
+    CRLF,
+    MAX_LINE,
+    PRINTABLE,
+    check_header,
+    choose_encoder,
+    mailbox_header,
+    part_head,
+    unstructured_header,
+)
 from newsletter.models import (
     PLACEHOLDER_PREFIX,
     OutgoingMessage,
@@ -40,22 +48,11 @@ from newsletter.models import (
 from newsletter.settings import Settings
 from newsletter.unsubscribe import sign
 
-CRLF = b"\r\n"
 TEST_HEADER = "X-Newsletter-Test"
-MAX_LINE = 998
-_FOLD_AT = 78
 _PLACEHOLDER = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"[A-Z0-9_]*__")
-_ATOM_PHRASE = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~ -]*")
-_PRINTABLE = re.compile(r"[\x20-\x7e]*")
 _DOT_ATOM = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
 _FIELD = re.compile(rb"^([!-9;-~]+):", re.MULTILINE)
 _BLOCK = re.compile(rb"(?:[!-9;-~]+:[ \t][\x20-\x7e]*\r\n(?:[ \t][\x20-\x7e]*\r\n)*)+")
-
-
-class Encoder(Protocol):
-    name: str
-
-    def encode(self, values: Sequence[bytes]) -> list[bytes]: ...
 
 
 class MessageFactory:
@@ -89,11 +86,11 @@ class MessageFactory:
         self._mailto = quote(address, safe="@")
 
         subject = rendered.subject.strip(" ")
-        _check_header(subject, "subject (the issue's title)")
+        check_header(subject, "subject (the issue's title)")
         if self.test:
             subject = f"[TEST] {subject}"
         list_label = mailing_list.name or settings.newsletter.name
-        _check_header(list_label, f"lists.{list_name}.name")
+        check_header(list_label, f"lists.{list_name}.name")
         list_id = mailing_list.id or f"{list_name}.{self.domain}"
         if not _DOT_ATOM.fullmatch(list_id) or "." not in list_id:
             raise ConfigError(
@@ -102,16 +99,16 @@ class MessageFactory:
             )
         when = date or dt.datetime.now(dt.UTC)
 
-        head = [_mailbox_header("From", sender_name, self.sender)]
+        head = [mailbox_header("From", sender_name, self.sender)]
         middle = [
-            _unstructured_header("Subject", subject),
+            unstructured_header("Subject", subject),
             f"Date: {email.utils.format_datetime(when)}\r\n",
         ]
         lists = []
         if settings.newsletter.reply_to:
             name, address = _parse_mailbox(settings.newsletter.reply_to, "newsletter.reply_to")
-            lists.append(_mailbox_header("Reply-To", name, address))
-        lists.append(_mailbox_header("List-Id", list_label, list_id))
+            lists.append(mailbox_header("Reply-To", name, address))
+        lists.append(mailbox_header("List-Id", list_label, list_id))
         self._boundary = "=_nl_" + _digest(f"{self.issue}\n{list_name}\n{rendered.html}")[:24]
         tail = ["List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"]
         if self.test:
@@ -130,8 +127,8 @@ class MessageFactory:
         self._html = _split(rendered.html, "html")
         self.text_encoder = choose_encoder(self._text[0])
         self.html_encoder = choose_encoder(self._html[0])
-        self._text_head = _part_head("text/plain", self.text_encoder.name, self._boundary)
-        self._html_head = _part_head("text/html", self.html_encoder.name, self._boundary)
+        self._text_head = part_head("text/plain", self.text_encoder.name, self._boundary)
+        self._html_head = part_head("text/html", self.html_encoder.name, self._boundary)
         self._close = _ascii(f"--{self._boundary}--\r\n")
         self._dkim = DkimSigner.from_settings(settings) if settings.dkim is not None else None
         self._fields = [
@@ -183,7 +180,7 @@ class MessageFactory:
         header = b"".join(
             [
                 self._head,
-                _ascii(_mailbox_header("To", name, subscriber.envelope)),
+                _ascii(mailbox_header("To", name, subscriber.envelope)),
                 self._middle,
                 _ascii(f"Message-ID: {message_id}\r\n"),
                 self._lists,
@@ -241,7 +238,7 @@ def write_eml_files(
     return count, removed
 
 
-# -- body parts ----------------------------------------------------------------------------------
+# -- placeholders and small helpers ---------------------------------------------------------------
 
 
 def _split(content: str, part: str) -> tuple[list[bytes], list[Placeholder]]:
@@ -264,130 +261,11 @@ def _split(content: str, part: str) -> tuple[list[bytes], list[Placeholder]]:
     return segments, slots
 
 
-def choose_encoder(segments: list[bytes]) -> Encoder:
-    """Base64 or quoted-printable, whichever makes this part smaller (CJK: base64, ~1.4x)."""
-    sample = b"".join(segments)
-    qp_size = len(binascii.b2a_qp(sample, istext=True))
-    base64_size = (len(sample) + 56) // 57 * 78
-    if qp_size <= base64_size:
-        return QuotedPrintable(segments)
-    return Base64(segments)
-
-
-class Base64:
-    """Base64 in 76-character lines, re-encoding only the lines a value touches.
-
-    A static segment encodes the same way whenever it starts at the same offset modulo 57 (the
-    input bytes of one line), so its full lines are encoded once per offset and then reused.
-    """
-
-    name = "base64"
-    _IN = 57
-
-    def __init__(self, segments: list[bytes]) -> None:
-        self._segments = segments
-        self._cache: dict[tuple[int, int], tuple[bytes, bytes]] = {}
-
-    def encode(self, values: Sequence[bytes]) -> list[bytes]:
-        out: list[bytes] = []
-        carry = b""
-        for index, segment in enumerate(self._segments):
-            if index:
-                carry += values[index - 1]
-                while len(carry) >= self._IN:
-                    out.append(_b64_line(carry[: self._IN]))
-                    carry = carry[self._IN :]
-            need = self._IN - len(carry)
-            if len(segment) < need:
-                carry += segment
-                continue
-            out.append(_b64_line(carry + segment[:need]))
-            lines, carry = self._lines(index, need)
-            out.append(lines)
-        if carry:
-            out.append(_b64_line(carry))
-        return out
-
-    def _lines(self, index: int, start: int) -> tuple[bytes, bytes]:
-        cached = self._cache.get((index, start))
-        if cached is None:
-            segment = self._segments[index]
-            end = start + (len(segment) - start) // self._IN * self._IN
-            encoded = binascii.b2a_base64(segment[start:end], newline=False)
-            lines = b"".join(encoded[i : i + 76] + CRLF for i in range(0, len(encoded), 76))
-            cached = self._cache[(index, start)] = (lines, segment[end:])
-        return cached
-
-
-def _b64_line(chunk: bytes) -> bytes:
-    return binascii.b2a_base64(chunk, newline=False) + CRLF
-
-
-class QuotedPrintable:
-    """Quoted-printable (76-column soft breaks), re-encoding only the lines a value sits on.
-
-    QP starts afresh at every hard line break, so the complete lines of a static segment are
-    encoded once; per recipient only the line(s) holding a value are encoded.
-    """
-
-    name = "quoted-printable"
-
-    def __init__(self, segments: list[bytes]) -> None:
-        self._pieces: list[tuple[bytes, bytes, bytes] | None] = []
-        for segment in segments:
-            first, last = segment.find(CRLF), segment.rfind(CRLF)
-            if first < 0:
-                self._pieces.append(None)
-                continue
-            lines = _qp(segment[first + 2 : last + 2])
-            self._pieces.append((segment[: first + 2], lines, segment[last + 2 :]))
-        self._segments = segments
-
-    def encode(self, values: Sequence[bytes]) -> list[bytes]:
-        out: list[bytes] = []
-        pending = b""
-        for index, pieces in enumerate(self._pieces):
-            if index:
-                pending += values[index - 1]
-            if pieces is None:
-                pending += self._segments[index]
-                continue
-            head, lines, tail = pieces
-            out.append(_qp(pending + head))
-            out.append(lines)
-            pending = tail
-        if pending:
-            out.append(_qp(pending))
-        # The body must end with a line break; it belongs to the boundary that follows.
-        out.append(CRLF)
-        return out
-
-
-def _qp(data: bytes) -> bytes:
-    encoded = binascii.b2a_qp(data, istext=True)
-    # b2a_qp copies the first line break it sees; with none in `data` its soft breaks are bare LF.
-    return encoded if CRLF in data else encoded.replace(b"=\n", b"=\r\n")
-
-
-def _part_head(content_type: str, encoding: str, boundary: str) -> bytes:
-    return _ascii(
-        f"--{boundary}\r\n"
-        f'Content-Type: {content_type}; charset="utf-8"\r\n'
-        f"Content-Transfer-Encoding: {encoding}\r\n\r\n"
-    )
-
-
 # -- headers -------------------------------------------------------------------------------------
 
 
-def _check_header(value: str, field: str) -> None:
-    problem = header_problem(value)
-    if problem is not None:
-        raise UnsafeHeaderError(f"{field}: {problem}")
-
-
 def _check_url(url: str, field: str) -> None:
-    if not _PRINTABLE.fullmatch(url) or " " in url or '"' in url or "<" in url or ">" in url:
+    if not PRINTABLE.fullmatch(url) or " " in url or '"' in url or "<" in url or ">" in url:
         raise ConfigError(f"{field}: {url!r} must be a plain ASCII URL without spaces or quotes")
 
 
@@ -405,76 +283,6 @@ def _parse_mailbox(value: str, field: str) -> tuple[str, str]:
             hint='Write it as "Display Name <name@example.org>".',
         ) from None
     return name, result.ascii_email or result.normalized
-
-
-def _mailbox_header(field: str, name: str, address: str) -> str:
-    """`Field: phrase <address>`, the phrase quoted or RFC 2047-encoded and folded as needed."""
-    _check_header(name, field)
-    if not name:
-        return f"{field}: <{address}>\r\n"
-    if _ATOM_PHRASE.fullmatch(name):
-        words = [name]
-    elif name.isascii() and _PRINTABLE.fullmatch(name):
-        words = ['"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"']
-    else:
-        words = encode_words(name, _FOLD_AT - len(field) - 2)
-    return _fold(field, [*words, f"<{address}>"])
-
-
-def _unstructured_header(field: str, value: str) -> str:
-    """An unstructured header: plain ASCII folded at spaces, anything else as encoded words."""
-    room = _FOLD_AT - len(field) - 2
-    if value.isascii() and _PRINTABLE.fullmatch(value):
-        words = re.split(r"(?<=\S)(?= )", value)
-        if max(len(w) for w in words) < MAX_LINE - len(field) - 4:
-            lines = [words[0]]
-            for word in words[1:]:
-                if len(lines[-1]) + len(word) > room:
-                    lines.append(word)
-                else:
-                    lines[-1] += word
-            return f"{field}: " + "\r\n".join(lines) + "\r\n"
-    return _fold(field, encode_words(value, room))
-
-
-def encode_words(text: str, first_room: int) -> list[str]:
-    """RFC 2047 B-encoded words of at most 75 characters, split between whole characters.
-
-    `_fold` always puts whitespace between them: never the `?==?` that some Python versions
-    produce and some clients then show raw.
-    """
-    words: list[str] = []
-    room = max(first_room, 16)
-    chunk = b""
-    for char in text:
-        data = char.encode()
-        if len(chunk) + len(data) > (min(room, 75) - 12) // 4 * 3:
-            words.append(_word(chunk))
-            chunk = b""
-            room = 75
-        chunk += data
-    if chunk or not words:
-        words.append(_word(chunk))
-    return words
-
-
-def _word(data: bytes) -> str:
-    return "=?utf-8?b?" + binascii.b2a_base64(data, newline=False).decode("ascii") + "?="
-
-
-def _fold(field: str, words: list[str]) -> str:
-    """Join words with spaces, breaking the line (CRLF + space) before any word that would
-    push it past 78 characters."""
-    line = f"{field}: {words[0]}"
-    lines = []
-    for word in words[1:]:
-        if len(line) + 1 + len(word) > _FOLD_AT:
-            lines.append(line)
-            line = " " + word
-        else:
-            line += " " + word
-    lines.append(line)
-    return "\r\n".join(lines) + "\r\n"
 
 
 def _ascii(text: str) -> bytes:
