@@ -113,7 +113,11 @@ class RenderedEmail(Frozen):
 
 
 class Subscriber(Frozen):
-    """A valid, normalised recipient; `address` is what goes in To, `envelope` in RCPT TO."""
+    """A valid, normalised recipient.
+
+    `address` is the normalised address for people (Unicode domain); `envelope` its ASCII form
+    (punycode domain), used in RCPT TO and in the To header, which must be ASCII without SMTPUTF8.
+    """
 
     address: str
     envelope: str
