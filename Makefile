@@ -41,6 +41,7 @@ test: lint
 bench: $(STAMP)
 	$(PY) benchmarks/render.py
 	$(PY) benchmarks/messages.py
+	$(PY) benchmarks/preview.py
 
 clean:
 	rm -rf $(VENV) out .newsletter .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,206 @@
+"""Save -> reload latency of `newsletter preview` on issue 14, next to the bare render it contains.
+
+A real preview server runs on 127.0.0.1 over a temporary copy of the project. Each run rewrites
+the issue's title on disk and times, from just before the write:
+  - the Server-Sent Event reaching a client (file watcher + push),
+  - that client holding the re-rendered page and email over HTTP (what the page's script fetches),
+  - headless Chromium's email frame finishing its load of the new version (when Chromium is here).
+The reference, measured in the same run, is the bare pipeline the server runs per save: load the
+issue, render, build the sample message, run the checks. Budget: 300 ms from save to reload.
+Run: `.venv/bin/python benchmarks/preview.py [RUNS]`.
+"""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from newsletter.preview import (
+    LOOPBACK_NAMES,
+    Workspace,
+    bind_socket,
+    build_view,
+    create_server,
+    url_of,
+)
+from newsletter.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+BUDGET_MS = 300.0
+SETTLE_S = 0.25
+TITLE = "title: AI系统内容推荐第14期"
+
+
+@contextmanager
+def project_copy() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for name in ("newsletter.toml", "issues", "templates"):
+            source = ROOT / name
+            if source.is_dir():
+                shutil.copytree(source, root / name)
+            else:
+                shutil.copy2(source, root / name)
+        yield root
+
+
+@contextmanager
+def running_server(root: Path) -> Iterator[str]:
+    config = root / "newsletter.toml"
+    workspace = Workspace(config, load_settings(config, environ={}))
+    sock = bind_socket("127.0.0.1", 0)
+    server = create_server(workspace, trusted_hosts=LOOPBACK_NAMES)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    try:
+        yield url_of(sock).rstrip("/")
+    finally:
+        server.stop()
+        thread.join(10)
+
+
+class Editor:
+    """Saves issue 14 with a new title each time, as an editor's Ctrl-S does."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / "issues" / "14.yaml"
+        self.original = self.path.read_text(encoding="utf-8")
+        self.count = 0
+
+    def save(self) -> tuple[str, float]:
+        """Write a new title; return it and the wall-clock time just before the write."""
+        self.count += 1
+        title = f"第14期 修订{self.count}"
+        text = self.original.replace(TITLE, f"title: {title}", 1)
+        started = time.time()
+        self.path.write_text(text, encoding="utf-8")
+        return title, started
+
+
+def bare_pipeline(root: Path, runs: int) -> list[float]:
+    settings = load_settings(root / "newsletter.toml", environ={})
+    build_view(settings, 14)  # warm up: imports, template compilation
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        build_view(settings, 14)
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def over_http(url: str, editor: Editor, runs: int) -> tuple[list[float], list[float]]:
+    """Milliseconds from save to the SSE event, and to the new page + email fetched."""
+    events: queue.Queue[float] = queue.Queue()
+    ready = threading.Event()
+
+    def listen() -> None:
+        # No read timeout: the stream is quiet between saves by design.
+        timeout = httpx.Timeout(10, read=None)
+        with httpx.stream("GET", url + "/events", timeout=timeout) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data: "):
+                    events.put(time.time())
+                    ready.set()
+
+    threading.Thread(target=listen, daemon=True).start()
+    ready.wait(5)
+    events.get(timeout=5)  # the version at connect time
+    to_event, to_content = [], []
+    with httpx.Client(timeout=10) as client:
+        for _ in range(runs):
+            title, started = editor.save()
+            arrived = events.get(timeout=5)
+            page = client.get(url + "/issues/14").text
+            frame = client.get(url + "/issues/14/email.html").text
+            done = time.time()
+            assert title in page, "the server served a stale page"
+            assert title in frame, "the server served a stale email"
+            to_event.append((arrived - started) * 1000)
+            to_content.append((done - started) * 1000)
+            time.sleep(SETTLE_S)
+    return to_event, to_content
+
+
+def in_chromium(url: str, editor: Editor, runs: int) -> list[float] | str:
+    """Milliseconds from save to the email frame's load event in headless Chromium."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return "playwright not installed"
+    if not Path(CHROMIUM).exists():
+        return f"no Chromium at {CHROMIUM}"
+    samples = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"],
+        )
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(url + "/issues/14")
+        page.wait_for_function("() => document.body.dataset.frameVersion")
+        # The frame element stays; each new version is loaded into it. Record each load.
+        page.evaluate(
+            "window.loads = []; document.getElementById('email-frame')"
+            ".addEventListener('load', () => window.loads.push(Date.now()))"
+        )
+        for run in range(runs):
+            title, started = editor.save()
+            page.wait_for_function(f"() => window.loads.length > {run}", timeout=5000)
+            loaded = page.evaluate(f"window.loads[{run}]")
+            heading = page.evaluate(
+                "document.getElementById('email-frame').contentDocument.querySelector('h1')"
+                ".textContent"
+            )
+            assert title in heading, f"the frame shows {heading!r}, not {title!r}"
+            samples.append(loaded - started * 1000)
+            time.sleep(SETTLE_S)
+        browser.close()
+    return samples
+
+
+def row(label: str, samples: list[float], reference: float) -> str:
+    median = statistics.median(samples)
+    p90 = statistics.quantiles(samples, n=10)[-1] if len(samples) > 1 else median
+    return f"{label:<44} {median:>9.1f} {p90:>8.1f} {median / reference:>7.1f}x"
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    with project_copy() as root:
+        reference = bare_pipeline(root, runs)
+        editor = Editor(root)
+        with running_server(root) as url:
+            to_event, to_content = over_http(url, editor, runs)
+            browser: list[float] | str = in_chromium(url, editor, runs)
+    ref = statistics.median(reference)
+    python = sys.version.split()[0]
+    print(f"newsletter preview, issue 14: save -> reload, {runs} saves (Python {python})")
+    print(f"{'stage (ms from the save)':<44} {'median':>9} {'p90':>8} {'x ref':>8}")
+    print(row("reference: load + render + sample + checks", reference, ref))
+    print(row("SSE event at the client", to_event, ref))
+    print(row("new page + email fetched over HTTP", to_content, ref))
+    if isinstance(browser, str):
+        print(f"{'email frame reloaded in Chromium':<44} skipped: {browser}")
+        worst = statistics.median(to_content)
+    else:
+        print(row("email frame reloaded in Chromium", browser, ref))
+        worst = statistics.median(browser)
+    verdict = "within" if worst < BUDGET_MS else "OVER"
+    print(f"budget {BUDGET_MS:.0f} ms: median save -> reload {worst:.1f} ms, {verdict} budget")
+
+
+if __name__ == "__main__":
+    main()
