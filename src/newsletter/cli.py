@@ -236,6 +236,8 @@ def preview(
     sock = live.bind_socket(host, port)
     url = live.url_of(sock, f"/issues/{number}" if number is not None else "/")
     click.echo(f"Previewing at {url}  (Ctrl-C to stop)")
+    if sock.getsockname()[0] not in live.LOOPBACK_NAMES:
+        click.echo("note: not on loopback: anyone who can reach this address sees the preview")
     if settings.secret is None:
         click.echo("note: NEWSLETTER_SECRET is unset: the sample's unsubscribe link won't verify")
     live.serve_preview(workspace, sock, open_url=None if no_open else url)
