@@ -317,3 +317,12 @@ def wait_for(preview: RunningPreview, path: str, needle: str, status: int | None
             return response.text
         assert time.monotonic() < deadline, f"{path} never showed {needle!r}"
         time.sleep(0.05)
+
+
+def test_an_editors_atomic_save_is_seen(preview: RunningPreview) -> None:
+    """Editors such as vim write a temporary file and rename it over the issue."""
+    text = preview.issue_file.read_text(encoding="utf-8")
+    temporary = preview.issue_file.with_name(".14.yaml.swp-new")
+    temporary.write_text(text.replace(f"title: {TITLE}", "title: 原子保存"), encoding="utf-8")
+    os.replace(temporary, preview.issue_file)
+    assert "原子保存" in wait_for(preview, "/issues/14", "原子保存")

@@ -179,3 +179,14 @@ def test_tabs_show_text_source_and_checks(tab: Tab) -> None:
     assert "is linked under two items" in tab.page.inner_text("#checks")
     assert tab.page.is_hidden("#email-frame")
     assert tab.errors == []
+
+
+def test_deleting_and_restoring_the_issue_follows_along(tab: Tab, preview: RunningPreview) -> None:
+    text = preview.issue_file.read_text(encoding="utf-8")
+    preview.issue_file.unlink()
+    tab.page.wait_for_selector("text=No issue 14", timeout=2000)
+    preview.issue_file.write_text(text, encoding="utf-8")
+    tab.page.wait_for_function(FRAME_READY, timeout=2000)
+    tab.wait_frame(f"doc.querySelector('h1').textContent.includes('{TITLE}')")
+    # The page of a missing issue is a real 404, which Chromium logs; nothing else may appear.
+    assert [e for e in tab.errors if "404 (Not Found)" not in e] == []

@@ -60,10 +60,13 @@
     if (wanted === body.dataset.version) return;
     const response = await fetch(location.href, { cache: "no-store" });
     const doc = new DOMParser().parseFromString(await response.text(), "text/html");
-    for (const old of document.querySelectorAll("[data-live]")) {
-      const fresh = doc.getElementById(old.id);
-      if (fresh) old.replaceWith(document.adoptNode(fresh));
+    const live = [...document.querySelectorAll("[data-live]")];
+    if (live.some((old) => !doc.getElementById(old.id))) {
+      // Another kind of page now (the issue file was deleted, or is back): load it whole.
+      location.reload();
+      return;
     }
+    for (const old of live) old.replaceWith(document.adoptNode(doc.getElementById(old.id)));
     document.title = doc.title;
     body.dataset.state = doc.body.dataset.state || "";
     body.dataset.emailSrc = doc.body.dataset.emailSrc || "";
