@@ -138,7 +138,7 @@ def test_garbage_key_is_a_config_error(settings: Settings, project: Path) -> Non
     (project / "bad.pem").write_text("-----BEGIN RSA PRIVATE KEY-----\nnope\n")
     config = DkimSettings(domain="news.example.org", selector="s", private_key=Path("bad.pem"))
     rendered = RenderedEmail(issue_number=1, subject="x", html="<p>x</p>", text="x")
-    with pytest.raises(ConfigError, match="not a PEM RSA key"):
+    with pytest.raises(ConfigError, match="not a usable PEM RSA key"):
         MessageFactory(
             rendered, settings.model_copy(update={"dkim": config}), "main", secret=SECRET
         )
