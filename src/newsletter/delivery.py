@@ -166,7 +166,17 @@ class Engine:
         self._sent = 0
         self._counts: dict[DeliveryStatus, int] = {}
         self._current: dict[int, DeliveryStatus] = {}
+        self._suppressed_set: frozenset[str] = frozenset()
+        self._suppressed_at = -1e9
         self._seq = 0
+
+    def _suppressed(self) -> frozenset[str]:
+        """Unsubscribes arriving during the run, re-read every few seconds (not per message)."""
+        now = time.monotonic()
+        if now - self._suppressed_at > 2.0:
+            self._suppressed_at = now
+            self._suppressed_set = self.outbox.suppressed(self.job.list_name)
+        return self._suppressed_set
 
     def stop(self, reason: str) -> None:
         """Finish what is in flight, start nothing new."""
@@ -232,7 +242,7 @@ class Engine:
         if self._stopping:
             return
         subscriber = self.job.subscribers[row.recipient]
-        if self.outbox.is_suppressed(self.job.list_name, row.recipient):
+        if row.recipient in self._suppressed():
             self._record(row, S.SKIPPED, None, reply="suppressed (unsubscribed)")
             return
         try:
@@ -409,8 +419,21 @@ def send(
 ) -> RunReport:
     """Hold the send lock for (issue, list), check the server, and deliver."""
     settings, job = prepared.settings, prepared.job
-    with send_lock(settings.state_dir, job.issue, job.list_name), Outbox(settings.database) as ob:
-        return asyncio.run(_send(prepared, ob, options, progress))
+    with (
+        send_lock(settings.state_dir, job.issue, job.list_name),
+        Outbox(settings.database) as ob,
+        asyncio.Runner(loop_factory=event_loop_factory()) as runner,
+    ):
+        return runner.run(_send(prepared, ob, options, progress))
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop where it is installed: it roughly halves the event loop's share of each message."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def _send(

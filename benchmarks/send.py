@@ -1,0 +1,163 @@
+"""Send issue 14 to 10,000 recipients against Postfix's smtp-sink, next to Postfix's smtp-source.
+
+Both senders talk to the same smtp-sink on loopback in the same run, with the same number of
+SMTP sessions and messages of the same size, so the ratio (ours / smtp-source) is fair on this
+machine. Ours is the real `newsletter send` (a fresh delivery log, the real message factory, the
+shipped connection recycling); its time is the send phase its own summary reports, and the whole
+command's wall time is shown too. Peak RSS is the `newsletter send` process's.
+
+Run: `make bench-send` (needs the Debian package postfix: /usr/sbin/smtp-sink, smtp-source).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from newsletter.issues import load_issue
+from newsletter.message import MessageFactory
+from newsletter.models import Subscriber
+from newsletter.render import render_issue
+from newsletter.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SINK = shutil.which("smtp-sink") or "/usr/sbin/smtp-sink"
+SOURCE = shutil.which("smtp-source") or "/usr/sbin/smtp-source"
+SECRET = "benchmark-secret-0123456789abcdef"
+SUMMARY = re.compile(r"\((\d+) sent by this run in ([\d.]+) s")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_sink(port: int) -> subprocess.Popen[bytes]:
+    args = [SINK]
+    if os.geteuid() == 0:
+        args += ["-u", "nobody"]
+    proc = subprocess.Popen([*args, f"127.0.0.1:{port}", "1024"], stdout=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("smtp-sink did not start")
+
+
+def message_size() -> int:
+    settings = load_settings(ROOT / "newsletter.toml", environ={})
+    rendered = render_issue(load_issue(settings.issues_dir, 14), settings)
+    factory = MessageFactory(rendered, settings, "main", secret=SECRET.encode())
+    sample = Subscriber(address="reader00001@example.com", envelope="reader00001@example.com")
+    return len(factory.build(sample).data)
+
+
+def run_source(port: int, sessions: int, messages: int, size: int) -> float:
+    start = time.perf_counter()
+    args = [SOURCE, "-d", "-s", str(sessions), "-m", str(messages), "-l", str(size)]
+    args += ["-f", "digest@news.example.org", "-t", "reader@example.com", f"127.0.0.1:{port}"]
+    subprocess.run(
+        args,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return messages / (time.perf_counter() - start)
+
+
+def make_project(messages: int) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="newsletter-bench-"))
+    for name in ("newsletter.toml", "issues", "templates"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, folder / name)
+        else:
+            shutil.copy2(source, folder / name)
+    rows = "".join(f"reader{i:05d}@example.com,Reader {i}\n" for i in range(messages))
+    (folder / "bench.csv").write_text("email,name\n" + rows, encoding="utf-8")
+    return folder
+
+
+def run_ours(port: int, sessions: int, messages: int) -> tuple[float, float, float]:
+    """(msg/s of the send phase, msg/s of the whole command, peak RSS in MB)."""
+    project = make_project(messages)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEWSLETTER_")}
+    env.update(
+        NEWSLETTER_SECRET=SECRET,
+        NEWSLETTER_SMTP__PORT=str(port),
+        NEWSLETTER_SMTP__SECURITY="none",
+        NEWSLETTER_LISTS__MAIN__PATH="bench.csv",
+    )
+    args = [sys.executable, "-m", "newsletter", "send", "--issue", "14", "--yes"]
+    args += ["--concurrency", str(sessions)]
+    try:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            args, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        out = proc.stdout.read().decode() if proc.stdout else ""
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        code = os.waitstatus_to_exitcode(status)
+        match = SUMMARY.search(out)
+        if code != 0 or match is None:
+            raise SystemExit(f"newsletter send failed ({code}):\n{out}\n{err}")
+        sent, seconds = int(match.group(1)), float(match.group(2))
+        if sent != messages:
+            raise SystemExit(f"sent {sent} of {messages}")
+        return sent / seconds, messages / wall, usage.ru_maxrss / 1024
+    finally:
+        shutil.rmtree(project, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 4])
+    options = parser.parse_args()
+    for tool in (SINK, SOURCE):
+        if not Path(tool).exists():
+            raise SystemExit(f"{tool} not found: install the Debian package postfix")
+    size = message_size()
+    port = free_port()
+    sink = start_sink(port)
+    rows = []
+    try:
+        for sessions in options.sessions:
+            reference = run_source(port, sessions, options.messages, size)
+            ours, whole, rss = run_ours(port, sessions, options.messages)
+            rows.append((sessions, reference, ours, whole, rss))
+    finally:
+        sink.terminate()
+        sink.wait()
+    print(
+        f"issue 14, {options.messages} recipients, {size / 1024:.1f} KB per message, "
+        f"smtp-sink on loopback, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
+    )
+    print(
+        f"{'sessions':>8}  {'smtp-source':>12}  {'newsletter':>11}  {'ratio':>6}  "
+        f"{'whole cmd':>10}  {'peak RSS':>9}"
+    )
+    for sessions, reference, ours, whole, rss in rows:
+        print(
+            f"{sessions:>8}  {reference:>8.0f} m/s  {ours:>7.0f} m/s  {ours / reference:>6.2f}  "
+            f"{whole:>6.0f} m/s  {rss:>6.0f} MB"
+        )
+    print("ratio = newsletter send phase / smtp-source (target >= 0.5)")
+
+
+if __name__ == "__main__":
+    main()
