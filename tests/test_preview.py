@@ -221,6 +221,22 @@ def test_mailbox_lists_captured_messages(preview: RunningPreview) -> None:
     assert get(preview, "/mailbox/nope.eml").status_code == 404
 
 
+def test_mailbox_changes_are_their_own_event(project: Path) -> None:
+    (project / ".newsletter").mkdir()
+    box = mailbox.Maildir(project / ".newsletter" / "mailbox", create=True)
+    message = EmailMessage()
+    message["Subject"] = "[TEST] 第14期"
+    message.set_content("hello")
+    with running_preview(project) as preview:
+        with httpx.stream("GET", preview.url + "/events", timeout=10) as stream:
+            lines = stream.iter_lines()
+            version = next_event(lines)
+            box.add(message)
+            assert next_event(lines, "mail") == "1"  # not a "version": issue pages stay put
+        assert "[TEST] 第14期" in get(preview, "/mailbox").text
+        assert f'data-version="{version}"' in get(preview, "/issues/14").text
+
+
 def test_busy_port_is_a_clear_error() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -295,13 +311,14 @@ def test_ctrl_c_stops_cleanly_with_a_page_open(project: Path) -> None:
     assert "Traceback" not in err
 
 
-def next_event(lines: Iterator[str]) -> str:
-    """The data of the next `version` event on an SSE stream."""
+def next_event(lines: Iterator[str], name: str = "version") -> str:
+    """The data of the next event called `name` on an SSE stream; any other event fails."""
     event = ""
     for line in lines:
         if line.startswith("event: "):
             event = line.removeprefix("event: ")
-        elif line.startswith("data: ") and event == "version":
+        elif line.startswith("data: "):
+            assert event == name, f"expected a {name!r} event, got {event!r}"
             return line.removeprefix("data: ")
     raise AssertionError("the event stream ended")
 

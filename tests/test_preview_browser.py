@@ -7,9 +7,11 @@ skip, except in CI (CI=true), where a missing browser is a failure.
 
 from __future__ import annotations
 
+import mailbox
 import os
 import shutil
 from collections.abc import Iterator
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +192,21 @@ def test_deleting_and_restoring_the_issue_follows_along(tab: Tab, preview: Runni
     tab.wait_frame(f"doc.querySelector('h1').textContent.includes('{TITLE}')")
     # The page of a missing issue is a real 404, which Chromium logs; nothing else may appear.
     assert [e for e in tab.errors if "404 (Not Found)" not in e] == []
+
+
+def test_mailbox_page_shows_a_captured_message_as_it_arrives(browser: Any, project: Path) -> None:
+    (project / ".newsletter").mkdir()
+    box = mailbox.Maildir(project / ".newsletter" / "mailbox", create=True)
+    message = EmailMessage()
+    message["Subject"] = "[TEST] 第14期 <已捕获>"
+    message["To"] = "reader@example.org"
+    message.set_content("hello")
+    with running_preview(project) as preview:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{preview.url}/mailbox")
+        page.wait_for_selector("#live-status.on")
+        assert "Nothing captured yet" in page.inner_text("#mailbox")
+        box.add(message)
+        page.wait_for_selector("text=[TEST] 第14期 <已捕获>", timeout=2000)
+        context.close()

@@ -161,11 +161,16 @@ def sample_message(rendered: RenderedEmail, settings: Settings, list_name: str) 
 
 
 class Hub:
-    """Tells every open page that something changed; `version` names the current state."""
+    """Tells every open page that something changed.
+
+    `version` names the state of the project's files (issues, templates, config); `mail` counts
+    changes to the capture mailbox, a separate event so a test send does not reload the email.
+    """
 
     def __init__(self) -> None:
         self.boot = secrets.token_hex(4)
         self.count = 0
+        self.mail = 0
         self.closed = False
         self._changed = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -177,8 +182,11 @@ class Hub:
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
 
-    def publish(self) -> None:
-        self.count += 1
+    def publish(self, *, mail: bool = False) -> None:
+        if mail:
+            self.mail += 1
+        else:
+            self.count += 1
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
@@ -193,22 +201,32 @@ class Hub:
         self.closed = True
         self._changed.set()
 
-    async def versions(self) -> AsyncIterator[str | None]:
-        """The current version, then each new one; None every KEEPALIVE_SECONDS of quiet."""
-        yield self.version
+    async def events(self) -> AsyncIterator[tuple[str, str] | None]:
+        """("version", v) now and on each change, ("mail", n) on each mailbox change; None
+        every KEEPALIVE_SECONDS of quiet."""
+        count, mail = self.count, self.mail
+        yield "version", self.version
         while not self.closed:
-            changed = self._changed
-            try:
-                await asyncio.wait_for(changed.wait(), KEEPALIVE_SECONDS)
-            except TimeoutError:
-                yield None
-                continue
-            if not self.closed:
-                yield self.version
+            # No await between this check and the wait: a publish cannot slip in unseen.
+            if (self.count, self.mail) == (count, mail):
+                try:
+                    await asyncio.wait_for(self._changed.wait(), KEEPALIVE_SECONDS)
+                except TimeoutError:
+                    yield None
+                    continue
+            if self.closed:
+                return
+            if self.count != count:
+                count = self.count
+                yield "version", self.version
+            if self.mail != mail:
+                mail = self.mail
+                yield "mail", str(mail)
 
 
 async def watch(workspace: Workspace, hub: Hub, stop: asyncio.Event) -> None:
-    """Invalidate and publish on every change to issues, templates or the config file."""
+    """Invalidate and publish on every change to issues, templates or the config file, and
+    publish each change to the capture mailbox."""
     folders, config_dir = workspace.watched()
 
     def is_config(_: watchfiles.Change, path: str) -> bool:
@@ -221,9 +239,21 @@ async def watch(workspace: Workspace, hub: Hub, stop: asyncio.Event) -> None:
             workspace.invalidate({Path(path) for _, path in changes})
             hub.publish()
 
+    async def follow_mailbox(folder: Path) -> None:
+        # `newsletter mailbox` creates the Maildir on its first start, maybe after ours.
+        while not folder.is_dir():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+            if stop.is_set():
+                return
+        async for _ in watchfiles.awatch(folder, step=WATCH_STEP_MS, stop_event=stop):
+            hub.publish(mail=True)
+
     tasks = [follow([config_dir], False, is_config)]
     if folders:
         tasks.append(follow(folders, True, watchfiles.DefaultFilter()))
+    if workspace.settings is not None:
+        tasks.append(follow_mailbox(workspace.settings.state_dir / "mailbox"))
     await asyncio.gather(*tasks)
 
 

@@ -243,12 +243,11 @@ class Pages:
         async def stream() -> AsyncIterator[str]:
             # retry: reconnect quickly after a restart of the preview.
             yield "retry: 500\n\n"
-            async for version in self.hub.versions():
-                yield (
-                    ": keep-alive\n\n"
-                    if version is None
-                    else f"event: version\ndata: {version}\n\n"
-                )
+            async for event in self.hub.events():
+                if event is None:
+                    yield ": keep-alive\n\n"
+                else:
+                    yield f"event: {event[0]}\ndata: {event[1]}\n\n"
 
         headers = {**NO_STORE, "X-Accel-Buffering": "no"}
         return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)

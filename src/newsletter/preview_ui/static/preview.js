@@ -55,9 +55,9 @@
   let latest = body.dataset.version;
   let queue = Promise.resolve();
 
-  async function refresh() {
+  async function refresh(force) {
     const wanted = latest;
-    if (wanted === body.dataset.version) return;
+    if (wanted === body.dataset.version && !force) return;
     const response = await fetch(location.href, { cache: "no-store" });
     const doc = new DOMParser().parseFromString(await response.text(), "text/html");
     const live = [...document.querySelectorAll("[data-live]")];
@@ -78,7 +78,12 @@
   const events = new EventSource("/events");
   events.addEventListener("version", (event) => {
     latest = event.data;
-    queue = queue.then(refresh).catch(() => { /* the server restarts: the next event retries */ });
+    queue = queue.then(() => refresh(false)).catch(() => { /* the server restarts: the next event retries */ });
+  });
+  events.addEventListener("mail", () => {
+    // Only the mailbox page shows captured messages; an issue page stays as it is.
+    if (!document.getElementById("mailbox")) return;
+    queue = queue.then(() => refresh(true)).catch(() => { /* retried on the next event */ });
   });
   events.addEventListener("open", () => {
     status.classList.add("on");
