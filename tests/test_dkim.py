@@ -11,7 +11,9 @@ import dkim
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from dkim.canonicalization import CanonicalizationPolicy
 
+from newsletter.dkim_signer import canonical_body
 from newsletter.errors import ConfigError
 from newsletter.message import MessageFactory
 from newsletter.models import RenderedEmail, Subscriber
@@ -142,3 +144,46 @@ def test_garbage_key_is_a_config_error(settings: Settings, project: Path) -> Non
         MessageFactory(
             rendered, settings.model_copy(update={"dkim": config}), "main", secret=SECRET
         )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"\r\n",
+        b"\r\n\r\n\r\n",
+        b"abc",
+        b"abc\r\n\r\n\r\n",
+        b"a b\r\nc d\r\n",
+        b"a  b\r\n",
+        b"a\tb \r\n \r\n",
+        b"trailing \r\nspace",
+        b"end with space ",
+        b"QUJD\r\nREVG\r\n--=_nl_x--\r\n",
+    ],
+)
+def test_canonical_body_matches_dkimpy(body: bytes) -> None:
+    assert canonical_body(body) == CanonicalizationPolicy.from_c_value(
+        b"relaxed/relaxed"
+    ).canonicalize_body(body)
+
+
+def test_quoted_printable_message_with_odd_spacing_verifies(
+    settings: Settings, project: Path, keypair: tuple[bytes, bytes]
+) -> None:
+    (project / "dkim.pem").write_bytes(keypair[0])
+    config = DkimSettings(
+        domain="news.example.org", selector="nl2026", private_key=Path("dkim.pem")
+    )
+    rendered = RenderedEmail(
+        issue_number=14,
+        subject="Issue 14",
+        html="<p>Hi __NL_NAME__,</p>\n<p>two  spaces\tand a tab </p>\n" + "<p>word</p>\n" * 50,
+        text="Hi __NL_NAME__,\n\ntwo  spaces, a tab\tand trailing   \n\n\n",
+    )
+    factory = MessageFactory(
+        rendered, settings.model_copy(update={"dkim": config}), "main", secret=SECRET
+    )
+    assert factory.text_encoder.name == "quoted-printable"
+    data = factory.build(subscriber()).data
+    assert dkim.verify(data, dnsfunc=dns_for(keypair[1]))
