@@ -232,7 +232,8 @@ def preview(
         issue_path(settings.issues_dir, number)  # an unknown number fails here, not in the browser
     config = click.get_current_context().find_root().obj.get("config")
     config_path = settings.root / (config.name if config else CONFIG_NAME)
-    workspace = live.Workspace(config_path, settings, list_name)
+    # Each render's outcome goes to the terminal too: the page is not always in view.
+    workspace = live.Workspace(config_path, settings, list_name, report=click.echo)
     sock = live.bind_socket(host, port)
     url = live.url_of(sock, f"/issues/{number}" if number is not None else "/")
     click.echo(f"Previewing at {url}  (Ctrl-C to stop)")

@@ -16,6 +16,7 @@ import errno
 import secrets
 import socket
 import threading
+import time
 import webbrowser
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -77,10 +78,15 @@ class Workspace:
     """The project as the preview sees it: settings reloaded on change, issues rendered on use."""
 
     def __init__(
-        self, config: Path, settings: Settings | None = None, list_name: str = DEFAULT_LIST
+        self,
+        config: Path,
+        settings: Settings | None = None,
+        list_name: str = DEFAULT_LIST,
+        report: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.list_name = list_name
+        self.report = report
         self.settings = settings
         self.config_error: NewsletterError | None = None
         self._views: dict[int, IssueView] = {}
@@ -93,6 +99,11 @@ class Workspace:
             self.config_error = None
         except NewsletterError as exc:
             self.config_error = exc
+            self._say(f"{self.config.name}: {exc.message}")
+
+    def _say(self, line: str) -> None:
+        if self.report is not None:
+            self.report(line)
 
     def invalidate(self, changed: set[Path]) -> None:
         if any(path.name == self.config.name for path in changed):
@@ -120,7 +131,18 @@ class Workspace:
         """The rendered issue; raises IssueNotFoundError when there is no such file."""
         settings = self.current()
         if number not in self._views:
-            self._views[number] = build_view(settings, number, self.list_name)
+            started = time.perf_counter()
+            view = build_view(settings, number, self.list_name)
+            elapsed = (time.perf_counter() - started) * 1000
+            if view.error is not None:
+                self._say(f"issue {number}: cannot render: {view.error.message}")
+            else:
+                size = view.html_size / 1024
+                self._say(
+                    f"issue {number}: rendered in {elapsed:.0f} ms, HTML {size:.1f} KB, "
+                    f"{view.errors} error(s), {view.warnings} warning(s)"
+                )
+            self._views[number] = view
         return self._views[number]
 
 
