@@ -240,9 +240,10 @@ async def test_rate_limit_is_held_per_second_window(outbox: Outbox) -> None:
         report = await deliver(job(50), pool(server, size=4), outbox, options, handle_signals=False)
     assert report.complete
     times = sorted(r.at for r in handler.received)
-    # Every sliding one-second window holds at most rate (+1 for the window's edge).
+    # Every sliding one-second window holds at most the rate, +1 for the window's edge and +1
+    # for network jitter bunching two arrivals (the limiter itself spaces them 50 ms apart).
     worst = max(sum(1 for t in times if start_ <= t < start_ + 1.0) for start_ in times)
-    assert worst <= 21
+    assert worst <= 22
     assert times[-1] - times[0] >= (50 - 1) / 20 - 0.1
 
 
