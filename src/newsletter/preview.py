@@ -135,7 +135,8 @@ class Workspace:
             view = build_view(settings, number, self.list_name)
             elapsed = (time.perf_counter() - started) * 1000
             if view.error is not None:
-                self._say(f"issue {number}: cannot render: {view.error.message}")
+                problems = view.error.message.replace("\n", "\n    ")
+                self._say(f"issue {number}: cannot render:\n    {problems}")
             else:
                 size = view.html_size / 1024
                 self._say(
