@@ -52,7 +52,9 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line is not None else self.path
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        return (
+            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        )
 
 
 class IssueError(NewsletterError):
@@ -72,7 +74,9 @@ class TemplateError(NewsletterError):
 
 
 class SubscriberListError(NewsletterError):
-    hint = "Check the list's `path` in newsletter.toml and that the CSV has a header row with `email`."
+    hint = (
+        "Check the list's `path` in newsletter.toml and that the CSV has a header row with `email`."
+    )
 
 
 class UnsafeHeaderError(NewsletterError):

@@ -134,9 +134,7 @@ class Settings(Section):
             ) from None
 
 
-def load_settings(
-    config: Path | None = None, environ: Mapping[str, str] | None = None
-) -> Settings:
+def load_settings(config: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Read the config file (default ./newsletter.toml, optional) and overlay the environment."""
     env = os.environ if environ is None else environ
     path = config if config is not None else Path(CONFIG_NAME)
