@@ -25,14 +25,8 @@ from pathlib import Path
 
 import httpx
 
-from newsletter.preview import (
-    LOOPBACK_NAMES,
-    Workspace,
-    bind_socket,
-    build_view,
-    create_server,
-    url_of,
-)
+from newsletter.preview import Workspace, bind_socket, build_view, url_of
+from newsletter.preview_server import LOOPBACK_NAMES, create_server
 from newsletter.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,14 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from newsletter.preview import (
-    LOOPBACK_NAMES,
-    PreviewServer,
-    Workspace,
-    bind_socket,
-    create_server,
-    url_of,
-)
+from newsletter.preview import Workspace, bind_socket, url_of
+from newsletter.preview_server import LOOPBACK_NAMES, PreviewServer, create_server
 from newsletter.settings import load_settings
 
 

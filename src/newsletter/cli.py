@@ -224,8 +224,10 @@ def preview(
     mobile widths, light and dark, with its text part, sources, size and check results.
     Ctrl-C stops it.
     """
-    from newsletter import preview as live  # starlette + uvicorn: imported only when used
+    # starlette + uvicorn: imported only when used
+    from newsletter import preview_server as server
     from newsletter.issues import issue_path
+    from newsletter.preview import Workspace, bind_socket, url_of
     from newsletter.settings import CONFIG_NAME
 
     if number is not None:
@@ -233,15 +235,15 @@ def preview(
     config = click.get_current_context().find_root().obj.get("config")
     config_path = settings.root / (config.name if config else CONFIG_NAME)
     # Each render's outcome goes to the terminal too: the page is not always in view.
-    workspace = live.Workspace(config_path, settings, list_name, report=click.echo)
-    sock = live.bind_socket(host, port)
-    url = live.url_of(sock, f"/issues/{number}" if number is not None else "/")
+    workspace = Workspace(config_path, settings, list_name, report=click.echo)
+    sock = bind_socket(host, port)
+    url = url_of(sock, f"/issues/{number}" if number is not None else "/")
     click.echo(f"Previewing at {url}  (Ctrl-C to stop)")
-    if sock.getsockname()[0] not in live.LOOPBACK_NAMES:
+    if sock.getsockname()[0] not in server.LOOPBACK_NAMES:
         click.echo("note: not on loopback: anyone who can reach this address sees the preview")
     if settings.secret is None:
         click.echo("note: NEWSLETTER_SECRET is unset: the sample's unsubscribe link won't verify")
-    live.serve_preview(workspace, sock, open_url=None if no_open else url)
+    server.serve_preview(workspace, sock, open_url=None if no_open else url)
     click.echo("Preview stopped.")
 
 

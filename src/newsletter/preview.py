@@ -1,9 +1,10 @@
-"""The live preview: project files in, a local web app out that re-renders on every save.
+"""The live preview's state: project files in, rendered IssueViews and change events out.
 
 A Workspace renders an issue the way `send` does (issue file -> render -> one sample recipient's
 message -> checks) and keeps the result until a watched file changes. The watcher bumps a version
 that a Server-Sent Events stream pushes to every open page, which then fetches itself again.
 Broken input is a result too: the page shows the error where the email would be.
+preview_pages.py turns views into pages; preview_server.py serves them.
 """
 
 from __future__ import annotations
@@ -15,34 +16,23 @@ import email.policy
 import errno
 import secrets
 import socket
-import threading
 import time
-import webbrowser
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from pathlib import Path
-from types import FrameType
 
-import uvicorn
 import watchfiles
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
 
 from newsletter.checks import Finding, encoded_size, run_checks
 from newsletter.errors import IssueNotFoundError, NewsletterError
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
 from newsletter.message import MessageFactory
 from newsletter.models import Issue, RenderedEmail, Subscriber
-from newsletter.preview_pages import UI_DIR, Pages
 from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
 from newsletter.unsubscribe import signing_key
 
-DEFAULT_PORT = 8026
 DEFAULT_LIST = "main"
 # Wait this long for a burst of file events to settle: long enough to see an editor's
 # write-then-rename as one save, short enough to stay well inside the 300 ms budget.
@@ -315,99 +305,3 @@ def url_of(sock: socket.socket, path: str = "/") -> str:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}{path}"
-
-
-class PreviewServer(uvicorn.Server):
-    """uvicorn that also ends the open event streams when asked to stop (Ctrl-C or stop())."""
-
-    def __init__(self, app: Starlette, hub: Hub) -> None:
-        config = uvicorn.Config(
-            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
-        )
-        super().__init__(config)
-        self.hub = hub
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        super().handle_exit(sig, frame)
-        self.hub.close()
-
-    def stop(self) -> None:
-        self.should_exit = True
-        self.hub.close()
-
-
-def create_server(workspace: Workspace, *, trusted_hosts: list[str] | None = None) -> PreviewServer:
-    hub = Hub()
-    return PreviewServer(create_app(workspace, hub, trusted_hosts=trusted_hosts), hub)
-
-
-def create_app(
-    workspace: Workspace, hub: Hub, *, trusted_hosts: list[str] | None = None
-) -> Starlette:
-    """The preview's routes; the file watcher runs for the app's lifetime."""
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        hub.bind(asyncio.get_running_loop())
-        stop = asyncio.Event()
-        watcher = asyncio.create_task(watch(workspace, hub, stop))
-        try:
-            yield
-        finally:
-            stop.set()
-            hub.close()
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(watcher, 2)
-
-    pages = Pages(workspace, hub)
-    middleware = []
-    if trusted_hosts:
-        # A page elsewhere on the web must not reach this server through DNS rebinding.
-        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=trusted_hosts))
-    return Starlette(
-        routes=[
-            Route("/", pages.index),
-            Route("/issues/{number:int}", pages.issue),
-            Route("/issues/{number:int}/email.html", pages.email),
-            Route("/issues/{number:int}/text.txt", pages.text),
-            Route("/issues/{number:int}/source.html", pages.source),
-            Route("/issues/{number:int}/message.eml", pages.eml),
-            Route("/mailbox", pages.mailbox),
-            Route("/mailbox/{key:str}.eml", pages.captured),
-            Route("/events", pages.events),
-            Mount("/static", StaticFiles(directory=UI_DIR / "static"), name="static"),
-        ],
-        middleware=middleware,
-        lifespan=lifespan,
-    )
-
-
-def open_browser(url: str) -> bool:
-    """Open `url` in a graphical browser; never a text browser that would take over the terminal."""
-    try:
-        browser = webbrowser.get()
-    except webbrowser.Error:
-        return False
-    name = getattr(browser, "name", "")
-    if Path(name).name in {"www-browser", "lynx", "links", "elinks", "w3m", "links2"}:
-        return False
-    return browser.open(url)
-
-
-LOOPBACK_NAMES = ["127.0.0.1", "localhost"]
-
-
-def serve_preview(
-    workspace: Workspace, sock: socket.socket, *, open_url: str | None = None
-) -> None:
-    """Serve on the listening `sock` until Ctrl-C, then return; the URL works before this runs."""
-    host = sock.getsockname()[0]
-    server = create_server(
-        workspace, trusted_hosts=LOOPBACK_NAMES if host in LOOPBACK_NAMES else None
-    )
-    if open_url is not None:
-        # In a thread: starting a browser can take seconds, and the socket already queues requests.
-        threading.Thread(target=open_browser, args=(open_url,), daemon=True).start()
-    # uvicorn stops cleanly on Ctrl-C, then raises it again for the caller: here it is handled.
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run(sockets=[sock])
