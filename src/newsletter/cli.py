@@ -239,7 +239,7 @@ def preview(
     sock = bind_socket(host, port)
     url = url_of(sock, f"/issues/{number}" if number is not None else "/")
     click.echo(f"Previewing at {url}  (Ctrl-C to stop)")
-    if sock.getsockname()[0] not in server.LOOPBACK_NAMES:
+    if not server.is_loopback(sock):
         click.echo("note: not on loopback: anyone who can reach this address sees the preview")
     if settings.secret is None:
         click.echo("note: NEWSLETTER_SECRET is unset: the sample's unsubscribe link won't verify")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import socket
 import threading
 import webbrowser
@@ -27,7 +28,8 @@ from newsletter.preview import Hub, Workspace, watch
 from newsletter.preview_pages import UI_DIR, Pages
 
 DEFAULT_PORT = 8026
-LOOPBACK_NAMES = ["127.0.0.1", "localhost"]
+# The Host header values a loopback-only preview answers to (no DNS rebinding from a web page).
+LOOPBACK_NAMES = ["127.0.0.1", "localhost", "[::1]"]
 _TEXT_BROWSERS = {"www-browser", "lynx", "links", "links2", "elinks", "w3m"}
 
 
@@ -108,14 +110,15 @@ def open_browser(url: str) -> bool:
     return browser.open(url)
 
 
+def is_loopback(sock: socket.socket) -> bool:
+    return ipaddress.ip_address(sock.getsockname()[0]).is_loopback
+
+
 def serve_preview(
     workspace: Workspace, sock: socket.socket, *, open_url: str | None = None
 ) -> None:
     """Serve on the listening `sock` until Ctrl-C, then return; the URL works before this runs."""
-    host = sock.getsockname()[0]
-    server = create_server(
-        workspace, trusted_hosts=LOOPBACK_NAMES if host in LOOPBACK_NAMES else None
-    )
+    server = create_server(workspace, trusted_hosts=LOOPBACK_NAMES if is_loopback(sock) else None)
     if open_url is not None:
         # In a thread: starting a browser can take seconds, and the socket already queues requests.
         threading.Thread(target=open_browser, args=(open_url,), daemon=True).start()
