@@ -404,18 +404,20 @@ def test_issue_14_end_to_end(settings: Settings, project: Path) -> None:
 def test_write_eml_files_replaces_the_previous_run(factory: MessageFactory, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    (out / "stale.eml").write_text("old")
+    (out / "000009-old@example.com.eml").write_text("from an earlier dry run")
+    (out / "saved.eml").write_text("kept")
     (out / "notes.txt").write_text("kept")
     subscribers = [reader(), reader("", "x/../y@example.com"), reader("C", "c@example.com")]
     written, removed = write_eml_files(factory, subscribers, out)
     assert (written, removed) == (3, 1)
-    names = sorted(p.name for p in out.glob("*.eml"))
+    names = sorted(p.name for p in out.glob("0*.eml"))
     assert names == [
         "000001-li.lei@example.com.eml",
         "000002-x_.._y@example.com.eml",
         "000003-c@example.com.eml",
     ]
     assert (out / "notes.txt").exists()
+    assert (out / "saved.eml").exists()
     message: Message = email.message_from_bytes((out / names[0]).read_bytes())
     assert message["To"].endswith("<li.lei@example.com>")
 

@@ -326,7 +326,7 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder for --dry-run (default: out/ISSUE-LIST); its old .eml files are replaced.",
+    help="Folder for --dry-run (default: out/ISSUE-LIST); an earlier dry run's files are replaced.",
 )
 @pass_settings
 def send(

@@ -51,6 +51,7 @@ from newsletter.unsubscribe import sign
 TEST_HEADER = "X-Newsletter-Test"
 _PLACEHOLDER = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"[A-Z0-9_]*__")
 _DOT_ATOM = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
+_EML_NAME = re.compile(r"[0-9]{6,}-[A-Za-z0-9@._+-]+\.eml")
 _FIELD = re.compile(rb"^([!-9;-~]+):", re.MULTILINE)
 _BLOCK = re.compile(rb"(?:[!-9;-~]+:[ \t][\x20-\x7e]*\r\n(?:[ \t][\x20-\x7e]*\r\n)*)+")
 
@@ -222,14 +223,15 @@ def write_eml_files(
 ) -> tuple[int, int]:
     """Write each subscriber's message to `out` as NNNNNN-address.eml (a dry run).
 
-    Earlier .eml files in `out` are removed first, so the folder shows exactly this run.
-    Returns (messages written, earlier files removed).
+    Files an earlier dry run wrote there (NNNNNN-*.eml) are removed first, so the folder shows
+    exactly this run; other files are left alone. Returns (messages written, files removed).
     """
     out.mkdir(parents=True, exist_ok=True)
     removed = 0
-    for old in out.glob("*.eml"):
-        old.unlink()
-        removed += 1
+    for old in out.glob("*-*.eml"):
+        if _EML_NAME.fullmatch(old.name) and old.is_file():
+            old.unlink()
+            removed += 1
     count = 0
     for count, subscriber in enumerate(subscribers, start=1):
         message = factory.build(subscriber)
