@@ -247,7 +247,7 @@ def test_staging_list_is_marked_as_a_test(settings: Settings) -> None:
     factory = MessageFactory(rendered(), settings, "staging", secret=SECRET)
     message = parse(factory.build(reader("编辑", "editor@news.example.org")).data)
     assert message["Subject"] == "[TEST] AI系统内容推荐第14期"
-    assert message["X-Newsletter-Test"].startswith("yes")
+    assert message["X-Newsletter-Test"] == "yes"
     assert message["List-Id"] == "AI系统内容推荐 (staging) <staging.ai-systems.news.example.org>"
     forced = MessageFactory(rendered(), settings, "main", secret=SECRET, test=True)
     assert parse(forced.build(reader()).data)["Subject"].startswith("[TEST] ")
@@ -370,6 +370,20 @@ def test_bad_settings_are_config_errors(
     )
     with pytest.raises(ConfigError, match=message):
         MessageFactory(rendered(), changed, "main", secret=SECRET)
+
+
+def test_non_ascii_list_name_gets_a_config_error_not_a_traceback(settings: Settings) -> None:
+    lists = dict(settings.lists)
+    lists["测试"] = lists["staging"].model_copy(update={"id": ""})
+    changed = settings.model_copy(update={"lists": lists})
+    with pytest.raises(ConfigError, match="is not a valid List-Id"):
+        MessageFactory(rendered(), changed, "测试", secret=SECRET)
+    lists["测试"] = lists["staging"]
+    factory = MessageFactory(rendered(), changed, "测试", secret=SECRET)
+    message = parse(factory.build(reader()).data)
+    assert message["X-Newsletter-Test"] == "yes"
+    token = factory.token(reader())
+    assert verify(SECRET, token) == ("测试", "li.lei@example.com")
 
 
 def test_bad_list_id_is_a_config_error(settings: Settings) -> None:

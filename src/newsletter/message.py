@@ -113,7 +113,7 @@ class MessageFactory:
         self._boundary = "=_nl_" + _digest(f"{self.issue}\n{list_name}\n{rendered.html}")[:24]
         tail = ["List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"]
         if self.test:
-            tail.append(f"{TEST_HEADER}: yes (test send to the {list_name!r} list)\r\n")
+            tail.append(f"{TEST_HEADER}: yes\r\n")
         tail.append("MIME-Version: 1.0\r\n")
         language = settings.newsletter.language
         if re.fullmatch(r"[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*", language):
