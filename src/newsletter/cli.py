@@ -36,7 +36,7 @@ from newsletter.models import DeliveryStatus, Issue, OutgoingMessage, RenderedEm
 from newsletter.outbox import Outbox, write_csv
 from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
-from newsletter.subscribers import ListReport, read_subscribers
+from newsletter.subscribers import ListReport, address_key, read_subscribers
 from newsletter.transport import Captured, describe_captured, run_mailbox
 from newsletter.unsubscribe import signing_key
 
@@ -139,7 +139,9 @@ sample_list_option = click.option(
 
 
 @cli.command()
-@issue_option
+@click.option(
+    "--issue", "number", type=int, default=None, help="Issue number (optional with --site)."
+)
 @sample_list_option
 @click.option(
     "--out",
@@ -147,9 +149,39 @@ sample_list_option = click.option(
     default=None,
     help="Output folder (default: out/ISSUE in the project).",
 )
+@click.option(
+    "--site",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write the web archive (index + every issue) as static files into this folder.",
+)
 @pass_settings
-def build(settings: Settings, number: int, list_name: str, out: Path | None) -> None:
-    """Render an issue: email.html, email.txt and a sample email.eml (for a sample recipient)."""
+def build(
+    settings: Settings, number: int | None, list_name: str, out: Path | None, site: Path | None
+) -> None:
+    """Render an issue: email.html, email.txt and a sample email.eml (for a sample recipient).
+
+    With --site DIR, also write the web archive that `newsletter serve` shows (index.html,
+    issues/N/index.html, unsubscribe/index.html) for any static host; --issue is then optional.
+    """
+    if number is None and site is None:
+        raise click.UsageError("Missing option '--issue' (or --site DIR for the web archive).")
+    if number is None and out is not None:
+        raise click.UsageError("--out needs --issue")
+    if number is not None:
+        _build_issue(settings, number, list_name, out)
+    if site is not None:
+        from newsletter.archive import write_site
+
+        pages = write_site(settings, site)
+        click.echo(
+            f"{_shown(site)}/  web archive: {len(pages)} pages"
+            f" ({len(pages) - 2} issues, the index and how-to-unsubscribe)"
+        )
+        click.echo(f"publish it at {settings.newsletter.base_url} (newsletter.base_url)")
+
+
+def _build_issue(settings: Settings, number: int, list_name: str, out: Path | None) -> None:
     prepared = prepare(settings, number, list_name)
     note_ephemeral(prepared)
     folder = out if out is not None else settings.root / "out" / str(number)
@@ -593,6 +625,78 @@ def mailbox(settings: Settings, host: str, port: int) -> None:
 
     asyncio.run(run_mailbox(folder, captured, host, port, ready))
     click.echo("Mailbox stopped.")
+
+
+# -- the web service and the editor's suppressions ------------------------------------------
+
+
+@cli.command()
+@click.option("--host", default=None, help="Address to listen on (default: [serve] host).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port to listen on (default: [serve] port); 0 picks a free one.",
+)
+@pass_settings
+def serve(settings: Settings, host: str | None, port: int | None) -> None:
+    """Run the public web service: one-click unsubscribe (RFC 8058) and the web archive.
+
+    Meant to run behind a TLS-terminating reverse proxy at newsletter.base_url (see README).
+    Needs NEWSLETTER_SECRET, the same one `send` signs unsubscribe links with. Logs one JSON
+    line per request to stderr, with tokens redacted. Ctrl-C or SIGTERM stops it.
+    """
+    from newsletter import serve as service  # starlette + uvicorn: imported only when used
+    from newsletter.preview import bind_socket, url_of
+
+    signing_key(settings, allow_ephemeral=False)  # no secret: fail before binding the port
+    sock = bind_socket(host or settings.serve.host, settings.serve.port if port is None else port)
+    click.echo(
+        f"Serving unsubscribe and archive at {url_of(sock)}"
+        f" (public URL: {settings.newsletter.base_url})",
+        err=True,
+    )
+    service.serve(settings, sock)
+
+
+@cli.command()
+@click.argument("address")
+@click.option(
+    "--list", "list_name", default="main", show_default=True, help="The list to remove it from."
+)
+@pass_settings
+def unsubscribe(settings: Settings, address: str, list_name: str) -> None:
+    """Never send to ADDRESS on a list again (recorded like a reader's own unsubscribe)."""
+    settings.mailing_list(list_name)
+    try:
+        key = address_key(address)
+    except ValueError as exc:
+        raise NewsletterError(
+            f"{address!r} is not an email address: {exc}", hint="Pass the address as subscribed."
+        ) from None
+    with Outbox(settings.database) as outbox:
+        added = outbox.suppress(list_name, key, "cli")
+    state = "unsubscribed" if added else "was already unsubscribed"
+    click.echo(f"{key} {state} from {list_name!r}; later sends to it skip this address")
+
+
+@cli.command()
+@click.option("--list", "list_name", default=None, help="Only this list (default: every list).")
+@pass_settings
+def suppressions(settings: Settings, list_name: str | None) -> None:
+    """List the addresses never sent to again: when, list, address and how (one-click: the
+    mailbox's button; web: the confirm page; cli: `newsletter unsubscribe`)."""
+    if list_name is not None:
+        settings.mailing_list(list_name)
+    if not settings.database.exists():
+        rows = []
+    else:
+        with Outbox(settings.database) as outbox:
+            rows = outbox.suppressions(list_name)
+    for row in rows:
+        click.echo(f"{row.created_at}  {row.list}  {_printable(row.address)}  {row.source}")
+    where = f" on {list_name!r}" if list_name is not None else ""
+    click.echo(f"{len(rows)} suppressed address(es){where}", err=True)
 
 
 def _shown(path: Path) -> str:

@@ -1,0 +1,148 @@
+"""The web archive: issue files in, public HTML pages out (for `serve` and `build --site`).
+
+An archive page is the email itself from the same rendering (render_issue), with the
+per-recipient placeholders filled by neutral values: the greeting's fallback name, the page's own
+URL, and the public "how to unsubscribe" page instead of anyone's token. Nothing personal ever
+reaches a page that anyone can open.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from newsletter.errors import NewsletterError
+from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
+from newsletter.models import Issue, Placeholder
+from newsletter.render import render_issue
+from newsletter.serve_pages import render_page
+from newsletter.settings import Settings
+
+HOW_TO_UNSUBSCRIBE = "/unsubscribe"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One line of the archive index."""
+
+    number: int
+    title: str
+    date: dt.date | None
+    href: str
+
+
+def issue_url(settings: Settings, number: int) -> str:
+    """The public URL of an issue's page: the email's "view in browser" link points here."""
+    return f"{settings.newsletter.base_url.rstrip('/')}/issues/{number}"
+
+
+def how_to_unsubscribe_url(settings: Settings) -> str:
+    return settings.newsletter.base_url.rstrip("/") + HOW_TO_UNSUBSCRIBE
+
+
+class Archive:
+    """The issues folder as pages; parsed issues are kept until their file changes."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._issues: dict[Path, tuple[tuple[int, int], Issue]] = {}
+        self._pages: dict[Path, tuple[tuple[int, ...], str]] = {}
+
+    def numbers(self) -> list[int]:
+        return list_issue_numbers(self.settings.issues_dir)
+
+    def issue(self, number: int) -> Issue:
+        """Issue `number`; IssueNotFoundError if there is no file, IssueError if it is broken."""
+        path = issue_path(self.settings.issues_dir, number)
+        stamp = _stamp(path)
+        cached = self._issues.get(path)
+        if cached is None or cached[0] != stamp:
+            cached = self._issues[path] = (stamp, load_issue_file(path))
+        return cached[1]
+
+    def entries(self, href: str = "/issues/{number}") -> tuple[list[Entry], list[NewsletterError]]:
+        """Every readable issue, newest first, and the errors of the files that are not."""
+        entries, errors = [], []
+        for number in self.numbers():
+            try:
+                issue = self.issue(number)
+            except NewsletterError as exc:
+                errors.append(exc)
+                continue
+            entries.append(Entry(number, issue.title, issue.date, href.format(number=number)))
+        entries.sort(key=lambda e: e.number, reverse=True)
+        return entries, errors
+
+    def index_page(self, href: str = "/issues/{number}") -> str:
+        entries, _ = self.entries(href)
+        return render_page("archive.html", self.settings, entries=entries, noindex=False)
+
+    def issue_page(self, number: int) -> str:
+        """The email of issue `number` as a public web page (see the module docstring)."""
+        path = issue_path(self.settings.issues_dir, number)
+        # A template edit changes every page, not only the issue's own file.
+        stamp = (*_stamp(path), *_folder_stamp(self.settings.templates_dir))
+        cached = self._pages.get(path)
+        if cached is None or cached[0] != stamp:
+            rendered = render_issue(self.issue(number), self.settings)
+            cached = self._pages[path] = (stamp, fill_public(rendered.html, self.settings, number))
+        return cached[1]
+
+    def how_to_unsubscribe_page(self, archive_href: str = "/") -> str:
+        return render_page("how_to_unsubscribe.html", self.settings, archive_href=archive_href)
+
+
+_PLACEHOLDER = re.compile("|".join(re.escape(p.value) for p in Placeholder))
+
+
+def fill_public(rendered_html: str, settings: Settings, number: int) -> str:
+    """Fill an issue's placeholders with values that belong to no one."""
+    values = {
+        Placeholder.NAME.value: settings.newsletter.greeting_fallback,
+        Placeholder.WEB_URL.value: issue_url(settings, number),
+        Placeholder.UNSUBSCRIBE_URL.value: how_to_unsubscribe_url(settings),
+    }
+    return _PLACEHOLDER.sub(lambda m: html.escape(values[m.group()]), rendered_html)
+
+
+def write_site(settings: Settings, folder: Path) -> list[Path]:
+    """The archive as static files for any static host: index.html, issues/N/index.html and
+    unsubscribe/index.html. A broken issue file stops the build with its file:line error."""
+    archive = Archive(settings)
+    pages: dict[str, str] = {}
+    for number in archive.numbers():
+        archive.issue(number)  # raises the file's own error before anything is written
+        pages[f"issues/{number}/index.html"] = archive.issue_page(number)
+    # Relative links, so the site works from any folder of any host (and from file://).
+    pages["index.html"] = archive.index_page("issues/{number}/index.html")
+    pages["unsubscribe/index.html"] = archive.how_to_unsubscribe_page("../index.html")
+    written = []
+    for name, content in pages.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, content)
+        written.append(path)
+    return written
+
+
+def _write_atomic(path: Path, content: str) -> None:
+    # A host serving the folder while it is rebuilt never sees half a page.
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(content, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size
+
+
+def _folder_stamp(folder: Path) -> tuple[int, int]:
+    if not folder.is_dir():
+        return 0, 0
+    stamps = [_stamp(p) for p in folder.iterdir() if p.is_file()]
+    return max((s[0] for s in stamps), default=0), sum(s[1] for s in stamps)

@@ -1,0 +1,383 @@
+"""`newsletter serve`: HTTP requests in; one-click unsubscribes (RFC 8058) and archive pages out.
+
+Routes (all answers carry the security headers; see `Guard`):
+
+    GET  /                       the archive: every issue (number, title, date)
+    GET  /issues/{n}             issue n as a web page, from the email's own rendering
+    GET  /unsubscribe            public page: how to unsubscribe (the archive's footer link)
+    GET  /unsubscribe/{token}    confirm page with one button; never unsubscribes (scanners GET)
+    POST /unsubscribe/{token}    body exactly List-Unsubscribe=One-Click: suppress, answer 200
+    POST /resubscribe/{token}    body exactly Resubscribe=Yes: undo the reader's own unsubscribe
+    GET  /healthz, /robots.txt
+
+The token is the only credential (mailbox providers POST without cookies), so it is verified
+(HMAC, constant time) before anything is read or written, and never logged. Suppressions go to
+the same SQLite file the sender reads, so the next send skips the address.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from newsletter.archive import Archive
+from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
+from newsletter.outbox import Outbox
+from newsletter.serve_pages import render_page, strings_for
+from newsletter.settings import Settings
+from newsletter.unsubscribe import signing_key, verify
+
+T = TypeVar("T")
+
+# A one-click body is 26 bytes; multipart framing adds ~200. Anything near this is not one.
+MAX_BODY = 4096
+ONE_CLICK = [("List-Unsubscribe", "One-Click")]
+RESUBSCRIBE = [("Resubscribe", "Yes")]
+# Suppressions a reader may undo with their token; the editor's own (`cli`) they may not.
+READER_SOURCES = ("one-click", "web")
+
+PAGE_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
+    "base-uri 'none'; frame-ancestors 'none'"
+)
+# An issue page is the email: its inline styles, and images from anywhere over HTTPS.
+ISSUE_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src https: data:; form-action 'none'; "
+    "base-uri 'none'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    b"content-security-policy": PAGE_CSP.encode(),
+    b"x-content-type-options": b"nosniff",
+    b"referrer-policy": b"no-referrer",
+    b"x-frame-options": b"DENY",
+    b"cross-origin-opener-policy": b"same-origin",
+    b"cross-origin-resource-policy": b"same-origin",
+    b"permissions-policy": b"camera=(), microphone=(), geolocation=(), payment=()",
+}
+NO_STORE = {"cache-control": "no-store"}
+PUBLIC = {"cache-control": "public, max-age=300"}
+ROBOTS = "User-agent: *\nDisallow: /unsubscribe/\nDisallow: /resubscribe/\n"
+
+access_log = logging.getLogger("newsletter.access")
+error_log = logging.getLogger("newsletter.serve")
+
+_TOKEN_ROUTE = re.compile(r"^/(unsubscribe|resubscribe)/[^/]+")
+# Anything shaped like a token (KID.PAYLOAD.MAC), wherever it appears in a path.
+_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{8}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{16,}")
+
+
+def redact(path: str) -> str:
+    """The path as it may be logged: tokens replaced by `[token]`."""
+    return _TOKEN_SHAPE.sub("[token]", _TOKEN_ROUTE.sub(r"/\1/[token]", path))
+
+
+@dataclass(frozen=True)
+class Target:
+    """Who a verified token names: an address on a configured list."""
+
+    list_name: str
+    address: str
+    list_label: str
+
+
+class Service:
+    """The endpoints; each opens the outbox only for the one statement it needs."""
+
+    def __init__(self, settings: Settings, secret: bytes) -> None:
+        self.settings = settings
+        self.secret = secret
+        self.archive = Archive(settings)
+
+    def page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        headers = NO_STORE if template != "archive.html" else PUBLIC
+        return HTMLResponse(render_page(template, self.settings, **context), status, headers)
+
+    async def index(self, request: Request) -> Response:
+        return HTMLResponse(await run_in_threadpool(self.archive.index_page), headers=PUBLIC)
+
+    async def issue(self, request: Request) -> Response:
+        number: int = request.path_params["number"]
+        try:
+            html = await run_in_threadpool(self.archive.issue_page, number)
+        except IssueNotFoundError:
+            raise HTTPException(404) from None
+        except NewsletterError as exc:
+            # The editor's mistake, told to the editor (server log), not to the reader.
+            error_log.error("issue %d cannot be shown: %s", number, exc.message)
+            raise HTTPException(500) from None
+        return HTMLResponse(html, headers={**PUBLIC, "content-security-policy": ISSUE_CSP})
+
+    async def how_to_unsubscribe(self, request: Request) -> Response:
+        return self.page("how_to_unsubscribe.html", archive_href="/")
+
+    async def confirm(self, request: Request) -> Response:
+        target = self._target(request)
+        if await self._outbox(lambda ob: ob.is_suppressed(target.list_name, target.address)):
+            return self._done(request, target)
+        # No form action: the browser posts back to this very URL, whatever proxy path it has.
+        return self.page("confirm.html", address=target.address, list_label=target.list_label)
+
+    async def one_click(self, request: Request) -> Response:
+        target = self._target(request)
+        await _expect_form(request, ONE_CLICK)
+        # Browsers send Origin with every form POST; mailbox providers' one-click POSTs do not.
+        source = "web" if "origin" in request.headers else "one-click"
+        added = await self._outbox(lambda ob: ob.suppress(target.list_name, target.address, source))
+        request.state.event = "unsubscribed" if added else "already-unsubscribed"
+        request.state.list = target.list_name
+        if _wants_html(request):
+            return self._done(request, target)
+        return PlainTextResponse("unsubscribed\n", headers=NO_STORE)
+
+    async def resubscribe(self, request: Request) -> Response:
+        target = self._target(request)
+        await _expect_form(request, RESUBSCRIBE)
+
+        def undo(ob: Outbox) -> bool:
+            ob.unsuppress(target.list_name, target.address, sources=READER_SOURCES)
+            return ob.is_suppressed(target.list_name, target.address)
+
+        request.state.list = target.list_name
+        if await self._outbox(undo):
+            request.state.event = "resubscribe-refused"
+            text = strings_for(self.settings.newsletter.language)
+            return self.page(
+                "problem.html", 409, title=text["error_title"], lead=text["resubscribe_refused"]
+            )
+        request.state.event = "resubscribed"
+        return self.page("resubscribed.html", address=target.address, list_label=target.list_label)
+
+    async def healthz(self, request: Request) -> Response:
+        return PlainTextResponse("ok\n", headers=NO_STORE)
+
+    async def robots(self, request: Request) -> Response:
+        return PlainTextResponse(ROBOTS, headers=PUBLIC)
+
+    def _done(self, request: Request, target: Target) -> HTMLResponse:
+        token = request.path_params["token"]
+        return self.page(
+            "done.html",
+            address=target.address,
+            list_label=target.list_label,
+            # Relative, so it also works when a proxy serves us below a path prefix.
+            resubscribe_action=f"../resubscribe/{token}",
+        )
+
+    def _target(self, request: Request) -> Target:
+        token: str = request.path_params["token"]
+        try:
+            list_name, address = verify(self.secret, token)
+        except TokenError:
+            raise HTTPException(403) from None
+        mailing_list = self.settings.lists.get(list_name)
+        if mailing_list is None:
+            # Genuine, but for a list this project does not have: nothing to unsubscribe from.
+            raise HTTPException(403)
+        label = mailing_list.name or self.settings.newsletter.name
+        return Target(list_name, address, label)
+
+    async def _outbox(self, action: Callable[[Outbox], T]) -> T:
+        def run() -> T:
+            with Outbox(self.settings.database) as outbox:
+                return action(outbox)
+
+        return await run_in_threadpool(run)
+
+    async def http_error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        text = strings_for(self.settings.newsletter.language)
+        key = {400: "bad_request", 403: "invalid", 404: "not_found", 405: "bad_request"}.get(
+            exc.status_code, "too_large" if exc.status_code == 413 else "error"
+        )
+        html = render_page(
+            "problem.html", self.settings, title=text[f"{key}_title"], lead=text[f"{key}_lead"]
+        )
+        return HTMLResponse(html, exc.status_code, headers={**(exc.headers or {}), **NO_STORE})
+
+    async def server_error(self, request: Request, exc: Exception) -> Response:
+        return await self.http_error(request, HTTPException(500))
+
+
+async def _expect_form(request: Request, expected: list[tuple[str, str]]) -> None:
+    """The body must be exactly the `expected` fields, urlencoded or multipart; else 400."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    body = await request.body()  # read through Guard's size limit before any parsing
+    fields: list[tuple[str, Any]]
+    if media in ("", "application/x-www-form-urlencoded"):
+        try:
+            text = body.decode("ascii").strip()
+            fields = parse_qsl(text, keep_blank_values=True, strict_parsing=True, max_num_fields=4)
+        except (UnicodeDecodeError, ValueError):
+            raise HTTPException(400) from None
+    elif media == "multipart/form-data":
+        form = await request.form(max_files=0, max_fields=4, max_part_size=MAX_BODY)
+        fields = list(form.multi_items())
+        if any(isinstance(value, UploadFile) for _, value in fields):
+            raise HTTPException(400)
+    else:
+        raise HTTPException(400)
+    if fields != expected:
+        raise HTTPException(400)
+
+
+def _wants_html(request: Request) -> bool:
+    return "text/html" in request.headers.get("accept", "")
+
+
+class Guard:
+    """The outermost layer: body size limit, security headers, no tracebacks, access log.
+
+    It wraps the whole Starlette app, so it also sees the answers Starlette's own error handling
+    produces. The access log is one JSON object per request; the path is logged with every token
+    redacted and without its query string.
+    """
+
+    def __init__(self, app: ASGIApp, *, max_body: int = MAX_BODY) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        sent = {"status": 0, "bytes": 0}
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_body:
+                raise HTTPException(413)
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                sent["status"] = message["status"]
+                present = {name.lower() for name, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in SECURITY_HEADERS.items() if k not in present]
+                message["headers"] = [*message.get("headers", []), *extra]
+            elif message["type"] == "http.response.body":
+                sent["bytes"] += len(message.get("body", b""))
+            await send(message)
+
+        try:
+            length = _content_length(scope)
+            if length is None or length > self.max_body:
+                status = 400 if length is None else 413
+                await _plain(guarded_send, status)
+            else:
+                await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            # Starlette has already answered 500 from its handler; here it is only logged,
+            # with the redacted path, so uvicorn does not print it again.
+            error_log.exception("error while serving %s %s", scope["method"], redact(scope["path"]))
+            if not sent["status"]:
+                await _plain(guarded_send, 500)
+        finally:
+            _log_access(scope, sent["status"], sent["bytes"], time.perf_counter() - started)
+
+
+def _content_length(scope: Scope) -> int | None:
+    """The declared body size (0 if none); None when the header is not a number."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else None
+    return 0
+
+
+async def _plain(send: Send, status: int) -> None:
+    body = f"{status}\n".encode()
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"cache-control", b"no-store")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _log_access(scope: Scope, status: int, size: int, seconds: float) -> None:
+    state = scope.get("state") or {}
+    client = scope.get("client")
+    record = {
+        "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+        "client": client[0] if client else None,
+        "method": scope["method"],
+        "path": redact(scope["path"]),
+        "status": status,
+        "bytes": size,
+        "ms": round(seconds * 1000, 1),
+        "user_agent": _header(scope, b"user-agent")[:200],
+    }
+    for key in ("event", "list"):
+        if key in state:
+            record[key] = state[key]
+    access_log.info(json.dumps(record, ensure_ascii=False))
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return ""
+
+
+def create_app(settings: Settings, secret: bytes) -> Guard:
+    """The service as an ASGI app; `secret` must be the key the sender signs tokens with."""
+    service = Service(settings, secret)
+    app = Starlette(
+        routes=[
+            Route("/", service.index),
+            Route("/issues/{number:int}", service.issue),
+            Route("/issues/{number:int}/", service.issue),
+            Route("/unsubscribe", service.how_to_unsubscribe),
+            Route("/unsubscribe/{token}", service.confirm, methods=["GET"]),
+            Route("/unsubscribe/{token}", service.one_click, methods=["POST"]),
+            Route("/resubscribe/{token}", service.resubscribe, methods=["POST"]),
+            Route("/healthz", service.healthz),
+            Route("/robots.txt", service.robots),
+        ],
+        exception_handlers={HTTPException: service.http_error, Exception: service.server_error},
+    )
+    return Guard(app)
+
+
+def serve(settings: Settings, sock: socket.socket) -> None:
+    """Serve on the listening `sock` until SIGINT/SIGTERM; NEWSLETTER_SECRET must be set."""
+    key = signing_key(settings, allow_ephemeral=False)
+    with Outbox(settings.database):
+        pass  # fail now, not on the first unsubscribe, if the database cannot be opened
+    if not access_log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        access_log.addHandler(handler)
+        access_log.setLevel(logging.INFO)
+        access_log.propagate = False
+    config = uvicorn.Config(
+        create_app(settings, key.secret),
+        # uvicorn's own access log prints the raw path, token included: ours replaces it.
+        access_log=False,
+        # Behind the TLS proxy on this host: client address and scheme from X-Forwarded-*.
+        proxy_headers=True,
+        server_header=False,
+        log_level="info",
+        timeout_graceful_shutdown=5,
+    )
+    uvicorn.Server(config).run(sockets=[sock])
