@@ -213,7 +213,7 @@ class Connection:
 
         on_accepted()
         try:
-            reply = await smtp.data(message.data)
+            reply = await _data(smtp, message.data)
         except aiosmtplib.SMTPDataError as exc:
             # A reply to DATA or to the end of the body: the server has decided, nothing in doubt.
             return await self._refused(classify(exc.code, exc.message, "data"))
@@ -344,6 +344,33 @@ class Pool:
 
     async def close(self) -> None:
         await asyncio.gather(*(conn.close(polite=True) for conn in self._all))
+
+
+async def _data(smtp: aiosmtplib.SMTP, data: bytes) -> aiosmtplib.SMTPResponse:
+    """DATA for a message that is already CRLF-only (every message.py builds is): dot-stuffing by
+    one bytes.replace instead of smtp.data()'s two regex passes over the whole body, which cost
+    ~1 ms per 50 KB message, the largest per-message cost of a send. Same wire bytes, same
+    errors and the same close-on-timeout; any other input goes through smtp.data()."""
+    protocol = smtp.protocol
+    lines = data.count(b"\n")
+    if protocol is None or lines != data.count(b"\r\n") or lines != data.count(b"\r"):
+        return await smtp.data(data)
+    start = await smtp.execute_command(b"DATA")
+    if start.code != 354:
+        raise aiosmtplib.SMTPDataError(start.code, start.message)
+    body = data if data.endswith(b"\r\n") else data + b"\r\n"
+    body = body.replace(b"\r\n.", b"\r\n..")
+    if body.startswith(b"."):
+        body = b"." + body
+    try:
+        protocol.write(body + b".\r\n")
+        reply = await protocol.read_response(timeout=smtp.timeout)
+    except (aiosmtplib.SMTPServerDisconnected, aiosmtplib.SMTPTimeoutError):
+        smtp.close()
+        raise
+    if reply.code != 250:
+        raise aiosmtplib.SMTPDataError(reply.code, reply.message)
+    return reply
 
 
 def _cert_error(exc: BaseException | None) -> ssl.SSLCertVerificationError | None:
