@@ -105,7 +105,7 @@ def over_http(url: str, editor: Editor, runs: int) -> tuple[list[float], list[fl
         timeout = httpx.Timeout(10, read=None)
         with httpx.stream("GET", url + "/events", timeout=timeout) as stream:
             for line in stream.iter_lines():
-                if line.startswith("data: "):
+                if line == "event: version":
                     events.put(time.time())
                     ready.set()
 

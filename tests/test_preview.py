@@ -194,6 +194,7 @@ def test_events_announce_each_save(preview: RunningPreview) -> None:
         assert stream.headers["content-type"].startswith("text/event-stream")
         lines = stream.iter_lines()
         first = next_event(lines)
+        assert next_event(lines, "mail") == "0"
         preview.rewrite("title: AI系统内容推荐第14期", "title: 第十四期")
         second = next_event(lines)
     assert first != second
@@ -231,6 +232,7 @@ def test_mailbox_changes_are_their_own_event(project: Path) -> None:
         with httpx.stream("GET", preview.url + "/events", timeout=10) as stream:
             lines = stream.iter_lines()
             version = next_event(lines)
+            assert next_event(lines, "mail") == "0"
             box.add(message)
             assert next_event(lines, "mail") == "1"  # not a "version": issue pages stay put
         assert "[TEST] 第14期" in get(preview, "/mailbox").text

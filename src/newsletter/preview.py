@@ -215,10 +215,11 @@ class Hub:
         self._changed.set()
 
     async def events(self) -> AsyncIterator[tuple[str, str] | None]:
-        """("version", v) now and on each change, ("mail", n) on each mailbox change; None
-        every KEEPALIVE_SECONDS of quiet."""
+        """("version", v) and ("mail", n) now, then each time one changes; None every
+        KEEPALIVE_SECONDS of quiet. A page that reconnects compares them with what it shows."""
         count, mail = self.count, self.mail
         yield "version", self.version
+        yield "mail", str(mail)
         while not self.closed:
             # No await between this check and the wait: a publish cannot slip in unseen.
             if (self.count, self.mail) == (count, mail):

@@ -75,26 +75,50 @@
   }
 
   const status = document.getElementById("live-status");
-  const events = new EventSource("/events");
-  events.addEventListener("version", (event) => {
-    latest = event.data;
-    queue = queue.then(() => refresh(false)).catch(() => { /* the server restarts: the next event retries */ });
-  });
-  events.addEventListener("mail", () => {
-    // Only the mailbox page shows captured messages; an issue page stays as it is.
-    if (!document.getElementById("mailbox")) return;
-    queue = queue.then(() => refresh(true)).catch(() => { /* retried on the next event */ });
-  });
-  events.addEventListener("open", () => {
-    status.classList.add("on");
-    status.title = "Live reload: on";
-  });
-  events.addEventListener("error", () => {
+  let events = null;
+  let mailSeen = null;
+
+  function connect() {
+    events = new EventSource("/events");
+    events.addEventListener("version", (event) => {
+      latest = event.data;
+      queue = queue.then(() => refresh(false)).catch(() => { /* the next event retries */ });
+    });
+    events.addEventListener("mail", (event) => {
+      // Only the mailbox page shows captured messages; an issue page stays as it is.
+      const seen = mailSeen;
+      mailSeen = event.data;
+      if (!document.getElementById("mailbox") || seen === event.data) return;
+      queue = queue.then(() => refresh(true)).catch(() => { /* the next event retries */ });
+    });
+    events.addEventListener("open", () => {
+      status.classList.add("on");
+      status.title = "Live reload: on";
+    });
+    events.addEventListener("error", () => {
+      status.classList.remove("on");
+      status.title = "Live reload: reconnecting";
+    });
+  }
+
+  function disconnect() {
+    if (events) events.close();
+    events = null;
     status.classList.remove("on");
-    status.title = "Live reload: reconnecting";
+    status.title = "Live reload: paused while the tab is hidden";
+  }
+
+  // A browser allows about six connections per server; a stream per background tab would use
+  // them up. Hidden tabs let go of theirs and catch up when shown (the first event is the
+  // current version).
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) disconnect();
+    else if (!events) connect();
   });
-  // Pages are left open for hours; close the stream so the server can stop promptly.
-  window.addEventListener("pagehide", () => events.close());
+  // Close the stream when leaving the page so the server can stop promptly.
+  window.addEventListener("pagehide", disconnect);
+  window.addEventListener("pageshow", () => { if (!events && !document.hidden) connect(); });
+  if (!document.hidden) connect();
 
   apply();
 })();
