@@ -125,6 +125,8 @@ def test_email_document_decides_every_scheme_query() -> None:
     assert "screen and (max-width: -1px) {a{}}" in light
     assert "@media (min-width: 0px) {b{}}" in light
     assert light.count("<base") == 1
+    prose = "<p>(prefers-color-scheme: dark) is a media feature</p>"
+    assert prose in email_document(html.replace("<body>", f"<body>{prose}"), "dark")
 
 
 def test_missing_issue_is_404_naming_the_issues_there_are(preview: RunningPreview) -> None:

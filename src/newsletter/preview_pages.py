@@ -35,6 +35,7 @@ Scheme = Literal["light", "dark"]
 _MATCH, _NO_MATCH = "(min-width: 0px)", "(max-width: -1px)"
 _SCHEME_QUERY = re.compile(r"\(\s*prefers-color-scheme\s*:\s*(dark|light)\s*\)", re.IGNORECASE)
 _HEAD = re.compile(r"<head\b[^>]*>", re.IGNORECASE)
+_STYLE = re.compile(r"<style\b.*?</style\s*>", re.IGNORECASE | re.DOTALL)
 
 _env = jinja2.Environment(
     loader=jinja2.FileSystemLoader(UI_DIR),
@@ -62,12 +63,13 @@ def email_document(html: str, scheme: Scheme) -> str:
     def decide(match: re.Match[str]) -> str:
         return _MATCH if match.group(1).lower() == scheme else _NO_MATCH
 
-    html = _SCHEME_QUERY.sub(decide, html)
+    # Only inside <style>: an issue may well *write about* prefers-color-scheme in its text.
+    html = _STYLE.sub(lambda block: _SCHEME_QUERY.sub(decide, block.group(0)), html)
     return _HEAD.sub(lambda m: f'{m.group(0)}<base target="_blank">', html, count=1)
 
 
 @dataclass(frozen=True)
-class Captured:
+class CapturedMessage:
     """One message in the capture mailbox, as the list page shows it."""
 
     key: str
@@ -78,7 +80,7 @@ class Captured:
     size: int
 
 
-def read_mailbox(directory: Path) -> list[Captured]:
+def read_mailbox(directory: Path) -> list[CapturedMessage]:
     """Messages `newsletter mailbox` captured, newest first; an absent Maildir is empty."""
     if not (directory / "cur").is_dir() and not (directory / "new").is_dir():
         return []
@@ -91,7 +93,7 @@ def read_mailbox(directory: Path) -> list[Captured]:
             continue  # delivered and removed between listing and reading
         message = parse_message(data)
         found.append(
-            Captured(
+            CapturedMessage(
                 key=key,
                 subject=str(message.get("Subject", "")),
                 sender=str(message.get("From", "")),

@@ -27,7 +27,6 @@ from starlette.staticfiles import StaticFiles
 from newsletter.preview import Hub, Workspace, watch
 from newsletter.preview_pages import UI_DIR, Pages
 
-DEFAULT_PORT = 8026
 # The Host header values a loopback-only preview answers to (no DNS rebinding from a web page).
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "[::1]"]
 _TEXT_BROWSERS = {"www-browser", "lynx", "links", "links2", "elinks", "w3m"}
