@@ -464,3 +464,31 @@ def test_display_names_round_trip_through_the_to_header(factory: MessageFactory,
     legacy = email.message_from_bytes(data)
     decoded = str(email.header.make_header(email.header.decode_header(legacy["To"])))
     assert email.utils.parseaddr(decoded) == (name, "x@example.com")
+
+
+def test_no_name_can_add_a_header(factory: MessageFactory) -> None:
+    """Seeded fuzzing: any name either is refused or comes back as exactly that name."""
+    rng = random.Random(2024)
+    pieces = [
+        "a", "Z", " ", "  ", ",", ";", ":", '"', "\\", "<", ">", "@", "(", ")", ".", "=?",
+        "?=", "=?utf-8?q?", "=0A", "=0D", "Bcc:", "\r", "\n", "\r\n", "\t", "\x00", "\x0b",
+        "\x0c", "\x1c", "\x85", "\u2028", "\u2029", "\x7f", "李", "é", "😀", "\ufeff", "\u202e",
+    ]  # fmt: skip
+    expected = list(parse(factory.build(reader()).data).keys())
+    refused = 0
+    for i in range(600):
+        name = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))).strip(" ")
+        subscriber = Subscriber.model_construct(
+            address="x@example.com", envelope="x@example.com", name=name, attributes={}, line=i
+        )
+        try:
+            data = factory.build(subscriber).data
+        except UnsafeHeaderError:
+            refused += 1
+            continue
+        assert_wire_format(data, folded=False)
+        message = parse(data)
+        assert list(message.keys()) == expected, name
+        shown = message["To"].addresses[0].display_name if name else ""
+        assert shown.replace(" ", "") == name.replace(" ", ""), name
+    assert 0 < refused < 600
