@@ -29,7 +29,7 @@ from newsletter.errors import IssueNotFoundError, NewsletterError
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
 from newsletter.message import MessageFactory
 from newsletter.models import Issue, RenderedEmail, Subscriber
-from newsletter.render import render_issue
+from newsletter.render import preheader_for, render_issue
 from newsletter.settings import Settings, load_settings
 from newsletter.unsubscribe import signing_key
 
@@ -52,6 +52,10 @@ class IssueView:
     html: str = ""
     text: str = ""
     html_size: int = 0
+    # What an inbox list shows before the email is opened.
+    sender: str = ""
+    subject: str = ""
+    preheader: str = ""
     findings: list[Finding] = field(default_factory=list)
     error: NewsletterError | None = None
 
@@ -160,6 +164,9 @@ def build_view(settings: Settings, number: int, list_name: str = DEFAULT_LIST) -
         html=str(html_part.get_content()) if html_part else "",
         text=str(text_part.get_content()) if text_part else "",
         html_size=encoded_size(html_part) if html_part else 0,
+        sender=str(message.get("From", "")),
+        subject=str(message.get("Subject", "")),
+        preheader=preheader_for(issue),
         findings=run_checks(issue, rendered, data),
     )
 
