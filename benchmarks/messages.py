@@ -82,7 +82,7 @@ def naive_build(
     return message.as_bytes(policy=email.policy.SMTP)
 
 
-def with_dkim(settings: Settings) -> Settings:
+def with_dkim(settings: Settings, folder: Path) -> Settings:
     """The same settings plus a [dkim] table with a throwaway 2048-bit key."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(
@@ -90,7 +90,7 @@ def with_dkim(settings: Settings) -> Settings:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    path = Path(tempfile.mkdtemp()) / "dkim.pem"
+    path = folder / "dkim.pem"
     path.write_bytes(pem)
     config = DkimSettings(domain="news.example.org", selector="bench", private_key=path)
     return settings.model_copy(update={"dkim": config})
@@ -118,7 +118,8 @@ def bench_messages(recipients: int, naive_recipients: int) -> list[tuple[str, st
             lambda s: naive_build(rendered, settings, s, factory), subscribers[:naive_recipients]
         )
     )
-    signed = MessageFactory(rendered, with_dkim(settings), "main", secret=SECRET)
+    with tempfile.TemporaryDirectory() as folder:
+        signed = MessageFactory(rendered, with_dkim(settings, Path(folder)), "main", secret=SECRET)
     dkim_median = statistics.median(time_each(signed.build, subscribers[:1000]))
     size = statistics.mean(len(factory.build(s).data) for s in subscribers[:100])
     naive_size = statistics.mean(
