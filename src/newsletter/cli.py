@@ -36,7 +36,7 @@ from newsletter.models import DeliveryStatus, Issue, OutgoingMessage, RenderedEm
 from newsletter.outbox import Outbox, write_csv
 from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
-from newsletter.subscribers import ListReport, address_key, read_subscribers
+from newsletter.subscribers import ListReport, address_key, check_list, read_subscribers
 from newsletter.transport import Captured, describe_captured, run_mailbox
 from newsletter.unsubscribe import signing_key
 
@@ -299,14 +299,11 @@ def subscribers(settings: Settings, list_name: str | None) -> None:
         if settings.database.exists():
             with Outbox(settings.database) as outbox:
                 suppressed = outbox.suppressed(name)
-        report = ListReport(Path(_shown(path)))
-        for _ in read_subscribers(
-            report.path,
-            report,
+        report = check_list(
+            Path(_shown(path)),
             suppressed=suppressed,
             on_reject=lambda problem: click.echo(_printable(str(problem))),
-        ):
-            pass
+        )
         click.echo(_list_counts(name, report))
         rejected += report.rejected_count
     if rejected:

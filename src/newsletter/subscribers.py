@@ -82,10 +82,12 @@ def address_key(address: str) -> str:
     return result[1].lower()
 
 
-def check_list(path: Path, *, suppressed: Container[str] = frozenset()) -> ListReport:
+def check_list(
+    path: Path, *, suppressed: Container[str] = frozenset(), on_reject: Reject | None = None
+) -> ListReport:
     """Read the whole list for its report only (what `newsletter subscribers` prints)."""
     report = ListReport(path)
-    for _ in read_subscribers(path, report, suppressed=suppressed):
+    for _ in read_subscribers(path, report, suppressed=suppressed, on_reject=on_reject):
         pass
     return report
 
