@@ -20,10 +20,12 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from newsletter import preview as preview_module
 from newsletter.cli import cli
-from newsletter.errors import NewsletterError
+from newsletter.errors import IssueNotFoundError, NewsletterError
 from newsletter.preview import bind_socket
 from newsletter.preview_pages import email_document
+from newsletter.settings import Settings
 from previewserver import RunningPreview, running_preview
 
 TITLE = "AI系统内容推荐第14期"
@@ -244,6 +246,21 @@ def test_mailbox_changes_are_their_own_event(project: Path) -> None:
             assert next_event(lines, "mail") == "1"  # not a "version": issue pages stay put
         assert "[TEST] 第14期" in get(preview, "/mailbox").text
         assert f'data-version="{version}"' in get(preview, "/issues/14").text
+
+
+def test_a_bug_in_the_pipeline_is_shown_not_fatal(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(preview_module, "render_issue", broken)
+    view = preview_module.build_view(settings, 14)
+    assert view.error is not None
+    assert view.error.message == "unexpected RuntimeError while rendering: boom"
+    assert "bug in newsletter" in view.error.hint
+    with pytest.raises(IssueNotFoundError):
+        preview_module.build_view(settings, 99)
 
 
 def test_busy_port_is_a_clear_error() -> None:

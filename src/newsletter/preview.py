@@ -14,6 +14,7 @@ import contextlib
 import email
 import email.policy
 import errno
+import logging
 import secrets
 import socket
 import time
@@ -25,7 +26,7 @@ from pathlib import Path
 import watchfiles
 
 from newsletter.checks import Finding, encoded_size, run_checks
-from newsletter.errors import IssueNotFoundError, NewsletterError
+from newsletter.errors import NewsletterError
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
 from newsletter.message import MessageFactory
 from newsletter.models import Issue, RenderedEmail, Subscriber
@@ -34,6 +35,7 @@ from newsletter.settings import Settings, load_settings
 from newsletter.unsubscribe import signing_key
 
 DEFAULT_LIST = "main"
+logger = logging.getLogger(__name__)
 # Wait this long for a burst of file events to settle: long enough to see an editor's
 # write-then-rename as one save, short enough to stay well inside the 300 ms budget.
 WATCH_STEP_MS = 30
@@ -142,16 +144,29 @@ class Workspace:
 
 
 def build_view(settings: Settings, number: int, list_name: str = DEFAULT_LIST) -> IssueView:
-    """The send pipeline for the sample recipient; a NewsletterError becomes the view's error."""
+    """The send pipeline for the sample recipient; any failure becomes the view's error.
+
+    Raises IssueNotFoundError only when there is no file for `number` (a 404, not an error).
+    """
     path = issue_path(settings.issues_dir, number)
     try:
-        issue = load_issue_file(path)
-        rendered = render_issue(issue, settings)
-        data = sample_message(rendered, settings, list_name)
-    except IssueNotFoundError:
-        raise
+        return _build_view(settings, number, path, list_name)
     except NewsletterError as exc:
         return IssueView(number, path, error=exc)
+    except Exception as exc:
+        # The preview must outlive any failure, a bug of ours included: show it, log the trace.
+        logger.exception("rendering issue %s failed", number)
+        error = NewsletterError(
+            f"unexpected {type(exc).__name__} while rendering: {exc}",
+            hint="This is a bug in newsletter, not in your files; the terminal has the traceback.",
+        )
+        return IssueView(number, path, error=error)
+
+
+def _build_view(settings: Settings, number: int, path: Path, list_name: str) -> IssueView:
+    issue = load_issue_file(path)
+    rendered = render_issue(issue, settings)
+    data = sample_message(rendered, settings, list_name)
     message = email.message_from_bytes(data, policy=email.policy.default)
     assert isinstance(message, EmailMessage)
     html_part, text_part = message.get_body(("html",)), message.get_body(("plain",))
