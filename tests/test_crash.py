@@ -40,8 +40,33 @@ async def wait_for(handler: FaultyHandler, count: int, timeout: float = 30) -> N
         await asyncio.sleep(0.005)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-async def test_kill_9_mid_run_then_rerun_never_doubles(project: Path, seed: int) -> None:
+def children(pid: int) -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+async def gone(pids: set[int], timeout: float = 5) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        alive = {p for p in pids if Path(f"/proc/{p}").exists()}
+        if not alive:
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize(("seed", "processes"), [(1, 1), (2, 1), (3, 2), (4, 2)])
+async def test_kill_9_mid_run_then_rerun_never_doubles(
+    project: Path, seed: int, processes: int
+) -> None:
     rng = random.Random(seed)
     addresses = write_list(project / "big.csv", N)
     # A short pause inside DATA keeps uploads in flight, so a kill lands in the in-doubt window.
@@ -49,12 +74,17 @@ async def test_kill_9_mid_run_then_rerun_never_doubles(project: Path, seed: int)
     async with start(handler) as server:
         env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv")
         args = ["send", "--issue", "14", "--yes", "--concurrency", "4"]
+        args += ["--processes", str(processes)]
         for _ in range(2):
             proc = await spawn(args, env, project)
             await wait_for(handler, len(handler.received) + rng.randint(5, 40))
+            workers = children(proc.pid)
+            assert len(workers) == (processes if processes > 1 else 0)
             proc.kill()
             killed = await finish(proc)
             assert killed.code == -signal.SIGKILL
+            # A worker never outlives its killed parent.
+            assert await gone(workers)
         # Let the server finish the uploads the dead client left behind: they count too.
         await asyncio.sleep(0.3)
         final = await newsletter(args, env, project)
@@ -108,12 +138,16 @@ async def test_kill_9_then_resend_unknown_reuses_the_message_id(project: Path) -
         assert handler.by_message_id[message_id] == before.get(message_id, 0) + 1
 
 
-async def test_sigint_finishes_in_flight_messages_and_resumes(project: Path) -> None:
+@pytest.mark.parametrize("processes", [1, 2])
+async def test_sigint_finishes_in_flight_messages_and_resumes(
+    project: Path, processes: int
+) -> None:
     addresses = write_list(project / "big.csv", N)
     handler = FaultyHandler([Fault("data", sleep=0.02)])
     async with start(handler) as server:
         env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv")
         args = ["send", "--issue", "14", "--yes", "--concurrency", "4"]
+        args += ["--processes", str(processes)]
         proc = await spawn(args, env, project)
         await wait_for(handler, 30)
         proc.send_signal(signal.SIGINT)

@@ -63,7 +63,7 @@ def by_recipient(outbox: Outbox) -> dict[str, S]:
 async def test_happy_path_every_recipient_exactly_once(outbox: Outbox) -> None:
     handler = FaultyHandler()
     async with start(handler) as server:
-        report = await deliver(job(30), pool(server), outbox, FAST, handle_signals=False)
+        report = await deliver(job(30), pool(server), outbox, FAST, signals=())
     assert report.complete
     assert report.counts[S.SENT] == 30
     assert sorted(handler.by_recipient.values()) == [1] * 30
@@ -75,8 +75,8 @@ async def test_happy_path_every_recipient_exactly_once(outbox: Outbox) -> None:
 async def test_a_rerun_sends_nothing_twice(outbox: Outbox) -> None:
     handler = FaultyHandler()
     async with start(handler) as server:
-        await deliver(job(10), pool(server), outbox, FAST, handle_signals=False)
-        report = await deliver(job(12), pool(server), outbox, FAST, handle_signals=False)
+        await deliver(job(10), pool(server), outbox, FAST, signals=())
+        report = await deliver(job(12), pool(server), outbox, FAST, signals=())
     assert report.this_run[S.SENT] == 2
     assert report.counts[S.SENT] == 12
     assert sorted(handler.by_recipient.values()) == [1] * 12
@@ -88,7 +88,7 @@ async def test_4xx_is_retried_with_backoff_then_sent(outbox: Outbox) -> None:
         [Fault("rcpt", reply="451 4.7.1 greylisted", times=2, match=flaky.__contains__)]
     )
     async with start(handler) as server:
-        report = await deliver(job(5), pool(server), outbox, FAST, handle_signals=False)
+        report = await deliver(job(5), pool(server), outbox, FAST, signals=())
     assert report.complete
     rows = {r.recipient: r for r in outbox.rows(14, "main")}
     assert rows["r1@example.com"].attempts == 3
@@ -100,8 +100,8 @@ async def test_5xx_is_recorded_and_never_retried(outbox: Outbox) -> None:
     fault = Fault("rcpt", reply="550 5.1.1 no such user", match=lambda r: r == "r3@example.com")
     handler = FaultyHandler([fault])
     async with start(handler) as server:
-        report = await deliver(job(5), pool(server), outbox, FAST, handle_signals=False)
-        again = await deliver(job(5), pool(server), outbox, FAST, handle_signals=False)
+        report = await deliver(job(5), pool(server), outbox, FAST, signals=())
+        again = await deliver(job(5), pool(server), outbox, FAST, signals=())
     assert fault.used["r3@example.com"] == 1
     assert not report.complete
     assert report.counts[S.REJECTED] == 1
@@ -119,10 +119,10 @@ async def test_deferred_past_max_attempts_stays_deferred_for_the_next_run(
     handler = FaultyHandler([fault])
     options = Options(concurrency=2, max_attempts=3, retry_base=0.01, retry_cap=0.02)
     async with start(handler) as server:
-        first = await deliver(job(3), pool(server), outbox, options, handle_signals=False)
+        first = await deliver(job(3), pool(server), outbox, options, signals=())
         assert first.counts[S.DEFERRED] == 1
         assert fault.used["r0@example.com"] == 3
-        second = await deliver(job(3), pool(server), outbox, options, handle_signals=False)
+        second = await deliver(job(3), pool(server), outbox, options, signals=())
     assert second.complete
     assert handler.by_recipient["r0@example.com"] == 1
 
@@ -139,7 +139,7 @@ async def test_421_mid_run_reconnects_and_everyone_gets_one_copy(outbox: Outbox)
         ]
     )
     async with start(handler) as server:
-        report = await deliver(job(20), pool(server), outbox, FAST, handle_signals=False)
+        report = await deliver(job(20), pool(server), outbox, FAST, signals=())
     assert report.complete
     assert sorted(handler.by_recipient.values()) == [1] * 20
     assert sum(handler.faults[0].used.values()) == 2
@@ -159,14 +159,14 @@ async def test_disconnect_mid_data_is_unknown_and_not_resent(outbox: Outbox) -> 
         ]
     )
     async with start(handler) as server:
-        first = await deliver(job(6), pool(server), outbox, FAST, handle_signals=False)
+        first = await deliver(job(6), pool(server), outbox, FAST, signals=())
         assert first.counts[S.UNKNOWN] == 1
         assert first.counts[S.SENT] == 5
-        again = await deliver(job(6), pool(server), outbox, FAST, handle_signals=False)
+        again = await deliver(job(6), pool(server), outbox, FAST, signals=())
         assert again.this_run == Counter()
         assert handler.by_recipient["r2@example.com"] == 1
         resend = Options(**{**FAST.__dict__, "resend_unknown": True})
-        last = await deliver(job(6), pool(server), outbox, resend, handle_signals=False)
+        last = await deliver(job(6), pool(server), outbox, resend, signals=())
     assert last.complete
     (row,) = [r for r in outbox.rows(14, "main") if r.recipient == "r2@example.com"]
     # Resent under the same Message-ID, so the mailbox provider can drop the duplicate.
@@ -179,9 +179,7 @@ async def test_slow_server_times_out_into_unknown_not_a_hang(outbox: Outbox) -> 
         [Fault("data", sleep=1.5, times=1, match=lambda r: r == "r0@example.com")]
     )
     async with start(handler) as server:
-        report = await deliver(
-            job(3), pool(server, size=1, timeout=0.4), outbox, FAST, handle_signals=False
-        )
+        report = await deliver(job(3), pool(server, size=1, timeout=0.4), outbox, FAST, signals=())
     assert report.counts[S.UNKNOWN] == 1
     assert report.counts[S.SENT] == 2
 
@@ -191,7 +189,7 @@ async def test_circuit_breaker_stops_after_consecutive_connection_failures(
 ) -> None:
     handler = FaultyHandler([Fault("rcpt", drop=True)])
     async with start(handler) as server:
-        report = await deliver(job(20), pool(server), outbox, FAST, handle_signals=False)
+        report = await deliver(job(20), pool(server), outbox, FAST, signals=())
     assert "circuit breaker" in report.stopped
     assert handler.received == []
     counts = report.counts
@@ -209,10 +207,10 @@ async def test_daily_quota_stops_the_run_and_a_rerun_resumes(outbox: Outbox) -> 
     handler = FaultyHandler([quota])
     options = Options(concurrency=1, retry_base=0.01, retry_cap=0.02)
     async with start(handler) as server:
-        first = await deliver(job(10), pool(server, size=1), outbox, options, handle_signals=False)
+        first = await deliver(job(10), pool(server, size=1), outbox, options, signals=())
         assert "quota" in first.stopped
         assert first.counts[S.SENT] == 5
-        second = await deliver(job(10), pool(server, size=1), outbox, options, handle_signals=False)
+        second = await deliver(job(10), pool(server, size=1), outbox, options, signals=())
     assert second.complete
     assert sorted(handler.by_recipient.values()) == [1] * 10
 
@@ -229,7 +227,7 @@ async def test_throttling_slows_down_and_gets_through(outbox: Outbox) -> None:
         ]
     )
     async with start(handler) as server:
-        report = await deliver(job(4), pool(server), outbox, FAST, handle_signals=False)
+        report = await deliver(job(4), pool(server), outbox, FAST, signals=())
     assert report.complete
 
 
@@ -237,7 +235,7 @@ async def test_rate_limit_is_held_per_second_window(outbox: Outbox) -> None:
     handler = FaultyHandler()
     options = Options(concurrency=4, rate=20)
     async with start(handler) as server:
-        report = await deliver(job(50), pool(server, size=4), outbox, options, handle_signals=False)
+        report = await deliver(job(50), pool(server, size=4), outbox, options, signals=())
     assert report.complete
     times = sorted(r.at for r in handler.received)
     # Every sliding one-second window holds at most the rate, +1 for the window's edge and +1
@@ -266,7 +264,7 @@ async def test_suppressed_during_the_run_is_skipped(outbox: Outbox) -> None:
     outbox.plan(14, "main", subscribers(4))
     outbox.suppress("main", "r3@example.com", "one-click")
     async with start(handler) as server:
-        report = await deliver(job(4), pool(server), outbox, FAST, handle_signals=False)
+        report = await deliver(job(4), pool(server), outbox, FAST, signals=())
     assert report.counts[S.SKIPPED] == 1
     assert "r3@example.com" not in handler.by_recipient
 
@@ -280,11 +278,11 @@ async def test_a_message_that_cannot_be_built_fails_alone(outbox: Outbox) -> Non
     handler = FaultyHandler()
     bad_job = Job(issue=14, list_name="main", subscribers=subscribers(3), build=fragile)
     async with start(handler) as server:
-        report = await deliver(bad_job, pool(server), outbox, FAST, handle_signals=False)
+        report = await deliver(bad_job, pool(server), outbox, FAST, signals=())
         assert report.counts[S.FAILED] == 1
         assert "header would inject" in outbox.rows(14, "main", [S.FAILED])[0].smtp_reply
         retry = Options(**{**FAST.__dict__, "retry_failed": True})
-        fixed = await deliver(job(3), pool(server), outbox, retry, handle_signals=False)
+        fixed = await deliver(job(3), pool(server), outbox, retry, signals=())
     assert fixed.complete
 
 

@@ -347,6 +347,12 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 )
 @click.option("--retry-failed", is_flag=True, help="Also retry recipients that failed.")
 @click.option(
+    "--processes",
+    type=click.IntRange(1, 16),
+    default=None,
+    help="Worker processes sharing the connections (default: [send] processes).",
+)
+@click.option(
     "--dry-run",
     is_flag=True,
     help="Send nothing: write each recipient's message as an .eml file into --out instead.",
@@ -369,6 +375,7 @@ def send(
     retry_failed: bool,
     dry_run: bool,
     out: Path | None,
+    processes: int | None,
 ) -> None:
     """Deliver an issue to every subscriber of a list over SMTP, recording each delivery.
 
@@ -421,6 +428,7 @@ def send(
         breaker_threshold=base.breaker_threshold,
         resend_unknown=resend_unknown,
         retry_failed=retry_failed,
+        processes=processes or base.processes,
     )
     with _SendDisplay(number, list_name, len(job.subscribers)) as display:
         report = delivery.send(prepared, options, display)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import heapq
 import os
 import random
@@ -56,6 +57,7 @@ class Options:
     breaker_threshold: int = 5
     resend_unknown: bool = False
     retry_failed: bool = False
+    processes: int = 1
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class Event:
     state: DeliveryStatus
     result: Result | None
     counts: Mapping[DeliveryStatus, int]
+    previous: DeliveryStatus = DeliveryStatus.PENDING
 
 
 @dataclass
@@ -186,19 +189,8 @@ class Engine:
 
     # -- the run ------------------------------------------------------------------------------
 
-    def plan(self) -> list[Delivery]:
-        """Recover, reopen and plan; the rows this run will attempt."""
-        job, opts = self.job, self.options
-        self.report.recovered = self.outbox.recover(job.issue, job.list_name)
-        reopen = [S.UNKNOWN] if opts.resend_unknown else []
-        reopen += [S.FAILED] if opts.retry_failed else []
-        self.outbox.reopen(job.issue, job.list_name, reopen)
-        self.outbox.plan(job.issue, job.list_name, job.subscribers)
-        return self.outbox.due(job.issue, job.list_name)
-
-    async def run(self, rows: list[Delivery] | None = None) -> RunReport:
+    async def run(self, rows: list[Delivery]) -> RunReport:
         job = self.job
-        rows = self.plan() if rows is None else rows
         self._counts = self.outbox.counts(job.issue, job.list_name)
         self._started = time.monotonic()
         for seq, row in enumerate(rows):
@@ -339,7 +331,20 @@ class Engine:
         self._counts[state] = self._counts.get(state, 0) + 1
         self.report.this_run[state] += 1
         if self.progress:
-            self.progress(Event(row.recipient, state, result, self._counts))
+            self.progress(Event(row.recipient, state, result, self._counts, previous))
+
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def plan(job: Job, outbox: Outbox, options: Options) -> tuple[list[Delivery], list[Delivery]]:
+    """Recover, reopen and plan: (the rows this run attempts, the rows a crash left in doubt)."""
+    recovered = outbox.recover(job.issue, job.list_name)
+    reopen = [S.UNKNOWN] if options.resend_unknown else []
+    reopen += [S.FAILED] if options.retry_failed else []
+    outbox.reopen(job.issue, job.list_name, reopen)
+    outbox.plan(job.issue, job.list_name, job.subscribers)
+    return outbox.due(job.issue, job.list_name), recovered
 
 
 async def deliver(
@@ -349,24 +354,35 @@ async def deliver(
     options: Options,
     progress: Callable[[Event], None] | None = None,
     *,
-    handle_signals: bool = True,
+    signals: tuple[signal.Signals, ...] = SIGNALS,
+    rows: list[Delivery] | None = None,
 ) -> RunReport:
-    """Run one send to the end, a stop, or a signal (the first finishes in-flight messages,
-    a second one abandons them: they are recorded `unknown` if their upload had begun)."""
+    """Run one send to the end, a stop, or a signal: the first lets in-flight messages finish
+    and be recorded; a second abandons them (recorded `unknown` if their upload had begun).
+    `rows` skips planning (a worker process gets its share of a plan made by its parent)."""
     engine = Engine(job, pool, outbox, options, progress)
+    if rows is None:
+        rows, engine.report.recovered = plan(job, outbox, options)
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
-    signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
+    abandoned = False
 
     def on_signal(signum: int) -> None:
+        nonlocal abandoned
         if engine.report.stopped and task is not None:
+            abandoned = True
             task.cancel()
         engine.stop(f"stopped by {signal.Signals(signum).name}")
 
     for signum in signals:
         loop.add_signal_handler(signum, on_signal, signum)
     try:
-        return await engine.run()
+        return await engine.run(rows)
+    except asyncio.CancelledError:
+        if not abandoned:
+            raise
+        engine.report.counts = outbox.counts(job.issue, job.list_name)
+        return engine.report
     finally:
         for signum in signals:
             loop.remove_signal_handler(signum)
@@ -417,14 +433,25 @@ def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
 def send(
     prepared: Prepared, options: Options, progress: Callable[[Event], None] | None = None
 ) -> RunReport:
-    """Hold the send lock for (issue, list), check the server, and deliver."""
+    """Hold the send lock for (issue, list), check the server, and deliver, in this process or
+    (options.processes > 1) in worker processes."""
     settings, job = prepared.settings, prepared.job
+    make_pool = functools.partial(smtp_pool, settings)
     with (
         send_lock(settings.state_dir, job.issue, job.list_name),
-        Outbox(settings.database) as ob,
-        asyncio.Runner(loop_factory=event_loop_factory()) as runner,
+        Outbox(settings.database) as outbox,
     ):
-        return runner.run(_send(prepared, ob, options, progress))
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            if options.processes <= 1:
+                return runner.run(_send(job, make_pool, outbox, options, progress))
+            runner.run(check(make_pool(1)))
+        # workers.py builds on this module's engine, so it is imported only here.
+        from newsletter import workers
+
+        rows, recovered = plan(job, outbox, options)
+        report = workers.run(job, rows, outbox, options, options.processes, make_pool, progress)
+        report.recovered[:0] = recovered
+        return report
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -436,26 +463,38 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
+def smtp_pool(settings: Settings, size: int) -> Pool:
+    return Pool(
+        settings.smtp,
+        password=settings.smtp_password,
+        size=size,
+        helo=helo_name(settings),
+        root=settings.root,
+    )
+
+
+async def check(pool: Pool) -> None:
+    """Connect once before anything is planned to go out; always closes the pool."""
+    try:
+        await pool.check()
+    finally:
+        await pool.close()
+
+
 async def _send(
-    prepared: Prepared,
+    job: Job,
+    make_pool: Callable[[int], Pool],
     outbox: Outbox,
     options: Options,
     progress: Callable[[Event], None] | None,
 ) -> RunReport:
-    settings = prepared.settings
-    pool = Pool(
-        settings.smtp,
-        password=settings.smtp_password,
-        size=options.concurrency,
-        helo=helo_name(settings),
-        root=settings.root,
-    )
+    pool = make_pool(options.concurrency)
     try:
         await pool.check()
     except BaseException:
         await pool.close()
         raise
-    return await deliver(prepared.job, pool, outbox, options, progress)
+    return await deliver(job, pool, outbox, options, progress)
 
 
 def helo_name(settings: Settings) -> str:

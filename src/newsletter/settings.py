@@ -77,6 +77,9 @@ class SendSettings(Section):
     retry_base: Annotated[float, Field(gt=0)] = 1.0
     retry_cap: Annotated[float, Field(gt=0)] = 60.0
     breaker_threshold: Annotated[int, Field(ge=1)] = 5
+    # Worker processes sharing the connections; > 1 only pays off when a fast server makes the
+    # send CPU-bound (see benchmarks/send.py).
+    processes: Annotated[int, Field(ge=1, le=16)] = 1
 
 
 class DkimSettings(Section):
