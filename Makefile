@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/render.py
 	$(PY) benchmarks/messages.py
 	$(PY) benchmarks/preview.py
+	$(PY) benchmarks/send.py
 
 clean:
 	rm -rf $(VENV) out .newsletter .pytest_cache .mypy_cache .ruff_cache

@@ -6,7 +6,7 @@ machine. Ours is the real `newsletter send` (a fresh delivery log, the real mess
 shipped connection recycling); its time is the send phase its own summary reports, and the whole
 command's wall time is shown too. Peak RSS is the `newsletter send` process's.
 
-Run: `make bench-send` (needs the Debian package postfix: /usr/sbin/smtp-sink, smtp-source).
+Run: `make bench` or `python benchmarks/send.py` (needs the Debian package postfix).
 """
 
 from __future__ import annotations
