@@ -29,8 +29,10 @@ from newsletter.render import render_issue
 from newsletter.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
-SINK = shutil.which("smtp-sink") or "/usr/sbin/smtp-sink"
-SOURCE = shutil.which("smtp-source") or "/usr/sbin/smtp-source"
+# Debian installs both into sbin, which is not on every PATH.
+_SEARCH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
+SINK = shutil.which("smtp-sink", path=_SEARCH) or "smtp-sink"
+SOURCE = shutil.which("smtp-source", path=_SEARCH) or "smtp-source"
 SECRET = "benchmark-secret-0123456789abcdef"
 SUMMARY = re.compile(r"\((\d+) sent by this run in ([\d.]+) s")
 
@@ -135,7 +137,7 @@ def main() -> None:
     )
     options = parser.parse_args()
     for tool in (SINK, SOURCE):
-        if not Path(tool).exists():
+        if shutil.which(tool, path=_SEARCH) is None:
             raise SystemExit(f"{tool} not found: install the Debian package postfix")
     size = message_size()
     port = free_port()

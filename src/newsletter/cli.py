@@ -528,6 +528,8 @@ class _SendDisplay:
             self.sent += 1
         now = time.monotonic()
         rate = self.sent / max(now - self.started, 1e-3)
+        # The log's rows, not the list: it also holds recipients sent before they left the list.
+        total = sum(c.values())
         done = sum(
             c.get(s, 0)
             for s in (
@@ -550,10 +552,12 @@ class _SendDisplay:
             else:
                 click.echo(line)
         if self.progress is not None:
-            self.progress.update(self.task, completed=done, states=states, rate=f"{rate:.0f} msg/s")
+            self.progress.update(
+                self.task, completed=done, total=total, states=states, rate=f"{rate:.0f} msg/s"
+            )
         elif now - self.last_line >= 5.0:
             self.last_line = now
-            click.echo(f"{self.label}: {done}/{self.total} done, {states}, {rate:.0f} msg/s")
+            click.echo(f"{self.label}: {done}/{total} done, {states}, {rate:.0f} msg/s")
 
 
 def _printable(text: str) -> str:
