@@ -17,10 +17,12 @@ the same SQLite file the sender reads, so the next send skips the address.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
 import re
+import signal
 import socket
 import sys
 import time
@@ -279,7 +281,18 @@ class Guard:
                 message["headers"] = [*message.get("headers", []), *extra]
             elif message["type"] == "http.response.body":
                 sent["bytes"] += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    # Logged before the last byte leaves: whoever got the answer finds the line.
+                    log_once()
             await send(message)
+
+        logged = False
+
+        def log_once() -> None:
+            nonlocal logged
+            if not logged:
+                logged = True
+                _log_access(scope, sent["status"], sent["bytes"], time.perf_counter() - started)
 
         try:
             length = _content_length(scope)
@@ -295,7 +308,7 @@ class Guard:
             if not sent["status"]:
                 await _plain(guarded_send, 500)
         finally:
-            _log_access(scope, sent["status"], sent["bytes"], time.perf_counter() - started)
+            log_once()
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -359,6 +372,26 @@ def create_app(settings: Settings, secret: bytes) -> Guard:
     return Guard(app)
 
 
+def server_config(app: ASGIApp, **overrides: Any) -> uvicorn.Config:
+    """uvicorn as `serve` runs it (tests pass log settings in `overrides`)."""
+    options: dict[str, Any] = {
+        # uvicorn's own access log prints the raw path, token included: Guard's replaces it.
+        "access_log": False,
+        # Behind the TLS proxy on this host: client address and scheme from X-Forwarded-*.
+        "proxy_headers": True,
+        "server_header": False,
+        "log_level": "info",
+        "lifespan": "off",
+        "timeout_graceful_shutdown": 5,
+        **overrides,
+    }
+    config = uvicorn.Config(app, **options)
+    # uvicorn logs raw paths whenever "uvicorn.access" has a handler, whatever access_log says
+    # (a custom logging setup, a test runner's capture): tokens must not come back that way.
+    logging.getLogger("uvicorn.access").disabled = True
+    return config
+
+
 def serve(settings: Settings, sock: socket.socket) -> None:
     """Serve on the listening `sock` until SIGINT/SIGTERM; NEWSLETTER_SECRET must be set."""
     key = signing_key(settings, allow_ephemeral=False)
@@ -370,14 +403,12 @@ def serve(settings: Settings, sock: socket.socket) -> None:
         access_log.addHandler(handler)
         access_log.setLevel(logging.INFO)
         access_log.propagate = False
-    config = uvicorn.Config(
-        create_app(settings, key.secret),
-        # uvicorn's own access log prints the raw path, token included: ours replaces it.
-        access_log=False,
-        # Behind the TLS proxy on this host: client address and scheme from X-Forwarded-*.
-        proxy_headers=True,
-        server_header=False,
-        log_level="info",
-        timeout_graceful_shutdown=5,
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    server = uvicorn.Server(server_config(create_app(settings, key.secret)))
+    # uvicorn shuts down gracefully, then raises the signal again for the caller; a service
+    # stopped by SIGTERM (systemd) or Ctrl-C has ended normally, so the second one is ignored.
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
