@@ -7,6 +7,7 @@ import email.policy
 import mailbox
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -261,6 +262,19 @@ def test_a_bug_in_the_pipeline_is_shown_not_fatal(
     assert "bug in newsletter" in view.error.hint
     with pytest.raises(IssueNotFoundError):
         preview_module.build_view(settings, 99)
+
+
+def test_saving_one_issue_keeps_the_others_rendered(project: Path) -> None:
+    shutil.copy(project / "issues" / "14.yaml", project / "issues" / "15.yaml")
+    fifteen = project / "issues" / "15.yaml"
+    fifteen.write_text(fifteen.read_text(encoding="utf-8").replace("number: 14", "number: 15"))
+    workspace = preview_module.Workspace(project / "newsletter.toml")
+    first = {n: workspace.view(n) for n in (14, 15)}
+    workspace.invalidate({project / "issues" / "14.yaml"})
+    assert workspace.view(15) is first[15]
+    assert workspace.view(14) is not first[14]
+    workspace.invalidate({project / "templates" / "email" / "issue.mjml"})
+    assert workspace.view(15) is not first[15]
 
 
 def test_busy_port_is_a_clear_error() -> None:

@@ -15,6 +15,7 @@ import email
 import email.policy
 import errno
 import logging
+import re
 import secrets
 import socket
 import time
@@ -102,9 +103,17 @@ class Workspace:
             self.report(line)
 
     def invalidate(self, changed: set[Path]) -> None:
+        """Forget what `changed` affects: one issue for its own file, everything otherwise."""
         if any(path.name == self.config.name for path in changed):
             self.reload_settings()
-        self._views.clear()
+        issues_dir = self.settings.issues_dir if self.settings is not None else None
+        found = [_issue_number(p) if p.parent == issues_dir else None for p in changed]
+        if not found or None in found:
+            self._views.clear()  # a template, the config, or something we cannot place
+            return
+        for number in found:
+            if number is not None:
+                self._views.pop(number, None)
 
     def watched(self) -> tuple[list[Path], Path]:
         """Folders to watch recursively, and the folder holding the config file."""
@@ -141,6 +150,11 @@ class Workspace:
                 )
             self._views[number] = view
         return self._views[number]
+
+
+def _issue_number(path: Path) -> int | None:
+    match = re.fullmatch(r"(\d+)\.ya?ml", path.name)
+    return int(match.group(1)) if match else None
 
 
 def build_view(settings: Settings, number: int, list_name: str = DEFAULT_LIST) -> IssueView:
