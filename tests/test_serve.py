@@ -31,7 +31,9 @@ from newsletter.render import render_issue
 from newsletter.serve import redact
 from newsletter.settings import Settings
 from newsletter.unsubscribe import sign
+from sendcli import environment, newsletter
 from serveserver import SECRET, RunningService, running_service
+from smtpserver import FaultyHandler, start
 
 ALICE = "alice@example.net"
 ONE_CLICK = {"List-Unsubscribe": "One-Click"}
@@ -106,6 +108,20 @@ def test_one_click_post_from_the_message_header_suppresses_and_the_dry_run_skips
     after, out = dry_run_recipients(project, service.env)
     assert after == before - {ALICE}
     assert "1 suppressed" in out
+
+
+async def test_a_real_send_after_a_one_click_skips_the_address(
+    project: Path, service: RunningService
+) -> None:
+    assert httpx.post(one_click_url(service.settings), data=ONE_CLICK).status_code == 200
+    handler = FaultyHandler()
+    async with start(handler) as smtp:
+        env = environment(smtp.port, NEWSLETTER_SECRET=SECRET)
+        done = await newsletter(["send", "--issue", "14", "--yes"], env, project)
+    assert done.code == 0, done.err
+    delivered = set(handler.by_recipient)
+    assert "li.lei@example.com" in delivered
+    assert ALICE not in {a.lower() for a in delivered}
 
 
 def test_one_click_is_idempotent_and_accepts_multipart(service: RunningService) -> None:
