@@ -277,6 +277,19 @@ def test_saving_one_issue_keeps_the_others_rendered(project: Path) -> None:
     assert workspace.view(15) is not first[15]
 
 
+def test_an_issues_folder_created_after_start_is_followed(project: Path) -> None:
+    saved = (project / "issues" / "14.yaml").read_text(encoding="utf-8")
+    shutil.rmtree(project / "issues")
+    with running_preview(project) as preview:
+        assert "No issues yet" in get(preview, "/").text
+        (project / "issues").mkdir()
+        (project / "issues" / "14.yaml").write_text(saved, encoding="utf-8")
+        wait_for(preview, "/", TITLE)
+        # Followed from then on, like any other save.
+        preview.rewrite(f"title: {TITLE}", "title: 新项目的第一期")
+        wait_for(preview, "/", "新项目的第一期")
+
+
 def test_busy_port_is_a_clear_error() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -116,11 +116,11 @@ class Workspace:
                 self._views.pop(number, None)
 
     def watched(self) -> tuple[list[Path], Path]:
-        """Folders to watch recursively, and the folder holding the config file."""
+        """Folders to watch recursively (existing or not yet), and the config file's folder."""
         folders = []
         if self.settings is not None:
             folders = [self.settings.issues_dir, self.settings.templates_dir]
-        return [f for f in folders if f.is_dir()], self.config.parent
+        return folders, self.config.parent
 
     def current(self) -> Settings:
         """The settings in force; the config's error while newsletter.toml is broken."""
@@ -276,32 +276,46 @@ class Hub:
 
 async def watch(workspace: Workspace, hub: Hub, stop: asyncio.Event) -> None:
     """Invalidate and publish on every change to issues, templates or the config file, and
-    publish each change to the capture mailbox."""
+    publish each change to the capture mailbox. A folder that does not exist yet (a new
+    project's issues/, the Maildir before `newsletter mailbox` first ran) is followed once it
+    appears."""
     folders, config_dir = workspace.watched()
 
     def is_config(_: watchfiles.Change, path: str) -> bool:
         return Path(path).name == workspace.config.name
 
-    async def follow(paths: list[Path], recursive: bool, keep: Callable[..., bool]) -> None:
-        async for changes in watchfiles.awatch(
-            *paths, watch_filter=keep, step=WATCH_STEP_MS, stop_event=stop, recursive=recursive
-        ):
-            workspace.invalidate({Path(path) for _, path in changes})
-            hub.publish()
-
-    async def follow_mailbox(folder: Path) -> None:
-        # `newsletter mailbox` creates the Maildir on its first start, maybe after ours.
+    async def appeared(folder: Path) -> bool:
+        """Wait for `folder` to exist; False if stopped first."""
         while not folder.is_dir():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 1.0)
             if stop.is_set():
-                return
-        async for _ in watchfiles.awatch(folder, step=WATCH_STEP_MS, stop_event=stop):
-            hub.publish(mail=True)
+                return False
+        return True
 
-    tasks = [follow([config_dir], False, is_config)]
-    if folders:
-        tasks.append(follow(folders, True, watchfiles.DefaultFilter()))
+    async def follow_config() -> None:
+        async for changes in watchfiles.awatch(
+            config_dir, watch_filter=is_config, step=WATCH_STEP_MS, stop_event=stop, recursive=False
+        ):
+            workspace.invalidate({Path(path) for _, path in changes})
+            hub.publish()
+
+    async def follow(folder: Path) -> None:
+        if not folder.is_dir():
+            if not await appeared(folder):
+                return
+            workspace.invalidate({folder})
+            hub.publish()
+        async for changes in watchfiles.awatch(folder, step=WATCH_STEP_MS, stop_event=stop):
+            workspace.invalidate({Path(path) for _, path in changes})
+            hub.publish()
+
+    async def follow_mailbox(folder: Path) -> None:
+        if await appeared(folder):
+            async for _ in watchfiles.awatch(folder, step=WATCH_STEP_MS, stop_event=stop):
+                hub.publish(mail=True)
+
+    tasks = [follow_config(), *(follow(folder) for folder in folders)]
     if workspace.settings is not None:
         tasks.append(follow_mailbox(workspace.settings.state_dir / "mailbox"))
     await asyncio.gather(*tasks)
