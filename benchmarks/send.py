@@ -1,10 +1,11 @@
 """Send issue 14 to 10,000 recipients against Postfix's smtp-sink, next to Postfix's smtp-source.
 
 Both senders talk to the same smtp-sink on loopback in the same run, with the same number of
-SMTP sessions and messages of the same size, smtp-source just before and just after ours (their
-mean is the reference), so the ratio (ours / smtp-source) is fair on this machine. Ours is the real `newsletter send` (a fresh delivery log, the real message factory, the
-shipped connection recycling); its time is the send phase its own summary reports, and the whole
-command's wall time is shown too. Peak RSS is the `newsletter send` process's.
+SMTP sessions and messages of the same size; smtp-source runs just before and just after ours and
+the mean of the two is the reference, so the ratio (ours / smtp-source) is fair on this machine.
+Ours is the real `newsletter send` (a fresh delivery log, the real message factory, the shipped
+connection recycling); its time is the send phase its own summary reports, and the whole
+command's wall time is shown too. Peak RSS is the largest `newsletter send` process's.
 
 Run: `make bench` or `python benchmarks/send.py` (needs the Debian package postfix).
 """
