@@ -6,8 +6,11 @@ import itertools
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aiosmtpd.smtp import AuthResult
+from pydantic import SecretStr
 
 from newsletter.delivery import Job, Options, RateLimiter, backoff, deliver, with_message_id
 from newsletter.models import DeliveryStatus as S
@@ -15,7 +18,7 @@ from newsletter.models import OutgoingMessage, Subscriber
 from newsletter.outbox import Outbox
 from newsletter.settings import SmtpSettings
 from newsletter.transport import Pool
-from smtpserver import Fault, FaultyHandler, Server, start
+from smtpserver import Authenticator, Fault, FaultyHandler, Server, start
 
 FAST = Options(concurrency=3, retry_base=0.01, retry_cap=0.05, breaker_threshold=5)
 _ids = itertools.count()
@@ -292,3 +295,27 @@ def test_with_message_id_rewrites_only_the_header() -> None:
     assert again.message_id == "<kept@x>"
     assert b"Message-ID: <kept@x>\r\n" in again.data
     assert again.data.count(b"Message-ID") == 1
+
+
+async def test_a_setup_fault_on_reconnect_stops_the_run_resumable(outbox: Outbox) -> None:
+    class PasswordChangedMidRun(Authenticator):
+        def __call__(self, *args: Any) -> AuthResult:
+            result = super().__call__(*args)
+            return AuthResult(success=result.success and self.tries == 1, handled=False)
+
+    handler = FaultyHandler()
+    auth = PasswordChangedMidRun("news", "pw")
+    async with start(handler, auth=auth) as server:
+        smtp = SmtpSettings(
+            host=server.host,
+            port=server.port,
+            security="none",
+            username="news",
+            messages_per_connection=2,
+        )
+        pool = Pool(smtp, password=SecretStr("pw"), size=1)
+        options = Options(concurrency=1)
+        report = await deliver(job(5), pool, outbox, options, signals=())
+    assert "AUTH refused" in report.stopped
+    assert report.counts[S.SENT] == 2
+    assert report.counts[S.PENDING] == 3

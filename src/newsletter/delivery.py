@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from newsletter.errors import DeliveryError
+from newsletter.errors import DeliveryError, TransportError
 from newsletter.issues import load_issue
 from newsletter.message import MessageFactory
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
@@ -257,6 +257,11 @@ class Engine:
             if accepted:
                 self._record(row, S.UNKNOWN, None, reply="stopped during DATA", attempted=False)
             raise
+        except TransportError as exc:
+            # A reconnect met a setup fault (certificate, AUTH): no message can go out now. The
+            # row was not attempted; the run stops resumable rather than failing as a whole.
+            self.stop(f"{exc.message} ({exc.hint})" if exc.hint else exc.message)
+            return
         self._handle(row, result, attempted=not accepted)
 
     def _handle(self, row: Delivery, result: Result, *, attempted: bool) -> None:
