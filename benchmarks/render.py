@@ -17,8 +17,7 @@ from pathlib import Path
 
 from newsletter.checks import GMAIL_CLIP, encoded_size
 from newsletter.issues import load_issue
-from newsletter.message import MessageFactory
-from newsletter.models import Subscriber
+from newsletter.message import sample_message
 from newsletter.render import compile_issue, inline_css, render_issue
 from newsletter.settings import Settings, load_settings
 
@@ -40,9 +39,8 @@ def inline_only(settings: Settings, html: str, css: str) -> float:
 
 def html_part_size(settings: Settings) -> tuple[int, str]:
     rendered = render_issue(load_issue(settings.issues_dir, 14), settings)
-    factory = MessageFactory(rendered, settings, "main", secret=b"benchmark-key-0123456789")
-    sample = Subscriber(address="reader@example.org", envelope="reader@example.org", name="读者")
-    parsed = email.message_from_bytes(factory.build(sample).data, policy=email.policy.default)
+    sample, _ = sample_message(rendered, settings, "main")
+    parsed = email.message_from_bytes(sample.data, policy=email.policy.default)
     assert isinstance(parsed, EmailMessage)
     part = parsed.get_body(("html",))
     assert part is not None

@@ -31,8 +31,8 @@ from newsletter import delivery
 from newsletter.checks import GMAIL_CLIP, Finding, encoded_size, run_checks
 from newsletter.errors import ConfigError, DeliveryError, NewsletterError
 from newsletter.issues import load_issue
-from newsletter.message import MessageFactory, write_eml_files
-from newsletter.models import DeliveryStatus, Issue, OutgoingMessage, RenderedEmail, Subscriber
+from newsletter.message import MessageFactory, sample_message, write_eml_files
+from newsletter.models import DeliveryStatus, Issue, OutgoingMessage, RenderedEmail
 from newsletter.outbox import Outbox, write_csv
 from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
@@ -106,17 +106,9 @@ def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
     """The editor's view of an issue: load, render once, one sample message, the checks."""
     issue = load_issue(settings.issues_dir, number)
     rendered = render_issue(issue, settings)
-    key = signing_key(settings, allow_ephemeral=True)
-    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
-    sample = factory.build(
-        Subscriber(
-            address=settings.newsletter.sample_email,
-            envelope=settings.newsletter.sample_email,
-            name=settings.newsletter.sample_name,
-        )
-    )
+    sample, ephemeral = sample_message(rendered, settings, list_name)
     findings = run_checks(issue, rendered, sample.data)
-    return Prepared(issue, rendered, sample, findings, key.ephemeral)
+    return Prepared(issue, rendered, sample, findings, ephemeral)
 
 
 def note_ephemeral(prepared: Prepared) -> None:

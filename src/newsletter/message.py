@@ -46,7 +46,7 @@ from newsletter.models import (
     header_problem,
 )
 from newsletter.settings import Settings
-from newsletter.unsubscribe import sign
+from newsletter.unsubscribe import sign, signing_key
 
 TEST_HEADER = "X-Newsletter-Test"
 _PLACEHOLDER = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"[A-Z0-9_]*__")
@@ -216,6 +216,18 @@ class MessageFactory:
                 f"the header block for {subscriber.envelope!r} is malformed "
                 f"(fields {[f.decode('ascii', 'replace') for f in fields]}); nothing was sent"
             )
+
+
+def sample_message(
+    rendered: RenderedEmail, settings: Settings, list_name: str
+) -> tuple[OutgoingMessage, bool]:
+    """The sample recipient's message (`build`, `check`, the preview), and whether its
+    unsubscribe link is signed with a throwaway key because NEWSLETTER_SECRET is unset."""
+    key = signing_key(settings, allow_ephemeral=True)
+    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
+    address = settings.newsletter.sample_email
+    sample = Subscriber(address=address, envelope=address, name=settings.newsletter.sample_name)
+    return factory.build(sample), key.ephemeral
 
 
 def write_eml_files(

@@ -29,11 +29,10 @@ import watchfiles
 from newsletter.checks import Finding, encoded_size, run_checks
 from newsletter.errors import NewsletterError
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
-from newsletter.message import MessageFactory
-from newsletter.models import Issue, RenderedEmail, Subscriber
+from newsletter.message import sample_message
+from newsletter.models import Issue, RenderedEmail
 from newsletter.render import preheader_for, render_issue
 from newsletter.settings import Settings, load_settings
-from newsletter.unsubscribe import signing_key
 
 DEFAULT_LIST = "main"
 logger = logging.getLogger(__name__)
@@ -180,7 +179,7 @@ def build_view(settings: Settings, number: int, list_name: str = DEFAULT_LIST) -
 def _build_view(settings: Settings, number: int, path: Path, list_name: str) -> IssueView:
     issue = load_issue_file(path)
     rendered = render_issue(issue, settings)
-    data = sample_message(rendered, settings, list_name)
+    data = sample_message(rendered, settings, list_name)[0].data
     message = email.message_from_bytes(data, policy=email.policy.default)
     assert isinstance(message, EmailMessage)
     html_part, text_part = message.get_body(("html",)), message.get_body(("plain",))
@@ -198,15 +197,6 @@ def _build_view(settings: Settings, number: int, path: Path, list_name: str) -> 
         preheader=preheader_for(issue),
         findings=run_checks(issue, rendered, data),
     )
-
-
-def sample_message(rendered: RenderedEmail, settings: Settings, list_name: str) -> bytes:
-    """The sample recipient's .eml, built by the same factory as `build` and `send`."""
-    key = signing_key(settings, allow_ephemeral=True)
-    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
-    sample = settings.newsletter.sample_email
-    subscriber = Subscriber(address=sample, envelope=sample, name=settings.newsletter.sample_name)
-    return factory.build(subscriber).data
 
 
 class Hub:
