@@ -150,8 +150,9 @@ def test_template_error_names_file_and_line(settings: Settings, issue: Issue) ->
 def test_broken_mjml_is_a_template_error(settings: Settings, issue: Issue) -> None:
     path = settings.templates_dir / "issue.mjml"
     path.write_text("<mjml><mj-body><mj-text>a < b</mj-text></mj-body></mjml>", encoding="utf-8")
-    with pytest.raises(TemplateError, match="MJML could not compile"):
+    with pytest.raises(TemplateError, match="MJML could not compile") as info:
         render_issue(issue, settings)
+    assert "(line 1, column 27 of the generated MJML: " in info.value.message
 
 
 def test_section_numbers() -> None:

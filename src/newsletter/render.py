@@ -12,6 +12,7 @@ import re
 from functools import cache
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import css_inline
 import jinja2
@@ -113,8 +114,25 @@ def compile_mjml(source: str) -> str:
         # fonts={}: MJML's default links Google Fonts, which many of our readers cannot reach.
         html: str = mjml.mjml2html(source, disable_comments=True, fonts={})
     except ValueError as exc:
-        raise TemplateError(f"{HTML_TEMPLATE}: MJML could not compile the output: {exc}") from None
+        where = _locate_xml_error(source)
+        raise TemplateError(
+            f"{HTML_TEMPLATE}: MJML could not compile the output: {exc}{where}",
+            hint="MJML is strict XML inside mj-text: close every tag, quote every attribute, "
+            "write < as &lt;. `newsletter preview` shows the result as you save.",
+        ) from None
     return html
+
+
+def _locate_xml_error(source: str) -> str:
+    """MRML's errors carry no position; an XML parser finds the first one in the Jinja output."""
+    try:
+        # The project's own template output, and only parsed to point at an error.
+        ElementTree.fromstring(source)  # noqa: S314
+    except ElementTree.ParseError as exc:
+        line, column = exc.position
+        text = source.splitlines()[line - 1].strip() if line <= len(source.splitlines()) else ""
+        return f" (line {line}, column {column} of the generated MJML: {text[:120]!r})"
+    return ""
 
 
 def inline_css(html: str, css: str, inliner: str) -> str:
