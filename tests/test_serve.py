@@ -28,7 +28,7 @@ from newsletter.message import MessageFactory
 from newsletter.models import Subscriber
 from newsletter.outbox import Outbox
 from newsletter.render import render_issue
-from newsletter.serve import redact
+from newsletter.serve_guard import redact
 from newsletter.settings import Settings
 from newsletter.unsubscribe import sign
 from sendcli import environment, newsletter

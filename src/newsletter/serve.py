@@ -18,14 +18,10 @@ the same SQLite file the sender reads, so the next send skips the address.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import json
 import logging
-import re
 import signal
 import socket
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -39,57 +35,31 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from newsletter.archive import Archive
 from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
 from newsletter.outbox import Outbox
+from newsletter.serve_guard import MAX_BODY, Guard, access_log, error_log
 from newsletter.serve_pages import render_page, strings_for
 from newsletter.settings import Settings
 from newsletter.unsubscribe import signing_key, verify
 
 T = TypeVar("T")
 
-# A one-click body is 26 bytes; multipart framing adds ~200. Anything near this is not one.
-MAX_BODY = 4096
 ONE_CLICK = [("List-Unsubscribe", "One-Click")]
 RESUBSCRIBE = [("Resubscribe", "Yes")]
 # Suppressions a reader may undo with their token; the editor's own (`cli`) they may not.
 READER_SOURCES = ("one-click", "web")
 
-PAGE_CSP = (
-    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
-    "base-uri 'none'; frame-ancestors 'none'"
-)
 # An issue page is the email: its inline styles, and images from anywhere over HTTPS.
 ISSUE_CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src https: data:; form-action 'none'; "
     "base-uri 'none'; frame-ancestors 'none'"
 )
-SECURITY_HEADERS = {
-    b"content-security-policy": PAGE_CSP.encode(),
-    b"x-content-type-options": b"nosniff",
-    b"referrer-policy": b"no-referrer",
-    b"x-frame-options": b"DENY",
-    b"cross-origin-opener-policy": b"same-origin",
-    b"cross-origin-resource-policy": b"same-origin",
-    b"permissions-policy": b"camera=(), microphone=(), geolocation=(), payment=()",
-}
 NO_STORE = {"cache-control": "no-store"}
 PUBLIC = {"cache-control": "public, max-age=300"}
 ROBOTS = "User-agent: *\nDisallow: /unsubscribe/\nDisallow: /resubscribe/\n"
-
-access_log = logging.getLogger("newsletter.access")
-error_log = logging.getLogger("newsletter.serve")
-
-_TOKEN_ROUTE = re.compile(r"^/(unsubscribe|resubscribe)/[^/]+")
-# Anything shaped like a token (KID.PAYLOAD.MAC), wherever it appears in a path.
-_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{8}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{16,}")
-
-
-def redact(path: str) -> str:
-    """The path as it may be logged: tokens replaced by `[token]`."""
-    return _TOKEN_SHAPE.sub("[token]", _TOKEN_ROUTE.sub(r"/\1/[token]", path))
 
 
 @dataclass(frozen=True)
@@ -243,113 +213,6 @@ async def _expect_form(request: Request, expected: list[tuple[str, str]]) -> Non
 
 def _wants_html(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
-
-
-class Guard:
-    """The outermost layer: body size limit, security headers, no tracebacks, access log.
-
-    It wraps the whole Starlette app, so it also sees the answers Starlette's own error handling
-    produces. The access log is one JSON object per request; the path is logged with every token
-    redacted and without its query string.
-    """
-
-    def __init__(self, app: ASGIApp, *, max_body: int = MAX_BODY) -> None:
-        self.app = app
-        self.max_body = max_body
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        sent = {"status": 0, "bytes": 0}
-        received = 0
-
-        async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            received += len(message.get("body", b""))
-            if received > self.max_body:
-                raise HTTPException(413)
-            return message
-
-        async def guarded_send(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                sent["status"] = message["status"]
-                present = {name.lower() for name, _ in message.get("headers", [])}
-                extra = [(k, v) for k, v in SECURITY_HEADERS.items() if k not in present]
-                message["headers"] = [*message.get("headers", []), *extra]
-            elif message["type"] == "http.response.body":
-                sent["bytes"] += len(message.get("body", b""))
-                if not message.get("more_body", False):
-                    # Logged before the last byte leaves: whoever got the answer finds the line.
-                    log_once()
-            await send(message)
-
-        logged = False
-
-        def log_once() -> None:
-            nonlocal logged
-            if not logged:
-                logged = True
-                _log_access(scope, sent["status"], sent["bytes"], time.perf_counter() - started)
-
-        try:
-            length = _content_length(scope)
-            if length is None or length > self.max_body:
-                status = 400 if length is None else 413
-                await _plain(guarded_send, status)
-            else:
-                await self.app(scope, limited_receive, guarded_send)
-        except Exception:
-            # Starlette has already answered 500 from its handler; here it is only logged,
-            # with the redacted path, so uvicorn does not print it again.
-            error_log.exception("error while serving %s %s", scope["method"], redact(scope["path"]))
-            if not sent["status"]:
-                await _plain(guarded_send, 500)
-        finally:
-            log_once()
-
-
-def _content_length(scope: Scope) -> int | None:
-    """The declared body size (0 if none); None when the header is not a number."""
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            return int(value) if value.isdigit() else None
-    return 0
-
-
-async def _plain(send: Send, status: int) -> None:
-    body = f"{status}\n".encode()
-    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"cache-control", b"no-store")]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-def _log_access(scope: Scope, status: int, size: int, seconds: float) -> None:
-    state = scope.get("state") or {}
-    client = scope.get("client")
-    record = {
-        "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
-        "client": client[0] if client else None,
-        "method": scope["method"],
-        "path": redact(scope["path"]),
-        "status": status,
-        "bytes": size,
-        "ms": round(seconds * 1000, 1),
-        "user_agent": _header(scope, b"user-agent")[:200],
-    }
-    for key in ("event", "list"):
-        if key in state:
-            record[key] = state[key]
-    access_log.info(json.dumps(record, ensure_ascii=False))
-
-
-def _header(scope: Scope, name: bytes) -> str:
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return ""
 
 
 def create_app(settings: Settings, secret: bytes) -> Guard:
