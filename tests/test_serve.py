@@ -25,7 +25,7 @@ from newsletter.archive import Archive
 from newsletter.cli import cli
 from newsletter.issues import load_issue
 from newsletter.message import MessageFactory
-from newsletter.models import Subscriber
+from newsletter.models import DeliveryStatus, Subscriber
 from newsletter.outbox import Outbox
 from newsletter.render import render_issue
 from newsletter.serve_guard import redact
@@ -316,6 +316,26 @@ def test_the_archive_index_lists_issue_14(service: RunningService) -> None:
     assert '<a href="/issues/14">AI系统内容推荐第14期</a>' in page.text
     assert "第 14 期" in page.text
     assert "往期回顾" in page.text
+
+
+def test_the_index_dates_an_issue_by_its_file_or_its_first_send(
+    project: Path, service: RunningService
+) -> None:
+    index = f"{service.url}/"
+    assert "<time" not in httpx.get(index).text  # issue 14 has no date and was never sent
+    with Outbox(service.settings.database) as outbox:
+        outbox.plan(14, "staging", ["editor@news.example.org"])
+        outbox.record(outbox.due(14, "staging")[0].id, DeliveryStatus.SENT)
+    assert "<time" not in httpx.get(index).text  # a test send does not publish it
+    with Outbox(service.settings.database) as outbox:
+        outbox.plan(14, "main", [ALICE, "bob@example.net"])
+        for row in outbox.due(14, "main"):
+            outbox.record(row.id, DeliveryStatus.SENT)
+        day = min(str(r.sent_at) for r in outbox.rows(14, "main"))[:10]
+    assert f'<time datetime="{day}">{day}</time>' in httpx.get(index).text
+    path = project / "issues" / "14.yaml"
+    path.write_text(path.read_text(encoding="utf-8") + "date: 2021-11-08\n", encoding="utf-8")
+    assert '<time datetime="2021-11-08">2021-11-08</time>' in httpx.get(index).text
 
 
 def test_the_archive_shows_issue_14_with_every_title_and_nothing_personal(

@@ -1,9 +1,10 @@
 """The web archive: issue files in, public HTML pages out (for `serve` and `build --site`).
 
-An archive page is the email itself from the same rendering (render_issue), with the
-per-recipient placeholders filled by neutral values: the greeting's fallback name, the page's own
-URL, and the public "how to unsubscribe" page instead of anyone's token. Nothing personal ever
-reaches a page that anyone can open.
+The index lists each issue's number, title and date (the file's `date`, else the day it was
+first sent to a subscriber list). An issue page is the email itself from the same rendering
+(render_issue), with the per-recipient placeholders filled by neutral values: the greeting's
+fallback name, the page's own URL, and the public "how to unsubscribe" page instead of anyone's
+token. Nothing personal ever reaches a page that anyone can open.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from newsletter.errors import NewsletterError
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
 from newsletter.models import Issue, Placeholder
+from newsletter.outbox import Outbox
 from newsletter.render import render_issue
 from newsletter.serve_pages import render_page
 from newsletter.settings import Settings
@@ -67,13 +69,15 @@ class Archive:
     def entries(self, href: str = "/issues/{number}") -> tuple[list[Entry], list[NewsletterError]]:
         """Every readable issue, newest first, and the errors of the files that are not."""
         entries, errors = [], []
+        sent = sent_dates(self.settings)
         for number in self.numbers():
             try:
                 issue = self.issue(number)
             except NewsletterError as exc:
                 errors.append(exc)
                 continue
-            entries.append(Entry(number, issue.title, issue.date, href.format(number=number)))
+            date = issue.date or sent.get(number)
+            entries.append(Entry(number, issue.title, date, href.format(number=number)))
         entries.sort(key=lambda e: e.number, reverse=True)
         return entries, errors
 
@@ -94,6 +98,17 @@ class Archive:
 
     def how_to_unsubscribe_page(self, archive_href: str = "/") -> str:
         return render_page("how_to_unsubscribe.html", self.settings, archive_href=archive_href)
+
+
+def sent_dates(settings: Settings) -> dict[int, dt.date]:
+    """The day each issue first went to a subscriber list (staging sends do not count), from the
+    delivery log; read only: an archive built where nothing was sent has no log to create."""
+    if not settings.database.exists():
+        return {}
+    lists = [name for name, mailing_list in settings.lists.items() if not mailing_list.staging]
+    with Outbox(settings.database) as outbox:
+        first = outbox.first_sent(lists)
+    return {issue: dt.datetime.fromisoformat(when).date() for issue, when in first.items()}
 
 
 _PLACEHOLDER = re.compile("|".join(re.escape(p.value) for p in Placeholder))

@@ -296,6 +296,18 @@ class Outbox:
         ).fetchall()
         return [_row(r) for r in rows]
 
+    def first_sent(self, lists: Iterable[str]) -> dict[int, str]:
+        """When each issue was first sent to one of `lists`: the time of its earliest `sent` row
+        (the date the web archive shows for an issue file without one)."""
+        chosen = list(lists)
+        marks = ",".join("?" * len(chosen))
+        rows = self._db.execute(
+            f"SELECT issue, min(sent_at) FROM deliveries WHERE state = ? AND list IN ({marks})"  # noqa: S608
+            " GROUP BY issue",
+            (S.SENT, *chosen),
+        )
+        return {issue: sent_at for issue, sent_at in rows if sent_at}
+
     def lists_of(self, issue: int) -> list[str]:
         """The lists an issue has a delivery log for."""
         return [
