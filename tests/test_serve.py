@@ -313,7 +313,7 @@ def test_concurrent_posts_for_one_token_leave_one_suppression(service: RunningSe
 def test_the_archive_index_lists_issue_14(service: RunningService) -> None:
     page = httpx.get(f"{service.url}/")
     assert page.status_code == 200
-    assert '<a href="/issues/14">AI系统内容推荐第14期</a>' in page.text
+    assert '<a href="issues/14">AI系统内容推荐第14期</a>' in page.text
     assert "第 14 期" in page.text
     assert "往期回顾" in page.text
 
@@ -395,7 +395,7 @@ def test_a_broken_issue_file_is_a_500_page_without_details(
     for leak in ("Traceback", "15.yaml", "YAML", str(project)):
         assert leak not in page.text
     # The index lists the issues that work, and the editor finds the cause in the server log.
-    assert '<a href="/issues/14">' in httpx.get(f"{service.url}/").text
+    assert '<a href="issues/14">' in httpx.get(f"{service.url}/").text
     assert service.wait_for_log("15.yaml")
 
 
@@ -574,7 +574,7 @@ def test_build_site_writes_the_same_pages_as_serve(project: Path, settings: Sett
     assert code == 0, err
     assert (
         out.splitlines()[0]
-        == "site/  web archive: 3 pages (1 issues, the index and how-to-unsubscribe)"
+        == "site/  web archive: 3 pages (1 issue(s), the index and how-to-unsubscribe)"
     )
     archive = Archive(settings)
     site = project / "site"

@@ -66,7 +66,7 @@ class Archive:
             cached = self._issues[path] = (stamp, load_issue_file(path))
         return cached[1]
 
-    def entries(self, href: str = "/issues/{number}") -> tuple[list[Entry], list[NewsletterError]]:
+    def entries(self, href: str = "issues/{number}") -> tuple[list[Entry], list[NewsletterError]]:
         """Every readable issue, newest first, and the errors of the files that are not."""
         entries, errors = [], []
         sent = sent_dates(self.settings)
@@ -81,7 +81,7 @@ class Archive:
         entries.sort(key=lambda e: e.number, reverse=True)
         return entries, errors
 
-    def index_page(self, href: str = "/issues/{number}") -> str:
+    def index_page(self, href: str = "issues/{number}") -> str:
         entries, _ = self.entries(href)
         return render_page("archive.html", self.settings, entries=entries, noindex=False)
 
@@ -96,7 +96,7 @@ class Archive:
             cached = self._pages[path] = (stamp, fill_public(rendered.html, self.settings, number))
         return cached[1]
 
-    def how_to_unsubscribe_page(self, archive_href: str = "/") -> str:
+    def how_to_unsubscribe_page(self, archive_href: str = "./") -> str:
         return render_page("how_to_unsubscribe.html", self.settings, archive_href=archive_href)
 
 

@@ -168,7 +168,7 @@ def build(
         pages = write_site(settings, site)
         click.echo(
             f"{_shown(site)}/  web archive: {len(pages)} pages"
-            f" ({len(pages) - 2} issues, the index and how-to-unsubscribe)"
+            f" ({len(pages) - 2} issue(s), the index and how-to-unsubscribe)"
         )
         click.echo(f"publish it at {settings.newsletter.base_url} (newsletter.base_url)")
 

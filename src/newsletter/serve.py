@@ -99,7 +99,8 @@ class Service:
         return HTMLResponse(html, headers={**PUBLIC, "content-security-policy": ISSUE_CSP})
 
     async def how_to_unsubscribe(self, request: Request) -> Response:
-        return self.page("how_to_unsubscribe.html", archive_href="/")
+        # Relative links throughout: they stay right when a proxy serves us below a path prefix.
+        return self.page("how_to_unsubscribe.html", archive_href="./")
 
     async def confirm(self, request: Request) -> Response:
         target = self._target(request)
