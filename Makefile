@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/messages.py
 	$(PY) benchmarks/preview.py
 	$(PY) benchmarks/send.py
+	$(PY) benchmarks/serve.py
 
 clean:
 	rm -rf $(VENV) out .newsletter .pytest_cache .mypy_cache .ruff_cache
