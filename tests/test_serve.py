@@ -516,6 +516,8 @@ def test_serve_runs_as_a_process_and_logs_json_without_tokens(project: Path) -> 
                 time.sleep(0.05)
         assert httpx.post(f"{base}/unsubscribe/{token}", data=ONE_CLICK).status_code == 200
         assert httpx.get(f"{base}/issues/14").status_code == 200
+        (project / "issues" / "15.yaml").write_text("number: 15\n", encoding="utf-8")
+        assert httpx.get(f"{base}/issues/15").status_code == 500
     finally:
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=15)
@@ -524,6 +526,9 @@ def test_serve_runs_as_a_process_and_logs_json_without_tokens(project: Path) -> 
     assert token not in err
     assert token.split(".")[2] not in err
     assert "Traceback" not in err
+    # The editor's mistake is told to the operator, naming the file and field.
+    assert "issue 15 cannot be shown: issues/15.yaml" in err
+    assert "title: is required" in err
     with Outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
         assert outbox.is_suppressed("main", ALICE)
 
@@ -555,6 +560,11 @@ def test_unsubscribe_and_suppressions_commands(project: Path, settings: Settings
     code, out, err = cli_run("suppressions", "--list", "staging")
     assert len(out.splitlines()) == 1
     assert err == "1 suppressed address(es) on 'staging'\n"
+    code, out, _ = cli_run("unsubscribe", "BOB@example.net", "--list", "main", "--undo")
+    assert out == "bob@example.net will be sent to again on 'main'\n"
+    code, out, _ = cli_run("unsubscribe", "bob@example.net", "--list", "main", "--undo")
+    assert out == "bob@example.net was not unsubscribed on 'main'\n"
+    assert cli_run("suppressions", "--list", "main")[1] == ""
 
 
 def test_unsubscribe_command_refuses_bad_input(project: Path) -> None:

@@ -665,9 +665,11 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
 @click.option(
     "--list", "list_name", default="main", show_default=True, help="The list to remove it from."
 )
+@click.option("--undo", is_flag=True, help="Send to ADDRESS again (lift any suppression).")
 @pass_settings
-def unsubscribe(settings: Settings, address: str, list_name: str) -> None:
-    """Never send to ADDRESS on a list again (recorded like a reader's own unsubscribe)."""
+def unsubscribe(settings: Settings, address: str, list_name: str, undo: bool) -> None:
+    """Never send to ADDRESS on a list again, as if the reader had unsubscribed (source `cli`;
+    unlike the reader's own, their re-subscribe button cannot lift it). --undo lifts any."""
     settings.mailing_list(list_name)
     try:
         key = address_key(address)
@@ -676,6 +678,11 @@ def unsubscribe(settings: Settings, address: str, list_name: str) -> None:
             f"{address!r} is not an email address: {exc}", hint="Pass the address as subscribed."
         ) from None
     with Outbox(settings.database) as outbox:
+        if undo:
+            lifted = outbox.unsuppress(list_name, key)
+            state = "will be sent to again" if lifted else "was not unsubscribed"
+            click.echo(f"{key} {state} on {list_name!r}")
+            return
         added = outbox.suppress(list_name, key, "cli")
     state = "unsubscribed" if added else "was already unsubscribed"
     click.echo(f"{key} {state} from {list_name!r}; later sends to it skip this address")

@@ -40,7 +40,7 @@ from starlette.types import ASGIApp
 from newsletter.archive import Archive
 from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
 from newsletter.outbox import Outbox
-from newsletter.serve_guard import MAX_BODY, Guard, access_log, error_log
+from newsletter.serve_guard import MAX_BODY, Guard, error_log
 from newsletter.serve_pages import render_page, strings_for
 from newsletter.settings import Settings
 from newsletter.unsubscribe import signing_key, verify
@@ -261,12 +261,15 @@ def serve(settings: Settings, sock: socket.socket) -> None:
     key = signing_key(settings, allow_ephemeral=False)
     with Outbox(settings.database):
         pass  # fail now, not on the first unsubscribe, if the database cannot be opened
-    if not access_log.handlers:
+    # The access log (JSON lines) and our errors (with tracebacks) go to stderr: journald or
+    # the container runtime adds the time and keeps them.
+    ours = logging.getLogger("newsletter")
+    if not ours.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))
-        access_log.addHandler(handler)
-        access_log.setLevel(logging.INFO)
-        access_log.propagate = False
+        ours.addHandler(handler)
+        ours.setLevel(logging.INFO)
+        ours.propagate = False
     server = uvicorn.Server(server_config(create_app(settings, key.secret)))
     # uvicorn shuts down gracefully, then raises the signal again for the caller; a service
     # stopped by SIGTERM (systemd) or Ctrl-C has ended normally, so the second one is ignored.
