@@ -9,6 +9,7 @@ import email
 import email.policy
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -323,19 +324,43 @@ def test_the_index_dates_an_issue_by_its_file_or_its_first_send(
 ) -> None:
     index = f"{service.url}/"
     assert "<time" not in httpx.get(index).text  # issue 14 has no date and was never sent
+    mark_sent(service.settings, "staging", ["editor@news.example.org"])
+    assert "<time" not in httpx.get(index).text  # a test send does not date it
+    mark_sent(service.settings, "main", [ALICE, "bob@example.net"])
     with Outbox(service.settings.database) as outbox:
-        outbox.plan(14, "staging", ["editor@news.example.org"])
-        outbox.record(outbox.due(14, "staging")[0].id, DeliveryStatus.SENT)
-    assert "<time" not in httpx.get(index).text  # a test send does not publish it
-    with Outbox(service.settings.database) as outbox:
-        outbox.plan(14, "main", [ALICE, "bob@example.net"])
-        for row in outbox.due(14, "main"):
-            outbox.record(row.id, DeliveryStatus.SENT)
         day = min(str(r.sent_at) for r in outbox.rows(14, "main"))[:10]
     assert f'<time datetime="{day}">{day}</time>' in httpx.get(index).text
     path = project / "issues" / "14.yaml"
     path.write_text(path.read_text(encoding="utf-8") + "date: 2021-11-08\n", encoding="utf-8")
     assert '<time datetime="2021-11-08">2021-11-08</time>' in httpx.get(index).text
+
+
+def mark_sent(settings: Settings, list_name: str, addresses: list[str]) -> None:
+    with Outbox(settings.database) as outbox:
+        outbox.plan(14, list_name, addresses)
+        for row in outbox.due(14, list_name):
+            outbox.record(row.id, DeliveryStatus.SENT)
+
+
+def test_publish_sent_keeps_drafts_private_until_they_are_sent(project: Path) -> None:
+    with running_service(project, NEWSLETTER_SERVE__PUBLISH="sent") as service:
+        index, page = f"{service.url}/", f"{service.url}/issues/14"
+        assert "还没有发布任何一期" in httpx.get(index).text
+        assert httpx.get(page).status_code == 404
+        mark_sent(service.settings, "staging", ["editor@news.example.org"])
+        # The testers' "view in browser" link works; the index does not list it yet.
+        assert httpx.get(page).status_code == 200
+        assert "issues/14" not in httpx.get(index).text
+        mark_sent(service.settings, "main", [ALICE])
+        assert '<a href="issues/14">AI系统内容推荐第14期</a>' in httpx.get(index).text
+    env = {"NEWSLETTER_SERVE__PUBLISH": "sent"}
+    assert cli_run("build", "--site", "site", env=env)[0] == 0
+    assert (project / "site" / "issues" / "14" / "index.html").exists()
+    (project / ".newsletter" / "outbox.sqlite3").unlink()
+    shutil.rmtree(project / "site")
+    assert cli_run("build", "--site", "site", env=env)[0] == 0
+    assert not (project / "site" / "issues").exists()
+    assert "还没有发布任何一期" in (project / "site" / "index.html").read_text(encoding="utf-8")
 
 
 def test_the_archive_shows_issue_14_with_every_title_and_nothing_personal(

@@ -54,8 +54,21 @@ class Archive:
         self._issues: dict[Path, tuple[tuple[int, int], Issue]] = {}
         self._pages: dict[Path, tuple[tuple[int, ...], str]] = {}
 
-    def numbers(self) -> list[int]:
-        return list_issue_numbers(self.settings.issues_dir)
+    def numbers(self, sent: dict[int, dt.date] | None = None) -> list[int]:
+        """The issues the index lists: every file, or with `[serve] publish = "sent"` only those
+        sent to a subscriber list (`sent`: sent_dates, if the caller has them already)."""
+        numbers = list_issue_numbers(self.settings.issues_dir)
+        if self.settings.serve.publish == "sent":
+            sent = sent_dates(self.settings) if sent is None else sent
+            numbers = [n for n in numbers if n in sent]
+        return numbers
+
+    def is_published(self, number: int) -> bool:
+        """Whether anyone may open issue `number`'s page: always with publish = "all"; once it
+        was sent to any list, a staging test send included, with publish = "sent"."""
+        if self.settings.serve.publish == "all":
+            return True
+        return number in sent_dates(self.settings, include_staging=True)
 
     def issue(self, number: int) -> Issue:
         """Issue `number`; IssueNotFoundError if there is no file, IssueError if it is broken."""
@@ -70,7 +83,7 @@ class Archive:
         """Every readable issue, newest first, and the errors of the files that are not."""
         entries, errors = [], []
         sent = sent_dates(self.settings)
-        for number in self.numbers():
+        for number in self.numbers(sent):
             try:
                 issue = self.issue(number)
             except NewsletterError as exc:
@@ -100,12 +113,12 @@ class Archive:
         return render_page("how_to_unsubscribe.html", self.settings, archive_href=archive_href)
 
 
-def sent_dates(settings: Settings) -> dict[int, dt.date]:
-    """The day each issue first went to a subscriber list (staging sends do not count), from the
-    delivery log; read only: an archive built where nothing was sent has no log to create."""
+def sent_dates(settings: Settings, *, include_staging: bool = False) -> dict[int, dt.date]:
+    """The day each issue first went to a subscriber list (staging sends count only if asked),
+    from the delivery log; read only: where nothing was sent there is no log to create."""
     if not settings.database.exists():
         return {}
-    lists = [name for name, mailing_list in settings.lists.items() if not mailing_list.staging]
+    lists = [n for n, chosen in settings.lists.items() if include_staging or not chosen.staging]
     with Outbox(settings.database) as outbox:
         first = outbox.first_sent(lists)
     return {issue: dt.datetime.fromisoformat(when).date() for issue, when in first.items()}

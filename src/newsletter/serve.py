@@ -88,6 +88,8 @@ class Service:
 
     async def issue(self, request: Request) -> Response:
         number: int = request.path_params["number"]
+        if not await run_in_threadpool(self.archive.is_published, number):
+            raise HTTPException(404)
         try:
             html = await run_in_threadpool(self.archive.issue_page, number)
         except IssueNotFoundError:

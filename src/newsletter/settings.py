@@ -91,6 +91,9 @@ class DkimSettings(Section):
 class ServeSettings(Section):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8025
+    # The web archive shows "all" issue files, or only those "sent" to a subscriber list (a
+    # draft stays private; a staging send makes its page reachable, not listed).
+    publish: Literal["all", "sent"] = "all"
 
 
 class Settings(Section):
