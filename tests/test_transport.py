@@ -366,3 +366,19 @@ async def test_mailbox_stores_each_message_in_a_maildir(tmp_path: Path) -> None:
     assert subjects == ["t0", "t1", "t2"]
     assert seen == ["r0@example.com", "r1@example.com", "r2@example.com"]
     assert all(m["Delivered-To"] for m in box)
+
+
+async def test_an_envelope_address_that_could_inject_is_refused_not_sent() -> None:
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        marks = Marks()
+        bad = make_message(1, recipient="a@example.com> NOTIFY=NEVER <b@example.com")
+        result = await pool.send(bad, marks)
+        after = await pool.send(make_message(2), marks)
+        await pool.close()
+    assert result.outcome == Outcome.FAILED
+    assert "unsafe envelope address" in result.reply
+    assert after.outcome == Outcome.SENT
+    assert marks.calls == 1
+    assert list(handler.by_recipient) == ["r2@example.com"]

@@ -195,18 +195,25 @@ class Connection:
 
         try:
             options = self._mail_options(smtp, message)
+            encoding = "utf-8" if "SMTPUTF8" in options else "ascii"
+            sender = _path(message.sender, encoding)
+            recipient = _path(message.recipient, encoding)
         except aiosmtplib.SMTPNotSupported as exc:
             return Result(Outcome.FAILED, Scope.RECIPIENT, None, exc.message)
-        utf8 = "SMTPUTF8" in options
+        except ValueError as exc:
+            return Result(Outcome.FAILED, Scope.RECIPIENT, None, str(exc))
         try:
-            await smtp.mail(message.sender, options=options, encoding="utf-8" if utf8 else "ascii")
-            await smtp.rcpt(message.recipient, encoding="utf-8" if utf8 else "ascii")
-        except aiosmtplib.SMTPSenderRefused as exc:
-            return await self._refused(classify(exc.code, exc.message, "mail"))
-        except aiosmtplib.SMTPRecipientRefused as exc:
-            return await self._refused(classify(exc.code, exc.message, "rcpt"))
-        except aiosmtplib.SMTPResponseException as exc:
-            return await self._refused(classify(exc.code, exc.message, "rcpt"))
+            # execute_command rather than mail()/rcpt(): the same commands and the same
+            # control-character check, without re-parsing addresses message.py already checked.
+            opts = [o.encode("ascii") for o in options]
+            reply = await smtp.execute_command(b"MAIL", b"FROM:" + sender, *opts)
+            if reply.code != 250:
+                return await self._refused(classify(reply.code, reply.message, "mail"))
+            reply = await smtp.execute_command(b"RCPT", b"TO:" + recipient)
+            if reply.code not in (250, 251):
+                return await self._refused(classify(reply.code, reply.message, "rcpt"))
+        except ValueError as exc:
+            return Result(Outcome.FAILED, Scope.RECIPIENT, None, str(exc))
         except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException) as exc:
             await self.close()
             return Result(Outcome.RETRY, Scope.CONNECTION, None, f"connection lost: {_text(exc)}")
@@ -344,6 +351,13 @@ class Pool:
 
     async def close(self) -> None:
         await asyncio.gather(*(conn.close(polite=True) for conn in self._all))
+
+
+def _path(address: str, encoding: str) -> bytes:
+    """`<address>` for MAIL/RCPT; anything that could break out of the angle brackets is refused."""
+    if not address or any(ch in address for ch in "<> \t\r\n\0"):
+        raise ValueError(f"unsafe envelope address {address!r}")
+    return b"<" + address.encode(encoding) + b">"
 
 
 async def _data(smtp: aiosmtplib.SMTP, data: bytes) -> aiosmtplib.SMTPResponse:
