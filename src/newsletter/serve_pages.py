@@ -112,8 +112,10 @@ def strings_for(language: str) -> dict[str, str]:
 def render_page(template: str, settings: Settings, **context: Any) -> str:
     """One page in the newsletter's language; `context` values are escaped by the template."""
     language = settings.newsletter.language
+    # The page says which language it is in: the newsletter's if we have its words, else English.
+    lang = language if language.split("-")[0].lower() in STRINGS else "en"
     return _env.get_template(template).render(
-        lang=language,
+        lang=lang,
         t=strings_for(language),
         newsletter_name=settings.newsletter.name,
         **context,
