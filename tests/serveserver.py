@@ -6,23 +6,32 @@ generated messages then point at this server, and a test replays them exactly as
 
 from __future__ import annotations
 
+import email
+import email.policy
 import json
 import logging
+import re
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
+from newsletter.issues import load_issue
+from newsletter.message import MessageFactory
+from newsletter.models import Subscriber
+from newsletter.render import render_issue
 from newsletter.serve import create_app, server_config
 from newsletter.settings import Settings, load_settings
 
 SECRET = "serve-tests-secret-0123456789abcdef"
+ALICE = "alice@example.net"
 
 
 class Records(logging.Handler):
@@ -93,3 +102,22 @@ def running_service(project: Path, **env: str) -> Iterator[RunningService]:
         for lg, level in zip(loggers, levels, strict=True):
             lg.removeHandler(records)
             lg.setLevel(level)
+
+
+def message_for(settings: Settings, address: str, list_name: str = "main") -> EmailMessage:
+    """The message `send` would deliver to `address`, parsed back from its bytes."""
+    rendered = render_issue(load_issue(settings.issues_dir, 14), settings)
+    factory = MessageFactory(rendered, settings, list_name, secret=SECRET.encode())
+    data = factory.build(Subscriber(address=address, envelope=address, name="Alice Chen")).data
+    parsed = email.message_from_bytes(data, policy=email.policy.default)
+    assert isinstance(parsed, EmailMessage)
+    return parsed
+
+
+def one_click_url(settings: Settings, address: str = ALICE, list_name: str = "main") -> str:
+    """The https-or-http URL of List-Unsubscribe, exactly as a mailbox provider reads it."""
+    message = message_for(settings, address, list_name)
+    assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    urls = re.findall(r"<([^>]+)>", message["List-Unsubscribe"])
+    assert urls[1].startswith("mailto:")
+    return urls[0]

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from email.message import EmailMessage
 from pathlib import Path
 
 import httpx
@@ -25,18 +24,15 @@ from click.testing import CliRunner
 from newsletter.archive import Archive
 from newsletter.cli import cli
 from newsletter.issues import load_issue
-from newsletter.message import MessageFactory
-from newsletter.models import DeliveryStatus, Subscriber
+from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox
-from newsletter.render import render_issue
 from newsletter.serve_guard import redact
 from newsletter.settings import Settings
 from newsletter.unsubscribe import sign
 from sendcli import environment, newsletter
-from serveserver import SECRET, RunningService, running_service
+from serveserver import ALICE, SECRET, RunningService, message_for, one_click_url, running_service
 from smtpserver import FaultyHandler, start
 
-ALICE = "alice@example.net"
 ONE_CLICK = {"List-Unsubscribe": "One-Click"}
 
 
@@ -44,25 +40,6 @@ ONE_CLICK = {"List-Unsubscribe": "One-Click"}
 def service(project: Path) -> Iterator[RunningService]:
     with running_service(project) as running:
         yield running
-
-
-def message_for(settings: Settings, address: str, list_name: str = "main") -> EmailMessage:
-    """The message `send` would deliver to `address`, parsed back from its bytes."""
-    rendered = render_issue(load_issue(settings.issues_dir, 14), settings)
-    factory = MessageFactory(rendered, settings, list_name, secret=SECRET.encode())
-    data = factory.build(Subscriber(address=address, envelope=address, name="Alice Chen")).data
-    parsed = email.message_from_bytes(data, policy=email.policy.default)
-    assert isinstance(parsed, EmailMessage)
-    return parsed
-
-
-def one_click_url(settings: Settings, address: str = ALICE, list_name: str = "main") -> str:
-    """The https-or-http URL of List-Unsubscribe, exactly as a mailbox provider reads it."""
-    message = message_for(settings, address, list_name)
-    assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
-    urls = re.findall(r"<([^>]+)>", message["List-Unsubscribe"])
-    assert urls[1].startswith("mailto:")
-    return urls[0]
 
 
 def suppressions(settings: Settings) -> list[tuple[str, str, str]]:

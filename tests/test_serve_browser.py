@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from newsletter.outbox import Outbox
-from serveserver import running_service
-from test_serve import ALICE, one_click_url
+from serveserver import ALICE, one_click_url, running_service
 
 pytestmark = pytest.mark.browser
 
