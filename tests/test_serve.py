@@ -493,7 +493,12 @@ def test_redact_hides_tokens_anywhere_in_a_path() -> None:
 
 
 def test_serve_runs_as_a_process_and_logs_json_without_tokens(project: Path) -> None:
-    env = {**os.environ, "NEWSLETTER_SECRET": SECRET, "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "NEWSLETTER_SECRET": SECRET,
+        "NEWSLETTER_NEWSLETTER__BASE_URL": "http://news.example.org",
+        "PYTHONUNBUFFERED": "1",
+    }
     process = subprocess.Popen(
         [sys.executable, "-m", "newsletter", "serve", "--port", "0"],
         cwd=project,
@@ -522,12 +527,15 @@ def test_serve_runs_as_a_process_and_logs_json_without_tokens(project: Path) -> 
         assert httpx.get(f"{base}/issues/15").status_code == 500
     finally:
         process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=15)
+        process.wait(timeout=15)
+    # Through the same buffered reader as the first line (communicate() would skip its buffer).
+    err = process.stderr.read()
     assert process.returncode == 0
     assert '"path": "/unsubscribe/[token]", "status": 200' in err
     assert token not in err
     assert token.split(".")[2] not in err
     assert "Traceback" not in err
+    assert "note: newsletter.base_url is not https://" in err
     # The editor's mistake is told to the operator, naming the file and field.
     assert "issue 15 cannot be shown: issues/15.yaml" in err
     assert "title: is required" in err

@@ -424,8 +424,6 @@ def send(
     )
     with _SendDisplay(number, list_name, len(job.subscribers)) as display:
         report = delivery.send(prepared, options, display)
-    for row in report.recovered:
-        click.echo(f"unknown: {row.recipient} (an interrupted run was uploading it)", err=True)
     click.echo(_summary(report))
     if report.stopped:
         click.secho(f"stopped: {report.stopped}", fg="yellow", err=True)
@@ -657,6 +655,12 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
         f" (public URL: {settings.newsletter.base_url})",
         err=True,
     )
+    if not settings.newsletter.base_url.startswith("https://"):
+        click.echo(
+            "note: newsletter.base_url is not https://: mailbox providers use one-click "
+            "unsubscribe only over HTTPS (see README, Running it in production)",
+            err=True,
+        )
     service.serve(settings, sock)
 
 
