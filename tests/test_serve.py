@@ -192,6 +192,14 @@ def test_resubscribe_cannot_undo_the_editors_unsubscribe(
     refused = httpx.post(resubscribe, data={"Resubscribe": "Yes"})
     assert refused.status_code == 409
     assert suppressions(service.settings) == [("main", ALICE, "cli")]
+    # Their link shows them unsubscribed, without a re-subscribe button that could not work.
+    for shown in (
+        httpx.get(one_click_url(service.settings)),
+        httpx.post(one_click_url(service.settings), data=ONE_CLICK, headers=BROWSER),
+    ):
+        assert "已退订" in shown.text
+        assert "<form" not in shown.text
+    assert suppressions(service.settings) == [("main", ALICE, "cli")]
 
 
 # -- tokens that must not work --------------------------------------------------------------------

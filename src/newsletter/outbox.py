@@ -360,6 +360,15 @@ class Outbox:
         with self._write() as db:
             return db.execute(query, params).rowcount == 1
 
+    def suppression(self, list_name: str, address: str) -> Suppression | None:
+        """The suppression of `address` on `list_name` (when, and who asked), or None."""
+        r = self._db.execute(
+            "SELECT list, address, source, created_at FROM suppressions"
+            " WHERE list = ? AND address = ?",
+            (list_name, normalize(address)),
+        ).fetchone()
+        return None if r is None else Suppression(r[0], r[1], r[2], r[3])
+
     def suppressions(self, list_name: str | None = None) -> list[Suppression]:
         """Every suppression (of one list), oldest first, with when and how it was recorded."""
         where, params = ("WHERE list = ?", (list_name,)) if list_name is not None else ("", ())

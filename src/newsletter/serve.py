@@ -39,7 +39,7 @@ from starlette.types import ASGIApp
 
 from newsletter.archive import Archive
 from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
-from newsletter.outbox import Outbox
+from newsletter.outbox import Outbox, Suppression
 from newsletter.serve_guard import MAX_BODY, Guard, error_log
 from newsletter.serve_pages import render_page, strings_for
 from newsletter.settings import Settings
@@ -106,8 +106,9 @@ class Service:
 
     async def confirm(self, request: Request) -> Response:
         target = self._target(request)
-        if await self._outbox(lambda ob: ob.is_suppressed(target.list_name, target.address)):
-            return self._done(request, target)
+        found = await self._outbox(lambda ob: ob.suppression(target.list_name, target.address))
+        if found is not None:
+            return self._done(request, target, found)
         # No form action: the browser posts back to this very URL, whatever proxy path it has.
         return self.page("confirm.html", address=target.address, list_label=target.list_label)
 
@@ -116,11 +117,16 @@ class Service:
         await _expect_form(request, ONE_CLICK)
         # Browsers send Origin with every form POST; mailbox providers' one-click POSTs do not.
         source = "web" if "origin" in request.headers else "one-click"
-        added = await self._outbox(lambda ob: ob.suppress(target.list_name, target.address, source))
+
+        def record(ob: Outbox) -> tuple[bool, Suppression | None]:
+            added = ob.suppress(target.list_name, target.address, source)
+            return added, ob.suppression(target.list_name, target.address)
+
+        added, found = await self._outbox(record)
         request.state.event = "unsubscribed" if added else "already-unsubscribed"
         request.state.list = target.list_name
         if _wants_html(request):
-            return self._done(request, target)
+            return self._done(request, target, found)
         return PlainTextResponse("unsubscribed\n", headers=NO_STORE)
 
     async def resubscribe(self, request: Request) -> Response:
@@ -147,12 +153,14 @@ class Service:
     async def robots(self, request: Request) -> Response:
         return PlainTextResponse(ROBOTS, headers=PUBLIC)
 
-    def _done(self, request: Request, target: Target) -> HTMLResponse:
+    def _done(self, request: Request, target: Target, found: Suppression | None) -> HTMLResponse:
         token = request.path_params["token"]
         return self.page(
             "done.html",
             address=target.address,
             list_label=target.list_label,
+            # Only the reader's own unsubscribe can be undone here, not the editor's.
+            can_undo=found is None or found.source in READER_SOURCES,
             # Relative, so it also works when a proxy serves us below a path prefix.
             resubscribe_action=f"../resubscribe/{token}",
         )
