@@ -80,8 +80,8 @@ class Service:
         self.archive = Archive(settings)
 
     def page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        headers = NO_STORE if template != "archive.html" else PUBLIC
-        return HTMLResponse(render_page(template, self.settings, **context), status, headers)
+        """A page about one reader (or an error): never kept by a cache on the way."""
+        return HTMLResponse(render_page(template, self.settings, **context), status, NO_STORE)
 
     async def index(self, request: Request) -> Response:
         return HTMLResponse(await run_in_threadpool(self.archive.index_page), headers=PUBLIC)
