@@ -342,6 +342,21 @@ class Engine:
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+def announce(
+    recovered: list[Delivery],
+    job: Job,
+    outbox: Outbox,
+    progress: Callable[[Event], None] | None,
+) -> None:
+    """Tell the display right away about rows a crash left in doubt (now `unknown`)."""
+    if progress is None or not recovered:
+        return
+    counts = outbox.counts(job.issue, job.list_name)
+    for row in recovered:
+        result = Result(Outcome.UNKNOWN, Scope.CONNECTION, None, row.smtp_reply)
+        progress(Event(row.recipient, S.UNKNOWN, result, counts, S.SENDING))
+
+
 def plan(job: Job, outbox: Outbox, options: Options) -> tuple[list[Delivery], list[Delivery]]:
     """Recover, reopen and plan: (the rows this run attempts, the rows a crash left in doubt)."""
     recovered = outbox.recover(job.issue, job.list_name)
@@ -368,6 +383,7 @@ async def deliver(
     engine = Engine(job, pool, outbox, options, progress)
     if rows is None:
         rows, engine.report.recovered = plan(job, outbox, options)
+        announce(engine.report.recovered, job, outbox, progress)
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     abandoned = False
@@ -454,6 +470,7 @@ def send(
         from newsletter import workers
 
         rows, recovered = plan(job, outbox, options)
+        announce(recovered, job, outbox, progress)
         report = workers.run(job, rows, outbox, options, options.processes, make_pool, progress)
         report.recovered[:0] = recovered
         return report

@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS suppressions (
 S = DeliveryStatus
 # States a plain re-run sends (again); the others need a flag or are final.
 DUE = (S.PENDING, S.DEFERRED)
+IN_DOUBT = "interrupted during DATA: the server may have accepted it"
 
 
 def normalize(address: str) -> str:
@@ -192,25 +193,24 @@ class Outbox:
 
     def recover(self, issue: int, list_name: str) -> list[Delivery]:
         """Rows a crashed run left in `sending` become `unknown`: their upload may have been
-        accepted. Returns them so the caller can report them."""
+        accepted. Returns them (as they are now) so the caller can report them."""
         with self._write() as db:
-            rows = db.execute(
-                "SELECT * FROM deliveries WHERE issue = ? AND list = ? AND state = ?",
-                (issue, list_name, S.SENDING),
-            ).fetchall()
-            db.execute(
-                "UPDATE deliveries SET state = ?, updated_at = ?, smtp_reply = ?"
-                " WHERE issue = ? AND list = ? AND state = ?",
-                (
-                    S.UNKNOWN,
-                    _now(),
-                    "interrupted during DATA: the server may have accepted it",
-                    issue,
-                    list_name,
-                    S.SENDING,
-                ),
+            ids = [
+                r[0]
+                for r in db.execute(
+                    "SELECT id FROM deliveries WHERE issue = ? AND list = ? AND state = ?",
+                    (issue, list_name, S.SENDING),
+                )
+            ]
+            db.executemany(
+                "UPDATE deliveries SET state = ?, updated_at = ?, smtp_reply = ? WHERE id = ?",
+                ((S.UNKNOWN, _now(), IN_DOUBT, row_id) for row_id in ids),
             )
-        return [_row(r, state=S.UNKNOWN) for r in rows]
+            rows = [
+                _row(db.execute("SELECT * FROM deliveries WHERE id = ?", (i,)).fetchone())
+                for i in ids
+            ]
+        return rows
 
     def reopen(self, issue: int, list_name: str, states: Iterable[DeliveryStatus]) -> int:
         """Make rows in `states` (unknown, failed) due again; their Message-ID is kept."""

@@ -36,6 +36,7 @@ from newsletter.delivery import (
     Job,
     Options,
     RunReport,
+    announce,
     deliver,
     event_loop_factory,
 )
@@ -146,6 +147,7 @@ def run(
         report.stopped = f"a worker process died (exit code {crashed[0].exitcode})"
     # Uploads a dead worker left in `sending` are in doubt now, not at the next run.
     report.recovered = outbox.recover(job.issue, job.list_name)
+    announce(report.recovered, job, outbox, progress)
     report.counts = outbox.counts(job.issue, job.list_name)
     report.seconds = time.monotonic() - started
     return report
