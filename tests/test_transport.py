@@ -12,7 +12,14 @@ from pydantic import SecretStr
 from newsletter.errors import TransportError
 from newsletter.models import OutgoingMessage
 from newsletter.settings import SmtpSettings
-from newsletter.transport import Outcome, Pool, Scope, classify, serve_mailbox
+from newsletter.transport import (
+    Outcome,
+    Pool,
+    Scope,
+    captured_messages,
+    classify,
+    serve_mailbox,
+)
 from smtpserver import Authenticator, Fault, FaultyHandler, Server, start
 
 
@@ -366,6 +373,12 @@ async def test_mailbox_stores_each_message_in_a_maildir(tmp_path: Path) -> None:
     assert subjects == ["t0", "t1", "t2"]
     assert seen == ["r0@example.com", "r1@example.com", "r2@example.com"]
     assert all(m["Delivered-To"] for m in box)
+    listed = captured_messages(tmp_path / "mailbox")
+    assert sorted(c.subject for c in listed) == ["t0", "t1", "t2"]
+    assert {c.recipient for c in listed} == {"r0@example.com", "r1@example.com", "r2@example.com"}
+    assert {c.sender for c in listed} == {"a@example.org"}
+    assert {c.key for c in listed} == set(box.keys())
+    assert captured_messages(tmp_path / "nothing-here") == []
 
 
 async def test_an_envelope_address_that_could_inject_is_refused_not_sent() -> None:

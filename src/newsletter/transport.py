@@ -411,6 +411,36 @@ class Captured:
     subject: str
     message_id: str
     size: int
+    key: str = ""  # the Maildir key, for reading the message back
+    received: float = 0.0  # epoch seconds
+
+
+def captured_messages(directory: Path) -> list[Captured]:
+    """What the capture server has stored in `directory`, newest first (for the preview)."""
+    if not (directory / "new").is_dir():
+        return []
+    parser = email.parser.BytesHeaderParser(policy=email.policy.compat32)
+    found = []
+    for path in [*directory.glob("new/*"), *directory.glob("cur/*")]:
+        key = path.name.split(":", 1)[0]
+        try:
+            with path.open("rb") as handle:
+                head = parser.parse(handle)
+            stat = path.stat()
+        except OSError:
+            continue  # removed while we looked
+        found.append(
+            Captured(
+                sender=str(head.get("Return-Path", "")).strip("<> "),
+                recipient=str(head.get("Delivered-To", "")),
+                subject=_decode(str(head.get("Subject", ""))),
+                message_id=str(head.get("Message-ID", "")).strip(),
+                size=stat.st_size,
+                key=key,
+                received=stat.st_mtime,
+            )
+        )
+    return sorted(found, key=lambda c: c.received, reverse=True)
 
 
 class CaptureHandler:
