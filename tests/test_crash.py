@@ -126,9 +126,7 @@ async def test_kill_9_then_resend_unknown_reuses_the_message_id(project: Path) -
         assert rerun.code == 3
         unknown = [r for r, (s, _) in states(project).items() if s == "unknown"]
         assert unknown
-        assert all(f"unknown: {r} interrupted during DATA" in rerun.out for r in unknown), (
-            rerun.out
-        )
+        assert all(f"unknown: {r} interrupted during DATA" in rerun.out for r in unknown), rerun.out
         before = dict(handler.by_message_id)
         resend = await newsletter([*args, "--resend-unknown"], env, project)
     assert resend.code == 0, resend.err
