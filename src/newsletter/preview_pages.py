@@ -7,14 +7,10 @@ a UI page: it is served on its own URL (see `email_document`) and shown in a san
 
 from __future__ import annotations
 
-import email
-import email.policy
 import mailbox
 import re
+import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from email.message import EmailMessage
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,6 +20,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response, Strea
 
 from newsletter.checks import GMAIL_CLIP, KB
 from newsletter.errors import IssueNotFoundError, NewsletterError
+from newsletter.transport import captured_messages
 
 if TYPE_CHECKING:
     from newsletter.preview import Hub, IssueView, Workspace
@@ -46,6 +43,7 @@ _env = jinja2.Environment(
 )
 _env.globals.update(gmail_clip=GMAIL_CLIP, kb=KB)
 _env.filters["kb"] = lambda size: f"{size / KB:.1f} KB"
+_env.filters["received"] = lambda epoch: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
 
 def render_page(template: str, **context: Any) -> str:
@@ -68,43 +66,6 @@ def email_document(html: str, scheme: Scheme) -> str:
     return _HEAD.sub(lambda m: f'{m.group(0)}<base target="_blank">', html, count=1)
 
 
-@dataclass(frozen=True)
-class CapturedMessage:
-    """One message in the capture mailbox, as the list page shows it."""
-
-    key: str
-    subject: str
-    sender: str
-    recipient: str
-    date: str
-    size: int
-
-
-def read_mailbox(directory: Path) -> list[CapturedMessage]:
-    """Messages `newsletter mailbox` captured, newest first; an absent Maildir is empty."""
-    if not (directory / "cur").is_dir() and not (directory / "new").is_dir():
-        return []
-    box = mailbox.Maildir(directory, factory=None, create=False)
-    found = []
-    for key in box.iterkeys():
-        try:
-            data = box.get_bytes(key)
-        except (KeyError, OSError):
-            continue  # delivered and removed between listing and reading
-        message = parse_message(data)
-        found.append(
-            CapturedMessage(
-                key=key,
-                subject=str(message.get("Subject", "")),
-                sender=str(message.get("From", "")),
-                recipient=str(message.get("To", "")),
-                date=str(message.get("Date", "")),
-                size=len(data),
-            )
-        )
-    return sorted(found, key=lambda c: _sort_key(c.date), reverse=True)
-
-
 def read_captured(directory: Path, key: str) -> bytes | None:
     if "/" in key or key.startswith("."):
         return None
@@ -112,19 +73,6 @@ def read_captured(directory: Path, key: str) -> bytes | None:
         return mailbox.Maildir(directory, factory=None, create=False).get_bytes(key)
     except (KeyError, OSError):
         return None
-
-
-def parse_message(data: bytes) -> EmailMessage:
-    message = email.message_from_bytes(data, policy=email.policy.default)
-    assert isinstance(message, EmailMessage)
-    return message
-
-
-def _sort_key(date: str) -> float:
-    try:
-        return parsedate_to_datetime(date).timestamp()
-    except (TypeError, ValueError):
-        return 0.0
 
 
 UI_POLICY = (
@@ -231,7 +179,7 @@ class Pages:
 
     async def mailbox(self, request: Request) -> Response:
         directory = self._mailbox_dir()
-        messages = read_mailbox(directory) if directory else []
+        messages = captured_messages(directory) if directory else []
         return self._page("mailbox.html", messages=messages, directory=directory)
 
     async def captured(self, request: Request) -> Response:
