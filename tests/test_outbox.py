@@ -93,7 +93,7 @@ def test_plan_skips_suppressed_and_departed_recipients(outbox: Outbox) -> None:
     assert plan.skipped == 2
     rows = {r.recipient: r for r in outbox.rows(14, "main")}
     assert rows["b@example.com"].state == S.SKIPPED
-    assert "suppressed" in rows["b@example.com"].smtp_reply
+    assert rows["b@example.com"].smtp_reply == "unsubscribed"
     assert rows["c@example.com"].state == S.SKIPPED
     assert "no longer on the list" in rows["c@example.com"].smtp_reply
     assert rows["a@example.com"].state == S.PENDING

@@ -100,6 +100,15 @@ async def test_a_real_send_after_a_one_click_skips_the_address(
     delivered = set(handler.by_recipient)
     assert "li.lei@example.com" in delivered
     assert ALICE not in {a.lower() for a in delivered}
+    # The log accounts for the address: skipped, and why.
+    with Outbox(service.settings.database) as outbox:
+        rows = {row.recipient: row for row in outbox.rows(14, "main")}
+    assert rows[ALICE].state == DeliveryStatus.SKIPPED
+    assert rows[ALICE].smtp_reply == "unsubscribed"
+    status = await newsletter(["status", "--issue", "14"], env, project)
+    assert "skipped" in status.out
+    assert ALICE in status.out
+    assert "unsubscribed" in status.out
 
 
 def test_one_click_is_idempotent_and_accepts_multipart(service: RunningService) -> None:

@@ -35,7 +35,7 @@ from newsletter.errors import DeliveryError, TransportError
 from newsletter.issues import load_issue
 from newsletter.message import MessageFactory
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
-from newsletter.outbox import Delivery, Outbox, normalize
+from newsletter.outbox import UNSUBSCRIBED, Delivery, Outbox, normalize
 from newsletter.render import render_issue
 from newsletter.settings import Settings
 from newsletter.subscribers import ListReport, read_subscribers
@@ -235,7 +235,7 @@ class Engine:
             return
         subscriber = self.job.subscribers[row.recipient]
         if row.recipient in self._suppressed():
-            self._record(row, S.SKIPPED, None, reply="suppressed (unsubscribed)")
+            self._record(row, S.SKIPPED, None, reply=UNSUBSCRIBED)
             return
         try:
             message = self.job.build(subscriber)
@@ -428,18 +428,18 @@ class Prepared:
 
 
 def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
-    """Load the issue, render it once, read the list (minus suppressions) and build the
-    message factory; any problem raises before anything is sent."""
+    """Load the issue, render it once, read the list and build the message factory; any
+    problem raises before anything is sent."""
     mailing_list = settings.mailing_list(list_name)
     key = signing_key(settings, allow_ephemeral=False)
     issue = load_issue(settings.issues_dir, number)
     rendered = render_issue(issue, settings)
     factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
-    with Outbox(settings.database) as outbox:
-        suppressed = outbox.suppressed(list_name)
     report = ListReport(settings.resolve(mailing_list.path))
     keyed: dict[str, Subscriber] = {}
-    for sub in read_subscribers(report.path, report, suppressed=suppressed):
+    # Suppressed readers stay in: planning gives each a `skipped` row saying why, so the log
+    # accounts for every address on the list.
+    for sub in read_subscribers(report.path, report):
         keyed.setdefault(normalize(sub.envelope), sub)
     smtp = settings.smtp
     return Prepared(

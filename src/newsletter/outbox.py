@@ -62,6 +62,9 @@ DUE = (S.PENDING, S.DEFERRED)
 IN_DOUBT = "interrupted during DATA: the server may have accepted it"
 
 
+UNSUBSCRIBED = "unsubscribed"  # the reason on a `skipped` row whose address is suppressed
+
+
 def normalize(address: str) -> str:
     """The key an address is stored under: case and surrounding space do not make a new person."""
     return address.strip().lower()
@@ -173,7 +176,7 @@ class Outbox:
             ).fetchall()
             for row in waiting:
                 reason = (
-                    "suppressed (unsubscribed)"
+                    UNSUBSCRIBED
                     if row["recipient"] in suppressed
                     else "no longer on the list"
                     if row["recipient"] not in wanted
