@@ -116,3 +116,18 @@ def test_good_file_loads(tmp_path: Path) -> None:
     issue = load_issue(tmp_path, 7)
     assert issue.sections[0].items[0].url == "https://example.org/a"
     assert issue.sections[0].items[1].links[0].label == "Link"
+
+
+def test_yaml_alias_bombs_are_refused_quickly(tmp_path: Path) -> None:
+    lines = ["number: 7", "title: x", "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    lines.append("sections: [{title: s, items: [{title: t, links: *a9}]}]")
+    problems = messages(write(tmp_path, "\n".join(lines) + "\n"))
+    assert (
+        problems[0]
+        == "issues/7.yaml:4: a1[0]: repeats another value with a YAML alias; write it out"
+    )
+    assert problems[-1] == (
+        "issues/7.yaml:13: sections[0].items[0].links: "
+        "repeats another value with a YAML alias; write it out"
+    )

@@ -103,9 +103,10 @@ def _parse(text: str, name: str) -> tuple[Any, dict[Loc, int], list[Problem]]:
         node = loader.get_single_node()
         if node is None:
             return None, {}, [Problem(name, 1, "", "is empty")]
-        lines: dict[Loc, int] = {}
-        problems: list[Problem] = []
-        _index(node, (), lines, problems, name)
+        index = _Index(name)
+        index.walk(node, (), node.start_mark.line + 1)
+        if index.problems:
+            return None, index.lines, index.problems
         data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -116,29 +117,43 @@ def _parse(text: str, name: str) -> tuple[Any, dict[Loc, int], list[Problem]]:
         return None, {}, [Problem(name, None, "", f"is not valid YAML: {exc}")]
     finally:
         loader.dispose()
-    return data, lines, problems
+    return data, index.lines, index.problems
 
 
-def _index(
-    node: yaml.Node, loc: Loc, lines: dict[Loc, int], problems: list[Problem], name: str
-) -> None:
-    lines[loc] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
-        for key_node, value_node in node.value:
-            key = str(key_node.value)
-            if key in seen:
-                field = _field((*loc, key))
-                problems.append(
-                    Problem(name, key_node.start_mark.line + 1, field, "is given twice")
-                )
-            seen.add(key)
-            _index(value_node, (*loc, key), lines, problems, name)
-            # A value's problem is reported on its key's line, where the editor looks.
-            lines[(*loc, key)] = key_node.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, child in enumerate(node.value):
-            _index(child, (*loc, i), lines, problems, name)
+class _Index:
+    """The line of every value by its field path, plus what YAML lets through silently:
+    duplicate keys, and aliases (a few nested ones expand to billions of values)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.lines: dict[Loc, int] = {}
+        self.problems: list[Problem] = []
+        self._seen: set[int] = set()
+
+    def walk(self, node: yaml.Node, loc: Loc, line: int) -> None:
+        # A value's problem is reported on its key's line, where the editor looks.
+        self.lines[loc] = line
+        if id(node) in self._seen:
+            self._problem(line, loc, "repeats another value with a YAML alias; write it out")
+            return
+        if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+            self._seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            keys: set[str] = set()
+            for key_node, value_node in node.value:
+                key, key_line = str(key_node.value), key_node.start_mark.line + 1
+                if key in keys:
+                    self._problem(key_line, (*loc, key), "is given twice")
+                keys.add(key)
+                self.walk(value_node, (*loc, key), key_line)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, child in enumerate(node.value):
+                # An alias's node carries its anchor's line; the editor wrote it on this one.
+                alias = id(child) in self._seen
+                self.walk(child, (*loc, i), line if alias else child.start_mark.line + 1)
+
+    def _problem(self, line: int, loc: Loc, message: str) -> None:
+        self.problems.append(Problem(self.name, line, _field(loc), message))
 
 
 def _problem(name: str, lines: dict[Loc, int], err: Any) -> Problem:
