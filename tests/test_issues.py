@@ -131,3 +131,12 @@ def test_yaml_alias_bombs_are_refused_quickly(tmp_path: Path) -> None:
         "issues/7.yaml:13: sections[0].items[0].links: "
         "repeats another value with a YAML alias; write it out"
     )
+
+
+def test_a_title_that_could_inject_a_header_names_its_line(tmp_path: Path) -> None:
+    text = GOOD.replace("ftp://", "https://")
+    text = text.replace("title: Issue seven", 'title: "Hi =?UTF-8?Q?=0A?=Bcc: x@evil.example"')
+    assert messages(write(tmp_path, text)) == [
+        "issues/7.yaml:2: title: becomes the Subject header, and it contains a raw `=?...?=` "
+        "encoded word, which could inject a mail header"
+    ]

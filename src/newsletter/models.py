@@ -55,8 +55,17 @@ def header_problem(value: str) -> str | None:
     return None
 
 
+def check_header_text(value: str) -> str:
+    problem = header_problem(value)
+    if problem is not None:
+        raise ValueError(f"becomes the Subject header, and it {problem}")
+    return value
+
+
 Url = Annotated[str, AfterValidator(check_url)]
 Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(check_text)]
+# The issue's title becomes the Subject header: refused here, so the error names its line.
+HeaderText = Annotated[Text, AfterValidator(check_header_text)]
 
 
 class Link(Frozen):
@@ -82,7 +91,7 @@ class Section(Frozen):
 
 class Issue(Frozen):
     number: Annotated[int, Field(ge=1)]
-    title: Text
+    title: HeaderText
     date: dt.date | None = None
     preheader: Annotated[str, AfterValidator(check_text)] = ""
     intro: Annotated[str, AfterValidator(check_text)] = ""
