@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from newsletter.settings import Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("NEWSLETTER_CHROMIUM", "/usr/bin/chromium")
+# As root, in a container, with no network but loopback (see the project's notes on Chromium).
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-extensions",
+    "--disable-dev-shm-usage",
+]
 PROJECT_FILES = (
     "newsletter.toml",
     "issues",
@@ -39,3 +54,31 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def settings(project: Path) -> Settings:
     return load_settings(project / "newsletter.toml", environ={})
+
+
+def _unavailable() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed (pip install -e '.[dev]')"
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        return (
+            f"Chromium not found at {CHROMIUM} (apt-get install chromium, or NEWSLETTER_CHROMIUM)"
+        )
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Chromium for the browser tests: skipped without it, except in CI (CI=true)."""
+    reason = _unavailable()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs the real browser: {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

@@ -1,15 +1,13 @@
 """The preview in real headless Chromium: no console errors, both widths, live reload, errors.
 
-One browser per module (Playwright driving the system's Chromium); a fresh server and project
-copy per test. Screenshots land in tests/artifacts/ (git-ignored). Without Chromium the tests
-skip, except in CI (CI=true), where a missing browser is a failure.
+One browser for the session (conftest.py: Playwright driving the system's Chromium); a fresh
+server and project copy per test. Screenshots land in tests/artifacts/ (git-ignored). Without
+Chromium the tests skip, except in CI (CI=true), where a missing browser is a failure.
 """
 
 from __future__ import annotations
 
 import mailbox
-import os
-import shutil
 from collections.abc import Iterator
 from email.message import EmailMessage
 from pathlib import Path
@@ -21,48 +19,10 @@ from previewserver import RunningPreview, running_preview
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("NEWSLETTER_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 TITLE = "AI系统内容推荐第14期"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-    "--no-default-browser-check",
-    "--disable-extensions",
-    "--disable-dev-shm-usage",
-]
 FRAME_READY = "() => document.body.dataset.frameVersion === document.body.dataset.version"
 FRAME_DOC = "document.getElementById('email-frame').contentDocument"
-
-
-def _unavailable() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright package is not installed (pip install -e '.[dev]')"
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        return (
-            f"Chromium not found at {CHROMIUM} (apt-get install chromium, or NEWSLETTER_CHROMIUM)"
-        )
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    reason = _unavailable()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI needs the real browser: {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture

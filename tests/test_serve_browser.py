@@ -7,9 +7,6 @@ Playwright drives the system's Chromium. Without it the test skips with the reas
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,45 +16,6 @@ from newsletter.outbox import Outbox
 from serveserver import ALICE, one_click_url, running_service
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = os.environ.get("NEWSLETTER_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-    "--no-default-browser-check",
-    "--disable-extensions",
-    "--disable-dev-shm-usage",
-]
-
-
-def _unavailable() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright package is not installed (pip install -e '.[dev]')"
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        return (
-            f"Chromium not found at {CHROMIUM} (apt-get install chromium, or NEWSLETTER_CHROMIUM)"
-        )
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    reason = _unavailable()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI needs the real browser: {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def test_clicking_the_confirm_button_unsubscribes_and_shows_the_done_page(
