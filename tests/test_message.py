@@ -128,6 +128,9 @@ def test_cjk_parts_are_base64_and_english_parts_quoted_printable(settings: Setti
     en = MessageFactory(rendered(EN_HTML, EN_TEXT, "Issue 14"), settings, "main", secret=SECRET)
     assert (cjk.text_encoder.name, cjk.html_encoder.name) == ("base64", "base64")
     assert (en.text_encoder.name, en.html_encoder.name) == ("quoted-printable", "quoted-printable")
+    # Base64 lines can never start with "."; quoted-printable ones can, so the transport checks.
+    assert cjk.build(reader()).smtp_ready
+    assert not en.build(reader()).smtp_ready
     for subscriber in (reader(), reader("Zoë Ünal", "z@example.com"), reader("", "b@example.com")):
         data = en.build(subscriber).data
         assert_wire_format(data)
@@ -149,8 +152,12 @@ def test_many_value_lengths_decode_exactly(settings: Settings) -> None:
         name = "".join(rng.choice(alphabet) for _ in range(length)).strip()
         subscriber = reader(name, f"user{length}@example.com")
         for factory, (text_t, html_t) in ((cjk, (CJK_TEXT, CJK_HTML)), (en, (EN_TEXT, EN_HTML))):
-            data = factory.build(subscriber).data
+            message = factory.build(subscriber)
+            data = message.data
             assert_wire_format(data)
+            if message.smtp_ready:  # the transport sends it after DATA without dot-stuffing
+                assert not data.startswith(b".")
+                assert b"\r\n." not in data
             text, html = parts(parse(data))
             assert text == filled(text_t, factory, subscriber, html=False)
             assert html == filled(html_t, factory, subscriber, html=True)

@@ -41,6 +41,24 @@ def plain(server: Server, **kw: object) -> SmtpSettings:
     )
 
 
+async def test_body_arrives_exactly_whether_or_not_the_builder_vouched_for_it() -> None:
+    handler = FaultyHandler()
+    body = b".leading dot\r\n..two\r\nbare LF\nend\r\n."
+    odd = make_message(1, body=body)
+    ready = make_message(2, body=b"line one\r\nline two\r\n").model_copy(
+        update={"smtp_ready": True}
+    )
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        results = [await pool.send(m, Marks()) for m in (odd, ready)]
+        await pool.close()
+    assert [r.outcome for r in results] == [Outcome.SENT, Outcome.SENT]
+    got = {r.message_id: r.data for r in handler.received}
+    # Dot-stuffing is undone by the server; the bare LF reaches it as a line end (CRLF).
+    assert got["<m1@test.example>"].endswith(b".leading dot\r\n..two\r\nbare LF\r\nend\r\n.\r\n")
+    assert got["<m2@test.example>"] == ready.data
+
+
 class Marks:
     def __init__(self) -> None:
         self.calls = 0

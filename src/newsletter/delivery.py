@@ -128,6 +128,7 @@ def backoff(attempt: int, base: float, cap: float) -> float:
 
 
 _MESSAGE_ID = re.compile(rb"^Message-ID:[ \t]*<[^>\r\n]*>", re.IGNORECASE | re.MULTILINE)
+_PLAIN_ID = re.compile(r"<[!-;=?-~]+>")  # printable ASCII, no spaces or angle brackets inside
 
 
 def with_message_id(message: OutgoingMessage, message_id: str) -> OutgoingMessage:
@@ -139,7 +140,12 @@ def with_message_id(message: OutgoingMessage, message_id: str) -> OutgoingMessag
     head, n = _MESSAGE_ID.subn(b"Message-ID: " + message_id.encode("ascii"), head, count=1)
     if n != 1:
         raise ValueError("the built message has no Message-ID header")
-    return message.model_copy(update={"message_id": message_id, "data": head + body})
+    # The stored ID replaces a header line the builder vouched for: keep its word only for an
+    # ID that cannot add a line of its own.
+    ready = message.smtp_ready and _PLAIN_ID.fullmatch(message_id) is not None
+    return message.model_copy(
+        update={"message_id": message_id, "data": head + body, "smtp_ready": ready}
+    )
 
 
 class Engine:

@@ -132,6 +132,9 @@ class MessageFactory:
         self._html_head = part_head("text/html", self.html_encoder.name, self._boundary)
         self._close = _ascii(f"--{self._boundary}--\r\n")
         self._dkim = DkimSigner.from_settings(settings) if settings.dkim is not None else None
+        # The header block is checked line by line per message (_check_header_block) and the part
+        # heads are ours: the encoders decide whether the body lines are ready for SMTP as built.
+        self._smtp_ready = self.text_encoder.smtp_ready and self.html_encoder.smtp_ready
         self._fields = [
             b"From",
             b"To",
@@ -204,7 +207,11 @@ class MessageFactory:
             data = signature + data
         self._check_header_block(header, subscriber)
         return OutgoingMessage(
-            message_id=message_id, sender=self.sender, recipient=subscriber.envelope, data=data
+            message_id=message_id,
+            sender=self.sender,
+            recipient=subscriber.envelope,
+            data=data,
+            smtp_ready=self._smtp_ready,
         )
 
     def _check_header_block(self, block: bytes, subscriber: Subscriber) -> None:

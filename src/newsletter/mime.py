@@ -24,6 +24,9 @@ PRINTABLE = re.compile(r"[\x20-\x7e]*")
 
 class Encoder(Protocol):
     name: str
+    # Every line encode() returns ends in CRLF and none starts with "." (nothing for SMTP to
+    # dot-stuff), whatever the values.
+    smtp_ready: bool
 
     def encode(self, values: Sequence[bytes]) -> list[bytes]: ...
 
@@ -46,6 +49,7 @@ class Base64:
     """
 
     name = "base64"
+    smtp_ready = True  # the base64 alphabet has no "." and every line gets its CRLF here
     _IN = 57
 
     def __init__(self, segments: list[bytes]) -> None:
@@ -95,6 +99,7 @@ class QuotedPrintable:
     """
 
     name = "quoted-printable"
+    smtp_ready = False  # a line may start with "." (b2a_qp only encodes a lone one)
 
     def __init__(self, segments: list[bytes]) -> None:
         self._pieces: list[tuple[bytes, bytes, bytes] | None] = []

@@ -161,3 +161,7 @@ class OutgoingMessage(BaseModel):
     sender: str
     recipient: str
     data: bytes
+    # Set only by a builder that wrote every line itself (MessageFactory): each line ends in CRLF
+    # and none starts with ".", so the transport sends the bytes after DATA as they are instead
+    # of scanning the whole message to check line ends and dot-stuff (~0.2 ms per 50 KB).
+    smtp_ready: bool = False

@@ -220,7 +220,7 @@ class Connection:
 
         on_accepted()
         try:
-            reply = await _data(smtp, message.data)
+            reply = await _data(smtp, message)
         except aiosmtplib.SMTPDataError as exc:
             # A reply to DATA or to the end of the body: the server has decided, nothing in doubt.
             return await self._refused(classify(exc.code, exc.message, "data"))
@@ -360,22 +360,26 @@ def _path(address: str, encoding: str) -> bytes:
     return b"<" + address.encode(encoding) + b">"
 
 
-async def _data(smtp: aiosmtplib.SMTP, data: bytes) -> aiosmtplib.SMTPResponse:
-    """DATA for a message that is already CRLF-only (every message.py builds is): dot-stuffing by
-    one bytes.replace instead of smtp.data()'s two regex passes over the whole body, which cost
-    ~1 ms per 50 KB message, the largest per-message cost of a send. Same wire bytes, same
-    errors and the same close-on-timeout; any other input goes through smtp.data()."""
+async def _data(smtp: aiosmtplib.SMTP, message: OutgoingMessage) -> aiosmtplib.SMTPResponse:
+    """DATA without smtp.data()'s two regex passes over the whole body (~1 ms per 50 KB
+    message). A message whose builder vouches for it (`smtp_ready`: CRLF only, no line starting
+    with ".") goes out as it is; any other CRLF-only message is dot-stuffed by one
+    bytes.replace after three counts (~0.2 ms); anything else goes through smtp.data(). Same
+    wire bytes, same errors and the same close-on-timeout either way."""
     protocol = smtp.protocol
-    lines = data.count(b"\n")
-    if protocol is None or lines != data.count(b"\r\n") or lines != data.count(b"\r"):
+    data = message.data
+    ready = message.smtp_ready and data.endswith(b"\r\n")
+    if protocol is None or not (ready or _crlf_only(data)):
         return await smtp.data(data)
     start = await smtp.execute_command(b"DATA")
     if start.code != 354:
         raise aiosmtplib.SMTPDataError(start.code, start.message)
-    body = data if data.endswith(b"\r\n") else data + b"\r\n"
-    body = body.replace(b"\r\n.", b"\r\n..")
-    if body.startswith(b"."):
-        body = b"." + body
+    body = data
+    if not ready:
+        body = data if data.endswith(b"\r\n") else data + b"\r\n"
+        body = body.replace(b"\r\n.", b"\r\n..")
+        if body.startswith(b"."):
+            body = b"." + body
     try:
         protocol.write(body + b".\r\n")
         reply = await protocol.read_response(timeout=smtp.timeout)
@@ -385,6 +389,11 @@ async def _data(smtp: aiosmtplib.SMTP, data: bytes) -> aiosmtplib.SMTPResponse:
     if reply.code != 250:
         raise aiosmtplib.SMTPDataError(reply.code, reply.message)
     return reply
+
+
+def _crlf_only(data: bytes) -> bool:
+    lines = data.count(b"\n")
+    return lines == data.count(b"\r\n") and lines == data.count(b"\r")
 
 
 def _cert_error(exc: BaseException | None) -> ssl.SSLCertVerificationError | None:
