@@ -75,6 +75,18 @@ async def test_happy_path_every_recipient_exactly_once(outbox: Outbox) -> None:
     assert stored == set(handler.by_message_id)
 
 
+async def test_message_ids_stored_at_planning_are_the_ones_sent(outbox: Outbox) -> None:
+    handler = FaultyHandler()
+    planned = Job(14, "main", subscribers(10), build, lambda sub: f"<planned.{sub.envelope}>")
+    async with start(handler) as server:
+        report = await deliver(planned, pool(server), outbox, FAST, signals=())
+    assert report.complete
+    rows = outbox.rows(14, "main")
+    assert {r.message_id for r in rows} == {f"<planned.r{i}@example.com>" for i in range(10)}
+    assert set(handler.by_message_id) == {r.message_id for r in rows}
+    assert {r.attempts for r in rows} == {1}
+
+
 async def test_a_rerun_sends_nothing_twice(outbox: Outbox) -> None:
     handler = FaultyHandler()
     async with start(handler) as server:

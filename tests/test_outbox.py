@@ -62,6 +62,25 @@ def test_message_id_is_kept_from_the_first_attempt(outbox: Outbox) -> None:
     assert again.attempts == 2
 
 
+def test_planning_stores_message_ids_and_never_replaces_one(outbox: Outbox) -> None:
+    outbox.plan(14, "main", ["a@example.com", "b@example.com"])
+    a, _ = outbox.due(14, "main")
+    outbox.mark_sending(a.id, "<first@x>")
+    outbox.record(a.id, S.DEFERRED, code=451, reply="later")
+    ids = {"a@example.com": "<a@x>", "B@example.com": "<b@x>", "c@example.com": "<c@x>"}
+    outbox.plan(14, "main", ["a@example.com", "b@example.com", "c@example.com"], ids)
+    rows = {r.recipient: r for r in outbox.due(14, "main")}
+    assert {r: row.message_id for r, row in rows.items()} == {
+        "a@example.com": "<first@x>",  # kept from its first attempt
+        "b@example.com": "<b@x>",
+        "c@example.com": "<c@x>",
+    }
+    outbox.mark_sending(rows["b@example.com"].id, None)  # None: the row holds its ID already
+    outbox.record(rows["b@example.com"].id, S.SENT, code=250)
+    (sent,) = outbox.rows(14, "main", [S.SENT])
+    assert (sent.message_id, sent.attempts) == ("<b@x>", 1)
+
+
 def test_an_outcome_recorded_later_commits_with_the_next_mark(tmp_path: Path) -> None:
     path = tmp_path / "outbox.sqlite3"
     sender = Outbox(path)

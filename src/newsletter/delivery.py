@@ -74,6 +74,8 @@ class Job:
     list_name: str
     subscribers: Mapping[str, Subscriber]
     build: Build
+    # The Message-ID `build` will give a subscriber: planning stores it with the row.
+    message_id: Callable[[Subscriber], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -275,7 +277,9 @@ class Engine:
         def on_accepted() -> None:
             nonlocal accepted
             accepted = True
-            self.outbox.mark_sending(row.id, message.message_id)
+            # A row planned with its Message-ID (the message carries it) keeps it untouched.
+            known = row.message_id is not None and row.message_id == message.message_id
+            self.outbox.mark_sending(row.id, None if known else message.message_id)
 
         try:
             result = await self.pool.send(message, on_accepted)
@@ -393,7 +397,9 @@ def plan(job: Job, outbox: Outbox, options: Options) -> tuple[list[Delivery], li
     reopen = [S.UNKNOWN] if options.resend_unknown else []
     reopen += [S.FAILED] if options.retry_failed else []
     outbox.reopen(job.issue, job.list_name, reopen)
-    outbox.plan(job.issue, job.list_name, job.subscribers)
+    ids = job.message_id
+    message_ids = {k: ids(sub) for k, sub in job.subscribers.items()} if ids else None
+    outbox.plan(job.issue, job.list_name, job.subscribers, message_ids)
     return outbox.due(job.issue, job.list_name), recovered
 
 
@@ -474,7 +480,7 @@ def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
     smtp = settings.smtp
     return Prepared(
         settings=settings,
-        job=Job(number, list_name, keyed, factory.build),
+        job=Job(number, list_name, keyed, factory.build, factory.message_id),
         list_report=report,
         sender=settings.newsletter.sender,
         server=f"{smtp.host}:{smtp.port} ({smtp.security})",
