@@ -75,6 +75,21 @@ async def test_happy_path_every_recipient_exactly_once(outbox: Outbox) -> None:
     assert stored == set(handler.by_message_id)
 
 
+async def test_each_message_is_built_once_even_when_built_ahead(outbox: Outbox) -> None:
+    handler = FaultyHandler()
+    built: list[str] = []
+
+    def counted(sub: Subscriber) -> OutgoingMessage:
+        built.append(sub.envelope)
+        return build(sub)
+
+    counting = Job(14, "main", subscribers(40), counted)
+    async with start(handler) as server:
+        report = await deliver(counting, pool(server, size=3), outbox, FAST, signals=())
+    assert report.counts[S.SENT] == 40
+    assert sorted(built) == sorted(subscribers(40))
+
+
 async def test_message_ids_stored_at_planning_are_the_ones_sent(outbox: Outbox) -> None:
     handler = FaultyHandler()
     planned = Job(14, "main", subscribers(10), build, lambda sub: f"<planned.{sub.envelope}>")

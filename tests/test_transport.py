@@ -59,6 +59,25 @@ async def test_body_arrives_exactly_whether_or_not_the_builder_vouched_for_it() 
     assert got["<m2@test.example>"] == ready.data
 
 
+async def test_meanwhile_runs_once_the_body_is_written_and_only_then() -> None:
+    handler = FaultyHandler(
+        [Fault("rcpt", reply="550 5.1.1 no such user", match=lambda r: r.startswith("r1@"))]
+    )
+    calls: list[str] = []
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        refused = await pool.send(
+            make_message(1), lambda: calls.append("accepted"), lambda: calls.append("meanwhile")
+        )
+        sent = await pool.send(
+            make_message(2), lambda: calls.append("accepted"), lambda: calls.append("meanwhile")
+        )
+        await pool.close()
+    assert (refused.outcome, sent.outcome) == (Outcome.REJECTED, Outcome.SENT)
+    # Not for a message refused before DATA; after `sending` was committed for one uploaded.
+    assert calls == ["accepted", "meanwhile"]
+
+
 class Marks:
     def __init__(self) -> None:
         self.calls = 0

@@ -15,7 +15,9 @@ Mistakes in the setup itself (certificate not trusted, AUTH refused, STARTTLS no
 password) raise TransportError: no message can go out until the config is fixed.
 
 `send` calls MAIL and RCPT, then the caller's `on_accepted` (which commits `sending`), then DATA,
-so only the upload itself is ever in doubt.
+so only the upload itself is ever in doubt. Its optional `meanwhile` runs once the body is
+written, while the server takes it in: time the caller can use (the engine builds the next
+message there) instead of waiting idle for the reply.
 
 `serve_mailbox` is the embedded capture server behind `newsletter mailbox`: aiosmtpd on loopback,
 each message stored in a Maildir, one line printed per message.
@@ -79,6 +81,7 @@ class Result:
 
 
 OnAccepted = Callable[[], None]
+Meanwhile = Callable[[], None] | None
 
 _QUOTA = re.compile(r"\b5\.4\.5\b|daily .*(quota|limit)|quota exceeded", re.IGNORECASE)
 _THROTTLE = re.compile(r"throttl|rate limit|too many (messages|connections)|slow down", re.I)
@@ -185,7 +188,9 @@ class Connection:
                 raise
             raise TransportError(f"{pool.where}: cannot log in: {exc.message}") from None
 
-    async def send(self, message: OutgoingMessage, on_accepted: OnAccepted) -> Result:
+    async def send(
+        self, message: OutgoingMessage, on_accepted: OnAccepted, meanwhile: Meanwhile = None
+    ) -> Result:
         try:
             smtp = await self._open()
         except aiosmtplib.SMTPResponseException as exc:
@@ -220,7 +225,7 @@ class Connection:
 
         on_accepted()
         try:
-            reply = await _data(smtp, message)
+            reply = await _data(smtp, message, meanwhile)
         except aiosmtplib.SMTPDataError as exc:
             # A reply to DATA or to the end of the body: the server has decided, nothing in doubt.
             return await self._refused(classify(exc.code, exc.message, "data"))
@@ -342,10 +347,12 @@ class Pool:
         finally:
             self._idle.put_nowait(conn)
 
-    async def send(self, message: OutgoingMessage, on_accepted: OnAccepted) -> Result:
+    async def send(
+        self, message: OutgoingMessage, on_accepted: OnAccepted, meanwhile: Meanwhile = None
+    ) -> Result:
         conn = await self._idle.get()
         try:
-            return await conn.send(message, on_accepted)
+            return await conn.send(message, on_accepted, meanwhile)
         finally:
             self._idle.put_nowait(conn)
 
@@ -360,7 +367,9 @@ def _path(address: str, encoding: str) -> bytes:
     return b"<" + address.encode(encoding) + b">"
 
 
-async def _data(smtp: aiosmtplib.SMTP, message: OutgoingMessage) -> aiosmtplib.SMTPResponse:
+async def _data(
+    smtp: aiosmtplib.SMTP, message: OutgoingMessage, meanwhile: Meanwhile = None
+) -> aiosmtplib.SMTPResponse:
     """DATA without smtp.data()'s two regex passes over the whole body (~1 ms per 50 KB
     message). A message whose builder vouches for it (`smtp_ready`: CRLF only, no line starting
     with ".") goes out as it is; any other CRLF-only message is dot-stuffed by one
@@ -382,6 +391,8 @@ async def _data(smtp: aiosmtplib.SMTP, message: OutgoingMessage) -> aiosmtplib.S
             body = b"." + body
     try:
         protocol.write(body + b".\r\n")
+        if meanwhile is not None:
+            meanwhile()
         reply = await protocol.read_response(timeout=smtp.timeout)
     except (aiosmtplib.SMTPServerDisconnected, aiosmtplib.SMTPTimeoutError):
         smtp.close()
