@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+import time
 from pathlib import Path
 
 import pytest
@@ -184,7 +185,7 @@ async def test_slow_rcpt_times_out_before_data_so_it_is_retry_not_unknown() -> N
         second = await pool.send(make_message(2), marks)
         await pool.close()
     assert first.outcome == Outcome.RETRY
-    assert "connection lost" in first.reply
+    assert "connection lost: Timed out waiting for server response" in first.reply
     assert marks.calls == 1
     assert second.outcome == Outcome.SENT
 
@@ -193,9 +194,13 @@ async def test_slow_data_times_out_as_unknown() -> None:
     handler = FaultyHandler([Fault("data", sleep=1.0, times=1)])
     async with start(handler) as server:
         pool = Pool(plain(server, timeout=0.3), password=None, size=1)
+        started = time.monotonic()
         result = await pool.send(make_message(1), Marks())
+        waited = time.monotonic() - started
         await pool.close()
     assert result.outcome == Outcome.UNKNOWN
+    assert "Timed out" in result.reply
+    assert 0.3 <= waited < 0.9  # the 0.3 s timeout, not the server's 1 s pause
 
 
 async def test_connection_refused_is_a_retry() -> None:

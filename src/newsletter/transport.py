@@ -35,6 +35,7 @@ import mailbox as maildir
 import re
 import signal
 import ssl
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -131,6 +132,30 @@ class Connection:
         self._pool = pool
         self._smtp: aiosmtplib.SMTP | None = None
         self._count = 0
+        # The command timeout of a message's commands, kept by one watchdog per session
+        # instead of aiosmtplib's wait_for per command (a timer and a future each, ~9 us).
+        self._deadline = 0.0  # when the awaited reply is overdue; 0 while nothing is awaited
+        self._expired = False
+        self._watchdog: asyncio.TimerHandle | None = None
+
+    def _arm(self) -> None:
+        """Start the clock for the reply to the command about to be sent."""
+        self._deadline = time.monotonic() + self._pool.smtp.timeout
+
+    def _watch(self, smtp: aiosmtplib.SMTP) -> None:
+        if smtp is not self._smtp:  # that session is gone
+            return
+        if self._deadline and time.monotonic() > self._deadline:
+            # Closing fails the awaited reply with SMTPServerDisconnected, as a timeout does.
+            self._expired = True
+            smtp.close()
+            return
+        self._watchdog = asyncio.get_running_loop().call_later(
+            _watch_interval(self._pool.smtp.timeout), self._watch, smtp
+        )
+
+    def _lost(self, exc: BaseException) -> str:
+        return "Timed out waiting for server response" if self._expired else _text(exc)
 
     async def _open(self) -> aiosmtplib.SMTP:
         if self._smtp is not None and self._smtp.is_connected:
@@ -166,6 +191,9 @@ class Connection:
             raise
         self._smtp = smtp
         self._count = 0
+        self._deadline = 0.0
+        self._expired = False
+        self._watch(smtp)
         return smtp
 
     async def _login(self, smtp: aiosmtplib.SMTP) -> None:
@@ -208,36 +236,55 @@ class Connection:
         except ValueError as exc:
             return Result(Outcome.FAILED, Scope.RECIPIENT, None, str(exc))
         try:
+            return await self._transaction(
+                smtp, message, sender, recipient, options, on_accepted, meanwhile
+            )
+        finally:
+            self._deadline = 0.0
+
+    async def _transaction(
+        self,
+        smtp: aiosmtplib.SMTP,
+        message: OutgoingMessage,
+        sender: bytes,
+        recipient: bytes,
+        options: list[str],
+        on_accepted: OnAccepted,
+        meanwhile: Meanwhile,
+    ) -> Result:
+        try:
             # execute_command rather than mail()/rcpt(): the same commands and the same
             # control-character check, without re-parsing addresses message.py already checked.
+            # timeout=None: the watchdog times each reply (see _watch).
             opts = [o.encode("ascii") for o in options]
-            reply = await smtp.execute_command(b"MAIL", b"FROM:" + sender, *opts)
+            self._arm()
+            reply = await smtp.execute_command(b"MAIL", b"FROM:" + sender, *opts, timeout=None)
             if reply.code != 250:
                 return await self._refused(classify(reply.code, reply.message, "mail"))
-            reply = await smtp.execute_command(b"RCPT", b"TO:" + recipient)
+            self._arm()
+            reply = await smtp.execute_command(b"RCPT", b"TO:" + recipient, timeout=None)
             if reply.code not in (250, 251):
                 return await self._refused(classify(reply.code, reply.message, "rcpt"))
         except ValueError as exc:
             return Result(Outcome.FAILED, Scope.RECIPIENT, None, str(exc))
         except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException) as exc:
+            text = self._lost(exc)
             await self.close()
-            return Result(Outcome.RETRY, Scope.CONNECTION, None, f"connection lost: {_text(exc)}")
+            return Result(Outcome.RETRY, Scope.CONNECTION, None, f"connection lost: {text}")
 
         on_accepted()
         try:
-            reply = await _data(smtp, message, meanwhile)
+            reply = await _data(smtp, message, meanwhile, self._arm)
         except aiosmtplib.SMTPDataError as exc:
             # A reply to DATA or to the end of the body: the server has decided, nothing in doubt.
             return await self._refused(classify(exc.code, exc.message, "data"))
         except aiosmtplib.SMTPResponseException as exc:
             return await self._refused(classify(exc.code, exc.message, "data"))
         except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException) as exc:
+            text = self._lost(exc)
             await self.close()
             return Result(
-                Outcome.UNKNOWN,
-                Scope.CONNECTION,
-                None,
-                f"connection lost during DATA: {_text(exc)}",
+                Outcome.UNKNOWN, Scope.CONNECTION, None, f"connection lost during DATA: {text}"
             )
         self._count += 1
         if self._count >= self._pool.smtp.messages_per_connection:
@@ -273,6 +320,9 @@ class Connection:
 
     async def close(self, *, polite: bool = False) -> None:
         smtp, self._smtp = self._smtp, None
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         if smtp is None:
             return
         if polite and smtp.is_connected:
@@ -368,7 +418,10 @@ def _path(address: str, encoding: str) -> bytes:
 
 
 async def _data(
-    smtp: aiosmtplib.SMTP, message: OutgoingMessage, meanwhile: Meanwhile = None
+    smtp: aiosmtplib.SMTP,
+    message: OutgoingMessage,
+    meanwhile: Meanwhile = None,
+    arm: Callable[[], None] | None = None,
 ) -> aiosmtplib.SMTPResponse:
     """DATA without smtp.data()'s two regex passes over the whole body (~1 ms per 50 KB
     message). A message whose builder vouches for it (`smtp_ready`: CRLF only, no line starting
@@ -380,7 +433,11 @@ async def _data(
     ready = message.smtp_ready and data.endswith(b"\r\n")
     if protocol is None or not (ready or _crlf_only(data)):
         return await smtp.data(data)
-    start = await smtp.execute_command(b"DATA")
+    # With `arm`, the caller's watchdog times each reply; without it, aiosmtplib does.
+    timeout = None if arm else smtp.timeout
+    if arm:
+        arm()
+    start = await smtp.execute_command(b"DATA", timeout=timeout)
     if start.code != 354:
         raise aiosmtplib.SMTPDataError(start.code, start.message)
     body = data
@@ -390,16 +447,23 @@ async def _data(
         if body.startswith(b"."):
             body = b"." + body
     try:
+        if arm:
+            arm()
         protocol.write(body + b".\r\n")
         if meanwhile is not None:
             meanwhile()
-        reply = await protocol.read_response(timeout=smtp.timeout)
+        reply = await protocol.read_response(timeout=timeout)
     except (aiosmtplib.SMTPServerDisconnected, aiosmtplib.SMTPTimeoutError):
         smtp.close()
         raise
     if reply.code != 250:
         raise aiosmtplib.SMTPDataError(reply.code, reply.message)
     return reply
+
+
+def _watch_interval(timeout: float) -> float:
+    """How often a session's watchdog looks: a timeout fires at most a quarter late."""
+    return min(max(timeout / 4, 0.01), 1.0)
 
 
 def _crlf_only(data: bytes) -> bool:
