@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import hashlib
 import hmac
 import secrets
 from typing import NamedTuple
@@ -69,9 +68,10 @@ def _ephemeral_secret() -> bytes:
     return secrets.token_bytes(32)
 
 
+@functools.lru_cache(maxsize=8)  # a send signs one token per recipient with the same key
 def key_id(secret: bytes | str) -> str:
     """The short public name of a key, as it appears at the start of every token."""
-    return _b64(hmac.new(_key(secret), _KID_LABEL, hashlib.sha256).digest()[:6])
+    return _b64(hmac.digest(_key(secret), _KID_LABEL, "sha256")[:6])
 
 
 def sign(secret: bytes | str, list_name: str, address: str) -> str:
@@ -112,7 +112,7 @@ def _key(secret: bytes | str) -> bytes:
 
 def _mac(secret: bytes | str, kid: str, payload: str) -> str:
     message = _VERSION + kid.encode("ascii") + b"." + payload.encode("ascii")
-    return _b64(hmac.new(_key(secret), message, hashlib.sha256).digest())
+    return _b64(hmac.digest(_key(secret), message, "sha256"))
 
 
 def _b64(data: bytes) -> str:
