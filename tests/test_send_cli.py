@@ -170,3 +170,18 @@ async def test_status_without_a_log_says_so(project: Path) -> None:
     done = await newsletter(["status", "--issue", "14"], environment(1), project)
     assert done.code == 0
     assert "nothing sent yet" in done.out
+
+
+async def test_worker_processes_report_every_recipient_to_the_parent(project: Path) -> None:
+    addresses = write_list(project / "big.csv", 250)
+    refused = addresses[7]
+    handler = FaultyHandler([Fault("rcpt", reply="550 5.1.1 no such user", match=refused.__eq__)])
+    async with start(handler) as server:
+        env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv")
+        args = ["send", "--issue", "14", "--yes", "--concurrency", "4", "--processes", "2"]
+        done = await newsletter(args, env, project)
+    assert done.code == 3, done.err
+    # The parent counted the workers' batched events: the summary says what this run did.
+    assert "249 sent by this run" in done.out
+    assert f"rejected: {refused} 550 5.1.1 no such user" in done.out
+    assert len(handler.by_recipient) == 249

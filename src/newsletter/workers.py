@@ -41,10 +41,13 @@ from newsletter.delivery import (
     event_loop_factory,
 )
 from newsletter.errors import NewsletterError
+from newsletter.models import DeliveryStatus
 from newsletter.outbox import Delivery, Outbox
 from newsletter.transport import Pool, Result
 
 MakePool = Callable[[int], Pool]
+_BATCH = 100
+_BATCH_DELAY = 0.1
 _PR_SET_PDEATHSIG = 1
 
 
@@ -123,13 +126,13 @@ def run(
                     open_pipes.remove(pipe)
                     continue
                 kind = message[0]
-                if kind == "event":
-                    _, recipient, before, state, result = message
-                    counts[before] -= 1
-                    counts[state] += 1
-                    report.this_run[state] += 1
-                    if progress is not None:
-                        progress(Event(recipient, state, result, counts, before))
+                if kind == "events":
+                    for recipient, before, state, result in message[1]:
+                        counts[before] -= 1
+                        counts[state] += 1
+                        report.this_run[state] += 1
+                        if progress is not None:
+                            progress(Event(recipient, state, result, counts, before))
                 elif kind == "stopped" and not report.stopped:
                     report.stopped = message[1]
                     _tell(p for c, p in workers.items() if c is not pipe)
@@ -172,18 +175,35 @@ def _worker(
     _die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
+    # Events go to the parent in batches rather than a pickle and a pipe write per message. A
+    # batch leaves when it holds 100, after 0.1 s, or at once when it carries something other
+    # than `sent` (a line the parent prints).
+    batch: list[tuple[str, DeliveryStatus, DeliveryStatus, Result | None]] = []
+
+    def flush() -> None:
+        if batch:
+            pipe.send(("events", batch.copy()))
+            batch.clear()
+
     def forward(event: Event) -> None:
-        result: Result | None = event.result
-        pipe.send(("event", event.recipient, event.previous, event.state, result))
+        batch.append((event.recipient, event.previous, event.state, event.result))
+        if event.state != DeliveryStatus.SENT or len(batch) >= _BATCH:
+            flush()
+        elif len(batch) == 1:
+            asyncio.get_running_loop().call_later(_BATCH_DELAY, flush)
 
     try:
         with Outbox(database) as outbox, asyncio.Runner(loop_factory=event_loop_factory()) as r:
             report = r.run(_deliver(share, job, outbox, make_pool, forward))
+        flush()
         if report.stopped:
             pipe.send(("stopped", report.stopped))
     except NewsletterError as exc:
+        flush()
         pipe.send(("stopped", exc.message))
     finally:
+        with contextlib.suppress(OSError):
+            flush()
         pipe.close()
 
 
