@@ -68,9 +68,12 @@ def _unavailable() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Chromium for the browser tests: skipped without it, except in CI (CI=true)."""
+    """Headless Chromium for the browser tests: skipped without it, except in CI (CI=true).
+
+    One per module, not per session: Playwright's sync API keeps its event loop marked as
+    running in this thread while it is open, and every async test after it would fail."""
     reason = _unavailable()
     if reason is not None:
         if os.environ.get("CI") == "true":
