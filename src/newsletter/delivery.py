@@ -25,7 +25,6 @@ import os
 import random
 import re
 import signal
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -46,10 +45,6 @@ from newsletter.unsubscribe import signing_key
 
 S = DeliveryStatus
 Build = Callable[[Subscriber], OutgoingMessage]
-# Outcomes are committed together with the next message's `sending` mark (one commit per
-# message, not two), or after this long when no mark comes: a crash within it leaves a message
-# the server just took as `unknown` (never resent, never doubled) rather than `sent`.
-FLUSH_AFTER = 0.02
 
 
 @dataclass(frozen=True)
@@ -186,7 +181,6 @@ class Engine:
         self._suppressed_set: frozenset[str] = frozenset()
         self._suppressed_at = -1e9
         self._seq = 0
-        self._flush_timer: asyncio.TimerHandle | None = None
         self._built: dict[int, OutgoingMessage] = {}  # row id -> its message, built ahead
 
     def _suppressed(self) -> frozenset[str]:
@@ -196,18 +190,6 @@ class Engine:
             self._suppressed_at = now
             self._suppressed_set = self.outbox.suppressed(self.job.list_name)
         return self._suppressed_set
-
-    def _flush(self) -> None:
-        if self._flush_timer is not None:
-            self._flush_timer.cancel()
-            self._flush_timer = None
-        self.outbox.flush()
-
-    def _flush_late(self) -> None:
-        self._flush_timer = None
-        # A failed write stays queued, and the next write (in a worker task) raises it.
-        with contextlib.suppress(sqlite3.Error):
-            self.outbox.flush()
 
     def stop(self, reason: str) -> None:
         """Finish what is in flight, start nothing new."""
@@ -232,7 +214,6 @@ class Engine:
         finally:
             for task in workers:
                 task.cancel()
-            self._flush()
             await self.pool.close()
         self.report.counts = self.outbox.counts(job.issue, job.list_name)
         self.report.seconds = time.monotonic() - self._started
@@ -375,11 +356,7 @@ class Engine:
             reply=result.reply if result else reply,
             attempted=attempted,
             next_attempt_at=next_attempt_at,
-            later=True,
         )
-        if self._flush_timer is None:
-            loop = asyncio.get_running_loop()
-            self._flush_timer = loop.call_later(FLUSH_AFTER, self._flush_late)
         previous = self._current.get(row.id, row.state)
         self._current[row.id] = state
         self._counts[previous] = self._counts.get(previous, 0) - 1

@@ -2,9 +2,9 @@
 
 One row per (issue, list, recipient) under a UNIQUE key, so planning the same list twice adds only
 new recipients. A row moves pending -> sending -> sent | deferred | rejected | failed; `sending` is
-committed after the server accepted RCPT and before DATA, so a crash leaves at most the messages
-being uploaded (and those whose outcome, recorded with later=True, waits for the next commit) in
-doubt, and `recover` turns them into `unknown` on the next start.
+committed after the server accepted RCPT and before DATA, and each outcome is committed as soon as
+the server answers, so a crash leaves only the messages being uploaded in doubt, and `recover`
+turns them into `unknown` on the next start.
 
 The `suppressions` table is written by the one-click unsubscribe endpoint and read by the sender:
 a suppressed address is never sent to again (its row becomes `skipped`).
@@ -142,8 +142,6 @@ class Outbox:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        # Outcomes recorded with later=True, committed in the next transaction (see record).
-        self._later: list[tuple[object, ...]] = []
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
@@ -159,10 +157,7 @@ class Outbox:
             ) from None
 
     def close(self) -> None:
-        try:
-            self.flush()
-        finally:
-            self._db.close()
+        self._db.close()
 
     def __enter__(self) -> Outbox:
         return self
@@ -178,23 +173,11 @@ class Outbox:
         # read-then-write on the same rows.
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            self._write_later()
             yield self._db
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
-        self._later.clear()
-
-    def _write_later(self) -> None:
-        if self._later:
-            self._db.executemany(_RECORD, self._later)
-
-    def flush(self) -> None:
-        """Commit the outcomes recorded with later=True."""
-        if self._later:
-            with self._write():
-                pass
 
     # -- planning ---------------------------------------------------------------------------
 
@@ -297,7 +280,6 @@ class Outbox:
 
     def due(self, issue: int, list_name: str) -> list[Delivery]:
         """Rows this run should attempt (pending and deferred), oldest first."""
-        self.flush()
         rows = self._db.execute(
             "SELECT * FROM deliveries WHERE issue = ? AND list = ? AND state IN (?, ?) ORDER BY id",
             (issue, list_name, *DUE),
@@ -309,18 +291,13 @@ class Outbox:
     def mark_sending(self, row_id: int, message_id: str | None) -> None:
         """Committed after RCPT was accepted and before DATA: the start of the in-doubt window.
         The first Message-ID stored stays the row's for every later attempt; None says the row
-        holds it already (planned with it), which keeps its index out of this commit. Outcomes
-        recorded with later=True go into the same commit."""
+        holds it already (planned with it), which keeps its index out of this commit."""
         params: tuple[object, ...]
         if message_id is None:
             sql, params = _MARK_KNOWN, (_SENDING, _now(), row_id)
         else:
             sql, params = _MARK, (_SENDING, _now(), message_id, row_id)
-        if not self._later:
-            self._db.execute(sql, params)
-            return
-        with self._write() as db:
-            db.execute(sql, params)
+        self._db.execute(sql, params)
 
     def record(
         self,
@@ -331,13 +308,10 @@ class Outbox:
         reply: str = "",
         next_attempt_at: float = 0.0,
         attempted: bool = False,
-        later: bool = False,
     ) -> None:
-        """Record an outcome. `attempted` counts an attempt that never reached `sending`
-        (refused at MAIL or RCPT). With `later` it is committed with the next write (the next
-        mark_sending, as a rule) or flush(): one commit per message instead of two. Until then
-        a crash leaves the row as it was, `sending` for an upload, so it becomes `unknown`:
-        never resent, never doubled."""
+        """Record an outcome, committed at once: a message the server took is `sent` on disk
+        before the next one starts. `attempted` counts an attempt that never reached `sending`
+        (refused at MAIL or RCPT)."""
         now = _now()
         params = (
             state.value,  # a plain str binds faster than the StrEnum
@@ -350,14 +324,11 @@ class Outbox:
             now,
             row_id,
         )
-        self._later.append(params)
-        if not later:
-            self.flush()
+        self._db.execute(_RECORD, params)
 
     # -- reading ----------------------------------------------------------------------------
 
     def counts(self, issue: int, list_name: str) -> dict[DeliveryStatus, int]:
-        self.flush()
         counts = dict.fromkeys(DeliveryStatus, 0)
         for state, n in self._db.execute(
             "SELECT state, count(*) FROM deliveries WHERE issue = ? AND list = ? GROUP BY state",
@@ -370,7 +341,6 @@ class Outbox:
         self, issue: int, list_name: str, states: Iterable[DeliveryStatus] | None = None
     ) -> list[Delivery]:
         chosen = [str(s) for s in (states if states is not None else DeliveryStatus)]
-        self.flush()
         marks = ",".join("?" * len(chosen))
         rows = self._db.execute(
             f"SELECT * FROM deliveries WHERE issue = ? AND list = ? AND state IN ({marks})"  # noqa: S608
