@@ -10,11 +10,12 @@ The tree (the CLI maps the whole of it to exit code 1, with no traceback)::
     ├── SubscriberListError         a whole list is unusable (missing file, no header row)
     ├── UnsafeHeaderError           a header value could inject a header (CR, LF, NUL, =?..?=)
     ├── TokenError                  an unsubscribe token is forged, altered or malformed
-    └── DeliveryError               sending cannot start or go on
-        ├── TransportError          SMTP connect, TLS or AUTH failed for the whole run
-        └── RunStoppedError         circuit breaker or quota: re-run the same command to resume
+    └── DeliveryError               sending cannot start (another send running, the log unusable)
+        └── TransportError          SMTP connect, TLS or AUTH failed for the whole run
 
-Bad subscriber *rows* are not errors: they are reported and skipped (see subscribers.py).
+Bad subscriber *rows* are not errors: they are reported and skipped (see subscribers.py). A run
+that stops midway (circuit breaker, quota, a signal) is not an error either: delivery.RunReport
+says why, and `send` exits 4.
 """
 
 from __future__ import annotations
@@ -93,7 +94,3 @@ class DeliveryError(NewsletterError):
 
 class TransportError(DeliveryError):
     hint = "Check [smtp] in newsletter.toml and NEWSLETTER_SMTP_PASSWORD, then re-run."
-
-
-class RunStoppedError(DeliveryError):
-    hint = "Re-run the same command to resume: sent recipients are never sent again."

@@ -104,11 +104,7 @@ def run(
         send.close()
         workers[receive] = proc
 
-    signals_seen = 0
-
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
         if not report.stopped:
             report.stopped = f"stopped by {signal.Signals(signum).name}"
         _tell(workers.values())
