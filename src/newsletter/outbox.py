@@ -15,7 +15,6 @@ send someone interrupts); only a power loss may drop the last few commits.
 
 from __future__ import annotations
 
-import csv
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -23,10 +22,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TextIO
 
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus
+from newsletter.subscribers import normalize
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -64,11 +63,6 @@ IN_DOUBT = "interrupted during DATA: the server may have accepted it"
 
 
 UNSUBSCRIBED = "unsubscribed"  # the reason on a `skipped` row whose address is suppressed
-
-
-def normalize(address: str) -> str:
-    """The key an address is stored under: case and surrounding space do not make a new person."""
-    return address.strip().lower()
 
 
 def _now() -> str:
@@ -130,13 +124,6 @@ class Suppression:
     created_at: str
 
 
-@dataclass(frozen=True)
-class PlanResult:
-    added: int
-    skipped: int
-    total: int
-
-
 class Outbox:
     """The SQLite delivery log at `path` (created with its folder on first use)."""
 
@@ -187,7 +174,7 @@ class Outbox:
         list_name: str,
         recipients: Iterable[str],
         message_ids: Mapping[str, str] | None = None,
-    ) -> PlanResult:
+    ) -> None:
         """Snapshot the list: a `pending` row for every new recipient; rows still waiting to be
         sent whose recipient left the list or is suppressed become `skipped`.
 
@@ -199,14 +186,11 @@ class Outbox:
         suppressed = self.suppressed(list_name)
         now = _now()
         with self._write() as db:
-            before = db.total_changes
             db.executemany(
                 "INSERT OR IGNORE INTO deliveries (issue, list, recipient, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?)",
                 ((issue, list_name, r, now, now) for r in sorted(wanted)),
             )
-            added = db.total_changes - before
-            skipped = 0
             waiting = db.execute(
                 "SELECT id, recipient, message_id FROM deliveries WHERE issue = ? AND list = ?"
                 " AND state IN (?, ?)",
@@ -232,16 +216,11 @@ class Outbox:
                     else None
                 )
                 if reason:
-                    skipped += 1
                     db.execute(
                         "UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?"
                         " WHERE id = ?",
                         (S.SKIPPED, reason, now, row["id"]),
                     )
-            total = db.execute(
-                "SELECT count(*) FROM deliveries WHERE issue = ? AND list = ?", (issue, list_name)
-            ).fetchone()[0]
-        return PlanResult(added=added, skipped=skipped, total=total)
 
     def recover(self, issue: int, list_name: str) -> list[Delivery]:
         """Rows a crashed run left in `sending` become `unknown`: their upload may have been
@@ -431,44 +410,14 @@ class Outbox:
         return [Suppression(r["list"], r["address"], r["source"], r["created_at"]) for r in rows]
 
 
-CSV_COLUMNS = (
-    "recipient",
-    "state",
-    "attempts",
-    "smtp_code",
-    "smtp_reply",
-    "message_id",
-    "updated_at",
-    "sent_at",
-)
-
-
-def write_csv(rows: Iterable[Delivery], handle: TextIO) -> int:
-    """The log as CSV for a spreadsheet; every cell is neutralised against formula injection."""
-    writer = csv.writer(handle)
-    writer.writerow(CSV_COLUMNS)
-    n = 0
-    for row in rows:
-        writer.writerow([neutralise(getattr(row, column)) for column in CSV_COLUMNS])
-        n += 1
-    return n
-
-
-def neutralise(value: object) -> str:
-    """A cell a spreadsheet would run as a formula (= + - @, or a leading tab/CR) gets a `'`
-    (OWASP "CSV injection")."""
-    text = "" if value is None else str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
-def _row(r: sqlite3.Row, *, state: DeliveryStatus | None = None) -> Delivery:
+def _row(r: sqlite3.Row) -> Delivery:
     return Delivery(
         id=r["id"],
         issue=r["issue"],
         list=r["list"],
         recipient=r["recipient"],
         message_id=r["message_id"],
-        state=state or DeliveryStatus(r["state"]),
+        state=DeliveryStatus(r["state"]),
         attempts=r["attempts"],
         smtp_code=r["smtp_code"],
         smtp_reply=r["smtp_reply"],

@@ -24,6 +24,10 @@ SECRET_ENV = {"secret": "NEWSLETTER_SECRET", "smtp_password": "NEWSLETTER_SMTP_P
 CONFIG_NAME = "newsletter.toml"
 
 
+# The list a command means when none is named.
+DEFAULT_LIST = "main"
+
+
 class Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -1,0 +1,102 @@
+"""The editor's commands on lists: `subscribers`, `unsubscribe` and `suppressions`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from newsletter.cli.terminal import every_list_option, pass_settings, printable
+from newsletter.errors import ConfigError, NewsletterError, display_path
+from newsletter.outbox import Outbox
+from newsletter.settings import DEFAULT_LIST, Settings
+from newsletter.subscribers import ListReport, address_key, check_list
+
+
+@click.command()
+@every_list_option
+@pass_settings
+def subscribers(settings: Settings, list_name: str | None) -> None:
+    """Check subscriber lists: every rejected row (file:line: field: reason), then the counts
+    of valid, duplicate, invalid, unsubscribed and suppressed rows.
+
+    Suppressed means unsubscribed through a link (the delivery log's suppression list).
+    Exit 0: every row is usable; 1: some rows were rejected (they are skipped when sending).
+    """
+    names = [list_name] if list_name else sorted(settings.lists)
+    if not names:
+        raise ConfigError("no lists in the config", hint="Add a [lists.main] table with a `path`.")
+    rejected = 0
+    for name in names:
+        path = settings.resolve(settings.mailing_list(name).path)
+        suppressed: frozenset[str] = frozenset()
+        if settings.database.exists():
+            with Outbox(settings.database) as outbox:
+                suppressed = outbox.suppressed(name)
+        report = check_list(
+            Path(display_path(path)),
+            suppressed=suppressed,
+            on_reject=lambda problem: click.echo(printable(str(problem))),
+        )
+        click.echo(list_counts(name, report))
+        rejected += report.rejected_count
+    if rejected:
+        click.echo(f"{rejected} row(s) rejected: fix them, or they are skipped when sending")
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("address")
+@click.option(
+    "--list",
+    "list_name",
+    default=DEFAULT_LIST,
+    show_default=True,
+    help="The list to remove it from.",
+)
+@click.option("--undo", is_flag=True, help="Send to ADDRESS again (lift any suppression).")
+@pass_settings
+def unsubscribe(settings: Settings, address: str, list_name: str, undo: bool) -> None:
+    """Never send to ADDRESS on a list again, as if the reader had unsubscribed (source `cli`;
+    unlike the reader's own, their re-subscribe button cannot lift it). --undo lifts any."""
+    settings.mailing_list(list_name)
+    try:
+        key = address_key(address)
+    except ValueError as exc:
+        raise NewsletterError(
+            f"{address!r} is not an email address: {exc}", hint="Pass the address as subscribed."
+        ) from None
+    with Outbox(settings.database) as outbox:
+        if undo:
+            lifted = outbox.unsuppress(list_name, key)
+            state = "will be sent to again" if lifted else "was not unsubscribed"
+            click.echo(f"{key} {state} on {list_name!r}")
+            return
+        added = outbox.suppress(list_name, key, "cli")
+    state = "unsubscribed" if added else "was already unsubscribed"
+    click.echo(f"{key} {state} from {list_name!r}; later sends to it skip this address")
+
+
+@click.command()
+@every_list_option
+@pass_settings
+def suppressions(settings: Settings, list_name: str | None) -> None:
+    """List the addresses never sent to again: when, list, address and how (one-click: the
+    mailbox's button; web: the confirm page; cli: `newsletter unsubscribe`)."""
+    if list_name is not None:
+        settings.mailing_list(list_name)
+    if not settings.database.exists():
+        rows = []
+    else:
+        with Outbox(settings.database) as outbox:
+            rows = outbox.suppressions(list_name)
+    for row in rows:
+        click.echo(f"{row.created_at}  {row.list}  {printable(row.address)}  {row.source}")
+    where = f" on {list_name!r}" if list_name is not None else ""
+    click.echo(f"{len(rows)} suppressed address(es){where}", err=True)
+
+
+def list_counts(list_name: str, report: ListReport) -> str:
+    counts = ", ".join(f"{n} {label}" for label, n in report.counts().items())
+    return f"{list_name} ({report.path}): {counts}"
