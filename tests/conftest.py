@@ -12,6 +12,9 @@ import pytest
 
 from newsletter.settings import Settings, load_settings
 
+# The throwaway PostgreSQL cluster (one per session) and a fresh database per test.
+from support.postgres import postgres_cluster, postgres_url  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("NEWSLETTER_CHROMIUM", "/usr/bin/chromium")
 # As root, in a container, with no network but loopback (see the project's notes on Chromium).

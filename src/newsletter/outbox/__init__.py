@@ -1,0 +1,33 @@
+"""The delivery log (the "outbox"): rows and suppressions in SQLite or PostgreSQL behind one
+interface. `Outbox(target)` opens a SQLite file (a Path) or a PostgreSQL database (a URL)."""
+
+from newsletter.outbox.base import Outbox, is_postgres
+from newsletter.outbox.records import (
+    CSV_COLUMNS,
+    DEPARTED,
+    DUE,
+    IN_DOUBT,
+    UNSUBSCRIBED,
+    Delivery,
+    PlanResult,
+    Suppression,
+    neutralise,
+    normalize,
+    write_csv,
+)
+
+__all__ = [
+    "CSV_COLUMNS",
+    "DEPARTED",
+    "DUE",
+    "IN_DOUBT",
+    "UNSUBSCRIBED",
+    "Delivery",
+    "Outbox",
+    "PlanResult",
+    "Suppression",
+    "is_postgres",
+    "neutralise",
+    "normalize",
+    "write_csv",
+]
