@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from newsletter.outbox import Outbox
 from newsletter.settings import Settings, load_settings
 
 # The throwaway PostgreSQL cluster (one per session) and a fresh database per test.
@@ -88,3 +89,20 @@ def browser() -> Iterator[Any]:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def outbox_target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where an outbox lives: a SQLite file, or a new database on the session's PostgreSQL."""
+    if request.param == "sqlite":
+        return tmp_path / "state" / "outbox.sqlite3"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.fixture
+def outbox(outbox_target: Path | str) -> Iterator[Outbox]:
+    """An open outbox on each backend in turn."""
+    box = Outbox(outbox_target)
+    yield box
+    box.close()

@@ -4,7 +4,6 @@ recovery, suppressions and schema migrations."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -13,22 +12,6 @@ import pytest
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus as S
 from newsletter.outbox import Outbox, schema
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
-    """Where an outbox lives: a SQLite file, or a new database on the session's PostgreSQL."""
-    if request.param == "sqlite":
-        return tmp_path / "state" / "outbox.sqlite3"
-    url: str = request.getfixturevalue("postgres_url")
-    return url
-
-
-@pytest.fixture
-def outbox(target: Path | str) -> Iterator[Outbox]:
-    box = Outbox(target)
-    yield box
-    box.close()
 
 
 def test_one_row_per_recipient(outbox: Outbox) -> None:
@@ -108,13 +91,13 @@ def test_planning_stores_message_ids_and_never_replaces_one(outbox: Outbox) -> N
     assert (sent.message_id, sent.attempts) == ("<b@x>", 1)
 
 
-def test_marks_and_outcomes_are_committed_at_once(target: Path | str) -> None:
+def test_marks_and_outcomes_are_committed_at_once(outbox_target: Path | str) -> None:
     """The in-doubt window is only the upload: another process sees `sending` before DATA and
     the outcome as soon as it is recorded, so a kill after the reply never leaves it unknown."""
-    sender = Outbox(target)
+    sender = Outbox(outbox_target)
     sender.plan(14, "main", ["a@example.com", "b@example.com"])
     a, _ = sender.due(14, "main")
-    other = Outbox(target)  # another connection reads only what is committed
+    other = Outbox(outbox_target)  # another connection reads only what is committed
 
     def committed() -> dict[str, S]:
         return {r.recipient: r.state for r in other.rows(14, "main")}
@@ -128,13 +111,13 @@ def test_marks_and_outcomes_are_committed_at_once(target: Path | str) -> None:
     other.close()
 
 
-def test_a_crash_leaves_sending_which_recover_turns_into_unknown(target: Path | str) -> None:
-    first = Outbox(target)
+def test_a_crash_leaves_sending_which_recover_turns_into_unknown(outbox_target: Path | str) -> None:
+    first = Outbox(outbox_target)
     first.plan(14, "main", ["a@example.com", "b@example.com"])
     a, _ = first.due(14, "main")
     first.mark_sending(a.id, "<a@x>")
     # No close: as if the process had been killed here.
-    second = Outbox(target)
+    second = Outbox(outbox_target)
     recovered = second.recover(14, "main")
     assert [r.recipient for r in recovered] == ["a@example.com"]
     counts = second.counts(14, "main")
@@ -192,10 +175,10 @@ def test_unreachable_postgres_is_a_clear_error_without_the_password() -> None:
     assert "newsletter:***@127.0.0.1" in caught.value.message
 
 
-def test_migrations_are_numbered_in_order_and_applied_once(target: Path | str) -> None:
+def test_migrations_are_numbered_in_order_and_applied_once(outbox_target: Path | str) -> None:
     versions = [m.version for m in schema.MIGRATIONS]
     assert versions == list(range(1, len(versions) + 1))
-    with Outbox(target) as first, Outbox(target) as second:
+    with Outbox(outbox_target) as first, Outbox(outbox_target) as second:
         assert first.version() == second.version() == schema.LATEST
         assert first.migrate() == []
         assert second.migrate() == []
@@ -218,11 +201,11 @@ def test_a_log_from_before_migrations_is_upgraded_in_place(tmp_path: Path) -> No
         assert (row.envelope, row.state) == ("a@example.com", S.SENT)
 
 
-def test_a_newer_schema_is_refused(target: Path | str) -> None:
-    with Outbox(target) as outbox:
+def test_a_newer_schema_is_refused(outbox_target: Path | str) -> None:
+    with Outbox(outbox_target) as outbox:
         outbox._run(
             "INSERT INTO schema_migrations (version, about, applied_at) VALUES (?, ?, ?)",
             (schema.LATEST + 1, "from the future", "t"),
         )
     with pytest.raises(DeliveryError, match="newer than this newsletter knows"):
-        Outbox(target)
+        Outbox(outbox_target)

@@ -4,7 +4,7 @@ The cluster lives in a temporary folder, listens on a free port on 127.0.0.1 onl
 the same folder), runs with fsync off (a test database need not survive a power cut) and is
 stopped at the end of the session. PostgreSQL refuses to run as root: as root, the folder is
 given to the `postgres` user (or `nobody`) and every server command runs as that user.
-Each test gets its own database, created from template0.
+Each test gets its own schema, as good as a database of its own.
 """
 
 from __future__ import annotations
@@ -61,13 +61,14 @@ class Cluster:
         return ["runuser", "-u", self.run_as, "--", *args] if self.run_as else list(args)
 
     def create_database(self) -> str:
-        """A fresh, empty database; its URL."""
+        """A fresh, empty schema of its own (what a test sees as its database); its URL.
+        A schema takes milliseconds where CREATE DATABASE takes a second."""
         import psycopg
 
         name = f"t{os.getpid()}_{next(self._names)}"
         with psycopg.connect(self.url(), autocommit=True) as db:
-            db.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
-        return self.url(name)
+            db.execute(f'CREATE SCHEMA "{name}"')
+        return f"{self.url()}?options=-csearch_path%3D{name}"
 
     def stop(self) -> None:
         subprocess.run(

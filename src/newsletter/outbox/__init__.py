@@ -1,7 +1,7 @@
 """The delivery log (the "outbox"): rows and suppressions in SQLite or PostgreSQL behind one
 interface. `Outbox(target)` opens a SQLite file (a Path) or a PostgreSQL database (a URL)."""
 
-from newsletter.outbox.base import Outbox, is_postgres
+from newsletter.outbox.base import Outbox
 from newsletter.outbox.records import (
     CSV_COLUMNS,
     DEPARTED,
@@ -15,6 +15,8 @@ from newsletter.outbox.records import (
     normalize,
     write_csv,
 )
+from newsletter.outbox.runs import Planned, Worker
+from newsletter.outbox.store import is_postgres
 
 __all__ = [
     "CSV_COLUMNS",
@@ -25,7 +27,9 @@ __all__ = [
     "Delivery",
     "Outbox",
     "PlanResult",
+    "Planned",
     "Suppression",
+    "Worker",
     "is_postgres",
     "neutralise",
     "normalize",

@@ -4,34 +4,27 @@ One row per (issue, list, recipient) under a UNIQUE key, so planning the same li
 new recipients. A row moves pending -> sending -> sent | deferred | rejected | failed; `sending` is
 committed after the server accepted RCPT and before DATA, and each outcome is committed as soon as
 the server answers, so a crash leaves only the messages being uploaded in doubt, and `recover`
-turns them into `unknown` on the next start.
+(or, with several workers, `reap`) turns them into `unknown`.
 
 The `suppressions` table is written by the one-click unsubscribe endpoint and read by the sender:
 a suppressed address is never sent to again (its row becomes `skipped`).
 
 `Outbox(target)` opens the backend the target names: a Path is a SQLite file (sqlite.py), a
-`postgresql://` URL a PostgreSQL database (postgres.py). The SQL here is written once for both
-(`?` placeholders, ON CONFLICT); a backend supplies the connection, the transactions and the lock
-that serialises writers.
+`postgresql://` URL a PostgreSQL database (postgres.py). Planning, claims and leases are in
+runs.py, what a backend supplies in store.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
 from pathlib import Path
-from types import TracebackType
-from typing import Any
 
-from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import schema
 from newsletter.outbox.records import (
     COLUMNS,
-    DEPARTED,
     DUE,
     IN_DOUBT,
-    UNSUBSCRIBED,
     Delivery,
     PlanResult,
     Suppression,
@@ -39,9 +32,10 @@ from newsletter.outbox.records import (
     normalize,
     now,
 )
+from newsletter.outbox.runs import Planned, Runs
+from newsletter.outbox.store import is_postgres
 
 S = DeliveryStatus
-Params = Sequence[Any]
 
 _MARK = (
     "UPDATE deliveries SET state = ?, attempts = attempts + 1, updated_at = ?,"
@@ -52,23 +46,14 @@ _MARK_KNOWN = (
 )
 _RECORD = (
     "UPDATE deliveries SET state = ?, smtp_code = ?, smtp_reply = ?, updated_at = ?,"
-    " next_attempt_at = ?, attempts = attempts + ?, owner = NULL,"
+    " next_attempt_at = ?, attempts = attempts + ?, tries = tries + 1, owner = NULL,"
     " sent_at = CASE WHEN ? THEN ? ELSE sent_at END WHERE id = ?"
 )
 _SENDING = S.SENDING.value
 
 
-def is_postgres(target: Path | str) -> bool:
-    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
-
-
-class Outbox:
+class Outbox(Runs):
     """The delivery log at `target`: a SQLite file Path or a PostgreSQL URL."""
-
-    backend = ""
-    target: Path | str
-    # The SQLite file (what worker processes reopen); a PostgreSQL outbox has none.
-    path: Path
 
     def __new__(cls, target: Path | str) -> Outbox:
         if cls is not Outbox:
@@ -82,153 +67,46 @@ class Outbox:
 
         return super().__new__(SqliteOutbox)
 
-    # -- what a backend supplies (sqlite.py, postgres.py) ----------------------------------
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def _run(self, sql: str, params: Params = ()) -> int:
-        """Execute one statement (committed at once outside `_write`); its row count."""
-        raise NotImplementedError
-
-    def _fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    def _many(self, sql: str, rows: Iterable[Params]) -> None:
-        raise NotImplementedError
-
-    def _write(self) -> AbstractContextManager[None]:
-        """A transaction holding the write lock from its start, so two senders never
-        interleave a read-then-write on the same rows."""
-        raise NotImplementedError
-
-    def _migration_lock(self) -> AbstractContextManager[None]:
-        """A transaction during which no other process applies migrations."""
-        raise NotImplementedError
-
-    def _script(self, migration: schema.Migration) -> str:
-        raise NotImplementedError
-
-    # -- lifecycle --------------------------------------------------------------------------
-
-    def __enter__(self) -> Outbox:
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def version(self) -> int:
-        """The schema version the database is at (0: an empty database)."""
-        self._run(schema.TRACKING[self.backend])
-        (found,) = self._fetch("SELECT coalesce(max(version), 0) FROM schema_migrations")[0]
-        return int(found)
-
-    def migrate(self) -> list[schema.Migration]:
-        """Apply every migration the database lacks, each in its own transaction; the ones
-        applied. Refuses a database written by a newer version of newsletter."""
-        applied = []
-        with self._migration_lock():
-            current = self.version()
-            if current > schema.LATEST:
-                raise DeliveryError(
-                    f"{self.display}: the outbox schema is at version {current}, newer than"
-                    f" this newsletter knows ({schema.LATEST})",
-                    hint="Upgrade newsletter on this machine to the version the others run.",
-                )
-            for migration in schema.MIGRATIONS:
-                if migration.version <= current:
-                    continue
-                for statement in schema.statements(self._script(migration)):
-                    self._run(statement)
-                self._run(
-                    "INSERT INTO schema_migrations (version, about, applied_at) VALUES (?, ?, ?)",
-                    (migration.version, migration.about, now()),
-                )
-                applied.append(migration)
-        return applied
-
-    @property
-    def display(self) -> str:
-        """Where the outbox is, safe to print (never a password)."""
-        return str(self.target)
-
-    # -- planning ---------------------------------------------------------------------------
-
     def plan(
         self,
         issue: int,
         list_name: str,
         recipients: Iterable[str],
         message_ids: Mapping[str, str] | None = None,
+        *,
+        planner: str = "",
     ) -> PlanResult:
-        """Snapshot the list: a `pending` row for every new recipient; rows still waiting to be
-        sent whose recipient left the list or is suppressed become `skipped`.
-
-        `message_ids` (normalised recipient -> Message-ID) gives each waiting row without one its
-        Message-ID now, in one transaction, rather than in the commit before its DATA: setting
-        it there updated the UNIQUE index on a random page, one more page per message."""
-        wanted = {normalize(r) for r in recipients}
+        """Plan a list of plain addresses in one go (the streaming steps of runs.py, for
+        callers that hold a small list): a `pending` row for every new recipient; waiting rows
+        whose recipient left the list or is suppressed become `skipped`. `message_ids`
+        (recipient -> Message-ID) gives each new or waiting row without one its ID."""
         ids = {normalize(r): m for r, m in message_ids.items()} if message_ids else {}
-        suppressed = self.suppressed(list_name)
-        stamp = now()
-        with self._write():
-            before = self._count(issue, list_name)
-            self._many(
-                "INSERT INTO deliveries (issue, list, recipient, envelope, message_id,"
-                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT DO NOTHING",
-                ((issue, list_name, r, r, None, stamp, stamp) for r in sorted(wanted)),
+        start = self.start_plan(issue, list_name, planner)
+        keys = iter(dict.fromkeys(normalize(r) for r in recipients))
+        while batch := list(islice(keys, 5000)):
+            self.add(
+                issue, list_name, start.generation, [Planned(k, k, "", ids.get(k)) for k in batch]
             )
-            added = self._count(issue, list_name) - before
-            waiting = self._fetch(
-                "SELECT id, recipient, message_id FROM deliveries WHERE issue = ? AND list = ?"
-                " AND state IN (?, ?)",
-                (issue, list_name, *DUE),
-            )
-            # An ID some other row already holds stays that row's (and this one gets its own
-            # at its first attempt, as without `message_ids`).
-            self._many(
-                "UPDATE deliveries SET message_id = ? WHERE id = ? AND message_id IS NULL"
-                " AND NOT EXISTS (SELECT 1 FROM deliveries WHERE message_id = ?)",
-                (
-                    (ids[recipient], row_id, ids[recipient])
-                    for row_id, recipient, message_id in waiting
-                    if message_id is None and recipient in ids
-                ),
-            )
-            skipped = 0
-            for row_id, recipient, _ in waiting:
-                reason = (
-                    UNSUBSCRIBED
-                    if recipient in suppressed
-                    else DEPARTED
-                    if recipient not in wanted
-                    else None
-                )
-                if reason:
-                    skipped += 1
-                    self._run(
-                        "UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?"
-                        " WHERE id = ?",
-                        (S.SKIPPED.value, reason, stamp, row_id),
-                    )
-            total = self._count(issue, list_name)
-        return PlanResult(added=added, skipped=skipped, total=total)
-
-    def _count(self, issue: int, list_name: str) -> int:
-        (n,) = self._fetch(
-            "SELECT count(*) FROM deliveries WHERE issue = ? AND list = ?", (issue, list_name)
-        )[0]
-        return int(n)
+        return self.finish_plan(issue, list_name, start)
 
     def recover(self, issue: int, list_name: str) -> list[Delivery]:
         """Rows a crashed run left in `sending` become `unknown`: their upload may have been
-        accepted. Returns them (as they are now) so the caller can report them."""
+        accepted. Returns them (as they are now) so the caller can report them. Every claim
+        and worker of the send ends too: only for a caller that knows no other worker runs
+        (the SQLite send lock); with several workers, `reap` ends only expired leases."""
         with self._write():
+            self._run(
+                "UPDATE deliveries SET owner = NULL WHERE issue = ? AND list = ?"
+                " AND owner IS NOT NULL AND state <> ?",
+                (issue, list_name, _SENDING),
+            )
+            self._run(
+                "UPDATE workers SET state = 'dead' WHERE issue = ? AND list = ?"
+                " AND state = 'active'",
+                (issue, list_name),
+            )
             rows = self._fetch(
-                "UPDATE deliveries SET state = ?, updated_at = ?, smtp_reply = ?, owner = NULL"  # noqa: S608
+                "UPDATE deliveries SET state = ?, updated_at = ?, smtp_reply = ?, owner = NULL"
                 f" WHERE issue = ? AND list = ? AND state = ? RETURNING {COLUMNS}",
                 (S.UNKNOWN.value, now(), IN_DOUBT, issue, list_name, _SENDING),
             )
@@ -242,7 +120,7 @@ class Outbox:
         marks = ",".join("?" * len(chosen))
         with self._write():
             return self._run(
-                "UPDATE deliveries SET state = ?, next_attempt_at = 0, updated_at = ?"  # noqa: S608
+                "UPDATE deliveries SET state = ?, next_attempt_at = 0, tries = 0, updated_at = ?"
                 f" WHERE issue = ? AND list = ? AND state IN ({marks})",
                 (S.PENDING.value, now(), issue, list_name, *chosen),
             )
@@ -253,14 +131,22 @@ class Outbox:
 
     # -- one delivery -----------------------------------------------------------------------
 
-    def mark_sending(self, row_id: int, message_id: str | None) -> None:
+    def mark_sending(self, row_id: int, message_id: str | None, owner: str | None = None) -> bool:
         """Committed after RCPT was accepted and before DATA: the start of the in-doubt window.
         The first Message-ID stored stays the row's for every later attempt; None says the row
-        holds it already (planned with it), which keeps its index out of this commit."""
-        if message_id is None:
-            self._run(_MARK_KNOWN, (_SENDING, now(), row_id))
-        else:
-            self._run(_MARK, (_SENDING, now(), message_id, row_id))
+        holds it already (planned with it), which keeps its index out of this commit.
+
+        With `owner`, only while that worker still holds the row: False means its lease was
+        reaped and the row may be another worker's now, so DATA must not be sent."""
+        sql, params = (
+            (_MARK_KNOWN, [_SENDING, now(), row_id])
+            if message_id is None
+            else (_MARK, [_SENDING, now(), message_id, row_id])
+        )
+        if owner is not None:
+            sql += " AND owner = ?"
+            params.append(owner)
+        return self._run(sql, params) == 1
 
     def record(
         self,
@@ -319,7 +205,7 @@ class Outbox:
         after = -1
         while True:
             found = self._fetch(
-                f"SELECT {COLUMNS} FROM deliveries WHERE issue = ? AND list = ?"  # noqa: S608
+                f"SELECT {COLUMNS} FROM deliveries WHERE issue = ? AND list = ?"
                 f" AND state IN ({marks}) AND id > ? ORDER BY id LIMIT ?",
                 (issue, list_name, *chosen, after, batch),
             )
@@ -336,7 +222,7 @@ class Outbox:
             return {}
         marks = ",".join("?" * len(chosen))
         rows = self._fetch(
-            f"SELECT issue, min(sent_at) FROM deliveries WHERE state = ? AND list IN ({marks})"  # noqa: S608
+            f"SELECT issue, min(sent_at) FROM deliveries WHERE state = ? AND list IN ({marks})"
             " GROUP BY issue",
             (S.SENT.value, *chosen),
         )
@@ -408,7 +294,7 @@ class Outbox:
         """Every suppression (of one list), oldest first, with when and how it was recorded."""
         where, params = ("WHERE list = ?", (list_name,)) if list_name is not None else ("", ())
         rows = self._fetch(
-            f"SELECT list, address, source, created_at FROM suppressions {where}"  # noqa: S608
+            f"SELECT list, address, source, created_at FROM suppressions {where}"
             " ORDER BY created_at, list, address",
             params,
         )

@@ -10,6 +10,7 @@ file, and is never printed.
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,7 +20,8 @@ import psycopg
 
 from newsletter.errors import DeliveryError
 from newsletter.outbox import schema
-from newsletter.outbox.base import Outbox, Params
+from newsletter.outbox.base import Outbox
+from newsletter.outbox.store import Params
 
 # Advisory lock keys (one 64-bit number each, shared by every newsletter on the database).
 WRITE_LOCK = 0x6E6C_0001
@@ -45,6 +47,8 @@ def _sql(query: str) -> str:
 
 class PostgresOutbox(Outbox):
     backend = "postgres"
+    clock = "extract(epoch from clock_timestamp())::float8"
+    skip_locked = "FOR UPDATE SKIP LOCKED"
 
     target: str
 
@@ -114,6 +118,23 @@ class PostgresOutbox(Outbox):
 
     def _script(self, migration: schema.Migration) -> str:
         return migration.postgres
+
+    @contextmanager
+    def plan_lock(self, issue: int, list_name: str) -> Iterator[None]:
+        # A session lock: the plan commits batch by batch under it, and a planner that dies
+        # drops its connection and with it the lock.
+        key = plan_key(issue, list_name)
+        self._db.execute("SELECT pg_advisory_lock(%s)", (key,))
+        try:
+            yield
+        finally:
+            self._db.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def plan_key(issue: int, list_name: str) -> int:
+    """The advisory lock of one send's planning: 64 bits of a hash of (issue, list)."""
+    digest = hashlib.sha256(f"newsletter plan {issue} {list_name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -64,7 +64,8 @@ CREATE TABLE IF NOT EXISTS suppressions (
 # The row is the snapshot: what building the message needs (the envelope address as written
 # and the name) is stored at planning, so a send never holds the list in memory. `seen` is the
 # plan generation that last found the recipient on the list (an older one on a waiting row means
-# the reader left); `owner` is the worker that claimed the row. The partial index holds only
+# the reader left); `owner` is the worker that claimed the row; `tries` counts the attempts of
+# the current run (max_attempts applies to it, and planning resets it). The partial index holds only
 # the rows free to claim, so a claim reads a few index pages whatever the size of the outbox,
 # and a row leaves it once, when it is claimed.
 _SNAPSHOT = """
@@ -72,6 +73,7 @@ ALTER TABLE deliveries ADD COLUMN envelope TEXT;
 ALTER TABLE deliveries ADD COLUMN name TEXT NOT NULL DEFAULT '';
 ALTER TABLE deliveries ADD COLUMN seen INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE deliveries ADD COLUMN owner TEXT;
+ALTER TABLE deliveries ADD COLUMN tries INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS deliveries_free ON deliveries (issue, list, id)
     WHERE state IN ('pending', 'deferred') AND owner IS NULL;
 CREATE INDEX IF NOT EXISTS deliveries_owner ON deliveries (owner) WHERE owner IS NOT NULL;

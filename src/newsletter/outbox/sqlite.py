@@ -16,11 +16,13 @@ from typing import Any
 
 from newsletter.errors import DeliveryError
 from newsletter.outbox import schema
-from newsletter.outbox.base import Outbox, Params
+from newsletter.outbox.base import Outbox
+from newsletter.outbox.store import Params
 
 
 class SqliteOutbox(Outbox):
     backend = "sqlite"
+    clock = "((julianday('now') - 2440587.5) * 86400.0)"
 
     def __init__(self, target: Path | str) -> None:
         path = Path(target)
