@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from newsletter.outbox import Outbox
+from newsletter.outbox import Outbox, open_outbox
 from newsletter.settings import Settings, load_settings
 
 # The throwaway PostgreSQL cluster (one per session) and a fresh database per test.
@@ -103,6 +103,6 @@ def outbox_target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
 @pytest.fixture
 def outbox(outbox_target: Path | str) -> Iterator[Outbox]:
     """An open outbox on each backend in turn."""
-    box = Outbox(outbox_target)
+    box = open_outbox(outbox_target)
     yield box
     box.close()

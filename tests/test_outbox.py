@@ -11,7 +11,7 @@ import pytest
 
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus as S
-from newsletter.outbox import Outbox, schema
+from newsletter.outbox import Outbox, open_outbox, schema
 
 
 def test_one_row_per_recipient(outbox: Outbox) -> None:
@@ -25,7 +25,7 @@ def test_one_row_per_recipient(outbox: Outbox) -> None:
 
 
 def test_sqlite_is_a_wal_file_with_a_unique_key(tmp_path: Path) -> None:
-    with Outbox(tmp_path / "outbox.sqlite3") as outbox:
+    with open_outbox(tmp_path / "outbox.sqlite3") as outbox:
         outbox.plan(14, "main", ["a@example.com"])
     db = sqlite3.connect(tmp_path / "outbox.sqlite3")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -37,7 +37,7 @@ def test_sqlite_is_a_wal_file_with_a_unique_key(tmp_path: Path) -> None:
 
 
 def test_postgres_has_the_same_unique_key(postgres_url: str) -> None:
-    with Outbox(postgres_url) as outbox:
+    with open_outbox(postgres_url) as outbox:
         assert outbox.backend == "postgres"
         outbox.plan(14, "main", ["a@example.com"])
     with psycopg.connect(postgres_url) as db, pytest.raises(psycopg.errors.UniqueViolation):
@@ -94,10 +94,10 @@ def test_planning_stores_message_ids_and_never_replaces_one(outbox: Outbox) -> N
 def test_marks_and_outcomes_are_committed_at_once(outbox_target: Path | str) -> None:
     """The in-doubt window is only the upload: another process sees `sending` before DATA and
     the outcome as soon as it is recorded, so a kill after the reply never leaves it unknown."""
-    sender = Outbox(outbox_target)
+    sender = open_outbox(outbox_target)
     sender.plan(14, "main", ["a@example.com", "b@example.com"])
     a, _ = sender.due(14, "main")
-    other = Outbox(outbox_target)  # another connection reads only what is committed
+    other = open_outbox(outbox_target)  # another connection reads only what is committed
 
     def committed() -> dict[str, S]:
         return {r.recipient: r.state for r in other.rows(14, "main")}
@@ -112,12 +112,12 @@ def test_marks_and_outcomes_are_committed_at_once(outbox_target: Path | str) -> 
 
 
 def test_a_crash_leaves_sending_which_recover_turns_into_unknown(outbox_target: Path | str) -> None:
-    first = Outbox(outbox_target)
+    first = open_outbox(outbox_target)
     first.plan(14, "main", ["a@example.com", "b@example.com"])
     a, _ = first.due(14, "main")
     first.mark_sending(a.id, "<a@x>")
     # No close: as if the process had been killed here.
-    second = Outbox(outbox_target)
+    second = open_outbox(outbox_target)
     recovered = second.recover(14, "main")
     assert [r.recipient for r in recovered] == ["a@example.com"]
     counts = second.counts(14, "main")
@@ -162,7 +162,7 @@ def test_unreadable_database_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "outbox.sqlite3"
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(DeliveryError, match="cannot open the delivery log"):
-        Outbox(path)
+        open_outbox(path)
 
 
 def test_unreachable_postgres_is_a_clear_error_without_the_password() -> None:
@@ -170,7 +170,7 @@ def test_unreachable_postgres_is_a_clear_error_without_the_password() -> None:
 
     url = f"postgresql://newsletter:hunter2-secret@127.0.0.1:{free_port()}/nl"
     with pytest.raises(DeliveryError, match="cannot connect to the outbox database") as caught:
-        Outbox(url)
+        open_outbox(url)
     assert "hunter2" not in str(caught.value.message)
     assert "newsletter:***@127.0.0.1" in caught.value.message
 
@@ -178,7 +178,7 @@ def test_unreachable_postgres_is_a_clear_error_without_the_password() -> None:
 def test_migrations_are_numbered_in_order_and_applied_once(outbox_target: Path | str) -> None:
     versions = [m.version for m in schema.MIGRATIONS]
     assert versions == list(range(1, len(versions) + 1))
-    with Outbox(outbox_target) as first, Outbox(outbox_target) as second:
+    with open_outbox(outbox_target) as first, open_outbox(outbox_target) as second:
         assert first.version() == second.version() == schema.LATEST
         assert first.migrate() == []
         assert second.migrate() == []
@@ -195,17 +195,17 @@ def test_a_log_from_before_migrations_is_upgraded_in_place(tmp_path: Path) -> No
     )
     db.commit()
     db.close()
-    with Outbox(path) as outbox:
+    with open_outbox(path) as outbox:
         assert outbox.version() == schema.LATEST
         (row,) = outbox.rows(14, "main")
         assert (row.envelope, row.state) == ("a@example.com", S.SENT)
 
 
 def test_a_newer_schema_is_refused(outbox_target: Path | str) -> None:
-    with Outbox(outbox_target) as outbox:
+    with open_outbox(outbox_target) as outbox:
         outbox._run(
             "INSERT INTO schema_migrations (version, about, applied_at) VALUES (?, ?, ?)",
             (schema.LATEST + 1, "from the future", "t"),
         )
     with pytest.raises(DeliveryError, match="newer than this newsletter knows"):
-        Outbox(outbox_target)
+        open_outbox(outbox_target)

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from newsletter.models import DeliveryStatus as S
-from newsletter.outbox import DEPARTED, IN_DOUBT, UNSUBSCRIBED, Outbox, Planned
+from newsletter.outbox import DEPARTED, IN_DOUBT, UNSUBSCRIBED, Outbox, Planned, open_outbox
 
 
 def planned(*names: str) -> list[Planned]:
@@ -60,7 +60,7 @@ def test_a_reader_who_left_or_unsubscribed_between_runs_is_skipped(outbox: Outbo
 
 
 def test_two_workers_never_claim_the_same_row(outbox_target: Path | str) -> None:
-    with Outbox(outbox_target) as one, Outbox(outbox_target) as two:
+    with open_outbox(outbox_target) as one, open_outbox(outbox_target) as two:
         plan(one, planned(*"abcdefghij"))
         first = claim(one, "w1", 4)
         second = claim(two, "w2", 4)
@@ -88,7 +88,7 @@ def test_an_outcome_frees_the_row_and_deferred_rows_wait_their_turn(outbox: Outb
 
 
 def test_a_dead_workers_rows_go_back_or_become_unknown(outbox_target: Path | str) -> None:
-    with Outbox(outbox_target) as alive, Outbox(outbox_target) as dying:
+    with open_outbox(outbox_target) as alive, open_outbox(outbox_target) as dying:
         plan(alive, planned(*"abcdef"))
         alive.register("w1", 14, "main", "host1", 1, lease=30)
         dying.register("w2", 14, "main", "host2", 2, lease=0.2)
@@ -122,7 +122,7 @@ def test_suppressed_rows_a_worker_holds_are_found_at_once(outbox: Outbox) -> Non
 
 
 def test_only_one_planner_at_a_time_and_a_live_plan_is_shared(outbox_target: Path | str) -> None:
-    with Outbox(outbox_target) as one, Outbox(outbox_target) as two:
+    with open_outbox(outbox_target) as one, open_outbox(outbox_target) as two:
         assert not one.plan_is_current(14, "main")
         one.register("w1", 14, "main", "h", 1, lease=30)
         with one.plan_lock(14, "main"):

@@ -9,16 +9,15 @@ the server answers, so a crash leaves only the messages being uploaded in doubt,
 The `suppressions` table is written by the one-click unsubscribe endpoint and read by the sender:
 a suppressed address is never sent to again (its row becomes `skipped`).
 
-`Outbox(target)` opens the backend the target names: a Path is a SQLite file (sqlite.py), a
-`postgresql://` URL a PostgreSQL database (postgres.py). Planning, claims and leases are in
-runs.py, what a backend supplies in store.py.
+`open_outbox(target)` (in __init__) opens the backend the target names: a Path is a SQLite file
+(sqlite.py), a `postgresql://` URL a PostgreSQL database (postgres.py). Planning, claims and
+leases are in runs.py, what a backend supplies in store.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
-from pathlib import Path
 
 from newsletter.models import DeliveryStatus
 from newsletter.outbox.records import (
@@ -29,11 +28,10 @@ from newsletter.outbox.records import (
     PlanResult,
     Suppression,
     delivery,
-    normalize,
     now,
 )
 from newsletter.outbox.runs import Planned, Runs
-from newsletter.outbox.store import is_postgres
+from newsletter.subscribers import normalize
 
 S = DeliveryStatus
 
@@ -54,18 +52,6 @@ _SENDING = S.SENDING.value
 
 class Outbox(Runs):
     """The delivery log at `target`: a SQLite file Path or a PostgreSQL URL."""
-
-    def __new__(cls, target: Path | str) -> Outbox:
-        if cls is not Outbox:
-            return super().__new__(cls)
-        # Each backend is imported only when used: SQLite users never load psycopg.
-        if is_postgres(target):
-            from newsletter.outbox.postgres import PostgresOutbox
-
-            return super().__new__(PostgresOutbox)
-        from newsletter.outbox.sqlite import SqliteOutbox
-
-        return super().__new__(SqliteOutbox)
 
     def plan(
         self,

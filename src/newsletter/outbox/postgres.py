@@ -19,8 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from newsletter.errors import DeliveryError
-from newsletter.outbox import schema
 from newsletter.outbox.base import Outbox
+from newsletter.outbox.schema import Migration
 from newsletter.outbox.store import Params
 
 # Advisory lock keys (one 64-bit number each, shared by every newsletter on the database).
@@ -116,7 +116,7 @@ class PostgresOutbox(Outbox):
             self._db.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             yield
 
-    def _script(self, migration: schema.Migration) -> str:
+    def _script(self, migration: Migration) -> str:
         return migration.postgres
 
     @contextmanager

@@ -1,13 +1,10 @@
-"""What the outbox hands out: rows of the delivery log, suppressions and plan counts, as values;
-plus the log written as CSV for a spreadsheet."""
+"""What the outbox hands out: rows of the delivery log, suppressions and plan counts, as values."""
 
 from __future__ import annotations
 
-import csv
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any
 
 from newsletter.models import DeliveryStatus
 
@@ -17,11 +14,6 @@ DUE = (S.PENDING, S.DEFERRED)
 IN_DOUBT = "interrupted during DATA: the server may have accepted it"
 UNSUBSCRIBED = "unsubscribed"  # the reason on a `skipped` row whose address is suppressed
 DEPARTED = "no longer on the list"  # the reason on a waiting row whose reader left the list
-
-
-def normalize(address: str) -> str:
-    """The key an address is stored under: case and surrounding space do not make a new person."""
-    return address.strip().lower()
 
 
 def now() -> str:
@@ -100,33 +92,3 @@ class PlanResult:
     added: int
     skipped: int
     total: int
-
-
-CSV_COLUMNS = (
-    "recipient",
-    "state",
-    "attempts",
-    "smtp_code",
-    "smtp_reply",
-    "message_id",
-    "updated_at",
-    "sent_at",
-)
-
-
-def write_csv(rows: Iterable[Delivery], handle: TextIO) -> int:
-    """The log as CSV for a spreadsheet; every cell is neutralised against formula injection."""
-    writer = csv.writer(handle)
-    writer.writerow(CSV_COLUMNS)
-    n = 0
-    for row in rows:
-        writer.writerow([neutralise(getattr(row, column)) for column in CSV_COLUMNS])
-        n += 1
-    return n
-
-
-def neutralise(value: object) -> str:
-    """A cell a spreadsheet would run as a formula (= + - @, or a leading tab/CR) gets a `'`
-    (OWASP "CSV injection")."""
-    text = "" if value is None else str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text

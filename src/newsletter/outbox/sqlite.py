@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from newsletter.errors import DeliveryError
-from newsletter.outbox import schema
 from newsletter.outbox.base import Outbox
+from newsletter.outbox.schema import Migration
 from newsletter.outbox.store import Params
 
 
@@ -78,5 +78,5 @@ class SqliteOutbox(Outbox):
     def _migration_lock(self) -> AbstractContextManager[None]:
         return self._write()
 
-    def _script(self, migration: schema.Migration) -> str:
+    def _script(self, migration: Migration) -> str:
         return migration.sqlite

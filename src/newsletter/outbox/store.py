@@ -4,7 +4,7 @@ statements, transactions and migrations out.
 The SQL of the outbox is written once for both backends (`?` placeholders, ON CONFLICT,
 RETURNING); a backend (sqlite.py, postgres.py) runs it, brackets writes in a transaction that
 holds its write lock from the start, and names its clock. `migrate` applies the numbered
-migrations of schema.py the database lacks; every backend runs it when it opens.
+migrations of py the database lacks; every backend runs it when it opens.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from types import TracebackType
 from typing import Any, Self
 
 from newsletter.errors import DeliveryError
-from newsletter.outbox import schema
 from newsletter.outbox.records import now
+from newsletter.outbox.schema import LATEST, MIGRATIONS, TRACKING, Migration, statements
 
 Params = Sequence[Any]
 
@@ -57,7 +57,7 @@ class Store:
         """A transaction during which no other process applies migrations."""
         raise NotImplementedError
 
-    def _script(self, migration: schema.Migration) -> str:
+    def _script(self, migration: Migration) -> str:
         raise NotImplementedError
 
     def __enter__(self) -> Self:
@@ -75,26 +75,26 @@ class Store:
 
     def version(self) -> int:
         """The schema version the database is at (0: an empty database)."""
-        self._run(schema.TRACKING[self.backend])
+        self._run(TRACKING[self.backend])
         (found,) = self._fetch("SELECT coalesce(max(version), 0) FROM schema_migrations")[0]
         return int(found)
 
-    def migrate(self) -> list[schema.Migration]:
+    def migrate(self) -> list[Migration]:
         """Apply every migration the database lacks, in one transaction; the ones applied.
         Refuses a database written by a newer version of newsletter."""
         applied = []
         with self._migration_lock():
             current = self.version()
-            if current > schema.LATEST:
+            if current > LATEST:
                 raise DeliveryError(
                     f"{self.display}: the outbox schema is at version {current}, newer than"
-                    f" this newsletter knows ({schema.LATEST})",
+                    f" this newsletter knows ({LATEST})",
                     hint="Upgrade newsletter on this machine to the version the others run.",
                 )
-            for migration in schema.MIGRATIONS:
+            for migration in MIGRATIONS:
                 if migration.version <= current:
                     continue
-                for statement in schema.statements(self._script(migration)):
+                for statement in statements(self._script(migration)):
                     self._run(statement)
                 self._run(
                     "INSERT INTO schema_migrations (version, about, applied_at) VALUES (?, ?, ?)",
