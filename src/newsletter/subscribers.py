@@ -113,12 +113,7 @@ def read_subscribers(
     `report` is filled as the rows go by; `on_reject` sees every rejected row (also those beyond
     the ones the report keeps). Raises SubscriberListError when the file as a whole is unusable.
     """
-    try:
-        handle = path.open(encoding="utf-8-sig", errors="surrogateescape", newline="")
-    except FileNotFoundError:
-        raise SubscriberListError(f"{path}: no such subscriber list") from None
-    except OSError as exc:
-        raise SubscriberListError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    handle = _open(path)
     try:
         reader = csv.reader(handle, strict=False)
         columns = _read_header(path, reader)
@@ -126,6 +121,22 @@ def read_subscribers(
         handle.close()
         raise
     return _rows(path, handle, reader, columns, report, suppressed, on_reject)
+
+
+def check_header(path: Path) -> None:
+    """Raise SubscriberListError now if the file cannot be a list (missing, unreadable, no
+    `email` column), without reading its rows: a send streams them later."""
+    with _open(path) as handle:
+        _read_header(path, csv.reader(handle, strict=False))
+
+
+def _open(path: Path) -> TextIO:
+    try:
+        return path.open(encoding="utf-8-sig", errors="surrogateescape", newline="")
+    except FileNotFoundError:
+        raise SubscriberListError(f"{path}: no such subscriber list") from None
+    except OSError as exc:
+        raise SubscriberListError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 @dataclass(frozen=True)

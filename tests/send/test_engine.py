@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,8 @@ from pydantic import SecretStr
 from newsletter.models import DeliveryStatus as S
 from newsletter.models import OutgoingMessage, Subscriber
 from newsletter.outbox import Outbox, open_outbox
-from newsletter.send.engine import Job, Options, deliver
+from newsletter.send.engine import deliver
+from newsletter.send.job import Job, Options
 from newsletter.send.smtp import Pool
 from newsletter.settings import SmtpSettings
 from support.smtp import Authenticator, Fault, FaultyHandler, Server, start
@@ -41,8 +42,12 @@ def build(sub: Subscriber, stored: str | None = None) -> OutgoingMessage:
     )
 
 
+def stream(n: int) -> Callable[[], Iterable[Subscriber]]:
+    return lambda: subscribers(n).values()
+
+
 def job(n: int, issue: int = 14) -> Job:
-    return Job(issue=issue, list_name="main", subscribers=subscribers(n), build=build)
+    return Job(issue=issue, list_name="main", subscribers=stream(n), build=build)
 
 
 def pool(server: Server, size: int = 3, **kw: object) -> Pool:
@@ -83,7 +88,7 @@ async def test_each_message_is_built_once_even_when_built_ahead(outbox: Outbox) 
         built.append(sub.envelope)
         return build(sub, stored)
 
-    counting = Job(14, "main", subscribers(40), counted)
+    counting = Job(14, "main", stream(40), counted)
     async with start(handler) as server:
         report = await deliver(counting, pool(server, size=3), outbox, FAST, signals=())
     assert report.counts[S.SENT] == 40
@@ -92,7 +97,7 @@ async def test_each_message_is_built_once_even_when_built_ahead(outbox: Outbox) 
 
 async def test_message_ids_stored_at_planning_are_the_ones_sent(outbox: Outbox) -> None:
     handler = FaultyHandler()
-    planned = Job(14, "main", subscribers(10), build, lambda sub: f"<planned.{sub.envelope}>")
+    planned = Job(14, "main", stream(10), build, lambda sub: f"<planned.{sub.envelope}>")
     async with start(handler) as server:
         report = await deliver(planned, pool(server), outbox, FAST, signals=())
     assert report.complete
@@ -292,7 +297,7 @@ async def test_a_message_that_cannot_be_built_fails_alone(outbox: Outbox) -> Non
         return build(sub, stored)
 
     handler = FaultyHandler()
-    bad_job = Job(issue=14, list_name="main", subscribers=subscribers(3), build=fragile)
+    bad_job = Job(issue=14, list_name="main", subscribers=stream(3), build=fragile)
     async with start(handler) as server:
         report = await deliver(bad_job, pool(server), outbox, FAST, signals=())
         assert report.counts[S.FAILED] == 1

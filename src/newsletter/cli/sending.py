@@ -21,7 +21,7 @@ from newsletter.errors import DeliveryError, display_path
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.send import run
-from newsletter.send.engine import Event, Options, RunReport
+from newsletter.send.job import Event, Options, RunReport
 from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.spreadsheet import write_csv
 from newsletter.subscribers import ListReport
@@ -112,8 +112,6 @@ def send(
     if out is not None:
         raise click.UsageError("--out is only used with --dry-run")
     prepared = run.prepare(settings, number, list_name)
-    _report_list(prepared.list_report)
-    job = prepared.job
     if not prepared.staging and not yes:
         if not sys.stdin.isatty():
             raise DeliveryError(
@@ -122,7 +120,7 @@ def send(
             )
         click.echo(
             f"About to send issue {number} to the {list_name!r} list:\n"
-            f"  recipients  {len(job.subscribers)}\n"
+            f"  list rows   {prepared.list_rows}\n"
             f"  SMTP server {prepared.server}\n"
             f"  sender      {prepared.sender}"
         )
@@ -139,8 +137,10 @@ def send(
         resend_unknown=resend_unknown,
         retry_failed=retry_failed,
     )
-    with _SendDisplay(number, list_name, len(job.subscribers)) as display:
+    with _SendDisplay(number, list_name, prepared.list_rows) as display:
         report = run.send(prepared, options, display)
+    # Planning read the list (rejected rows, if this worker planned; a live one may have).
+    _report_list(prepared.list_report)
     click.echo(_summary(report))
     if report.stopped:
         click.secho(f"stopped: {report.stopped}", fg="yellow", err=True)

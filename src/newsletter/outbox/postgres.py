@@ -49,6 +49,7 @@ class PostgresOutbox(Outbox):
     backend = "postgres"
     clock = "extract(epoch from clock_timestamp())::float8"
     skip_locked = "FOR UPDATE SKIP LOCKED"
+    shared = True
 
     target: str
 

@@ -236,11 +236,12 @@ class Runs(Store):
             )
             self._run("UPDATE workers SET state = 'done' WHERE id = ?", (worker,))
 
-    def reap(self, issue: int, list_name: str) -> list[Delivery]:
-        """End every expired lease on this send: the dead worker's unstarted rows go back,
-        its uploads in flight become `unknown` (returned, for the report)."""
+    def reap(self, issue: int, list_name: str, *, dead: Sequence[str] = ()) -> list[Delivery]:
+        """End every expired lease on this send (and those of `dead`, workers known to have
+        died): their unstarted rows go back, their uploads in flight become `unknown`
+        (returned, for the report)."""
         with self._write():
-            dead = [
+            dead = [*dead] + [
                 r[0]
                 for r in self._fetch(
                     "SELECT id FROM workers WHERE issue = ? AND list = ? AND state = 'active'"
@@ -249,7 +250,7 @@ class Runs(Store):
                 )
             ]
             lost: list[Delivery] = []
-            for worker in dead:
+            for worker in dict.fromkeys(dead):
                 self._run("UPDATE workers SET state = 'dead' WHERE id = ?", (worker,))
                 self._run(
                     "UPDATE deliveries SET owner = NULL WHERE owner = ?"

@@ -34,6 +34,9 @@ class Store:
     # SQL for the database's clock in Unix seconds: leases are timed by the one clock every
     # worker shares, not by each machine's own.
     clock = ""
+    # True where several workers may share a send (PostgreSQL): leases decide who is alive.
+    # False for SQLite, where the send lock proves a run is alone.
+    shared = False
 
     def close(self) -> None:
         raise NotImplementedError

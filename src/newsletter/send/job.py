@@ -1,0 +1,66 @@
+"""What one run is asked to do and what it tells: the Job and Options in, Events and a RunReport
+out (the engine, planning, the process layer and the command line all speak these)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
+from newsletter.outbox import Delivery
+from newsletter.send.replies import Result
+from newsletter.settings import SendSettings
+
+S = DeliveryStatus
+# A subscriber and the Message-ID its row holds (None: a new one) -> that subscriber's message.
+Build = Callable[[Subscriber, str | None], OutgoingMessage]
+
+
+class Options(SendSettings):
+    """[send] as configured, plus what one run is asked to do again."""
+
+    resend_unknown: bool = False
+    retry_failed: bool = False
+
+
+@dataclass(frozen=True)
+class Job:
+    """What to send: one issue to one list. `subscribers` reads the list anew each time it is
+    called (a stream: planning stores it in the outbox a batch at a time)."""
+
+    issue: int
+    list_name: str
+    subscribers: Callable[[], Iterable[Subscriber]]
+    build: Build
+    # The Message-ID `build` will give a subscriber: planning stores it with the row.
+    message_id: Callable[[Subscriber], str] | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    """One recorded outcome, for progress display."""
+
+    recipient: str
+    state: DeliveryStatus
+    result: Result | None
+    counts: Mapping[DeliveryStatus, int]
+    previous: DeliveryStatus = DeliveryStatus.PENDING
+
+
+@dataclass
+class RunReport:
+    issue: int
+    list_name: str
+    counts: dict[DeliveryStatus, int]
+    this_run: Counter[DeliveryStatus] = field(default_factory=Counter)
+    recovered: list[Delivery] = field(default_factory=list)
+    stopped: str = ""
+    seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        """Every recipient sent (or skipped on purpose)."""
+        return not self.stopped and all(
+            n == 0 for s, n in self.counts.items() if s not in (S.SENT, S.SKIPPED)
+        )

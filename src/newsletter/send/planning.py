@@ -1,0 +1,58 @@
+"""A list streamed into the outbox: a Job in, the plan's counts and the rows left in doubt out.
+
+Before a run sends anything: the uploads a dead run left in `sending` become `unknown` (SQLite:
+all of them, the send lock proves no other run is alive; PostgreSQL: only those of workers whose
+lease expired), the rows the flags ask for become due again, and the list is planned, batch by
+batch, so memory does not grow with the list. With several workers on one PostgreSQL outbox,
+planning happens once: under the send's planning lock, a worker finding a plan made by a worker
+that is still alive shares it instead of planning again.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from newsletter.models import DeliveryStatus
+from newsletter.outbox import Delivery, Outbox, Planned, PlanResult
+from newsletter.send.job import Job, Options
+from newsletter.subscribers import normalize
+
+S = DeliveryStatus
+BATCH = 5000
+
+
+def recover(job: Job, outbox: Outbox) -> list[Delivery]:
+    """The rows a dead run left in doubt, now `unknown` (reported, resent only on request)."""
+    if outbox.shared:
+        return outbox.reap(job.issue, job.list_name)
+    return outbox.recover(job.issue, job.list_name)
+
+
+def plan(job: Job, outbox: Outbox, options: Options, worker: str) -> PlanResult | None:
+    """Reopen what the flags ask for and stream the list into the outbox; None when a live
+    worker already planned this send (its plan is shared)."""
+    with outbox.plan_lock(job.issue, job.list_name):
+        if outbox.shared and outbox.plan_is_current(job.issue, job.list_name):
+            return None
+        reopen = [S.UNKNOWN] if options.resend_unknown else []
+        reopen += [S.FAILED] if options.retry_failed else []
+        outbox.reopen(job.issue, job.list_name, reopen)
+        start = outbox.start_plan(job.issue, job.list_name, worker)
+        message_id = job.message_id
+        stream = iter(job.subscribers())
+        while batch := list(islice(stream, BATCH)):
+            outbox.add(
+                job.issue,
+                job.list_name,
+                start.generation,
+                [
+                    Planned(
+                        normalize(sub.envelope),
+                        sub.envelope,
+                        sub.name,
+                        message_id(sub) if message_id else None,
+                    )
+                    for sub in batch
+                ],
+            )
+        return outbox.finish_plan(job.issue, job.list_name, start)
