@@ -1,20 +1,19 @@
-"""The send engine against real aiosmtpd servers and a real SQLite log: faults, retries, resume."""
+"""The send engine against real aiosmtpd servers and a real outbox (a SQLite file, a PostgreSQL
+server: conftest's `outbox` runs each test on both): faults, retries, resume."""
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Any
 
-import pytest
 from aiosmtpd.smtp import AuthResult
 from pydantic import SecretStr
 
 from newsletter.models import DeliveryStatus as S
 from newsletter.models import OutgoingMessage, Subscriber
-from newsletter.outbox import Outbox, open_outbox
+from newsletter.outbox import Outbox
 from newsletter.send.engine import deliver
 from newsletter.send.job import Job, Options
 from newsletter.send.smtp import Pool
@@ -55,13 +54,6 @@ def pool(server: Server, size: int = 3, **kw: object) -> Pool:
         {"host": server.host, "port": server.port, "security": "none", "timeout": 2, **kw}
     )
     return Pool(smtp, password=None, size=size)
-
-
-@pytest.fixture
-def outbox(tmp_path: Path) -> Iterator[Outbox]:
-    box = open_outbox(tmp_path / "outbox.sqlite3")
-    yield box
-    box.close()
 
 
 def by_recipient(outbox: Outbox) -> dict[str, S]:

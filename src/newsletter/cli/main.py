@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from newsletter.cli import author, lists, sending, servers
+from newsletter.cli import author, database, lists, sending, servers
 from newsletter.cli.terminal import Group
 
 
@@ -46,6 +46,7 @@ for command in (
     lists.suppressions,
     sending.send,
     sending.status,
+    database.outbox,
     servers.mailbox,
     servers.serve,
 ):

@@ -268,8 +268,8 @@ class _SendDisplay:
 def status(
     settings: Settings, number: int, list_name: str | None, csv_path: Path | None, show_all: bool
 ) -> None:
-    """Show an issue's delivery log: counts per state, then each recipient not sent with the
-    server's reply."""
+    """Show an issue's delivery log: counts per state, the workers sending it now, then each
+    recipient not sent with the server's reply."""
     if not outbox_exists(settings.outbox_target):
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
@@ -284,6 +284,11 @@ def status(
             for state, n in counts.items():
                 if n:
                     click.echo(f"  {state:<9} {n}")
+            for worker in outbox.workers(number, name):
+                click.echo(
+                    f"  worker    {printable(worker.host)} pid {worker.pid}, sending since"
+                    f" {worker.started_at} (last seen {worker.seen_at})"
+                )
             waiting = [s for s in DeliveryStatus if s != DeliveryStatus.SENT]
             rows = outbox.rows(number, name, waiting)
             for row in rows[:limit]:

@@ -53,7 +53,7 @@ class PostgresOutbox(Outbox):
 
     target: str
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, *, migrate: bool = True) -> None:
         self.target = target
         self._depth = 0
         try:
@@ -65,7 +65,8 @@ class PostgresOutbox(Outbox):
                 " that this user may connect (password in PGPASSWORD or ~/.pgpass).",
             ) from None
         try:
-            self.migrate()
+            if migrate:
+                self.migrate()
         except psycopg.Error as exc:
             self._db.close()
             raise DeliveryError(
