@@ -175,11 +175,18 @@ def _report_list(report: ListReport) -> None:
 
 
 def _summary(report: RunReport) -> str:
+    plan = report.planned
+    planned = (
+        f"planned: {plan.total} recipients ({plan.added} new, {plan.skipped} skipped)"
+        f" in {report.plan_seconds:.1f} s\n"
+        if plan is not None
+        else "planned: shared the plan of a worker already sending\n"
+    )
     counts = report.counts
     parts = [f"{counts[s]} {s}" for s in DeliveryStatus if counts[s]]
     sent = report.this_run[DeliveryStatus.SENT]
     rate = sent / report.seconds if report.seconds > 0 else 0.0
-    return (
+    return planned + (
         f"issue {report.issue} -> {report.list_name}: {', '.join(parts) or 'no recipients'}"
         f" ({sent} sent by this run in {report.seconds:.1f} s, {rate:.0f} msg/s)"
     )

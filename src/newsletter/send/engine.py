@@ -368,7 +368,7 @@ async def deliver(
         if not planned:
             engine.report.recovered = recover(job, outbox)
             announce(engine.report.recovered, job, outbox, progress)
-            plan(job, outbox, options, lease.worker)
+            plan(job, outbox, options, lease.worker, engine.report)
         return await _run(engine, signals)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
-from newsletter.outbox import Delivery
+from newsletter.outbox import Delivery, PlanResult
 from newsletter.send.replies import Result
 from newsletter.settings import SendSettings
 
@@ -57,6 +57,8 @@ class RunReport:
     recovered: list[Delivery] = field(default_factory=list)
     stopped: str = ""
     seconds: float = 0.0
+    planned: PlanResult | None = None  # None: another live worker's plan was shared
+    plan_seconds: float = 0.0
 
     @property
     def complete(self) -> bool:

@@ -10,11 +10,12 @@ that is still alive shares it instead of planning again.
 
 from __future__ import annotations
 
+import time
 from itertools import islice
 
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import Delivery, Outbox, Planned, PlanResult
-from newsletter.send.job import Job, Options
+from newsletter.send.job import Job, Options, RunReport
 from newsletter.subscribers import normalize
 
 S = DeliveryStatus
@@ -28,9 +29,15 @@ def recover(job: Job, outbox: Outbox) -> list[Delivery]:
     return outbox.recover(job.issue, job.list_name)
 
 
-def plan(job: Job, outbox: Outbox, options: Options, worker: str) -> PlanResult | None:
-    """Reopen what the flags ask for and stream the list into the outbox; None when a live
-    worker already planned this send (its plan is shared)."""
+def plan(job: Job, outbox: Outbox, options: Options, worker: str, report: RunReport) -> None:
+    """Reopen what the flags ask for and stream the list into the outbox; the counts and the
+    time go into `report` (no counts when a live worker's plan is shared)."""
+    started = time.monotonic()
+    report.planned = _plan(job, outbox, options, worker)
+    report.plan_seconds = time.monotonic() - started
+
+
+def _plan(job: Job, outbox: Outbox, options: Options, worker: str) -> PlanResult | None:
     with outbox.plan_lock(job.issue, job.list_name):
         if outbox.shared and outbox.plan_is_current(job.issue, job.list_name):
             return None

@@ -105,11 +105,13 @@ def send(
         with Lease(outbox, worker_id(), job.issue, job.list_name, options.lease) as lease:
             recovered = recover(job, outbox)
             announce(recovered, job, outbox, progress)
-            plan(job, outbox, options, lease.worker)
+            planning = RunReport(job.issue, job.list_name, {})
+            plan(job, outbox, options, lease.worker, planning)
             report = processes.run(
                 job, outbox, options, options.processes, make_pool, progress, lease
             )
         report.recovered[:0] = recovered
+        report.planned, report.plan_seconds = planning.planned, planning.plan_seconds
         return report
 
 
