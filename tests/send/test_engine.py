@@ -72,6 +72,18 @@ async def test_happy_path_every_recipient_exactly_once(outbox: Outbox) -> None:
     assert stored == set(handler.by_message_id)
 
 
+async def test_a_run_longer_than_its_lease_keeps_it(outbox: Outbox) -> None:
+    """The lease is renewed while the run lasts (3 s of sending, a 1 s lease), and a run that
+    recovered a dead run's rows does not end its own worker with them."""
+    handler = FaultyHandler([Fault("data", sleep=0.1)])
+    slow = Options(**{**FAST.__dict__, "concurrency": 1, "lease": 1.0})
+    async with start(handler) as server:
+        report = await deliver(job(30), pool(server, size=1), outbox, slow, signals=())
+    assert report.stopped == ""
+    assert report.complete
+    assert outbox.workers(14, "main") == []  # retired at the end
+
+
 async def test_each_message_is_built_once_even_when_built_ahead(outbox: Outbox) -> None:
     handler = FaultyHandler()
     built: list[str] = []

@@ -366,7 +366,7 @@ async def deliver(
     with Lease(outbox, name, job.issue, job.list_name, options.lease) as lease:
         engine = Engine(job, pool, outbox, options, progress, lease=lease)
         if not planned:
-            engine.report.recovered = recover(job, outbox)
+            engine.report.recovered = recover(job, outbox, lease.worker)
             announce(engine.report.recovered, job, outbox, progress)
             plan(job, outbox, options, lease.worker, engine.report)
         return await _run(engine, signals)

@@ -22,11 +22,12 @@ S = DeliveryStatus
 BATCH = 5000
 
 
-def recover(job: Job, outbox: Outbox) -> list[Delivery]:
-    """The rows a dead run left in doubt, now `unknown` (reported, resent only on request)."""
+def recover(job: Job, outbox: Outbox, worker: str) -> list[Delivery]:
+    """The rows a dead run left in doubt, now `unknown` (reported, resent only on request);
+    `worker` is the caller, registered already."""
     if outbox.shared:
         return outbox.reap(job.issue, job.list_name)
-    return outbox.recover(job.issue, job.list_name)
+    return outbox.recover(job.issue, job.list_name, keep=worker)
 
 
 def plan(job: Job, outbox: Outbox, options: Options, worker: str, report: RunReport) -> None:

@@ -103,7 +103,7 @@ def send(
                 return runner.run(_send(job, make_pool, outbox, options, progress))
             runner.run(check(make_pool(1)))
         with Lease(outbox, worker_id(), job.issue, job.list_name, options.lease) as lease:
-            recovered = recover(job, outbox)
+            recovered = recover(job, outbox, lease.worker)
             announce(recovered, job, outbox, progress)
             planning = RunReport(job.issue, job.list_name, {})
             plan(job, outbox, options, lease.worker, planning)
