@@ -49,18 +49,14 @@ def _plan(job: Job, outbox: Outbox, options: Options, worker: str) -> PlanResult
         message_id = job.message_id
         stream = iter(job.subscribers())
         while batch := list(islice(stream, BATCH)):
-            outbox.add(
-                job.issue,
-                job.list_name,
-                start.generation,
-                [
-                    Planned(
-                        normalize(sub.envelope),
-                        sub.envelope,
-                        sub.name,
-                        message_id(sub) if message_id else None,
-                    )
-                    for sub in batch
-                ],
-            )
+            planned = [
+                Planned(
+                    normalize(sub.envelope),
+                    sub.envelope,
+                    sub.name,
+                    message_id(sub) if message_id else None,
+                )
+                for sub in batch
+            ]
+            outbox.add(job.issue, job.list_name, start.generation, planned)
         return outbox.finish_plan(job.issue, job.list_name, start)
