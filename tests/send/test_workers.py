@@ -109,3 +109,21 @@ async def test_planning_happens_once_and_the_rate_is_the_runs(
     times = sorted(r.at for r in handler.received)
     # 40 messages at 20/s for the whole run take about 2 s, not 1 s (two workers at 20/s each).
     assert times[-1] - times[0] >= 1.5
+
+
+async def test_worker_processes_share_a_postgres_send(project: Path, postgres_url: str) -> None:
+    addresses = write_list(project / "big.csv", 60)
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        env = environment(
+            server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv", NEWSLETTER_OUTBOX__URL=postgres_url
+        )
+        args = ["send", "--issue", "14", "--yes", "--concurrency", "4", "--processes", "2"]
+        done = await newsletter(args, env, project)
+    assert done.code == 0, done.err
+    assert "planned: 60 recipients (60 new, 0 skipped)" in done.out
+    assert sorted(handler.by_recipient) == sorted(addresses)
+    assert max(handler.by_message_id.values()) == 1
+    assert {s for s, _ in states(postgres_url).values()} == {"sent"}
+    # The parent (planning) and its two worker processes, all retired.
+    assert sorted(workers(postgres_url).values()) == ["done"] * 3

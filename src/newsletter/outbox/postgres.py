@@ -50,6 +50,7 @@ class PostgresOutbox(Outbox):
     clock = "extract(epoch from clock_timestamp())::float8"
     skip_locked = "FOR UPDATE SKIP LOCKED"
     shared = True
+    errors = psycopg.Error
 
     target: str
 

@@ -23,6 +23,7 @@ from newsletter.outbox.store import Params
 class SqliteOutbox(Outbox):
     backend = "sqlite"
     clock = "((julianday('now') - 2440587.5) * 86400.0)"
+    errors = sqlite3.Error
 
     def __init__(self, target: Path | str, *, migrate: bool = True) -> None:
         path = Path(target)
