@@ -121,6 +121,28 @@ async def test_a_rerun_sends_nothing_twice(outbox: Outbox) -> None:
     assert sorted(handler.by_recipient.values()) == [1] * 12
 
 
+async def test_a_reader_who_left_between_two_runs_is_skipped_with_the_reason(
+    outbox: Outbox,
+) -> None:
+    # r5..r9 are deferred by the first run (a 451 each time), then leave the list.
+    late = {f"r{i}@example.com" for i in range(5, 10)}
+    handler = FaultyHandler([Fault("rcpt", reply="451 later", match=late.__contains__)])
+    few = Options(**{**FAST.__dict__, "max_attempts": 1})
+    async with start(handler) as server:
+        first = await deliver(job(10), pool(server), outbox, few, signals=())
+        assert first.counts[S.DEFERRED] == 5
+        handler.faults.clear()
+        second = await deliver(job(7), pool(server), outbox, FAST, signals=())
+    assert second.planned is not None
+    assert (second.planned.added, second.planned.skipped) == (0, 3)
+    rows = {r.recipient: r for r in outbox.rows(14, "main")}
+    for gone in ("r7@example.com", "r8@example.com", "r9@example.com"):
+        assert (rows[gone].state, rows[gone].smtp_reply) == (S.SKIPPED, "no longer on the list")
+        assert gone not in handler.by_recipient
+    assert second.counts[S.SENT] == 7
+    assert sum(second.counts.values()) == 10
+
+
 async def test_4xx_is_retried_with_backoff_then_sent(outbox: Outbox) -> None:
     flaky = {"r1@example.com", "r2@example.com"}
     handler = FaultyHandler(
