@@ -27,7 +27,10 @@ def states(url: str) -> dict[str, tuple[str, str | None]]:
 
 def workers(url: str) -> dict[str, str]:
     with psycopg.connect(url) as db:
-        return dict(db.execute("SELECT id, state FROM workers").fetchall())
+        try:
+            return dict(db.execute("SELECT id, state FROM workers").fetchall())
+        except psycopg.errors.UndefinedTable:  # no worker has started yet
+            return {}
 
 
 async def wait_for(handler: FaultyHandler, count: int, timeout: float = 60) -> None:
@@ -38,10 +41,19 @@ async def wait_for(handler: FaultyHandler, count: int, timeout: float = 60) -> N
         await asyncio.sleep(0.005)
 
 
+async def both_active(url: str, timeout: float = 60) -> None:
+    """Both workers registered (a loaded machine may take seconds to start the second)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while sum(1 for s in workers(url).values() if s == "active") < 2:
+        assert loop.time() < deadline, f"workers: {workers(url)}"
+        await asyncio.sleep(0.05)
+
+
 async def test_two_workers_one_killed_no_doubles(project: Path, postgres_url: str) -> None:
     addresses = write_list(project / "big.csv", N)
     # A pause inside DATA keeps uploads in flight, so the kill lands in the in-doubt window.
-    handler = FaultyHandler([Fault("data", sleep=0.05)])
+    handler = FaultyHandler([Fault("data", sleep=0.1)])
     async with start(handler) as server:
         env = environment(
             server.port,
@@ -52,15 +64,17 @@ async def test_two_workers_one_killed_no_doubles(project: Path, postgres_url: st
         args = ["send", "--issue", "14", "--yes", "--concurrency", "2"]
         doomed = await spawn(args, env, project)
         survivor = await spawn(args, env, project)
-        await wait_for(handler, 20)
-        assert len([s for s in workers(postgres_url).values() if s == "active"]) == 2
-        status = await newsletter(["status", "--issue", "14"], env, project)
-        assert status.out.count("  worker    ") == 2, status.out
-        assert len(handler.received) < N - 50  # the kill lands mid-run
-        doomed.kill()
+        try:
+            await both_active(postgres_url)
+            await wait_for(handler, 20)
+            status = await newsletter(["status", "--issue", "14"], env, project)
+            assert status.out.count("  worker    ") == 2, status.out
+            assert len(handler.received) < N - 50  # the kill lands mid-run
+        finally:
+            doomed.kill()
         killed = await finish(doomed)
         assert killed.code == -signal.SIGKILL
-        done = await finish(survivor, timeout=120)
+        done = await finish(survivor, timeout=180)
         # The survivor alone finished the send: the rows the dead worker had claimed came
         # back to it when the lease expired.
         after = states(postgres_url)

@@ -369,6 +369,9 @@ async def deliver(
             engine.report.recovered = recover(job, outbox, lease.worker)
             announce(engine.report.recovered, job, outbox, progress)
             plan(job, outbox, options, lease.worker, engine.report)
+            # The session the check opened idled through planning (a million rows take a
+            # while), and relays drop idle sessions: sending opens fresh ones.
+            await pool.close()
         return await _run(engine, signals)
 
 
