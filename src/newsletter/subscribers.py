@@ -19,7 +19,7 @@ from array import array
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, NamedTuple, TextIO
 
 from email_validator import EmailNotValidError, validate_email
 
@@ -113,6 +113,38 @@ def read_subscribers(
     `report` is filled as the rows go by; `on_reject` sees every rejected row (also those beyond
     the ones the report keeps). Raises SubscriberListError when the file as a whole is unusable.
     """
+    rows = read_rows(path, report, suppressed=suppressed, on_reject=on_reject)
+    return (
+        Subscriber(
+            address=r.address,
+            envelope=r.envelope,
+            name=r.name,
+            attributes=r.attributes,
+            line=r.line,
+        )
+        for r in rows
+    )
+
+
+class ListRow(NamedTuple):
+    """A valid row as read, before it becomes a Subscriber (a send's planning streams these:
+    building the validated model per row was a third of the cost of reading a large list)."""
+
+    address: str
+    envelope: str
+    name: str
+    attributes: dict[str, str]
+    line: int
+
+
+def read_rows(
+    path: Path,
+    report: ListReport,
+    *,
+    suppressed: Container[str] = frozenset(),
+    on_reject: Reject | None = None,
+) -> Iterator[ListRow]:
+    """read_subscribers' rows as ListRow tuples, checked the same way."""
     handle = _open(path)
     try:
         reader = csv.reader(handle, strict=False)
@@ -187,7 +219,7 @@ def _rows(
     report: ListReport,
     suppressed: Container[str],
     on_reject: Reject | None,
-) -> Iterator[Subscriber]:
+) -> Iterator[ListRow]:
     seen = _SeenAddresses()
     where = str(path)
 
@@ -272,12 +304,12 @@ def _rows(
                 report.suppressed += 1
                 continue
             report.valid += 1
-            yield Subscriber(
-                address=address,
-                envelope=envelope,
-                name=name,
-                attributes={label: row[i].strip(" ") for i, label in columns.extra},
-                line=start,
+            yield ListRow(
+                address,
+                envelope,
+                name.strip(),  # as the model's str_strip_whitespace would
+                {label: row[i].strip() for i, label in columns.extra},
+                start,
             )
 
 

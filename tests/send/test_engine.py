@@ -101,7 +101,7 @@ async def test_each_message_is_built_once_even_when_built_ahead(outbox: Outbox) 
 
 async def test_message_ids_stored_at_planning_are_the_ones_sent(outbox: Outbox) -> None:
     handler = FaultyHandler()
-    planned = Job(14, "main", stream(10), build, lambda sub: f"<planned.{sub.envelope}>")
+    planned = Job(14, "main", stream(10), build, lambda envelope: f"<planned.{envelope}>")
     async with start(handler) as server:
         report = await deliver(planned, pool(server), outbox, FAST, signals=())
     assert report.complete

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from newsletter.models import DeliveryStatus
 from newsletter.outbox.records import (
@@ -37,8 +38,7 @@ S = DeliveryStatus
 FREE = "state IN ('pending', 'deferred') AND owner IS NULL"
 
 
-@dataclass(frozen=True)
-class Planned:
+class Planned(NamedTuple):
     """One subscriber as planning stores it: the key, the address as sent, name, Message-ID."""
 
     recipient: str
@@ -138,18 +138,23 @@ class Runs(Store):
         """Waiting rows whose address is suppressed, or was not on the list this time, become
         `skipped` with the reason; the counts of the plan."""
         stamp = now()
+        skipped = 0
         with self._write():
-            skipped = self._run(
-                f"UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?"
-                f" WHERE issue = ? AND list = ? AND {FREE} AND recipient IN"
-                " (SELECT address FROM suppressions WHERE list = ?)",
-                (S.SKIPPED.value, UNSUBSCRIBED, stamp, issue, list_name, list_name),
-            )
-            skipped += self._run(
-                f"UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?"
-                f" WHERE issue = ? AND list = ? AND {FREE} AND seen <> ?",
-                (S.SKIPPED.value, DEPARTED, stamp, issue, list_name, start.generation),
-            )
+            # Each step reads every waiting row: skipped when it cannot find any (no
+            # suppressions; or a first plan, where every row was on the list just now).
+            if self._fetch("SELECT 1 FROM suppressions WHERE list = ? LIMIT 1", (list_name,)):
+                skipped += self._run(
+                    f"UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?"
+                    f" WHERE issue = ? AND list = ? AND {FREE} AND recipient IN"
+                    " (SELECT address FROM suppressions WHERE list = ?)",
+                    (S.SKIPPED.value, UNSUBSCRIBED, stamp, issue, list_name, list_name),
+                )
+            if start.before:
+                skipped += self._run(
+                    f"UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?"
+                    f" WHERE issue = ? AND list = ? AND {FREE} AND seen <> ?",
+                    (S.SKIPPED.value, DEPARTED, stamp, issue, list_name, start.generation),
+                )
             total = self._count(issue, list_name)
         return PlanResult(added=total - start.before, skipped=skipped, total=total)
 

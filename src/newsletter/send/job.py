@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import Delivery, PlanResult
@@ -24,6 +25,16 @@ class Options(SendSettings):
     retry_failed: bool = False
 
 
+class Listed(Protocol):
+    """A subscriber as planning needs it: a Subscriber or a subscribers.ListRow."""
+
+    @property
+    def envelope(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class Job:
     """What to send: one issue to one list. `subscribers` reads the list anew each time it is
@@ -31,10 +42,10 @@ class Job:
 
     issue: int
     list_name: str
-    subscribers: Callable[[], Iterable[Subscriber]]
+    subscribers: Callable[[], Iterable[Listed]]
     build: Build
-    # The Message-ID `build` will give a subscriber: planning stores it with the row.
-    message_id: Callable[[Subscriber], str] | None = None
+    # The Message-ID `build` will give the address: planning stores it with the row.
+    message_id: Callable[[str], str] | None = None
 
 
 @dataclass(frozen=True)

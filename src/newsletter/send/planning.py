@@ -40,11 +40,12 @@ def plan(job: Job, outbox: Outbox, options: Options, worker: str, report: RunRep
 
 def _plan(job: Job, outbox: Outbox, options: Options, worker: str) -> PlanResult | None:
     with outbox.plan_lock(job.issue, job.list_name):
-        if outbox.shared and outbox.plan_is_current(job.issue, job.list_name):
-            return None
+        # What the flags ask for is done by every worker given them, shared plan or not.
         reopen = [S.UNKNOWN] if options.resend_unknown else []
         reopen += [S.FAILED] if options.retry_failed else []
         outbox.reopen(job.issue, job.list_name, reopen)
+        if outbox.shared and outbox.plan_is_current(job.issue, job.list_name):
+            return None
         start = outbox.start_plan(job.issue, job.list_name, worker)
         message_id = job.message_id
         stream = iter(job.subscribers())
@@ -54,7 +55,7 @@ def _plan(job: Job, outbox: Outbox, options: Options, worker: str) -> PlanResult
                     normalize(sub.envelope),
                     sub.envelope,
                     sub.name,
-                    message_id(sub) if message_id else None,
+                    message_id(sub.envelope) if message_id else None,
                 )
                 for sub in batch
             ]

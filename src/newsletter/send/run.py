@@ -23,7 +23,6 @@ from newsletter.errors import DeliveryError, display_path
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory, write_eml_files
 from newsletter.mail.tokens import signing_key
-from newsletter.models import Subscriber
 from newsletter.outbox import Outbox, open_outbox, outbox_exists
 from newsletter.render import render_issue
 from newsletter.send import processes
@@ -33,7 +32,7 @@ from newsletter.send.lease import Lease, worker_id
 from newsletter.send.planning import plan, recover
 from newsletter.send.smtp import Pool
 from newsletter.settings import Settings
-from newsletter.subscribers import ListReport, check_header, read_subscribers
+from newsletter.subscribers import ListReport, ListRow, check_header, read_rows, read_subscribers
 
 
 @dataclass(frozen=True)
@@ -63,15 +62,15 @@ def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
     report = ListReport(settings.resolve(mailing_list.path))
     check_header(report.path)
 
-    def stream() -> Iterator[Subscriber]:
+    def stream() -> Iterator[ListRow]:
         # Suppressed readers stay in: planning gives each a `skipped` row saying why, so the
         # log accounts for every address on the list.
-        return read_subscribers(report.path, report)
+        return read_rows(report.path, report)
 
     smtp = settings.smtp
     return Prepared(
         settings=settings,
-        job=Job(number, list_name, stream, factory.build, factory.message_id),
+        job=Job(number, list_name, stream, factory.build, factory.message_id_of),
         list_report=report,
         list_rows=count_rows(report.path),
         sender=settings.newsletter.sender,
