@@ -1,0 +1,150 @@
+"""Settings, an issue and the sample message in, the online checks' OnlineReport out.
+
+One run: the sender's DNS (SPF, DKIM, DMARC, MX), the one-click endpoint under base_url, and
+every link of the issue, all at once. The first DNS question doubles as the network probe: when
+no resolver answers, nothing else is tried and the report carries one line saying why (exit
+codes stay those of the offline checks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.parser
+import email.utils
+import ssl
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass, field
+
+from newsletter.checks import Finding
+from newsletter.dkim_signer import DkimSigner
+from newsletter.models import Issue, OutgoingMessage
+from newsletter.preflight import auth, report, spf
+from newsletter.preflight.cache import FILE_NAME, Cache
+from newsletter.preflight.faults import Fault
+from newsletter.preflight.linkcheck import LinkChecker, LinkResult
+from newsletter.preflight.lookup import Lookup, UnreachableError
+from newsletter.settings import Settings
+
+HOW_TO_PATH = "/unsubscribe"  # serve's public how-to page: a GET of it changes nothing
+
+
+@dataclass
+class OnlineReport:
+    findings: list[Finding] = field(default_factory=list)
+    skipped: str = ""  # why the online checks did not run; empty when they did
+    links: dict[str, LinkResult] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    dns_queries: int = 0
+    fetched: int = 0
+
+    def summary(self) -> str:
+        if self.skipped:
+            return f"online checks skipped: {self.skipped}"
+        broken = sum(not result.ok for result in self.links.values())
+        return (
+            f"online: {len(self.links)} link(s), {broken} with a problem; "
+            f"{self.dns_queries} DNS and {self.fetched} HTTP request(s) sent "
+            "(the rest from the cache)"
+        )
+
+
+def tls_context(settings: Settings) -> ssl.SSLContext:
+    """The system's CAs, plus [check] ca_file when set; verification is never turned off."""
+    context = ssl.create_default_context()
+    if settings.check.ca_file is not None:
+        context.load_verify_locations(cafile=settings.resolve(settings.check.ca_file))
+    return context
+
+
+async def run_online(
+    settings: Settings,
+    issue: Issue,
+    sample: OutgoingMessage,
+    recipients: int,
+    extra_urls: Iterable[str] = (),
+) -> OnlineReport:
+    """`sample` is one recipient's finished message: its From, Reply-To and return path are
+    those of every message. `extra_urls`: links outside the items (template, Markdown)."""
+    cache = Cache(settings.state_dir / FILE_NAME)
+    lookup = Lookup(settings.check, cache)
+    headers = email.parser.BytesHeaderParser().parsebytes(sample.data)
+    from_domain = _domain(headers.get("From", "")) or _domain(sample.sender)
+    reply_domain = _domain(headers.get("Reply-To", ""))
+    return_path = _domain(sample.sender)
+    try:
+        await lookup.txt(from_domain)
+    except UnreachableError as exc:
+        return OnlineReport(skipped=f"{exc} (run again with a network, or set [check] online)")
+    checker = LinkChecker(
+        settings.check, cache, tls_context(settings), lookup if settings.check.nameservers else None
+    )
+    signer = DkimSigner.from_settings(settings) if settings.dkim is not None else None
+    dkim_domain = signer.domain.decode() if signer is not None else None
+    jobs: list[Awaitable[list[Fault]]] = [
+        _guarded("SPF", spf.check_spf(lookup, return_path)),
+        _guarded("DMARC", auth.check_dmarc(lookup, from_domain, dkim_domain, return_path)),
+        _guarded("MX", auth.check_mail_domain(lookup, from_domain, "From (bounces)")),
+        _endpoint(settings.newsletter.base_url, checker),
+    ]
+    if signer is not None:
+        selector = signer.selector.decode()
+        check = auth.check_dkim(lookup, signer.domain.decode(), selector, signer.public_key())
+        jobs.append(_guarded("DKIM", check))
+    if reply_domain and reply_domain != from_domain:
+        jobs.append(
+            _guarded("MX", auth.check_mail_domain(lookup, reply_domain, "Reply-To (replies)"))
+        )
+    labels = report.item_labels(issue)
+    urls = list(dict.fromkeys([*labels, *extra_urls]))
+    links_task = asyncio.ensure_future(checker.check(urls))
+    faults = await asyncio.gather(*jobs)
+    links = await links_task
+    cache.save()
+    findings = report.fault_findings((f for group in faults for f in group), recipients)
+    findings += report.link_findings(links, labels)
+    return OnlineReport(
+        findings=sorted(findings, key=lambda f: f.level != "error"),
+        links=links,
+        notes=report.link_notes(links, labels),
+        dns_queries=lookup.queries,
+        fetched=checker.fetched,
+    )
+
+
+async def _guarded(what: str, check: Awaitable[list[Fault]]) -> list[Fault]:
+    """A lookup that fails midway costs that one check, as a warning, not the whole run."""
+    try:
+        return await check
+    except UnreachableError as exc:
+        return [Fault(what.lower(), f"{what} not checked: {exc}", "warning")]
+
+
+async def _endpoint(base_url: str, checker: LinkChecker) -> list[Fault]:
+    base = base_url.rstrip("/")
+    faults = []
+    if not base.startswith("https://"):
+        faults.append(
+            Fault(
+                "one-click",
+                f"base_url {base} is not https: Gmail and Yahoo honour one-click unsubscribe "
+                "only over https; put `newsletter serve` behind a TLS proxy and set base_url",
+                "auth",
+            )
+        )
+    url = base + HOW_TO_PATH
+    result = (await checker.check([url]))[url]
+    if not result.ok:
+        problem = result.error or str(result.status)
+        faults.append(
+            Fault(
+                "one-click",
+                f"the unsubscribe endpoint does not answer: GET {url}: {problem}; run "
+                "`newsletter serve` behind the proxy that answers at base_url",
+            )
+        )
+    return faults
+
+
+def _domain(value: str) -> str:
+    address = email.utils.parseaddr(value)[1]
+    return address.rpartition("@")[2].lower().rstrip(".")
