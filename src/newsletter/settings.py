@@ -110,7 +110,7 @@ class CheckSettings(Section):
     # "IP" or "IP:PORT" ("[IPv6]:PORT"); empty: the system's resolver (/etc/resolv.conf).
     nameservers: list[str] = Field(default_factory=list)
     cache_ttl: Annotated[float, Field(ge=0)] = 3600.0  # seconds a link or DNS answer is reused
-    timeout: Annotated[float, Field(gt=0)] = 10.0  # seconds per DNS lookup or link
+    timeout: Annotated[float, Field(gt=0)] = 5.0  # seconds per DNS lookup or link
     concurrency: Annotated[int, Field(ge=1, le=32)] = 4  # links fetched at once (1 per host)
     ca_file: Path | None = None  # a CA to trust besides the system's, for the link check
 

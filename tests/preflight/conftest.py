@@ -45,7 +45,7 @@ def http_site() -> Iterator[Site]:
 @pytest.fixture(scope="module")
 def https_site(ca: trustme.CA) -> Iterator[Site]:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1", "links.test").configure_cert(context)
+    ca.issue_cert("127.0.0.1", "links.example").configure_cert(context)
     with website(context) as site:
         yield site
 
@@ -64,46 +64,49 @@ def dns(
     dkim_key: rsa.RSAPrivateKey, other_key: rsa.RSAPrivateKey
 ) -> Iterator[tuple[int, ZoneResolver]]:
     zone = {
-        # good.test: everything right; DMARC only on the organizational domain.
-        ("news.good.test", "TXT"): ["v=spf1 ip4:192.0.2.0/24 include:_spf.good.test -all", "x=1"],
-        ("_spf.good.test", "TXT"): ["v=spf1 ip6:2001:db8::/32 a mx ~all"],
-        ("nl._domainkey.news.good.test", "TXT"): [dkim_value(dkim_key)],
-        ("_dmarc.good.test", "TXT"): ["v=DMARC1; p=none; rua=mailto:d@good.test"],
-        ("news.good.test", "MX"): ["10 mx.good.test"],
-        # SPF gone wrong in every way a receiver notices.
-        ("plusall.test", "TXT"): ["v=spf1 +all"],
-        ("bareall.test", "TXT"): ["v=spf1 ip4:192.0.2.1 all"],
-        ("neutral.test", "TXT"): ["v=spf1 ip4:192.0.2.1 ?all"],
-        ("noall.test", "TXT"): ["v=spf1 ip4:192.0.2.1"],
-        ("many.test", "TXT"): [
-            "v=spf1 " + " ".join(f"include:i{n}.many.test" for n in range(11)) + " -all"
+        # good.example: everything right; DMARC only on the organizational domain.
+        ("news.good.example", "TXT"): [
+            "v=spf1 ip4:192.0.2.0/24 include:_spf.good.example -all",
+            "x=1",
         ],
-        **{(f"i{n}.many.test", "TXT"): ["v=spf1 -all"] for n in range(11)},
-        ("deep.test", "TXT"): ["v=spf1 include:a.deep.test include:b.deep.test -all"],
-        ("a.deep.test", "TXT"): ["v=spf1 a mx ptr exists:x.deep.test a:y.deep.test -all"],
-        ("b.deep.test", "TXT"): ["v=spf1 mx mx:z.deep.test a -all"],
-        ("two.test", "TXT"): ["v=spf1 -all", "v=spf1 mx -all"],
-        ("dangling.test", "TXT"): ["v=spf1 include:nothing.test -all"],
-        ("badip.test", "TXT"): ["v=spf1 ip4:300.1.1.1 -all"],
-        ("v6as4.test", "TXT"): ["v=spf1 ip4:2001:db8::1 -all"],
-        ("loop.test", "TXT"): ["v=spf1 include:loop.test -all"],
-        ("unknown.test", "TXT"): ["v=spf1 foo:bar -all"],
-        ("redirect.test", "TXT"): ["v=spf1 redirect=_spf.good.test"],
+        ("_spf.good.example", "TXT"): ["v=spf1 ip6:2001:db8::/32 a mx ~all"],
+        ("nl._domainkey.news.good.example", "TXT"): [dkim_value(dkim_key)],
+        ("_dmarc.good.example", "TXT"): ["v=DMARC1; p=none; rua=mailto:d@good.example"],
+        ("news.good.example", "MX"): ["10 mx.good.example"],
+        # SPF gone wrong in every way a receiver notices.
+        ("plusall.example", "TXT"): ["v=spf1 +all"],
+        ("bareall.example", "TXT"): ["v=spf1 ip4:192.0.2.1 all"],
+        ("neutral.example", "TXT"): ["v=spf1 ip4:192.0.2.1 ?all"],
+        ("noall.example", "TXT"): ["v=spf1 ip4:192.0.2.1"],
+        ("many.example", "TXT"): [
+            "v=spf1 " + " ".join(f"include:i{n}.many.example" for n in range(11)) + " -all"
+        ],
+        **{(f"i{n}.many.example", "TXT"): ["v=spf1 -all"] for n in range(11)},
+        ("deep.example", "TXT"): ["v=spf1 include:a.deep.example include:b.deep.example -all"],
+        ("a.deep.example", "TXT"): ["v=spf1 a mx ptr exists:x.deep.example a:y.deep.example -all"],
+        ("b.deep.example", "TXT"): ["v=spf1 mx mx:z.deep.example a -all"],
+        ("two.example", "TXT"): ["v=spf1 -all", "v=spf1 mx -all"],
+        ("dangling.example", "TXT"): ["v=spf1 include:nothing.example -all"],
+        ("badip.example", "TXT"): ["v=spf1 ip4:300.1.1.1 -all"],
+        ("v6as4.example", "TXT"): ["v=spf1 ip4:2001:db8::1 -all"],
+        ("loop.example", "TXT"): ["v=spf1 include:loop.example -all"],
+        ("unknown.example", "TXT"): ["v=spf1 foo:bar -all"],
+        ("redirect.example", "TXT"): ["v=spf1 redirect=_spf.good.example"],
         # DKIM keys that are not the configured one.
-        ("nl._domainkey.wrong.test", "TXT"): [dkim_value(other_key)],
-        ("nl._domainkey.revoked.test", "TXT"): ["v=DKIM1; k=rsa; p="],
-        ("nl._domainkey.testing.test", "TXT"): [dkim_value(dkim_key) + "; t=y"],
-        ("nl._domainkey.garbage.test", "TXT"): ["v=DKIM1; k=rsa; p=bm90IGEga2V5"],
-        ("nl._domainkey.twice.test", "TXT"): [dkim_value(dkim_key), dkim_value(other_key)],
+        ("nl._domainkey.wrong.example", "TXT"): [dkim_value(other_key)],
+        ("nl._domainkey.revoked.example", "TXT"): ["v=DKIM1; k=rsa; p="],
+        ("nl._domainkey.testing.example", "TXT"): [dkim_value(dkim_key) + "; t=y"],
+        ("nl._domainkey.garbage.example", "TXT"): ["v=DKIM1; k=rsa; p=bm90IGEga2V5"],
+        ("nl._domainkey.twice.example", "TXT"): [dkim_value(dkim_key), dkim_value(other_key)],
         # DMARC.
-        ("_dmarc.news.own.test", "TXT"): ["v=DMARC1; p=reject"],
-        ("_dmarc.broken.test", "TXT"): ["v=DMARC1; p=maybe"],
-        ("_dmarc.strict.test", "TXT"): ["v=DMARC1; p=quarantine; adkim=s; aspf=s"],
-        ("_dmarc.relaxed.test", "TXT"): ["v=DMARC1; p=quarantine"],
-        ("_dmarc.double.test", "TXT"): ["v=DMARC1; p=none", "v=DMARC1; p=reject"],
+        ("_dmarc.news.own.example", "TXT"): ["v=DMARC1; p=reject"],
+        ("_dmarc.broken.example", "TXT"): ["v=DMARC1; p=maybe"],
+        ("_dmarc.strict.example", "TXT"): ["v=DMARC1; p=quarantine; adkim=s; aspf=s"],
+        ("_dmarc.relaxed.example", "TXT"): ["v=DMARC1; p=quarantine"],
+        ("_dmarc.double.example", "TXT"): ["v=DMARC1; p=none", "v=DMARC1; p=reject"],
         # MX.
-        ("nullmx.test", "MX"): ["0 ."],
-        ("aonly.test", "A"): ["192.0.2.7"],
+        ("nullmx.example", "MX"): ["0 ."],
+        ("aonly.example", "A"): ["192.0.2.7"],
     }
     with dns_server(zone) as server:
         yield server

@@ -39,39 +39,39 @@ def messages(faults: list[Fault]) -> list[tuple[str, str]]:
 
 
 def test_good_spf(run: Run) -> None:
-    assert run(lambda lookup: check_spf(lookup, "news.good.test")) == []
-    assert run(lambda lookup: check_spf(lookup, "redirect.test")) == []
+    assert run(lambda lookup: check_spf(lookup, "news.good.example")) == []
+    assert run(lambda lookup: check_spf(lookup, "redirect.example")) == []
 
 
 @pytest.mark.parametrize(
     ("domain", "severity", "text"),
     [
         (
-            "missing.test",
+            "missing.example",
             "auth",
-            'missing.test has no SPF record: publish one TXT record at missing.test, e.g. "v=spf1',
+            "missing.example has no SPF record: publish one TXT record at missing.example",
         ),
-        ("plusall.test", "error", "ends in +all: it lets anyone send as plusall.test"),
-        ("bareall.test", "error", "ends in +all"),
-        ("neutral.test", "warning", "ends in ?all: mail from any host gets a neutral result"),
-        ("noall.test", "warning", "ends in no all"),
-        ("many.test", "auth", "needs 11 DNS lookups, over the limit of 10"),
-        ("deep.test", "auth", "needs 10 DNS lookups"),
-        ("two.test", "auth", "two.test has 2 SPF records; there must be exactly one"),
+        ("plusall.example", "error", "ends in +all: it lets anyone send as plusall.example"),
+        ("bareall.example", "error", "ends in +all"),
+        ("neutral.example", "warning", "ends in ?all: mail from any host gets a neutral result"),
+        ("noall.example", "warning", "ends in no all"),
+        ("many.example", "auth", "needs 11 DNS lookups, over the limit of 10"),
+        ("deep.example", "auth", "needs 10 DNS lookups"),
+        ("two.example", "auth", "two.example has 2 SPF records; there must be exactly one"),
         (
-            "dangling.test",
+            "dangling.example",
             "auth",
-            "nothing.test has no SPF record (an include or redirect points at it)",
+            "nothing.example has no SPF record (an include or redirect points at it)",
         ),
-        ("badip.test", "auth", "'ip4:300.1.1.1': '300.1.1.1' is not an IPv4 address or range"),
-        ("v6as4.test", "auth", "is not an IPv4 address or range"),
-        ("loop.test", "auth", "loop.test includes itself (a loop)"),
-        ("unknown.test", "auth", "'foo:bar' is not an SPF mechanism"),
+        ("badip.example", "auth", "'ip4:300.1.1.1': '300.1.1.1' is not an IPv4 address or range"),
+        ("v6as4.example", "auth", "is not an IPv4 address or range"),
+        ("loop.example", "auth", "loop.example includes itself (a loop)"),
+        ("unknown.example", "auth", "'foo:bar' is not an SPF mechanism"),
     ],
 )
 def test_spf_faults(run: Run, domain: str, severity: str, text: str) -> None:
     faults = run(lambda lookup: check_spf(lookup, domain))
-    if domain == "deep.test":  # 2 includes + 5 + 3 terms = exactly 10: allowed
+    if domain == "deep.example":  # 2 includes + 5 + 3 terms = exactly 10: allowed
         assert faults == []
         return
     assert len(faults) == 1
@@ -81,17 +81,17 @@ def test_spf_faults(run: Run, domain: str, severity: str, text: str) -> None:
 
 def test_dkim_matches_the_configured_key(run: Run, dkim_key: rsa.RSAPrivateKey) -> None:
     public = dkim_key.public_key()
-    assert run(lambda lookup: auth.check_dkim(lookup, "news.good.test", "nl", public)) == []
+    assert run(lambda lookup: auth.check_dkim(lookup, "news.good.example", "nl", public)) == []
 
 
 def test_dkim_missing_names_the_exact_record(run: Run, dkim_key: rsa.RSAPrivateKey) -> None:
     public = dkim_key.public_key()
-    faults = run(lambda lookup: auth.check_dkim(lookup, "missing.test", "nl", public))
-    expected = f'publish TXT nl._domainkey.missing.test "{dkim_value(dkim_key)}"'
+    faults = run(lambda lookup: auth.check_dkim(lookup, "missing.example", "nl", public))
+    expected = f'publish TXT nl._domainkey.missing.example "{dkim_value(dkim_key)}"'
     assert messages(faults) == [
         (
             "auth",
-            "no DKIM key at nl._domainkey.missing.test: no receiver can verify a signature; "
+            "no DKIM key at nl._domainkey.missing.example: no receiver can verify a signature; "
             + expected,
         )
     ]
@@ -101,11 +101,15 @@ def test_dkim_missing_names_the_exact_record(run: Run, dkim_key: rsa.RSAPrivateK
 @pytest.mark.parametrize(
     ("domain", "severity", "text"),
     [
-        ("wrong.test", "error", "does not match [dkim] private_key: every message would fail DKIM"),
-        ("revoked.test", "error", "is revoked (empty p=)"),
-        ("garbage.test", "error", "does not match [dkim] private_key"),
-        ("testing.test", "warning", "is in test mode (t=y)"),
-        ("twice.test", "error", "has 2 TXT records; keep only"),
+        (
+            "wrong.example",
+            "error",
+            "does not match [dkim] private_key: every message would fail DKIM",
+        ),
+        ("revoked.example", "error", "is revoked (empty p=)"),
+        ("garbage.example", "error", "does not match [dkim] private_key"),
+        ("testing.example", "warning", "is in test mode (t=y)"),
+        ("twice.example", "error", "has 2 TXT records; keep only"),
     ],
 )
 def test_dkim_faults(
@@ -120,67 +124,74 @@ def test_dkim_faults(
 def test_dmarc_on_the_organizational_domain_and_aligned(run: Run) -> None:
     found = run(
         lambda lookup: auth.check_dmarc(
-            lookup, "news.good.test", "news.good.test", "news.good.test"
+            lookup, "news.good.example", "news.good.example", "news.good.example"
         )
     )
     assert found == []
-    own = run(lambda lookup: auth.check_dmarc(lookup, "news.own.test", None, "news.own.test"))
+    own = run(lambda lookup: auth.check_dmarc(lookup, "news.own.example", None, "news.own.example"))
     assert own == []
 
 
 def test_dmarc_missing_broken_and_doubled(run: Run) -> None:
     missing = run(
-        lambda lookup: auth.check_dmarc(lookup, "news.missing.test", None, "news.missing.test")
+        lambda lookup: auth.check_dmarc(
+            lookup, "news.missing.example", None, "news.missing.example"
+        )
     )
     assert messages(missing) == [
         (
             "auth",
-            'no DMARC record for news.missing.test: publish TXT _dmarc.missing.test "v=DMARC1; '
-            'p=none; rua=mailto:dmarc@missing.test" (then move to p=quarantine once reports '
+            "no DMARC record for news.missing.example: publish TXT _dmarc.missing.example "
+            '"v=DMARC1; p=none; rua=mailto:dmarc@missing.example" (then move to p=quarantine once '
+            "reports "
             "show only your own mail)",
         )
     ]
-    broken = run(lambda lookup: auth.check_dmarc(lookup, "broken.test", None, "broken.test"))
-    assert "the DMARC record at _dmarc.broken.test is broken" in broken[0].message
-    double = run(lambda lookup: auth.check_dmarc(lookup, "double.test", None, "double.test"))
-    assert double[0].message == "_dmarc.double.test has 2 DMARC records; keep one"
+    broken = run(lambda lookup: auth.check_dmarc(lookup, "broken.example", None, "broken.example"))
+    assert "the DMARC record at _dmarc.broken.example is broken" in broken[0].message
+    double = run(lambda lookup: auth.check_dmarc(lookup, "double.example", None, "double.example"))
+    assert double[0].message == "_dmarc.double.example has 2 DMARC records; keep one"
 
 
 def test_dmarc_alignment_strict_and_relaxed(run: Run) -> None:
     # Relaxed: a DKIM d= on the same organizational domain aligns.
     relaxed = run(
         lambda lookup: auth.check_dmarc(
-            lookup, "news.relaxed.test", "relaxed.test", "bounce.other.test"
+            lookup, "news.relaxed.example", "relaxed.example", "bounce.other.example"
         )
     )
     assert relaxed == []
     # Strict: only the very same domain does.
     strict = run(
         lambda lookup: auth.check_dmarc(
-            lookup, "news.strict.test", "strict.test", "bounce.strict.test"
+            lookup, "news.strict.example", "strict.example", "bounce.strict.example"
         )
     )
     assert len(strict) == 1
     assert strict[0].severity == "auth"
     assert strict[0].message.startswith(
-        "From news.strict.test is aligned with neither the DKIM d= (strict.test) nor the "
-        "return path (bounce.strict.test) under _dmarc.strict.test (adkim=s, aspf=s)"
+        "From news.strict.example is aligned with neither the DKIM d= (strict.example) nor the "
+        "return path (bounce.strict.example) under _dmarc.strict.example (adkim=s, aspf=s)"
     )
     spf_only = run(
-        lambda lookup: auth.check_dmarc(lookup, "news.strict.test", None, "news.strict.test")
+        lambda lookup: auth.check_dmarc(lookup, "news.strict.example", None, "news.strict.example")
     )
     assert spf_only == []
 
 
 def test_mail_domains(run: Run) -> None:
-    assert run(lambda lookup: auth.check_mail_domain(lookup, "news.good.test", "From")) == []
-    assert run(lambda lookup: auth.check_mail_domain(lookup, "aonly.test", "From")) == []
-    null = run(lambda lookup: auth.check_mail_domain(lookup, "nullmx.test", "Reply-To (replies)"))
+    assert run(lambda lookup: auth.check_mail_domain(lookup, "news.good.example", "From")) == []
+    assert run(lambda lookup: auth.check_mail_domain(lookup, "aonly.example", "From")) == []
+    null = run(
+        lambda lookup: auth.check_mail_domain(lookup, "nullmx.example", "Reply-To (replies)")
+    )
     assert messages(null) == [
-        ("error", "Reply-To (replies) domain nullmx.test has a null MX: it accepts no mail")
+        ("error", "Reply-To (replies) domain nullmx.example has a null MX: it accepts no mail")
     ]
-    missing = run(lambda lookup: auth.check_mail_domain(lookup, "missing.test", "From (bounces)"))
-    assert "From (bounces) domain missing.test has no MX (and no address)" in missing[0].message
+    missing = run(
+        lambda lookup: auth.check_mail_domain(lookup, "missing.example", "From (bounces)")
+    )
+    assert "From (bounces) domain missing.example has no MX (and no address)" in missing[0].message
 
 
 def test_bulk_line_decides_the_level() -> None:

@@ -107,16 +107,16 @@ def test_link_skip_fetches_nothing(http_site: Site) -> None:
 
 def test_hosts_resolved_through_the_configured_nameservers(https_site: Site, ca_file: Path) -> None:
     port = https_site.base.rsplit(":", 1)[1]
-    url = f"https://links.test:{port}/moved"
-    zone = {("links.test", "A"): ["127.0.0.1"]}
+    url = f"https://links.example:{port}/moved"
+    zone = {("links.example", "A"): ["127.0.0.1"]}
     with dns_server(zone) as (dns_port, resolver):
         config = CheckSettings(nameservers=[f"127.0.0.1:{dns_port}"])
         lookup = Lookup(config, Cache(None))
-        results, _ = check([url, "https://nowhere.test/"], lookup=lookup, ca_file=ca_file)
+        results, _ = check([url, "https://nowhere.example/"], lookup=lookup, ca_file=ca_file)
     assert results[url].status == 200
-    assert results[url].target == f"https://links.test:{port}/ok"
-    assert results["https://nowhere.test/"].error.endswith("does not resolve (no A/AAAA record)")
-    assert ("links.test", "A") in resolver.queries
+    assert results[url].target == f"https://links.example:{port}/ok"
+    assert results["https://nowhere.example/"].error.endswith("does not resolve (no A/AAAA record)")
+    assert ("links.example", "A") in resolver.queries
 
 
 def test_findings_name_the_item(http_site: Site) -> None:

@@ -39,7 +39,10 @@ class OnlineReport:
 
     def summary(self) -> str:
         if self.skipped:
-            return f"online checks skipped: {self.skipped}"
+            return (
+                f"online checks skipped: {self.skipped} (offline? [check] nameservers "
+                "names the DNS servers to ask)"
+            )
         broken = sum(not result.ok for result in self.links.values())
         return (
             f"online: {len(self.links)} link(s), {broken} with a problem; "
@@ -74,7 +77,7 @@ async def run_online(
     try:
         await lookup.txt(from_domain)
     except UnreachableError as exc:
-        return OnlineReport(skipped=f"{exc} (run again with a network, or set [check] online)")
+        return OnlineReport(skipped=str(exc))
     checker = LinkChecker(
         settings.check, cache, tls_context(settings), lookup if settings.check.nameservers else None
     )
