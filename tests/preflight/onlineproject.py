@@ -21,6 +21,7 @@ def configure(
     dkim_key: rsa.RSAPrivateKey | None = None,
     online: bool = False,
     reply_to: str = "",
+    selector: str = "nl",
 ) -> None:
     config = root / "newsletter.toml"
     text = config.read_text(encoding="utf-8")
@@ -35,7 +36,8 @@ def configure(
         text += f'ca_file = "{ca_file}"\n'
     if dkim_key is not None:
         (root / "dkim.pem").write_bytes(pem(dkim_key))
-        text += f'\n[dkim]\ndomain = "{sender_domain}"\nselector = "nl"\nprivate_key = "dkim.pem"\n'
+        text += f'\n[dkim]\ndomain = "{sender_domain}"\nselector = "{selector}"\n'
+        text += 'private_key = "dkim.pem"\n'
     config.write_text(text, encoding="utf-8")
 
 

@@ -80,12 +80,12 @@ def test_spf_faults(run: Run, domain: str, severity: str, text: str) -> None:
 
 
 def test_dkim_matches_the_configured_key(run: Run, dkim_key: rsa.RSAPrivateKey) -> None:
-    public = dkim_key.public_key()
+    public = auth.public_key_base64(dkim_key.public_key())
     assert run(lambda lookup: auth.check_dkim(lookup, "news.good.example", "nl", public)) == []
 
 
 def test_dkim_missing_names_the_exact_record(run: Run, dkim_key: rsa.RSAPrivateKey) -> None:
-    public = dkim_key.public_key()
+    public = auth.public_key_base64(dkim_key.public_key())
     faults = run(lambda lookup: auth.check_dkim(lookup, "missing.example", "nl", public))
     expected = f'publish TXT nl._domainkey.missing.example "{dkim_value(dkim_key)}"'
     assert messages(faults) == [
@@ -115,7 +115,8 @@ def test_dkim_missing_names_the_exact_record(run: Run, dkim_key: rsa.RSAPrivateK
 def test_dkim_faults(
     run: Run, dkim_key: rsa.RSAPrivateKey, domain: str, severity: str, text: str
 ) -> None:
-    faults = run(lambda lookup: auth.check_dkim(lookup, domain, "nl", dkim_key.public_key()))
+    public = auth.public_key_base64(dkim_key.public_key())
+    faults = run(lambda lookup: auth.check_dkim(lookup, domain, "nl", public))
     assert len(faults) == 1
     assert faults[0].severity == severity
     assert text in faults[0].message

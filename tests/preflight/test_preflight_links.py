@@ -22,7 +22,9 @@ def check(
     urls: list[str], cache: Cache | None = None, lookup: Lookup | None = None, **config: object
 ) -> tuple[dict[str, LinkResult], LinkChecker]:
     settings = Settings(check=CheckSettings.model_validate({"timeout": 5.0, **config}))
-    checker = LinkChecker(settings.check, cache or Cache(None), tls_context(settings), lookup)
+    checker = LinkChecker(
+        settings.check, cache or Cache(None), lambda: tls_context(settings), lookup
+    )
     return asyncio.run(checker.check(urls)), checker
 
 

@@ -41,6 +41,7 @@ class Site:
 
 class _Handler(BaseHTTPRequestHandler):
     site: Site
+    other: int  # the status of a path not listed above
 
     def do_HEAD(self) -> None:
         self._answer(body=False)
@@ -71,7 +72,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        status = _STATUS.get(path, 200 if path == "/slow" else 404)
+        status = _STATUS.get(path, 200 if path == "/slow" else self.other)
         if path == "/no-head":
             status = 405 if self.command == "HEAD" else 200
         payload = f"{status} {path}\n".encode()
@@ -87,9 +88,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def website(tls: ssl.SSLContext | None = None) -> Iterator[Site]:
-    """One server (HTTPS when `tls` is given) until the block ends."""
-    handler = type("Handler", (_Handler,), {})
+def website(tls: ssl.SSLContext | None = None, *, other: int = 404) -> Iterator[Site]:
+    """One server (HTTPS when `tls` is given) until the block ends; `other`: the status of any
+    path not listed above."""
+    handler = type("Handler", (_Handler,), {"other": other})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     if tls is not None:

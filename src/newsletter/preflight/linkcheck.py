@@ -14,7 +14,7 @@ import asyncio
 import ipaddress
 import ssl
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -71,9 +71,11 @@ class LinkChecker:
         self,
         config: CheckSettings,
         cache: Cache,
-        tls: ssl.SSLContext,
+        tls: Callable[[], ssl.SSLContext],
         lookup: Lookup | None = None,
     ) -> None:
+        """`tls` makes the TLS context, called only when something is fetched: loading the
+        system's CA store costs tens of milliseconds, more than a whole cached run."""
         self._config = config
         self._cache = cache
         self._tls = tls
@@ -95,7 +97,7 @@ class LinkChecker:
         if by_host:
             gate = asyncio.Semaphore(self._config.concurrency)
             async with httpx.AsyncClient(
-                verify=self._tls,
+                verify=self._tls(),
                 timeout=self._config.timeout,
                 headers={"User-Agent": USER_AGENT},
                 trust_env=False,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import email.parser
 import email.utils
+import hashlib
 import ssl
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
@@ -70,7 +71,8 @@ async def run_online(
     those of every message. `extra_urls`: links outside the items (template, Markdown)."""
     cache = Cache(settings.state_dir / FILE_NAME)
     lookup = Lookup(settings.check, cache)
-    headers = email.parser.BytesHeaderParser().parsebytes(sample.data)
+    head = sample.data.partition(b"\r\n\r\n")[0]
+    headers = email.parser.BytesHeaderParser().parsebytes(head)
     from_domain = _domain(headers.get("From", "")) or _domain(sample.sender)
     reply_domain = _domain(headers.get("Reply-To", ""))
     return_path = _domain(sample.sender)
@@ -79,19 +81,21 @@ async def run_online(
     except UnreachableError as exc:
         return OnlineReport(skipped=str(exc))
     checker = LinkChecker(
-        settings.check, cache, tls_context(settings), lookup if settings.check.nameservers else None
+        settings.check,
+        cache,
+        lambda: tls_context(settings),
+        lookup if settings.check.nameservers else None,
     )
-    signer = DkimSigner.from_settings(settings) if settings.dkim is not None else None
-    dkim_domain = signer.domain.decode() if signer is not None else None
+    dkim_domain = settings.dkim.domain.lower() if settings.dkim is not None else None
     jobs: list[Awaitable[list[Fault]]] = [
         _guarded("SPF", spf.check_spf(lookup, return_path)),
         _guarded("DMARC", auth.check_dmarc(lookup, from_domain, dkim_domain, return_path)),
         _guarded("MX", auth.check_mail_domain(lookup, from_domain, "From (bounces)")),
         _endpoint(settings.newsletter.base_url, checker),
     ]
-    if signer is not None:
-        selector = signer.selector.decode()
-        check = auth.check_dkim(lookup, signer.domain.decode(), selector, signer.public_key())
+    if settings.dkim is not None:
+        public = dkim_public_key(settings, cache)
+        check = auth.check_dkim(lookup, settings.dkim.domain, settings.dkim.selector, public)
         jobs.append(_guarded("DKIM", check))
     if reply_domain and reply_domain != from_domain:
         jobs.append(
@@ -112,6 +116,23 @@ async def run_online(
         dns_queries=lookup.queries,
         fetched=checker.fetched,
     )
+
+
+def dkim_public_key(settings: Settings, cache: Cache) -> str:
+    """The configured key's public half (base64 DER), remembered by the key file's hash:
+    checking an RSA private key costs more than a whole cached run."""
+    assert settings.dkim is not None
+    try:
+        data = settings.resolve(settings.dkim.private_key).read_bytes()
+    except OSError:
+        data = b""  # DkimSigner says what is wrong with the file
+    key = f"dkim-public:{hashlib.sha256(data).hexdigest()}"
+    cached = cache.get(key)
+    if isinstance(cached, str):
+        return cached
+    public = auth.public_key_base64(DkimSigner.from_settings(settings).public_key())
+    cache.put(key, public, settings.check.cache_ttl)
+    return public
 
 
 async def _guarded(what: str, check: Awaitable[list[Fault]]) -> list[Fault]:
