@@ -172,3 +172,33 @@ def test_findings_name_the_item(http_site: Site) -> None:
 )
 def test_levels(result: LinkResult, expected: str) -> None:
     assert [str(f) for f in report.link_findings({"u": result}, {})] == [expected]
+
+
+def test_every_url_of_the_issue_is_labelled() -> None:
+    issue = Issue.model_validate(
+        {
+            "number": 3,
+            "title": "t",
+            "intro": "见 [博客](https://blog.example/a) 与 [信](mailto:x@y.example)",
+            "outro": "[再见](https://blog.example/a) [下期](https://next.example/)",
+            "sections": [
+                {
+                    "title": "分析",
+                    "items": [
+                        {
+                            "title": "甲",
+                            "summary": "**粗** [论文](https://paper.example/1) `code`",
+                            "links": [{"label": "a", "url": "https://a.example/"}],
+                        },
+                        {"title": "乙", "links": [{"label": "b", "url": "https://a.example/"}]},
+                    ],
+                }
+            ],
+        }
+    )
+    assert report.item_labels(issue) == {
+        "https://blog.example/a": "intro",
+        "https://a.example/": "分析 0 「甲」",
+        "https://paper.example/1": "分析 0 「甲」",
+        "https://next.example/": "outro",
+    }

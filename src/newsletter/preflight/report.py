@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from newsletter.checks import Finding
+from newsletter.markup import link_urls
 from newsletter.models import Issue
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkResult
@@ -35,13 +36,19 @@ def fault_findings(faults: Iterable[Fault], recipients: int) -> list[Finding]:
 
 
 def item_labels(issue: Issue) -> dict[str, str]:
-    """URL -> the first item that links it, as `section index 「title」`."""
+    """Every http(s) URL of the issue -> where it first appears: `section index 「title」` for an
+    item's links and the links in its summary, `intro`/`outro` for theirs."""
     labels: dict[str, str] = {}
+    for url in link_urls(issue.intro):
+        labels.setdefault(url, "intro")
     for section in issue.sections:
         for index, item in enumerate(section.items):
-            for link in item.links:
-                labels.setdefault(link.url, f"{section.title} {index} 「{item.title}」")
-    return labels
+            where = f"{section.title} {index} 「{item.title}」"
+            for url in [link.url for link in item.links] + link_urls(item.summary):
+                labels.setdefault(url, where)
+    for url in link_urls(issue.outro):
+        labels.setdefault(url, "outro")
+    return {url: where for url, where in labels.items() if url.startswith(("http:", "https:"))}
 
 
 def link_findings(results: Mapping[str, LinkResult], labels: Mapping[str, str]) -> list[Finding]:

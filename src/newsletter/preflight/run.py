@@ -13,7 +13,7 @@ import email.parser
 import email.utils
 import hashlib
 import ssl
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 from newsletter.checks import Finding
@@ -65,10 +65,9 @@ async def run_online(
     issue: Issue,
     sample: OutgoingMessage,
     recipients: int,
-    extra_urls: Iterable[str] = (),
 ) -> OnlineReport:
     """`sample` is one recipient's finished message: its From, Reply-To and return path are
-    those of every message. `extra_urls`: links outside the items (template, Markdown)."""
+    those of every message. `recipients`: the list's size, for the bulk-sender line."""
     cache = Cache(settings.state_dir / FILE_NAME)
     lookup = Lookup(settings.check, cache)
     head = sample.data.partition(b"\r\n\r\n")[0]
@@ -102,8 +101,7 @@ async def run_online(
             _guarded("MX", auth.check_mail_domain(lookup, reply_domain, "Reply-To (replies)"))
         )
     labels = report.item_labels(issue)
-    urls = list(dict.fromkeys([*labels, *extra_urls]))
-    links_task = asyncio.ensure_future(checker.check(urls))
+    links_task = asyncio.ensure_future(checker.check(labels))
     faults = await asyncio.gather(*jobs)
     links = await links_task
     cache.save()
