@@ -7,14 +7,16 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from dnszone import ZoneResolver, closed_port
 from onlineproject import configure, write_issue
 from websites import Site
 
+from newsletter.errors import SubscriberListError
 from newsletter.issues import load_issue
 from newsletter.message import sample_message
-from newsletter.preflight.run import OnlineReport, run_online
+from newsletter.preflight.run import OnlineReport, list_size, run_online
 from newsletter.render import render_issue
 from newsletter.settings import load_settings
 
@@ -107,3 +109,13 @@ def test_offline_is_one_line(project: Path, http_site: Site) -> None:
     assert result.links == {}
     assert result.summary().startswith("online checks skipped: no answer from 127.0.0.1:")
     assert http_site.requests[("HEAD", "/ok?offline")] == 0
+
+
+def test_list_size_counts_rows(project: Path) -> None:
+    settings = load_settings(project / "newsletter.toml", environ={})
+    assert list_size(settings, "main") == 8  # subscribers.example.csv: a header and 8 rows
+    (project / "subscribers.example.csv").write_text("email\n\n" + "a@b.example\n" * 6001)
+    assert list_size(settings, "main") == 6001
+    (project / "subscribers.example.csv").unlink()
+    with pytest.raises(SubscriberListError, match="no such subscriber list"):
+        list_size(settings, "main")

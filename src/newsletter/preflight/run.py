@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from newsletter.checks import Finding
 from newsletter.dkim_signer import DkimSigner
+from newsletter.errors import SubscriberListError
 from newsletter.models import Issue, OutgoingMessage
 from newsletter.preflight import auth, report, spf
 from newsletter.preflight.cache import FILE_NAME, Cache
@@ -50,6 +51,27 @@ class OnlineReport:
             f"{self.dns_queries} DNS and {self.fetched} HTTP request(s) sent "
             "(the rest from the cache)"
         )
+
+
+def check_online(
+    settings: Settings, issue: Issue, sample: OutgoingMessage, list_name: str
+) -> OnlineReport:
+    """`newsletter check --online`: the online checks for `list_name`'s size, from sync code."""
+    return asyncio.run(run_online(settings, issue, sample, list_size(settings, list_name)))
+
+
+def list_size(settings: Settings, list_name: str) -> int:
+    """Rows of the list's CSV, header and blank lines left out: the bulk-sender line needs the
+    size, not validated addresses, so a million-row list costs one read, not a parse."""
+    path = settings.resolve(settings.mailing_list(list_name).path)
+    try:
+        with path.open("rb") as handle:
+            rows = sum(1 for line in handle if line.strip())
+    except FileNotFoundError:
+        raise SubscriberListError(f"{path}: no such subscriber list") from None
+    except OSError as exc:
+        raise SubscriberListError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return max(rows - 1, 0)
 
 
 def tls_context(settings: Settings) -> ssl.SSLContext:
