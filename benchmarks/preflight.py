@@ -106,7 +106,7 @@ def measure(root: Path) -> None:
         run_checks(loaded, output, message.data)
 
     def online() -> OnlineReport:
-        return asyncio.run(run_online(settings, issue, sample, recipients=8))
+        return asyncio.run(run_online(settings, issue, sample.data, recipients=8))
 
     def cold() -> OnlineReport:
         cache.unlink(missing_ok=True)

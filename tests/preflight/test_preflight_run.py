@@ -25,7 +25,7 @@ def online(root: Path, number: int, recipients: int) -> OnlineReport:
     settings = load_settings(root / "newsletter.toml", environ={})
     issue = load_issue(settings.issues_dir, number)
     sample, _ = sample_message(render_issue(issue, settings), settings, "main")
-    return asyncio.run(run_online(settings, issue, sample, recipients))
+    return asyncio.run(run_online(settings, issue, sample.data, recipients))
 
 
 def test_good_domain_and_its_links(

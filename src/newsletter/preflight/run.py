@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from newsletter.checks import Finding
 from newsletter.dkim_signer import DkimSigner
 from newsletter.errors import SubscriberListError
-from newsletter.models import Issue, OutgoingMessage
+from newsletter.models import Issue
 from newsletter.preflight import auth, report, spf
 from newsletter.preflight.cache import FILE_NAME, Cache
 from newsletter.preflight.faults import Fault
@@ -41,10 +41,7 @@ class OnlineReport:
 
     def summary(self) -> str:
         if self.skipped:
-            return (
-                f"online checks skipped: {self.skipped} (offline? [check] nameservers "
-                "names the DNS servers to ask)"
-            )
+            return f"online checks skipped: {self.skipped}"
         broken = sum(not result.ok for result in self.links.values())
         return (
             f"online: {len(self.links)} link(s), {broken} with a problem; "
@@ -53,11 +50,9 @@ class OnlineReport:
         )
 
 
-def check_online(
-    settings: Settings, issue: Issue, sample: OutgoingMessage, list_name: str
-) -> OnlineReport:
+def check_online(settings: Settings, issue: Issue, message: bytes, list_name: str) -> OnlineReport:
     """`newsletter check --online`: the online checks for `list_name`'s size, from sync code."""
-    return asyncio.run(run_online(settings, issue, sample, list_size(settings, list_name)))
+    return asyncio.run(run_online(settings, issue, message, list_size(settings, list_name)))
 
 
 def list_size(settings: Settings, list_name: str) -> int:
@@ -85,22 +80,24 @@ def tls_context(settings: Settings) -> ssl.SSLContext:
 async def run_online(
     settings: Settings,
     issue: Issue,
-    sample: OutgoingMessage,
+    message: bytes,
     recipients: int,
 ) -> OnlineReport:
-    """`sample` is one recipient's finished message: its From, Reply-To and return path are
-    those of every message. `recipients`: the list's size, for the bulk-sender line."""
+    """`message`: one recipient's finished message, whose From and Reply-To every message
+    carries; `send` uses the From address as the return path (MAIL FROM) too.
+    `recipients`: the list's size, for the bulk-sender line."""
     cache = Cache(settings.state_dir / FILE_NAME)
     lookup = Lookup(settings.check, cache)
-    head = sample.data.partition(b"\r\n\r\n")[0]
+    head = message.partition(b"\r\n\r\n")[0]
     headers = email.parser.BytesHeaderParser().parsebytes(head)
-    from_domain = _domain(headers.get("From", "")) or _domain(sample.sender)
+    from_domain = _domain(headers.get("From", ""))
     reply_domain = _domain(headers.get("Reply-To", ""))
-    return_path = _domain(sample.sender)
+    return_path = from_domain
     try:
         await lookup.txt(from_domain)
     except UnreachableError as exc:
-        return OnlineReport(skipped=str(exc))
+        hint = "offline? [check] nameservers names the DNS servers to ask"
+        return OnlineReport(skipped=f"{exc} ({hint})")
     checker = LinkChecker(
         settings.check,
         cache,
