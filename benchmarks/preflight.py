@@ -28,20 +28,19 @@ import trustme
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "preflight"))
-
-from dkimkeys import dkim_value  # noqa: E402
-from dnszone import dns_server  # noqa: E402
-from onlineproject import configure  # noqa: E402
-from websites import website  # noqa: E402
+sys.path.insert(0, str(REPO / "tests"))  # the test servers in tests/support/
 
 from newsletter.checks import run_checks  # noqa: E402
 from newsletter.issues import load_issue  # noqa: E402
-from newsletter.message import sample_message  # noqa: E402
+from newsletter.mail.message import sample_message  # noqa: E402
 from newsletter.preflight.cache import FILE_NAME  # noqa: E402
 from newsletter.preflight.run import OnlineReport, run_online  # noqa: E402
 from newsletter.render import render_issue  # noqa: E402
 from newsletter.settings import load_settings  # noqa: E402
+from support.dkimkeys import dkim_value  # noqa: E402
+from support.dnszone import dns_server  # noqa: E402
+from support.onlineproject import configure  # noqa: E402
+from support.websites import website  # noqa: E402
 
 LINK_HOSTS = ["arxiv.org", "github.com", "mp.weixin.qq.com", "doi.org", "zhuanlan.zhihu.com"]
 COLD_RUNS = 5

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import trustme
 from cryptography.hazmat.primitives.asymmetric import rsa
-from dkimkeys import dkim_value
-from dnszone import ZoneResolver, dns_server
-from websites import Site, website
+
+from support.dkimkeys import dkim_value
+from support.dnszone import ZoneResolver, dns_server
+from support.websites import Site, website
 
 
 @pytest.fixture(scope="session")

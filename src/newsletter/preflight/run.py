@@ -17,8 +17,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 from newsletter.checks import Finding
-from newsletter.dkim_signer import DkimSigner
 from newsletter.errors import SubscriberListError
+from newsletter.mail.signing import DkimSigner
 from newsletter.models import Issue
 from newsletter.preflight import auth, report, spf
 from newsletter.preflight.cache import FILE_NAME, Cache

@@ -6,8 +6,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from dnszone import dns_server
-from websites import SLOW, Site
 
 from newsletter.models import Issue
 from newsletter.preflight import report
@@ -16,6 +14,8 @@ from newsletter.preflight.linkcheck import LinkChecker, LinkResult
 from newsletter.preflight.lookup import Lookup
 from newsletter.preflight.run import tls_context
 from newsletter.settings import CheckSettings, Settings
+from support.dnszone import dns_server
+from support.websites import SLOW, Site
 
 
 def check(

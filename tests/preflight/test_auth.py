@@ -8,8 +8,6 @@ from typing import TypeVar
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from dkimkeys import dkim_value
-from dnszone import ZoneResolver
 
 from newsletter.preflight import auth, report
 from newsletter.preflight.cache import Cache
@@ -17,6 +15,8 @@ from newsletter.preflight.faults import Fault
 from newsletter.preflight.lookup import Lookup
 from newsletter.preflight.spf import check_spf
 from newsletter.settings import CheckSettings
+from support.dkimkeys import dkim_value
+from support.dnszone import ZoneResolver
 
 T = TypeVar("T")
 

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from dnszone import ZoneResolver, closed_port
-from onlineproject import configure, write_issue
-from websites import Site
 
 from newsletter.errors import SubscriberListError
 from newsletter.issues import load_issue
-from newsletter.message import sample_message
+from newsletter.mail.message import sample_message
 from newsletter.preflight.run import OnlineReport, list_size, run_online
 from newsletter.render import render_issue
 from newsletter.settings import load_settings
+from support.dnszone import ZoneResolver, closed_port
+from support.onlineproject import configure, write_issue
+from support.websites import Site
 
 
 def online(root: Path, number: int, recipients: int) -> OnlineReport:

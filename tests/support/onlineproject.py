@@ -8,7 +8,8 @@ from pathlib import Path
 
 import yaml
 from cryptography.hazmat.primitives.asymmetric import rsa
-from dkimkeys import pem
+
+from support.dkimkeys import pem
 
 
 def configure(
