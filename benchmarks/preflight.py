@@ -30,12 +30,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the test servers in tests/support/
 
-from newsletter.checks import run_checks  # noqa: E402
-from newsletter.issues import load_issue  # noqa: E402
-from newsletter.mail.message import sample_message  # noqa: E402
+from newsletter.draft import review  # noqa: E402
+from newsletter.issues import issue_path  # noqa: E402
 from newsletter.preflight.cache import FILE_NAME  # noqa: E402
 from newsletter.preflight.run import OnlineReport, run_online  # noqa: E402
-from newsletter.render import render_issue  # noqa: E402
 from newsletter.settings import load_settings  # noqa: E402
 from support.dkimkeys import dkim_value  # noqa: E402
 from support.dnszone import dns_server  # noqa: E402
@@ -93,19 +91,15 @@ def main() -> None:
 
 def measure(root: Path) -> None:
     settings = load_settings(root / "newsletter.toml", environ={})
-    issue = load_issue(settings.issues_dir, 14)
-    rendered = render_issue(issue, settings)
-    sample, _ = sample_message(rendered, settings, "main")
+    path = issue_path(settings.issues_dir, 14)
+    draft = review(settings, path, "main")
     cache = settings.state_dir / FILE_NAME
 
     def offline() -> None:
-        loaded = load_issue(settings.issues_dir, 14)
-        output = render_issue(loaded, settings)
-        message, _ = sample_message(output, settings, "main")
-        run_checks(loaded, output, message.data)
+        review(settings, path, "main")
 
     def online() -> OnlineReport:
-        return asyncio.run(run_online(settings, issue, sample.data, recipients=8))
+        return asyncio.run(run_online(settings, draft.issue, draft.message, recipients=8))
 
     def cold() -> OnlineReport:
         cache.unlink(missing_ok=True)
@@ -129,15 +123,15 @@ def measure(root: Path) -> None:
     print(f"warm run: {last.dns_queries} DNS queries, {last.fetched} HTTP requests")
     ref = statistics.median(reference)
     rows = [
-        ("reference: offline checks (load + render + sample + checks.py)", reference),
+        ("reference: offline `check` (draft.review: load, render, sample, checks)", reference),
         ("online, cold cache (median of 5; target < 3 s)", colds),
         ("online, warm cache (median of 30; target < 50 ms)", warms),
     ]
-    print(f"{'figure':<66} {'median':>10} {'max':>10} {'× ref':>7}")
+    print(f"{'figure':<72} {'median':>10} {'max':>10} {'× ref':>7}")
     for label, values in rows:
         median = statistics.median(values)
         print(
-            f"{label:<66} {median * 1000:>8.1f}ms {max(values) * 1000:>8.1f}ms"
+            f"{label:<72} {median * 1000:>8.1f}ms {max(values) * 1000:>8.1f}ms"
             f" {median / ref:>6.2f}×"
         )
     print(f"first cold run of the process (public suffix list loaded): {first_cold * 1000:.0f} ms")

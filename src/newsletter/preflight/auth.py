@@ -80,21 +80,19 @@ async def check_dkim(lookup: Lookup, domain: str, selector: str, public_key: str
 async def check_dmarc(
     lookup: Lookup, from_domain: str, dkim_domain: str | None, return_path_domain: str
 ) -> list[Fault]:
-    org = organizational_domain(from_domain)
-    found: list[str] = []
-    where = ""
-    for candidate in dict.fromkeys((from_domain, org)):
-        where = f"_dmarc.{candidate}"
-        found = [r for r in await lookup.txt(where) if r.replace(" ", "").startswith("v=DMARC1")]
-        if found:
-            break
-    example = f'"v=DMARC1; p=none; rua=mailto:dmarc@{org}"'
+    where = f"_dmarc.{from_domain}"
+    found = await _dmarc_records(lookup, where)
+    if not found and organizational_domain(from_domain) != from_domain:
+        where = f"_dmarc.{organizational_domain(from_domain)}"
+        found = await _dmarc_records(lookup, where)
     if not found:
+        org = organizational_domain(from_domain)
         return [
             Fault(
                 "dmarc",
-                f"no DMARC record for {from_domain}: publish TXT _dmarc.{org} {example} "
-                "(then move to p=quarantine once reports show only your own mail)",
+                f"no DMARC record for {from_domain}: publish TXT _dmarc.{org} "
+                f"{_dmarc_example(from_domain)} (then move to p=quarantine once reports show "
+                "only your own mail)",
                 "auth",
             )
         ]
@@ -107,7 +105,7 @@ async def check_dmarc(
             Fault(
                 "dmarc",
                 f"the DMARC record at {where} is broken (it needs p=none, quarantine or "
-                f"reject): {found[0]!r}; e.g. {example}",
+                f"reject): {found[0]!r}; e.g. {_dmarc_example(from_domain)}",
                 "auth",
             )
         ]
@@ -144,10 +142,18 @@ async def check_mail_domain(lookup: Lookup, domain: str, role: str) -> list[Faul
     ]
 
 
+async def _dmarc_records(lookup: Lookup, name: str) -> list[str]:
+    return [r for r in await lookup.txt(name) if r.replace(" ", "").startswith("v=DMARC1")]
+
+
+def _dmarc_example(domain: str) -> str:
+    return f'"v=DMARC1; p=none; rua=mailto:dmarc@{organizational_domain(domain)}"'
+
+
 def aligned(from_domain: str, other: str, mode: str) -> bool:
     """DMARC identifier alignment: the same domain (s), or the same organizational domain (r)."""
     a, b = from_domain.lower().rstrip("."), other.lower().rstrip(".")
-    if mode == "s":
+    if mode == "s" or a == b:
         return a == b
     return organizational_domain(a) == organizational_domain(b)
 
