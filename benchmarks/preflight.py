@@ -134,7 +134,10 @@ def measure(root: Path) -> None:
             f"{label:<72} {median * 1000:>8.1f}ms {max(values) * 1000:>8.1f}ms"
             f" {median / ref:>6.2f}×"
         )
-    print(f"first cold run of the process (public suffix list loaded): {first_cold * 1000:.0f} ms")
+    print(
+        "first cold run of the process (CA store, DKIM key, first connections): "
+        f"{first_cold * 1000:.0f} ms"
+    )
     cold_ok = max(colds) < 3 and first_cold < 3
     warm_ok = statistics.median(warms) < 0.05
     print(
