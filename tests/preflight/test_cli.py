@@ -40,7 +40,7 @@ def test_online_names_each_broken_link_and_keeps_exit_codes(
     assert lines[0] == f"error: 项目 1 「坏」: {missing}: 404 [link-check]"
     assert lines[1].startswith("HTML part: ")
     assert lines[2] == f"note: 项目 2 「搬」: {found} → {https_site.url('/ok')} (302 → 200)"
-    assert lines[3].startswith("online: 3 link(s), 1 with a problem; ")
+    assert lines[3].startswith("online: 3 link(s): 2 answering, 1 failing, 0 not fetched ")
     assert lines[4:] == ["issue 15: 1 error(s), 0 warning(s)"]
     # Offline, the same issue passes: the broken link is an online finding only.
     code, out, _ = run("check", "--issue", "15")
@@ -57,7 +57,7 @@ def test_config_turns_it_on_and_offline_turns_it_off(
     code, out, _ = run("check", "--issue", "15")
     assert code == 0  # 8 subscribers: the missing DKIM/DMARC/https are warnings
     assert "[one-click]" in out
-    assert "online: 1 link(s), 0 with a problem" in out
+    assert "online: 1 link(s): 1 answering, 0 failing, 0 not fetched" in out
     code, out, _ = run("check", "--issue", "15", "--offline")
     assert code == 0
     assert "online" not in out

@@ -12,7 +12,7 @@ from newsletter.preflight import report
 from newsletter.preflight.cache import Cache
 from newsletter.preflight.linkcheck import LinkChecker, LinkResult
 from newsletter.preflight.lookup import Lookup
-from newsletter.preflight.run import tls_context
+from newsletter.preflight.run import OnlineReport, tls_context
 from newsletter.settings import CheckSettings, Settings
 from support.dnszone import dns_server
 from support.websites import SLOW, Site
@@ -105,6 +105,12 @@ def test_link_skip_fetches_nothing(http_site: Site) -> None:
     results, checker = check([url], link_skip=["127.0.0.1"])
     assert results[url].skipped
     assert checker.fetched == 0
+    assert report.link_findings(results, {}) == []
+    assert report.link_notes(results, {url: "项目 0 「甲」"}) == [
+        f"项目 0 「甲」: {url}: not fetched ([check] link_skip)"
+    ]
+    summary = OnlineReport(links=results).summary()
+    assert summary.startswith("online: 1 link(s): 0 answering, 0 failing, 1 not fetched")
 
 
 def test_hosts_resolved_through_the_configured_nameservers(https_site: Site, ca_file: Path) -> None:

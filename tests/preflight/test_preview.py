@@ -39,7 +39,7 @@ def test_online_results_in_the_checks_tab(
                 break
             time.sleep(0.2)
     assert f"error 项目 1 「坏」: {missing}: 404 link-check" in " ".join(text.split())
-    assert "online: 2 link(s), 1 with a problem" in text
+    assert "online: 2 link(s): 1 answering, 1 failing, 0 not fetched" in text
     # The offline checks find nothing here; the tab counts the online findings too
     # (the 404, and the unauthenticated test domain's warnings).
     assert int(count) >= 1

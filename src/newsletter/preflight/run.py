@@ -42,11 +42,13 @@ class OnlineReport:
     def summary(self) -> str:
         if self.skipped:
             return f"online checks skipped: {self.skipped}"
-        broken = sum(not result.ok for result in self.links.values())
+        skipped = sum(result.skipped for result in self.links.values())
+        failing = sum(not result.ok for result in self.links.values())
+        fine = len(self.links) - skipped - failing
         return (
-            f"online: {len(self.links)} link(s), {broken} with a problem; "
-            f"{self.dns_queries} DNS and {self.fetched} HTTP request(s) sent "
-            "(the rest from the cache)"
+            f"online: {len(self.links)} link(s): {fine} answering, {failing} failing, "
+            f"{skipped} not fetched (link_skip); {self.dns_queries} DNS and {self.fetched} "
+            "HTTP request(s) sent, the rest from the cache"
         )
 
 
