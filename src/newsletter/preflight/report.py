@@ -62,19 +62,25 @@ def link_findings(results: Mapping[str, LinkResult], labels: Mapping[str, str]) 
 
 
 def link_notes(results: Mapping[str, LinkResult], labels: Mapping[str, str]) -> list[str]:
-    """Lines for the links that are fine but go somewhere else, or were not fetched."""
+    """Lines for the links that are fine but redirected for now (302, 303, 307), or were not
+    fetched."""
     notes = []
     for url, result in results.items():
         where = f"{labels[url]}: " if url in labels else ""
         if result.skipped:
             notes.append(f"{where}{url}: not fetched ([check] link_skip)")
-        elif result.ok and result.redirects:
+        elif result.ok and result.redirects and not _moved(result):
             notes.append(f"{where}{url} → {result.target} ({describe_chain(result)})")
     return notes
 
 
 def describe_chain(result: LinkResult) -> str:
     return " → ".join(str(code) for code, _ in result.redirects) + f" → {result.status}"
+
+
+def _moved(result: LinkResult) -> bool:
+    """A permanent redirect on the way: a warning of its own, not a note."""
+    return any(code in (301, 308) for code, _ in result.redirects)
 
 
 def _link_finding(result: LinkResult, name: str) -> Finding | None:
@@ -94,7 +100,7 @@ def _link_finding(result: LinkResult, name: str) -> Finding | None:
         )
     if status >= 400:
         return Finding("error", "link-check", f"{name}: {status}{via}")
-    if any(code in (301, 308) for code, _ in result.redirects):
+    if _moved(result):
         return Finding(
             "warning",
             "link-moved",
