@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS deliveries (
     next_attempt_at REAL    NOT NULL DEFAULT 0,
     UNIQUE (issue, list, recipient)
 );
--- No index on state: every state change would update it (~40 % of a send's SQLite time), and
+-- No index on state: every state change would update it (a large share of a send's time), and
 -- the UNIQUE key's (issue, list) prefix already narrows every query to one list.
 DROP INDEX IF EXISTS deliveries_state;
 CREATE TABLE IF NOT EXISTS suppressions (

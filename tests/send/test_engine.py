@@ -25,7 +25,7 @@ _ids = itertools.count()
 
 
 def subscribers(n: int) -> dict[str, Subscriber]:
-    subs = [Subscriber(address=f"r{i}@example.com", envelope=f"r{i}@example.com") for i in range(n)]
+    subs = [Subscriber(envelope=f"r{i}@example.com") for i in range(n)]
     return {s.envelope: s for s in subs}
 
 
@@ -33,8 +33,8 @@ def build(sub: Subscriber, stored: str | None = None) -> OutgoingMessage:
     # A fresh Message-ID per build unless the row holds one, like the real factory.
     mid = stored or f"<{next(_ids)}.{sub.envelope}>"
     data = (
-        f"From: news@example.org\r\nTo: {sub.address}\r\nSubject: Issue 14\r\n"
-        f"Message-ID: {mid}\r\n\r\nHello {sub.address}\r\n"
+        f"From: news@example.org\r\nTo: {sub.envelope}\r\nSubject: Issue 14\r\n"
+        f"Message-ID: {mid}\r\n\r\nHello {sub.envelope}\r\n"
     ).encode()
     return OutgoingMessage(
         message_id=mid, sender="news@example.org", recipient=sub.envelope, data=data

@@ -7,8 +7,8 @@ To, Subject and both List-Unsubscribe fields are signed once more than they occu
 so nobody on the way can add a second one without breaking the signature.
 
 dkimpy does the DKIM work (parsing, canonicalization, choosing and hashing the signed headers);
-only the RSA operation goes to `cryptography` (OpenSSL): dkimpy's pure-Python RSA costs ~20 ms per
-message on a small machine, which would make signing, not SMTP, the limit on sending speed.
+only the RSA operation goes to `cryptography` (OpenSSL): dkimpy's pure-Python RSA would make
+signing, not SMTP, the limit on sending speed (README, Benchmarks).
 """
 
 from __future__ import annotations

@@ -103,7 +103,8 @@ class Service:
 
     async def how_to_unsubscribe(self, request: Request) -> Response:
         # Relative links throughout: they stay right when a proxy serves us below a path prefix.
-        return self.page("how_to_unsubscribe.html", archive_href="./")
+        page = self.archive.how_to_unsubscribe_page(archive_href="./")
+        return HTMLResponse(page, headers=NO_STORE)
 
     async def confirm(self, request: Request) -> Response:
         target = self._target(request)

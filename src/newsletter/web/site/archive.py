@@ -119,12 +119,13 @@ _PLACEHOLDER = re.compile("|".join(re.escape(p.value) for p in Placeholder))
 
 def fill_public(rendered_html: str, settings: Settings, number: int) -> str:
     """Fill an issue's placeholders with values that belong to no one."""
-    values = {
-        Placeholder.NAME.value: settings.newsletter.greeting_fallback,
-        Placeholder.WEB_URL.value: issue_url(settings.newsletter.base_url, number),
-        Placeholder.UNSUBSCRIBE_URL.value: how_to_unsubscribe_url(settings.newsletter.base_url),
-    }
-    return _PLACEHOLDER.sub(lambda m: html.escape(values[m.group()]), rendered_html)
+    base_url = settings.newsletter.base_url
+    values = Placeholder.values(
+        name=settings.newsletter.greeting_fallback,
+        unsubscribe_url=how_to_unsubscribe_url(base_url),
+        web_url=issue_url(base_url, number),
+    )
+    return _PLACEHOLDER.sub(lambda m: html.escape(values[Placeholder(m.group())]), rendered_html)
 
 
 def write_site(settings: Settings, folder: Path) -> list[Path]:
