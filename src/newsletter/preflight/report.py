@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from newsletter.checks import Finding
+from newsletter.checks import Finding, item_label
 from newsletter.markup import link_urls
 from newsletter.models import Issue
 from newsletter.preflight.faults import Fault
@@ -43,7 +43,7 @@ def item_labels(issue: Issue) -> dict[str, str]:
         labels.setdefault(url, "intro")
     for section in issue.sections:
         for index, item in enumerate(section.items):
-            where = f"{section.title} {index} 「{item.title}」"
+            where = item_label(section, index)
             for url in [link.url for link in item.links] + link_urls(item.summary):
                 labels.setdefault(url, where)
     for url in link_urls(issue.outro):
