@@ -107,6 +107,8 @@ def dns(
         ("_dmarc.double.example", "TXT"): ["v=DMARC1; p=none", "v=DMARC1; p=reject"],
         # MX.
         ("nullmx.example", "MX"): ["0 ."],
+        # unsigned.example takes mail but publishes no SPF, DKIM or DMARC.
+        ("news.unsigned.example", "MX"): ["10 mx.unsigned.example"],
         ("aonly.example", "A"): ["192.0.2.7"],
     }
     with dns_server(zone) as server:

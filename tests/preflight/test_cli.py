@@ -72,3 +72,34 @@ def test_no_network_is_one_line_and_the_same_exit_code(project: Path, http_site:
     assert len(extra) == 1
     assert extra[0].startswith("online checks skipped: no answer from 127.0.0.1:")
     assert "Traceback" not in out + err
+
+
+def test_the_bulk_line_turns_missing_authentication_into_errors(
+    project: Path,
+    dns: tuple[int, ZoneResolver],
+    https_site: Site,
+    ca_file: Path,
+    dkim_key: rsa.RSAPrivateKey,
+) -> None:
+    configure(
+        project,
+        nameserver=f"127.0.0.1:{dns[0]}",
+        base_url=https_site.base,
+        ca_file=ca_file,
+        sender_domain="news.unsigned.example",
+        dkim_key=dkim_key,
+    )
+    write_issue(project, 15, {"好": [https_site.url("/ok?bulk")]})
+    code, out, _ = run("check", "--issue", "15", "--online")
+    assert code == 0
+    small = [line for line in out.splitlines() if line.startswith("warning: ")]
+    assert [line.rsplit(" ", 1)[1] for line in small] == ["[spf]", "[dmarc]", "[dkim]"]
+    assert all("(list of 8, under the bulk line of 5,000)" in line for line in small)
+    rows = "".join(f"reader{n}@example.org\n" for n in range(5001))
+    (project / "subscribers.example.csv").write_text("email\n" + rows, encoding="utf-8")
+    code, out, _ = run("check", "--issue", "15", "--online")
+    assert code == 1
+    big = [line for line in out.splitlines() if line.startswith("error: ")]
+    assert [line.rsplit(" ", 1)[1] for line in big] == ["[spf]", "[dmarc]", "[dkim]"]
+    assert all("(list of 5,001, over the bulk line of 5,000)" in line for line in big)
+    assert out.splitlines()[-1] == "issue 15: 3 error(s), 0 warning(s)"
