@@ -103,3 +103,20 @@ def test_the_bulk_line_turns_missing_authentication_into_errors(
     assert [line.rsplit(" ", 1)[1] for line in big] == ["[spf]", "[dmarc]", "[dkim]"]
     assert all("(list of 5,001, over the bulk line of 5,000)" in line for line in big)
     assert out.splitlines()[-1] == "issue 15: 3 error(s), 0 warning(s)"
+
+
+def test_a_missing_ca_file_is_a_clear_error(
+    project: Path, dns: tuple[int, ZoneResolver], https_site: Site
+) -> None:
+    configure(
+        project,
+        nameserver=f"127.0.0.1:{dns[0]}",
+        base_url=https_site.base,
+        ca_file=project / "no-such-ca.pem",
+    )
+    code, _, err = run("check", "--issue", "14", "--online")
+    assert code == 1
+    assert err.splitlines()[-2:] == [
+        f"error: check.ca_file: cannot use {project / 'no-such-ca.pem'}: No such file or directory",
+        "hint: Point [check] ca_file at a PEM file with the CA's certificate.",
+    ]

@@ -79,6 +79,7 @@ class LinkChecker:
         self._config = config
         self._cache = cache
         self._tls = tls
+        self._context: ssl.SSLContext | None = None
         self._lookup = lookup
         self.fetched = 0
 
@@ -97,7 +98,7 @@ class LinkChecker:
         if by_host:
             gate = asyncio.Semaphore(self._config.concurrency)
             async with httpx.AsyncClient(
-                verify=self._tls(),
+                verify=self._tls_context(),
                 timeout=self._config.timeout,
                 headers={"User-Agent": USER_AGENT},
                 trust_env=False,
@@ -106,6 +107,11 @@ class LinkChecker:
                 for batch in await asyncio.gather(*batches):
                     results.update(batch)
         return {url: results[url] for url in dict.fromkeys(urls)}
+
+    def _tls_context(self) -> ssl.SSLContext:
+        if self._context is None:
+            self._context = self._tls()
+        return self._context
 
     def _skipped(self, host: str) -> bool:
         return any(host == skip or host.endswith("." + skip) for skip in self._config.link_skip)

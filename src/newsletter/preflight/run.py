@@ -13,11 +13,12 @@ import email.parser
 import email.utils
 import hashlib
 import ssl
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from newsletter.checks import Finding
-from newsletter.errors import SubscriberListError
+from newsletter.errors import ConfigError, SubscriberListError
 from newsletter.mail.signing import DkimSigner
 from newsletter.models import Issue
 from newsletter.preflight import auth, report, spf
@@ -75,7 +76,14 @@ def tls_context(settings: Settings) -> ssl.SSLContext:
     """The system's CAs, plus [check] ca_file when set; verification is never turned off."""
     context = ssl.create_default_context()
     if settings.check.ca_file is not None:
-        context.load_verify_locations(cafile=settings.resolve(settings.check.ca_file))
+        path = settings.resolve(settings.check.ca_file)
+        try:
+            context.load_verify_locations(cafile=path)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"check.ca_file: cannot use {path}: {getattr(exc, 'strerror', None) or exc}",
+                hint="Point [check] ca_file at a PEM file with the CA's certificate.",
+            ) from None
     return context
 
 
@@ -107,7 +115,7 @@ async def run_online(
         lookup if settings.check.nameservers else None,
     )
     dkim_domain = settings.dkim.domain.lower() if settings.dkim is not None else None
-    jobs: list[Awaitable[list[Fault]]] = [
+    jobs: list[Coroutine[Any, Any, list[Fault]]] = [
         _guarded("SPF", spf.check_spf(lookup, return_path)),
         _guarded("DMARC", auth.check_dmarc(lookup, from_domain, dkim_domain, return_path)),
         _guarded("MX", auth.check_mail_domain(lookup, from_domain, "From (bounces)")),
@@ -122,9 +130,14 @@ async def run_online(
             _guarded("MX", auth.check_mail_domain(lookup, reply_domain, "Reply-To (replies)"))
         )
     labels = report.item_labels(issue)
-    links_task = asyncio.ensure_future(checker.check(labels))
-    faults = await asyncio.gather(*jobs)
-    links = await links_task
+    try:
+        async with asyncio.TaskGroup() as group:
+            links_task = group.create_task(checker.check(labels))
+            tasks = [group.create_task(job) for job in jobs]
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from None  # a NewsletterError (a bad ca_file, say) or a bug
+    links = links_task.result()
+    faults = [task.result() for task in tasks]
     cache.save()
     findings = report.fault_findings((f for group in faults for f in group), recipients)
     findings += report.link_findings(links, labels)
