@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
     {"render", "outbox"},
     {"mail", "spreadsheet"},
     {"draft"},
+    {"preflight"},
     {"send"},
     {"web"},
     {"cli"},

@@ -8,6 +8,7 @@ Relative paths in the file are relative to the file's folder, the project root.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -118,6 +119,49 @@ class OutboxSettings(Section):
         return url
 
 
+class CheckSettings(Section):
+    """`newsletter check --online`: the sender's DNS and every link of the issue."""
+
+    online: bool = False
+    # Hosts (and their subdomains) never fetched: sites that refuse robots.
+    link_skip: list[str] = Field(default_factory=list)
+    # "IP" or "IP:PORT" ("[IPv6]:PORT"); empty: the system's resolver (/etc/resolv.conf).
+    nameservers: list[str] = Field(default_factory=list)
+    cache_ttl: Annotated[float, Field(ge=0)] = 3600.0  # seconds a link or DNS answer is reused
+    timeout: Annotated[float, Field(gt=0)] = 5.0  # seconds per DNS lookup or link
+    concurrency: Annotated[int, Field(ge=1, le=32)] = 4  # links fetched at once (1 per host)
+    ca_file: Path | None = None  # a CA to trust besides the system's, for the link check
+
+    @field_validator("nameservers")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            nameserver_address(entry)
+        return value
+
+    @field_validator("link_skip")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        return [host.strip().lower().rstrip(".") for host in value if host.strip()]
+
+
+def nameserver_address(entry: str) -> tuple[str, int]:
+    """ "IP", "IP:PORT" or "[IPv6]:PORT" -> (ip, port); ValueError names what is wrong."""
+    host, port = entry, "53"
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        port = rest.removeprefix(":") or "53"
+    elif entry.count(":") == 1:
+        host, port = entry.split(":")
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"{entry!r}: not an IP address (IP, IP:PORT or [IPv6]:PORT)") from None
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{entry!r}: port must be 1-65535")
+    return str(ip), int(port)
+
+
 class Settings(Section):
     root: Path = Path()
     newsletter: NewsletterSettings = NewsletterSettings()
@@ -129,6 +173,7 @@ class Settings(Section):
     dkim: DkimSettings | None = None
     serve: ServeSettings = ServeSettings()
     outbox: OutboxSettings = OutboxSettings()
+    check: CheckSettings = CheckSettings()
     secret: SecretStr | None = None
     smtp_password: SecretStr | None = None
 

@@ -99,6 +99,10 @@ class DkimSigner:
             ) from None
         return cls(config.domain, config.selector, key, where=f"dkim ({path})")
 
+    def public_key(self) -> rsa.RSAPublicKey:
+        """The half receivers fetch from DNS (`newsletter check --online` compares them)."""
+        return self._key.public_key()
+
     def sign(self, message: bytes, headers: Iterable[bytes] = SIGNED) -> bytes:
         """The DKIM-Signature header line(s), CRLF-terminated, to put in front of `message`."""
         # Parse only the header block: splitting a 50 KB body into lines costs a millisecond.
