@@ -22,10 +22,12 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 
 from newsletter.issues import load_issue
-from newsletter.message import sample_message
+from newsletter.mail.message import sample_message
 from newsletter.models import Issue
 from newsletter.render import render_issue
 from newsletter.settings import Settings
+from support.preview import running_preview
+from support.site import one_click_url, running_service
 
 pytestmark = pytest.mark.browser
 
@@ -132,3 +134,40 @@ def test_a_regressed_colour_is_caught(browser: Any, email_file: Path, tmp_path: 
     assert {f["color"] for f in failures} == {"#656d76"}
     assert min(f["ratio"] for f in failures) < 4.5
     assert any(v.startswith("color-contrast") for v in found)
+
+
+def axe_clean(browser: Any, url: str, scheme: str, width: int = 1200, click: str = "") -> None:
+    """Open `url` (clicking `click` first, if given) and assert axe finds nothing; also that
+    axe did look at text contrast, so an empty list is not an empty page."""
+    context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
+    page = context.new_page()
+    try:
+        page.goto(url)
+        if click:
+            page.click(click)
+        results = Axe().run(page, options={**WCAG_AA, "resultTypes": ["violations", "passes"]})
+        found = violations(page)
+    finally:
+        context.close()
+    assert found == [], url
+    assert "color-contrast" in {rule["id"] for rule in results.response["passes"]}, url
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_preview_pages_have_no_wcag_aa_violation(browser: Any, project: Path, scheme: str) -> None:
+    with running_preview(project) as preview:
+        axe_clean(browser, f"{preview.url}/", scheme)
+        axe_clean(browser, f"{preview.url}/issues/14", scheme)
+        axe_clean(browser, f"{preview.url}/issues/14", scheme, click="[data-set='tab:checks']")
+        axe_clean(browser, f"{preview.url}/issues/14", scheme, click="[data-set='tab:text']")
+        axe_clean(browser, f"{preview.url}/mailbox", scheme)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_serve_pages_have_no_wcag_aa_violation(browser: Any, project: Path, scheme: str) -> None:
+    with running_service(project) as service:
+        axe_clean(browser, f"{service.url}/", scheme, 375)
+        axe_clean(browser, f"{service.url}/issues/14", scheme, 680)
+        axe_clean(browser, f"{service.url}/unsubscribe", scheme, 375)
+        axe_clean(browser, one_click_url(service.settings), scheme, 375)
+        axe_clean(browser, one_click_url(service.settings), scheme, 375, click="#confirm")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from newsletter.issues import load_issue
-from newsletter.message import sample_message
+from newsletter.mail.message import sample_message
 from newsletter.render import render_issue
 from newsletter.settings import Settings
 from newsletter.spamscore import (
@@ -45,7 +45,7 @@ def sample_bytes(settings: Settings, list_name: str = "main") -> bytes:
 
 
 @pytest.mark.usefixtures("spamassassin")
-@pytest.mark.parametrize("list_name", ["main"])
+@pytest.mark.parametrize("list_name", ["main", "staging"])
 def test_issue_14_scores_nothing_on_either_list(settings: Settings, list_name: str) -> None:
     result = score_message(sample_bytes(settings, list_name))
     assert isinstance(result, SpamScore), result

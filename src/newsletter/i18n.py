@@ -32,7 +32,8 @@ EMAIL: dict[str, dict[str, str]] = {
         "label_separator": ": ",
         "link_site_separator": " · ",
         "date_format": "{month_name} {day}, {year}",
-        "test_marker": "[TEST] ",
+        # Not all capitals: a capitals-only subject is a spam sign (SUBJ_ALL_CAPS).
+        "test_marker": "[Test] ",
     },
 }
 

@@ -13,6 +13,7 @@ from newsletter.draft import Draft, review, write_files
 from newsletter.errors import display_path
 from newsletter.issues import issue_path
 from newsletter.settings import CONFIG_NAME, DEFAULT_LIST, Settings
+from newsletter.spamscore import score_message, spam_findings
 
 
 def review_issue(settings: Settings, number: int, list_name: str) -> Draft:
@@ -83,17 +84,25 @@ def _build_issue(settings: Settings, number: int, list_name: str, out: Path | No
 @sample_list_option
 @pass_settings
 def check(settings: Settings, number: int, list_name: str) -> None:
-    """Pre-send checks. Exit 0: no errors (warnings allowed); 1: errors."""
+    """Pre-send checks. Exit 0: no errors (warnings allowed); 1: errors.
+
+    Also scores the sample message with SpamAssassin (`spamassassin -L -t`, local rules) when
+    it is installed: a warning above 0.0, an error from 5.0.
+    """
     draft = review_issue(settings, number, list_name)
-    for finding in draft.findings:
+    spam = score_message(draft.message)
+    findings = sorted([*draft.findings, *spam_findings(spam)], key=lambda f: f.level != "error")
+    for finding in findings:
         click.secho(str(finding), fg="red" if finding.level == "error" else "yellow")
     size = draft.html_size
     click.echo(
         f"HTML part: {size / 1024:.1f} KB encoded ({draft.html_encoding}), "
         f"{size / GMAIL_CLIP:.0%} of Gmail's ~102 KB clipping limit"
     )
-    click.echo(f"issue {number}: {draft.errors} error(s), {draft.warnings} warning(s)")
-    if draft.errors:
+    click.echo(spam.summary())
+    errors = sum(1 for f in findings if f.level == "error")
+    click.echo(f"issue {number}: {errors} error(s), {len(findings) - errors} warning(s)")
+    if errors:
         sys.exit(1)
 
 
