@@ -20,6 +20,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response, Strea
 from newsletter.checks import GMAIL_CLIP, KB
 from newsletter.errors import IssueNotFoundError, NewsletterError
 from newsletter.send.mailbox import captured_messages
+from newsletter.spamscore import spam_findings
 from newsletter.web.listen import NO_STORE, page_environment
 
 if TYPE_CHECKING:
@@ -126,9 +127,13 @@ class Pages:
             return view
         settings = self.workspace.settings
         assert settings is not None
+        spam = None if view.error else self.workspace.spam_score(view)
+        findings = view.findings + (spam_findings(spam) if spam is not None else [])
         return self._page(
             "issue.html",
             view=view,
+            spam=spam,
+            findings=sorted(findings, key=lambda f: f.level != "error"),
             state="error" if view.error else "ok",
             email_src="" if view.error else f"/issues/{view.number}/email.html",
             sample=f"{settings.newsletter.sample_name} <{settings.newsletter.sample_email}>",
