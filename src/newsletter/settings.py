@@ -23,6 +23,8 @@ from newsletter.errors import ConfigError
 ENV_PREFIX = "NEWSLETTER_"
 SECRET_ENV = {"secret": "NEWSLETTER_SECRET", "smtp_password": "NEWSLETTER_SMTP_PASSWORD"}
 CONFIG_NAME = "newsletter.toml"
+SQLITE_SCHEME = "sqlite:///"
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 # The list a command means when none is named.
@@ -101,6 +103,22 @@ class ServeSettings(Section):
     publish: Literal["all", "sent"] = "all"
 
 
+class OutboxSettings(Section):
+    # "" is the SQLite file outbox.sqlite3 in [paths] state; `sqlite:///FILE` another file
+    # (relative to the project root); `postgresql://USER@HOST:PORT/DB` a shared PostgreSQL.
+    url: str = ""
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        if url and not url.startswith((SQLITE_SCHEME, *POSTGRES_SCHEMES)):
+            raise ValueError(
+                "must be empty (the SQLite file in .newsletter/), sqlite:///FILE"
+                " or postgresql://USER@HOST:PORT/DATABASE"
+            )
+        return url
+
+
 class CheckSettings(Section):
     """`newsletter check --online`: the sender's DNS and every link of the issue."""
 
@@ -154,6 +172,7 @@ class Settings(Section):
     send: SendSettings = SendSettings()
     dkim: DkimSettings | None = None
     serve: ServeSettings = ServeSettings()
+    outbox: OutboxSettings = OutboxSettings()
     check: CheckSettings = CheckSettings()
     secret: SecretStr | None = None
     smtp_password: SecretStr | None = None
@@ -176,7 +195,18 @@ class Settings(Section):
 
     @property
     def database(self) -> Path:
+        """The SQLite outbox file (the default outbox)."""
+        url = self.outbox.url
+        if url.startswith(SQLITE_SCHEME):
+            return self.resolve(Path(url[len(SQLITE_SCHEME) :]))
         return self.state_dir / "outbox.sqlite3"
+
+    @property
+    def outbox_target(self) -> Path | str:
+        """Where the outbox is: the SQLite file, or the PostgreSQL URL (password included:
+        never print it; Outbox.display is the printable form)."""
+        url = self.outbox.url
+        return url if url.startswith(POSTGRES_SCHEMES) else self.database
 
     def mailing_list(self, name: str) -> ListSettings:
         try:
@@ -209,6 +239,7 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
                 f"{path}: `{key}` must not be stored in the file",
                 hint=f"Remove it and set {var} in the environment instead.",
             )
+    _refuse_stored_password(data, path)
     _overlay_env(data, env)
     for key, var in SECRET_ENV.items():
         if env.get(var):
@@ -218,6 +249,20 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
         return Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, path, text)) from None
+
+
+def _refuse_stored_password(data: dict[str, Any], path: Path) -> None:
+    """A database password is a secret too: the URL in the file must not carry one."""
+    outbox = data.get("outbox")
+    url = outbox.get("url") if isinstance(outbox, dict) else None
+    if isinstance(url, str) and url.startswith(POSTGRES_SCHEMES):
+        netloc = url.split("://", 1)[1].split("/", 1)[0]
+        if ":" in netloc.rpartition("@")[0]:
+            raise ConfigError(
+                f"{path}: [outbox] url must not hold the database password",
+                hint="Remove it from the file; set PGPASSWORD (or ~/.pgpass), or the whole URL"
+                " in NEWSLETTER_OUTBOX__URL.",
+            )
 
 
 def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> None:

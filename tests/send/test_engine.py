@@ -14,7 +14,7 @@ from pydantic import SecretStr
 
 from newsletter.models import DeliveryStatus as S
 from newsletter.models import OutgoingMessage, Subscriber
-from newsletter.outbox import Outbox
+from newsletter.outbox import Outbox, open_outbox
 from newsletter.send.engine import Job, Options, deliver
 from newsletter.send.smtp import Pool
 from newsletter.settings import SmtpSettings
@@ -54,7 +54,7 @@ def pool(server: Server, size: int = 3, **kw: object) -> Pool:
 
 @pytest.fixture
 def outbox(tmp_path: Path) -> Iterator[Outbox]:
-    box = Outbox(tmp_path / "outbox.sqlite3")
+    box = open_outbox(tmp_path / "outbox.sqlite3")
     yield box
     box.close()
 

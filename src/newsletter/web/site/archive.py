@@ -20,7 +20,7 @@ from newsletter.errors import NewsletterError
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
 from newsletter.links import how_to_unsubscribe_url, issue_url
 from newsletter.models import Issue, Placeholder
-from newsletter.outbox import Outbox
+from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.render import render_issue
 from newsletter.settings import Settings
 from newsletter.web.site.pages import render_page
@@ -106,10 +106,10 @@ class Archive:
 def sent_dates(settings: Settings, *, include_staging: bool = False) -> dict[int, dt.date]:
     """The day each issue first went to a subscriber list (staging sends count only if asked),
     from the delivery log; read only: where nothing was sent there is no log to create."""
-    if not settings.database.exists():
+    if not outbox_exists(settings.outbox_target):
         return {}
     lists = [n for n, chosen in settings.lists.items() if include_staging or not chosen.staging]
-    with Outbox(settings.database) as outbox:
+    with open_outbox(settings.outbox_target) as outbox:
         first = outbox.first_sent(lists)
     return {issue: dt.datetime.fromisoformat(when).date() for issue, when in first.items()}
 
