@@ -208,3 +208,44 @@ def test_explicit_tags_that_cannot_be_built_name_their_line(
     path = write(tmp_path, GOOD.replace("title: Issue seven", f"title: {value}"))
     (message,) = messages(path)
     assert message.startswith(f"issues/7.yaml:2: title: {reason}")
+
+
+@pytest.mark.parametrize(
+    ("find", "replace", "line", "field", "word"),
+    [
+        # issue 13.4: this link sent every reader's unsubscribe link and name to a third party.
+        (
+            "https://example.org/a",
+            "https://evil.example/track?u=__NL_UNSUBSCRIBE_URL__&n=__NL_NAME__",
+            9,
+            "sections[0].items[0].links[0].url",
+            "__NL_UNSUBSCRIBE_URL__",
+        ),
+        ("title: Issue seven", "title: Hi __NL_NAME__", 2, "title", "__NL_NAME__"),
+        (
+            "Some **bold** text.",
+            "see [x](https://e.example/?__NL_WEB_URL__)",
+            7,
+            None,
+            "__NL_WEB_URL__",
+        ),
+        ("label: Paper", "label: __NL_FUTURE__", 9, None, "__NL_FUTURE__"),
+    ],
+)
+def test_placeholder_words_in_issue_content_are_refused_at_their_line(
+    tmp_path: Path, find: str, replace: str, line: int, field: str | None, word: str
+) -> None:
+    text = GOOD.replace("ftp://", "https://").replace(find, replace)
+    (message,) = messages(write(tmp_path, text))
+    assert message.startswith(f"issues/7.yaml:{line}: {field or ''}")
+    assert f"contains {word}: words starting with __NL_ are filled in per reader" in message
+
+
+def test_a_subject_with_a_bidi_override_or_20000_characters_is_refused(tmp_path: Path) -> None:
+    good = GOOD.replace("ftp://", "https://")
+    (message,) = messages(write(tmp_path, good.replace("Issue seven", "gnp.\u202eexe")))
+    assert message.startswith("issues/7.yaml:2: title: becomes the Subject header")
+    assert "bidirectional control U+202E" in message
+    (message,) = messages(write(tmp_path, good.replace("Issue seven", "x" * 20_000)))
+    assert message.startswith("issues/7.yaml:2: title: becomes the Subject header and is 20,000")
+    assert load_issue_file(write(tmp_path, good.replace("Issue seven", "שלום עולם"))).title
