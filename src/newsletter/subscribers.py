@@ -13,19 +13,18 @@ suppression container the caller passes in are skipped and counted, not reported
 
 from __future__ import annotations
 
-import csv
 import re
 from array import array
-from collections import deque
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from email_validator import EmailNotValidError, validate_email
 
 from newsletter.errors import Problem, SubscriberListError
 from newsletter.models import Subscriber, header_problem
+from newsletter.records import Unreadable, read_records
 
 MAX_NAME_LENGTH = 200
 KEPT_REJECTIONS = 1000
@@ -34,9 +33,6 @@ _UNDECODABLE = re.compile(r"[\udc80-\udcff]")
 _RISKY = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\udc80-\udcff]|=\?")
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _DOT_ATOM = re.compile(rf"{_ATEXT}(?:\.{_ATEXT})*")
-
-if TYPE_CHECKING:
-    from _csv import Reader
 
 Reject = Callable[[Problem], None]
 
@@ -120,67 +116,13 @@ def read_subscribers(
         raise SubscriberListError(f"{path}: no such subscriber list") from None
     except OSError as exc:
         raise SubscriberListError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    lines = _Lines(handle)
+    records = read_records(handle)
     try:
-        reader = csv.reader(lines, strict=False)
-        columns = _read_header(path, reader, lines)
+        columns = _read_header(path, records)
     except BaseException:
         handle.close()
         raise
-    return _rows(path, handle, lines, reader, columns, report, suppressed, on_reject)
-
-
-class _Lines:
-    """The file's physical lines for csv.reader, keeping those of the record being read.
-
-    Python's csv reads a field that opens with `"` and never closes up to the end of the file (or
-    up to its field size limit), swallowing every later row. Keeping the record's lines lets the
-    caller reject the row that opened the quote and hand the lines after it back to the reader.
-    """
-
-    def __init__(self, handle: TextIO) -> None:
-        self._handle = handle
-        self._replay: deque[str] = deque()
-        self.taken: list[str] = []
-        self.number = 0  # physical lines handed to the reader so far
-
-    def __iter__(self) -> _Lines:
-        return self
-
-    def __next__(self) -> str:
-        line = self._replay.popleft() if self._replay else next(self._handle)
-        self.taken.append(line)
-        self.number += 1
-        return line
-
-    def replay(self, lines: list[str]) -> None:
-        """Hand `lines` to the reader again, before anything not read yet."""
-        self._replay.extendleft(reversed(lines))
-        self.number -= len(lines)
-
-
-def _open_quote(text: str) -> int | None:
-    """The index of the field whose quote `text` (one record's lines) leaves open, if any.
-
-    Follows csv's default dialect: `""` inside quotes is a quote. A quote also counts as open
-    when it is "closed" by a stray `"` followed by anything but a comma or a line end: the lenient
-    reader accepts that, and it is how a second stray quote would hide the lines in between.
-    """
-    field, opened, state = 0, 0, "start"
-    for char in text:
-        if state == "quoted":
-            state = "quote" if char == '"' else "quoted"
-        elif char == ",":
-            field, state = field + 1, "start"
-        elif state == "start" and char == '"':
-            opened, state = field, "quoted"
-        elif state == "quote" and char == '"':
-            state = "quoted"
-        elif state == "quote" and char not in "\r\n":
-            return opened
-        else:
-            state = "field"
-    return opened if state == "quoted" else None
+    return _rows(path, handle, records, columns, report, suppressed, on_reject)
 
 
 @dataclass(frozen=True)
@@ -193,16 +135,10 @@ class _Columns:
     names: tuple[str, ...]
 
 
-def _read_header(path: Path, reader: Reader, lines: _Lines) -> _Columns:
-    try:
-        header = next(reader, None)
-    except csv.Error as exc:
-        raise SubscriberListError(f"{path}:1: cannot parse the header row: {exc}") from None
-    if len(lines.taken) > 1 and _open_quote("".join(lines.taken)) is not None:
-        raise SubscriberListError(
-            f'{path}:1: the header row opens a double quote (") that is never closed; remove it'
-        )
-    lines.taken = []
+def _read_header(path: Path, records: Iterator[tuple[int, list[str] | Unreadable]]) -> _Columns:
+    _, header = next(records, (1, None))
+    if isinstance(header, Unreadable):
+        raise SubscriberListError(f"{path}:1: the header row {header.reason}")
     if header is None or not any(cell.strip() for cell in header):
         raise SubscriberListError(f"{path}: the file is empty; the first row must name the columns")
     names = [cell.strip().lower() for cell in header]
@@ -233,8 +169,7 @@ def _read_header(path: Path, reader: Reader, lines: _Lines) -> _Columns:
 def _rows(
     path: Path,
     handle: TextIO,
-    lines: _Lines,
-    reader: Reader,
+    records: Iterator[tuple[int, list[str] | Unreadable]],
     columns: _Columns,
     report: ListReport,
     suppressed: Container[str],
@@ -258,39 +193,15 @@ def _rows(
     email_at, name_at, status_at = columns.email, columns.name, columns.status
     pad = [""] * (width + 1)  # index `width` is an always-empty cell for absent columns
 
-    def unclosed_quote(start: int, *, failed: bool = False) -> bool:
-        """Reject the row at `start` if it opened a quote that never closes; re-read the rest."""
-        taken = lines.taken
-        if len(taken) < 2:
-            return False
-        field = _open_quote("".join(taken))
-        if field is None and not failed:
-            return False
-        # The lines this record took beyond its first are read again as rows of their own.
-        lines.replay(taken[1:])
-        if field is None:
-            return False
-        reject(
-            start,
-            columns.names[field] if field < width else "",
-            'opens a double quote (") that is never closed, so every later line would be read '
-            'into it; close the quote or remove it (inside quotes, write a quote as "")',
-        )
-        return True
-
     with handle:
-        while True:
-            start = lines.number + 1
-            lines.taken = []
-            try:
-                row = next(reader, None)
-            except csv.Error as exc:
-                if not unclosed_quote(start, failed=True):
-                    reject(start, "", f"cannot parse the row: {exc}")
-                continue
-            if row is None:
-                break
-            if len(lines.taken) > 1 and unclosed_quote(start):
+        for start, row in records:
+            if isinstance(row, Unreadable):
+                field = row.field
+                reject(
+                    start,
+                    columns.names[field] if field is not None and field < width else "",
+                    row.reason,
+                )
                 continue
             joined = "".join(row)
             if not joined.strip():
