@@ -268,7 +268,7 @@ class Outbox:
     # -- one delivery -----------------------------------------------------------------------
 
     def mark_sending(self, row_id: int, message_id: str | None) -> None:
-        """Committed after RCPT was accepted and before DATA: the start of the in-doubt window.
+        """Committed once the server answered DATA with 354: the start of the in-doubt window.
         The first Message-ID stored stays the row's for every later attempt; None says the row
         holds it already (planned with it), which keeps its index out of this commit."""
         params: tuple[object, ...]
