@@ -63,6 +63,8 @@ IN_DOUBT = "interrupted during DATA: the server may have accepted it"
 
 
 UNSUBSCRIBED = "unsubscribed"  # the reason on a `skipped` row whose address is suppressed
+# The suppression source of `newsletter unsubscribe`: the editor's, which a reader cannot lift.
+EDITOR_SOURCE = "cli"
 
 
 def _now() -> str:
@@ -352,12 +354,15 @@ class Outbox:
     # -- suppressions -----------------------------------------------------------------------
 
     def suppress(self, list_name: str, address: str, source: str) -> bool:
-        """Never send to `address` on `list_name` again. True if it was not suppressed yet."""
+        """Never send to `address` on `list_name` again. True if it was not suppressed yet, or
+        only by the reader and now by the editor (EDITOR_SOURCE), whose word wins: the reader's
+        re-subscribe cannot lift it then."""
         with self._write() as db:
             cur = db.execute(
-                "INSERT OR IGNORE INTO suppressions (list, address, source, created_at)"
-                " VALUES (?, ?, ?, ?)",
-                (list_name, normalize(address), source, _now()),
+                "INSERT INTO suppressions (list, address, source, created_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (list, address) DO UPDATE SET source = excluded.source"
+                " WHERE excluded.source = ? AND suppressions.source <> ?",
+                (list_name, normalize(address), source, _now(), EDITOR_SOURCE, EDITOR_SOURCE),
             )
             return cur.rowcount == 1
 

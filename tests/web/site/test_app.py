@@ -211,6 +211,29 @@ def test_resubscribe_cannot_undo_the_editors_unsubscribe(
     assert suppressions(service.settings) == [("main", ALICE, "cli")]
 
 
+def test_the_editors_unsubscribe_wins_over_the_readers_one_click(service: RunningService) -> None:
+    # issue 13.9: after a one-click, the editor's unsubscribe kept the source `one-click`, so
+    # the reader's re-subscribe button lifted the editor's suppression.
+    url = one_click_url(service.settings)
+    assert httpx.post(url, data=ONE_CLICK).status_code == 200
+    code, out, _ = cli_run("unsubscribe", ALICE, "--list", "main", env=service.env)
+    assert code == 0
+    assert out == (
+        f"{ALICE} was already unsubscribed by the reader (one-click), now by you from 'main'; "
+        "later sends to it skip this address\n"
+    )
+    assert suppressions(service.settings) == [("main", ALICE, "cli")]
+    resubscribe = url.replace("/unsubscribe/", "/resubscribe/")
+    assert httpx.post(resubscribe, data={"Resubscribe": "Yes"}).status_code == 409
+    assert suppressions(service.settings) == [("main", ALICE, "cli")]
+    # A later one-click by the reader leaves the editor's suppression as it is.
+    assert httpx.post(url, data=ONE_CLICK).status_code == 200
+    assert suppressions(service.settings) == [("main", ALICE, "cli")]
+    assert cli_run("unsubscribe", ALICE, "--list", "main", env=service.env)[1].startswith(
+        f"{ALICE} was already unsubscribed from 'main'"
+    )
+
+
 # -- tokens that must not work --------------------------------------------------------------------
 
 
