@@ -29,6 +29,7 @@ from newsletter.models import Subscriber
 from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
 from newsletter.web.site.app import create_app, server_config
+from newsletter.web.site.guard import BODY_TIMEOUT
 
 SECRET = "serve-tests-secret-0123456789abcdef"
 ALICE = "alice@example.net"
@@ -67,7 +68,9 @@ class RunningService:
 
 
 @contextmanager
-def running_service(project: Path, **env: str) -> Iterator[RunningService]:
+def running_service(
+    project: Path, *, body_timeout: float = BODY_TIMEOUT, **env: str
+) -> Iterator[RunningService]:
     """Serve `project` until the block ends. `env` adds NEWSLETTER_* settings."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -83,7 +86,9 @@ def running_service(project: Path, **env: str) -> Iterator[RunningService]:
         lg.addHandler(records)
         lg.setLevel(logging.DEBUG)
     config = server_config(
-        create_app(settings, SECRET.encode()), log_level="debug", log_config=None
+        create_app(settings, SECRET.encode(), body_timeout=body_timeout),
+        log_level="debug",
+        log_config=None,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

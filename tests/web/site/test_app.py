@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -232,6 +233,60 @@ def test_the_editors_unsubscribe_wins_over_the_readers_one_click(service: Runnin
     assert cli_run("unsubscribe", ALICE, "--list", "main", env=service.env)[1].startswith(
         f"{ALICE} was already unsubscribed from 'main'"
     )
+
+
+# -- Host header and slow bodies -----------------------------------------------------------------
+
+
+def test_a_foreign_host_header_is_refused_and_redirects_are_relative(
+    service: RunningService,
+) -> None:
+    # issue 13.5: `Host: evil.example` gave `location: http://evil.example/unsubscribe`.
+    evil = {"Host": "evil.example", "X-Forwarded-Proto": "https"}
+    for path in ("/unsubscribe/", "/", "/issues/14"):
+        refused = httpx.get(service.url + path, headers=evil, follow_redirects=False)
+        assert refused.status_code == 400
+        assert "evil.example" not in refused.text
+        assert "location" not in refused.headers
+    moved = httpx.get(
+        service.url + "/unsubscribe/",
+        headers={"X-Forwarded-Proto": "https"},
+        follow_redirects=False,
+    )
+    assert moved.status_code in (301, 307, 308)
+    assert moved.headers["location"] == "../unsubscribe"
+    assert httpx.get(service.url + "/unsubscribe/", follow_redirects=True).status_code == 200
+
+
+def test_the_public_name_from_base_url_and_loopback_names_are_answered(project: Path) -> None:
+    with running_service(
+        project, NEWSLETTER_NEWSLETTER__BASE_URL="https://news.example.org/"
+    ) as on:
+        port = on.url.rsplit(":", 1)[1]
+        for host in ("news.example.org", "NEWS.example.org", f"localhost:{port}", "[::1]"):
+            assert httpx.get(on.url + "/healthz", headers={"Host": host}).status_code == 200
+        assert httpx.get(on.url + "/healthz", headers={"Host": "example.org"}).status_code == 400
+
+
+def test_a_body_shorter_than_its_content_length_times_out(project: Path) -> None:
+    # issue 13: the POST was held open for ever.
+    with running_service(project, body_timeout=0.5) as on:
+        token = one_click_url(on.settings).rsplit("/", 1)[1]
+        host, port = on.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            conn.sendall(
+                f"POST /unsubscribe/{token} HTTP/1.1\r\nHost: {host}\r\n"
+                "Content-Type: application/x-www-form-urlencoded\r\n"
+                "Content-Length: 26\r\n\r\nList-Unsub".encode()
+            )
+            started = time.monotonic()
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+            waited = time.monotonic() - started
+        assert answer.startswith(b"HTTP/1.1 408 ")
+        assert waited < 5
+        assert suppressions(on.settings) == []
 
 
 # -- tokens that must not work --------------------------------------------------------------------

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 import uvicorn
 from starlette.applications import Starlette
@@ -42,9 +42,9 @@ from newsletter.i18n import PAGES, strings_for
 from newsletter.mail.tokens import signing_key, verify
 from newsletter.outbox import Outbox, Suppression
 from newsletter.settings import Settings
-from newsletter.web.listen import NO_STORE
+from newsletter.web.listen import LOOPBACK_NAMES, NO_STORE
 from newsletter.web.site.archive import Archive
-from newsletter.web.site.guard import MAX_BODY, Guard, error_log
+from newsletter.web.site.guard import BODY_TIMEOUT, MAX_BODY, Guard, error_log
 from newsletter.web.site.pages import render_page
 
 T = TypeVar("T")
@@ -227,7 +227,7 @@ def _wants_html(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
 
-def create_app(settings: Settings, secret: bytes) -> Guard:
+def create_app(settings: Settings, secret: bytes, *, body_timeout: float = BODY_TIMEOUT) -> Guard:
     """The service as an ASGI app; `secret` must be the key the sender signs tokens with."""
     service = Service(settings, secret)
     app = Starlette(
@@ -244,7 +244,9 @@ def create_app(settings: Settings, secret: bytes) -> Guard:
         ],
         exception_handlers={HTTPException: service.http_error, Exception: service.server_error},
     )
-    return Guard(app)
+    # The proxy passes the public name on (base_url's host); loopback names for health checks.
+    hosts = [urlsplit(settings.newsletter.base_url).hostname or "", *LOOPBACK_NAMES]
+    return Guard(app, hosts=hosts, body_timeout=body_timeout)
 
 
 def server_config(app: ASGIApp, **overrides: Any) -> uvicorn.Config:
