@@ -496,6 +496,36 @@ def test_a_broken_issue_file_is_a_500_page_without_details(
     assert service.wait_for_log("15.yaml")
 
 
+@pytest.mark.parametrize(
+    ("text", "logged"),
+    [
+        # issue 13.2: the whole index answered 500 while this file existed.
+        ("number: 150\ntitle: T\ndate: 2021-02-30\n", "issues/150.yaml:3: date: 2021-02-30"),
+        # issue 13.3: RecursionError in the line index walk, for the index and the issue.
+        (
+            "number: 150\ntitle: T\nsections: " + "[" * 990 + "]" * 990 + "\n",
+            "issues/150.yaml:3: sections[0][0]",
+        ),
+    ],
+)
+def test_the_index_skips_an_issue_yaml_cannot_build_and_logs_why(
+    project: Path, service: RunningService, text: str, logged: str
+) -> None:
+    (project / "issues" / "150.yaml").write_text(text, encoding="utf-8")
+    for _ in range(2):
+        index = httpx.get(f"{service.url}/")
+        assert index.status_code == 200
+        assert '<a href="issues/14">' in index.text
+        assert "issues/150" not in index.text
+    page = httpx.get(f"{service.url}/issues/150")
+    assert page.status_code == 500
+    assert "Traceback" not in page.text
+    assert service.wait_for_log(f"the archive index skips a broken issue: {logged}")
+    assert sum("the archive index skips" in line for line in service.log.lines) == 1
+    assert service.wait_for_log(f"issue 150 cannot be shown: {logged}")
+    assert not any("Traceback" in line or "RecursionError" in line for line in service.log.lines)
+
+
 def test_a_server_fault_shows_no_stack_trace(project: Path, service: RunningService) -> None:
     # The state folder is a file: opening the database fails inside the request.
     (project / ".newsletter").write_text("not a folder")
