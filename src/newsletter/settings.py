@@ -2,7 +2,8 @@
 
 Any key can be overridden from the environment as NEWSLETTER_<SECTION>__<KEY> (for example
 NEWSLETTER_SMTP__PORT=2525, NEWSLETTER_LISTS__MAIN__PATH=all.csv). Secrets come only from the
-environment (NEWSLETTER_SECRET, NEWSLETTER_SMTP_PASSWORD), are held as SecretStr and never printed.
+environment (NEWSLETTER_SECRET, NEWSLETTER_SECRET_PREVIOUS, NEWSLETTER_SMTP_PASSWORD), are held as
+SecretStr and never printed.
 Relative paths in the file are relative to the file's folder, the project root.
 """
 
@@ -22,7 +23,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, Va
 from newsletter.errors import ConfigError
 
 ENV_PREFIX = "NEWSLETTER_"
-SECRET_ENV = {"secret": "NEWSLETTER_SECRET", "smtp_password": "NEWSLETTER_SMTP_PASSWORD"}
+SECRET_ENV = {
+    "secret": "NEWSLETTER_SECRET",
+    # Earlier values of NEWSLETTER_SECRET, comma-separated: their tokens still verify.
+    "secret_previous": "NEWSLETTER_SECRET_PREVIOUS",
+    "smtp_password": "NEWSLETTER_SMTP_PASSWORD",
+}
 CONFIG_NAME = "newsletter.toml"
 
 
@@ -151,6 +157,7 @@ class Settings(Section):
     dkim: DkimSettings | None = None
     serve: ServeSettings = ServeSettings()
     secret: SecretStr | None = None
+    secret_previous: SecretStr | None = None
     smtp_password: SecretStr | None = None
 
     def resolve(self, path: Path) -> Path:

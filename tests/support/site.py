@@ -6,8 +6,10 @@ generated messages then point at this server, and a test replays them exactly as
 
 from __future__ import annotations
 
+import base64
 import email
 import email.policy
+import hmac
 import json
 import logging
 import re
@@ -25,6 +27,7 @@ import uvicorn
 
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory
+from newsletter.mail.tokens import key_id, signing_key
 from newsletter.models import Subscriber
 from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
@@ -79,6 +82,7 @@ def running_service(
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     environ = {"NEWSLETTER_SECRET": SECRET, "NEWSLETTER_NEWSLETTER__BASE_URL": url, **env}
     settings = load_settings(project / "newsletter.toml", environ=environ)
+    key = signing_key(settings, allow_ephemeral=False)
     records = Records()
     loggers = [logging.getLogger(n) for n in ("newsletter", "uvicorn", "uvicorn.error")]
     levels = [lg.level for lg in loggers]
@@ -86,7 +90,7 @@ def running_service(
         lg.addHandler(records)
         lg.setLevel(logging.DEBUG)
     config = server_config(
-        create_app(settings, SECRET.encode(), body_timeout=body_timeout),
+        create_app(settings, key.secret, previous=key.previous, body_timeout=body_timeout),
         log_level="debug",
         log_config=None,
     )
@@ -126,3 +130,13 @@ def one_click_url(settings: Settings, address: str = ALICE, list_name: str = "ma
     urls = re.findall(r"<([^>]+)>", message["List-Unsubscribe"])
     assert urls[1].startswith("mailto:")
     return urls[0]
+
+
+def first_format_token(secret: str, list_name: str, address: str) -> str:
+    """A token in the first format (KID.PAYLOAD.MAC: the address in plain base64, HMAC-signed),
+    as the links in issues sent before tokens were made opaque carry."""
+    kid = key_id(secret)
+    payload = base64.urlsafe_b64encode(f"{list_name}\n{address}".encode()).decode().rstrip("=")
+    message = b"newsletter-unsubscribe-v1\n" + f"{kid}.{payload}".encode()
+    mac = base64.urlsafe_b64encode(hmac.digest(secret.encode(), message, "sha256"))
+    return f"{kid}.{payload}.{mac.decode().rstrip('=')}"

@@ -22,7 +22,7 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
@@ -75,9 +75,9 @@ class Target:
 class Service:
     """The endpoints; each opens the outbox only for the one statement it needs."""
 
-    def __init__(self, settings: Settings, secret: bytes) -> None:
+    def __init__(self, settings: Settings, keys: Sequence[bytes]) -> None:
         self.settings = settings
-        self.secret = secret
+        self.keys = keys
         self.archive = Archive(settings)
 
     def page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -169,7 +169,7 @@ class Service:
     def _target(self, request: Request) -> Target:
         token: str = request.path_params["token"]
         try:
-            list_name, address = verify(self.secret, token)
+            list_name, address = verify(self.keys, token)
         except TokenError:
             raise HTTPException(403) from None
         mailing_list = self.settings.lists.get(list_name)
@@ -227,9 +227,16 @@ def _wants_html(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
 
-def create_app(settings: Settings, secret: bytes, *, body_timeout: float = BODY_TIMEOUT) -> Guard:
-    """The service as an ASGI app; `secret` must be the key the sender signs tokens with."""
-    service = Service(settings, secret)
+def create_app(
+    settings: Settings,
+    secret: bytes,
+    *,
+    previous: Sequence[bytes] = (),
+    body_timeout: float = BODY_TIMEOUT,
+) -> Guard:
+    """The service as an ASGI app; `secret` must be the key the sender signs tokens with,
+    `previous` the earlier ones whose tokens are still out there."""
+    service = Service(settings, (secret, *previous))
     app = Starlette(
         routes=[
             Route("/", service.index),
@@ -283,7 +290,8 @@ def serve(settings: Settings, sock: socket.socket) -> None:
         ours.addHandler(handler)
         ours.setLevel(logging.INFO)
         ours.propagate = False
-    server = uvicorn.Server(server_config(create_app(settings, key.secret)))
+    app = create_app(settings, key.secret, previous=key.previous)
+    server = uvicorn.Server(server_config(app))
     # uvicorn shuts down gracefully, then raises the signal again for the caller; a service
     # stopped by SIGTERM (systemd) or Ctrl-C has ended normally, so the second one is ignored.
     previous = signal.signal(signal.SIGTERM, lambda *_: None)

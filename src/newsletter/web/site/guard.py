@@ -47,8 +47,11 @@ access_log = logging.getLogger("newsletter.access")
 error_log = logging.getLogger("newsletter.serve")
 
 _TOKEN_ROUTE = re.compile(r"^/(unsubscribe|resubscribe)/[^/]+")
-# Anything shaped like a token (KID.PAYLOAD.MAC), wherever it appears in a path.
-_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{8}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{16,}")
+# Anything shaped like a token (KID.BOX, or the first format's KID.PAYLOAD.MAC), wherever it
+# appears in a path.
+_TOKEN_SHAPE = re.compile(
+    r"[A-Za-z0-9_-]{8}\.(?:[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{16,}|[A-Za-z0-9_-]{26,})"
+)
 
 
 def redact(path: str) -> str:
