@@ -21,7 +21,7 @@ from newsletter.cli.lists import list_counts
 from newsletter.cli.terminal import every_list_option, issue_option, pass_settings, printable
 from newsletter.errors import DeliveryError, display_path
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox
+from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.send import run
 from newsletter.send.engine import Event, Options, RunReport
 from newsletter.settings import DEFAULT_LIST, Settings
@@ -165,9 +165,9 @@ def send(
 
 def _suppressed(settings: Settings, list_name: str, keys: Iterable[str]) -> int:
     """How many of the list's addresses are suppressed: they get a `skipped` row, no message."""
-    if not settings.database.exists():
+    if not outbox_exists(settings.outbox_target):
         return 0
-    with Outbox(settings.database) as outbox:
+    with open_outbox(settings.outbox_target) as outbox:
         suppressed = outbox.suppressed(list_name)
     return sum(1 for key in keys if key in suppressed)
 
@@ -291,17 +291,17 @@ def status(
 ) -> None:
     """Show an issue's delivery log: counts per state, then each recipient not sent with the
     server's reply."""
-    known = settings.database.exists()
+    known = outbox_exists(settings.outbox_target)
     if list_name is not None and list_name not in settings.lists:
         # A list since dropped from the config still has its rows in the log.
-        with Outbox(settings.database) if known else contextlib.nullcontext() as outbox:
+        with open_outbox(settings.outbox_target) if known else contextlib.nullcontext() as outbox:
             if outbox is None or list_name not in outbox.lists_of(number):
                 settings.mailing_list(list_name)  # raises, naming the lists there are
     if not known:
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
     limit = None if show_all else 50
-    with Outbox(settings.database) as outbox:
+    with open_outbox(settings.outbox_target) as outbox:
         names = [list_name] if list_name else outbox.lists_of(number)
         if not names:
             click.echo(f"issue {number}: nothing sent yet")

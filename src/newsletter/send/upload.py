@@ -27,7 +27,7 @@ async def upload(
 
     Until the 354 the server cannot have the message, so a connection lost before it is a plain
     retry; `on_start` marks where the in-doubt window opens. The body goes out without
-    smtp.data()'s two regex passes over it (~1 ms per 50 KB message): a message whose builder
+    smtp.data()'s two regex passes over it: a message whose builder
     vouches for it (`smtp_ready`: CRLF only, no line starting with ".") as it is, any other one
     with its line ends made CRLF and dot-stuffed here. Same wire bytes, same errors and the same
     close-on-timeout as smtp.data()."""
