@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import mjml
@@ -171,3 +172,21 @@ def test_section_numbers() -> None:
 
 def test_template_folder_is_copied(project: Path) -> None:
     assert (project / "templates" / "email" / "issue.mjml").exists()
+
+
+def test_aria_label_is_the_title_not_rust_escapes(inliner_settings: Settings) -> None:
+    # issue 13.8: MRML wrote Thai สวัสดี as `สว\u{e31}สด\u{e35}` into the body's aria-label.
+    title = 'สวัสดี \u200b "quoted" \\u{41} <b> & done'
+    item = Item(title="t", links=[Link(label="l", url="https://e.org/")])
+    issue = Issue(number=9, title=title, sections=[Section(title="s", items=[item])])
+    rendered = render_issue(issue, inliner_settings)
+    labels: list[str | None] = []
+
+    class Labels(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if ("aria-roledescription", "email") in attrs:
+                labels.append(dict(attrs)["aria-label"])
+
+    Labels().feed(rendered.html)
+    assert labels == [title]
+    assert "\\u{e31}" not in rendered.html

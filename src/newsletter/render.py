@@ -11,6 +11,7 @@ import datetime as dt
 import logging
 import re
 from functools import cache
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -128,7 +129,27 @@ def compile_mjml(source: str) -> str:
             hint="MJML is strict XML inside mj-text: close every tag, quote every attribute, "
             "write < as &lt;. `newsletter preview` shows the result as you save.",
         ) from None
-    return html
+    return _unescape_aria_label(html)
+
+
+# MRML writes mj-title into the body's aria-label with Rust's escape_debug: Thai vowel signs,
+# U+200B and U+202E come out as the literal text `\u{e31}`, a quote as `\"`.
+_ARIA_LABEL = re.compile(r'aria-label="((?:[^"\\]|\\.)*)" aria-roledescription="email"')
+_RUST_ESCAPE = re.compile(r"\\(?:u\{([0-9a-fA-F]{1,6})\}|(.))")
+_RUST_CHARS = {"n": "\n", "r": "\r", "t": "\t", "0": "\0"}
+
+
+def _unescape_aria_label(html: str) -> str:
+    def character(match: re.Match[str]) -> str:
+        code, char = match.groups()
+        value = chr(int(code, 16)) if code else _RUST_CHARS.get(char, char)
+        return html_escape(value)
+
+    def label(match: re.Match[str]) -> str:
+        text = _RUST_ESCAPE.sub(character, match.group(1))
+        return f'aria-label="{text}" aria-roledescription="email"'
+
+    return _ARIA_LABEL.sub(label, html)
 
 
 def _locate_xml_error(source: str) -> str:

@@ -169,6 +169,16 @@ def test_broken_yaml_names_the_line(preview: RunningPreview) -> None:
     assert re.search(r"14\.yaml:\d+: is not valid YAML", page)
 
 
+def test_an_impossible_date_is_the_editors_error_not_a_bug(preview: RunningPreview) -> None:
+    # issue 13.2: the preview called `date: 2021-02-30` "a bug in newsletter".
+    preview.rewrite(
+        "title: AI系统内容推荐第14期\n", "title: AI系统内容推荐第14期\ndate: 2021-02-30\n"
+    )
+    page = wait_for(preview, "/issues/14", 'data-state="error"')
+    assert re.search(r"14\.yaml:\d+: date: 2021-02-30 is not a real date", page)
+    assert "a bug in newsletter" not in page
+
+
 def test_broken_template_shows_the_template_error(preview: RunningPreview) -> None:
     template = preview.project / "templates" / "email" / "issue.mjml"
     template.write_text(
