@@ -55,7 +55,6 @@ def test_example_list(project: Path) -> None:
         "suppressed": 0,
     }
     assert subscribers[0].name == "李雷"
-    assert subscribers[0].attributes == {"company": "OneFlow"}
     assert subscribers[0].line == 2
     path = project / "subscribers.example.csv"
     assert reasons(report) == [
@@ -66,10 +65,9 @@ def test_example_list(project: Path) -> None:
     ]
 
 
-def test_idn_domain_keeps_unicode_address_and_punycode_envelope(tmp_path: Path) -> None:
+def test_idn_domain_gets_a_punycode_envelope(tmp_path: Path) -> None:
     path = write(tmp_path, "email,name\nCarol@例子.公司,王小明\nzoë@example.com,Zoë\n")
     subscribers, report = load(path)
-    assert subscribers[0].address == "Carol@例子.公司"
     assert subscribers[0].envelope == "Carol@xn--fsqu00a.xn--55qx5d"
     # A non-ASCII local part needs SMTPUTF8 end to end: refused with the reason.
     assert report.invalid == 1
@@ -120,7 +118,7 @@ def test_encoded_word_in_local_part_is_rejected(tmp_path: Path) -> None:
 def test_quoted_multiline_field_keeps_later_line_numbers(tmp_path: Path) -> None:
     path = write(tmp_path, 'email,name,note\na@example.com,A,"two\nlines"\nbroken,B,x\n')
     subscribers, report = load(path)
-    assert subscribers[0].attributes == {"note": "two\nlines"}
+    assert [s.envelope for s in subscribers] == ["a@example.com"]
     assert reasons(report) == [
         f"{path}:4: email: 'broken' is not a valid address: An email address must have an @-sign."
     ]
@@ -132,7 +130,7 @@ def test_duplicates_are_case_insensitive_and_keep_the_first(tmp_path: Path) -> N
         "email,name\nBob@Example.com,First\nbob@example.COM,Second\nBOB@EXAMPLE.COM,Third\n",
     )
     subscribers, report = load(path)
-    assert [(s.address, s.name) for s in subscribers] == [("Bob@example.com", "First")]
+    assert [(s.envelope, s.name) for s in subscribers] == [("Bob@example.com", "First")]
     assert report.duplicate == 2
     assert all("duplicates line 2" in r for r in reasons(report))
 
@@ -175,12 +173,12 @@ def test_suppressed_addresses_are_skipped_by_their_key(tmp_path: Path) -> None:
     assert report.rejected == []
 
 
-def test_extra_columns_become_attributes_and_too_many_fields_are_rejected(tmp_path: Path) -> None:
+def test_extra_columns_are_ignored_and_too_many_fields_are_rejected(tmp_path: Path) -> None:
     path = write(
         tmp_path, "email,name,company,city\na@example.com,A,Acme,北京\nb@example.com,Chen, Bo,X,Y\n"
     )
     subscribers, report = load(path)
-    assert subscribers[0].attributes == {"company": "Acme", "city": "北京"}
+    assert [(s.envelope, s.name) for s in subscribers] == [("a@example.com", "A")]
     assert "3: has 5 fields but the header has 4" in reasons(report)[0]
 
 
@@ -264,3 +262,60 @@ def test_cached_domain_fast_path_agrees_with_email_validator() -> None:
             expected = None
         got = checker.check(address)
         assert (None if isinstance(got, str) else got) == expected, address
+
+
+def test_unclosed_quote_names_its_row_and_keeps_every_later_row(tmp_path: Path) -> None:
+    # issue 13.1: the rest of the file was read into Li Lei's name, "0 valid, 1 invalid".
+    path = write(
+        tmp_path,
+        'email,name\r\na@example.org,"Li Lei\r\nb@example.org,Bob\r\nc@example.org,Carol\r\n',
+    )
+    subscribers, report = load(path)
+    assert [(s.envelope, s.name, s.line) for s in subscribers] == [
+        ("b@example.org", "Bob", 3),
+        ("c@example.org", "Carol", 4),
+    ]
+    (reason,) = reasons(report)
+    assert reason.startswith(f'{path}:2: name: opens a double quote (") that is never closed')
+    assert report.counts() == {
+        "valid": 2,
+        "duplicate": 0,
+        "invalid": 1,
+        "unsubscribed": 0,
+        "suppressed": 0,
+    }
+    assert report.rows == 3
+
+
+def test_unclosed_quote_beyond_the_field_size_limit_loses_no_row(tmp_path: Path) -> None:
+    # issue 13.1: 5,002 rows with `"Li ""Lei` on line 2 gave 404 valid, 1 invalid.
+    rows = "".join(f"u{i}@example.org,User {i}\r\n" for i in range(5_000))
+    path = write(tmp_path, f'email,name\r\na@example.org,"Li ""Lei\r\n{rows}x@example.org,X\r\n')
+    subscribers, report = load(path)
+    assert len(subscribers) == 5_001
+    assert subscribers[0].line == 3
+    assert subscribers[-1].line == 5_003
+    assert [p.line for p in report.rejected] == [2]
+    assert report.invalid == 1
+    assert report.rows == 5_002
+
+
+def test_several_unclosed_quotes_each_reject_only_their_row(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        'email,name,note\na@example.org,A,"open\nb@example.org,"B\nc@example.org,C,"two\nlines"\n'
+        'd@example.org,D,x\n"e@example.org,E\n',
+    )
+    subscribers, report = load(path)
+    assert [(s.envelope, s.line) for s in subscribers] == [
+        ("c@example.org", 4),
+        ("d@example.org", 6),
+    ]
+    assert [(p.line, p.field) for p in report.rejected] == [(2, "note"), (3, "name"), (7, "email")]
+    assert report.rows == 5
+
+
+def test_unclosed_quote_in_the_header_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, 'email,"name\na@example.org,A\n')
+    with pytest.raises(SubscriberListError, match=r":1: the header row opens a double quote"):
+        load(path)

@@ -13,7 +13,14 @@ from html.parser import HTMLParser
 from typing import Literal
 from urllib.parse import urlsplit
 
-from newsletter.models import PLACEHOLDER_PREFIX, Issue, Placeholder, RenderedEmail
+from newsletter.models import (
+    BIDI_CONTROLS,
+    PLACEHOLDER_PREFIX,
+    Issue,
+    Placeholder,
+    RenderedEmail,
+    Section,
+)
 
 KB = 1024
 GMAIL_CLIP = 102 * KB  # Gmail hides everything past ~102 KB of HTML, the footer included
@@ -50,6 +57,7 @@ def run_checks(
     findings += check_styles(page)
     findings += check_links(page, issue)
     findings += check_duplicate_urls(issue)
+    findings += check_bidi(issue)
     findings += check_images(page)
     findings += check_unsubscribe(page, rendered)
     return sorted(findings, key=lambda f: f.level != "error")
@@ -117,13 +125,18 @@ def check_links(page: _Page, issue: Issue) -> list[Finding]:
     return findings
 
 
+def item_label(section: Section, index: int) -> str:
+    """How findings name an item: `项目 3 「title」` (the section, the item's number in it)."""
+    return f"{section.title} {index} 「{section.items[index].title}」"
+
+
 def check_duplicate_urls(issue: Issue) -> list[Finding]:
     """The same URL under two different items is usually a copy-paste slip."""
     first: dict[str, str] = {}
     findings = []
     for section in issue.sections:
         for index, item in enumerate(section.items):
-            where = f"{section.title} {index} 「{item.title}」"
+            where = item_label(section, index)
             for url in dict.fromkeys(link.url for link in item.links):
                 if url in first:
                     findings.append(
@@ -136,6 +149,26 @@ def check_duplicate_urls(issue: Issue) -> list[Finding]:
                 else:
                     first[url] = where
     return findings
+
+
+def check_bidi(issue: Issue) -> list[Finding]:
+    """Titles with bidi embeddings or overrides (the subject refuses them outright)."""
+    titles = [section.title for section in issue.sections]
+    titles += [item.title for section in issue.sections for item in section.items]
+    return [
+        Finding(
+            "warning",
+            "bidi",
+            f"the title 「{BIDI_CONTROLS.sub(_code_point, title)}」 contains a bidirectional "
+            "control, which shows the text in another order than it is written",
+        )
+        for title in titles
+        if BIDI_CONTROLS.search(title)
+    ]
+
+
+def _code_point(match: re.Match[str]) -> str:
+    return f"<U+{ord(match.group()):04X}>"
 
 
 def check_images(page: _Page) -> list[Finding]:

@@ -2,25 +2,42 @@
 
 Any key can be overridden from the environment as NEWSLETTER_<SECTION>__<KEY> (for example
 NEWSLETTER_SMTP__PORT=2525, NEWSLETTER_LISTS__MAIN__PATH=all.csv). Secrets come only from the
-environment (NEWSLETTER_SECRET, NEWSLETTER_SMTP_PASSWORD), are held as SecretStr and never printed.
+environment (NEWSLETTER_SECRET, NEWSLETTER_SECRET_PREVIOUS, NEWSLETTER_SMTP_PASSWORD), are held as
+SecretStr and never printed.
 Relative paths in the file are relative to the file's folder, the project root.
 """
 
 from __future__ import annotations
 
+import email.utils
+import ipaddress
 import os
 import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
 from newsletter.errors import ConfigError
 
 ENV_PREFIX = "NEWSLETTER_"
-SECRET_ENV = {"secret": "NEWSLETTER_SECRET", "smtp_password": "NEWSLETTER_SMTP_PASSWORD"}
+SECRET_ENV = {
+    "secret": "NEWSLETTER_SECRET",
+    # Earlier values of NEWSLETTER_SECRET, comma-separated: their tokens still verify.
+    "secret_previous": "NEWSLETTER_SECRET_PREVIOUS",
+    "smtp_password": "NEWSLETTER_SMTP_PASSWORD",
+}
 CONFIG_NAME = "newsletter.toml"
 SQLITE_SCHEME = "sqlite:///"
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -34,14 +51,52 @@ class Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+_LANGUAGE_TAG = re.compile(r"[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*")
+
+
+def check_language(value: str) -> str:
+    """A BCP 47 language tag: it goes into `lang=` and the Content-Language header."""
+    if not _LANGUAGE_TAG.fullmatch(value):
+        raise ValueError(f"{value!r} is not a language tag such as en or zh-CN")
+    return value
+
+
+def check_mailbox(value: str) -> str:
+    """One address at most (`Name <a@example.org>`); a second would be silently dropped."""
+    if value and len(email.utils.getaddresses([value])) > 1:
+        raise ValueError(
+            f"{value!r} names more than one address; give one "
+            '(a name with a comma goes in double quotes: "Chen, Alice" <a@example.org>)'
+        )
+    return value
+
+
+def check_base_url(value: str) -> str:
+    """Where `serve` is reachable: every unsubscribe and web link starts with it."""
+    parts = urlsplit(value)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or re.search(r"[\s\x00-\x1f\x7f\"<>\\]", value)
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+    ):
+        raise ValueError(
+            f"{value!r} must be an http:// or https:// address with a host and no query, "
+            'e.g. "https://news.example.org"'
+        )
+    return value
+
+
 class NewsletterSettings(Section):
     name: str = "Newsletter"
-    language: str = "en"
-    sender: str = "Newsletter <newsletter@example.org>"
-    reply_to: str = ""
+    language: Annotated[str, AfterValidator(check_language)] = "en"
+    sender: Annotated[str, AfterValidator(check_mailbox)] = "Newsletter <newsletter@example.org>"
+    reply_to: Annotated[str, AfterValidator(check_mailbox)] = ""
     # The mailto: in List-Unsubscribe (default: the sender); the token rides in its subject.
-    unsubscribe_email: str = ""
-    base_url: str = "http://127.0.0.1:8025"
+    unsubscribe_email: Annotated[str, AfterValidator(check_mailbox)] = ""
+    base_url: Annotated[str, AfterValidator(check_base_url)] = "http://127.0.0.1:8025"
     greeting_fallback: str = "friend"
     sample_name: str = "Sample Reader"
     sample_email: str = "reader@example.org"
@@ -121,6 +176,49 @@ class OutboxSettings(Section):
         return url
 
 
+class CheckSettings(Section):
+    """`newsletter check --online`: the sender's DNS and every link of the issue."""
+
+    online: bool = False
+    # Hosts (and their subdomains) never fetched: sites that refuse robots.
+    link_skip: list[str] = Field(default_factory=list)
+    # "IP" or "IP:PORT" ("[IPv6]:PORT"); empty: the system's resolver (/etc/resolv.conf).
+    nameservers: list[str] = Field(default_factory=list)
+    cache_ttl: Annotated[float, Field(ge=0)] = 3600.0  # seconds a link or DNS answer is reused
+    timeout: Annotated[float, Field(gt=0)] = 5.0  # seconds per DNS lookup or link
+    concurrency: Annotated[int, Field(ge=1, le=32)] = 4  # links fetched at once (1 per host)
+    ca_file: Path | None = None  # a CA to trust besides the system's, for the link check
+
+    @field_validator("nameservers")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            nameserver_address(entry)
+        return value
+
+    @field_validator("link_skip")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        return [host.strip().lower().rstrip(".") for host in value if host.strip()]
+
+
+def nameserver_address(entry: str) -> tuple[str, int]:
+    """ "IP", "IP:PORT" or "[IPv6]:PORT" -> (ip, port); ValueError names what is wrong."""
+    host, port = entry, "53"
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        port = rest.removeprefix(":") or "53"
+    elif entry.count(":") == 1:
+        host, port = entry.split(":")
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"{entry!r}: not an IP address (IP, IP:PORT or [IPv6]:PORT)") from None
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{entry!r}: port must be 1-65535")
+    return str(ip), int(port)
+
+
 class Settings(Section):
     root: Path = Path()
     newsletter: NewsletterSettings = NewsletterSettings()
@@ -132,7 +230,9 @@ class Settings(Section):
     dkim: DkimSettings | None = None
     serve: ServeSettings = ServeSettings()
     outbox: OutboxSettings = OutboxSettings()
+    check: CheckSettings = CheckSettings()
     secret: SecretStr | None = None
+    secret_previous: SecretStr | None = None
     smtp_password: SecretStr | None = None
 
     def resolve(self, path: Path) -> Path:
@@ -198,15 +298,16 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
                 hint=f"Remove it and set {var} in the environment instead.",
             )
     _refuse_stored_password(data, path)
-    _overlay_env(data, env)
+    sources = _overlay_env(data, env)
     for key, var in SECRET_ENV.items():
         if env.get(var):
-            data[key] = env[var]
+            data[key] = _text(var, env[var])
+            sources[(key,)] = var
     data["root"] = path.resolve().parent
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, path, text)) from None
+        raise ConfigError(_describe(exc, path, text, sources)) from None
 
 
 def _refuse_stored_password(data: dict[str, Any], path: Path) -> None:
@@ -223,7 +324,22 @@ def _refuse_stored_password(data: dict[str, Any], path: Path) -> None:
             )
 
 
-def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+def _text(var: str, value: str) -> str:
+    """The variable's value; Python hands undecodable bytes over as surrogates, which would
+    fail much later (when a secret is encoded) with a traceback."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"{var}: the value is not valid UTF-8 text",
+            hint=f"Set {var} again, as UTF-8 (for a secret: a long random ASCII value).",
+        ) from None
+    return value
+
+
+def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, ...], str]:
+    """Put every NEWSLETTER_<TABLE>__<KEY> into `data`; returns which variable set which key."""
+    sources: dict[tuple[str, ...], str] = {}
     for var, value in env.items():
         if not var.startswith(ENV_PREFIX) or "__" not in var[len(ENV_PREFIX) :]:
             continue
@@ -234,16 +350,25 @@ def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
             if not isinstance(child, dict):
                 raise ConfigError(f"{var}: `{key}` is not a table in the config")
             node = child
-        node[keys[-1]] = value
+        node[keys[-1]] = _text(var, value)
+        sources[tuple(keys)] = var
+    return sources
 
 
-def _describe(exc: ValidationError, path: Path, text: str) -> str:
+def _describe(
+    exc: ValidationError, path: Path, text: str, sources: Mapping[tuple[str, ...], str]
+) -> str:
     lines = []
     for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"])
-        line = _line_of(text, [str(p) for p in err["loc"]])
-        where = f"{path}:{line}" if line else str(path)
-        lines.append(f"{where}: {field}: {err['msg']}")
+        loc = tuple(str(p) for p in err["loc"])
+        field = ".".join(loc)
+        var = next(
+            (sources[loc[:end]] for end in range(len(loc), 0, -1) if loc[:end] in sources), None
+        )
+        line = _line_of(text, list(loc))
+        where = var or (f"{path}:{line}" if line else str(path))
+        message = str(err["msg"]).removeprefix("Value error, ")
+        lines.append(f"{where}: {field}: {message}")
     return "\n".join(lines)
 
 

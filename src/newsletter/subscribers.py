@@ -1,7 +1,7 @@
 """A subscriber CSV in, a stream of valid Subscribers out, plus a report of every row left out.
 
 Columns: ``email`` (required), ``name`` and ``status`` (``subscribed``/``unsubscribed``, blank means
-subscribed) optional; any other column is kept in ``Subscriber.attributes``. The file is UTF-8 with
+subscribed) optional; any other column is ignored. The file is UTF-8 with
 or without a BOM and must start with a header row.
 
 Rows are read one at a time: the only state that grows with the list is the set of addresses seen,
@@ -13,16 +13,16 @@ suppression container the caller passes in are skipped and counted, not reported
 
 from __future__ import annotations
 
-import csv
 import re
 from array import array
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, TextIO
+from typing import NamedTuple, TextIO
 
 from email_validator import EmailNotValidError, validate_email
 
+from newsletter.csvfile import Unreadable, read_records
 from newsletter.errors import Problem, SubscriberListError
 from newsletter.models import Subscriber, header_problem
 
@@ -32,10 +32,8 @@ _STATUSES = {"": True, "subscribed": True, "unsubscribed": False}
 _UNDECODABLE = re.compile(r"[\udc80-\udcff]")
 _RISKY = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\udc80-\udcff]|=\?")
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
-_DOT_ATOM = re.compile(rf"{_ATEXT}(?:\.{_ATEXT})*")
-
-if TYPE_CHECKING:
-    from _csv import Reader
+# RFC 5322 dot-atom: an address's local part here, a List-Id in mail/message.py.
+DOT_ATOM = re.compile(rf"{_ATEXT}(?:\.{_ATEXT})*")
 
 Reject = Callable[[Problem], None]
 
@@ -114,26 +112,15 @@ def read_subscribers(
     the ones the report keeps). Raises SubscriberListError when the file as a whole is unusable.
     """
     rows = read_rows(path, report, suppressed=suppressed, on_reject=on_reject)
-    return (
-        Subscriber(
-            address=r.address,
-            envelope=r.envelope,
-            name=r.name,
-            attributes=r.attributes,
-            line=r.line,
-        )
-        for r in rows
-    )
+    return (Subscriber(envelope=e, name=n, line=line) for e, n, line in rows)
 
 
 class ListRow(NamedTuple):
     """A valid row as read, before it becomes a Subscriber (a send's planning streams these:
     building the validated model per row was a third of the cost of reading a large list)."""
 
-    address: str
     envelope: str
     name: str
-    attributes: dict[str, str]
     line: int
 
 
@@ -146,20 +133,20 @@ def read_rows(
 ) -> Iterator[ListRow]:
     """read_subscribers' rows as ListRow tuples, checked the same way."""
     handle = _open(path)
+    records = read_records(handle)
     try:
-        reader = csv.reader(handle, strict=False)
-        columns = _read_header(path, reader)
+        columns = _read_header(path, records)
     except BaseException:
         handle.close()
         raise
-    return _rows(path, handle, reader, columns, report, suppressed, on_reject)
+    return _rows(path, handle, records, columns, report, suppressed, on_reject)
 
 
 def check_header(path: Path) -> None:
     """Raise SubscriberListError now if the file cannot be a list (missing, unreadable, no
     `email` column), without reading its rows: a send streams them later."""
     with _open(path) as handle:
-        _read_header(path, csv.reader(handle, strict=False))
+        _read_header(path, read_records(handle))
 
 
 def _open(path: Path) -> TextIO:
@@ -177,14 +164,13 @@ class _Columns:
     email: int
     name: int  # == width when the column is absent: rows are padded with one empty cell
     status: int
-    extra: tuple[tuple[int, str], ...]
+    names: tuple[str, ...]
 
 
-def _read_header(path: Path, reader: Reader) -> _Columns:
-    try:
-        header = next(reader, None)
-    except csv.Error as exc:
-        raise SubscriberListError(f"{path}:1: cannot parse the header row: {exc}") from None
+def _read_header(path: Path, records: Iterator[tuple[int, list[str] | Unreadable]]) -> _Columns:
+    _, header = next(records, (1, None))
+    if isinstance(header, Unreadable):
+        raise SubscriberListError(f"{path}:1: the header row {header.reason}")
     if header is None or not any(cell.strip() for cell in header):
         raise SubscriberListError(f"{path}: the file is empty; the first row must name the columns")
     names = [cell.strip().lower() for cell in header]
@@ -205,16 +191,14 @@ def _read_header(path: Path, reader: Reader) -> _Columns:
         email=index["email"],
         name=index.get("name", len(names)),
         status=index.get("status", len(names)),
-        extra=tuple(
-            (i, name) for i, name in enumerate(names) if name not in ("", "email", "name", "status")
-        ),
+        names=tuple(names),
     )
 
 
 def _rows(
     path: Path,
     handle: TextIO,
-    reader: Reader,
+    records: Iterator[tuple[int, list[str] | Unreadable]],
     columns: _Columns,
     report: ListReport,
     suppressed: Container[str],
@@ -237,18 +221,17 @@ def _rows(
     width = columns.width
     email_at, name_at, status_at = columns.email, columns.name, columns.status
     pad = [""] * (width + 1)  # index `width` is an always-empty cell for absent columns
+
     with handle:
-        line = reader.line_num + 1
-        while True:
-            try:
-                row = next(reader, None)
-            except csv.Error as exc:
-                reject(line, "", f"cannot parse the row: {exc}")
-                line = reader.line_num + 1
+        for start, row in records:
+            if isinstance(row, Unreadable):
+                field = row.field
+                reject(
+                    start,
+                    columns.names[field] if field is not None and field < width else "",
+                    row.reason,
+                )
                 continue
-            if row is None:
-                break
-            start, line = line, reader.line_num + 1
             joined = "".join(row)
             if not joined.strip():
                 continue
@@ -279,7 +262,7 @@ def _rows(
             if isinstance(checked, str):
                 reject(start, "email", f"{raw_email!r} is not a valid address: {checked}")
                 continue
-            address, envelope = checked
+            _, envelope = checked
             if len(name) > MAX_NAME_LENGTH:
                 reject(start, "name", f"is longer than {MAX_NAME_LENGTH} characters")
                 continue
@@ -304,13 +287,7 @@ def _rows(
                 report.suppressed += 1
                 continue
             report.valid += 1
-            yield ListRow(
-                address,
-                envelope,
-                name.strip(),  # as the model's str_strip_whitespace would
-                {label: row[i].strip() for i, label in columns.extra},
-                start,
-            )
+            yield ListRow(envelope, name.strip(), start)  # stripped as the model would
 
 
 def _row_problem(row: list[str], raw_email: str, name: str) -> tuple[str, str] | None:
@@ -346,7 +323,7 @@ class _AddressChecker:
             known is not None
             and len(local) <= 64
             and len(raw) <= 200
-            and _DOT_ATOM.fullmatch(local)
+            and DOT_ATOM.fullmatch(local)
             and len(local) + 1 + len(known[1]) <= 254
         ):
             return f"{local}@{known[0]}", f"{local}@{known[1]}"

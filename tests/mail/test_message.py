@@ -53,7 +53,7 @@ def rendered(
 
 
 def reader(name: str = "李雷", address: str = "li.lei@example.com", line: int = 2) -> Subscriber:
-    return Subscriber(address=address, envelope=address, name=name, line=line)
+    return Subscriber(envelope=address, name=name, line=line)
 
 
 def parse(data: bytes) -> EmailMessage:
@@ -271,11 +271,16 @@ def test_reply_to_when_configured(settings: Settings) -> None:
 def test_staging_list_is_marked_as_a_test(settings: Settings) -> None:
     factory = MessageFactory(rendered(), settings, "staging", secret=SECRET)
     message = parse(factory.build(reader("编辑", "editor@news.example.org")).data)
-    assert message["Subject"] == "[TEST] AI系统内容推荐第14期"
+    assert message["Subject"] == "【测试】AI系统内容推荐第14期"  # in the newsletter's language
     assert message["X-Newsletter-Test"] == "yes"
     assert message["List-Id"] == "AI系统内容推荐 (staging) <staging.ai-systems.news.example.org>"
     forced = MessageFactory(rendered(), settings, "main", secret=SECRET, test=True)
-    assert parse(forced.build(reader()).data)["Subject"].startswith("[TEST] ")
+    assert parse(forced.build(reader()).data)["Subject"].startswith("【测试】")
+    english = settings.model_copy(
+        update={"newsletter": settings.newsletter.model_copy(update={"language": "en"})}
+    )
+    in_english = MessageFactory(rendered(), english, "staging", secret=SECRET)
+    assert parse(in_english.build(reader()).data)["Subject"].startswith("[Test] AI")
 
 
 def test_long_cjk_subject_folds_without_adjacent_encoded_words(settings: Settings) -> None:
@@ -329,9 +334,7 @@ def test_encoded_words_never_split_a_character() -> None:
 )
 def test_injection_through_the_name_is_refused(factory: MessageFactory, name: str) -> None:
     # The loader already rejects these rows; the builder refuses them too, for any other caller.
-    subscriber = Subscriber.model_construct(
-        address="bob@example.com", envelope="bob@example.com", name=name, attributes={}, line=7
-    )
+    subscriber = Subscriber.model_construct(envelope="bob@example.com", name=name, line=7)
     with pytest.raises(UnsafeHeaderError, match="line 7"):
         factory.build(subscriber)
 
@@ -368,7 +371,7 @@ def test_tampered_header_block_is_caught_before_it_leaves(factory: MessageFactor
 
 
 def test_non_ascii_envelope_is_refused(factory: MessageFactory) -> None:
-    subscriber = Subscriber(address="carol@例子.公司", envelope="carol@例子.公司")
+    subscriber = Subscriber(envelope="carol@例子.公司")
     with pytest.raises(UnsafeHeaderError, match="not ASCII"):
         factory.build(subscriber)
 
@@ -503,9 +506,7 @@ def test_no_name_can_add_a_header(factory: MessageFactory) -> None:
     refused = 0
     for i in range(600):
         name = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))).strip(" ")
-        subscriber = Subscriber.model_construct(
-            address="x@example.com", envelope="x@example.com", name=name, attributes={}, line=i
-        )
+        subscriber = Subscriber.model_construct(envelope="x@example.com", name=name, line=i)
         try:
             data = factory.build(subscriber).data
         except UnsafeHeaderError:

@@ -25,7 +25,7 @@ _ids = itertools.count()
 
 
 def subscribers(n: int) -> dict[str, Subscriber]:
-    subs = [Subscriber(address=f"r{i}@example.com", envelope=f"r{i}@example.com") for i in range(n)]
+    subs = [Subscriber(envelope=f"r{i}@example.com") for i in range(n)]
     return {s.envelope: s for s in subs}
 
 
@@ -33,8 +33,8 @@ def build(sub: Subscriber, stored: str | None = None) -> OutgoingMessage:
     # A fresh Message-ID per build unless the row holds one, like the real factory.
     mid = stored or f"<{next(_ids)}.{sub.envelope}>"
     data = (
-        f"From: news@example.org\r\nTo: {sub.address}\r\nSubject: Issue 14\r\n"
-        f"Message-ID: {mid}\r\n\r\nHello {sub.address}\r\n"
+        f"From: news@example.org\r\nTo: {sub.envelope}\r\nSubject: Issue 14\r\n"
+        f"Message-ID: {mid}\r\n\r\nHello {sub.envelope}\r\n"
     ).encode()
     return OutgoingMessage(
         message_id=mid, sender="news@example.org", recipient=sub.envelope, data=data
@@ -233,6 +233,21 @@ async def test_disconnect_mid_data_is_unknown_and_not_resent(outbox: Outbox) -> 
     # Resent under the same Message-ID, so the mailbox provider can drop the duplicate.
     assert handler.by_message_id[row.message_id or ""] == 2
     assert handler.by_recipient["r2@example.com"] == 2
+
+
+async def test_a_drop_before_354_is_retried_in_the_run_not_left_unknown(outbox: Outbox) -> None:
+    # issue 13.6: a server that closes the connection on DATA never got the message.
+    handler = FaultyHandler(
+        [Fault("data-command", drop=True, times=2, match=lambda r: r == "r2@example.com")]
+    )
+    async with start(handler) as server:
+        report = await deliver(job(6), pool(server), outbox, FAST, signals=())
+    assert report.complete
+    assert report.counts[S.SENT] == 6
+    assert report.counts[S.UNKNOWN] == 0
+    (row,) = [r for r in outbox.rows(14, "main") if r.recipient == "r2@example.com"]
+    assert row.attempts == 3
+    assert handler.by_recipient["r2@example.com"] == 1
 
 
 async def test_slow_server_times_out_into_unknown_not_a_hang(outbox: Outbox) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from newsletter.send import run
 from newsletter.send.job import Event, Options, RunReport
 from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.spreadsheet import write_csv
-from newsletter.subscribers import ListReport
+from newsletter.subscribers import ListReport, read_rows
 
 EXIT_INCOMPLETE = 3
 EXIT_STOPPED = 4
@@ -112,15 +113,26 @@ def send(
     if out is not None:
         raise click.UsageError("--out is only used with --dry-run")
     prepared = run.prepare(settings, number, list_name)
+    if settings.smtp.security != "none" and not settings.smtp.verify:
+        click.secho(
+            "warning: [smtp] verify = false: the server's TLS certificate is not checked, so "
+            "whoever sits between here and the server can read and change every message",
+            fg="yellow",
+            err=True,
+        )
     if not prepared.staging and not yes:
         if not sys.stdin.isatty():
             raise DeliveryError(
                 f"refusing to send issue {number} to the {list_name!r} list without confirmation",
                 hint="Re-run with --yes to confirm (no terminal to ask on).",
             )
+        counted = _recipients(settings, prepared)
+        skipped = counted.suppressed
         click.echo(
             f"About to send issue {number} to the {list_name!r} list:\n"
-            f"  list rows   {prepared.list_rows}\n"
+            f"  recipients  {counted.valid}"
+            + (f" ({skipped} more unsubscribed: skipped)" if skipped else "")
+            + "\n"
             f"  SMTP server {prepared.server}\n"
             f"  sender      {prepared.sender}"
         )
@@ -149,6 +161,19 @@ def send(
     if not report.complete:
         click.echo(f"hint: `newsletter status --issue {number} --list {list_name}`", err=True)
         sys.exit(EXIT_INCOMPLETE)
+
+
+def _recipients(settings: Settings, prepared: run.Prepared) -> ListReport:
+    """Who will get a message, for the question only: the list read once more (row by row),
+    suppressed addresses counted apart (they get a `skipped` row, no message)."""
+    suppressed: frozenset[str] = frozenset()
+    if outbox_exists(settings.outbox_target):
+        with open_outbox(settings.outbox_target) as outbox:
+            suppressed = outbox.suppressed(prepared.job.list_name)
+    report = ListReport(prepared.list_report.path)
+    for _ in read_rows(report.path, report, suppressed=suppressed):
+        pass
+    return report
 
 
 def _dry_run(settings: Settings, number: int, list_name: str, out: Path) -> None:
@@ -277,7 +302,13 @@ def status(
 ) -> None:
     """Show an issue's delivery log: counts per state, the workers sending it now, then each
     recipient not sent with the server's reply."""
-    if not outbox_exists(settings.outbox_target):
+    known = outbox_exists(settings.outbox_target)
+    if list_name is not None and list_name not in settings.lists:
+        # A list since dropped from the config still has its rows in the log.
+        with open_outbox(settings.outbox_target) if known else contextlib.nullcontext() as outbox:
+            if outbox is None or list_name not in outbox.lists_of(number):
+                settings.mailing_list(list_name)  # raises, naming the lists there are
+    if not known:
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
     limit = None if show_all else 50

@@ -26,6 +26,7 @@ from urllib.parse import quote
 from email_validator import EmailNotValidError, validate_email
 
 from newsletter.errors import ConfigError, TemplateError, UnsafeHeaderError
+from newsletter.i18n import EMAIL, strings_for
 from newsletter.links import issue_url, unsubscribe_url
 from newsletter.mail.mime import (
     CRLF,
@@ -48,11 +49,10 @@ from newsletter.models import (
     header_problem,
 )
 from newsletter.settings import Settings
-from newsletter.subscribers import normalize
+from newsletter.subscribers import DOT_ATOM, normalize
 
 TEST_HEADER = "X-Newsletter-Test"
 _PLACEHOLDER = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"[A-Z0-9_]*__")
-_DOT_ATOM = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
 _PLAIN_ID = re.compile(r"<[!-;=?-~]+>")  # printable ASCII, no spaces or angle brackets inside
 _EML_NAME = re.compile(r"[0-9]{6,}-[A-Za-z0-9@._+-]+\.eml")
 _FIELD = re.compile(rb"^([!-9;-~]+):", re.MULTILINE)
@@ -81,8 +81,6 @@ class MessageFactory:
         self._base_url = settings.newsletter.base_url
         self.web_url = issue_url(self._base_url, rendered.issue_number)
         _check_url(self.web_url, "newsletter.base_url")
-        self._web_url = self.web_url.encode()
-        self._web_url_html = html.escape(self.web_url).encode()
 
         sender_name, self.sender = _parse_mailbox(settings.newsletter.sender, "newsletter.sender")
         self.domain = self.sender.rpartition("@")[2]
@@ -93,11 +91,14 @@ class MessageFactory:
         subject = rendered.subject.strip(" ")
         check_header(subject, "subject (the issue's title)")
         if self.test:
-            subject = f"[TEST] {subject}"
+            # In the newsletter's own language: "[TEST] " before a title whose only Latin
+            # letters are capitals made SpamAssassin score the test send (SUBJ_ALL_CAPS) and
+            # not the real one.
+            subject = strings_for(EMAIL, settings.newsletter.language)["test_marker"] + subject
         list_label = mailing_list.name or settings.newsletter.name
         check_header(list_label, f"lists.{list_name}.name")
         list_id = mailing_list.id or f"{list_name}.{self.domain}"
-        if not _DOT_ATOM.fullmatch(list_id) or "." not in list_id:
+        if not DOT_ATOM.fullmatch(list_id) or "." not in list_id:
             raise ConfigError(
                 f"lists.{list_name}.id: {list_id!r} is not a valid List-Id",
                 hint="Use a domain-like name you control, e.g. weekly.news.example.org.",
@@ -186,18 +187,9 @@ class MessageFactory:
         elif not _PLAIN_ID.fullmatch(message_id):
             raise UnsafeHeaderError(f"stored Message-ID {message_id!r} is not a plain <id@domain>")
         shown = name or self._fallback_name
-        values = {
-            Placeholder.NAME: shown.encode(),
-            Placeholder.UNSUBSCRIBE_URL: unsubscribe.encode(),
-            Placeholder.WEB_URL: self._web_url,
-        }
-        escaped = {
-            Placeholder.NAME: html.escape(shown).encode(),
-            Placeholder.UNSUBSCRIBE_URL: html.escape(unsubscribe).encode(),
-            Placeholder.WEB_URL: self._web_url_html,
-        }
-        text_values = [values[slot] for slot in self._text[1]]
-        html_values = [escaped[slot] for slot in self._html[1]]
+        values = Placeholder.values(name=shown, unsubscribe_url=unsubscribe, web_url=self.web_url)
+        text_values = [values[slot].encode() for slot in self._text[1]]
+        html_values = [html.escape(values[slot]).encode() for slot in self._html[1]]
         mailto = f"mailto:{self._mailto}?subject=unsubscribe%20{token}"
         header = b"".join(
             [
@@ -254,7 +246,7 @@ def sample_message(
     key = signing_key(settings, allow_ephemeral=True)
     factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
     address = settings.newsletter.sample_email
-    sample = Subscriber(address=address, envelope=address, name=settings.newsletter.sample_name)
+    sample = Subscriber(envelope=address, name=settings.newsletter.sample_name)
     return factory.build(sample), key.ephemeral
 
 

@@ -7,8 +7,8 @@ To, Subject and both List-Unsubscribe fields are signed once more than they occu
 so nobody on the way can add a second one without breaking the signature.
 
 dkimpy does the DKIM work (parsing, canonicalization, choosing and hashing the signed headers);
-only the RSA operation goes to `cryptography` (OpenSSL): dkimpy's pure-Python RSA costs ~20 ms per
-message on a small machine, which would make signing, not SMTP, the limit on sending speed.
+only the RSA operation goes to `cryptography` (OpenSSL): dkimpy's pure-Python RSA would make
+signing, not SMTP, the limit on sending speed (README, Benchmarks).
 """
 
 from __future__ import annotations
@@ -98,6 +98,10 @@ class DkimSigner:
                 hint="Point [dkim] private_key at the PEM file with the selector's private key.",
             ) from None
         return cls(config.domain, config.selector, key, where=f"dkim ({path})")
+
+    def public_key(self) -> rsa.RSAPublicKey:
+        """The half receivers fetch from DNS (`newsletter check --online` compares them)."""
+        return self._key.public_key()
 
     def sign(self, message: bytes, headers: Iterable[bytes] = SIGNED) -> bytes:
         """The DKIM-Signature header line(s), CRLF-terminated, to put in front of `message`."""

@@ -32,7 +32,7 @@ from newsletter.outbox import UNSUBSCRIBED, Delivery, Outbox
 from newsletter.send.job import Event, Job, Options, RunReport
 from newsletter.send.lease import Lease, worker_id
 from newsletter.send.pacing import RateLimiter, backoff
-from newsletter.send.planning import plan, recover
+from newsletter.send.planning import announce, plan, recover
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool
 
@@ -40,6 +40,10 @@ S = DeliveryStatus
 # Claimed rows a worker holds at most: about a second of sending, so an unsubscribe is honoured
 # within seconds and a dead worker strands few rows until its lease expires.
 CLAIM = 200
+
+
+# Seconds of planning after which the session the check opened is not trusted any more.
+IDLE_SESSION = 10.0
 
 
 class LeaseLostError(Exception):
@@ -231,10 +235,8 @@ class Engine:
         self._handle(row, result, attempted=not accepted)
 
     def _build(self, row: Delivery) -> OutgoingMessage:
-        # The row is the snapshot planning checked: no second validation per message.
-        subscriber = Subscriber.model_construct(
-            address=row.envelope, envelope=row.envelope, name=row.name, attributes={}, line=None
-        )
+        # The row is the snapshot planning checked and stored.
+        subscriber = Subscriber(envelope=row.envelope, name=row.name)
         return self.job.build(subscriber, row.message_id)
 
     def _build_next(self) -> None:
@@ -332,21 +334,6 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def announce(
-    recovered: list[Delivery],
-    job: Job,
-    outbox: Outbox,
-    progress: Callable[[Event], None] | None,
-) -> None:
-    """Tell the display right away about rows a crash left in doubt (now `unknown`)."""
-    if progress is None or not recovered:
-        return
-    counts = outbox.counts(job.issue, job.list_name)
-    for row in recovered:
-        result = Result(Outcome.UNKNOWN, Scope.CONNECTION, None, row.smtp_reply)
-        progress(Event(row.recipient, S.UNKNOWN, result, counts, S.SENDING))
-
-
 async def deliver(
     job: Job,
     pool: Pool,
@@ -369,9 +356,10 @@ async def deliver(
             engine.report.recovered = recover(job, outbox, lease.worker)
             announce(engine.report.recovered, job, outbox, progress)
             plan(job, outbox, options, lease.worker, engine.report)
-            # The session the check opened idled through planning (a million rows take a
-            # while), and relays drop idle sessions: sending opens fresh ones.
-            await pool.close()
+            # The session the check opened idled through a long plan (a million rows), and
+            # relays drop idle sessions (smtp-sink after 100 s): sending opens fresh ones.
+            if engine.report.plan_seconds > IDLE_SESSION:
+                await pool.close()
         return await _run(engine, signals)
 
 

@@ -11,11 +11,13 @@ that is still alive shares it instead of planning again.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from itertools import islice
 
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import Delivery, Outbox, Planned, PlanResult
-from newsletter.send.job import Job, Options, RunReport
+from newsletter.send.job import Event, Job, Options, RunReport
+from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.subscribers import normalize
 
 S = DeliveryStatus
@@ -61,3 +63,18 @@ def _plan(job: Job, outbox: Outbox, options: Options, worker: str) -> PlanResult
             ]
             outbox.add(job.issue, job.list_name, start.generation, planned)
         return outbox.finish_plan(job.issue, job.list_name, start)
+
+
+def announce(
+    recovered: list[Delivery],
+    job: Job,
+    outbox: Outbox,
+    progress: Callable[[Event], None] | None,
+) -> None:
+    """Tell the display right away about rows a crash left in doubt (now `unknown`)."""
+    if progress is None or not recovered:
+        return
+    counts = outbox.counts(job.issue, job.list_name)
+    for row in recovered:
+        result = Result(Outcome.UNKNOWN, Scope.CONNECTION, None, row.smtp_reply)
+        progress(Event(row.recipient, S.UNKNOWN, result, counts, S.SENDING))

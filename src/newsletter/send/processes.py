@@ -35,9 +35,10 @@ from types import FrameType
 from newsletter.errors import NewsletterError
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox, open_outbox
-from newsletter.send.engine import announce, deliver, event_loop_factory
+from newsletter.send.engine import deliver, event_loop_factory
 from newsletter.send.job import Event, Job, Options, RunReport
 from newsletter.send.lease import Lease
+from newsletter.send.planning import announce
 from newsletter.send.replies import Result
 from newsletter.send.smtp import Pool
 

@@ -19,7 +19,9 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response, Strea
 
 from newsletter.checks import GMAIL_CLIP, KB
 from newsletter.errors import IssueNotFoundError, NewsletterError
+from newsletter.preflight.background import BackgroundChecks
 from newsletter.send.mailbox import captured_messages
+from newsletter.spamscore import spam_findings
 from newsletter.web.listen import NO_STORE, page_environment
 
 if TYPE_CHECKING:
@@ -86,6 +88,8 @@ class Pages:
     def __init__(self, workspace: Workspace, hub: Hub) -> None:
         self.workspace = workspace
         self.hub = hub
+        # [check] online: a run per render; one that finishes late reloads the open pages.
+        self.online = BackgroundChecks(hub.publish)
 
     def _page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         settings = self.workspace.settings
@@ -126,9 +130,20 @@ class Pages:
             return view
         settings = self.workspace.settings
         assert settings is not None
+        online = None
+        if settings.check.online and view.issue is not None:
+            online = await self.online.report(
+                view, settings, view.issue, view.message, self.workspace.list_name
+            )
+        spam = None if view.error else self.workspace.spam_score(view)
+        findings = view.findings + (spam_findings(spam) if spam is not None else [])
         return self._page(
             "issue.html",
             view=view,
+            online_on=settings.check.online,
+            online=online,
+            spam=spam,
+            findings=sorted(findings, key=lambda f: f.level != "error"),
             state="error" if view.error else "ok",
             email_src="" if view.error else f"/issues/{view.number}/email.html",
             sample=f"{settings.newsletter.sample_name} <{settings.newsletter.sample_email}>",
