@@ -21,9 +21,11 @@ Run: `python benchmarks/scale.py [--large N]` (needs the Debian packages postfix
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -129,6 +131,26 @@ def postgres_bytes(url: str) -> int:
     return int(size)
 
 
+def rate_by_block(project: Path, block: int) -> list[float]:
+    """msg/s over each successive `block` of messages of one run, from the rows' sent_at: does
+    the send slow down as the outbox fills (same run, same load, just later)?"""
+    db = sqlite3.connect(f"file:{project / '.newsletter' / 'outbox.sqlite3'}?mode=ro", uri=True)
+    try:
+        stamps = [
+            dt.datetime.fromisoformat(s).timestamp()
+            for (s,) in db.execute(
+                "SELECT sent_at FROM deliveries WHERE sent_at IS NOT NULL ORDER BY sent_at"
+            )
+        ]
+    finally:
+        db.close()
+    rates = []
+    for start in range(0, len(stamps) - block + 1, block):
+        first, last = stamps[start], stamps[start + block - 1]
+        rates.append((block - 1) / max(last - first, 1e-6))
+    return rates
+
+
 def fresh_database(admin: str, name: str) -> str:
     with psycopg.connect(admin, autocommit=True) as db:
         db.execute(f'DROP DATABASE IF EXISTS "{name}"')
@@ -219,6 +241,12 @@ def main() -> None:
                 f" {big.send_rate / reference:.2f}, target 0.9-1.1)"
             )
             print(f"whole command          {big.wall:7.0f} s")
+            blocks = rate_by_block(large, max(options.large // 10, 1))
+            print(
+                "send rate by tenth of the run (msg/s): "
+                + ", ".join(f"{r:.0f}" for r in blocks)
+                + f" (last / first {blocks[-1] / blocks[0]:.2f})"
+            )
             sqlite_per_row = sqlite_bytes(large) / options.large
             print()
         print("## outbox on disk per recipient")
