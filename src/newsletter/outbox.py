@@ -18,13 +18,15 @@ from __future__ import annotations
 import csv
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TextIO
+from typing import Any, TextIO
 
+from newsletter.bounces.ledger import SCHEMA as BOUNCES_SCHEMA
+from newsletter.bounces.ledger import BounceLedger
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus
 
@@ -137,7 +139,7 @@ class PlanResult:
     total: int
 
 
-class Outbox:
+class Outbox(BounceLedger):
     """The SQLite delivery log at `path` (created with its folder on first use)."""
 
     def __init__(self, path: Path) -> None:
@@ -149,7 +151,7 @@ class Outbox:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.executescript(SCHEMA)
+            self._db.executescript(SCHEMA + BOUNCES_SCHEMA)
         except sqlite3.Error as exc:
             raise DeliveryError(
                 f"{path}: cannot open the delivery log: {exc}",
@@ -166,6 +168,12 @@ class Outbox:
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self._db.execute(sql, params).rowcount
+
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in self._db.execute(sql, params).fetchall()]
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:

@@ -20,7 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from newsletter.errors import ConfigError
 
 ENV_PREFIX = "NEWSLETTER_"
-SECRET_ENV = {"secret": "NEWSLETTER_SECRET", "smtp_password": "NEWSLETTER_SMTP_PASSWORD"}
+SECRET_ENV = {
+    "secret": "NEWSLETTER_SECRET",
+    "smtp_password": "NEWSLETTER_SMTP_PASSWORD",
+    "bounces_password": "NEWSLETTER_BOUNCES_PASSWORD",
+}
 CONFIG_NAME = "newsletter.toml"
 
 
@@ -96,6 +100,21 @@ class ServeSettings(Section):
     publish: Literal["all", "sent"] = "all"
 
 
+class BouncesSettings(Section):
+    # VERP: each message's envelope sender becomes bounces+TAG@domain when this is set.
+    return_path: str = ""
+    # imaps://user@host[:port]/FOLDER; the password comes from NEWSLETTER_BOUNCES_PASSWORD.
+    imap: str = ""
+    ca_file: Path | None = None  # a CA to trust besides the system's
+    timeout: Annotated[float, Field(gt=0)] = 30.0
+    # Understood reports are moved to this folder; "" flags them (Seen and a keyword) instead.
+    processed: str = "Newsletter-Processed"
+    soft_limit: Annotated[int, Field(ge=1)] = 3  # soft bounces in a row that suppress
+    max_hard_rate: Annotated[float, Field(ge=0, le=1)] = 0.05  # of a run's attempts: stop
+    max_complaint_rate: Annotated[float, Field(ge=0, le=1)] = 0.001
+    min_sample: Annotated[int, Field(ge=1)] = 100  # attempts before the rates apply
+
+
 class Settings(Section):
     root: Path = Path()
     newsletter: NewsletterSettings = NewsletterSettings()
@@ -106,8 +125,10 @@ class Settings(Section):
     send: SendSettings = SendSettings()
     dkim: DkimSettings | None = None
     serve: ServeSettings = ServeSettings()
+    bounces: BouncesSettings = BouncesSettings()
     secret: SecretStr | None = None
     smtp_password: SecretStr | None = None
+    bounces_password: SecretStr | None = None
 
     def resolve(self, path: Path) -> Path:
         """A path from the config, made absolute against the project root."""
