@@ -711,6 +711,46 @@ def suppressions(settings: Settings, list_name: str | None) -> None:
     click.echo(f"{len(rows)} suppressed address(es){where}", err=True)
 
 
+@cli.command()
+@click.option(
+    "--maildir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Read this Maildir folder instead of [bounces] imap (e.g. .newsletter/mailbox).",
+)
+@pass_settings
+def bounces(settings: Settings, maildir: Path | None) -> None:
+    """Read bounces and complaints from the bounce mailbox ([bounces] imap, or --maildir DIR),
+    record each against the send it is about and suppress by the [bounces] policy: a hard bounce
+    or a complaint at once (bounced, complained), soft bounces after 3 in a row. Auto-replies
+    never count; mail it does not understand stays where it was. Running it twice counts
+    nothing twice."""
+    from newsletter.bounces.collect import collect, describe
+    from newsletter.bounces.inbox import open_inbox
+    from newsletter.bounces.policy import Policy, Verdict
+
+    key = signing_key(settings, allow_ephemeral=True)
+    inbox = open_inbox(settings, maildir)
+    if key.ephemeral:
+        click.echo(
+            "note: NEWSLETTER_SECRET is not set: return-path tags cannot be verified, so only"
+            " reports that quote a Message-ID can be matched",
+            err=True,
+        )
+    try:
+        with Outbox(settings.database) as outbox:
+            policy = Policy(outbox, settings.bounces, None if key.ephemeral else key.secret)
+            tally = collect(inbox, policy, lambda r, d: click.echo(_printable(describe(r, d))))
+    finally:
+        inbox.close()
+    counts = ", ".join(f"{tally.verdicts[v]} {v.value}" for v in Verdict if tally.verdicts[v])
+    click.echo(
+        f"{inbox.where}: read {tally.read} mail(s)"
+        + (f": {counts}" if counts else "")
+        + f"; {len(tally.suppressed)} address(es) suppressed; {tally.left} left in the mailbox"
+    )
+
+
 def _shown(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd()))

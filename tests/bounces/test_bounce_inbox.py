@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import mailbox
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,21 +10,10 @@ import pytest
 from newsletter.bounces.inbox import KEYWORD, MaildirInbox, open_inbox
 from newsletter.errors import InboxError
 from newsletter.settings import Settings, load_settings
-from support.dovecot import Dovecot, available, run_dovecot
+from support.dovecot import Dovecot
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "bounces"
 SAMPLE = ["postfix-user-unknown.eml", "human-reply.eml", "arf-rfc5965.eml"]
-
-
-@pytest.fixture(scope="module")
-def dovecot() -> Iterator[Dovecot]:
-    reason = available()
-    if reason:
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    with run_dovecot() as server:
-        yield server
 
 
 def imap_settings(project: Path, server: Dovecot, **extra: str) -> Settings:

@@ -50,8 +50,8 @@ def describe(report: Report, decision: Decision) -> str:
     """One line per mail: verdict, whom it is about, the status, what was done."""
     verdict = decision.verdict
     if not decision.rows:
-        subject = report.subject[:60]
-        return f"{verdict.value:<16} {report.sender[:40]} {subject!r}"
+        label = verdict.value if not report.understood else f"{report.kind.value} ({verdict.value})"
+        return f"{label:<16} from {report.sender[:40]} {report.subject[:60]!r}"
     row = decision.rows[0]
     finding = decision.finding
     status = finding.status if finding and finding.status else "-"

@@ -15,6 +15,7 @@ import mailbox
 import re
 import ssl
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -144,14 +145,29 @@ class ImapInbox:
 
     def mails(self) -> Iterator[Mail]:
         criteria = "ALL" if self._processed else f"UNKEYWORD {KEYWORD}"
-        found = self._command(self._imap.uid("SEARCH", criteria), "search")
+        with self._guard("search"):
+            found = self._command(self._imap.uid("SEARCH", criteria), "search")
         for uid in _UIDS.findall(b" ".join(d for d in found if isinstance(d, bytes))):
-            data = self._command(self._imap.uid("FETCH", uid, "(BODY.PEEK[])"), "fetch")
+            with self._guard("fetch"):
+                data = self._command(self._imap.uid("FETCH", uid, "(BODY.PEEK[])"), "fetch")
             raw = next((d[1] for d in data if isinstance(d, tuple)), None)
             if isinstance(raw, bytes):
                 yield Mail(uid.decode(), raw)
 
     def file(self, mail: Mail) -> None:
+        with self._guard("moving a processed mail"):
+            self._file(mail)
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        # A dropped connection or a timeout mid-run: what was filed so far stays filed (and
+        # recorded), the rest is read again next time.
+        try:
+            yield
+        except (OSError, imaplib.IMAP4.error) as exc:
+            raise InboxError(f"{self.where}: {what}: {_clean(exc)}") from None
+
+    def _file(self, mail: Mail) -> None:
         if not self._processed:
             flags = f"(\\Seen {KEYWORD})"
             self._command(self._imap.uid("STORE", mail.ref, "+FLAGS", flags), "store")

@@ -49,6 +49,7 @@ _DAEMON_LABELS = re.compile(r"mail delivery|mailer.daemon|postmaster|delivery st
 _QUOTED_ID = re.compile(
     r"^[ \t>]*(?:X-Original-)?Message-ID:[ \t]*(<[^<>\s]+>)", re.IGNORECASE | re.MULTILINE
 )
+_REFERENCE = re.compile(r"<[^<>\s]+>")
 # Where a plain-text bounce starts quoting the original (qmail, Exim, Yahoo, Exchange ...).
 _COPY_MARKER = re.compile(
     r"^\s*-{2,}.*(?:copy of|original message|returned message|message follows)", re.I | re.M
@@ -100,7 +101,7 @@ def read_report(raw: bytes) -> Report:
         source=source if kinds else "",
         findings=tuple(findings),
         tags=tuple(dict.fromkeys(t for text in texts for t in find_tags(text))),
-        message_ids=_message_ids(originals, [*texts[1:], _body_of(raw)]),
+        message_ids=_message_ids(msg, originals, [*texts[1:], _body_of(raw)]),
         subject=_decoded(msg.get("Subject", "")),
         sender=_decoded(msg.get("From", "")),
     )
@@ -240,9 +241,13 @@ def _texts(msg: Message) -> list[str]:
     return texts
 
 
-def _message_ids(originals: list[Message], texts: list[str]) -> tuple[str, ...]:
+def _message_ids(msg: Message, originals: list[Message], texts: list[str]) -> tuple[str, ...]:
+    """The original's Message-ID as quoted, then as replied to (In-Reply-To, References: an
+    auto-reply names the message it answers only there)."""
     ids = [m.get("Message-ID", "").strip() for m in originals]
     ids += [match for text in texts for match in _QUOTED_ID.findall(text)]
+    for field in ("In-Reply-To", "References"):
+        ids += _REFERENCE.findall(str(msg.get(field, "")))
     return tuple(dict.fromkeys(i for i in ids if i.startswith("<") and i.endswith(">")))
 
 
