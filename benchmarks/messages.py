@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from newsletter.issues import load_issue
-from newsletter.message import MessageFactory
+from newsletter.mail.message import MessageFactory
 from newsletter.models import Placeholder, RenderedEmail, Subscriber
 from newsletter.render import render_issue
 from newsletter.settings import DkimSettings, Settings, load_settings

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import httpx
 
-from newsletter.preview import Workspace, bind_socket, build_view, url_of
-from newsletter.preview_server import LOOPBACK_NAMES, create_server
 from newsletter.settings import load_settings
+from newsletter.web.listen import LOOPBACK_NAMES, bind_socket, url_of
+from newsletter.web.preview.app import create_server
+from newsletter.web.preview.workspace import Workspace, build_view
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"

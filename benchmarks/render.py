@@ -17,7 +17,7 @@ from pathlib import Path
 
 from newsletter.checks import GMAIL_CLIP, encoded_size
 from newsletter.issues import load_issue
-from newsletter.message import sample_message
+from newsletter.mail.message import sample_message
 from newsletter.render import compile_issue, inline_css, render_issue
 from newsletter.settings import Settings, load_settings
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from newsletter.issues import load_issue
-from newsletter.message import MessageFactory
+from newsletter.mail.message import MessageFactory
 from newsletter.models import Subscriber
 from newsletter.render import render_issue
 from newsletter.settings import load_settings

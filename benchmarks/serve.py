@@ -23,8 +23,8 @@ from pathlib import Path
 
 import httpx
 
+from newsletter.mail.tokens import sign
 from newsletter.outbox import Outbox
-from newsletter.unsubscribe import sign
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_FILES = ("newsletter.toml", "issues", "templates", "subscribers.example.csv")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import pytest
 
-from newsletter.cli import cli
+from newsletter.cli.main import cli
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 COMMANDS = set(cli.commands)

@@ -1,5 +1,5 @@
 """`python -m newsletter`: the same as the `newsletter` command."""
 
-from newsletter.cli import main
+from newsletter.cli.main import main
 
 main()

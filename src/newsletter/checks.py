@@ -1,4 +1,4 @@
-"""Pre-send lint: an Issue, its RenderedEmail and a sample message's bytes -> a list of Findings.
+"""Pre-send lint: an Issue, its RenderedEmail and a sample message's parts -> a list of Findings.
 
 Errors block a send (`newsletter check` exits 1); warnings are printed and do not. Sizes are
 measured on the message bytes as they will go on the wire, not on Python strings.
@@ -6,11 +6,9 @@ measured on the message bytes as they will go on the wire, not on Python strings
 
 from __future__ import annotations
 
-import email
-import email.policy
 import re
 from dataclasses import dataclass
-from email.message import EmailMessage, MIMEPart
+from email.message import MIMEPart
 from html.parser import HTMLParser
 from typing import Literal
 from urllib.parse import urlsplit
@@ -34,19 +32,19 @@ class Finding:
         return f"{self.level}: {self.message} [{self.code}]"
 
 
-def run_checks(issue: Issue, rendered: RenderedEmail, sample_message: bytes) -> list[Finding]:
-    """Every check, errors first; `sample_message` is one recipient's finished .eml."""
-    message = email.message_from_bytes(sample_message, policy=email.policy.default)
-    assert isinstance(message, EmailMessage)
-    html_part = message.get_body(("html",))
-    text_part = message.get_body(("plain",))
+def run_checks(
+    issue: Issue, rendered: RenderedEmail, sample: tuple[str, str, int] | None
+) -> list[Finding]:
+    """Every check, errors first; `sample` is one recipient's finished message as its decoded
+    HTML part, text part and the HTML part's encoded size (None: a part is missing)."""
     findings: list[Finding] = []
-    if html_part is None or text_part is None:
+    if sample is None:
         findings.append(Finding("error", "parts", "the message lacks its HTML or text part"))
     else:
-        findings += check_size(encoded_size(html_part))
-        findings += check_markers(html_part.get_content(), "HTML")
-        findings += check_markers(text_part.get_content(), "text")
+        html, text, html_size = sample
+        findings += check_size(html_size)
+        findings += check_markers(html, "HTML")
+        findings += check_markers(text, "text")
     page = _Page()
     page.feed(rendered.html)
     findings += check_styles(page)

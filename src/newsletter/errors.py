@@ -15,13 +15,22 @@ The tree (the CLI maps the whole of it to exit code 1, with no traceback)::
     └── InboxError                  the bounce mailbox (IMAP or Maildir) cannot be read
 
 Bad subscriber *rows* are not errors: they are reported and skipped (see subscribers.py). A run
-that stops midway (circuit breaker, quota, a signal) is not an error either: delivery.RunReport
+that stops midway (circuit breaker, quota, a signal) is not an error either: send.engine.RunReport
 says why, and `send` exits 4.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+
+def display_path(path: Path | str) -> str:
+    """`path` relative to the working directory when it is below it: what the editor typed."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 class NewsletterError(Exception):

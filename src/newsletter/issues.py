@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from newsletter.errors import IssueError, IssueNotFoundError, Problem
+from newsletter.errors import IssueError, IssueNotFoundError, Problem, display_path
 from newsletter.models import Issue
 
 Loc = tuple[str | int, ...]
@@ -31,13 +31,13 @@ def issue_path(issues_dir: Path, number: int) -> Path:
     raise IssueNotFoundError(
         [
             Problem(
-                _display(issues_dir / f"{number}.yaml"),
+                display_path(issues_dir / f"{number}.yaml"),
                 None,
                 "",
                 f"no such issue (issues: {known})",
             )
         ],
-        hint=f"Create {_display(issues_dir / f'{number}.yaml')} or pick one of the issues listed.",
+        hint=f"Create {display_path(issues_dir / f'{number}.yaml')} or pick a listed issue.",
     )
 
 
@@ -54,7 +54,7 @@ def load_issue(issues_dir: Path, number: int) -> Issue:
 
 def load_issue_file(path: Path, *, display: str | None = None) -> Issue:
     """Parse and validate one issue file; raise IssueError listing every problem found."""
-    name = display or _display(path)
+    name = display or display_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -86,14 +86,6 @@ def load_issue_file(path: Path, *, display: str | None = None) -> Issue:
             ]
         )
     return issue
-
-
-def _display(path: Path) -> str:
-    """`path` relative to the working directory when it is below it: what the editor typed."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def _parse(text: str, name: str) -> tuple[Any, dict[Loc, int], list[Problem]]:

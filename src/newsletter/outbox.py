@@ -15,20 +15,17 @@ send someone interrupts); only a power loss may drop the last few commits.
 
 from __future__ import annotations
 
-import csv
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TextIO
 
-from newsletter.bounces.ledger import SCHEMA as BOUNCES_SCHEMA
-from newsletter.bounces.ledger import BounceLedger
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus
+from newsletter.subscribers import normalize
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -59,6 +56,27 @@ CREATE TABLE IF NOT EXISTS suppressions (
 );
 """
 
+# What bounce and complaint reports said about deliveries (see `record_bounce`). Plain SQL that
+# SQLite and PostgreSQL both run.
+BOUNCES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS bounce_reports (
+    report      TEXT   NOT NULL,
+    delivery_id BIGINT NOT NULL,
+    kind        TEXT   NOT NULL,
+    status      TEXT   NOT NULL DEFAULT '',
+    detail      TEXT   NOT NULL DEFAULT '',
+    source      TEXT   NOT NULL,
+    created_at  TEXT   NOT NULL,
+    PRIMARY KEY (report, delivery_id)
+);
+CREATE INDEX IF NOT EXISTS bounce_reports_delivery ON bounce_reports (delivery_id);
+-- A reader's earlier issues, for the soft-bounce streak (planning pays one index insert a row).
+CREATE INDEX IF NOT EXISTS deliveries_reader ON deliveries (list, recipient, issue);
+"""
+# States after which a message may have reached the reader's server, so a bounce can follow.
+_WENT_OUT = (DeliveryStatus.SENT, DeliveryStatus.REJECTED, DeliveryStatus.UNKNOWN)
+_BOUNCED_KINDS = ("hard", "soft")
+
 S = DeliveryStatus
 # States a plain re-run sends (again); the others need a flag or are final.
 DUE = (S.PENDING, S.DEFERRED)
@@ -66,11 +84,6 @@ IN_DOUBT = "interrupted during DATA: the server may have accepted it"
 
 
 UNSUBSCRIBED = "unsubscribed"  # the reason on a `skipped` row whose address is suppressed
-
-
-def normalize(address: str) -> str:
-    """The key an address is stored under: case and surrounding space do not make a new person."""
-    return address.strip().lower()
 
 
 def _now() -> str:
@@ -132,14 +145,7 @@ class Suppression:
     created_at: str
 
 
-@dataclass(frozen=True)
-class PlanResult:
-    added: int
-    skipped: int
-    total: int
-
-
-class Outbox(BounceLedger):
+class Outbox:
     """The SQLite delivery log at `path` (created with its folder on first use)."""
 
     def __init__(self, path: Path) -> None:
@@ -169,12 +175,6 @@ class Outbox(BounceLedger):
     ) -> None:
         self.close()
 
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return self._db.execute(sql, params).rowcount
-
-    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in self._db.execute(sql, params).fetchall()]
-
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         # BEGIN IMMEDIATE takes the write lock up front, so two senders never interleave a
@@ -195,7 +195,7 @@ class Outbox(BounceLedger):
         list_name: str,
         recipients: Iterable[str],
         message_ids: Mapping[str, str] | None = None,
-    ) -> PlanResult:
+    ) -> None:
         """Snapshot the list: a `pending` row for every new recipient; rows still waiting to be
         sent whose recipient left the list or is suppressed become `skipped`.
 
@@ -207,14 +207,11 @@ class Outbox(BounceLedger):
         suppressed = self.suppressed(list_name)
         now = _now()
         with self._write() as db:
-            before = db.total_changes
             db.executemany(
                 "INSERT OR IGNORE INTO deliveries (issue, list, recipient, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?)",
                 ((issue, list_name, r, now, now) for r in sorted(wanted)),
             )
-            added = db.total_changes - before
-            skipped = 0
             waiting = db.execute(
                 "SELECT id, recipient, message_id FROM deliveries WHERE issue = ? AND list = ?"
                 " AND state IN (?, ?)",
@@ -240,16 +237,11 @@ class Outbox(BounceLedger):
                     else None
                 )
                 if reason:
-                    skipped += 1
                     db.execute(
                         "UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?"
                         " WHERE id = ?",
                         (S.SKIPPED, reason, now, row["id"]),
                     )
-            total = db.execute(
-                "SELECT count(*) FROM deliveries WHERE issue = ? AND list = ?", (issue, list_name)
-            ).fetchone()[0]
-        return PlanResult(added=added, skipped=skipped, total=total)
 
     def recover(self, issue: int, list_name: str) -> list[Delivery]:
         """Rows a crashed run left in `sending` become `unknown`: their upload may have been
@@ -438,45 +430,76 @@ class Outbox(BounceLedger):
         ).fetchall()
         return [Suppression(r["list"], r["address"], r["source"], r["created_at"]) for r in rows]
 
+    # -- bounces and complaints -------------------------------------------------------------
+    # One row per (report, delivery): the report's key (its Message-ID or a digest; `smtp:ID`
+    # for a refusal at send time), what it said and where it came from. The primary key is what
+    # makes reading the same mailbox twice count nothing. Deliveries themselves never change:
+    # a `sent` row stays `sent`, its bounce beside it.
 
-CSV_COLUMNS = (
-    "recipient",
-    "state",
-    "attempts",
-    "smtp_code",
-    "smtp_reply",
-    "message_id",
-    "updated_at",
-    "sent_at",
-)
+    def deliveries_by_id(self, ids: Iterable[int]) -> list[Delivery]:
+        return [r for i in sorted(set(ids)) for r in self._select("id = ?", (i,))]
+
+    def deliveries_by_message_id(self, message_ids: Iterable[str]) -> list[Delivery]:
+        return [r for m in dict.fromkeys(message_ids) for r in self._select("message_id = ?", (m,))]
+
+    def record_bounce(
+        self, report: str, delivery_id: int, kind: str, status: str, detail: str, source: str
+    ) -> bool:
+        """Store what `report` said about one delivery. False if that was stored before."""
+        with self._write() as db:
+            cur = db.execute(
+                "INSERT INTO bounce_reports"
+                " (report, delivery_id, kind, status, detail, source, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (report, delivery_id, kind, status, detail[:1000], source, _now()),
+            )
+            return cur.rowcount == 1
+
+    def soft_streak(self, list_name: str, recipient: str, issue: int) -> int:
+        """How many issues in a row, up to `issue`, bounced for `recipient` on `list_name`; an
+        issue that went out and did not bounce ends the streak."""
+        rows = self._db.execute(
+            "SELECT d.state, (SELECT count(*) FROM bounce_reports b"
+            " WHERE b.delivery_id = d.id AND b.kind IN (?, ?))"
+            " FROM deliveries d WHERE d.list = ? AND d.recipient = ? AND d.issue <= ?"
+            " ORDER BY d.issue DESC",
+            (*_BOUNCED_KINDS, list_name, normalize(recipient), issue),
+        ).fetchall()
+        streak = 0
+        for state, bounced in rows:
+            if state not in _WENT_OUT:
+                continue  # skipped or never tried: says nothing about the mailbox
+            if not bounced:
+                break
+            streak += 1
+        return streak
+
+    def bounce_counts(self, issue: int, list_name: str, since: str = "") -> dict[str, int]:
+        """Deliveries of (issue, list) per kind of report, each delivery once per kind;
+        only reports recorded at or after `since` when given."""
+        return {
+            kind: n
+            for kind, n in self._db.execute(
+                "SELECT b.kind, count(DISTINCT b.delivery_id) FROM bounce_reports b"
+                " JOIN deliveries d ON d.id = b.delivery_id"
+                " WHERE d.issue = ? AND d.list = ? AND b.created_at >= ? GROUP BY b.kind",
+                (issue, list_name, since),
+            )
+        }
+
+    def _select(self, where: str, params: tuple[object, ...]) -> list[Delivery]:
+        found = self._db.execute(f"SELECT * FROM deliveries WHERE {where}", params)  # noqa: S608
+        return [_row(r) for r in found.fetchall()]
 
 
-def write_csv(rows: Iterable[Delivery], handle: TextIO) -> int:
-    """The log as CSV for a spreadsheet; every cell is neutralised against formula injection."""
-    writer = csv.writer(handle)
-    writer.writerow(CSV_COLUMNS)
-    n = 0
-    for row in rows:
-        writer.writerow([neutralise(getattr(row, column)) for column in CSV_COLUMNS])
-        n += 1
-    return n
-
-
-def neutralise(value: object) -> str:
-    """A cell a spreadsheet would run as a formula (= + - @, or a leading tab/CR) gets a `'`
-    (OWASP "CSV injection")."""
-    text = "" if value is None else str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
-def _row(r: sqlite3.Row, *, state: DeliveryStatus | None = None) -> Delivery:
+def _row(r: sqlite3.Row) -> Delivery:
     return Delivery(
         id=r["id"],
         issue=r["issue"],
         list=r["list"],
         recipient=r["recipient"],
         message_id=r["message_id"],
-        state=state or DeliveryStatus(r["state"]),
+        state=DeliveryStatus(r["state"]),
         attempts=r["attempts"],
         smtp_code=r["smtp_code"],
         smtp_reply=r["smtp_reply"],

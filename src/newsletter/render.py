@@ -18,7 +18,8 @@ import css_inline
 import jinja2
 import mjml
 
-from newsletter.errors import TemplateError
+from newsletter.errors import TemplateError, display_path
+from newsletter.i18n import EMAIL, strings_for
 from newsletter.markup import to_html, to_text
 from newsletter.models import Issue, Placeholder, RenderedEmail
 from newsletter.settings import Settings
@@ -33,24 +34,6 @@ FONT_STACK = (
     "Arial, sans-serif"
 )
 _CJK_DIGITS = "零一二三四五六七八九"
-
-# Words the templates need, by language; a project can override any of them in its templates.
-STRINGS: dict[str, dict[str, str]] = {
-    "zh": {
-        "greeting": f"{Placeholder.NAME}，你好！",
-        "view_in_browser": "在浏览器中查看",
-        "unsubscribe": "退订",
-        "footer_reason": "你收到这封邮件，是因为你订阅了{name}。",
-        "label_separator": "：",
-    },
-    "en": {
-        "greeting": f"Hi {Placeholder.NAME},",
-        "view_in_browser": "View in browser",
-        "unsubscribe": "Unsubscribe",
-        "footer_reason": "You receive this email because you subscribed to {name}.",
-        "label_separator": ": ",
-    },
-}
 
 # Shipped defaults: the wheel carries templates/email/ as newsletter/default_templates/email;
 # a source checkout uses the repo's own folder.
@@ -196,11 +179,6 @@ def preheader_for(issue: Issue) -> str:
     return titles[:140]
 
 
-def strings_for(language: str, name: str) -> dict[str, str]:
-    base = STRINGS.get(language.split("-")[0].lower(), STRINGS["en"])
-    return {key: value.replace("{name}", name) for key, value in base.items()}
-
-
 def _context(issue: Issue, settings: Settings) -> dict[str, Any]:
     language = settings.newsletter.language
     return {
@@ -209,7 +187,7 @@ def _context(issue: Issue, settings: Settings) -> dict[str, Any]:
         "lang": language,
         "font_stack": FONT_STACK,
         "preheader": preheader_for(issue),
-        "text": strings_for(language, settings.newsletter.name),
+        "text": strings_for(EMAIL, language, name=settings.newsletter.name),
         "placeholders": {
             "name": Placeholder.NAME.value,
             "unsubscribe_url": Placeholder.UNSUBSCRIBE_URL.value,
@@ -222,7 +200,7 @@ def _render_template(env: jinja2.Environment, name: str, context: dict[str, Any]
     try:
         return env.get_template(name).render(context)
     except jinja2.TemplateSyntaxError as exc:
-        where = f"{_display(exc.filename) if exc.filename else exc.name}:{exc.lineno}"
+        where = f"{display_path(exc.filename) if exc.filename else exc.name}:{exc.lineno}"
         raise TemplateError(f"{where}: {exc.message}") from None
     except jinja2.TemplateNotFound as exc:
         raise TemplateError(
@@ -231,14 +209,7 @@ def _render_template(env: jinja2.Environment, name: str, context: dict[str, Any]
         ) from None
     except jinja2.TemplateError as exc:
         filename = env.get_template(name).filename or name
-        raise TemplateError(f"{_display(filename)}:{_template_line(exc)}: {exc}") from None
-
-
-def _display(filename: str) -> str:
-    try:
-        return str(Path(filename).resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return filename
+        raise TemplateError(f"{display_path(filename)}:{_template_line(exc)}: {exc}") from None
 
 
 def _template_line(exc: BaseException) -> str:

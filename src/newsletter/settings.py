@@ -28,6 +28,10 @@ SECRET_ENV = {
 CONFIG_NAME = "newsletter.toml"
 
 
+# The list a command means when none is named.
+DEFAULT_LIST = "main"
+
+
 class Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -70,6 +70,15 @@ class ListReport:
         }
 
 
+def normalize(address: str) -> str:
+    """THE address key of a valid address: case and surrounding space do not make a new person.
+
+    The duplicate check, the outbox's rows and suppressions, Message-IDs and unsubscribe tokens
+    all compare addresses in this form.
+    """
+    return address.strip().lower()
+
+
 def address_key(address: str) -> str:
     """The form addresses are compared in: ASCII (punycode domain), lower-cased.
 
@@ -79,7 +88,7 @@ def address_key(address: str) -> str:
     result = _ADDRESSES.check(address.strip())
     if isinstance(result, str):
         raise ValueError(result)
-    return result[1].lower()
+    return normalize(result[1])
 
 
 def check_list(
@@ -235,7 +244,7 @@ def _rows(
             if status not in _STATUSES:
                 reject(start, "status", f"is {status!r}; use subscribed or unsubscribed")
                 continue
-            key = envelope.lower()
+            key = normalize(envelope)
             first = seen.add(key, start)
             if first is not None:
                 reject(

@@ -8,10 +8,10 @@ from __future__ import annotations
 import mailbox
 from pathlib import Path
 
-from newsletter.transport import serve_mailbox
-from sendcli import environment, newsletter, write_list
+from newsletter.send.mailbox import serve_mailbox
 from support.dovecot import Dovecot
 from support.dsn import complaint, dsn, vacation
+from support.sendcli import environment, newsletter, write_list
 
 HARD, COMPLAINER, AWAY, LATE, FULL = (f"reader{i:05d}@example.com" for i in range(5))
 

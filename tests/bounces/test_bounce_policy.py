@@ -59,14 +59,14 @@ def test_a_hard_bounce_suppresses_once(outbox: Outbox) -> None:
     again = policy(outbox).apply(report)
     assert again.verdict is Verdict.REPEATED
     assert again.suppressed == ()
-    assert outbox.bounce_counts(14, "main")[Kind.HARD] == 1
+    assert outbox.bounce_counts(14, "main").get(Kind.HARD, 0) == 1
 
 
 def test_a_complaint_suppresses(outbox: Outbox) -> None:
     decision = policy(outbox).apply(read_report(complaint(original(outbox, 13, "ben@example.org"))))
     assert decision.verdict is Verdict.COMPLAINT
     assert [s.reason for s in decision.suppressed] == ["complained"]
-    assert outbox.bounce_counts(13, "main")[Kind.COMPLAINT] == 1
+    assert outbox.bounce_counts(13, "main").get(Kind.COMPLAINT, 0) == 1
 
 
 def test_soft_bounces_suppress_after_three_in_a_row(outbox: Outbox) -> None:
@@ -100,8 +100,7 @@ def test_auto_replies_and_delays_never_count(outbox: Outbox) -> None:
     assert away.verdict is Verdict.AUTO_REPLY
     assert late.verdict is Verdict.DELAYED
     assert outbox.suppressions() == []
-    counts = outbox.bounce_counts(14, "main")
-    assert (counts[Kind.HARD], counts[Kind.SOFT], counts[Kind.COMPLAINT]) == (0, 0, 0)
+    assert set(outbox.bounce_counts(14, "main")) == {"auto-reply", "delayed"}
 
 
 def test_a_forged_tag_matches_nothing_but_a_message_id_still_does(outbox: Outbox) -> None:
@@ -129,7 +128,7 @@ def test_a_refusal_at_send_time_is_a_hard_bounce(outbox: Outbox) -> None:
     assert dead.reason == "bounced"
     assert rule.refused(ann, 550, "5.1.1 again") is None  # once per row
     assert rule.refused(ben, 550, "5.7.1 Message rejected as spam") is None  # not the address
-    assert outbox.bounce_counts(14, "main")[Kind.SOFT] == 1
+    assert outbox.bounce_counts(14, "main").get(Kind.SOFT, 0) == 1
 
 
 def test_thresholds() -> None:

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from newsletter.bounces.kinds import Kind, find_status, kind_of, worst
-from newsletter.bounces.ledger import Sent
 from newsletter.bounces.reports import Finding, Report
 from newsletter.bounces.verp import read_tag
-from newsletter.outbox import Outbox
+from newsletter.outbox import Delivery, Outbox
 from newsletter.settings import BouncesSettings
 
 BOUNCED = "bounced"
@@ -63,7 +62,7 @@ class Suppressed:
 @dataclass(frozen=True)
 class Decision:
     verdict: Verdict
-    rows: tuple[Sent, ...] = ()
+    rows: tuple[Delivery, ...] = ()
     finding: Finding | None = None
     suppressed: tuple[Suppressed, ...] = ()
 
@@ -76,7 +75,7 @@ class Policy:
         self.config = config
         self.secret = secret
 
-    def match(self, report: Report) -> list[Sent]:
+    def match(self, report: Report) -> list[Delivery]:
         if self.secret is not None:
             ids = [read_tag(self.secret, tag) for tag in report.tags]
             rows = self.outbox.deliveries_by_id(i for i in ids if i is not None)
@@ -97,7 +96,12 @@ class Policy:
         for row in rows:
             finding = _finding_for(report, row)
             if not self.outbox.record_bounce(
-                report.key, row.id, finding.kind, finding.status, finding.diagnostic, report.source
+                report.key,
+                row.id,
+                finding.kind.value,
+                finding.status,
+                finding.diagnostic,
+                report.source,
             ):
                 continue
             fresh = True
@@ -106,18 +110,18 @@ class Policy:
             return Decision(Verdict.REPEATED, tuple(rows), finding)
         return Decision(Verdict(report.kind.value), tuple(rows), finding, tuple(suppressed))
 
-    def refused(self, row: Sent, code: int, reply: str) -> Suppressed | None:
+    def refused(self, row: Delivery, code: int, reply: str) -> Suppressed | None:
         """A 5xx for this recipient at send time is a bounce too: record it (once per row) and
         suppress the address when the code says it is dead (550 5.1.1, not 5.7.1 policy)."""
         status = find_status(f"{code} {reply}")
         kind = kind_of(status) or Kind.HARD
         key = f"{SMTP_SOURCE}:{row.id}"
-        if not self.outbox.record_bounce(key, row.id, kind, status, reply, SMTP_SOURCE):
+        if not self.outbox.record_bounce(key, row.id, kind.value, status, reply, SMTP_SOURCE):
             return None
         found = self._suppress(row, kind)
         return found[0] if found else None
 
-    def _suppress(self, row: Sent, kind: Kind) -> list[Suppressed]:
+    def _suppress(self, row: Delivery, kind: Kind) -> list[Suppressed]:
         reason = None
         if kind is Kind.COMPLAINT:
             reason = COMPLAINED
@@ -149,7 +153,7 @@ def breach(config: BouncesSettings, attempted: int, hard: int, complaints: int) 
     return None
 
 
-def _finding_for(report: Report, row: Sent) -> Finding:
+def _finding_for(report: Report, row: Delivery) -> Finding:
     """The finding about this row's recipient; when none names it (forwarded, redacted), the
     worst of the report's (with VERP the report is about this one message anyway)."""
     named = [f for f in report.findings if f.address == row.recipient]

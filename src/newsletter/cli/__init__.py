@@ -1,0 +1,1 @@
+"""The `newsletter` command line: arguments in, one library call per command, lines out."""

@@ -1,0 +1,147 @@
+"""The editor's commands: `build`, `check` and `preview` of one issue."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from newsletter.checks import GMAIL_CLIP
+from newsletter.cli.terminal import issue_option, pass_settings, sample_list_option
+from newsletter.draft import Draft, review, write_files
+from newsletter.errors import display_path
+from newsletter.issues import issue_path
+from newsletter.settings import CONFIG_NAME, DEFAULT_LIST, Settings
+
+
+def review_issue(settings: Settings, number: int, list_name: str) -> Draft:
+    draft = review(settings, issue_path(settings.issues_dir, number), list_name)
+    if draft.ephemeral_key:
+        click.echo(
+            "note: NEWSLETTER_SECRET is not set, so the sample's unsubscribe link is signed "
+            "with a throwaway key and will not verify",
+            err=True,
+        )
+    return draft
+
+
+@click.command()
+@click.option(
+    "--issue", "number", type=int, default=None, help="Issue number (optional with --site)."
+)
+@sample_list_option
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Output folder (default: out/ISSUE in the project).",
+)
+@click.option(
+    "--site",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write the web archive (index + every issue) as static files into this folder.",
+)
+@pass_settings
+def build(
+    settings: Settings, number: int | None, list_name: str, out: Path | None, site: Path | None
+) -> None:
+    """Render an issue: email.html, email.txt and a sample email.eml (for a sample recipient).
+
+    With --site DIR, also write the web archive that `newsletter serve` shows (index.html,
+    issues/N/index.html, unsubscribe/index.html) for any static host; --issue is then optional.
+    """
+    if number is None and site is None:
+        raise click.UsageError("Missing option '--issue' (or --site DIR for the web archive).")
+    if number is None and out is not None:
+        raise click.UsageError("--out needs --issue")
+    if number is not None:
+        _build_issue(settings, number, list_name, out)
+    if site is not None:
+        from newsletter.web.site.archive import write_site
+
+        pages = write_site(settings, site)
+        click.echo(
+            f"{display_path(site)}/  web archive: {len(pages)} pages"
+            f" ({len(pages) - 2} issue(s), the index and how-to-unsubscribe)"
+        )
+        click.echo(f"publish it at {settings.newsletter.base_url} (newsletter.base_url)")
+
+
+def _build_issue(settings: Settings, number: int, list_name: str, out: Path | None) -> None:
+    draft = review_issue(settings, number, list_name)
+    folder = out if out is not None else settings.root / "out" / str(number)
+    for path in write_files(draft, folder):
+        click.echo(f"{display_path(path)}  {path.stat().st_size / 1024:.1f} KB")
+    sample = f"{settings.newsletter.sample_name} <{settings.newsletter.sample_email}>"
+    click.echo(f"filled for the sample recipient {sample}; the .eml is exactly what they get")
+
+
+@click.command()
+@issue_option
+@sample_list_option
+@pass_settings
+def check(settings: Settings, number: int, list_name: str) -> None:
+    """Pre-send checks. Exit 0: no errors (warnings allowed); 1: errors."""
+    draft = review_issue(settings, number, list_name)
+    for finding in draft.findings:
+        click.secho(str(finding), fg="red" if finding.level == "error" else "yellow")
+    size = draft.html_size
+    click.echo(
+        f"HTML part: {size / 1024:.1f} KB encoded ({draft.html_encoding}), "
+        f"{size / GMAIL_CLIP:.0%} of Gmail's ~102 KB clipping limit"
+    )
+    click.echo(f"issue {number}: {draft.errors} error(s), {draft.warnings} warning(s)")
+    if draft.errors:
+        sys.exit(1)
+
+
+@click.command()
+@click.option("--issue", "number", type=int, default=None, help="Open this issue's page.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8026,
+    show_default=True,
+    help="Port to listen on; 0 picks a free one.",
+)
+@click.option("--no-open", is_flag=True, help="Do not open a browser.")
+@click.option(
+    "--list",
+    "list_name",
+    default=DEFAULT_LIST,
+    show_default=True,
+    help="The list whose headers the sample message carries.",
+)
+@pass_settings
+def preview(
+    settings: Settings, number: int | None, host: str, port: int, no_open: bool, list_name: str
+) -> None:
+    """Serve the issues live in a browser: every save re-renders and reloads the page.
+
+    Shows each issue as the sample recipient gets it (same pipeline as `send`), at desktop and
+    mobile widths, light and dark, with its text part, sources, size and check results.
+    Ctrl-C stops it.
+    """
+    # starlette + uvicorn: imported only when used
+    from newsletter.web.listen import bind_socket, is_loopback, url_of
+    from newsletter.web.preview.app import serve_preview
+    from newsletter.web.preview.workspace import Workspace
+
+    if number is not None:
+        issue_path(settings.issues_dir, number)  # an unknown number fails here, not in the browser
+    config = click.get_current_context().find_root().obj.get("config")
+    config_path = settings.root / (config.name if config else CONFIG_NAME)
+    # Each render's outcome goes to the terminal too: the page is not always in view.
+    workspace = Workspace(config_path, settings, list_name, report=click.echo)
+    sock = bind_socket(host, port)
+    url = url_of(sock, f"/issues/{number}" if number is not None else "/")
+    click.echo(f"Previewing at {url}  (Ctrl-C to stop)")
+    if not is_loopback(sock):
+        click.echo("note: not on loopback: anyone who can reach this address sees the preview")
+    if settings.secret is None:
+        click.echo("note: NEWSLETTER_SECRET is unset: the sample's unsubscribe link won't verify")
+    serve_preview(workspace, sock, open_url=None if no_open else url)
+    click.echo("Preview stopped.")

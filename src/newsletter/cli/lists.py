@@ -1,0 +1,142 @@
+"""The editor's commands on lists: `subscribers`, `unsubscribe`, `suppressions` and `bounces`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from newsletter.bounces.collect import collect, describe
+from newsletter.bounces.inbox import open_inbox
+from newsletter.bounces.policy import Policy, Verdict
+from newsletter.cli.terminal import every_list_option, pass_settings, printable
+from newsletter.errors import ConfigError, NewsletterError, display_path
+from newsletter.mail.tokens import signing_key
+from newsletter.outbox import Outbox
+from newsletter.settings import DEFAULT_LIST, Settings
+from newsletter.subscribers import ListReport, address_key, check_list
+
+
+@click.command()
+@every_list_option
+@pass_settings
+def subscribers(settings: Settings, list_name: str | None) -> None:
+    """Check subscriber lists: every rejected row (file:line: field: reason), then the counts
+    of valid, duplicate, invalid, unsubscribed and suppressed rows.
+
+    Suppressed means unsubscribed through a link (the delivery log's suppression list).
+    Exit 0: every row is usable; 1: some rows were rejected (they are skipped when sending).
+    """
+    names = [list_name] if list_name else sorted(settings.lists)
+    if not names:
+        raise ConfigError("no lists in the config", hint="Add a [lists.main] table with a `path`.")
+    rejected = 0
+    for name in names:
+        path = settings.resolve(settings.mailing_list(name).path)
+        suppressed: frozenset[str] = frozenset()
+        if settings.database.exists():
+            with Outbox(settings.database) as outbox:
+                suppressed = outbox.suppressed(name)
+        report = check_list(
+            Path(display_path(path)),
+            suppressed=suppressed,
+            on_reject=lambda problem: click.echo(printable(str(problem))),
+        )
+        click.echo(list_counts(name, report))
+        rejected += report.rejected_count
+    if rejected:
+        click.echo(f"{rejected} row(s) rejected: fix them, or they are skipped when sending")
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("address")
+@click.option(
+    "--list",
+    "list_name",
+    default=DEFAULT_LIST,
+    show_default=True,
+    help="The list to remove it from.",
+)
+@click.option("--undo", is_flag=True, help="Send to ADDRESS again (lift any suppression).")
+@pass_settings
+def unsubscribe(settings: Settings, address: str, list_name: str, undo: bool) -> None:
+    """Never send to ADDRESS on a list again, as if the reader had unsubscribed (source `cli`;
+    unlike the reader's own, their re-subscribe button cannot lift it). --undo lifts any."""
+    settings.mailing_list(list_name)
+    try:
+        key = address_key(address)
+    except ValueError as exc:
+        raise NewsletterError(
+            f"{address!r} is not an email address: {exc}", hint="Pass the address as subscribed."
+        ) from None
+    with Outbox(settings.database) as outbox:
+        if undo:
+            lifted = outbox.unsuppress(list_name, key)
+            state = "will be sent to again" if lifted else "was not unsubscribed"
+            click.echo(f"{key} {state} on {list_name!r}")
+            return
+        added = outbox.suppress(list_name, key, "cli")
+    state = "unsubscribed" if added else "was already unsubscribed"
+    click.echo(f"{key} {state} from {list_name!r}; later sends to it skip this address")
+
+
+@click.command()
+@every_list_option
+@pass_settings
+def suppressions(settings: Settings, list_name: str | None) -> None:
+    """List the addresses never sent to again: when, list, address and how (one-click: the
+    mailbox's button; web: the confirm page; cli: `newsletter unsubscribe`)."""
+    if list_name is not None:
+        settings.mailing_list(list_name)
+    if not settings.database.exists():
+        rows = []
+    else:
+        with Outbox(settings.database) as outbox:
+            rows = outbox.suppressions(list_name)
+    for row in rows:
+        click.echo(f"{row.created_at}  {row.list}  {printable(row.address)}  {row.source}")
+    where = f" on {list_name!r}" if list_name is not None else ""
+    click.echo(f"{len(rows)} suppressed address(es){where}", err=True)
+
+
+@click.command()
+@click.option(
+    "--maildir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Read this Maildir folder instead of [bounces] imap (e.g. .newsletter/mailbox).",
+)
+@pass_settings
+def bounces(settings: Settings, maildir: Path | None) -> None:
+    """Read bounces and complaints from the bounce mailbox ([bounces] imap, or --maildir DIR),
+    record each against the send it is about and suppress by the [bounces] policy: a hard bounce
+    or a complaint at once (bounced, complained), soft bounces after 3 in a row. Auto-replies
+    never count; mail it does not understand stays where it was. Running it twice counts
+    nothing twice."""
+    key = signing_key(settings, allow_ephemeral=True)
+    inbox = open_inbox(settings, maildir)
+    if key.ephemeral:
+        click.echo(
+            "note: NEWSLETTER_SECRET is not set: return-path tags cannot be verified, so only"
+            " reports that quote a Message-ID can be matched",
+            err=True,
+        )
+    try:
+        with Outbox(settings.database) as outbox:
+            policy = Policy(outbox, settings.bounces, None if key.ephemeral else key.secret)
+            tally = collect(inbox, policy, lambda r, d: click.echo(printable(describe(r, d))))
+    finally:
+        inbox.close()
+    counts = ", ".join(f"{tally.verdicts[v]} {v.value}" for v in Verdict if tally.verdicts[v])
+    click.echo(
+        f"{inbox.where}: read {tally.read} mail(s)"
+        + (f": {counts}" if counts else "")
+        + f"; {len(tally.suppressed)} address(es) suppressed; {tally.left} left in the mailbox"
+    )
+
+
+def list_counts(list_name: str, report: ListReport) -> str:
+    counts = ", ".join(f"{n} {label}" for label, n in report.counts().items())
+    return f"{list_name} ({report.path}): {counts}"

@@ -1,0 +1,302 @@
+"""Sending and its log: `send` (with its progress display) and `status`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
+from newsletter.cli.lists import list_counts
+from newsletter.cli.terminal import every_list_option, issue_option, pass_settings, printable
+from newsletter.errors import DeliveryError, display_path
+from newsletter.models import DeliveryStatus
+from newsletter.outbox import Outbox
+from newsletter.send import run
+from newsletter.send.engine import Event, Options, RunReport
+from newsletter.settings import DEFAULT_LIST, Settings
+from newsletter.spreadsheet import write_csv
+from newsletter.subscribers import ListReport
+
+EXIT_INCOMPLETE = 3
+EXIT_STOPPED = 4
+
+
+@click.command()
+@issue_option
+@click.option(
+    "--list",
+    "list_name",
+    default=DEFAULT_LIST,
+    show_default=True,
+    help="The list to send to; `--list staging` is the test send.",
+)
+@click.option("--yes", is_flag=True, help="Send without asking (required without a terminal).")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="SMTP connections at once (default: [send] concurrency).",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Messages per second, 0 = unlimited (default: [send] rate).",
+)
+@click.option(
+    "--resend-unknown",
+    is_flag=True,
+    help="Also resend recipients whose outcome is unknown, under the same Message-ID.",
+)
+@click.option("--retry-failed", is_flag=True, help="Also retry recipients that failed.")
+@click.option(
+    "--processes",
+    type=click.IntRange(1, 16),
+    default=None,
+    help="Worker processes sharing the connections (default: [send] processes).",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Send nothing: write each recipient's message as an .eml file into --out instead.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for --dry-run (default: out/ISSUE-LIST); an earlier dry run's files are replaced.",
+)
+@pass_settings
+def send(
+    settings: Settings,
+    number: int,
+    list_name: str,
+    yes: bool,
+    concurrency: int | None,
+    rate: float | None,
+    resend_unknown: bool,
+    retry_failed: bool,
+    dry_run: bool,
+    out: Path | None,
+    processes: int | None,
+) -> None:
+    """Deliver an issue to every subscriber of a list over SMTP, recording each delivery.
+
+    Re-running the same command resumes: sent and rejected recipients are never sent again,
+    deferred ones are retried. Sending to a list that is not a staging list asks first.
+
+    With --dry-run nothing is sent and nothing is logged: every recipient's message is written
+    to --out as an .eml file, exactly the bytes the SMTP server would get.
+
+    \b
+    Exit codes:
+      0  every recipient sent (or skipped: unsubscribed)
+      1  error before sending (nothing was sent)
+      3  finished, but some recipients are rejected, failed, unknown or still deferred
+      4  stopped (circuit breaker, quota, Ctrl-C): re-run the same command to resume
+    """
+    if dry_run:
+        _dry_run(
+            settings, number, list_name, out or settings.root / "out" / f"{number}-{list_name}"
+        )
+        return
+    if out is not None:
+        raise click.UsageError("--out is only used with --dry-run")
+    prepared = run.prepare(settings, number, list_name)
+    _report_list(prepared.list_report)
+    job = prepared.job
+    if not prepared.staging and not yes:
+        if not sys.stdin.isatty():
+            raise DeliveryError(
+                f"refusing to send issue {number} to the {list_name!r} list without confirmation",
+                hint="Re-run with --yes to confirm (no terminal to ask on).",
+            )
+        click.echo(
+            f"About to send issue {number} to the {list_name!r} list:\n"
+            f"  recipients  {len(job.subscribers)}\n"
+            f"  SMTP server {prepared.server}\n"
+            f"  sender      {prepared.sender}"
+        )
+        if not click.confirm("Send now?", default=False):
+            click.echo("Nothing sent.")
+            sys.exit(1)
+    options = Options(
+        **{
+            **settings.send.model_dump(),
+            "concurrency": concurrency or settings.send.concurrency,
+            "rate": settings.send.rate if rate is None else rate,
+            "processes": processes or settings.send.processes,
+        },
+        resend_unknown=resend_unknown,
+        retry_failed=retry_failed,
+    )
+    with _SendDisplay(number, list_name, len(job.subscribers)) as display:
+        report = run.send(prepared, options, display)
+    click.echo(_summary(report))
+    if report.stopped:
+        click.secho(f"stopped: {report.stopped}", fg="yellow", err=True)
+        click.echo("hint: Re-run the same command to resume.", err=True)
+        sys.exit(EXIT_STOPPED)
+    if not report.complete:
+        click.echo(f"hint: `newsletter status --issue {number} --list {list_name}`", err=True)
+        sys.exit(EXIT_INCOMPLETE)
+
+
+def _dry_run(settings: Settings, number: int, list_name: str, out: Path) -> None:
+    result = run.dry_run(settings, number, list_name, out)
+    if result.ephemeral_key:
+        click.echo(
+            "note: NEWSLETTER_SECRET is not set: unsubscribe links are signed with a throwaway key",
+            err=True,
+        )
+    _report_list(result.list_report)
+    if result.removed:
+        click.echo(f"replaced {result.removed} .eml file(s) from an earlier dry run", err=True)
+    click.echo(list_counts(list_name, result.list_report))
+    click.echo(
+        f"dry run: wrote {result.written} message(s) to {display_path(out)}/ (nothing was sent)"
+    )
+
+
+def _report_list(report: ListReport) -> None:
+    for problem in report.rejected[:20]:
+        click.echo(f"skipped row: {problem}", err=True)
+    if report.rejected_count > 20:
+        click.echo(f"... and {report.rejected_count - 20} more rows skipped", err=True)
+
+
+def _summary(report: RunReport) -> str:
+    counts = report.counts
+    parts = [f"{counts[s]} {s}" for s in DeliveryStatus if counts[s]]
+    sent = report.this_run[DeliveryStatus.SENT]
+    rate = sent / report.seconds if report.seconds > 0 else 0.0
+    return (
+        f"issue {report.issue} -> {report.list_name}: {', '.join(parts) or 'no recipients'}"
+        f" ({sent} sent by this run in {report.seconds:.1f} s, {rate:.0f} msg/s)"
+    )
+
+
+class _SendDisplay:
+    """A rich progress bar on a terminal; otherwise a line per problem and one every 5 s."""
+
+    def __init__(self, number: int, list_name: str, total: int) -> None:
+        self.label = f"issue {number} -> {list_name}"
+        self.total = total
+        self.started = time.monotonic()
+        self.last_line = self.started
+        self.sent = 0
+        self.tty = sys.stdout.isatty()
+        self.progress: Progress | None = None
+
+    def __enter__(self) -> _SendDisplay:
+        if self.tty:
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[states]}"),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+            )
+            self.progress.start()
+            self.task = self.progress.add_task(self.label, total=self.total, states="", rate="")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def __call__(self, event: Event) -> None:
+        c = event.counts
+        if event.state == DeliveryStatus.SENT:
+            self.sent += 1
+        now = time.monotonic()
+        rate = self.sent / max(now - self.started, 1e-3)
+        # The log's rows, not the list: it also holds recipients sent before they left the list.
+        total = sum(c.values())
+        done = sum(
+            c.get(s, 0)
+            for s in (
+                DeliveryStatus.SENT,
+                DeliveryStatus.REJECTED,
+                DeliveryStatus.FAILED,
+                DeliveryStatus.UNKNOWN,
+                DeliveryStatus.SKIPPED,
+            )
+        )
+        states = (
+            f"sent {c.get(DeliveryStatus.SENT, 0)} deferred {c.get(DeliveryStatus.DEFERRED, 0)}"
+            f" rejected {c.get(DeliveryStatus.REJECTED, 0)}"
+        )
+        if event.state != DeliveryStatus.SENT:
+            reply = event.result.describe() if event.result else ""
+            line = printable(f"{event.state}: {event.recipient} {reply}")
+            if self.progress is not None:
+                self.progress.console.print(line, markup=False, highlight=False)
+            else:
+                click.echo(line)
+        if self.progress is not None:
+            self.progress.update(
+                self.task, completed=done, total=total, states=states, rate=f"{rate:.0f} msg/s"
+            )
+        elif now - self.last_line >= 5.0:
+            self.last_line = now
+            click.echo(f"{self.label}: {done}/{total} done, {states}, {rate:.0f} msg/s")
+
+
+@click.command()
+@issue_option
+@every_list_option
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Also write every row to this CSV file (- for stdout).",
+)
+@click.option("--all", "show_all", is_flag=True, help="List every row that is not sent.")
+@pass_settings
+def status(
+    settings: Settings, number: int, list_name: str | None, csv_path: Path | None, show_all: bool
+) -> None:
+    """Show an issue's delivery log: counts per state, then each recipient not sent with the
+    server's reply."""
+    if not settings.database.exists():
+        click.echo(f"issue {number}: nothing sent yet (no delivery log)")
+        return
+    limit = None if show_all else 50
+    with Outbox(settings.database) as outbox:
+        names = [list_name] if list_name else outbox.lists_of(number)
+        if not names:
+            click.echo(f"issue {number}: nothing sent yet")
+        for name in names:
+            counts = outbox.counts(number, name)
+            click.echo(f"issue {number} -> {name}: {sum(counts.values())} recipients")
+            for state, n in counts.items():
+                if n:
+                    click.echo(f"  {state:<9} {n}")
+            waiting = [s for s in DeliveryStatus if s != DeliveryStatus.SENT]
+            rows = outbox.rows(number, name, waiting)
+            for row in rows[:limit]:
+                code = row.smtp_code or ""
+                reply = printable(f"{code} {row.smtp_reply}".strip())
+                click.echo(f"  {row.state:<9} {printable(row.recipient)}  {reply}")
+            if limit is not None and len(rows) > limit:
+                click.echo(f"  ... and {len(rows) - limit} more (--all, or --csv FILE)")
+        if csv_path is not None:
+            rows = [r for name in names for r in outbox.rows(number, name)]
+            if str(csv_path) == "-":
+                write_csv(rows, sys.stdout)
+            else:
+                with csv_path.open("w", encoding="utf-8", newline="") as handle:
+                    n = write_csv(rows, handle)
+                click.echo(f"wrote {n} rows to {display_path(csv_path)}", err=True)

@@ -1,0 +1,73 @@
+"""The long-running services: `mailbox` (the capture server) and `serve` (the public site)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from newsletter.cli.terminal import pass_settings, printable
+from newsletter.errors import display_path
+from newsletter.mail.tokens import signing_key
+from newsletter.send.mailbox import Captured, describe_captured, run_mailbox
+from newsletter.settings import Settings
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=1025, show_default=True, help="SMTP port."
+)
+@pass_settings
+def mailbox(settings: Settings, host: str, port: int) -> None:
+    """Run the local capture SMTP server: every message is stored in a Maildir under
+    .newsletter/mailbox/ and printed as one line. The shipped newsletter.toml sends to it.
+    Ctrl-C stops it."""
+    folder = settings.state_dir / "mailbox"
+
+    def ready(bound: int) -> None:
+        click.echo(
+            f"Capturing mail on {host}:{bound} into {display_path(folder)}/  (Ctrl-C to stop)"
+        )
+
+    def captured(item: Captured) -> None:
+        click.echo(printable(describe_captured(item)))
+
+    asyncio.run(run_mailbox(folder, captured, host, port, ready))
+    click.echo("Mailbox stopped.")
+
+
+@click.command()
+@click.option("--host", default=None, help="Address to listen on (default: [serve] host).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port to listen on (default: [serve] port); 0 picks a free one.",
+)
+@pass_settings
+def serve(settings: Settings, host: str | None, port: int | None) -> None:
+    """Run the public web service: one-click unsubscribe (RFC 8058) and the web archive.
+
+    Meant to run behind a TLS-terminating reverse proxy at newsletter.base_url (see README).
+    Needs NEWSLETTER_SECRET, the same one `send` signs unsubscribe links with. Logs one JSON
+    line per request to stderr, with tokens redacted. Ctrl-C or SIGTERM stops it.
+    """
+    # starlette + uvicorn: imported only when used
+    from newsletter.web.listen import bind_socket, url_of
+    from newsletter.web.site.app import serve as serve_site
+
+    signing_key(settings, allow_ephemeral=False)  # no secret: fail before binding the port
+    sock = bind_socket(host or settings.serve.host, settings.serve.port if port is None else port)
+    click.echo(
+        f"Serving unsubscribe and archive at {url_of(sock)}"
+        f" (public URL: {settings.newsletter.base_url})",
+        err=True,
+    )
+    if not settings.newsletter.base_url.startswith("https://"):
+        click.echo(
+            "note: newsletter.base_url is not https://: mailbox providers use one-click "
+            "unsubscribe only over HTTPS (see README, Running it in production)",
+            err=True,
+        )
+    serve_site(settings, sock)

@@ -1,0 +1,64 @@
+"""What every command shares: settings loaded once, errors turned into two lines and exit 1,
+the common options, and text made safe for a terminal."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from functools import update_wrapper
+from typing import Any, TypeVar
+
+import click
+
+from newsletter.errors import NewsletterError
+from newsletter.settings import DEFAULT_LIST, load_settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except NewsletterError as exc:
+            fail(exc)
+
+
+def fail(exc: NewsletterError) -> None:
+    click.secho(f"error: {exc.message}", fg="red", err=True)
+    if exc.hint:
+        click.echo(f"hint: {exc.hint}", err=True)
+    sys.exit(1)
+
+
+def pass_settings(func: F) -> F:
+    """Load newsletter.toml (or --config) once, on first use, and pass it as `settings`."""
+
+    @click.pass_context
+    def wrapper(ctx: click.Context, /, *args: Any, **kwargs: Any) -> Any:
+        obj = ctx.find_root().ensure_object(dict)
+        if "settings" not in obj:
+            obj["settings"] = load_settings(obj.get("config"))
+        return ctx.invoke(func, obj["settings"], *args, **kwargs)
+
+    return update_wrapper(wrapper, func)  # type: ignore[return-value]
+
+
+issue_option = click.option("--issue", "number", type=int, required=True, help="Issue number.")
+sample_list_option = click.option(
+    "--list",
+    "list_name",
+    default=DEFAULT_LIST,
+    show_default=True,
+    help="The list whose headers the sample message carries.",
+)
+every_list_option = click.option(
+    "--list", "list_name", default=None, help="Only this list (default: every list)."
+)
+
+
+def printable(text: str) -> str:
+    """Server replies and list data go to a terminal: no control characters, no escapes."""
+    return _CONTROL_CHARS.sub("?", text)

@@ -1,0 +1,91 @@
+"""An issue file in; what the editor looks at out: the render, one sample message, its parts,
+sizes and check findings.
+
+`build`, `check` and the preview all show an issue through `review`, so they see the same
+pipeline as `send` (issue file -> render -> one sample recipient's message) and the sample is
+parsed once. `write_files` puts a review on disk for `newsletter build`.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+from dataclasses import dataclass
+from email.message import EmailMessage
+from pathlib import Path
+
+from newsletter.checks import Finding, encoded_size, run_checks
+from newsletter.issues import load_issue_file
+from newsletter.mail.message import sample_message
+from newsletter.models import Issue, RenderedEmail
+from newsletter.render import preheader_for, render_issue
+from newsletter.settings import Settings
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One issue as the sample recipient gets it, and what the checks say about it."""
+
+    issue: Issue
+    rendered: RenderedEmail
+    message: bytes  # the sample recipient's .eml, exactly as it would be uploaded
+    html: str
+    text: str
+    html_size: int  # the HTML part's bytes on the wire, after its transfer encoding
+    html_encoding: str
+    # What an inbox list shows before the email is opened.
+    sender: str
+    subject: str
+    preheader: str
+    findings: list[Finding]
+    ephemeral_key: bool  # NEWSLETTER_SECRET unset: the sample's unsubscribe link won't verify
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for f in self.findings if f.level == "error")
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for f in self.findings if f.level == "warning")
+
+
+def review(settings: Settings, path: Path, list_name: str) -> Draft:
+    """Load, render once, build the sample message for `list_name`, parse it once, check it."""
+    issue = load_issue_file(path)
+    rendered = render_issue(issue, settings)
+    sample, ephemeral = sample_message(rendered, settings, list_name)
+    message = email.message_from_bytes(sample.data, policy=email.policy.default)
+    assert isinstance(message, EmailMessage)
+    html_part, text_part = message.get_body(("html",)), message.get_body(("plain",))
+    html = str(html_part.get_content()) if html_part else ""
+    text = str(text_part.get_content()) if text_part else ""
+    html_size = encoded_size(html_part) if html_part else 0
+    parts = None if html_part is None or text_part is None else (html, text, html_size)
+    return Draft(
+        issue=issue,
+        rendered=rendered,
+        message=sample.data,
+        html=html,
+        text=text,
+        html_size=html_size,
+        html_encoding=str(html_part["Content-Transfer-Encoding"]) if html_part else "",
+        sender=str(message.get("From", "")),
+        subject=str(message.get("Subject", "")),
+        preheader=preheader_for(issue),
+        findings=run_checks(issue, rendered, parts),
+        ephemeral_key=ephemeral,
+    )
+
+
+def write_files(draft: Draft, folder: Path) -> list[Path]:
+    """email.html, email.txt and email.eml in `folder`; the paths written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    # The wire form has CRLF line ends; files for people to open get plain newlines.
+    for name, content in (("email.html", draft.html), ("email.txt", draft.text)):
+        path = folder / name
+        path.write_text(content.replace("\r\n", "\n"), encoding="utf-8")
+        written.append(path)
+    eml = folder / "email.eml"
+    eml.write_bytes(draft.message)
+    return [*written, eml]

@@ -1,0 +1,27 @@
+"""The public URL scheme: base_url and an issue number or token in, the URLs readers follow out.
+
+The email (view in browser, unsubscribe), the List-Unsubscribe header, the web archive and
+`newsletter serve`'s routes all agree on these paths; change them here or not at all.
+"""
+
+from __future__ import annotations
+
+ISSUE_PATH = "/issues/{number}"
+HOW_TO_UNSUBSCRIBE_PATH = "/unsubscribe"
+UNSUBSCRIBE_PATH = "/unsubscribe/{token}"
+RESUBSCRIBE_PATH = "/resubscribe/{token}"
+
+
+def issue_url(base_url: str, number: int) -> str:
+    """An issue's public page: the email's "view in browser" link points here."""
+    return base_url.rstrip("/") + ISSUE_PATH.format(number=number)
+
+
+def how_to_unsubscribe_url(base_url: str) -> str:
+    """The page that tells a reader how to unsubscribe (the archive's stand-in for a token)."""
+    return base_url.rstrip("/") + HOW_TO_UNSUBSCRIBE_PATH
+
+
+def unsubscribe_url(base_url: str, token: str) -> str:
+    """One reader's one-click (RFC 8058) and visible unsubscribe link."""
+    return base_url.rstrip("/") + UNSUBSCRIBE_PATH.format(token=token)

@@ -1,0 +1,1 @@
+"""The bytes of one message: MIME parts, headers, DKIM signing and unsubscribe tokens."""

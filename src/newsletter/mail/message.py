@@ -1,0 +1,331 @@
+"""A RenderedEmail + one Subscriber -> the exact MIME bytes that subscriber's mailbox receives.
+
+A MessageFactory is built once per (issue, list): it checks and encodes every header that is the
+same for all recipients, splits the text and HTML on the Placeholder words, and chooses each
+part's transfer encoding (base64 for CJK-heavy parts, quoted-printable when that is smaller).
+`build(subscriber)` then only fills the values (HTML-escaped in the HTML part), encodes the few
+lines that changed, and joins bytes: no EmailMessage, no re-rendering per recipient.
+
+The output is ``multipart/alternative`` (text, then HTML), UTF-8, CRLF line ends, no line over
+78 octets in the headers where folding allows and never over 998 anywhere. Header values that
+could inject a header (CR, LF, NUL, other controls, raw ``=?...?=``) are refused with
+UnsafeHeaderError, and every serialized header block is checked again before it leaves.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import hashlib
+import html
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from urllib.parse import quote
+
+from email_validator import EmailNotValidError, validate_email
+
+from newsletter.errors import ConfigError, TemplateError, UnsafeHeaderError
+from newsletter.links import issue_url, unsubscribe_url
+from newsletter.mail.mime import (
+    CRLF,
+    MAX_LINE,
+    PRINTABLE,
+    check_header,
+    choose_encoder,
+    mailbox_header,
+    part_head,
+    unstructured_header,
+)
+from newsletter.mail.signing import DkimSigner
+from newsletter.mail.tokens import sign, signing_key
+from newsletter.models import (
+    PLACEHOLDER_PREFIX,
+    OutgoingMessage,
+    Placeholder,
+    RenderedEmail,
+    Subscriber,
+    header_problem,
+)
+from newsletter.settings import Settings
+from newsletter.subscribers import normalize
+
+TEST_HEADER = "X-Newsletter-Test"
+_PLACEHOLDER = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"[A-Z0-9_]*__")
+_DOT_ATOM = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
+_PLAIN_ID = re.compile(r"<[!-;=?-~]+>")  # printable ASCII, no spaces or angle brackets inside
+_EML_NAME = re.compile(r"[0-9]{6,}-[A-Za-z0-9@._+-]+\.eml")
+_FIELD = re.compile(rb"^([!-9;-~]+):", re.MULTILINE)
+_BLOCK = re.compile(rb"(?:[!-9;-~]+:[ \t][\x20-\x7e]*\r\n(?:[ \t][\x20-\x7e]*\r\n)*)+")
+
+
+class MessageFactory:
+    """Builds every recipient's message for one (issue, list); see the module docstring."""
+
+    def __init__(
+        self,
+        rendered: RenderedEmail,
+        settings: Settings,
+        list_name: str,
+        *,
+        secret: bytes,
+        test: bool | None = None,
+        date: dt.datetime | None = None,
+    ) -> None:
+        mailing_list = settings.mailing_list(list_name)
+        self.issue = rendered.issue_number
+        self.list_name = list_name
+        self.test = mailing_list.staging if test is None else test
+        self._secret = secret
+        self._fallback_name = settings.newsletter.greeting_fallback
+        self._base_url = settings.newsletter.base_url
+        self.web_url = issue_url(self._base_url, rendered.issue_number)
+        _check_url(self.web_url, "newsletter.base_url")
+        self._web_url = self.web_url.encode()
+        self._web_url_html = html.escape(self.web_url).encode()
+
+        sender_name, self.sender = _parse_mailbox(settings.newsletter.sender, "newsletter.sender")
+        self.domain = self.sender.rpartition("@")[2]
+        mailto = settings.newsletter.unsubscribe_email or self.sender
+        _, address = _parse_mailbox(mailto, "newsletter.unsubscribe_email")
+        self._mailto = quote(address, safe="@")
+
+        subject = rendered.subject.strip(" ")
+        check_header(subject, "subject (the issue's title)")
+        if self.test:
+            subject = f"[TEST] {subject}"
+        list_label = mailing_list.name or settings.newsletter.name
+        check_header(list_label, f"lists.{list_name}.name")
+        list_id = mailing_list.id or f"{list_name}.{self.domain}"
+        if not _DOT_ATOM.fullmatch(list_id) or "." not in list_id:
+            raise ConfigError(
+                f"lists.{list_name}.id: {list_id!r} is not a valid List-Id",
+                hint="Use a domain-like name you control, e.g. weekly.news.example.org.",
+            )
+        when = date or dt.datetime.now(dt.UTC)
+
+        head = [mailbox_header("From", sender_name, self.sender)]
+        middle = [
+            unstructured_header("Subject", subject),
+            f"Date: {email.utils.format_datetime(when)}\r\n",
+        ]
+        lists = []
+        if settings.newsletter.reply_to:
+            name, address = _parse_mailbox(settings.newsletter.reply_to, "newsletter.reply_to")
+            lists.append(mailbox_header("Reply-To", name, address))
+        lists.append(mailbox_header("List-Id", list_label, list_id))
+        self._boundary = "=_nl_" + _digest(f"{self.issue}\n{list_name}\n{rendered.html}")[:24]
+        tail = ["List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"]
+        if self.test:
+            tail.append(f"{TEST_HEADER}: yes\r\n")
+        tail.append("MIME-Version: 1.0\r\n")
+        language = settings.newsletter.language
+        if re.fullmatch(r"[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*", language):
+            tail.append(f"Content-Language: {language}\r\n")
+        tail.append(f'Content-Type: multipart/alternative;\r\n boundary="{self._boundary}"\r\n')
+        self._head = _ascii("".join(head))
+        self._middle = _ascii("".join(middle))
+        self._lists = _ascii("".join(lists))
+        self._tail = _ascii("".join(tail))
+
+        self._text = _split(rendered.text, "text")
+        self._html = _split(rendered.html, "html")
+        self.text_encoder = choose_encoder(self._text[0])
+        self.html_encoder = choose_encoder(self._html[0])
+        self._text_head = part_head("text/plain", self.text_encoder.name, self._boundary)
+        self._html_head = part_head("text/html", self.html_encoder.name, self._boundary)
+        self._close = _ascii(f"--{self._boundary}--\r\n")
+        self._dkim = DkimSigner.from_settings(settings) if settings.dkim is not None else None
+        # The header block is checked line by line per message (_check_header_block) and the part
+        # heads are ours: the encoders decide whether the body lines are ready for SMTP as built.
+        self._smtp_ready = self.text_encoder.smtp_ready and self.html_encoder.smtp_ready
+        self._fields = [
+            b"From",
+            b"To",
+            b"Subject",
+            b"Date",
+            b"Message-ID",
+            *_FIELD.findall(self._lists),
+            b"List-Unsubscribe",
+            *_FIELD.findall(self._tail),
+        ]
+        if self._dkim is not None:
+            self._fields.insert(0, b"DKIM-Signature")
+
+    def message_id(self, subscriber: Subscriber) -> str:
+        """Unique per (issue, list, recipient) and the same on every retry."""
+        seed = "\n".join([str(self.issue), self.list_name, normalize(subscriber.envelope)])
+        return f"<{_digest(seed)[:32]}@{self.domain}>"
+
+    def unsubscribe_url(self, subscriber: Subscriber) -> str:
+        """The one-click (RFC 8058) and visible unsubscribe link; the token signs list + address."""
+        return unsubscribe_url(self._base_url, self.token(subscriber))
+
+    def token(self, subscriber: Subscriber) -> str:
+        return sign(self._secret, self.list_name, normalize(subscriber.envelope))
+
+    def build(self, subscriber: Subscriber, message_id: str | None = None) -> OutgoingMessage:
+        """The finished message for one subscriber, under `message_id` when its outbox row
+        already holds one (a retry or a resend); UnsafeHeaderError if a value could inject."""
+        name = subscriber.name
+        problem = header_problem(name) or header_problem(subscriber.envelope)
+        if problem is not None or not subscriber.envelope.isascii():
+            where = f"line {subscriber.line}" if subscriber.line is not None else "subscriber"
+            raise UnsafeHeaderError(
+                f"{where} ({subscriber.envelope!r}): name or address "
+                f"{problem or 'is not ASCII (use the punycode envelope form)'}"
+            )
+        token = self.token(subscriber)
+        unsubscribe = unsubscribe_url(self._base_url, token)
+        if message_id is None:
+            message_id = self.message_id(subscriber)
+        elif not _PLAIN_ID.fullmatch(message_id):
+            raise UnsafeHeaderError(f"stored Message-ID {message_id!r} is not a plain <id@domain>")
+        shown = name or self._fallback_name
+        values = {
+            Placeholder.NAME: shown.encode(),
+            Placeholder.UNSUBSCRIBE_URL: unsubscribe.encode(),
+            Placeholder.WEB_URL: self._web_url,
+        }
+        escaped = {
+            Placeholder.NAME: html.escape(shown).encode(),
+            Placeholder.UNSUBSCRIBE_URL: html.escape(unsubscribe).encode(),
+            Placeholder.WEB_URL: self._web_url_html,
+        }
+        text_values = [values[slot] for slot in self._text[1]]
+        html_values = [escaped[slot] for slot in self._html[1]]
+        mailto = f"mailto:{self._mailto}?subject=unsubscribe%20{token}"
+        header = b"".join(
+            [
+                self._head,
+                _ascii(mailbox_header("To", name, subscriber.envelope)),
+                self._middle,
+                _ascii(f"Message-ID: {message_id}\r\n"),
+                self._lists,
+                _ascii(f"List-Unsubscribe: <{unsubscribe}>,\r\n <{mailto}>\r\n"),
+                self._tail,
+            ]
+        )
+        body = [
+            CRLF,
+            self._text_head,
+            *self.text_encoder.encode(text_values),
+            self._html_head,
+            *self.html_encoder.encode(html_values),
+            self._close,
+        ]
+        data = b"".join([header, *body])
+        if self._dkim is not None:
+            signature = self._dkim.sign(data)
+            header = signature + header
+            data = signature + data
+        self._check_header_block(header, subscriber)
+        return OutgoingMessage(
+            message_id=message_id,
+            sender=self.sender,
+            recipient=subscriber.envelope,
+            data=data,
+            smtp_ready=self._smtp_ready,
+        )
+
+    def _check_header_block(self, block: bytes, subscriber: Subscriber) -> None:
+        """The last gate: exactly the header fields we wrote, printable ASCII, CRLF, short lines."""
+        lines = block.split(CRLF)
+        # The name of each line that does not continue a folded one (a multiline _FIELD
+        # search costs twice as much); _BLOCK then vouches that every line is one or the other.
+        fields = [line.partition(b":")[0] for line in lines if line and line[0] not in b" \t"]
+        long_line = max(map(len, lines)) > MAX_LINE
+        if not _BLOCK.fullmatch(block) or fields != self._fields or long_line:
+            raise UnsafeHeaderError(
+                f"the header block for {subscriber.envelope!r} is malformed "
+                f"(fields {[f.decode('ascii', 'replace') for f in fields]}); nothing was sent"
+            )
+
+
+def sample_message(
+    rendered: RenderedEmail, settings: Settings, list_name: str
+) -> tuple[OutgoingMessage, bool]:
+    """The sample recipient's message (`build`, `check`, the preview), and whether its
+    unsubscribe link is signed with a throwaway key because NEWSLETTER_SECRET is unset."""
+    key = signing_key(settings, allow_ephemeral=True)
+    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
+    address = settings.newsletter.sample_email
+    sample = Subscriber(address=address, envelope=address, name=settings.newsletter.sample_name)
+    return factory.build(sample), key.ephemeral
+
+
+def write_eml_files(
+    factory: MessageFactory, subscribers: Iterable[Subscriber], out: Path
+) -> tuple[int, int]:
+    """Write each subscriber's message to `out` as NNNNNN-address.eml (a dry run).
+
+    Files an earlier dry run wrote there (NNNNNN-*.eml) are removed first, so the folder shows
+    exactly this run; other files are left alone. Returns (messages written, files removed).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    removed = 0
+    for old in out.glob("*-*.eml"):
+        if _EML_NAME.fullmatch(old.name) and old.is_file():
+            old.unlink()
+            removed += 1
+    count = 0
+    for count, subscriber in enumerate(subscribers, start=1):
+        message = factory.build(subscriber)
+        safe = re.sub(r"[^A-Za-z0-9@._+-]", "_", subscriber.envelope)[:100]
+        (out / f"{count:06d}-{safe}.eml").write_bytes(message.data)
+    return count, removed
+
+
+# -- placeholders and small helpers ---------------------------------------------------------------
+
+
+def _split(content: str, part: str) -> tuple[list[bytes], list[Placeholder]]:
+    """CRLF-normalised UTF-8 bytes between the Placeholder words, and the words in order."""
+    normal = content.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\r\n")
+    segments: list[bytes] = []
+    slots: list[Placeholder] = []
+    start = 0
+    for match in _PLACEHOLDER.finditer(normal):
+        word = match.group()
+        if word not in Placeholder._value2member_map_:
+            raise TemplateError(
+                f"the rendered {part} part contains {word}, which is not a known placeholder",
+                hint=f"Use only {', '.join(p.value for p in Placeholder)} in templates.",
+            )
+        segments.append(normal[start : match.start()].encode())
+        slots.append(Placeholder(word))
+        start = match.end()
+    segments.append(normal[start:].encode())
+    return segments, slots
+
+
+# -- headers -------------------------------------------------------------------------------------
+
+
+def _check_url(url: str, field: str) -> None:
+    if not PRINTABLE.fullmatch(url) or " " in url or '"' in url or "<" in url or ">" in url:
+        raise ConfigError(f"{field}: {url!r} must be a plain ASCII URL without spaces or quotes")
+
+
+def _parse_mailbox(value: str, field: str) -> tuple[str, str]:
+    """'Name <a@b>' from the config -> (name, ASCII address); ConfigError if unusable."""
+    problem = header_problem(value)
+    if problem is not None:
+        raise ConfigError(f"{field}: {problem}")
+    name, address = email.utils.parseaddr(value)
+    try:
+        result = validate_email(address, check_deliverability=False, allow_smtputf8=False)
+    except EmailNotValidError as exc:
+        raise ConfigError(
+            f"{field}: {value!r} is not a usable address: {exc}",
+            hint='Write it as "Display Name <name@example.org>".',
+        ) from None
+    return name, result.ascii_email or result.normalized
+
+
+def _ascii(text: str) -> bytes:
+    return text.encode("ascii")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,1 @@
+"""Delivery: a planned run in, SMTP sessions out, every outcome recorded in the outbox."""

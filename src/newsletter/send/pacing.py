@@ -1,0 +1,35 @@
+"""How fast to send: a rate in, evenly spaced slots out; and how long to wait before a retry."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+
+class RateLimiter:
+    """A token bucket holding one token: messages leave evenly spaced, never in bursts."""
+
+    def __init__(self, per_second: float) -> None:
+        self.interval = 1.0 / per_second if per_second > 0 else 0.0
+        self._next = 0.0
+
+    async def take(self) -> None:
+        now = time.monotonic()
+        slot = max(self._next, now)
+        self._next = slot + self.interval
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+    def pause(self, seconds: float) -> None:
+        self._next = max(self._next, time.monotonic() + seconds)
+
+    def slow_down(self, observed: float) -> None:
+        """Halve the pace (from what the server actually took, when there was no limit)."""
+        current = 1.0 / self.interval if self.interval else max(observed, 1.0)
+        self.interval = 2.0 / current
+
+
+def backoff(attempt: int, base: float, cap: float) -> float:
+    """Full jitter (AWS architecture blog): uniform in [0, min(cap, base * 2**(attempt-1))]."""
+    return random.uniform(0, min(cap, base * 2 ** max(attempt - 1, 0)))

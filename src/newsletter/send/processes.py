@@ -1,0 +1,237 @@
+"""One send split over worker processes: a planned run in, the same events and report out.
+
+A single Python process tops out at one core, and on loopback-fast servers building, recording
+and uploading messages is CPU-bound. With `processes = N` the parent plans the run as usual, then
+forks N workers; worker k takes every N-th due row with its share of the connections and of the
+rate, runs its own event loop, SMTP pool and SQLite connection, and streams one event per
+recorded row back to the parent, which keeps the counts and the display.
+
+A worker never outlives its parent: the kernel sends it SIGKILL the moment the parent dies
+(PR_SET_PDEATHSIG; elsewhere a watchdog thread polls the parent), so `kill -9` of a send leaves at
+most the uploads in flight in doubt, exactly as with one process. Ctrl-C reaches the whole process
+group; workers ignore SIGINT and take their orders from the parent, which turns the first SIGINT
+or SIGTERM into a graceful stop of every worker and a second one into abandoning the uploads.
+When one worker stops the run (circuit breaker, quota), the parent stops the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.context import ForkProcess
+from pathlib import Path
+from types import FrameType
+
+from newsletter.errors import NewsletterError
+from newsletter.models import DeliveryStatus
+from newsletter.outbox import Delivery, Outbox
+from newsletter.send.engine import (
+    Event,
+    Job,
+    Options,
+    RunReport,
+    announce,
+    deliver,
+    event_loop_factory,
+)
+from newsletter.send.replies import Result
+from newsletter.send.smtp import Pool
+
+MakePool = Callable[[int], Pool]
+_BATCH = 100
+_BATCH_DELAY = 0.1
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class _Share:
+    index: int
+    rows: list[Delivery]
+    options: Options
+
+
+def split(rows: list[Delivery], options: Options, processes: int) -> list[_Share]:
+    """Every N-th row, and a fair part of the connections and of both rates, to each worker."""
+    processes = max(1, min(processes, options.concurrency, len(rows) or 1))
+    shares = []
+    for k in range(processes):
+        connections = options.concurrency // processes + (k < options.concurrency % processes)
+        part = options.model_copy(
+            update={
+                "concurrency": connections,
+                "rate": options.rate / processes,
+                "rate_per_hour": options.rate_per_hour // processes
+                if options.rate_per_hour >= processes
+                else options.rate_per_hour * (k == 0),
+            }
+        )
+        shares.append(_Share(k, rows[k::processes], part))
+    return shares
+
+
+def run(
+    job: Job,
+    rows: list[Delivery],
+    outbox: Outbox,
+    options: Options,
+    processes: int,
+    make_pool: MakePool,
+    progress: Callable[[Event], None] | None,
+) -> RunReport:
+    """Deliver `rows` (already planned in `outbox`) with `processes` forked workers."""
+    report = RunReport(job.issue, job.list_name, outbox.counts(job.issue, job.list_name))
+    counts = dict(report.counts)
+    shares = split(rows, options, processes)
+    context = multiprocessing.get_context("fork")
+    parent = os.getpid()
+    workers: dict[Connection, ForkProcess] = {}
+    for share in shares:
+        receive, send = context.Pipe(duplex=False)
+        proc = context.Process(
+            target=_worker,
+            args=(share, job, outbox.path, make_pool, send, parent),
+            name=f"newsletter-send-{share.index}",
+            daemon=True,
+        )
+        proc.start()
+        send.close()
+        workers[receive] = proc
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if not report.stopped:
+            report.stopped = f"stopped by {signal.Signals(signum).name}"
+        _tell(workers.values())
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    started = time.monotonic()
+    try:
+        open_pipes = list(workers)
+        while open_pipes:
+            for pipe in wait(open_pipes, timeout=0.5):
+                assert isinstance(pipe, Connection)
+                try:
+                    message = pipe.recv()
+                except EOFError:
+                    open_pipes.remove(pipe)
+                    continue
+                kind = message[0]
+                if kind == "events":
+                    for recipient, before, state, result in message[1]:
+                        counts[before] -= 1
+                        counts[state] += 1
+                        report.this_run[state] += 1
+                        if progress is not None:
+                            progress(Event(recipient, state, result, counts, before))
+                elif kind == "stopped" and not report.stopped:
+                    report.stopped = message[1]
+                    _tell(p for c, p in workers.items() if c is not pipe)
+        for proc in workers.values():
+            proc.join()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for proc in workers.values():
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    crashed = [p for p in workers.values() if p.exitcode not in (0, None)]
+    if crashed and not report.stopped:
+        report.stopped = f"a worker process died (exit code {crashed[0].exitcode})"
+    # Uploads a dead worker left in `sending` are in doubt now, not at the next run.
+    report.recovered = outbox.recover(job.issue, job.list_name)
+    announce(report.recovered, job, outbox, progress)
+    report.counts = outbox.counts(job.issue, job.list_name)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _tell(procs: Iterable[ForkProcess]) -> None:
+    """A graceful stop for each worker (a second one makes it abandon its uploads)."""
+    for proc in procs:
+        if proc.pid is not None and proc.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+
+
+def _worker(
+    share: _Share,
+    job: Job,
+    database: Path,
+    make_pool: MakePool,
+    pipe: Connection,
+    parent: int,
+) -> None:
+    _die_with(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    # Events go to the parent in batches rather than a pickle and a pipe write per message. A
+    # batch leaves when it holds 100, after 0.1 s, or at once when it carries something other
+    # than `sent` (a line the parent prints).
+    batch: list[tuple[str, DeliveryStatus, DeliveryStatus, Result | None]] = []
+
+    def flush() -> None:
+        if batch:
+            pipe.send(("events", batch.copy()))
+            batch.clear()
+
+    def forward(event: Event) -> None:
+        batch.append((event.recipient, event.previous, event.state, event.result))
+        if event.state != DeliveryStatus.SENT or len(batch) >= _BATCH:
+            flush()
+        elif len(batch) == 1:
+            asyncio.get_running_loop().call_later(_BATCH_DELAY, flush)
+
+    try:
+        with Outbox(database) as outbox, asyncio.Runner(loop_factory=event_loop_factory()) as r:
+            report = r.run(_deliver(share, job, outbox, make_pool, forward))
+        flush()
+        if report.stopped:
+            pipe.send(("stopped", report.stopped))
+    except NewsletterError as exc:
+        flush()
+        pipe.send(("stopped", exc.message))
+    finally:
+        with contextlib.suppress(OSError):
+            flush()
+        pipe.close()
+
+
+async def _deliver(
+    share: _Share,
+    job: Job,
+    outbox: Outbox,
+    make_pool: MakePool,
+    forward: Callable[[Event], None],
+) -> RunReport:
+    pool = make_pool(share.options.concurrency)
+    return await deliver(
+        job, pool, outbox, share.options, forward, signals=(signal.SIGTERM,), rows=share.rows
+    )
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL this process when `parent` dies, however it dies."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        armed = False
+    if not armed:
+        threading.Thread(target=_watch, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the guard was in place
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _watch(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,70 @@
+"""SMTP replies in, outcomes out: the one table that says what each reply means for a message.
+
+Every aiosmtplib exception and reply is mapped to an `Outcome` here and nowhere else, by scope:
+
+    recipient   4xx -> DEFERRED, 5xx -> REJECTED          (this message only)
+    connection  drop/timeout before DATA -> RETRY,         (reconnect, try again)
+                drop/timeout during DATA -> UNKNOWN        (the server may have it)
+    account     454, throttling 421 -> THROTTLED            (slow down)
+                550 5.4.5 daily quota, sender refused -> STOPPED (end the run)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    SENT = "sent"
+    DEFERRED = "deferred"
+    REJECTED = "rejected"
+    FAILED = "failed"
+    RETRY = "retry"
+    UNKNOWN = "unknown"
+    THROTTLED = "throttled"
+    STOPPED = "stopped"
+
+
+class Scope(StrEnum):
+    RECIPIENT = "recipient"
+    CONNECTION = "connection"
+    ACCOUNT = "account"
+
+
+@dataclass(frozen=True)
+class Result:
+    """What became of one message. `reply` is the server's text (for 250 it holds the queue id)."""
+
+    outcome: Outcome
+    scope: Scope
+    code: int | None = None
+    reply: str = ""
+
+    def describe(self) -> str:
+        return f"{self.code} {self.reply}".strip() if self.code else self.reply
+
+
+_QUOTA = re.compile(r"\b5\.4\.5\b|daily .*(quota|limit)|quota exceeded", re.IGNORECASE)
+_THROTTLE = re.compile(r"throttl|rate limit|too many (messages|connections)|slow down", re.I)
+
+
+def classify(code: int, reply: str, stage: str) -> Result:
+    """Map one SMTP reply that is not success to an outcome; `stage` is mail, rcpt or data."""
+    if 500 <= code < 600 and _QUOTA.search(reply):
+        return Result(Outcome.STOPPED, Scope.ACCOUNT, code, reply)
+    if code == 454 or (400 <= code < 500 and _THROTTLE.search(reply)):
+        return Result(Outcome.THROTTLED, Scope.ACCOUNT, code, reply)
+    if code == 421:
+        return Result(Outcome.RETRY, Scope.CONNECTION, code, reply)
+    if stage == "mail":
+        # Refusing the sender refuses every message of the run.
+        if 500 <= code < 600:
+            return Result(Outcome.STOPPED, Scope.ACCOUNT, code, reply)
+        return Result(Outcome.THROTTLED, Scope.ACCOUNT, code, reply)
+    if 400 <= code < 500:
+        return Result(Outcome.DEFERRED, Scope.RECIPIENT, code, reply)
+    if 500 <= code < 600:
+        return Result(Outcome.REJECTED, Scope.RECIPIENT, code, reply)
+    return Result(Outcome.RETRY, Scope.CONNECTION, code, reply)

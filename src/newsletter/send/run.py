@@ -1,0 +1,194 @@
+"""One send, wired: settings, an issue number and a list in; a RunReport (or .eml files) out.
+
+`prepare` loads the issue, renders it once, reads the list and builds the message factory, so
+every problem surfaces before the first connection; `send` holds the (issue, list) lock and runs
+the engine in this process or in worker processes; `dry_run` writes what a send would upload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import functools
+import os
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from newsletter.errors import DeliveryError, display_path
+from newsletter.issues import load_issue
+from newsletter.mail.message import MessageFactory, write_eml_files
+from newsletter.mail.tokens import signing_key
+from newsletter.models import Subscriber
+from newsletter.outbox import Outbox
+from newsletter.render import render_issue
+from newsletter.send import processes
+from newsletter.send.engine import (
+    Event,
+    Job,
+    Options,
+    RunReport,
+    announce,
+    deliver,
+    event_loop_factory,
+    plan,
+)
+from newsletter.send.smtp import Pool
+from newsletter.settings import Settings
+from newsletter.subscribers import ListReport, normalize, read_subscribers
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything checked before the first connection: what `send` asks the user to confirm."""
+
+    settings: Settings
+    job: Job
+    list_report: ListReport
+    sender: str
+    server: str
+
+    @property
+    def staging(self) -> bool:
+        return self.settings.mailing_list(self.job.list_name).staging
+
+
+def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
+    """Load the issue, render it once, read the list and build the message factory; any
+    problem raises before anything is sent."""
+    mailing_list = settings.mailing_list(list_name)
+    key = signing_key(settings, allow_ephemeral=False)
+    issue = load_issue(settings.issues_dir, number)
+    rendered = render_issue(issue, settings)
+    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
+    report = ListReport(settings.resolve(mailing_list.path))
+    keyed: dict[str, Subscriber] = {}
+    # Suppressed readers stay in: planning gives each a `skipped` row saying why, so the log
+    # accounts for every address on the list.
+    for sub in read_subscribers(report.path, report):
+        keyed.setdefault(normalize(sub.envelope), sub)
+    smtp = settings.smtp
+    return Prepared(
+        settings=settings,
+        job=Job(number, list_name, keyed, factory.build, factory.message_id),
+        list_report=report,
+        sender=settings.newsletter.sender,
+        server=f"{smtp.host}:{smtp.port} ({smtp.security})",
+    )
+
+
+def send(
+    prepared: Prepared, options: Options, progress: Callable[[Event], None] | None = None
+) -> RunReport:
+    """Hold the send lock for (issue, list), check the server, and deliver, in this process or
+    (options.processes > 1) in worker processes."""
+    settings, job = prepared.settings, prepared.job
+    make_pool = functools.partial(smtp_pool, settings)
+    with (
+        send_lock(settings.state_dir, job.issue, job.list_name),
+        Outbox(settings.database) as outbox,
+    ):
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            if options.processes <= 1:
+                return runner.run(_send(job, make_pool, outbox, options, progress))
+            runner.run(check(make_pool(1)))
+        rows, recovered = plan(job, outbox, options)
+        announce(recovered, job, outbox, progress)
+        report = processes.run(job, rows, outbox, options, options.processes, make_pool, progress)
+        report.recovered[:0] = recovered
+        return report
+
+
+def smtp_pool(settings: Settings, size: int) -> Pool:
+    return Pool(
+        settings.smtp,
+        password=settings.smtp_password,
+        size=size,
+        helo=helo_name(settings),
+        root=settings.root,
+    )
+
+
+async def check(pool: Pool) -> None:
+    """Connect once before anything is planned to go out; always closes the pool."""
+    try:
+        await pool.check()
+    finally:
+        await pool.close()
+
+
+async def _send(
+    job: Job,
+    make_pool: Callable[[int], Pool],
+    outbox: Outbox,
+    options: Options,
+    progress: Callable[[Event], None] | None,
+) -> RunReport:
+    pool = make_pool(options.concurrency)
+    try:
+        await pool.check()
+    except BaseException:
+        await pool.close()
+        raise
+    return await deliver(job, pool, outbox, options, progress)
+
+
+def helo_name(settings: Settings) -> str:
+    """EHLO names the sender's domain; asking the resolver for our FQDN can stall offline."""
+    domain = settings.newsletter.sender.rpartition("@")[2].strip(" >")
+    return domain.encode("idna").decode("ascii") if domain else "localhost"
+
+
+@contextmanager
+def send_lock(state_dir: Path, issue: int, list_name: str) -> Iterator[None]:
+    """One send per (issue, list) at a time. flock is released by the kernel when the process
+    dies, so a killed run never leaves a stale lock behind."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", list_name)
+    path = state_dir / f"send-{issue}-{safe}.lock"
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            pid = handle.read().strip() or "?"
+            raise DeliveryError(
+                f"another `newsletter send` of issue {issue} to {list_name!r} is running"
+                f" (pid {pid})",
+                hint="Wait for it to finish, or stop it (Ctrl-C); then re-run to resume.",
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True)
+class DryRun:
+    written: int
+    removed: int  # .eml files an earlier dry run left in the folder
+    list_report: ListReport
+    ephemeral_key: bool
+
+
+def dry_run(settings: Settings, number: int, list_name: str, out: Path) -> DryRun:
+    """The same issue, list and suppressions as a real send, written to `out` as .eml files:
+    no SMTP, and the delivery log is only read (a dry run never creates it)."""
+    mailing_list = settings.mailing_list(list_name)
+    key = signing_key(settings, allow_ephemeral=True)
+    rendered = render_issue(load_issue(settings.issues_dir, number), settings)
+    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
+    suppressed: frozenset[str] = frozenset()
+    if settings.database.exists():
+        with Outbox(settings.database) as outbox:
+            suppressed = outbox.suppressed(list_name)
+    report = ListReport(Path(display_path(settings.resolve(mailing_list.path))))
+    stream = read_subscribers(report.path, report, suppressed=suppressed)
+    written, removed = write_eml_files(factory, stream, out)
+    return DryRun(written, removed, report, key.ephemeral)

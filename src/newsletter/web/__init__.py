@@ -1,0 +1,1 @@
+"""The two web apps (the editor's preview and the public site) and what they share."""

@@ -1,0 +1,196 @@
+"""What the preview shows: IssueViews and captured messages in, escaped HTML pages out.
+
+The UI pages are Jinja templates in templates/ with autoescape on, so every value taken from an
+issue, a template error or a captured message is escaped. The email itself is never pasted into
+a UI page: it is served on its own URL (see `email_document`) and shown in a sandboxed iframe.
+"""
+
+from __future__ import annotations
+
+import mailbox
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
+
+from newsletter.checks import GMAIL_CLIP, KB
+from newsletter.errors import IssueNotFoundError, NewsletterError
+from newsletter.send.mailbox import captured_messages
+from newsletter.web.listen import NO_STORE, page_environment
+
+if TYPE_CHECKING:
+    from newsletter.web.preview.workspace import Hub, IssueView, Workspace
+
+UI_DIR = Path(__file__).resolve().parent / "templates"
+Scheme = Literal["light", "dark"]
+
+# Always-true and always-false stand-ins for the email's prefers-color-scheme queries.
+_MATCH, _NO_MATCH = "(min-width: 0px)", "(max-width: -1px)"
+_SCHEME_QUERY = re.compile(r"\(\s*prefers-color-scheme\s*:\s*(dark|light)\s*\)", re.IGNORECASE)
+_HEAD = re.compile(r"<head\b[^>]*>", re.IGNORECASE)
+_STYLE = re.compile(r"<style\b.*?</style\s*>", re.IGNORECASE | re.DOTALL)
+
+_env = page_environment(UI_DIR)
+_env.globals.update(gmail_clip=GMAIL_CLIP, kb=KB)
+_env.filters["kb"] = lambda size: f"{size / KB:.1f} KB"
+_env.filters["received"] = lambda epoch: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def render_page(template: str, **context: Any) -> str:
+    return _env.get_template(template).render(**context)
+
+
+def email_document(html: str, scheme: Scheme) -> str:
+    """The email for the preview frame, its dark-mode rules forced on or off.
+
+    Browsers apply `@media (prefers-color-scheme: dark)` from the viewer's OS setting; rewriting
+    the queries makes the toggle decide instead, using the email's own rules. Links open in a new
+    tab: most sites refuse to be framed.
+    """
+
+    def decide(match: re.Match[str]) -> str:
+        return _MATCH if match.group(1).lower() == scheme else _NO_MATCH
+
+    # Only inside <style>: an issue may well *write about* prefers-color-scheme in its text.
+    html = _STYLE.sub(lambda block: _SCHEME_QUERY.sub(decide, block.group(0)), html)
+    return _HEAD.sub(lambda m: f'{m.group(0)}<base target="_blank">', html, count=1)
+
+
+def read_captured(directory: Path, key: str) -> bytes | None:
+    if "/" in key or key.startswith("."):
+        return None
+    try:
+        return mailbox.Maildir(directory, factory=None, create=False).get_bytes(key)
+    except (KeyError, OSError):
+        return None
+
+
+UI_POLICY = (
+    "default-src 'self'; img-src 'self' data:; frame-src 'self'; object-src 'none'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+# The email may load remote images (as a mail client would) but never run a script.
+EMAIL_POLICY = (
+    "default-src 'none'; img-src http: https: data:; style-src 'unsafe-inline'; "
+    "font-src http: https: data:; frame-ancestors 'self'"
+)
+
+
+class Pages:
+    """The preview's request handlers; every page carries the version it was rendered at."""
+
+    def __init__(self, workspace: Workspace, hub: Hub) -> None:
+        self.workspace = workspace
+        self.hub = hub
+
+    def _page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        settings = self.workspace.settings
+        context.setdefault("state", "ok")
+        context.setdefault("email_src", "")
+        html = render_page(
+            template,
+            version=self.hub.version,
+            newsletter_name=settings.newsletter.name if settings else "newsletter",
+            **context,
+        )
+        headers = {**NO_STORE, "Content-Security-Policy": UI_POLICY}
+        return HTMLResponse(html, status_code=status, headers=headers)
+
+    def _error_page(self, heading: str, error: NewsletterError, status: int) -> HTMLResponse:
+        return self._page("page_error.html", status, heading=heading, error=error, state="error")
+
+    def _view(self, request: Request) -> IssueView | HTMLResponse:
+        number = int(request.path_params["number"])
+        try:
+            return self.workspace.view(number)
+        except IssueNotFoundError as exc:
+            return self._error_page(f"No issue {number}", exc, 404)
+        except NewsletterError as exc:
+            return self._error_page("Cannot read the config", exc, 500)
+
+    async def index(self, request: Request) -> Response:
+        try:
+            rows = [self.workspace.view(n) for n in self.workspace.numbers()]
+        except NewsletterError as exc:
+            return self._error_page("Cannot read the config", exc, 500)
+        assert self.workspace.settings is not None
+        return self._page("index.html", rows=rows, issues_dir=self.workspace.settings.issues_dir)
+
+    async def issue(self, request: Request) -> Response:
+        view = self._view(request)
+        if isinstance(view, Response):
+            return view
+        settings = self.workspace.settings
+        assert settings is not None
+        return self._page(
+            "issue.html",
+            view=view,
+            state="error" if view.error else "ok",
+            email_src="" if view.error else f"/issues/{view.number}/email.html",
+            sample=f"{settings.newsletter.sample_name} <{settings.newsletter.sample_email}>",
+        )
+
+    def _part(self, request: Request, part: Callable[[IssueView], Response]) -> Response:
+        view = self._view(request)
+        if isinstance(view, Response):
+            return view
+        if view.error is not None:
+            text = f"{view.error.message}\n{view.error.hint}\n"
+            return PlainTextResponse(text, status_code=422, headers=NO_STORE)
+        return part(view)
+
+    async def email(self, request: Request) -> Response:
+        scheme: Scheme = "dark" if request.query_params.get("scheme") == "dark" else "light"
+        headers = {**NO_STORE, "Content-Security-Policy": EMAIL_POLICY}
+        return self._part(
+            request, lambda v: HTMLResponse(email_document(v.html, scheme), headers=headers)
+        )
+
+    async def text(self, request: Request) -> Response:
+        return self._part(request, lambda v: PlainTextResponse(v.text, headers=NO_STORE))
+
+    async def source(self, request: Request) -> Response:
+        return self._part(request, lambda v: PlainTextResponse(v.html, headers=NO_STORE))
+
+    async def eml(self, request: Request) -> Response:
+        def respond(view: IssueView) -> Response:
+            if request.query_params.get("download"):
+                name = f"issue-{view.number}-sample.eml"
+                headers = {**NO_STORE, "Content-Disposition": f'attachment; filename="{name}"'}
+                return Response(view.message, media_type="message/rfc822", headers=headers)
+            return Response(view.message, media_type="text/plain; charset=utf-8", headers=NO_STORE)
+
+        return self._part(request, respond)
+
+    def _mailbox_dir(self) -> Path | None:
+        settings = self.workspace.settings
+        return None if settings is None else settings.state_dir / "mailbox"
+
+    async def mailbox(self, request: Request) -> Response:
+        directory = self._mailbox_dir()
+        messages = captured_messages(directory) if directory else []
+        return self._page("mailbox.html", messages=messages, directory=directory)
+
+    async def captured(self, request: Request) -> Response:
+        directory = self._mailbox_dir()
+        data = read_captured(directory, request.path_params["key"]) if directory else None
+        if data is None:
+            return PlainTextResponse("no such message\n", status_code=404)
+        return Response(data, media_type="text/plain; charset=utf-8", headers=NO_STORE)
+
+    async def events(self, request: Request) -> Response:
+        async def stream() -> AsyncIterator[str]:
+            # retry: reconnect quickly after a restart of the preview.
+            yield "retry: 500\n\n"
+            async for event in self.hub.events():
+                if event is None:
+                    yield ": keep-alive\n\n"
+                else:
+                    yield f"event: {event[0]}\ndata: {event[1]}\n\n"
+
+        headers = {**NO_STORE, "X-Accel-Buffering": "no"}
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)

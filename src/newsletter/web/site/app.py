@@ -1,0 +1,292 @@
+"""`newsletter serve`: HTTP requests in; one-click unsubscribes (RFC 8058) and archive pages out.
+
+Routes (all answers carry the security headers; see `Guard`):
+
+    GET  /                       the archive: every issue (number, title, date)
+    GET  /issues/{n}             issue n as a web page, from the email's own rendering
+    GET  /unsubscribe            public page: how to unsubscribe (the archive's footer link)
+    GET  /unsubscribe/{token}    confirm page with one button; never unsubscribes (scanners GET)
+    POST /unsubscribe/{token}    body exactly List-Unsubscribe=One-Click: suppress, answer 200
+    POST /resubscribe/{token}    body exactly Resubscribe=Yes: undo the reader's own unsubscribe
+    GET  /healthz, /robots.txt
+
+The token is the only credential (mailbox providers POST without cookies), so it is verified
+(HMAC, constant time) before anything is read or written, and never logged. Suppressions go to
+the same SQLite file the sender reads, so the next send skips the address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
+from newsletter.i18n import PAGES, strings_for
+from newsletter.mail.tokens import signing_key, verify
+from newsletter.outbox import Outbox, Suppression
+from newsletter.settings import Settings
+from newsletter.web.listen import NO_STORE
+from newsletter.web.site.archive import Archive
+from newsletter.web.site.guard import MAX_BODY, Guard, error_log
+from newsletter.web.site.pages import render_page
+
+T = TypeVar("T")
+
+ONE_CLICK = [("List-Unsubscribe", "One-Click")]
+RESUBSCRIBE = [("Resubscribe", "Yes")]
+# Suppressions a reader may undo with their token; the editor's own (`cli`) they may not.
+READER_SOURCES = ("one-click", "web")
+
+# An issue page is the email: its inline styles, and images from anywhere over HTTPS.
+ISSUE_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src https: data:; form-action 'none'; "
+    "base-uri 'none'; frame-ancestors 'none'"
+)
+PUBLIC = {"cache-control": "public, max-age=300"}
+ROBOTS = "User-agent: *\nDisallow: /unsubscribe/\nDisallow: /resubscribe/\n"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Who a verified token names: an address on a configured list."""
+
+    list_name: str
+    address: str
+    list_label: str
+
+
+class Service:
+    """The endpoints; each opens the outbox only for the one statement it needs."""
+
+    def __init__(self, settings: Settings, secret: bytes) -> None:
+        self.settings = settings
+        self.secret = secret
+        self.archive = Archive(settings)
+
+    def page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        """A page about one reader (or an error): never kept by a cache on the way."""
+        return HTMLResponse(render_page(template, self.settings, **context), status, NO_STORE)
+
+    async def index(self, request: Request) -> Response:
+        return HTMLResponse(await run_in_threadpool(self.archive.index_page), headers=PUBLIC)
+
+    async def issue(self, request: Request) -> Response:
+        number: int = request.path_params["number"]
+        if not await run_in_threadpool(self.archive.is_published, number):
+            raise HTTPException(404)
+        try:
+            html = await run_in_threadpool(self.archive.issue_page, number)
+        except IssueNotFoundError:
+            raise HTTPException(404) from None
+        except NewsletterError as exc:
+            # The editor's mistake, told to the editor (server log), not to the reader.
+            error_log.error("issue %d cannot be shown: %s", number, exc.message)
+            raise HTTPException(500) from None
+        return HTMLResponse(html, headers={**PUBLIC, "content-security-policy": ISSUE_CSP})
+
+    async def how_to_unsubscribe(self, request: Request) -> Response:
+        # Relative links throughout: they stay right when a proxy serves us below a path prefix.
+        return self.page("how_to_unsubscribe.html", archive_href="./")
+
+    async def confirm(self, request: Request) -> Response:
+        target = self._target(request)
+        found = await self._outbox(lambda ob: ob.suppression(target.list_name, target.address))
+        if found is not None:
+            return self._done(request, target, found)
+        # No form action: the browser posts back to this very URL, whatever proxy path it has.
+        return self.page("confirm.html", address=target.address, list_label=target.list_label)
+
+    async def one_click(self, request: Request) -> Response:
+        target = self._target(request)
+        await _expect_form(request, ONE_CLICK)
+        # Browsers send Origin with every form POST; mailbox providers' one-click POSTs do not.
+        source = "web" if "origin" in request.headers else "one-click"
+
+        def record(ob: Outbox) -> tuple[bool, Suppression | None]:
+            added = ob.suppress(target.list_name, target.address, source)
+            return added, ob.suppression(target.list_name, target.address)
+
+        added, found = await self._outbox(record)
+        request.state.event = "unsubscribed" if added else "already-unsubscribed"
+        request.state.list = target.list_name
+        if _wants_html(request):
+            return self._done(request, target, found)
+        return PlainTextResponse("unsubscribed\n", headers=NO_STORE)
+
+    async def resubscribe(self, request: Request) -> Response:
+        target = self._target(request)
+        await _expect_form(request, RESUBSCRIBE)
+
+        def undo(ob: Outbox) -> bool:
+            ob.unsuppress(target.list_name, target.address, sources=READER_SOURCES)
+            return ob.is_suppressed(target.list_name, target.address)
+
+        request.state.list = target.list_name
+        if await self._outbox(undo):
+            request.state.event = "resubscribe-refused"
+            text = strings_for(PAGES, self.settings.newsletter.language)
+            return self.page(
+                "problem.html", 409, title=text["error_title"], lead=text["resubscribe_refused"]
+            )
+        request.state.event = "resubscribed"
+        return self.page("resubscribed.html", address=target.address, list_label=target.list_label)
+
+    async def healthz(self, request: Request) -> Response:
+        return PlainTextResponse("ok\n", headers=NO_STORE)
+
+    async def robots(self, request: Request) -> Response:
+        return PlainTextResponse(ROBOTS, headers=PUBLIC)
+
+    def _done(self, request: Request, target: Target, found: Suppression | None) -> HTMLResponse:
+        token = request.path_params["token"]
+        return self.page(
+            "done.html",
+            address=target.address,
+            list_label=target.list_label,
+            # Only the reader's own unsubscribe can be undone here, not the editor's.
+            can_undo=found is None or found.source in READER_SOURCES,
+            # Relative, so it also works when a proxy serves us below a path prefix.
+            resubscribe_action=f"../resubscribe/{token}",
+        )
+
+    def _target(self, request: Request) -> Target:
+        token: str = request.path_params["token"]
+        try:
+            list_name, address = verify(self.secret, token)
+        except TokenError:
+            raise HTTPException(403) from None
+        mailing_list = self.settings.lists.get(list_name)
+        if mailing_list is None:
+            # Genuine, but for a list this project does not have: nothing to unsubscribe from.
+            raise HTTPException(403)
+        label = mailing_list.name or self.settings.newsletter.name
+        return Target(list_name, address, label)
+
+    async def _outbox(self, action: Callable[[Outbox], T]) -> T:
+        def run() -> T:
+            with Outbox(self.settings.database) as outbox:
+                return action(outbox)
+
+        return await run_in_threadpool(run)
+
+    async def http_error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        text = strings_for(PAGES, self.settings.newsletter.language)
+        key = {400: "bad_request", 403: "invalid", 404: "not_found", 405: "bad_request"}.get(
+            exc.status_code, "too_large" if exc.status_code == 413 else "error"
+        )
+        html = render_page(
+            "problem.html", self.settings, title=text[f"{key}_title"], lead=text[f"{key}_lead"]
+        )
+        return HTMLResponse(html, exc.status_code, headers={**(exc.headers or {}), **NO_STORE})
+
+    async def server_error(self, request: Request, exc: Exception) -> Response:
+        return await self.http_error(request, HTTPException(500))
+
+
+async def _expect_form(request: Request, expected: list[tuple[str, str]]) -> None:
+    """The body must be exactly the `expected` fields, urlencoded or multipart; else 400."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    body = await request.body()  # read through Guard's size limit before any parsing
+    fields: list[tuple[str, Any]]
+    if media in ("", "application/x-www-form-urlencoded"):
+        try:
+            text = body.decode("ascii").strip()
+            fields = parse_qsl(text, keep_blank_values=True, strict_parsing=True, max_num_fields=4)
+        except (UnicodeDecodeError, ValueError):
+            raise HTTPException(400) from None
+    elif media == "multipart/form-data":
+        form = await request.form(max_files=0, max_fields=4, max_part_size=MAX_BODY)
+        fields = list(form.multi_items())
+        if any(isinstance(value, UploadFile) for _, value in fields):
+            raise HTTPException(400)
+    else:
+        raise HTTPException(400)
+    if fields != expected:
+        raise HTTPException(400)
+
+
+def _wants_html(request: Request) -> bool:
+    return "text/html" in request.headers.get("accept", "")
+
+
+def create_app(settings: Settings, secret: bytes) -> Guard:
+    """The service as an ASGI app; `secret` must be the key the sender signs tokens with."""
+    service = Service(settings, secret)
+    app = Starlette(
+        routes=[
+            Route("/", service.index),
+            Route("/issues/{number:int}", service.issue),
+            Route("/issues/{number:int}/", service.issue),
+            Route("/unsubscribe", service.how_to_unsubscribe),
+            Route("/unsubscribe/{token}", service.confirm, methods=["GET"]),
+            Route("/unsubscribe/{token}", service.one_click, methods=["POST"]),
+            Route("/resubscribe/{token}", service.resubscribe, methods=["POST"]),
+            Route("/healthz", service.healthz),
+            Route("/robots.txt", service.robots),
+        ],
+        exception_handlers={HTTPException: service.http_error, Exception: service.server_error},
+    )
+    return Guard(app)
+
+
+def server_config(app: ASGIApp, **overrides: Any) -> uvicorn.Config:
+    """uvicorn as `serve` runs it (tests pass log settings in `overrides`)."""
+    options: dict[str, Any] = {
+        # uvicorn's own access log prints the raw path, token included: Guard's replaces it.
+        "access_log": False,
+        # Behind the TLS proxy on this host: client address and scheme from X-Forwarded-*.
+        "proxy_headers": True,
+        "server_header": False,
+        "log_level": "info",
+        "lifespan": "off",
+        "timeout_graceful_shutdown": 5,
+        **overrides,
+    }
+    config = uvicorn.Config(app, **options)
+    # uvicorn logs raw paths whenever "uvicorn.access" has a handler, whatever access_log says
+    # (a custom logging setup, a test runner's capture): tokens must not come back that way.
+    logging.getLogger("uvicorn.access").disabled = True
+    return config
+
+
+def serve(settings: Settings, sock: socket.socket) -> None:
+    """Serve on the listening `sock` until SIGINT/SIGTERM; NEWSLETTER_SECRET must be set."""
+    key = signing_key(settings, allow_ephemeral=False)
+    with Outbox(settings.database):
+        pass  # fail now, not on the first unsubscribe, if the database cannot be opened
+    # The access log (JSON lines) and our errors (with tracebacks) go to stderr: journald or
+    # the container runtime adds the time and keeps them.
+    ours = logging.getLogger("newsletter")
+    if not ours.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        ours.addHandler(handler)
+        ours.setLevel(logging.INFO)
+        ours.propagate = False
+    server = uvicorn.Server(server_config(create_app(settings, key.secret)))
+    # uvicorn shuts down gracefully, then raises the signal again for the caller; a service
+    # stopped by SIGTERM (systemd) or Ctrl-C has ended normally, so the second one is ignored.
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,166 @@
+"""The web archive: issue files in, public HTML pages out (for `serve` and `build --site`).
+
+The index lists each issue's number, title and date (the file's `date`, else the day it was
+first sent to a subscriber list). An issue page is the email itself from the same rendering
+(render_issue), with the per-recipient placeholders filled by neutral values: the greeting's
+fallback name, the page's own URL, and the public "how to unsubscribe" page instead of anyone's
+token. Nothing personal ever reaches a page that anyone can open.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from newsletter.errors import NewsletterError
+from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
+from newsletter.links import how_to_unsubscribe_url, issue_url
+from newsletter.models import Issue, Placeholder
+from newsletter.outbox import Outbox
+from newsletter.render import render_issue
+from newsletter.settings import Settings
+from newsletter.web.site.pages import render_page
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One line of the archive index."""
+
+    number: int
+    title: str
+    date: dt.date | None
+    href: str
+
+
+class Archive:
+    """The issues folder as pages; parsed issues are kept until their file changes."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._issues: dict[Path, tuple[tuple[int, int], Issue]] = {}
+        self._pages: dict[Path, tuple[tuple[int, ...], str]] = {}
+
+    def numbers(self, sent: dict[int, dt.date] | None = None) -> list[int]:
+        """The issues the index lists: every file, or with `[serve] publish = "sent"` only those
+        sent to a subscriber list (`sent`: sent_dates, if the caller has them already)."""
+        numbers = list_issue_numbers(self.settings.issues_dir)
+        if self.settings.serve.publish == "sent":
+            sent = sent_dates(self.settings) if sent is None else sent
+            numbers = [n for n in numbers if n in sent]
+        return numbers
+
+    def is_published(self, number: int) -> bool:
+        """Whether anyone may open issue `number`'s page: always with publish = "all"; once it
+        was sent to any list, a staging test send included, with publish = "sent"."""
+        if self.settings.serve.publish == "all":
+            return True
+        return number in sent_dates(self.settings, include_staging=True)
+
+    def issue(self, number: int) -> Issue:
+        """Issue `number`; IssueNotFoundError if there is no file, IssueError if it is broken."""
+        path = issue_path(self.settings.issues_dir, number)
+        stamp = _stamp(path)
+        cached = self._issues.get(path)
+        if cached is None or cached[0] != stamp:
+            cached = self._issues[path] = (stamp, load_issue_file(path))
+        return cached[1]
+
+    def entries(self, href: str = "issues/{number}") -> tuple[list[Entry], list[NewsletterError]]:
+        """Every readable issue, newest first, and the errors of the files that are not."""
+        entries, errors = [], []
+        sent = sent_dates(self.settings)
+        for number in self.numbers(sent):
+            try:
+                issue = self.issue(number)
+            except NewsletterError as exc:
+                errors.append(exc)
+                continue
+            date = issue.date or sent.get(number)
+            entries.append(Entry(number, issue.title, date, href.format(number=number)))
+        entries.sort(key=lambda e: e.number, reverse=True)
+        return entries, errors
+
+    def index_page(self, href: str = "issues/{number}") -> str:
+        entries, _ = self.entries(href)
+        return render_page("archive.html", self.settings, entries=entries, noindex=False)
+
+    def issue_page(self, number: int) -> str:
+        """The email of issue `number` as a public web page (see the module docstring)."""
+        path = issue_path(self.settings.issues_dir, number)
+        # A template edit changes every page, not only the issue's own file.
+        stamp = (*_stamp(path), *_folder_stamp(self.settings.templates_dir))
+        cached = self._pages.get(path)
+        if cached is None or cached[0] != stamp:
+            rendered = render_issue(self.issue(number), self.settings)
+            cached = self._pages[path] = (stamp, fill_public(rendered.html, self.settings, number))
+        return cached[1]
+
+    def how_to_unsubscribe_page(self, archive_href: str = "./") -> str:
+        return render_page("how_to_unsubscribe.html", self.settings, archive_href=archive_href)
+
+
+def sent_dates(settings: Settings, *, include_staging: bool = False) -> dict[int, dt.date]:
+    """The day each issue first went to a subscriber list (staging sends count only if asked),
+    from the delivery log; read only: where nothing was sent there is no log to create."""
+    if not settings.database.exists():
+        return {}
+    lists = [n for n, chosen in settings.lists.items() if include_staging or not chosen.staging]
+    with Outbox(settings.database) as outbox:
+        first = outbox.first_sent(lists)
+    return {issue: dt.datetime.fromisoformat(when).date() for issue, when in first.items()}
+
+
+_PLACEHOLDER = re.compile("|".join(re.escape(p.value) for p in Placeholder))
+
+
+def fill_public(rendered_html: str, settings: Settings, number: int) -> str:
+    """Fill an issue's placeholders with values that belong to no one."""
+    values = {
+        Placeholder.NAME.value: settings.newsletter.greeting_fallback,
+        Placeholder.WEB_URL.value: issue_url(settings.newsletter.base_url, number),
+        Placeholder.UNSUBSCRIBE_URL.value: how_to_unsubscribe_url(settings.newsletter.base_url),
+    }
+    return _PLACEHOLDER.sub(lambda m: html.escape(values[m.group()]), rendered_html)
+
+
+def write_site(settings: Settings, folder: Path) -> list[Path]:
+    """The archive as static files for any static host: index.html, issues/N/index.html and
+    unsubscribe/index.html. A broken issue file stops the build with its file:line error."""
+    archive = Archive(settings)
+    pages: dict[str, str] = {}
+    for number in archive.numbers():
+        archive.issue(number)  # raises the file's own error before anything is written
+        pages[f"issues/{number}/index.html"] = archive.issue_page(number)
+    # Relative links, so the site works from any folder of any host (and from file://).
+    pages["index.html"] = archive.index_page("issues/{number}/index.html")
+    pages["unsubscribe/index.html"] = archive.how_to_unsubscribe_page("../index.html")
+    written = []
+    for name, content in pages.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, content)
+        written.append(path)
+    return written
+
+
+def _write_atomic(path: Path, content: str) -> None:
+    # A host serving the folder while it is rebuilt never sees half a page.
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(content, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size
+
+
+def _folder_stamp(folder: Path) -> tuple[int, int]:
+    if not folder.is_dir():
+        return 0, 0
+    stamps = [_stamp(p) for p in folder.iterdir() if p.is_file()]
+    return max((s[0] for s in stamps), default=0), sum(s[1] for s in stamps)

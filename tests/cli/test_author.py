@@ -1,0 +1,127 @@
+"""`newsletter build` and `newsletter check` as a user runs them: messages and exit codes."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import subprocess
+import sys
+from email.message import EmailMessage
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from newsletter.cli.main import cli
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_build_writes_the_three_files(project: Path) -> None:
+    code, out, err = run("build", "--issue", "14", "--out", "dist14")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines[:3]] == [
+        "dist14/email.html",
+        "dist14/email.txt",
+        "dist14/email.eml",
+    ]
+    assert all(line.endswith(" KB") for line in lines[:3])
+    assert "NEWSLETTER_SECRET is not set" in err
+    message = email.message_from_bytes(
+        (project / "dist14" / "email.eml").read_bytes(), policy=email.policy.default
+    )
+    assert isinstance(message, EmailMessage)
+    assert message["To"] == "示例读者 <reader@example.org>"
+    html_part = message.get_body(("html",))
+    assert html_part is not None
+    html = (project / "dist14" / "email.html").read_text(encoding="utf-8")
+    assert html == html_part.get_content().replace("\r\n", "\n")
+    assert "示例读者，你好！" in html
+    assert "__NL_" not in html
+    assert "https://news.example.org/unsubscribe/" in html
+    text = (project / "dist14" / "email.txt").read_text(encoding="utf-8")
+    assert "GPU架构演进十年，从费米到安培" in text
+
+
+def test_build_defaults_to_out_folder(project: Path) -> None:
+    code, _, _ = run("build", "--issue", "14")
+    assert code == 0
+    assert (project / "out" / "14" / "email.eml").exists()
+
+
+def test_check_passes_issue_14_with_the_duplicate_link_warning(project: Path) -> None:
+    code, out, _ = run("check", "--issue", "14")
+    assert code == 0
+    assert out.splitlines()[0] == (
+        "warning: https://arxiv.org/pdf/2110.15032.pdf is linked under two items: "
+        "项目 0 「OneFlow：从零重新设计分布式深度学习框架」 and "
+        "项目 1 「高效并行训练AI大模型——“夸父”AI系统 (Colossal-AI)」 [duplicate-url]"
+    )
+    assert "HTML part: " in out
+    assert "of Gmail's ~102 KB clipping limit" in out
+    assert out.splitlines()[-1] == "issue 14: 0 error(s), 1 warning(s)"
+
+
+def test_check_fails_on_a_broken_issue_with_path_line_and_field(project: Path) -> None:
+    path = project / "issues" / "14.yaml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace('"https://github.com/microsoft/DirectML"', "github.com/x"))
+    code, out, err = run("check", "--issue", "14")
+    assert code == 1
+    assert out == ""
+    assert err.splitlines() == [
+        "error: issues/14.yaml:40: sections[0].items[4].links[0].url: "
+        "must be an absolute http:// or https:// URL",
+        "hint: Fix the lines named above and run `newsletter check` again.",
+    ]
+
+
+def test_missing_issue_lists_what_exists(project: Path) -> None:
+    code, _, err = run("build", "--issue", "15")
+    assert code == 1
+    assert "error: issues/15.yaml: no such issue (issues: 14)" in err
+
+
+def test_check_errors_when_the_unsubscribe_link_is_gone(project: Path) -> None:
+    template = project / "templates" / "email" / "issue.mjml"
+    text = template.read_text(encoding="utf-8")
+    template.write_text(text.replace("{{ placeholders.unsubscribe_url }}", "https://x.example"))
+    code, out, _ = run("check", "--issue", "14")
+    assert code == 1
+    assert "error: the HTML has no visible unsubscribe link" in out
+
+
+def test_check_warns_on_http_and_errors_on_oversize(project: Path) -> None:
+    path = project / "issues" / "14.yaml"
+    text = path.read_text(encoding="utf-8")
+    long_summary = "很长的摘要。" * 6000
+    text = text.replace('"https://doi.org/', '"http://doi.org/')
+    text = text.replace("可以为高通量合成反应的实验人员节省大量的成本和时间。", long_summary)
+    path.write_text(text, encoding="utf-8")
+    code, out, _ = run("check", "--issue", "14")
+    assert code == 1
+    assert "warning: link http://doi.org/10.1039/D1SC02087K is http, not https [http]" in out
+    assert "over Gmail's ~102 KB clipping limit" in out
+
+
+def test_broken_template_is_a_clear_error(project: Path) -> None:
+    (project / "templates" / "email" / "issue.txt").write_text("{% for %}\n", encoding="utf-8")
+    code, _, err = run("build", "--issue", "14")
+    assert code == 1
+    assert err.startswith("error: templates/email/issue.txt:1: ")
+    assert "Traceback" not in err
+
+
+def test_console_script_runs_without_traceback(project: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "newsletter", "check", "--issue", "99"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "no such issue (issues: 14)" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,326 @@
+"""The send engine against real aiosmtpd servers and a real SQLite log: faults, retries, resume."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiosmtpd.smtp import AuthResult
+from pydantic import SecretStr
+
+from newsletter.models import DeliveryStatus as S
+from newsletter.models import OutgoingMessage, Subscriber
+from newsletter.outbox import Outbox
+from newsletter.send.engine import Job, Options, deliver
+from newsletter.send.smtp import Pool
+from newsletter.settings import SmtpSettings
+from support.smtp import Authenticator, Fault, FaultyHandler, Server, start
+
+FAST = Options(concurrency=3, retry_base=0.01, retry_cap=0.05, breaker_threshold=5)
+_ids = itertools.count()
+
+
+def subscribers(n: int) -> dict[str, Subscriber]:
+    subs = [Subscriber(address=f"r{i}@example.com", envelope=f"r{i}@example.com") for i in range(n)]
+    return {s.envelope: s for s in subs}
+
+
+def build(sub: Subscriber, stored: str | None = None) -> OutgoingMessage:
+    # A fresh Message-ID per build unless the row holds one, like the real factory.
+    mid = stored or f"<{next(_ids)}.{sub.envelope}>"
+    data = (
+        f"From: news@example.org\r\nTo: {sub.address}\r\nSubject: Issue 14\r\n"
+        f"Message-ID: {mid}\r\n\r\nHello {sub.address}\r\n"
+    ).encode()
+    return OutgoingMessage(
+        message_id=mid, sender="news@example.org", recipient=sub.envelope, data=data
+    )
+
+
+def job(n: int, issue: int = 14) -> Job:
+    return Job(issue=issue, list_name="main", subscribers=subscribers(n), build=build)
+
+
+def pool(server: Server, size: int = 3, **kw: object) -> Pool:
+    smtp = SmtpSettings.model_validate(
+        {"host": server.host, "port": server.port, "security": "none", "timeout": 2, **kw}
+    )
+    return Pool(smtp, password=None, size=size)
+
+
+@pytest.fixture
+def outbox(tmp_path: Path) -> Iterator[Outbox]:
+    box = Outbox(tmp_path / "outbox.sqlite3")
+    yield box
+    box.close()
+
+
+def by_recipient(outbox: Outbox) -> dict[str, S]:
+    return {r.recipient: r.state for r in outbox.rows(14, "main")}
+
+
+async def test_happy_path_every_recipient_exactly_once(outbox: Outbox) -> None:
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        report = await deliver(job(30), pool(server), outbox, FAST, signals=())
+    assert report.complete
+    assert report.counts[S.SENT] == 30
+    assert sorted(handler.by_recipient.values()) == [1] * 30
+    assert set(handler.by_message_id.values()) == {1}
+    stored = {r.message_id for r in outbox.rows(14, "main")}
+    assert stored == set(handler.by_message_id)
+
+
+async def test_each_message_is_built_once_even_when_built_ahead(outbox: Outbox) -> None:
+    handler = FaultyHandler()
+    built: list[str] = []
+
+    def counted(sub: Subscriber, stored: str | None) -> OutgoingMessage:
+        built.append(sub.envelope)
+        return build(sub, stored)
+
+    counting = Job(14, "main", subscribers(40), counted)
+    async with start(handler) as server:
+        report = await deliver(counting, pool(server, size=3), outbox, FAST, signals=())
+    assert report.counts[S.SENT] == 40
+    assert sorted(built) == sorted(subscribers(40))
+
+
+async def test_message_ids_stored_at_planning_are_the_ones_sent(outbox: Outbox) -> None:
+    handler = FaultyHandler()
+    planned = Job(14, "main", subscribers(10), build, lambda sub: f"<planned.{sub.envelope}>")
+    async with start(handler) as server:
+        report = await deliver(planned, pool(server), outbox, FAST, signals=())
+    assert report.complete
+    rows = outbox.rows(14, "main")
+    assert {r.message_id for r in rows} == {f"<planned.r{i}@example.com>" for i in range(10)}
+    assert set(handler.by_message_id) == {r.message_id for r in rows}
+    assert {r.attempts for r in rows} == {1}
+
+
+async def test_a_rerun_sends_nothing_twice(outbox: Outbox) -> None:
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        await deliver(job(10), pool(server), outbox, FAST, signals=())
+        report = await deliver(job(12), pool(server), outbox, FAST, signals=())
+    assert report.this_run[S.SENT] == 2
+    assert report.counts[S.SENT] == 12
+    assert sorted(handler.by_recipient.values()) == [1] * 12
+
+
+async def test_4xx_is_retried_with_backoff_then_sent(outbox: Outbox) -> None:
+    flaky = {"r1@example.com", "r2@example.com"}
+    handler = FaultyHandler(
+        [Fault("rcpt", reply="451 4.7.1 greylisted", times=2, match=flaky.__contains__)]
+    )
+    async with start(handler) as server:
+        report = await deliver(job(5), pool(server), outbox, FAST, signals=())
+    assert report.complete
+    rows = {r.recipient: r for r in outbox.rows(14, "main")}
+    assert rows["r1@example.com"].attempts == 3
+    assert rows["r0@example.com"].attempts == 1
+    assert sorted(handler.by_recipient.values()) == [1] * 5
+
+
+async def test_5xx_is_recorded_and_never_retried(outbox: Outbox) -> None:
+    fault = Fault("rcpt", reply="550 5.1.1 no such user", match=lambda r: r == "r3@example.com")
+    handler = FaultyHandler([fault])
+    async with start(handler) as server:
+        report = await deliver(job(5), pool(server), outbox, FAST, signals=())
+        again = await deliver(job(5), pool(server), outbox, FAST, signals=())
+    assert fault.used["r3@example.com"] == 1
+    assert not report.complete
+    assert report.counts[S.REJECTED] == 1
+    (row,) = outbox.rows(14, "main", [S.REJECTED])
+    assert (row.smtp_code, row.smtp_reply) == (550, "5.1.1 no such user")
+    assert again.this_run == Counter()
+
+
+async def test_deferred_past_max_attempts_stays_deferred_for_the_next_run(
+    outbox: Outbox,
+) -> None:
+    fault = Fault(
+        "rcpt", reply="452 4.2.2 mailbox full", times=4, match=lambda r: r.startswith("r0@")
+    )
+    handler = FaultyHandler([fault])
+    options = Options(concurrency=2, max_attempts=3, retry_base=0.01, retry_cap=0.02)
+    async with start(handler) as server:
+        first = await deliver(job(3), pool(server), outbox, options, signals=())
+        assert first.counts[S.DEFERRED] == 1
+        assert fault.used["r0@example.com"] == 3
+        second = await deliver(job(3), pool(server), outbox, options, signals=())
+    assert second.complete
+    assert handler.by_recipient["r0@example.com"] == 1
+
+
+async def test_421_mid_run_reconnects_and_everyone_gets_one_copy(outbox: Outbox) -> None:
+    handler = FaultyHandler(
+        [
+            Fault(
+                "data",
+                reply="421 4.4.2 closing connection",
+                match=lambda r: r in {"r4@example.com", "r9@example.com"},
+                times=1,
+            )
+        ]
+    )
+    async with start(handler) as server:
+        report = await deliver(job(20), pool(server), outbox, FAST, signals=())
+    assert report.complete
+    assert sorted(handler.by_recipient.values()) == [1] * 20
+    assert sum(handler.faults[0].used.values()) == 2
+    assert handler.connections >= 4  # a fresh session after a 421
+
+
+async def test_disconnect_mid_data_is_unknown_and_not_resent(outbox: Outbox) -> None:
+    handler = FaultyHandler(
+        [
+            Fault(
+                "data",
+                drop=True,
+                store_before_drop=True,
+                times=1,
+                match=lambda r: r == "r2@example.com",
+            )
+        ]
+    )
+    async with start(handler) as server:
+        first = await deliver(job(6), pool(server), outbox, FAST, signals=())
+        assert first.counts[S.UNKNOWN] == 1
+        assert first.counts[S.SENT] == 5
+        again = await deliver(job(6), pool(server), outbox, FAST, signals=())
+        assert again.this_run == Counter()
+        assert handler.by_recipient["r2@example.com"] == 1
+        resend = Options(**{**FAST.__dict__, "resend_unknown": True})
+        last = await deliver(job(6), pool(server), outbox, resend, signals=())
+    assert last.complete
+    (row,) = [r for r in outbox.rows(14, "main") if r.recipient == "r2@example.com"]
+    # Resent under the same Message-ID, so the mailbox provider can drop the duplicate.
+    assert handler.by_message_id[row.message_id or ""] == 2
+    assert handler.by_recipient["r2@example.com"] == 2
+
+
+async def test_slow_server_times_out_into_unknown_not_a_hang(outbox: Outbox) -> None:
+    handler = FaultyHandler(
+        [Fault("data", sleep=1.5, times=1, match=lambda r: r == "r0@example.com")]
+    )
+    async with start(handler) as server:
+        report = await deliver(job(3), pool(server, size=1, timeout=0.4), outbox, FAST, signals=())
+    assert report.counts[S.UNKNOWN] == 1
+    assert report.counts[S.SENT] == 2
+
+
+async def test_circuit_breaker_stops_after_consecutive_connection_failures(
+    outbox: Outbox,
+) -> None:
+    handler = FaultyHandler([Fault("rcpt", drop=True)])
+    async with start(handler) as server:
+        report = await deliver(job(20), pool(server), outbox, FAST, signals=())
+    assert "circuit breaker" in report.stopped
+    assert handler.received == []
+    counts = report.counts
+    assert counts[S.SENT] == 0
+    assert counts[S.PENDING] + counts[S.DEFERRED] == 20
+
+
+async def test_daily_quota_stops_the_run_and_a_rerun_resumes(outbox: Outbox) -> None:
+    quota = Fault(
+        "rcpt",
+        reply="550 5.4.5 Daily user sending quota exceeded",
+        times=1,
+        match=lambda r: r == "r5@example.com",
+    )
+    handler = FaultyHandler([quota])
+    options = Options(concurrency=1, retry_base=0.01, retry_cap=0.02)
+    async with start(handler) as server:
+        first = await deliver(job(10), pool(server, size=1), outbox, options, signals=())
+        assert "quota" in first.stopped
+        assert first.counts[S.SENT] == 5
+        second = await deliver(job(10), pool(server, size=1), outbox, options, signals=())
+    assert second.complete
+    assert sorted(handler.by_recipient.values()) == [1] * 10
+
+
+async def test_throttling_slows_down_and_gets_through(outbox: Outbox) -> None:
+    handler = FaultyHandler(
+        [
+            Fault(
+                "rcpt",
+                reply="454 4.7.0 Throttling failure",
+                times=1,
+                match=lambda r: r == "r1@example.com",
+            )
+        ]
+    )
+    async with start(handler) as server:
+        report = await deliver(job(4), pool(server), outbox, FAST, signals=())
+    assert report.complete
+
+
+async def test_rate_limit_is_held_per_second_window(outbox: Outbox) -> None:
+    handler = FaultyHandler()
+    options = Options(concurrency=4, rate=20)
+    async with start(handler) as server:
+        report = await deliver(job(50), pool(server, size=4), outbox, options, signals=())
+    assert report.complete
+    times = sorted(r.at for r in handler.received)
+    # Every sliding one-second window holds at most the rate, +1 for the window's edge and +1
+    # for network jitter bunching two arrivals (the limiter itself spaces them 50 ms apart).
+    worst = max(sum(1 for t in times if start_ <= t < start_ + 1.0) for start_ in times)
+    assert worst <= 22
+    assert times[-1] - times[0] >= (50 - 1) / 20 - 0.1
+
+
+async def test_suppressed_during_the_run_is_skipped(outbox: Outbox) -> None:
+    handler = FaultyHandler()
+    outbox.plan(14, "main", subscribers(4))
+    outbox.suppress("main", "r3@example.com", "one-click")
+    async with start(handler) as server:
+        report = await deliver(job(4), pool(server), outbox, FAST, signals=())
+    assert report.counts[S.SKIPPED] == 1
+    assert "r3@example.com" not in handler.by_recipient
+
+
+async def test_a_message_that_cannot_be_built_fails_alone(outbox: Outbox) -> None:
+    def fragile(sub: Subscriber, stored: str | None) -> OutgoingMessage:
+        if sub.envelope == "r1@example.com":
+            raise ValueError("header would inject")
+        return build(sub, stored)
+
+    handler = FaultyHandler()
+    bad_job = Job(issue=14, list_name="main", subscribers=subscribers(3), build=fragile)
+    async with start(handler) as server:
+        report = await deliver(bad_job, pool(server), outbox, FAST, signals=())
+        assert report.counts[S.FAILED] == 1
+        assert "header would inject" in outbox.rows(14, "main", [S.FAILED])[0].smtp_reply
+        retry = Options(**{**FAST.__dict__, "retry_failed": True})
+        fixed = await deliver(job(3), pool(server), outbox, retry, signals=())
+    assert fixed.complete
+
+
+async def test_a_setup_fault_on_reconnect_stops_the_run_resumable(outbox: Outbox) -> None:
+    class PasswordChangedMidRun(Authenticator):
+        def __call__(self, *args: Any) -> AuthResult:
+            result = super().__call__(*args)
+            return AuthResult(success=result.success and self.tries == 1, handled=False)
+
+    handler = FaultyHandler()
+    auth = PasswordChangedMidRun("news", "pw")
+    async with start(handler, auth=auth) as server:
+        smtp = SmtpSettings(
+            host=server.host,
+            port=server.port,
+            security="none",
+            username="news",
+            messages_per_connection=2,
+        )
+        pool = Pool(smtp, password=SecretStr("pw"), size=1)
+        options = Options(concurrency=1)
+        report = await deliver(job(5), pool, outbox, options, signals=())
+    assert "AUTH refused" in report.stopped
+    assert report.counts[S.SENT] == 2
+    assert report.counts[S.PENDING] == 3

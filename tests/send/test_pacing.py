@@ -1,0 +1,19 @@
+"""Pacing without a server: the token bucket and the retry backoff."""
+
+from __future__ import annotations
+
+from newsletter.send.pacing import RateLimiter, backoff
+
+
+async def test_unlimited_rate_is_not_paced() -> None:
+    limiter = RateLimiter(0)
+    for _ in range(1000):
+        await limiter.take()
+    assert limiter.interval == 0
+
+
+def test_full_jitter_backoff_stays_within_its_cap() -> None:
+    values = [backoff(n, 1.0, 60.0) for n in range(1, 12) for _ in range(50)]
+    assert all(0 <= v <= 60 for v in values)
+    assert max(backoff(1, 1.0, 60.0) for _ in range(200)) <= 1.0
+    assert max(backoff(10, 1.0, 60.0) for _ in range(200)) > 30

@@ -1,0 +1,366 @@
+"""transport.Pool against real aiosmtpd servers: outcomes by scope, TLS, AUTH, recycling."""
+
+from __future__ import annotations
+
+import ssl
+import time
+from pathlib import Path
+
+import pytest
+import trustme
+from pydantic import SecretStr
+
+from newsletter.errors import TransportError
+from newsletter.send.replies import Outcome, Scope
+from newsletter.send.smtp import Pool
+from newsletter.settings import SmtpSettings
+from support.smtp import (
+    Authenticator,
+    Fault,
+    FaultyHandler,
+    Marks,
+    Server,
+    make_message,
+    start,
+)
+
+
+def plain(server: Server, **kw: object) -> SmtpSettings:
+    return SmtpSettings.model_validate(
+        {"host": server.host, "port": server.port, "security": "none", **kw}
+    )
+
+
+async def test_body_arrives_exactly_whether_or_not_the_builder_vouched_for_it() -> None:
+    handler = FaultyHandler()
+    body = b".leading dot\r\n..two\r\nbare LF\nend\r\n."
+    odd = make_message(1, body=body)
+    ready = make_message(2, body=b"line one\r\nline two\r\n").model_copy(
+        update={"smtp_ready": True}
+    )
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        results = [await pool.send(m, Marks()) for m in (odd, ready)]
+        await pool.close()
+    assert [r.outcome for r in results] == [Outcome.SENT, Outcome.SENT]
+    got = {r.message_id: r.data for r in handler.received}
+    # Dot-stuffing is undone by the server; the bare LF reaches it as a line end (CRLF).
+    assert got["<m1@test.example>"].endswith(b".leading dot\r\n..two\r\nbare LF\r\nend\r\n.\r\n")
+    assert got["<m2@test.example>"] == ready.data
+
+
+async def test_meanwhile_runs_once_the_body_is_written_and_only_then() -> None:
+    handler = FaultyHandler(
+        [Fault("rcpt", reply="550 5.1.1 no such user", match=lambda r: r.startswith("r1@"))]
+    )
+    calls: list[str] = []
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        refused = await pool.send(
+            make_message(1), lambda: calls.append("accepted"), lambda: calls.append("meanwhile")
+        )
+        sent = await pool.send(
+            make_message(2), lambda: calls.append("accepted"), lambda: calls.append("meanwhile")
+        )
+        await pool.close()
+    assert (refused.outcome, sent.outcome) == (Outcome.REJECTED, Outcome.SENT)
+    # Not for a message refused before DATA; after `sending` was committed for one uploaded.
+    assert calls == ["accepted", "meanwhile"]
+
+
+async def test_sends_and_returns_the_queue_id() -> None:
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=2)
+        marks = Marks()
+        result = await pool.send(make_message(1), marks)
+        await pool.close()
+    assert result.outcome == Outcome.SENT
+    assert result.code == 250
+    assert "queued as Q1" in result.reply
+    assert marks.calls == 1
+    assert handler.by_message_id == {"<m1@test.example>": 1}
+
+
+async def test_recipient_4xx_is_deferred_and_5xx_rejected_without_data() -> None:
+    handler = FaultyHandler(
+        [
+            Fault("rcpt", reply="451 4.2.0 mailbox busy", match=lambda r: r.startswith("r1@")),
+            Fault("rcpt", reply="550 5.1.1 no such user", match=lambda r: r.startswith("r2@")),
+        ]
+    )
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        marks = Marks()
+        deferred = await pool.send(make_message(1), marks)
+        rejected = await pool.send(make_message(2), marks)
+        sent = await pool.send(make_message(3), marks)
+        await pool.close()
+    assert (deferred.outcome, deferred.scope, deferred.code) == (
+        Outcome.DEFERRED,
+        Scope.RECIPIENT,
+        451,
+    )
+    assert (rejected.outcome, rejected.code) == (Outcome.REJECTED, 550)
+    assert "no such user" in rejected.reply
+    assert sent.outcome == Outcome.SENT
+    # `sending` is only ever marked for the message whose RCPT was accepted.
+    assert marks.calls == 1
+    assert handler.by_message_id == {"<m3@test.example>": 1}
+
+
+async def test_data_5xx_is_rejected_and_4xx_deferred() -> None:
+    handler = FaultyHandler(
+        [
+            Fault("data", reply="554 5.7.1 spam", match=lambda r: r.startswith("r1@")),
+            Fault("data", reply="452 4.3.1 full", match=lambda r: r.startswith("r2@")),
+        ]
+    )
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        first = await pool.send(make_message(1), Marks())
+        second = await pool.send(make_message(2), Marks())
+        third = await pool.send(make_message(3), Marks())
+        await pool.close()
+    assert (first.outcome, first.code) == (Outcome.REJECTED, 554)
+    assert (second.outcome, second.code) == (Outcome.DEFERRED, 452)
+    assert third.outcome == Outcome.SENT
+
+
+async def test_421_at_rcpt_reconnects_and_the_next_message_goes_out() -> None:
+    handler = FaultyHandler(
+        [Fault("rcpt", reply="421 4.7.0 closing", match=lambda r: r.startswith("r1@"))]
+    )
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        first = await pool.send(make_message(1), Marks())
+        second = await pool.send(make_message(2), Marks())
+        await pool.close()
+    assert (first.outcome, first.scope, first.code) == (Outcome.RETRY, Scope.CONNECTION, 421)
+    assert second.outcome == Outcome.SENT
+    assert handler.sessions == 2
+
+
+async def test_drop_mid_data_is_unknown_and_the_pool_reconnects() -> None:
+    handler = FaultyHandler(
+        [Fault("data", drop=True, store_before_drop=True, match=lambda r: r.startswith("r1@"))]
+    )
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        marks = Marks()
+        first = await pool.send(make_message(1), marks)
+        second = await pool.send(make_message(2), marks)
+        await pool.close()
+    assert (first.outcome, first.scope) == (Outcome.UNKNOWN, Scope.CONNECTION)
+    assert second.outcome == Outcome.SENT
+    assert marks.calls == 2
+    assert handler.sessions == 2
+
+
+async def test_slow_rcpt_times_out_before_data_so_it_is_retry_not_unknown() -> None:
+    handler = FaultyHandler([Fault("rcpt", sleep=1.0, match=lambda r: r.startswith("r1@"))])
+    async with start(handler) as server:
+        pool = Pool(plain(server, timeout=0.3), password=None, size=1)
+        marks = Marks()
+        first = await pool.send(make_message(1), marks)
+        second = await pool.send(make_message(2), marks)
+        await pool.close()
+    assert first.outcome == Outcome.RETRY
+    assert "connection lost: Timed out waiting for server response" in first.reply
+    assert marks.calls == 1
+    assert second.outcome == Outcome.SENT
+
+
+async def test_slow_data_times_out_as_unknown() -> None:
+    handler = FaultyHandler([Fault("data", sleep=1.0, times=1)])
+    async with start(handler) as server:
+        pool = Pool(plain(server, timeout=0.3), password=None, size=1)
+        started = time.monotonic()
+        result = await pool.send(make_message(1), Marks())
+        waited = time.monotonic() - started
+        await pool.close()
+    assert result.outcome == Outcome.UNKNOWN
+    assert "Timed out" in result.reply
+    assert 0.3 <= waited < 0.9  # the 0.3 s timeout, not the server's 1 s pause
+
+
+async def test_connection_refused_is_a_retry() -> None:
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        settings = plain(server)
+    pool = Pool(settings, password=None, size=1)
+    result = await pool.send(make_message(1), Marks())
+    assert (result.outcome, result.scope) == (Outcome.RETRY, Scope.CONNECTION)
+    assert "cannot connect" in result.reply
+    with pytest.raises(TransportError, match="cannot connect"):
+        await pool.check()
+
+
+async def test_recycles_after_messages_per_connection() -> None:
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        pool = Pool(plain(server, messages_per_connection=3), password=None, size=1)
+        for n in range(7):
+            assert (await pool.send(make_message(n), Marks())).outcome == Outcome.SENT
+        await pool.close()
+    assert handler.sessions == 3
+
+
+async def test_pool_runs_sessions_concurrently() -> None:
+    import asyncio
+
+    handler = FaultyHandler([Fault("data", sleep=0.3)])
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=4)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        results = await asyncio.gather(*(pool.send(make_message(n), Marks()) for n in range(4)))
+        elapsed = loop.time() - t0
+        await pool.close()
+    assert all(r.outcome == Outcome.SENT for r in results)
+    assert handler.sessions == 4
+    assert elapsed < 1.0  # four 0.3 s uploads in parallel, not 1.2 s in series
+
+
+async def test_quota_reply_stops() -> None:
+    handler = FaultyHandler([Fault("rcpt", reply="550 5.4.5 Daily user sending quota exceeded")])
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        result = await pool.send(make_message(1), Marks())
+        await pool.close()
+    assert result.outcome == Outcome.STOPPED
+
+
+async def test_non_ascii_recipient_needs_smtputf8() -> None:
+    handler = FaultyHandler()
+    async with start(handler, smtputf8=False) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        result = await pool.send(make_message(1, recipient="王@example.com"), Marks())
+        await pool.close()
+    assert result.outcome == Outcome.FAILED
+    assert "SMTPUTF8" in result.reply
+    handler = FaultyHandler()
+    async with start(handler, smtputf8=True) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        result = await pool.send(make_message(1, recipient="王@example.com"), Marks())
+        await pool.close()
+    assert result.outcome == Outcome.SENT
+    assert handler.by_recipient["王@example.com"] == 1
+
+
+# -- TLS and AUTH -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture
+def server_tls(ca: trustme.CA) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1", "localhost").configure_cert(ctx)
+    return ctx
+
+
+@pytest.fixture
+def ca_file(ca: trustme.CA, tmp_path: Path) -> Path:
+    path = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(path))
+    return path
+
+
+async def test_starttls_with_auth(server_tls: ssl.SSLContext, ca_file: Path) -> None:
+    handler = FaultyHandler()
+    auth = Authenticator("news", "s3cret")
+    async with start(handler, starttls=server_tls, auth=auth) as server:
+        settings = plain(server, security="starttls", username="news", ca_file=ca_file)
+        pool = Pool(settings, password=SecretStr("s3cret"), size=1)
+        result = await pool.send(make_message(1), Marks())
+        await pool.close()
+    assert result.outcome == Outcome.SENT
+    assert auth.tries == 1
+    assert "s3cret" not in repr(pool)
+
+
+async def test_implicit_tls_with_auth(server_tls: ssl.SSLContext, ca_file: Path) -> None:
+    handler = FaultyHandler()
+    auth = Authenticator("news", "s3cret")
+    async with start(handler, tls=server_tls, auth=auth) as server:
+        settings = plain(server, security="tls", username="news", ca_file=ca_file)
+        pool = Pool(settings, password=SecretStr("s3cret"), size=1)
+        result = await pool.send(make_message(1), Marks())
+        await pool.close()
+    assert result.outcome == Outcome.SENT, result
+    assert handler.by_message_id["<m1@test.example>"] == 1
+
+
+async def test_wrong_password_is_a_transport_error(
+    server_tls: ssl.SSLContext, ca_file: Path
+) -> None:
+    handler = FaultyHandler()
+    async with start(handler, tls=server_tls, auth=Authenticator("news", "right")) as server:
+        settings = plain(server, security="tls", username="news", ca_file=ca_file)
+        pool = Pool(settings, password=SecretStr("wrong"), size=1)
+        with pytest.raises(TransportError, match="AUTH refused") as info:
+            await pool.check()
+        await pool.close()
+    assert "wrong" not in str(info.value)
+    assert handler.received == []
+
+
+async def test_untrusted_certificate_is_refused(server_tls: ssl.SSLContext) -> None:
+    handler = FaultyHandler()
+    async with start(handler, tls=server_tls) as server:
+        # No ca_file: the system store does not trust the throwaway CA.
+        pool = Pool(plain(server, security="tls"), password=None, size=1)
+        with pytest.raises(TransportError, match="not trusted"):
+            await pool.send(make_message(1), Marks())
+        await pool.close()
+    assert handler.received == []
+
+
+async def test_starttls_certificate_for_another_host_is_refused(
+    ca: trustme.CA, ca_file: Path
+) -> None:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("mail.other.example").configure_cert(ctx)
+    handler = FaultyHandler()
+    async with start(handler, starttls=ctx) as server:
+        pool = Pool(plain(server, security="starttls", ca_file=ca_file), password=None, size=1)
+        with pytest.raises(TransportError, match="not trusted"):
+            await pool.check()
+        await pool.close()
+    assert handler.received == []
+
+
+async def test_starttls_required_but_not_offered_is_refused() -> None:
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        pool = Pool(plain(server, security="starttls"), password=None, size=1)
+        with pytest.raises(TransportError, match="STARTTLS"):
+            await pool.check()
+        await pool.close()
+    assert handler.received == []
+
+
+def test_username_without_password_is_refused_up_front() -> None:
+    settings = SmtpSettings(host="127.0.0.1", port=2525, security="none", username="news")
+    with pytest.raises(TransportError, match="NEWSLETTER_SMTP_PASSWORD"):
+        Pool(settings, password=None, size=1)
+
+
+async def test_an_envelope_address_that_could_inject_is_refused_not_sent() -> None:
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        marks = Marks()
+        bad = make_message(1, recipient="a@example.com> NOTIFY=NEVER <b@example.com")
+        result = await pool.send(bad, marks)
+        after = await pool.send(make_message(2), marks)
+        await pool.close()
+    assert result.outcome == Outcome.FAILED
+    assert "unsafe envelope address" in result.reply
+    assert after.outcome == Outcome.SENT
+    assert marks.calls == 1
+    assert list(handler.by_recipient) == ["r2@example.com"]

@@ -1,0 +1,226 @@
+"""Real SMTP servers for tests: aiosmtpd on 127.0.0.1, port 0, failing on purpose where told.
+
+`FaultyHandler` counts every accepted message by Message-ID (so a test can prove nobody got two
+copies) and applies `Fault`s: reply with a code at RCPT or at the end of DATA, sleep, or drop the
+connection mid-DATA (after storing the message or not). `start` runs it in the current event loop,
+optionally behind implicit TLS or STARTTLS and AUTH. `python tests/support/smtp.py PORTFILE LOG`
+runs a counting server in its own process for the crash tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.parser
+import email.policy
+import ssl
+import sys
+import time
+import warnings
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+
+from newsletter.models import OutgoingMessage
+
+_HEADERS = email.parser.BytesHeaderParser(policy=email.policy.compat32)
+
+
+@dataclass
+class Fault:
+    """What to do to recipients `match` picks, `times` times each (then behave)."""
+
+    stage: str  # "rcpt" or "data"
+    reply: str | None = None  # e.g. "451 4.2.0 try later"
+    sleep: float = 0.0
+    drop: bool = False  # close the connection without a reply
+    store_before_drop: bool = False  # the in-doubt case: kept, but the client never hears
+    times: int = 10**9
+    match: Callable[[str], bool] = lambda _: True
+    used: Counter[str] = field(default_factory=Counter)
+
+    def applies(self, stage: str, recipient: str) -> bool:
+        if stage != self.stage or not self.match(recipient) or self.used[recipient] >= self.times:
+            return False
+        self.used[recipient] += 1
+        return True
+
+
+@dataclass
+class Received:
+    message_id: str
+    recipients: list[str]
+    data: bytes
+    at: float
+
+
+class FaultyHandler:
+    def __init__(self, faults: list[Fault] | None = None) -> None:
+        self.faults = faults or []
+        self.received: list[Received] = []
+        self.by_message_id: Counter[str] = Counter()
+        self.by_recipient: Counter[str] = Counter()
+        self.sessions = 0
+        self.connections = 0
+        self.log: Path | None = None
+
+    async def handle_EHLO(  # noqa: N802
+        self, server: SMTP, session: Session, envelope: Envelope, hostname: str, responses: Any
+    ) -> Any:
+        self.sessions += 1
+        session.host_name = hostname
+        return responses
+
+    async def handle_RCPT(  # noqa: N802
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
+    ) -> str:
+        for fault in self.faults:
+            if fault.applies("rcpt", address):
+                if fault.sleep:
+                    await asyncio.sleep(fault.sleep)
+                if fault.drop:
+                    assert server.transport is not None
+                    server.transport.close()
+                    return "421 gone"
+                if fault.reply:
+                    return fault.reply
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(  # noqa: N802
+        self, server: SMTP, session: Session, envelope: Envelope
+    ) -> str:
+        for fault in self.faults:
+            if any(fault.applies("data", r) for r in envelope.rcpt_tos):
+                if fault.sleep:
+                    await asyncio.sleep(fault.sleep)
+                if fault.drop:
+                    if fault.store_before_drop:
+                        self._store(envelope)
+                    assert server.transport is not None
+                    server.transport.abort()
+                    return "250 never heard"
+                if fault.reply:
+                    return fault.reply
+        n = self._store(envelope)
+        return f"250 2.0.0 Ok: queued as Q{n}"
+
+    def _store(self, envelope: Envelope) -> int:
+        data = envelope.original_content or b""
+        message_id = str(_HEADERS.parsebytes(data).get("Message-ID", "")).strip()
+        self.received.append(Received(message_id, list(envelope.rcpt_tos), data, time.time()))
+        self.by_message_id[message_id] += 1
+        for rcpt in envelope.rcpt_tos:
+            self.by_recipient[rcpt.lower()] += 1
+        if self.log is not None:
+            with self.log.open("a") as fh:
+                fh.write(f"{message_id} {' '.join(envelope.rcpt_tos)}\n")
+        return len(self.received)
+
+
+class Authenticator:
+    def __init__(self, user: str, password: str) -> None:
+        self.user, self.password = user.encode(), password.encode()
+        self.tries = 0
+
+    def __call__(
+        self, server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any
+    ) -> AuthResult:
+        self.tries += 1
+        ok = (
+            isinstance(data, LoginPassword)
+            and data.login == self.user
+            and data.password == self.password
+        )
+        return AuthResult(success=ok, handled=False)
+
+
+@dataclass
+class Server:
+    handler: FaultyHandler
+    host: str
+    port: int
+
+
+@asynccontextmanager
+async def start(
+    handler: FaultyHandler,
+    *,
+    tls: ssl.SSLContext | None = None,
+    starttls: ssl.SSLContext | None = None,
+    auth: Authenticator | None = None,
+    smtputf8: bool = True,
+) -> AsyncIterator[Server]:
+    loop = asyncio.get_running_loop()
+    sessions: list[SMTP] = []
+
+    def factory() -> SMTP:
+        with warnings.catch_warnings():
+            # Implicit TLS is encrypted, but aiosmtpd cannot tell and warns about AUTH.
+            warnings.simplefilter("ignore", UserWarning)
+            return make()
+
+    def make() -> SMTP:
+        smtp = SMTP(
+            handler,
+            hostname="test.smtp",
+            enable_SMTPUTF8=smtputf8,
+            tls_context=starttls,
+            require_starttls=starttls is not None,
+            authenticator=auth,
+            auth_required=auth is not None,
+            auth_require_tls=starttls is not None,  # aiosmtpd cannot tell implicit TLS
+        )
+        sessions.append(smtp)
+        handler.connections += 1
+        return smtp
+
+    server = await loop.create_server(factory, "127.0.0.1", 0, ssl=tls)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield Server(handler, "127.0.0.1", port)
+    finally:
+        server.close()
+        for smtp in sessions:
+            if smtp.transport is not None:
+                smtp.transport.abort()
+        await server.wait_closed()
+
+
+async def _main(portfile: Path, log: Path, delay: float) -> None:
+    handler = FaultyHandler([Fault("data", sleep=delay)] if delay else [])
+    handler.log = log
+    async with start(handler) as server:
+        portfile.write_text(str(server.port))
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(_main(Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])))
+
+
+# -- messages and marks for driving the client directly ----------------------------------------
+
+
+def make_message(
+    n: int = 1, recipient: str | None = None, body: bytes = b"Hello.\r\n"
+) -> OutgoingMessage:
+    mid = f"<m{n}@test.example>"
+    rcpt = recipient or f"r{n}@example.com"
+    data = (
+        f"From: a@example.org\r\nTo: {rcpt}\r\nSubject: t{n}\r\nMessage-ID: {mid}\r\n\r\n".encode()
+        + body
+    )
+    return OutgoingMessage(message_id=mid, sender="a@example.org", recipient=rcpt, data=data)
+
+
+class Marks:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1

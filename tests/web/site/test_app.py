@@ -1,0 +1,642 @@
+"""`newsletter serve` over real HTTP on 127.0.0.1: one-click unsubscribe (RFC 8058), re-subscribe,
+the web archive, hardening, and the editor's commands. Every test runs on a project copy."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email
+import email.policy
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from newsletter.cli.main import cli
+from newsletter.issues import load_issue
+from newsletter.mail.tokens import sign
+from newsletter.models import DeliveryStatus
+from newsletter.outbox import Outbox
+from newsletter.settings import Settings
+from newsletter.web.site.archive import Archive
+from newsletter.web.site.guard import redact
+from support.sendcli import environment, newsletter
+from support.site import ALICE, SECRET, RunningService, message_for, one_click_url, running_service
+from support.smtp import FaultyHandler, start
+
+ONE_CLICK = {"List-Unsubscribe": "One-Click"}
+
+
+@pytest.fixture
+def service(project: Path) -> Iterator[RunningService]:
+    with running_service(project) as running:
+        yield running
+
+
+def suppressions(settings: Settings) -> list[tuple[str, str, str]]:
+    if not settings.database.exists():
+        return []
+    with Outbox(settings.database) as outbox:
+        return [(s.list, s.address, s.source) for s in outbox.suppressions()]
+
+
+def cli_run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), env=env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def dry_run_recipients(project: Path, env: dict[str, str]) -> tuple[set[str], str]:
+    code, out, err = cli_run("send", "--issue", "14", "--dry-run", "--out", "dry", env=env)
+    assert code == 0, err
+    recipients = set()
+    for path in (project / "dry").glob("*.eml"):
+        parsed = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
+        recipients.add(str(parsed["To"].addresses[0].addr_spec))
+    return recipients, out
+
+
+# -- one-click ------------------------------------------------------------------------------------
+
+
+def test_one_click_post_from_the_message_header_suppresses_and_the_dry_run_skips_it(
+    project: Path, service: RunningService
+) -> None:
+    before, _ = dry_run_recipients(project, service.env)
+    assert ALICE in before
+
+    url = one_click_url(service.settings)
+    assert url.startswith(f"{service.url}/unsubscribe/")
+    # RFC 8058 section 3.1: a POST of exactly this body, no cookies, and no redirect to follow.
+    response = httpx.post(url, data=ONE_CLICK, follow_redirects=False)
+    assert response.status_code == 200
+    assert suppressions(service.settings) == [("main", ALICE, "one-click")]
+    with Outbox(service.settings.database) as outbox:
+        (row,) = outbox.suppressions("main")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", row.created_at)
+
+    after, out = dry_run_recipients(project, service.env)
+    assert after == before - {ALICE}
+    assert "1 suppressed" in out
+
+
+async def test_a_real_send_after_a_one_click_skips_the_address(
+    project: Path, service: RunningService
+) -> None:
+    assert httpx.post(one_click_url(service.settings), data=ONE_CLICK).status_code == 200
+    handler = FaultyHandler()
+    async with start(handler) as smtp:
+        env = environment(smtp.port, NEWSLETTER_SECRET=SECRET)
+        done = await newsletter(["send", "--issue", "14", "--yes"], env, project)
+    assert done.code == 0, done.err
+    delivered = set(handler.by_recipient)
+    assert "li.lei@example.com" in delivered
+    assert ALICE not in {a.lower() for a in delivered}
+    # The log accounts for the address: skipped, and why.
+    with Outbox(service.settings.database) as outbox:
+        rows = {row.recipient: row for row in outbox.rows(14, "main")}
+    assert rows[ALICE].state == DeliveryStatus.SKIPPED
+    assert rows[ALICE].smtp_reply == "unsubscribed"
+    status = await newsletter(["status", "--issue", "14"], env, project)
+    assert "skipped" in status.out
+    assert ALICE in status.out
+    assert "unsubscribed" in status.out
+
+
+def test_one_click_is_idempotent_and_accepts_multipart(service: RunningService) -> None:
+    url = one_click_url(service.settings)
+    # RFC 8058 says the POST SHOULD be multipart/form-data and MAY be urlencoded.
+    first = httpx.post(url, files={"List-Unsubscribe": (None, "One-Click")})
+    second = httpx.post(url, data=ONE_CLICK)
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert suppressions(service.settings) == [("main", ALICE, "one-click")]
+    events = [r.get("event") for r in service.access() if r["method"] == "POST"]
+    assert events == ["unsubscribed", "already-unsubscribed"]
+
+
+def test_a_token_for_staging_unsubscribes_from_staging_only(service: RunningService) -> None:
+    url = one_click_url(service.settings, list_name="staging")
+    assert httpx.post(url, data=ONE_CLICK).status_code == 200
+    assert suppressions(service.settings) == [("staging", ALICE, "one-click")]
+
+
+def test_get_never_unsubscribes_and_shows_one_button_in_the_newsletters_language(
+    service: RunningService,
+) -> None:
+    url = one_click_url(service.settings)
+    for _ in range(3):
+        page = httpx.get(url)
+        assert httpx.head(url).status_code == 200
+    assert page.status_code == 200
+    assert suppressions(service.settings) == []
+    html = page.text
+    assert '<html lang="zh-CN">' in html
+    assert "确定要将 alice@example.net 从「AI系统内容推荐」退订吗？" in html
+    assert html.count("<form") == 1
+    assert html.count("<button") == 1
+    assert '<form method="post">' in html  # posts back to this URL
+    assert '<input type="hidden" name="List-Unsubscribe" value="One-Click">' in html
+    assert "<script" not in html
+    assert page.headers["cache-control"] == "no-store"
+
+
+def test_the_page_is_english_for_other_languages(project: Path) -> None:
+    with running_service(project, NEWSLETTER_NEWSLETTER__LANGUAGE="fr") as service:
+        page = httpx.get(one_click_url(service.settings))
+        assert '<html lang="en">' in page.text  # the words are English, so is the page
+        assert "Unsubscribe alice@example.net from AI系统内容推荐?" in page.text
+        done = httpx.post(one_click_url(service.settings), data=ONE_CLICK, headers=BROWSER)
+        assert ">Unsubscribed</h1>" in done.text
+
+
+BROWSER = {"accept": "text/html,application/xhtml+xml", "origin": "http://127.0.0.1"}
+
+
+def test_the_confirm_button_post_shows_the_done_page_with_a_resubscribe_form(
+    service: RunningService,
+) -> None:
+    url = one_click_url(service.settings)
+    done = httpx.post(url, data=ONE_CLICK, headers=BROWSER, follow_redirects=False)
+    assert done.status_code == 200
+    assert "已退订" in done.text
+    token = url.rsplit("/", 1)[1]
+    assert f'<form method="post" action="../resubscribe/{token}">' in done.text
+    assert '<input type="hidden" name="Resubscribe" value="Yes">' in done.text
+    # A browser's form POST carries Origin; the record says the reader used the page.
+    assert suppressions(service.settings) == [("main", ALICE, "web")]
+    # Opening the link again shows the done page, not the button.
+    assert "已退订" in httpx.get(url).text
+
+
+def test_resubscribe_needs_the_token_and_a_post(service: RunningService) -> None:
+    url = one_click_url(service.settings)
+    httpx.post(url, data=ONE_CLICK)
+    resubscribe = url.replace("/unsubscribe/", "/resubscribe/")
+    assert httpx.get(resubscribe).status_code == 405
+    assert httpx.post(resubscribe, data={"Resubscribe": "No"}).status_code == 400
+    forged = resubscribe.replace(
+        url.rsplit("/", 1)[1], sign("another-secret-0123456789", "main", ALICE)
+    )
+    assert httpx.post(forged, data={"Resubscribe": "Yes"}).status_code == 403
+    assert suppressions(service.settings) == [("main", ALICE, "one-click")]
+    again = httpx.post(resubscribe, data={"Resubscribe": "Yes"})
+    assert again.status_code == 200
+    assert "已重新订阅" in again.text
+    assert suppressions(service.settings) == []
+
+
+def test_resubscribe_cannot_undo_the_editors_unsubscribe(
+    project: Path, service: RunningService
+) -> None:
+    assert cli_run("unsubscribe", ALICE, "--list", "main", env=service.env)[0] == 0
+    resubscribe = one_click_url(service.settings).replace("/unsubscribe/", "/resubscribe/")
+    refused = httpx.post(resubscribe, data={"Resubscribe": "Yes"})
+    assert refused.status_code == 409
+    assert suppressions(service.settings) == [("main", ALICE, "cli")]
+    # Their link shows them unsubscribed, without a re-subscribe button that could not work.
+    for shown in (
+        httpx.get(one_click_url(service.settings)),
+        httpx.post(one_click_url(service.settings), data=ONE_CLICK, headers=BROWSER),
+    ):
+        assert "已退订" in shown.text
+        assert "<form" not in shown.text
+    assert suppressions(service.settings) == [("main", ALICE, "cli")]
+
+
+# -- tokens that must not work --------------------------------------------------------------------
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+
+
+def bad_tokens(good: str) -> dict[str, str]:
+    kid, payload, mac = good.split(".")
+    bob, staging = _b64("main\nbob@example.net"), _b64(f"staging\n{ALICE}")
+    return {
+        "forged with another key": sign("not-the-servers-secret-123456", "main", ALICE),
+        "address swapped": f"{kid}.{bob}.{mac}",
+        "list swapped": f"{kid}.{staging}.{mac}",
+        "mac flipped": f"{kid}.{payload}.{mac[:-2]}{'A' if mac[-2] != 'A' else 'B'}{mac[-1]}",
+        "truncated": good[:-6],
+        "truncated at a dot": f"{kid}.{payload}",
+        "mac only": mac,
+        "padded": good + "=",
+        "other list": sign(SECRET, "not-a-list", ALICE),
+        "garbage": "x" * 3000,
+    }
+
+
+@pytest.mark.parametrize("kind", list(bad_tokens(sign(SECRET, "main", ALICE))))
+def test_bad_tokens_are_refused_and_change_nothing(service: RunningService, kind: str) -> None:
+    good = one_click_url(service.settings).rsplit("/", 1)[1]
+    token = bad_tokens(good)[kind]
+    url = f"{service.url}/unsubscribe/{token}"
+    posted = httpx.post(url, data=ONE_CLICK)
+    assert posted.status_code in (400, 403), posted.status_code
+    shown = httpx.get(url)
+    assert shown.status_code in (400, 403)
+    assert "链接无效" in shown.text
+    resubscribed = httpx.post(
+        url.replace("/unsubscribe/", "/resubscribe/"), data={"Resubscribe": "Yes"}
+    )
+    assert resubscribed.status_code in (400, 403)
+    assert suppressions(service.settings) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type"),
+    [
+        (b"", "application/x-www-form-urlencoded"),
+        (b"List-Unsubscribe=one-click", "application/x-www-form-urlencoded"),
+        (
+            b"List-Unsubscribe=One-Click&List-Unsubscribe=One-Click",
+            "application/x-www-form-urlencoded",
+        ),
+        (b"List-Unsubscribe=One-Click&email=x@example.org", "application/x-www-form-urlencoded"),
+        (b"Unsubscribe=One-Click", "application/x-www-form-urlencoded"),
+        (b'{"List-Unsubscribe": "One-Click"}', "application/json"),
+        (b"List-Unsubscribe=One-Click", "text/plain"),
+        ("List-Unsubscribe=One-Click\u00e9".encode(), "application/x-www-form-urlencoded"),
+    ],
+)
+def test_only_the_one_click_field_is_accepted(
+    service: RunningService, content: bytes, content_type: str
+) -> None:
+    url = one_click_url(service.settings)
+    response = httpx.post(url, content=content, headers={"content-type": content_type})
+    assert response.status_code == 400
+    assert suppressions(service.settings) == []
+
+
+def test_multipart_with_a_file_or_an_extra_field_is_refused(service: RunningService) -> None:
+    url = one_click_url(service.settings)
+    with_file = httpx.post(url, files={"List-Unsubscribe": ("x.txt", b"One-Click")})
+    extra = httpx.post(url, files={"List-Unsubscribe": (None, "One-Click"), "x": (None, "y")})
+    assert (with_file.status_code, extra.status_code) == (400, 400)
+    assert suppressions(service.settings) == []
+
+
+def test_concurrent_posts_for_one_token_leave_one_suppression(service: RunningService) -> None:
+    url = one_click_url(service.settings)
+
+    async def burst() -> list[int]:
+        limits = httpx.Limits(max_connections=25)
+        async with httpx.AsyncClient(limits=limits, timeout=30) as client:
+            responses = await asyncio.gather(*(client.post(url, data=ONE_CLICK) for _ in range(25)))
+        return [r.status_code for r in responses]
+
+    assert asyncio.run(burst()) == [200] * 25
+    with Outbox(service.settings.database) as outbox:
+        assert len(outbox.suppressions()) == 1
+    events = [r.get("event") for r in service.access() if r["method"] == "POST"]
+    assert events.count("unsubscribed") == 1
+    assert events.count("already-unsubscribed") == 24
+
+
+# -- the archive ----------------------------------------------------------------------------------
+
+
+def test_the_archive_index_lists_issue_14(service: RunningService) -> None:
+    page = httpx.get(f"{service.url}/")
+    assert page.status_code == 200
+    assert '<a href="issues/14">AI系统内容推荐第14期</a>' in page.text
+    assert "第 14 期" in page.text
+    assert "往期回顾" in page.text
+
+
+def test_the_index_dates_an_issue_by_its_file_or_its_first_send(
+    project: Path, service: RunningService
+) -> None:
+    index = f"{service.url}/"
+    assert "<time" not in httpx.get(index).text  # issue 14 has no date and was never sent
+    mark_sent(service.settings, "staging", ["editor@news.example.org"])
+    assert "<time" not in httpx.get(index).text  # a test send does not date it
+    mark_sent(service.settings, "main", [ALICE, "bob@example.net"])
+    with Outbox(service.settings.database) as outbox:
+        day = min(str(r.sent_at) for r in outbox.rows(14, "main"))[:10]
+    assert f'<time datetime="{day}">{day}</time>' in httpx.get(index).text
+    path = project / "issues" / "14.yaml"
+    path.write_text(path.read_text(encoding="utf-8") + "date: 2021-11-08\n", encoding="utf-8")
+    assert '<time datetime="2021-11-08">2021-11-08</time>' in httpx.get(index).text
+
+
+def mark_sent(settings: Settings, list_name: str, addresses: list[str]) -> None:
+    with Outbox(settings.database) as outbox:
+        outbox.plan(14, list_name, addresses)
+        for row in outbox.due(14, list_name):
+            outbox.record(row.id, DeliveryStatus.SENT)
+
+
+def test_publish_sent_keeps_drafts_private_until_they_are_sent(project: Path) -> None:
+    with running_service(project, NEWSLETTER_SERVE__PUBLISH="sent") as service:
+        index, page = f"{service.url}/", f"{service.url}/issues/14"
+        assert "还没有发布任何一期" in httpx.get(index).text
+        assert httpx.get(page).status_code == 404
+        mark_sent(service.settings, "staging", ["editor@news.example.org"])
+        # The testers' "view in browser" link works; the index does not list it yet.
+        assert httpx.get(page).status_code == 200
+        assert "issues/14" not in httpx.get(index).text
+        mark_sent(service.settings, "main", [ALICE])
+        assert '<a href="issues/14">AI系统内容推荐第14期</a>' in httpx.get(index).text
+    env = {"NEWSLETTER_SERVE__PUBLISH": "sent"}
+    assert cli_run("build", "--site", "site", env=env)[0] == 0
+    assert (project / "site" / "issues" / "14" / "index.html").exists()
+    (project / ".newsletter" / "outbox.sqlite3").unlink()
+    shutil.rmtree(project / "site")
+    assert cli_run("build", "--site", "site", env=env)[0] == 0
+    assert not (project / "site" / "issues").exists()
+    assert "还没有发布任何一期" in (project / "site" / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_archive_shows_issue_14_with_every_title_and_nothing_personal(
+    service: RunningService,
+) -> None:
+    settings = service.settings
+    message = message_for(settings, ALICE)
+    html_part = message.get_body(("html",))
+    assert html_part is not None
+    web_url = f"{service.url}/issues/14"
+    # The email's "view in browser" link is this page.
+    assert f'href="{web_url}"' in html_part.get_content()
+
+    page = httpx.get(web_url)
+    assert page.status_code == 200
+    issue = load_issue(settings.issues_dir, 14)
+    titles = [issue.title] + [s.title for s in issue.sections]
+    titles += [item.title for s in issue.sections for item in s.items]
+    assert len(titles) > 10
+    import html as html_lib
+
+    for title in titles:
+        assert html_lib.escape(title) in page.text or title in page.text, title
+    assert "朋友，你好！" in page.text
+    assert "__NL_" not in page.text
+    assert "/unsubscribe/" not in page.text  # no one's token
+    assert f'href="{service.url}/unsubscribe"' in page.text
+    for personal in (ALICE, "Alice", settings.newsletter.sample_email, "示例读者"):
+        assert personal not in page.text
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    assert "img-src https: data:" in page.headers["content-security-policy"]
+    assert httpx.get(f"{service.url}/issues/14/").text == page.text
+
+
+def test_the_archives_unsubscribe_link_explains_how_to_unsubscribe(service: RunningService) -> None:
+    page = httpx.get(f"{service.url}/unsubscribe")
+    assert page.status_code == 200
+    assert "如何退订" in page.text
+    assert "<form" not in page.text
+    assert suppressions(service.settings) == []
+
+
+def test_an_unknown_issue_is_a_404_page(service: RunningService) -> None:
+    for path in ("/issues/99", "/nowhere", "/issues/abc"):
+        page = httpx.get(service.url + path)
+        assert page.status_code == 404
+        assert "页面不存在" in page.text
+
+
+def test_a_broken_issue_file_is_a_500_page_without_details(
+    project: Path, service: RunningService
+) -> None:
+    (project / "issues" / "15.yaml").write_text("number: 15\ntitle: [unclosed\n", encoding="utf-8")
+    page = httpx.get(f"{service.url}/issues/15")
+    assert page.status_code == 500
+    assert "出错了" in page.text
+    for leak in ("Traceback", "15.yaml", "YAML", str(project)):
+        assert leak not in page.text
+    # The index lists the issues that work, and the editor finds the cause in the server log.
+    assert '<a href="issues/14">' in httpx.get(f"{service.url}/").text
+    assert service.wait_for_log("15.yaml")
+
+
+def test_a_server_fault_shows_no_stack_trace(project: Path, service: RunningService) -> None:
+    # The state folder is a file: opening the database fails inside the request.
+    (project / ".newsletter").write_text("not a folder")
+    response = httpx.post(one_click_url(service.settings), data=ONE_CLICK)
+    assert response.status_code == 500
+    assert "出错了" in response.text
+    for leak in ("Traceback", "sqlite", "outbox", str(project), "Error"):
+        assert leak not in response.text
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert service.wait_for_log("Traceback")  # for the operator
+
+
+# -- hardening ------------------------------------------------------------------------------------
+
+
+def test_every_answer_has_the_security_headers(service: RunningService) -> None:
+    url = one_click_url(service.settings)
+    responses = [
+        httpx.get(f"{service.url}/"),
+        httpx.get(f"{service.url}/issues/14"),
+        httpx.get(f"{service.url}/unsubscribe"),
+        httpx.get(url),
+        httpx.post(url, data=ONE_CLICK),
+        httpx.get(f"{service.url}/issues/99"),
+        httpx.post(url, content=b"x" * 10_000),
+        httpx.get(f"{service.url}/healthz"),
+    ]
+    for response in responses:
+        headers = response.headers
+        csp = headers["content-security-policy"]
+        assert "default-src 'none'" in csp
+        assert "frame-ancestors 'none'" in csp
+        assert "script-src" not in csp  # no scripts at all
+        assert headers["x-content-type-options"] == "nosniff"
+        assert headers["referrer-policy"] == "no-referrer"
+        assert headers["x-frame-options"] == "DENY"
+        assert "server" not in headers
+        assert response.status_code < 300 or "location" not in headers
+
+
+def test_an_oversize_body_is_refused(service: RunningService) -> None:
+    url = one_click_url(service.settings)
+    declared = httpx.post(url, content=b"List-Unsubscribe=One-Click&" + b"x" * 8000)
+    assert declared.status_code == 413
+
+    def chunks() -> Iterator[bytes]:
+        yield b"List-Unsubscribe=One-Click"
+        for _ in range(10):
+            yield b"&" + b"x" * 1000
+
+    streamed = httpx.post(
+        url, content=chunks(), headers={"content-type": "application/x-www-form-urlencoded"}
+    )
+    assert streamed.status_code == 413
+    assert suppressions(service.settings) == []
+
+
+def test_the_access_log_never_contains_a_token(
+    service: RunningService, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = one_click_url(service.settings)
+    token = url.rsplit("/", 1)[1]
+    httpx.get(url)
+    httpx.post(url, data=ONE_CLICK)
+    httpx.post(url.replace("/unsubscribe/", "/resubscribe/"), data={"Resubscribe": "Yes"})
+    httpx.get(f"{service.url}/unsubscribe/{token}x")
+    records = service.access()
+    assert [(r["method"], r["path"], r["status"]) for r in records] == [
+        ("GET", "/unsubscribe/[token]", 200),
+        ("POST", "/unsubscribe/[token]", 200),
+        ("POST", "/resubscribe/[token]", 200),
+        ("GET", "/unsubscribe/[token]", 403),
+    ]
+    assert records[1]["event"] == "unsubscribed"
+    assert records[1]["list"] == "main"
+    assert all(r["client"] == "127.0.0.1" and r["ms"] >= 0 for r in records)
+    # Every server-side record, uvicorn's included (the client's own httpx log is not ours).
+    server_side = [r for r in caplog.records if not r.name.startswith(("httpx", "httpcore"))]
+    everything = "\n".join([*service.log.lines, *(r.getMessage() for r in server_side)])
+    for secret_part in (token, token.split(".")[2], token.split(".")[1], ALICE):
+        assert secret_part not in everything
+
+
+def test_redact_hides_tokens_anywhere_in_a_path() -> None:
+    token = sign(SECRET, "main", ALICE)
+    assert redact(f"/unsubscribe/{token}") == "/unsubscribe/[token]"
+    assert redact(f"/resubscribe/{token}/more") == "/resubscribe/[token]/more"
+    assert redact(f"/elsewhere/{token}") == "/elsewhere/[token]"
+    assert redact("/issues/14") == "/issues/14"
+
+
+def test_serve_runs_as_a_process_and_logs_json_without_tokens(project: Path) -> None:
+    env = {
+        **os.environ,
+        "NEWSLETTER_SECRET": SECRET,
+        "NEWSLETTER_NEWSLETTER__BASE_URL": "http://news.example.org",
+        "PYTHONUNBUFFERED": "1",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "newsletter", "serve", "--port", "0"],
+        cwd=project,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        match = re.search(r"at (http://127\.0\.0\.1:\d+)/", first)
+        assert match, first
+        base = match.group(1)
+        token = sign(SECRET, "main", ALICE)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert httpx.get(f"{base}/healthz").text == "ok\n"
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert httpx.post(f"{base}/unsubscribe/{token}", data=ONE_CLICK).status_code == 200
+        assert httpx.get(f"{base}/issues/14").status_code == 200
+        (project / "issues" / "15.yaml").write_text("number: 15\n", encoding="utf-8")
+        assert httpx.get(f"{base}/issues/15").status_code == 500
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=15)
+    # Through the same buffered reader as the first line (communicate() would skip its buffer).
+    err = process.stderr.read()
+    assert process.returncode == 0
+    assert '"path": "/unsubscribe/[token]", "status": 200' in err
+    assert token not in err
+    assert token.split(".")[2] not in err
+    assert "Traceback" not in err
+    assert "note: newsletter.base_url is not https://" in err
+    # The editor's mistake is told to the operator, naming the file and field.
+    assert "issue 15 cannot be shown: issues/15.yaml" in err
+    assert "title: is required" in err
+    with Outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
+        assert outbox.is_suppressed("main", ALICE)
+
+
+def test_serve_without_the_secret_explains_and_exits(project: Path) -> None:
+    code, _, err = cli_run("serve", "--port", "0")
+    assert code == 1
+    assert "NEWSLETTER_SECRET is not set" in err
+
+
+# -- the editor's commands and the static site ----------------------------------------------------
+
+
+def test_unsubscribe_and_suppressions_commands(project: Path, settings: Settings) -> None:
+    code, out, _ = cli_run("unsubscribe", " Bob@Example.NET ", "--list", "main")
+    assert code == 0
+    assert out == "bob@example.net unsubscribed from 'main'; later sends to it skip this address\n"
+    code, out, _ = cli_run("unsubscribe", "bob@example.net", "--list", "main")
+    assert "was already unsubscribed" in out
+    assert cli_run("unsubscribe", "carol@例子.公司", "--list", "staging")[0] == 0
+    code, out, err = cli_run("suppressions")
+    assert code == 0
+    lines = out.splitlines()
+    assert [line.split()[1:] for line in lines] == [
+        ["main", "bob@example.net", "cli"],
+        ["staging", "carol@xn--fsqu00a.xn--55qx5d", "cli"],
+    ]
+    assert err == "2 suppressed address(es)\n"
+    code, out, err = cli_run("suppressions", "--list", "staging")
+    assert len(out.splitlines()) == 1
+    assert err == "1 suppressed address(es) on 'staging'\n"
+    code, out, _ = cli_run("unsubscribe", "BOB@example.net", "--list", "main", "--undo")
+    assert out == "bob@example.net will be sent to again on 'main'\n"
+    code, out, _ = cli_run("unsubscribe", "bob@example.net", "--list", "main", "--undo")
+    assert out == "bob@example.net was not unsubscribed on 'main'\n"
+    assert cli_run("suppressions", "--list", "main")[1] == ""
+
+
+def test_unsubscribe_command_refuses_bad_input(project: Path) -> None:
+    code, _, err = cli_run("unsubscribe", "not-an-address", "--list", "main")
+    assert code == 1
+    assert "'not-an-address' is not an email address" in err
+    code, _, err = cli_run("unsubscribe", ALICE, "--list", "nope")
+    assert code == 1
+    assert "no list named 'nope'" in err
+    code, _, err = cli_run("suppressions", "--list", "nope")
+    assert code == 1
+    assert not (project / ".newsletter").exists()
+
+
+def test_build_site_writes_the_same_pages_as_serve(project: Path, settings: Settings) -> None:
+    code, out, err = cli_run("build", "--site", "site")
+    assert code == 0, err
+    assert (
+        out.splitlines()[0]
+        == "site/  web archive: 3 pages (1 issue(s), the index and how-to-unsubscribe)"
+    )
+    archive = Archive(settings)
+    site = project / "site"
+    assert (site / "issues" / "14" / "index.html").read_text(
+        encoding="utf-8"
+    ) == archive.issue_page(14)
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert '<a href="issues/14/index.html">AI系统内容推荐第14期</a>' in index
+    assert "如何退订" in (site / "unsubscribe" / "index.html").read_text(encoding="utf-8")
+    assert not (project / "out").exists()  # no --issue: no email files
+
+
+def test_build_issue_and_site_together_and_neither(project: Path) -> None:
+    code, _, _ = cli_run("build", "--issue", "14", "--site", "site")
+    assert code == 0
+    assert (project / "out" / "14" / "email.eml").exists()
+    assert (project / "site" / "issues" / "14" / "index.html").exists()
+    code, _, err = cli_run("build")
+    assert code == 2
+    assert "Missing option '--issue' (or --site DIR for the web archive)" in err
+
+
+def test_build_site_stops_on_a_broken_issue(project: Path) -> None:
+    (project / "issues" / "15.yaml").write_text("number: 15\ntitle: x\n", encoding="utf-8")
+    code, _, err = cli_run("build", "--site", "site")
+    assert code == 1
+    assert "issues/15.yaml" in err
+    assert not (project / "site").exists()
