@@ -5,6 +5,7 @@ complaining addresses."""
 
 from __future__ import annotations
 
+import email
 import mailbox
 from pathlib import Path
 
@@ -53,15 +54,23 @@ async def test_bounces_become_suppressions_and_the_next_issue_skips_them(
     readers = write_list(project / "list.csv", 8)
     env = {
         "NEWSLETTER_LISTS__MAIN__PATH": "list.csv",
+        "NEWSLETTER_BOUNCES__RETURN_PATH": "bounces@news.example.org",
         "NEWSLETTER_BOUNCES__IMAP": dovecot.url.replace("/INBOX", "/Loop"),
         "NEWSLETTER_BOUNCES__CA_FILE": str(dovecot.ca_file),
         "NEWSLETTER_BOUNCES_PASSWORD": dovecot.password,
     }
     first = await send(project, env, 14, project / "sent-14")
     assert sorted(first) == readers
+    # VERP: every envelope sender is bounces+TAG@ with the tag also in a header.
+    for raw in first.values():
+        head = email.message_from_bytes(raw)
+        assert head["Return-Path"] == f"<bounces+{head['X-Newsletter-Tag']}@news.example.org>"
 
+    # This relay quotes nothing of the original: only the return path's tag tells whose it is.
+    bare = dsn(first[HARD]).split(b"--dsn\r\nContent-Type: text/rfc822-headers")[0] + b"--dsn--"
+    assert b"Message-ID: <" not in bare.split(b"\r\n\r\n", 1)[1]
     returned = [
-        dsn(first[HARD]),
+        bare,
         complaint(first[COMPLAINER]),
         vacation(first[AWAY]),
         dsn(first[LATE], status="4.4.7", action="delayed", diagnostic="451 4.4.7 try later"),

@@ -34,8 +34,9 @@ from newsletter.send.smtp import Pool
 from newsletter.settings import SendSettings
 
 S = DeliveryStatus
-# A subscriber and the Message-ID its row holds (None: a new one) -> that subscriber's message.
-Build = Callable[[Subscriber, str | None], OutgoingMessage]
+# A subscriber, the Message-ID its row holds (None: a new one) and the row's id (the VERP tag
+# names it) -> that subscriber's message.
+Build = Callable[[Subscriber, str | None, int], OutgoingMessage]
 
 
 class Options(SendSettings):
@@ -211,7 +212,7 @@ class Engine:
         self._handle(row, result, attempted=not accepted)
 
     def _build(self, row: Delivery) -> OutgoingMessage:
-        return self.job.build(self.job.subscribers[row.recipient], row.message_id)
+        return self.job.build(self.job.subscribers[row.recipient], row.message_id, row.id)
 
     def _build_next(self) -> None:
         """Build the next row's message while the server takes in an upload, so the CPU does
