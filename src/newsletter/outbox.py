@@ -86,6 +86,11 @@ IN_DOUBT = "interrupted during DATA: the server may have accepted it"
 UNSUBSCRIBED = "unsubscribed"  # the reason on a `skipped` row whose address is suppressed
 
 
+def now() -> str:
+    """The outbox's clock (what it stamps rows with), to compare with the times it stores."""
+    return _now()
+
+
 def _now() -> str:
     """UTC now as ISO 8601 with milliseconds (what datetime.isoformat gives, a third of the
     cost: a send stamps two rows per message)."""
@@ -486,6 +491,17 @@ class Outbox:
                 (issue, list_name, since),
             )
         }
+
+    def run_totals(self, issue: int, list_name: str, since: str) -> tuple[int, int, int]:
+        """Since `since` (a run's start): messages answered (sent or rejected), deliveries with
+        a hard bounce, deliveries with a complaint. What a send's rate guard divides."""
+        (answered,) = self._db.execute(
+            "SELECT count(*) FROM deliveries WHERE issue = ? AND list = ? AND state IN (?, ?)"
+            " AND updated_at >= ?",
+            (issue, list_name, S.SENT, S.REJECTED, since),
+        ).fetchone()
+        counts = self.bounce_counts(issue, list_name, since)
+        return int(answered), counts.get("hard", 0), counts.get("complaint", 0)
 
     def _select(self, where: str, params: tuple[object, ...]) -> list[Delivery]:
         found = self._db.execute(f"SELECT * FROM deliveries WHERE {where}", params)  # noqa: S608

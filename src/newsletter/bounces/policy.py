@@ -19,13 +19,14 @@ pass `max_hard_rate` (5 %) or its complaints pass `max_complaint_rate` (0.1 %).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 
 from newsletter.bounces.kinds import Kind, find_status, kind_of, worst
 from newsletter.bounces.reports import Finding, Report
 from newsletter.bounces.verp import read_tag
-from newsletter.outbox import Delivery, Outbox
+from newsletter.outbox import Delivery, Outbox, now
 from newsletter.settings import BouncesSettings
 
 BOUNCED = "bounced"
@@ -134,6 +135,26 @@ class Policy:
         if reason is None or not self.outbox.suppress(row.list, row.recipient, reason):
             return []
         return [Suppressed(row.list, row.recipient, reason, row.issue)]
+
+
+class RateGuard:
+    """One run's watch on the rates. Counts come from the log (so every worker process, and a
+    `newsletter bounces` running meanwhile, count), read at most every 0.25 s after a refusal
+    and every 2 s otherwise."""
+
+    def __init__(self, outbox: Outbox, config: BouncesSettings, issue: int, list_name: str) -> None:
+        self.outbox, self.config, self.issue, self.list_name = outbox, config, issue, list_name
+        self.since = now()
+        self._checked = -1e9
+
+    def check(self, *, rejected: bool) -> str | None:
+        """Why the run must stop now (see `breach`), or None."""
+        moment = time.monotonic()
+        if moment - self._checked < (0.25 if rejected else 2.0):
+            return None
+        self._checked = moment
+        totals = self.outbox.run_totals(self.issue, self.list_name, self.since)
+        return breach(self.config, *totals)
 
 
 def breach(config: BouncesSettings, attempted: int, hard: int, complaints: int) -> str | None:

@@ -138,6 +138,7 @@ def send(
         },
         resend_unknown=resend_unknown,
         retry_failed=retry_failed,
+        bounces=settings.bounces,
     )
     with _SendDisplay(number, list_name, len(job.subscribers)) as display:
         report = run.send(prepared, options, display)
@@ -284,6 +285,8 @@ def status(
             for state, n in counts.items():
                 if n:
                     click.echo(f"  {state:<9} {n}")
+            for line in _after_sending(outbox, number, name, counts):
+                click.echo(line)
             waiting = [s for s in DeliveryStatus if s != DeliveryStatus.SENT]
             rows = outbox.rows(number, name, waiting)
             for row in rows[:limit]:
@@ -300,3 +303,19 @@ def status(
                 with csv_path.open("w", encoding="utf-8", newline="") as handle:
                     n = write_csv(rows, handle)
                 click.echo(f"wrote {n} rows to {display_path(csv_path)}", err=True)
+
+
+def _after_sending(
+    outbox: Outbox, number: int, name: str, counts: dict[DeliveryStatus, int]
+) -> list[str]:
+    """What came back after the relay's 250 (`newsletter bounces`, and refusals at send time):
+    hard bounces over the messages answered, complaints over the messages sent."""
+    reports = outbox.bounce_counts(number, name)
+    answered = counts[DeliveryStatus.SENT] + counts[DeliveryStatus.REJECTED]
+    sent = counts[DeliveryStatus.SENT]
+    hard, soft, complained = (reports.get(k, 0) for k in ("hard", "soft", "complaint"))
+    return [
+        f"  bounced   {hard} ({hard / max(answered, 1):.1%} of {answered} answered)"
+        + (f", and {soft} soft" if soft else ""),
+        f"  complained {complained} ({complained / max(sent, 1):.2%} of {sent} sent)",
+    ]
