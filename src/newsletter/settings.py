@@ -94,6 +94,9 @@ class DkimSettings(Section):
     domain: str
     selector: str
     private_key: Path
+    # Optional Ed25519 (RFC 8463) signature beside the RSA one, under its own selector.
+    ed25519_key: Path | None = None
+    ed25519_selector: str = ""
 
 
 class ServeSettings(Section):

@@ -145,7 +145,7 @@ class MessageFactory:
         self._text_head = part_head("text/plain", self.text_encoder.name, self._boundary)
         self._html_head = part_head("text/html", self.html_encoder.name, self._boundary)
         self._close = _ascii(f"--{self._boundary}--\r\n")
-        self._dkim = DkimSigner.from_settings(settings) if settings.dkim is not None else None
+        self._dkim = DkimSigner.from_settings(settings) if settings.dkim is not None else []
         # The header block is checked line by line per message (_check_header_block) and the part
         # heads are ours: the encoders decide whether the body lines are ready for SMTP as built.
         self._smtp_ready = self.text_encoder.smtp_ready and self.html_encoder.smtp_ready
@@ -159,8 +159,7 @@ class MessageFactory:
             b"List-Unsubscribe",
             *_FIELD.findall(self._tail),
         ]
-        if self._dkim is not None:
-            self._fields.insert(0, b"DKIM-Signature")
+        self._fields[:0] = [b"DKIM-Signature"] * len(self._dkim)
         at = self._fields.index(b"Message-ID") + 1
         self._tagged_fields = [*self._fields[:at], TAG_HEADER.encode(), *self._fields[at:]]
 
@@ -238,8 +237,9 @@ class MessageFactory:
             self._close,
         ]
         data = b"".join([header, *body])
-        if self._dkim is not None:
-            signature = self._dkim.sign(data)
+        if self._dkim:
+            # Each signer signs the same bytes (no DKIM-Signature is in another's h=).
+            signature = b"".join(signer.sign(data) for signer in self._dkim)
             header = signature + header
             data = signature + data
         self._check_header_block(header, subscriber, tagged=bool(tag_line))
