@@ -106,3 +106,29 @@ async def test_bounces_become_suppressions_and_the_next_issue_skips_them(
     assert sorted(second) == sorted(set(readers) - {HARD, COMPLAINER})
     status = await newsletter(["status", "--issue", "15"], env, project)
     assert "skipped   2" in status.out
+
+
+async def test_the_capture_server_bounces_and_bounces_reads_its_maildir(project: Path) -> None:
+    """What `make demo` shows: the capture server answers one staging address with a DSN."""
+    folder = project / ".newsletter" / "mailbox"
+    dead = "proofreader@news.example.org"
+    server = await serve_mailbox(folder, lambda _: None, "127.0.0.1", 0, frozenset({dead}))
+    port = server.sockets[0].getsockname()[1]
+    env = environment(port, NEWSLETTER_BOUNCES__RETURN_PATH="bounces@news.example.org")
+    try:
+        sent = await newsletter(["send", "--issue", "14", "--list", "staging"], env, project)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert sent.code == 0, sent.err
+    assert len(mailbox.Maildir(folder, create=False)) == 3  # two newsletters and one DSN
+
+    done = await newsletter(["bounces", "--maildir", str(folder)], env, project)
+    assert done.code == 0, done.err
+    assert f"hard             {dead} issue 14 list staging 5.1.1: suppressed on staging" in done.out
+    # The captured newsletters are not reports: they stay, counted.
+    assert "read 3 mail(s): 1 hard, 2 not understood; 1 address(es) suppressed; 2 left" in done.out
+    assert len(mailbox.Maildir(folder, create=False)) == 2
+    assert len(mailbox.Maildir(folder / ".Newsletter-Processed", create=False)) == 1
+    again = await newsletter(["bounces", "--maildir", str(folder)], env, project)
+    assert "read 2 mail(s): 2 not understood; 0 address(es) suppressed" in again.out
