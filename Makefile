@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/preview.py
 	$(PY) benchmarks/send.py
 	$(PY) benchmarks/serve.py
+	$(PY) benchmarks/preflight.py
 
 clean:
 	rm -rf $(VENV) out .newsletter .pytest_cache .mypy_cache .ruff_cache

@@ -52,7 +52,7 @@ def people(count: int, seed: int = 14) -> list[Subscriber]:
         else:
             name = rng.choice(LATIN)
         address = f"reader{i}@{rng.choice(DOMAINS[:4])}"
-        result.append(Subscriber(address=address, envelope=address, name=name))
+        result.append(Subscriber(envelope=address, name=name))
     return result
 
 

@@ -64,7 +64,7 @@ def message_size() -> int:
     settings = load_settings(ROOT / "newsletter.toml", environ={})
     rendered = render_issue(load_issue(settings.issues_dir, 14), settings)
     factory = MessageFactory(rendered, settings, "main", secret=SECRET.encode())
-    sample = Subscriber(address="reader00001@example.com", envelope="reader00001@example.com")
+    sample = Subscriber(envelope="reader00001@example.com")
     return len(factory.build(sample).data)
 
 

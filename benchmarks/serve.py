@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from newsletter.mail.tokens import sign
-from newsletter.outbox import Outbox
+from newsletter.outbox import open_outbox
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT_FILES = ("newsletter.toml", "issues", "templates", "subscribers.example.csv")
@@ -127,7 +127,7 @@ def main() -> None:
         finally:
             process.terminate()
             process.wait(10)
-        with Outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
+        with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
             stored = len(outbox.suppressions("main"))
         assert stored == RUNS + BURST, stored
         log = (Path(tmp) / "serve.log").read_text(errors="replace")

@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 
+from newsletter.outbox import Outbox, open_outbox
 from newsletter.settings import Settings, load_settings
+
+# The throwaway PostgreSQL cluster (one per session) and a fresh database per test.
+from support.postgres import postgres_cluster, postgres_url  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("NEWSLETTER_CHROMIUM", "/usr/bin/chromium")
@@ -85,3 +89,20 @@ def browser() -> Iterator[Any]:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def outbox_target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where an outbox lives: a SQLite file, or a new database on the session's PostgreSQL."""
+    if request.param == "sqlite":
+        return tmp_path / "state" / "outbox.sqlite3"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.fixture
+def outbox(outbox_target: Path | str) -> Iterator[Outbox]:
+    """An open outbox on each backend in turn."""
+    box = open_outbox(outbox_target)
+    yield box
+    box.close()

@@ -1,40 +1,50 @@
-"""outbox.Outbox: the SQLite delivery log on disk, its states, crash recovery and suppressions."""
+"""outbox.Outbox on both backends (a SQLite file, a real PostgreSQL server): its states, crash
+recovery, suppressions and schema migrations."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus as S
-from newsletter.outbox import Outbox
+from newsletter.outbox import Outbox, open_outbox, schema
 
 
-@pytest.fixture
-def outbox(tmp_path: Path) -> Iterator[Outbox]:
-    box = Outbox(tmp_path / "state" / "outbox.sqlite3")
-    yield box
-    box.close()
+def test_one_row_per_recipient(outbox: Outbox) -> None:
+    plan = outbox.plan(14, "main", ["a@example.com", "B@example.com", "b@example.com "])
+    assert (plan.added, plan.total) == (2, 2)
+    again = outbox.plan(14, "main", ["a@example.com", "b@example.com", "c@example.com"])
+    assert (again.added, again.total) == (1, 3)
+    other_list = outbox.plan(14, "staging", ["a@example.com"])
+    assert other_list.added == 1
+    assert outbox.counts(14, "main")[S.PENDING] == 3
 
 
-def test_wal_on_disk_with_one_row_per_recipient(outbox: Outbox) -> None:
-    outbox.plan(14, "main", ["a@example.com", "B@example.com", "b@example.com "])
-    assert [r.recipient for r in outbox.rows(14, "main")] == ["a@example.com", "b@example.com"]
-    outbox.plan(14, "main", ["a@example.com", "b@example.com", "c@example.com"])
-    assert len(outbox.rows(14, "main")) == 3
-    outbox.plan(14, "staging", ["a@example.com"])
-    assert len(outbox.rows(14, "staging")) == 1
-    db = sqlite3.connect(outbox.path)
+def test_sqlite_is_a_wal_file_with_a_unique_key(tmp_path: Path) -> None:
+    with open_outbox(tmp_path / "outbox.sqlite3") as outbox:
+        outbox.plan(14, "main", ["a@example.com"])
+    db = sqlite3.connect(tmp_path / "outbox.sqlite3")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     with pytest.raises(sqlite3.IntegrityError):
         db.execute(
             "INSERT INTO deliveries (issue, list, recipient, created_at, updated_at)"
             " VALUES (14, 'main', 'a@example.com', '', '')"
         )
-    assert outbox.counts(14, "main")[S.PENDING] == 3
+
+
+def test_postgres_has_the_same_unique_key(postgres_url: str) -> None:
+    with open_outbox(postgres_url) as outbox:
+        assert outbox.backend == "postgres"
+        outbox.plan(14, "main", ["a@example.com"])
+    with psycopg.connect(postgres_url) as db, pytest.raises(psycopg.errors.UniqueViolation):
+        db.execute(
+            "INSERT INTO deliveries (issue, list, recipient, created_at, updated_at)"
+            " VALUES (14, 'main', 'a@example.com', '', '')"
+        )
 
 
 def test_a_row_goes_through_its_states(outbox: Outbox) -> None:
@@ -81,17 +91,16 @@ def test_planning_stores_message_ids_and_never_replaces_one(outbox: Outbox) -> N
     assert (sent.message_id, sent.attempts) == ("<b@x>", 1)
 
 
-def test_marks_and_outcomes_are_committed_at_once(tmp_path: Path) -> None:
+def test_marks_and_outcomes_are_committed_at_once(outbox_target: Path | str) -> None:
     """The in-doubt window is only the upload: another process sees `sending` before DATA and
     the outcome as soon as it is recorded, so a kill after the reply never leaves it unknown."""
-    path = tmp_path / "outbox.sqlite3"
-    sender = Outbox(path)
+    sender = open_outbox(outbox_target)
     sender.plan(14, "main", ["a@example.com", "b@example.com"])
     a, _ = sender.due(14, "main")
-    other = Outbox(path)  # another process reads only what is committed
+    other = open_outbox(outbox_target)  # another connection reads only what is committed
 
     def committed() -> dict[str, S]:
-        return {r[0]: S(r[1]) for r in other._db.execute("SELECT recipient, state FROM deliveries")}
+        return {r.recipient: r.state for r in other.rows(14, "main")}
 
     sender.mark_sending(a.id, "<a@x>")
     assert committed()["a@example.com"] == S.SENDING
@@ -102,14 +111,13 @@ def test_marks_and_outcomes_are_committed_at_once(tmp_path: Path) -> None:
     other.close()
 
 
-def test_a_crash_leaves_sending_which_recover_turns_into_unknown(tmp_path: Path) -> None:
-    path = tmp_path / "outbox.sqlite3"
-    first = Outbox(path)
+def test_a_crash_leaves_sending_which_recover_turns_into_unknown(outbox_target: Path | str) -> None:
+    first = open_outbox(outbox_target)
     first.plan(14, "main", ["a@example.com", "b@example.com"])
     a, _ = first.due(14, "main")
     first.mark_sending(a.id, "<a@x>")
     # No close: as if the process had been killed here.
-    second = Outbox(path)
+    second = open_outbox(outbox_target)
     recovered = second.recover(14, "main")
     assert [r.recipient for r in recovered] == ["a@example.com"]
     counts = second.counts(14, "main")
@@ -129,8 +137,8 @@ def test_plan_skips_suppressed_and_departed_recipients(outbox: Outbox) -> None:
     assert outbox.is_suppressed("main", "b@example.com")
     assert not outbox.is_suppressed("staging", "b@example.com")
     assert outbox.suppressed("main") == {"b@example.com"}
-    outbox.plan(14, "main", ["a@example.com", "b@example.com"])
-    assert outbox.counts(14, "main")[S.SKIPPED] == 2
+    plan = outbox.plan(14, "main", ["a@example.com", "b@example.com"])
+    assert plan.skipped == 2
     rows = {r.recipient: r for r in outbox.rows(14, "main")}
     assert rows["b@example.com"].state == S.SKIPPED
     assert rows["b@example.com"].smtp_reply == "unsubscribed"
@@ -154,4 +162,50 @@ def test_unreadable_database_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "outbox.sqlite3"
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(DeliveryError, match="cannot open the delivery log"):
-        Outbox(path)
+        open_outbox(path)
+
+
+def test_unreachable_postgres_is_a_clear_error_without_the_password() -> None:
+    from support.postgres import free_port
+
+    url = f"postgresql://newsletter:hunter2-secret@127.0.0.1:{free_port()}/nl"
+    with pytest.raises(DeliveryError, match="cannot connect to the outbox database") as caught:
+        open_outbox(url)
+    assert "hunter2" not in str(caught.value.message)
+    assert "newsletter:***@127.0.0.1" in caught.value.message
+
+
+def test_migrations_are_numbered_in_order_and_applied_once(outbox_target: Path | str) -> None:
+    versions = [m.version for m in schema.MIGRATIONS]
+    assert versions == list(range(1, len(versions) + 1))
+    with open_outbox(outbox_target) as first, open_outbox(outbox_target) as second:
+        assert first.version() == second.version() == schema.LATEST
+        assert first.migrate() == []
+        assert second.migrate() == []
+
+
+def test_a_log_from_before_migrations_is_upgraded_in_place(tmp_path: Path) -> None:
+    """A SQLite file written by the version before numbered migrations keeps its rows."""
+    path = tmp_path / "outbox.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript(schema.statements(schema.MIGRATIONS[0].sqlite)[0] + ";")
+    db.execute(
+        "INSERT INTO deliveries (issue, list, recipient, message_id, state, created_at,"
+        " updated_at) VALUES (14, 'main', 'a@example.com', '<a@x>', 'sent', 't', 't')"
+    )
+    db.commit()
+    db.close()
+    with open_outbox(path) as outbox:
+        assert outbox.version() == schema.LATEST
+        (row,) = outbox.rows(14, "main")
+        assert (row.envelope, row.state) == ("a@example.com", S.SENT)
+
+
+def test_a_newer_schema_is_refused(outbox_target: Path | str) -> None:
+    with open_outbox(outbox_target) as outbox:
+        outbox._run(
+            "INSERT INTO schema_migrations (version, about, applied_at) VALUES (?, ?, ?)",
+            (schema.LATEST + 1, "from the future", "t"),
+        )
+    with pytest.raises(DeliveryError, match="newer than this newsletter knows"):
+        open_outbox(outbox_target)

@@ -76,3 +76,39 @@ def test_unknown_list_says_which_exist(project: Path) -> None:
 def test_explicit_missing_config_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such config file"):
         load_settings(tmp_path / "missing.toml", environ={})
+
+
+def test_outbox_defaults_to_the_sqlite_file_in_the_state_folder(project: Path) -> None:
+    settings = load_settings(project / "newsletter.toml", environ={})
+    assert settings.outbox_target == project / ".newsletter" / "outbox.sqlite3"
+    other = load_settings(
+        project / "newsletter.toml", environ={"NEWSLETTER_OUTBOX__URL": "sqlite:///log/nl.db"}
+    )
+    assert other.outbox_target == other.database == project / "log" / "nl.db"
+
+
+def test_outbox_url_from_the_environment_may_carry_the_password(project: Path) -> None:
+    url = "postgresql://nl:pw-from-env@127.0.0.1:5432/nl"
+    settings = load_settings(project / "newsletter.toml", environ={"NEWSLETTER_OUTBOX__URL": url})
+    assert settings.outbox_target == url
+
+
+def test_outbox_password_in_the_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "newsletter.toml"
+    path.write_text('[outbox]\nurl = "postgresql://nl:hunter2@db/nl"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, environ={})
+    assert "must not hold the database password" in info.value.message
+    assert "hunter2" not in info.value.message
+    assert "PGPASSWORD" in info.value.hint
+    path.write_text('[outbox]\nurl = "postgresql://nl@db/nl"\n', encoding="utf-8")
+    assert load_settings(path, environ={}).outbox_target == "postgresql://nl@db/nl"
+
+
+def test_outbox_url_with_an_unknown_scheme_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "newsletter.toml"
+    path.write_text('[outbox]\nurl = "mysql://db/nl"\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, environ={})
+    assert info.value.message.startswith(f"{path}:2: outbox.url: ")
+    assert "postgresql://" in info.value.message

@@ -55,7 +55,6 @@ def test_example_list(project: Path) -> None:
         "suppressed": 0,
     }
     assert subscribers[0].name == "李雷"
-    assert subscribers[0].attributes == {"company": "OneFlow"}
     assert subscribers[0].line == 2
     path = project / "subscribers.example.csv"
     assert reasons(report) == [
@@ -66,10 +65,9 @@ def test_example_list(project: Path) -> None:
     ]
 
 
-def test_idn_domain_keeps_unicode_address_and_punycode_envelope(tmp_path: Path) -> None:
+def test_idn_domain_gets_a_punycode_envelope(tmp_path: Path) -> None:
     path = write(tmp_path, "email,name\nCarol@例子.公司,王小明\nzoë@example.com,Zoë\n")
     subscribers, report = load(path)
-    assert subscribers[0].address == "Carol@例子.公司"
     assert subscribers[0].envelope == "Carol@xn--fsqu00a.xn--55qx5d"
     # A non-ASCII local part needs SMTPUTF8 end to end: refused with the reason.
     assert report.invalid == 1
@@ -120,7 +118,7 @@ def test_encoded_word_in_local_part_is_rejected(tmp_path: Path) -> None:
 def test_quoted_multiline_field_keeps_later_line_numbers(tmp_path: Path) -> None:
     path = write(tmp_path, 'email,name,note\na@example.com,A,"two\nlines"\nbroken,B,x\n')
     subscribers, report = load(path)
-    assert subscribers[0].attributes == {"note": "two\nlines"}
+    assert [s.envelope for s in subscribers] == ["a@example.com"]
     assert reasons(report) == [
         f"{path}:4: email: 'broken' is not a valid address: An email address must have an @-sign."
     ]
@@ -132,7 +130,7 @@ def test_duplicates_are_case_insensitive_and_keep_the_first(tmp_path: Path) -> N
         "email,name\nBob@Example.com,First\nbob@example.COM,Second\nBOB@EXAMPLE.COM,Third\n",
     )
     subscribers, report = load(path)
-    assert [(s.address, s.name) for s in subscribers] == [("Bob@example.com", "First")]
+    assert [(s.envelope, s.name) for s in subscribers] == [("Bob@example.com", "First")]
     assert report.duplicate == 2
     assert all("duplicates line 2" in r for r in reasons(report))
 
@@ -175,12 +173,12 @@ def test_suppressed_addresses_are_skipped_by_their_key(tmp_path: Path) -> None:
     assert report.rejected == []
 
 
-def test_extra_columns_become_attributes_and_too_many_fields_are_rejected(tmp_path: Path) -> None:
+def test_extra_columns_are_ignored_and_too_many_fields_are_rejected(tmp_path: Path) -> None:
     path = write(
         tmp_path, "email,name,company,city\na@example.com,A,Acme,北京\nb@example.com,Chen, Bo,X,Y\n"
     )
     subscribers, report = load(path)
-    assert subscribers[0].attributes == {"company": "Acme", "city": "北京"}
+    assert [(s.envelope, s.name) for s in subscribers] == [("a@example.com", "A")]
     assert "3: has 5 fields but the header has 4" in reasons(report)[0]
 
 

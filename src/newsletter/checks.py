@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 from typing import Literal
 from urllib.parse import urlsplit
 
-from newsletter.models import PLACEHOLDER_PREFIX, Issue, Placeholder, RenderedEmail
+from newsletter.models import PLACEHOLDER_PREFIX, Issue, Placeholder, RenderedEmail, Section
 
 KB = 1024
 GMAIL_CLIP = 102 * KB  # Gmail hides everything past ~102 KB of HTML, the footer included
@@ -117,13 +117,18 @@ def check_links(page: _Page, issue: Issue) -> list[Finding]:
     return findings
 
 
+def item_label(section: Section, index: int) -> str:
+    """How findings name an item: `项目 3 「title」` (the section, the item's number in it)."""
+    return f"{section.title} {index} 「{section.items[index].title}」"
+
+
 def check_duplicate_urls(issue: Issue) -> list[Finding]:
     """The same URL under two different items is usually a copy-paste slip."""
     first: dict[str, str] = {}
     findings = []
     for section in issue.sections:
         for index, item in enumerate(section.items):
-            where = f"{section.title} {index} 「{item.title}」"
+            where = item_label(section, index)
             for url in dict.fromkeys(link.url for link in item.links):
                 if url in first:
                     findings.append(

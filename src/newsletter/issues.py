@@ -21,6 +21,12 @@ Loc = tuple[str | int, ...]
 _ISSUE_FILE = re.compile(r"^(\d+)\.ya?ml$")
 
 
+def issue_number_of(path: Path) -> int | None:
+    """N for a file named N.yaml or N.yml, else None."""
+    match = _ISSUE_FILE.match(path.name)
+    return int(match.group(1)) if match else None
+
+
 def issue_path(issues_dir: Path, number: int) -> Path:
     """The file of issue `number`: N.yaml (or N.yml) in the issues folder."""
     for suffix in (".yaml", ".yml"):
@@ -44,8 +50,8 @@ def issue_path(issues_dir: Path, number: int) -> Path:
 def list_issue_numbers(issues_dir: Path) -> list[int]:
     if not issues_dir.is_dir():
         return []
-    found = (_ISSUE_FILE.match(p.name) for p in issues_dir.iterdir())
-    return sorted({int(m.group(1)) for m in found if m})
+    found = (issue_number_of(p) for p in issues_dir.iterdir())
+    return sorted({n for n in found if n is not None})
 
 
 def load_issue(issues_dir: Path, number: int) -> Issue:
@@ -73,8 +79,8 @@ def load_issue_file(path: Path, *, display: str | None = None) -> Issue:
         issue = Issue.model_validate(data)
     except ValidationError as exc:
         raise IssueError([_problem(name, lines, err) for err in exc.errors()]) from None
-    match = _ISSUE_FILE.match(path.name)
-    if match and int(match.group(1)) != issue.number:
+    named = issue_number_of(path)
+    if named is not None and named != issue.number:
         raise IssueError(
             [
                 Problem(
@@ -89,7 +95,7 @@ def load_issue_file(path: Path, *, display: str | None = None) -> Issue:
 
 
 def _parse(text: str, name: str) -> tuple[Any, dict[Loc, int], list[Problem]]:
-    # libyaml's parser keeps node marks too and is ~10x faster than the pure-Python one.
+    # libyaml's parser keeps node marks too and is much faster than the pure-Python one.
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()

@@ -57,6 +57,13 @@ def to_text(text: str) -> str:
     return "".join(out)
 
 
+def link_urls(text: str) -> list[str]:
+    """The targets of the links `to_html` makes of `text`, in order (the link check fetches
+    them)."""
+    tokens = _inline_tokens(text) if text else []
+    return [str(t.attrGet("href")) for t in tokens if t.type == "link_open" and t.attrGet("href")]
+
+
 def _inline_tokens(text: str) -> list[Token]:
     tokens = _parser().parseInline(text)
     return list(tokens[0].children or []) if tokens else []

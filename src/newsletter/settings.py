@@ -8,6 +8,7 @@ Relative paths in the file are relative to the file's folder, the project root.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from newsletter.errors import ConfigError
 
@@ -26,6 +27,8 @@ SECRET_ENV = {
     "bounces_password": "NEWSLETTER_BOUNCES_PASSWORD",
 }
 CONFIG_NAME = "newsletter.toml"
+SQLITE_SCHEME = "sqlite:///"
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 # The list a command means when none is named.
@@ -122,6 +125,65 @@ class BouncesSettings(Section):
     min_sample: Annotated[int, Field(ge=1)] = 100  # attempts before the rates apply
 
 
+class OutboxSettings(Section):
+    # "" is the SQLite file outbox.sqlite3 in [paths] state; `sqlite:///FILE` another file
+    # (relative to the project root); `postgresql://USER@HOST:PORT/DB` a shared PostgreSQL.
+    url: str = ""
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        if url and not url.startswith((SQLITE_SCHEME, *POSTGRES_SCHEMES)):
+            raise ValueError(
+                "must be empty (the SQLite file in .newsletter/), sqlite:///FILE"
+                " or postgresql://USER@HOST:PORT/DATABASE"
+            )
+        return url
+
+
+class CheckSettings(Section):
+    """`newsletter check --online`: the sender's DNS and every link of the issue."""
+
+    online: bool = False
+    # Hosts (and their subdomains) never fetched: sites that refuse robots.
+    link_skip: list[str] = Field(default_factory=list)
+    # "IP" or "IP:PORT" ("[IPv6]:PORT"); empty: the system's resolver (/etc/resolv.conf).
+    nameservers: list[str] = Field(default_factory=list)
+    cache_ttl: Annotated[float, Field(ge=0)] = 3600.0  # seconds a link or DNS answer is reused
+    timeout: Annotated[float, Field(gt=0)] = 5.0  # seconds per DNS lookup or link
+    concurrency: Annotated[int, Field(ge=1, le=32)] = 4  # links fetched at once (1 per host)
+    ca_file: Path | None = None  # a CA to trust besides the system's, for the link check
+
+    @field_validator("nameservers")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            nameserver_address(entry)
+        return value
+
+    @field_validator("link_skip")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        return [host.strip().lower().rstrip(".") for host in value if host.strip()]
+
+
+def nameserver_address(entry: str) -> tuple[str, int]:
+    """ "IP", "IP:PORT" or "[IPv6]:PORT" -> (ip, port); ValueError names what is wrong."""
+    host, port = entry, "53"
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        port = rest.removeprefix(":") or "53"
+    elif entry.count(":") == 1:
+        host, port = entry.split(":")
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"{entry!r}: not an IP address (IP, IP:PORT or [IPv6]:PORT)") from None
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{entry!r}: port must be 1-65535")
+    return str(ip), int(port)
+
+
 class Settings(Section):
     root: Path = Path()
     newsletter: NewsletterSettings = NewsletterSettings()
@@ -133,6 +195,8 @@ class Settings(Section):
     dkim: DkimSettings | None = None
     serve: ServeSettings = ServeSettings()
     bounces: BouncesSettings = BouncesSettings()
+    outbox: OutboxSettings = OutboxSettings()
+    check: CheckSettings = CheckSettings()
     secret: SecretStr | None = None
     smtp_password: SecretStr | None = None
     bounces_password: SecretStr | None = None
@@ -155,7 +219,18 @@ class Settings(Section):
 
     @property
     def database(self) -> Path:
+        """The SQLite outbox file (the default outbox)."""
+        url = self.outbox.url
+        if url.startswith(SQLITE_SCHEME):
+            return self.resolve(Path(url[len(SQLITE_SCHEME) :]))
         return self.state_dir / "outbox.sqlite3"
+
+    @property
+    def outbox_target(self) -> Path | str:
+        """Where the outbox is: the SQLite file, or the PostgreSQL URL (password included:
+        never print it; Outbox.display is the printable form)."""
+        url = self.outbox.url
+        return url if url.startswith(POSTGRES_SCHEMES) else self.database
 
     def mailing_list(self, name: str) -> ListSettings:
         try:
@@ -188,6 +263,7 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
                 f"{path}: `{key}` must not be stored in the file",
                 hint=f"Remove it and set {var} in the environment instead.",
             )
+    _refuse_stored_password(data, path)
     _overlay_env(data, env)
     for key, var in SECRET_ENV.items():
         if env.get(var):
@@ -197,6 +273,20 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
         return Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, path, text)) from None
+
+
+def _refuse_stored_password(data: dict[str, Any], path: Path) -> None:
+    """A database password is a secret too: the URL in the file must not carry one."""
+    outbox = data.get("outbox")
+    url = outbox.get("url") if isinstance(outbox, dict) else None
+    if isinstance(url, str) and url.startswith(POSTGRES_SCHEMES):
+        netloc = url.split("://", 1)[1].split("/", 1)[0]
+        if ":" in netloc.rpartition("@")[0]:
+            raise ConfigError(
+                f"{path}: [outbox] url must not hold the database password",
+                hint="Remove it from the file; set PGPASSWORD (or ~/.pgpass), or the whole URL"
+                " in NEWSLETTER_OUTBOX__URL.",
+            )
 
 
 def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> None:

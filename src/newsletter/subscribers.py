@@ -1,7 +1,7 @@
 """A subscriber CSV in, a stream of valid Subscribers out, plus a report of every row left out.
 
 Columns: ``email`` (required), ``name`` and ``status`` (``subscribed``/``unsubscribed``, blank means
-subscribed) optional; any other column is kept in ``Subscriber.attributes``. The file is UTF-8 with
+subscribed) optional; any other column is ignored. The file is UTF-8 with
 or without a BOM and must start with a header row.
 
 Rows are read one at a time: the only state that grows with the list is the set of addresses seen,
@@ -32,7 +32,8 @@ _STATUSES = {"": True, "subscribed": True, "unsubscribed": False}
 _UNDECODABLE = re.compile(r"[\udc80-\udcff]")
 _RISKY = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\udc80-\udcff]|=\?")
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
-_DOT_ATOM = re.compile(rf"{_ATEXT}(?:\.{_ATEXT})*")
+# RFC 5322 dot-atom: an address's local part here, a List-Id in mail/message.py.
+DOT_ATOM = re.compile(rf"{_ATEXT}(?:\.{_ATEXT})*")
 
 if TYPE_CHECKING:
     from _csv import Reader
@@ -134,7 +135,6 @@ class _Columns:
     email: int
     name: int  # == width when the column is absent: rows are padded with one empty cell
     status: int
-    extra: tuple[tuple[int, str], ...]
 
 
 def _read_header(path: Path, reader: Reader) -> _Columns:
@@ -162,9 +162,6 @@ def _read_header(path: Path, reader: Reader) -> _Columns:
         email=index["email"],
         name=index.get("name", len(names)),
         status=index.get("status", len(names)),
-        extra=tuple(
-            (i, name) for i, name in enumerate(names) if name not in ("", "email", "name", "status")
-        ),
     )
 
 
@@ -236,7 +233,7 @@ def _rows(
             if isinstance(checked, str):
                 reject(start, "email", f"{raw_email!r} is not a valid address: {checked}")
                 continue
-            address, envelope = checked
+            _, envelope = checked
             if len(name) > MAX_NAME_LENGTH:
                 reject(start, "name", f"is longer than {MAX_NAME_LENGTH} characters")
                 continue
@@ -261,13 +258,7 @@ def _rows(
                 report.suppressed += 1
                 continue
             report.valid += 1
-            yield Subscriber(
-                address=address,
-                envelope=envelope,
-                name=name,
-                attributes={label: row[i].strip(" ") for i, label in columns.extra},
-                line=start,
-            )
+            yield Subscriber(envelope=envelope, name=name, line=start)
 
 
 def _row_problem(row: list[str], raw_email: str, name: str) -> tuple[str, str] | None:
@@ -303,7 +294,7 @@ class _AddressChecker:
             known is not None
             and len(local) <= 64
             and len(raw) <= 200
-            and _DOT_ATOM.fullmatch(local)
+            and DOT_ATOM.fullmatch(local)
             and len(local) + 1 + len(known[1]) <= 254
         ):
             return f"{local}@{known[0]}", f"{local}@{known[1]}"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from newsletter.bounces.kinds import Kind
@@ -20,13 +18,13 @@ READERS = ["ann@example.org", "ben@example.org", "cat@example.org"]
 
 
 @pytest.fixture
-def outbox(tmp_path: Path) -> Outbox:
-    box = Outbox(tmp_path / "outbox.sqlite3")
+def outbox(outbox: Outbox) -> Outbox:
+    """The shared outbox fixture (SQLite, then PostgreSQL) with issues 12-14 sent to READERS."""
     for issue in (12, 13, 14):
-        box.plan(issue, "main", READERS, {r: f"<{issue}.{r}@news.example.org>" for r in READERS})
-        for row in box.due(issue, "main"):
-            box.record(row.id, DeliveryStatus.SENT, code=250, reply="ok")
-    return box
+        outbox.plan(issue, "main", READERS, {r: f"<{issue}.{r}@news.example.org>" for r in READERS})
+        for row in outbox.due(issue, "main"):
+            outbox.record(row.id, DeliveryStatus.SENT, code=250, reply="ok")
+    return outbox
 
 
 def row_id(outbox: Outbox, issue: int, recipient: str) -> int:

@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 from newsletter.cli.main import cli
 from newsletter.mail.tokens import verify
-from newsletter.outbox import Outbox
+from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.settings import Settings
 
 SECRET = "cli-test-secret-0123456789abcdef"
@@ -82,7 +82,7 @@ def test_hostile_list_is_reported_row_by_row(project: Path) -> None:
 
 def test_suppressed_addresses_are_counted(project: Path, settings: Settings) -> None:
     settings.state_dir.mkdir(parents=True, exist_ok=True)
-    with Outbox(settings.database) as outbox:
+    with open_outbox(settings.outbox_target) as outbox:
         outbox.suppress("staging", "Editor@News.Example.org", "test")
     result = run(project, "subscribers", "--list", "staging")
     assert "1 valid, 0 duplicate, 0 invalid, 0 unsubscribed, 1 suppressed" in result.output
@@ -132,7 +132,7 @@ def test_dry_run_writes_one_parseable_eml_per_recipient(project: Path, settings:
         "bob@example.net",
         "carol@xn--fsqu00a.xn--55qx5d",
     ]
-    assert not settings.database.exists()  # no delivery log
+    assert not outbox_exists(settings.outbox_target)  # no delivery log
 
 
 def test_dry_run_to_staging_without_secret(project: Path) -> None:

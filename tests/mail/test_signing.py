@@ -78,7 +78,7 @@ def signed_factory(
 
 
 def subscriber() -> Subscriber:
-    return Subscriber(address="li.lei@example.com", envelope="li.lei@example.com", name="李雷")
+    return Subscriber(envelope="li.lei@example.com", name="李雷")
 
 
 def test_signed_message_verifies_against_the_public_key(

@@ -14,7 +14,7 @@ from pydantic import SecretStr
 
 from newsletter.models import DeliveryStatus as S
 from newsletter.models import OutgoingMessage, Subscriber
-from newsletter.outbox import Outbox
+from newsletter.outbox import Outbox, open_outbox
 from newsletter.send.engine import Job, Options, deliver
 from newsletter.send.smtp import Pool
 from newsletter.settings import SmtpSettings
@@ -25,7 +25,7 @@ _ids = itertools.count()
 
 
 def subscribers(n: int) -> dict[str, Subscriber]:
-    subs = [Subscriber(address=f"r{i}@example.com", envelope=f"r{i}@example.com") for i in range(n)]
+    subs = [Subscriber(envelope=f"r{i}@example.com") for i in range(n)]
     return {s.envelope: s for s in subs}
 
 
@@ -33,8 +33,8 @@ def build(sub: Subscriber, stored: str | None = None, row_id: int = 0) -> Outgoi
     # A fresh Message-ID per build unless the row holds one, like the real factory.
     mid = stored or f"<{next(_ids)}.{sub.envelope}>"
     data = (
-        f"From: news@example.org\r\nTo: {sub.address}\r\nSubject: Issue 14\r\n"
-        f"Message-ID: {mid}\r\n\r\nHello {sub.address}\r\n"
+        f"From: news@example.org\r\nTo: {sub.envelope}\r\nSubject: Issue 14\r\n"
+        f"Message-ID: {mid}\r\n\r\nHello {sub.envelope}\r\n"
     ).encode()
     return OutgoingMessage(
         message_id=mid, sender="news@example.org", recipient=sub.envelope, data=data
@@ -54,7 +54,7 @@ def pool(server: Server, size: int = 3, **kw: object) -> Pool:
 
 @pytest.fixture
 def outbox(tmp_path: Path) -> Iterator[Outbox]:
-    box = Outbox(tmp_path / "outbox.sqlite3")
+    box = open_outbox(tmp_path / "outbox.sqlite3")
     yield box
     box.close()
 

@@ -108,7 +108,7 @@ def message_for(settings: Settings, address: str, list_name: str = "main") -> Em
     """The message `send` would deliver to `address`, parsed back from its bytes."""
     rendered = render_issue(load_issue(settings.issues_dir, 14), settings)
     factory = MessageFactory(rendered, settings, list_name, secret=SECRET.encode())
-    data = factory.build(Subscriber(address=address, envelope=address, name="Alice Chen")).data
+    data = factory.build(Subscriber(envelope=address, name="Alice Chen")).data
     parsed = email.message_from_bytes(data, policy=email.policy.default)
     assert isinstance(parsed, EmailMessage)
     return parsed

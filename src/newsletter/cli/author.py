@@ -81,19 +81,37 @@ def _build_issue(settings: Settings, number: int, list_name: str, out: Path | No
 @click.command()
 @issue_option
 @sample_list_option
+@click.option(
+    "--online/--offline",
+    default=None,
+    help="Also check the sender's DNS (SPF, DKIM, DMARC, MX), the unsubscribe endpoint and "
+    "every link (default: [check] online).",
+)
 @pass_settings
-def check(settings: Settings, number: int, list_name: str) -> None:
+def check(settings: Settings, number: int, list_name: str, online: bool | None) -> None:
     """Pre-send checks. Exit 0: no errors (warnings allowed); 1: errors."""
     draft = review_issue(settings, number, list_name)
-    for finding in draft.findings:
+    findings = draft.findings
+    report = None
+    if settings.check.online if online is None else online:
+        from newsletter.preflight.run import check_online
+
+        report = check_online(settings, draft.issue, draft.message, list_name)
+        findings = sorted([*findings, *report.findings], key=lambda f: f.level != "error")
+    for finding in findings:
         click.secho(str(finding), fg="red" if finding.level == "error" else "yellow")
     size = draft.html_size
     click.echo(
         f"HTML part: {size / 1024:.1f} KB encoded ({draft.html_encoding}), "
         f"{size / GMAIL_CLIP:.0%} of Gmail's ~102 KB clipping limit"
     )
-    click.echo(f"issue {number}: {draft.errors} error(s), {draft.warnings} warning(s)")
-    if draft.errors:
+    if report is not None:
+        for note in report.notes:
+            click.echo(f"note: {note}")
+        click.echo(report.summary())
+    errors = sum(f.level == "error" for f in findings)
+    click.echo(f"issue {number}: {errors} error(s), {len(findings) - errors} warning(s)")
+    if errors:
         sys.exit(1)
 
 

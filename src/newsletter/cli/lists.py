@@ -13,7 +13,7 @@ from newsletter.bounces.policy import Policy, Verdict
 from newsletter.cli.terminal import every_list_option, pass_settings, printable
 from newsletter.errors import ConfigError, NewsletterError, display_path
 from newsletter.mail.tokens import signing_key
-from newsletter.outbox import Outbox
+from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.subscribers import ListReport, address_key, check_list
 
@@ -35,8 +35,8 @@ def subscribers(settings: Settings, list_name: str | None) -> None:
     for name in names:
         path = settings.resolve(settings.mailing_list(name).path)
         suppressed: frozenset[str] = frozenset()
-        if settings.database.exists():
-            with Outbox(settings.database) as outbox:
+        if outbox_exists(settings.outbox_target):
+            with open_outbox(settings.outbox_target) as outbox:
                 suppressed = outbox.suppressed(name)
         report = check_list(
             Path(display_path(path)),
@@ -71,7 +71,7 @@ def unsubscribe(settings: Settings, address: str, list_name: str, undo: bool) ->
         raise NewsletterError(
             f"{address!r} is not an email address: {exc}", hint="Pass the address as subscribed."
         ) from None
-    with Outbox(settings.database) as outbox:
+    with open_outbox(settings.outbox_target) as outbox:
         if undo:
             lifted = outbox.unsuppress(list_name, key)
             state = "will be sent to again" if lifted else "was not unsubscribed"
@@ -90,10 +90,10 @@ def suppressions(settings: Settings, list_name: str | None) -> None:
     mailbox's button; web: the confirm page; cli: `newsletter unsubscribe`)."""
     if list_name is not None:
         settings.mailing_list(list_name)
-    if not settings.database.exists():
+    if not outbox_exists(settings.outbox_target):
         rows = []
     else:
-        with Outbox(settings.database) as outbox:
+        with open_outbox(settings.outbox_target) as outbox:
             rows = outbox.suppressions(list_name)
     for row in rows:
         click.echo(f"{row.created_at}  {row.list}  {printable(row.address)}  {row.source}")
@@ -124,7 +124,7 @@ def bounces(settings: Settings, maildir: Path | None) -> None:
             err=True,
         )
     try:
-        with Outbox(settings.database) as outbox:
+        with open_outbox(settings.outbox_target) as outbox:
             policy = Policy(outbox, settings.bounces, None if key.ephemeral else key.secret)
             tally = collect(inbox, policy, lambda r, d: click.echo(printable(describe(r, d))))
     finally:

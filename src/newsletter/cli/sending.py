@@ -19,7 +19,7 @@ from newsletter.cli.lists import list_counts
 from newsletter.cli.terminal import every_list_option, issue_option, pass_settings, printable
 from newsletter.errors import DeliveryError, display_path
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox
+from newsletter.outbox import Outbox, open_outbox, outbox_exists
 from newsletter.send import run
 from newsletter.send.engine import Event, Options, RunReport
 from newsletter.settings import DEFAULT_LIST, Settings
@@ -271,11 +271,11 @@ def status(
 ) -> None:
     """Show an issue's delivery log: counts per state, then each recipient not sent with the
     server's reply."""
-    if not settings.database.exists():
+    if not outbox_exists(settings.outbox_target):
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
     limit = None if show_all else 50
-    with Outbox(settings.database) as outbox:
+    with open_outbox(settings.outbox_target) as outbox:
         names = [list_name] if list_name else outbox.lists_of(number)
         if not names:
             click.echo(f"issue {number}: nothing sent yet")

@@ -49,11 +49,10 @@ from newsletter.models import (
     header_problem,
 )
 from newsletter.settings import Settings
-from newsletter.subscribers import normalize
+from newsletter.subscribers import DOT_ATOM, normalize
 
 TEST_HEADER = "X-Newsletter-Test"
 _PLACEHOLDER = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"[A-Z0-9_]*__")
-_DOT_ATOM = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
 _PLAIN_ID = re.compile(r"<[!-;=?-~]+>")  # printable ASCII, no spaces or angle brackets inside
 _EML_NAME = re.compile(r"[0-9]{6,}-[A-Za-z0-9@._+-]+\.eml")
 _FIELD = re.compile(rb"^([!-9;-~]+):", re.MULTILINE)
@@ -82,8 +81,6 @@ class MessageFactory:
         self._base_url = settings.newsletter.base_url
         self.web_url = issue_url(self._base_url, rendered.issue_number)
         _check_url(self.web_url, "newsletter.base_url")
-        self._web_url = self.web_url.encode()
-        self._web_url_html = html.escape(self.web_url).encode()
 
         sender_name, self.sender = _parse_mailbox(settings.newsletter.sender, "newsletter.sender")
         self.domain = self.sender.rpartition("@")[2]
@@ -104,7 +101,7 @@ class MessageFactory:
         list_label = mailing_list.name or settings.newsletter.name
         check_header(list_label, f"lists.{list_name}.name")
         list_id = mailing_list.id or f"{list_name}.{self.domain}"
-        if not _DOT_ATOM.fullmatch(list_id) or "." not in list_id:
+        if not DOT_ATOM.fullmatch(list_id) or "." not in list_id:
             raise ConfigError(
                 f"lists.{list_name}.id: {list_id!r} is not a valid List-Id",
                 hint="Use a domain-like name you control, e.g. weekly.news.example.org.",
@@ -197,18 +194,9 @@ class MessageFactory:
         elif not _PLAIN_ID.fullmatch(message_id):
             raise UnsafeHeaderError(f"stored Message-ID {message_id!r} is not a plain <id@domain>")
         shown = name or self._fallback_name
-        values = {
-            Placeholder.NAME: shown.encode(),
-            Placeholder.UNSUBSCRIBE_URL: unsubscribe.encode(),
-            Placeholder.WEB_URL: self._web_url,
-        }
-        escaped = {
-            Placeholder.NAME: html.escape(shown).encode(),
-            Placeholder.UNSUBSCRIBE_URL: html.escape(unsubscribe).encode(),
-            Placeholder.WEB_URL: self._web_url_html,
-        }
-        text_values = [values[slot] for slot in self._text[1]]
-        html_values = [escaped[slot] for slot in self._html[1]]
+        values = Placeholder.values(name=shown, unsubscribe_url=unsubscribe, web_url=self.web_url)
+        text_values = [values[slot].encode() for slot in self._text[1]]
+        html_values = [html.escape(values[slot]).encode() for slot in self._html[1]]
         mailto = f"mailto:{self._mailto}?subject=unsubscribe%20{token}"
         sender = self._return_path or self.sender
         tag_line = b""
@@ -274,7 +262,7 @@ def sample_message(
     key = signing_key(settings, allow_ephemeral=True)
     factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
     address = settings.newsletter.sample_email
-    sample = Subscriber(address=address, envelope=address, name=settings.newsletter.sample_name)
+    sample = Subscriber(envelope=address, name=settings.newsletter.sample_name)
     return factory.build(sample), key.ephemeral
 
 

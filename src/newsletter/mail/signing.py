@@ -10,8 +10,8 @@ one without breaking the signature; Reply-To, Cc and List-Id likewise even when 
 none, so a Reply-To added on the way (to catch the answers) breaks it too.
 
 dkimpy does the DKIM work (parsing, canonicalization, choosing and hashing the signed headers);
-only the RSA operation goes to `cryptography` (OpenSSL): dkimpy's pure-Python RSA costs ~20 ms per
-message on a small machine, which would make signing, not SMTP, the limit on sending speed.
+only the RSA operation goes to `cryptography` (OpenSSL): dkimpy's pure-Python RSA would make
+signing, not SMTP, the limit on sending speed (README, Benchmarks).
 """
 
 from __future__ import annotations
@@ -134,6 +134,10 @@ class DkimSigner:
                 ) from None
             signers.append(cls(config.domain, selector, key, where=f"dkim ({path})", ed25519=ed))
         return signers
+
+    def public_key(self) -> rsa.RSAPublicKey:
+        """The half receivers fetch from DNS (`newsletter check --online` compares them)."""
+        return self._key.public_key()
 
     def sign(self, message: bytes, headers: Iterable[bytes] = SIGNED) -> bytes:
         """The DKIM-Signature header line(s), CRLF-terminated, to put in front of `message`."""

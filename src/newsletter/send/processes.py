@@ -33,7 +33,7 @@ from types import FrameType
 
 from newsletter.errors import NewsletterError
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Delivery, Outbox
+from newsletter.outbox import Delivery, Outbox, open_outbox
 from newsletter.send.engine import (
     Event,
     Job,
@@ -191,7 +191,10 @@ def _worker(
             asyncio.get_running_loop().call_later(_BATCH_DELAY, flush)
 
     try:
-        with Outbox(database) as outbox, asyncio.Runner(loop_factory=event_loop_factory()) as r:
+        with (
+            open_outbox(database) as outbox,
+            asyncio.Runner(loop_factory=event_loop_factory()) as r,
+        ):
             report = r.run(_deliver(share, job, outbox, make_pool, forward))
         flush()
         if report.stopped:

@@ -22,7 +22,7 @@ from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory, write_eml_files
 from newsletter.mail.tokens import signing_key
 from newsletter.models import Subscriber
-from newsletter.outbox import Outbox
+from newsletter.outbox import Outbox, open_outbox, outbox_exists
 from newsletter.render import render_issue
 from newsletter.send import processes
 from newsletter.send.engine import (
@@ -88,7 +88,7 @@ def send(
     make_pool = functools.partial(smtp_pool, settings)
     with (
         send_lock(settings.state_dir, job.issue, job.list_name),
-        Outbox(settings.database) as outbox,
+        open_outbox(settings.outbox_target) as outbox,
     ):
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             if options.processes <= 1:
@@ -185,8 +185,8 @@ def dry_run(settings: Settings, number: int, list_name: str, out: Path) -> DryRu
     rendered = render_issue(load_issue(settings.issues_dir, number), settings)
     factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
     suppressed: frozenset[str] = frozenset()
-    if settings.database.exists():
-        with Outbox(settings.database) as outbox:
+    if outbox_exists(settings.outbox_target):
+        with open_outbox(settings.outbox_target) as outbox:
             suppressed = outbox.suppressed(list_name)
     report = ListReport(Path(display_path(settings.resolve(mailing_list.path))))
     stream = read_subscribers(report.path, report, suppressed=suppressed)

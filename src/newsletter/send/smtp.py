@@ -62,7 +62,7 @@ class Connection:
         self._smtp: aiosmtplib.SMTP | None = None
         self._count = 0
         # The command timeout of a message's commands, kept by one watchdog per session
-        # instead of aiosmtplib's wait_for per command (a timer and a future each, ~9 us).
+        # instead of aiosmtplib's wait_for per command (a timer and a future each).
         self._deadline = 0.0  # when the awaited reply is overdue; 0 while nothing is awaited
         self._expired = False
         self._watchdog: asyncio.TimerHandle | None = None

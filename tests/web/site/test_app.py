@@ -25,7 +25,7 @@ from newsletter.cli.main import cli
 from newsletter.issues import load_issue
 from newsletter.mail.tokens import sign
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox
+from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.settings import Settings
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.guard import redact
@@ -43,9 +43,9 @@ def service(project: Path) -> Iterator[RunningService]:
 
 
 def suppressions(settings: Settings) -> list[tuple[str, str, str]]:
-    if not settings.database.exists():
+    if not outbox_exists(settings.outbox_target):
         return []
-    with Outbox(settings.database) as outbox:
+    with open_outbox(settings.outbox_target) as outbox:
         return [(s.list, s.address, s.source) for s in outbox.suppressions()]
 
 
@@ -79,7 +79,7 @@ def test_one_click_post_from_the_message_header_suppresses_and_the_dry_run_skips
     response = httpx.post(url, data=ONE_CLICK, follow_redirects=False)
     assert response.status_code == 200
     assert suppressions(service.settings) == [("main", ALICE, "one-click")]
-    with Outbox(service.settings.database) as outbox:
+    with open_outbox(service.settings.database) as outbox:
         (row,) = outbox.suppressions("main")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", row.created_at)
 
@@ -101,7 +101,7 @@ async def test_a_real_send_after_a_one_click_skips_the_address(
     assert "li.lei@example.com" in delivered
     assert ALICE not in {a.lower() for a in delivered}
     # The log accounts for the address: skipped, and why.
-    with Outbox(service.settings.database) as outbox:
+    with open_outbox(service.settings.database) as outbox:
         rows = {row.recipient: row for row in outbox.rows(14, "main")}
     assert rows[ALICE].state == DeliveryStatus.SKIPPED
     assert rows[ALICE].smtp_reply == "unsubscribed"
@@ -295,7 +295,7 @@ def test_concurrent_posts_for_one_token_leave_one_suppression(service: RunningSe
         return [r.status_code for r in responses]
 
     assert asyncio.run(burst()) == [200] * 25
-    with Outbox(service.settings.database) as outbox:
+    with open_outbox(service.settings.database) as outbox:
         assert len(outbox.suppressions()) == 1
     events = [r.get("event") for r in service.access() if r["method"] == "POST"]
     assert events.count("unsubscribed") == 1
@@ -321,7 +321,7 @@ def test_the_index_dates_an_issue_by_its_file_or_its_first_send(
     mark_sent(service.settings, "staging", ["editor@news.example.org"])
     assert "<time" not in httpx.get(index).text  # a test send does not date it
     mark_sent(service.settings, "main", [ALICE, "bob@example.net"])
-    with Outbox(service.settings.database) as outbox:
+    with open_outbox(service.settings.database) as outbox:
         day = min(str(r.sent_at) for r in outbox.rows(14, "main"))[:10]
     assert f'<time datetime="{day}">{day}</time>' in httpx.get(index).text
     path = project / "issues" / "14.yaml"
@@ -330,7 +330,7 @@ def test_the_index_dates_an_issue_by_its_file_or_its_first_send(
 
 
 def mark_sent(settings: Settings, list_name: str, addresses: list[str]) -> None:
-    with Outbox(settings.database) as outbox:
+    with open_outbox(settings.outbox_target) as outbox:
         outbox.plan(14, list_name, addresses)
         for row in outbox.due(14, list_name):
             outbox.record(row.id, DeliveryStatus.SENT)
@@ -556,7 +556,7 @@ def test_serve_runs_as_a_process_and_logs_json_without_tokens(project: Path) -> 
     # The editor's mistake is told to the operator, naming the file and field.
     assert "issue 15 cannot be shown: issues/15.yaml" in err
     assert "title: is required" in err
-    with Outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
+    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
         assert outbox.is_suppressed("main", ALICE)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from newsletter.outbox import Outbox
+from newsletter.outbox import open_outbox
 from support.site import ALICE, one_click_url, running_service
 
 pytestmark = pytest.mark.browser
@@ -34,7 +34,7 @@ def test_clicking_the_confirm_button_unsubscribes_and_shows_the_done_page(
             assert opened.status == 200
             assert page.locator("h1").inner_text() == "退订"
             assert page.locator("button").count() == 1
-            with Outbox(service.settings.database) as outbox:
+            with open_outbox(service.settings.database) as outbox:
                 assert not outbox.is_suppressed("main", ALICE)  # opening it did nothing
 
             with page.expect_navigation():
@@ -42,7 +42,7 @@ def test_clicking_the_confirm_button_unsubscribes_and_shows_the_done_page(
             assert page.url == url  # no redirect: the done page is the POST's own answer
             assert page.locator("#done").inner_text() == "已退订"
             assert page.locator("#resubscribe").inner_text() == "重新订阅"
-            with Outbox(service.settings.database) as outbox:
+            with open_outbox(service.settings.database) as outbox:
                 rows = outbox.suppressions("main")
             assert [(r.address, r.source) for r in rows] == [(ALICE, "web")]
 
@@ -50,7 +50,7 @@ def test_clicking_the_confirm_button_unsubscribes_and_shows_the_done_page(
             with page.expect_navigation():
                 page.click("#resubscribe")
             assert page.locator("#resubscribed").inner_text() == "已重新订阅"
-            with Outbox(service.settings.database) as outbox:
+            with open_outbox(service.settings.database) as outbox:
                 assert outbox.suppressions("main") == []
             assert problems == []  # the strict CSP blocked nothing the pages need
         finally:

@@ -19,6 +19,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response, Strea
 
 from newsletter.checks import GMAIL_CLIP, KB
 from newsletter.errors import IssueNotFoundError, NewsletterError
+from newsletter.preflight.background import BackgroundChecks
 from newsletter.send.mailbox import captured_messages
 from newsletter.web.listen import NO_STORE, page_environment
 
@@ -86,6 +87,8 @@ class Pages:
     def __init__(self, workspace: Workspace, hub: Hub) -> None:
         self.workspace = workspace
         self.hub = hub
+        # [check] online: a run per render; one that finishes late reloads the open pages.
+        self.online = BackgroundChecks(hub.publish)
 
     def _page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         settings = self.workspace.settings
@@ -126,9 +129,16 @@ class Pages:
             return view
         settings = self.workspace.settings
         assert settings is not None
+        online = None
+        if settings.check.online and view.issue is not None:
+            online = await self.online.report(
+                view, settings, view.issue, view.message, self.workspace.list_name
+            )
         return self._page(
             "issue.html",
             view=view,
+            online_on=settings.check.online,
+            online=online,
             state="error" if view.error else "ok",
             email_src="" if view.error else f"/issues/{view.number}/email.html",
             sample=f"{settings.newsletter.sample_name} <{settings.newsletter.sample_email}>",

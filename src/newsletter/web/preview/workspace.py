@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -24,7 +23,7 @@ import watchfiles
 from newsletter.checks import Finding
 from newsletter.draft import review
 from newsletter.errors import NewsletterError
-from newsletter.issues import issue_path, list_issue_numbers
+from newsletter.issues import issue_number_of, issue_path, list_issue_numbers
 from newsletter.models import Issue, RenderedEmail
 from newsletter.settings import DEFAULT_LIST, Settings, load_settings
 
@@ -99,7 +98,7 @@ class Workspace:
         if any(path.name == self.config.name for path in changed):
             self.reload_settings()
         issues_dir = self.settings.issues_dir if self.settings is not None else None
-        found = [_issue_number(p) if p.parent == issues_dir else None for p in changed]
+        found = [issue_number_of(p) if p.parent == issues_dir else None for p in changed]
         if not found or None in found:
             self._views.clear()  # a template, the config, or something we cannot place
             return
@@ -142,11 +141,6 @@ class Workspace:
                 )
             self._views[number] = view
         return self._views[number]
-
-
-def _issue_number(path: Path) -> int | None:
-    match = re.fullmatch(r"(\d+)\.ya?ml", path.name)
-    return int(match.group(1)) if match else None
 
 
 def build_view(settings: Settings, number: int, list_name: str = DEFAULT_LIST) -> IssueView:

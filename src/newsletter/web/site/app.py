@@ -40,7 +40,7 @@ from starlette.types import ASGIApp
 from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
 from newsletter.i18n import PAGES, strings_for
 from newsletter.mail.tokens import signing_key, verify
-from newsletter.outbox import Outbox, Suppression
+from newsletter.outbox import Outbox, Suppression, open_outbox
 from newsletter.settings import Settings
 from newsletter.web.listen import NO_STORE
 from newsletter.web.site.archive import Archive
@@ -103,7 +103,8 @@ class Service:
 
     async def how_to_unsubscribe(self, request: Request) -> Response:
         # Relative links throughout: they stay right when a proxy serves us below a path prefix.
-        return self.page("how_to_unsubscribe.html", archive_href="./")
+        page = self.archive.how_to_unsubscribe_page(archive_href="./")
+        return HTMLResponse(page, headers=NO_STORE)
 
     async def confirm(self, request: Request) -> Response:
         target = self._target(request)
@@ -181,7 +182,7 @@ class Service:
 
     async def _outbox(self, action: Callable[[Outbox], T]) -> T:
         def run() -> T:
-            with Outbox(self.settings.database) as outbox:
+            with open_outbox(self.settings.outbox_target) as outbox:
                 return action(outbox)
 
         return await run_in_threadpool(run)
@@ -270,7 +271,7 @@ def server_config(app: ASGIApp, **overrides: Any) -> uvicorn.Config:
 def serve(settings: Settings, sock: socket.socket) -> None:
     """Serve on the listening `sock` until SIGINT/SIGTERM; NEWSLETTER_SECRET must be set."""
     key = signing_key(settings, allow_ephemeral=False)
-    with Outbox(settings.database):
+    with open_outbox(settings.outbox_target):
         pass  # fail now, not on the first unsubscribe, if the database cannot be opened
     # The access log (JSON lines) and our errors (with tracebacks) go to stderr: journald or
     # the container runtime adds the time and keeps them.

@@ -20,7 +20,7 @@ from newsletter.errors import NewsletterError
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
 from newsletter.links import how_to_unsubscribe_url, issue_url
 from newsletter.models import Issue, Placeholder
-from newsletter.outbox import Outbox
+from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.render import render_issue
 from newsletter.settings import Settings
 from newsletter.web.site.pages import render_page
@@ -106,10 +106,10 @@ class Archive:
 def sent_dates(settings: Settings, *, include_staging: bool = False) -> dict[int, dt.date]:
     """The day each issue first went to a subscriber list (staging sends count only if asked),
     from the delivery log; read only: where nothing was sent there is no log to create."""
-    if not settings.database.exists():
+    if not outbox_exists(settings.outbox_target):
         return {}
     lists = [n for n, chosen in settings.lists.items() if include_staging or not chosen.staging]
-    with Outbox(settings.database) as outbox:
+    with open_outbox(settings.outbox_target) as outbox:
         first = outbox.first_sent(lists)
     return {issue: dt.datetime.fromisoformat(when).date() for issue, when in first.items()}
 
@@ -119,12 +119,13 @@ _PLACEHOLDER = re.compile("|".join(re.escape(p.value) for p in Placeholder))
 
 def fill_public(rendered_html: str, settings: Settings, number: int) -> str:
     """Fill an issue's placeholders with values that belong to no one."""
-    values = {
-        Placeholder.NAME.value: settings.newsletter.greeting_fallback,
-        Placeholder.WEB_URL.value: issue_url(settings.newsletter.base_url, number),
-        Placeholder.UNSUBSCRIBE_URL.value: how_to_unsubscribe_url(settings.newsletter.base_url),
-    }
-    return _PLACEHOLDER.sub(lambda m: html.escape(values[m.group()]), rendered_html)
+    base_url = settings.newsletter.base_url
+    values = Placeholder.values(
+        name=settings.newsletter.greeting_fallback,
+        unsubscribe_url=how_to_unsubscribe_url(base_url),
+        web_url=issue_url(base_url, number),
+    )
+    return _PLACEHOLDER.sub(lambda m: html.escape(values[Placeholder(m.group())]), rendered_html)
 
 
 def write_site(settings: Settings, folder: Path) -> list[Path]:

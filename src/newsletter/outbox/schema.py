@@ -1,0 +1,143 @@
+"""The outbox schema as an ordered list of numbered migrations, in: a backend name; out: the SQL.
+
+Both backends hold the same tables. Each migration has its SQLite and its PostgreSQL text (most
+statements are the same; the types and the identity column differ). `migrate` in each backend
+applies every migration above the version stored in `schema_migrations`, in one transaction
+each, under the backend's write lock, so two processes starting at once apply each exactly once.
+
+To change the schema, append a Migration with the next number; never edit one that has shipped
+(a database that already ran it would never see the change).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    about: str
+    sqlite: str
+    postgres: str
+
+
+TRACKING = {
+    "sqlite": (
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version INTEGER PRIMARY KEY, about TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    ),
+    "postgres": (
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version INTEGER PRIMARY KEY, about TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    ),
+}
+
+_DELIVERIES = """
+CREATE TABLE IF NOT EXISTS deliveries (
+    id              {id},
+    issue           INTEGER NOT NULL,
+    list            TEXT    NOT NULL,
+    recipient       TEXT    NOT NULL,
+    message_id      TEXT    UNIQUE,
+    state           TEXT    NOT NULL DEFAULT 'pending',
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    smtp_code       INTEGER,
+    smtp_reply      TEXT    NOT NULL DEFAULT '',
+    created_at      TEXT    NOT NULL,
+    updated_at      TEXT    NOT NULL,
+    sent_at         TEXT,
+    next_attempt_at {real} NOT NULL DEFAULT 0,
+    UNIQUE (issue, list, recipient)
+);
+-- No index on state: every state change would update it (~40 % of a send's SQLite time), and
+-- the UNIQUE key's (issue, list) prefix already narrows every query to one list.
+CREATE TABLE IF NOT EXISTS suppressions (
+    list       TEXT NOT NULL,
+    address    TEXT NOT NULL,
+    source     TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (list, address)
+);
+"""
+
+# The row is the snapshot: what building the message needs (the envelope address as written
+# and the name) is stored at planning, so a send never holds the list in memory. `seen` is the
+# plan generation that last found the recipient on the list (an older one on a waiting row means
+# the reader left); `owner` is the worker that claimed the row; `tries` counts the attempts of
+# the current run (max_attempts applies to it, and planning resets it). The partial index holds only
+# the rows free to claim, so a claim reads a few index pages whatever the size of the outbox,
+# and a row leaves it once, when it is claimed.
+_SNAPSHOT = """
+ALTER TABLE deliveries ADD COLUMN envelope TEXT;
+ALTER TABLE deliveries ADD COLUMN name TEXT NOT NULL DEFAULT '';
+ALTER TABLE deliveries ADD COLUMN seen INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE deliveries ADD COLUMN owner TEXT;
+ALTER TABLE deliveries ADD COLUMN tries INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS deliveries_free ON deliveries (issue, list, id)
+    WHERE state IN ('pending', 'deferred') AND owner IS NULL;
+CREATE INDEX IF NOT EXISTS deliveries_owner ON deliveries (owner) WHERE owner IS NOT NULL;
+CREATE TABLE IF NOT EXISTS plans (
+    issue      INTEGER NOT NULL,
+    list       TEXT    NOT NULL,
+    generation INTEGER NOT NULL,
+    planned_at TEXT    NOT NULL,
+    planned_by TEXT    NOT NULL,
+    PRIMARY KEY (issue, list)
+);
+CREATE TABLE IF NOT EXISTS workers (
+    id          TEXT    PRIMARY KEY,
+    issue       INTEGER NOT NULL,
+    list        TEXT    NOT NULL,
+    host        TEXT    NOT NULL,
+    pid         INTEGER NOT NULL,
+    started_at  TEXT    NOT NULL,
+    seen_at     TEXT    NOT NULL,
+    lease_until {real}  NOT NULL,
+    state       TEXT    NOT NULL DEFAULT 'active'
+);
+"""
+
+# What bounce and complaint reports said about deliveries (outbox/bounces.py); the index finds a
+# reader's earlier issues for the soft-bounce streak (planning pays one index insert per row).
+_BOUNCES = """
+CREATE TABLE IF NOT EXISTS bounce_reports (
+    report      TEXT   NOT NULL,
+    delivery_id BIGINT NOT NULL,
+    kind        TEXT   NOT NULL,
+    status      TEXT   NOT NULL DEFAULT '',
+    detail      TEXT   NOT NULL DEFAULT '',
+    source      TEXT   NOT NULL,
+    created_at  TEXT   NOT NULL,
+    PRIMARY KEY (report, delivery_id)
+);
+CREATE INDEX IF NOT EXISTS bounce_reports_delivery ON bounce_reports (delivery_id);
+CREATE INDEX IF NOT EXISTS deliveries_reader ON deliveries (list, recipient, issue);
+"""
+
+MIGRATIONS: list[Migration] = [
+    Migration(
+        1,
+        "deliveries and suppressions",
+        sqlite=_DELIVERIES.format(id="INTEGER PRIMARY KEY", real="REAL")
+        + "DROP INDEX IF EXISTS deliveries_state;",
+        postgres=_DELIVERIES.format(
+            id="BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY", real="DOUBLE PRECISION"
+        ),
+    ),
+    Migration(
+        2,
+        "rows carry their snapshot; claims, plans and workers",
+        sqlite=_SNAPSHOT.format(real="REAL"),
+        postgres=_SNAPSHOT.format(real="DOUBLE PRECISION"),
+    ),
+    Migration(3, "bounce and complaint reports", sqlite=_BOUNCES, postgres=_BOUNCES),
+]
+
+LATEST = MIGRATIONS[-1].version
+
+
+def statements(script: str) -> list[str]:
+    """A script split into statements (no `;` inside the schema's literals or comments)."""
+    kept = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("--"))
+    return [s.strip() for s in kept.split(";") if s.strip()]

@@ -1,0 +1,108 @@
+"""What each backend supplies, and the schema kept up to date through it: a connection in,
+statements, transactions and migrations out.
+
+The SQL of the outbox is written once for both backends (`?` placeholders, ON CONFLICT,
+RETURNING); a backend (sqlite.py, postgres.py) runs it, brackets writes in a transaction that
+holds its write lock from the start, and names its clock. `migrate` applies the numbered
+migrations of py the database lacks; every backend runs it when it opens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from newsletter.errors import DeliveryError
+from newsletter.outbox.records import now
+from newsletter.outbox.schema import LATEST, MIGRATIONS, TRACKING, Migration, statements
+
+Params = Sequence[Any]
+
+
+def is_postgres(target: Path | str) -> bool:
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+class Store:
+    backend = ""
+    target: Path | str
+    # The SQLite file (what worker processes reopen); a PostgreSQL outbox has none.
+    path: Path
+    # SQL for the database's clock in Unix seconds: leases are timed by the one clock every
+    # worker shares, not by each machine's own.
+    clock = ""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _run(self, sql: str, params: Params = ()) -> int:
+        """Execute one statement (committed at once outside `_write`); its row count."""
+        raise NotImplementedError
+
+    def _fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _many(self, sql: str, rows: Iterable[Params]) -> None:
+        raise NotImplementedError
+
+    def _write(self) -> AbstractContextManager[None]:
+        """A transaction holding the write lock from its start, so two senders never
+        interleave a read-then-write on the same rows. Nested use joins the outer one."""
+        raise NotImplementedError
+
+    def _migration_lock(self) -> AbstractContextManager[None]:
+        """A transaction during which no other process applies migrations."""
+        raise NotImplementedError
+
+    def _script(self, migration: Migration) -> str:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def display(self) -> str:
+        """Where the outbox is, safe to print (never a password)."""
+        return str(self.target)
+
+    def version(self) -> int:
+        """The schema version the database is at (0: an empty database)."""
+        self._run(TRACKING[self.backend])
+        (found,) = self._fetch("SELECT coalesce(max(version), 0) FROM schema_migrations")[0]
+        return int(found)
+
+    def migrate(self) -> list[Migration]:
+        """Apply every migration the database lacks, in one transaction; the ones applied.
+        Refuses a database written by a newer version of newsletter."""
+        applied = []
+        with self._migration_lock():
+            current = self.version()
+            if current > LATEST:
+                raise DeliveryError(
+                    f"{self.display}: the outbox schema is at version {current}, newer than"
+                    f" this newsletter knows ({LATEST})",
+                    hint="Upgrade newsletter on this machine to the version the others run.",
+                )
+            for migration in MIGRATIONS:
+                if migration.version <= current:
+                    continue
+                for statement in statements(self._script(migration)):
+                    self._run(statement)
+                self._run(
+                    "INSERT INTO schema_migrations (version, about, applied_at) VALUES (?, ?, ?)",
+                    (migration.version, migration.about, now()),
+                )
+                applied.append(migration)
+        return applied
+
+    def database_time(self) -> float:
+        (moment,) = self._fetch(f"SELECT {self.clock}")[0]
+        return float(moment)

@@ -1,0 +1,70 @@
+"""A JSON file under .newsletter/ in, answers remembered for a while out.
+
+The link check and the DNS lookups put what they learned here, so the preview's live reload (one
+check per save) and a second `newsletter check --online` do not ask the network again. Each entry
+carries its own expiry; a missing, unreadable or foreign file is an empty cache, never an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+FILE_NAME = "preflight-cache.json"
+VERSION = 1
+
+
+class Cache:
+    """Entries `key -> (expires_at, value)`; `value` is anything JSON can hold."""
+
+    def __init__(self, path: Path | None, *, clock: Any = time.time) -> None:
+        self.path = path
+        self._clock = clock
+        self._entries: dict[str, tuple[float, Any]] = {}
+        self._dirty = False
+        if path is not None:
+            self._entries = _read(path)
+
+    def get(self, key: str) -> Any | None:
+        entry = self._entries.get(key)
+        if entry is None or entry[0] <= self._clock():
+            return None
+        return entry[1]
+
+    def put(self, key: str, value: Any, ttl: float) -> None:
+        if ttl <= 0:
+            return
+        self._entries[key] = (self._clock() + ttl, value)
+        self._dirty = True
+
+    def save(self) -> None:
+        """Write the live entries back (atomically: a reader never sees half a file)."""
+        if self.path is None or not self._dirty:
+            return
+        now = self._clock()
+        live = {key: list(entry) for key, entry in self._entries.items() if entry[0] > now}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps({"version": VERSION, "entries": live}), encoding="utf-8")
+        os.replace(partial, self.path)
+        self._dirty = False
+
+
+def _read(path: Path) -> dict[str, tuple[float, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != VERSION:
+        return {}
+    entries = data.get("entries")
+    if not isinstance(entries, dict):
+        return {}
+    return {
+        key: (float(entry[0]), entry[1])
+        for key, entry in entries.items()
+        if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int | float)
+    }

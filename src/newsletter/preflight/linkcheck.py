@@ -1,0 +1,200 @@
+"""URLs in, one LinkResult per URL out: each fetched (HEAD, else GET), redirects followed.
+
+A few hosts at a time (`[check] concurrency`), one request at a time per host, so a site never
+sees a burst from us. Every hop of a redirect chain is kept, so the report can name where a link
+really goes. TLS is verified (the system's CAs plus `[check] ca_file`). With `[check]
+nameservers` set, link hosts are resolved through those servers too, not the system's. Results
+go into the preflight cache: a good one for `cache_ttl`, a failure for a minute at most, so a
+fixed server is seen soon and the preview's live reload does not fetch again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import ssl
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from newsletter.preflight.cache import Cache
+from newsletter.preflight.lookup import Lookup, UnreachableError
+from newsletter.settings import CheckSettings
+
+MAX_REDIRECTS = 10
+FAILURE_TTL = 60.0
+USER_AGENT = "newsletter-linkcheck/1 (checking links of a newsletter issue before sending)"
+_REDIRECTS = {301, 302, 303, 307, 308}
+
+
+@dataclass(frozen=True)
+class LinkResult:
+    url: str
+    status: int | None = None  # the last answer's status; None when no answer came
+    redirects: list[tuple[int, str]] = field(default_factory=list)  # (status, next URL) per hop
+    error: str = ""  # why there was no usable answer: a timeout, TLS, a refused connection
+    skipped: bool = False  # its host is in [check] link_skip
+    cached: bool = False
+
+    @property
+    def target(self) -> str:
+        return self.redirects[-1][1] if self.redirects else self.url
+
+    @property
+    def ok(self) -> bool:
+        return self.skipped or (not self.error and self.status is not None and self.status < 400)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        del data["cached"]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LinkResult:
+        hops = [(int(code), str(url)) for code, url in data.get("redirects", [])]
+        return cls(
+            url=str(data["url"]),
+            status=data.get("status"),
+            redirects=hops,
+            error=str(data.get("error", "")),
+            skipped=bool(data.get("skipped", False)),
+            cached=True,
+        )
+
+
+class LinkChecker:
+    def __init__(
+        self,
+        config: CheckSettings,
+        cache: Cache,
+        tls: Callable[[], ssl.SSLContext],
+        lookup: Lookup | None = None,
+    ) -> None:
+        """`tls` makes the TLS context, called only when something is fetched: loading the
+        system's CA store costs tens of milliseconds, more than a whole cached run."""
+        self._config = config
+        self._cache = cache
+        self._tls = tls
+        self._context: ssl.SSLContext | None = None
+        self._lookup = lookup
+        self.fetched = 0
+
+    async def check(self, urls: Iterable[str]) -> dict[str, LinkResult]:
+        results: dict[str, LinkResult] = {}
+        by_host: dict[str, list[str]] = defaultdict(list)
+        for url in dict.fromkeys(urls):
+            host = (urlsplit(url).hostname or "").rstrip(".")
+            cached = self._cache.get(f"link:{url}")
+            if self._skipped(host):
+                results[url] = LinkResult(url, skipped=True)
+            elif isinstance(cached, dict):
+                results[url] = LinkResult.from_json(cached)
+            else:
+                by_host[host].append(url)
+        if by_host:
+            gate = asyncio.Semaphore(self._config.concurrency)
+            async with httpx.AsyncClient(
+                verify=self._tls_context(),
+                timeout=self._config.timeout,
+                headers={"User-Agent": USER_AGENT},
+                trust_env=False,
+            ) as client:
+                batches = [self._host(client, gate, queue) for queue in by_host.values()]
+                for batch in await asyncio.gather(*batches):
+                    results.update(batch)
+        return {url: results[url] for url in dict.fromkeys(urls)}
+
+    def _tls_context(self) -> ssl.SSLContext:
+        if self._context is None:
+            self._context = self._tls()
+        return self._context
+
+    def _skipped(self, host: str) -> bool:
+        return any(host == skip or host.endswith("." + skip) for skip in self._config.link_skip)
+
+    async def _host(
+        self, client: httpx.AsyncClient, gate: asyncio.Semaphore, urls: list[str]
+    ) -> dict[str, LinkResult]:
+        """One host's URLs, one after another."""
+        results = {}
+        for url in urls:
+            async with gate:
+                result = await self._follow(client, url)
+            ttl = self._config.cache_ttl if result.ok else min(FAILURE_TTL, self._config.cache_ttl)
+            self._cache.put(f"link:{url}", result.to_json(), ttl)
+            results[url] = result
+        return results
+
+    async def _follow(self, client: httpx.AsyncClient, url: str) -> LinkResult:
+        hops: list[tuple[int, str]] = []
+        current = url
+        try:
+            for _ in range(MAX_REDIRECTS + 1):
+                status, location = await self._fetch(client, current)
+                if status not in _REDIRECTS or location is None:
+                    return LinkResult(url, status, hops)
+                current = urljoin(current, location)
+                hops.append((status, current))
+                if urlsplit(current).scheme not in ("http", "https"):
+                    return LinkResult(url, status, hops, error=f"redirects to {current}")
+            return LinkResult(url, None, hops, error=f"more than {MAX_REDIRECTS} redirects")
+        except httpx.TimeoutException:
+            return LinkResult(url, None, hops, error=f"timeout after {self._config.timeout:g} s")
+        except UnreachableError as exc:
+            return LinkResult(url, None, hops, error=f"DNS: {exc}")
+        except (httpx.HTTPError, OSError) as exc:
+            return LinkResult(url, None, hops, error=describe_failure(exc))
+
+    async def _fetch(self, client: httpx.AsyncClient, url: str) -> tuple[int, str | None]:
+        """HEAD, and GET when HEAD is refused (many servers answer HEAD with 403/404/405)."""
+        status, location = await self._request(client, "HEAD", url)
+        if status >= 400:
+            status, location = await self._request(client, "GET", url)
+        return status, location
+
+    async def _request(
+        self, client: httpx.AsyncClient, method: str, url: str
+    ) -> tuple[int, str | None]:
+        request = client.build_request(method, url)
+        host = request.url.host
+        if self._lookup is not None and not _is_address(host):
+            addresses = await self._lookup.addresses(host)
+            if not addresses:
+                raise httpx.ConnectError(f"{host} does not resolve (no A/AAAA record)")
+            request = client.build_request(
+                method,
+                request.url.copy_with(host=addresses[0]),
+                headers={"Host": request.headers["Host"]},
+                extensions={"sni_hostname": host},
+            )
+        self.fetched += 1
+        response = await client.send(request, stream=True)
+        await response.aclose()  # the body is not needed; closing keeps the connection short
+        return response.status_code, response.headers.get("location")
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A transport error as one short phrase: TLS problems named as such."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return f"TLS: {seen.verify_message or seen.reason}"
+        if isinstance(seen, ssl.SSLError):
+            return f"TLS: {seen.reason or seen}"
+        seen = seen.__cause__ or seen.__context__
+    text = str(exc) or type(exc).__name__
+    if "CERTIFICATE_VERIFY_FAILED" in text or "SSL" in text:
+        return f"TLS: {text}"
+    return f"cannot connect: {text}"
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,206 @@
+"""Settings, an issue and the sample message in, the online checks' OnlineReport out.
+
+One run: the sender's DNS (SPF, DKIM, DMARC, MX), the one-click endpoint under base_url, and
+every link of the issue, all at once. The first DNS question doubles as the network probe: when
+no resolver answers, nothing else is tried and the report carries one line saying why (exit
+codes stay those of the offline checks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.parser
+import email.utils
+import hashlib
+import ssl
+from collections.abc import Awaitable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from newsletter.checks import Finding
+from newsletter.errors import ConfigError, SubscriberListError
+from newsletter.mail.signing import DkimSigner
+from newsletter.models import Issue
+from newsletter.preflight import auth, report, spf
+from newsletter.preflight.cache import FILE_NAME, Cache
+from newsletter.preflight.faults import Fault
+from newsletter.preflight.linkcheck import LinkChecker, LinkResult
+from newsletter.preflight.lookup import Lookup, UnreachableError
+from newsletter.settings import Settings
+
+HOW_TO_PATH = "/unsubscribe"  # serve's public how-to page: a GET of it changes nothing
+
+
+@dataclass
+class OnlineReport:
+    findings: list[Finding] = field(default_factory=list)
+    skipped: str = ""  # why the online checks did not run; empty when they did
+    links: dict[str, LinkResult] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    dns_queries: int = 0
+    fetched: int = 0
+
+    def summary(self) -> str:
+        if self.skipped:
+            return f"online checks skipped: {self.skipped}"
+        skipped = sum(result.skipped for result in self.links.values())
+        failing = sum(not result.ok for result in self.links.values())
+        fine = len(self.links) - skipped - failing
+        return (
+            f"online: {len(self.links)} link(s): {fine} answering, {failing} failing, "
+            f"{skipped} not fetched (link_skip); {self.dns_queries} DNS and {self.fetched} "
+            "HTTP request(s) sent, the rest from the cache"
+        )
+
+
+def check_online(settings: Settings, issue: Issue, message: bytes, list_name: str) -> OnlineReport:
+    """`newsletter check --online`: the online checks for `list_name`'s size, from sync code."""
+    return asyncio.run(run_online(settings, issue, message, list_size(settings, list_name)))
+
+
+def list_size(settings: Settings, list_name: str) -> int:
+    """Rows of the list's CSV, header and blank lines left out: the bulk-sender line needs the
+    size, not validated addresses, so a million-row list costs one read, not a parse."""
+    path = settings.resolve(settings.mailing_list(list_name).path)
+    try:
+        with path.open("rb") as handle:
+            rows = sum(1 for line in handle if line.strip())
+    except FileNotFoundError:
+        raise SubscriberListError(f"{path}: no such subscriber list") from None
+    except OSError as exc:
+        raise SubscriberListError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return max(rows - 1, 0)
+
+
+def tls_context(settings: Settings) -> ssl.SSLContext:
+    """The system's CAs, plus [check] ca_file when set; verification is never turned off."""
+    context = ssl.create_default_context()
+    if settings.check.ca_file is not None:
+        path = settings.resolve(settings.check.ca_file)
+        try:
+            context.load_verify_locations(cafile=path)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"check.ca_file: cannot use {path}: {getattr(exc, 'strerror', None) or exc}",
+                hint="Point [check] ca_file at a PEM file with the CA's certificate.",
+            ) from None
+    return context
+
+
+async def run_online(
+    settings: Settings,
+    issue: Issue,
+    message: bytes,
+    recipients: int,
+) -> OnlineReport:
+    """`message`: one recipient's finished message, whose From and Reply-To every message
+    carries; `send` uses the From address as the return path (MAIL FROM) too.
+    `recipients`: the list's size, for the bulk-sender line."""
+    cache = Cache(settings.state_dir / FILE_NAME)
+    lookup = Lookup(settings.check, cache)
+    head = message.partition(b"\r\n\r\n")[0]
+    headers = email.parser.BytesHeaderParser().parsebytes(head)
+    from_domain = _domain(headers.get("From", ""))
+    reply_domain = _domain(headers.get("Reply-To", ""))
+    return_path = from_domain
+    try:
+        await lookup.txt(from_domain)
+    except UnreachableError as exc:
+        hint = "offline? [check] nameservers names the DNS servers to ask"
+        return OnlineReport(skipped=f"{exc} ({hint})")
+    checker = LinkChecker(
+        settings.check,
+        cache,
+        lambda: tls_context(settings),
+        lookup if settings.check.nameservers else None,
+    )
+    dkim_domain = settings.dkim.domain.lower() if settings.dkim is not None else None
+    jobs: list[Coroutine[Any, Any, list[Fault]]] = [
+        _guarded("SPF", spf.check_spf(lookup, return_path)),
+        _guarded("DMARC", auth.check_dmarc(lookup, from_domain, dkim_domain, return_path)),
+        _guarded("MX", auth.check_mail_domain(lookup, from_domain, "From (bounces)")),
+        _endpoint(settings.newsletter.base_url, checker),
+    ]
+    if settings.dkim is not None:
+        public = dkim_public_key(settings, cache)
+        check = auth.check_dkim(lookup, settings.dkim.domain, settings.dkim.selector, public)
+        jobs.append(_guarded("DKIM", check))
+    if reply_domain and reply_domain != from_domain:
+        jobs.append(
+            _guarded("MX", auth.check_mail_domain(lookup, reply_domain, "Reply-To (replies)"))
+        )
+    labels = report.item_labels(issue)
+    try:
+        async with asyncio.TaskGroup() as group:
+            links_task = group.create_task(checker.check(labels))
+            tasks = [group.create_task(job) for job in jobs]
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from None  # a NewsletterError (a bad ca_file, say) or a bug
+    links = links_task.result()
+    faults = [task.result() for task in tasks]
+    cache.save()
+    findings = report.fault_findings((f for group in faults for f in group), recipients)
+    findings += report.link_findings(links, labels)
+    return OnlineReport(
+        findings=sorted(findings, key=lambda f: f.level != "error"),
+        links=links,
+        notes=report.link_notes(links, labels),
+        dns_queries=lookup.queries,
+        fetched=checker.fetched,
+    )
+
+
+def dkim_public_key(settings: Settings, cache: Cache) -> str:
+    """The configured key's public half (base64 DER), remembered by the key file's hash:
+    checking an RSA private key costs more than a whole cached run."""
+    assert settings.dkim is not None
+    try:
+        data = settings.resolve(settings.dkim.private_key).read_bytes()
+    except OSError:
+        data = b""  # DkimSigner says what is wrong with the file
+    key = f"dkim-public:{hashlib.sha256(data).hexdigest()}"
+    cached = cache.get(key)
+    if isinstance(cached, str):
+        return cached
+    public = auth.public_key_base64(DkimSigner.from_settings(settings)[0].public_key())
+    cache.put(key, public, settings.check.cache_ttl)
+    return public
+
+
+async def _guarded(what: str, check: Awaitable[list[Fault]]) -> list[Fault]:
+    """A lookup that fails midway costs that one check, as a warning, not the whole run."""
+    try:
+        return await check
+    except UnreachableError as exc:
+        return [Fault(what.lower(), f"{what} not checked: {exc}", "warning")]
+
+
+async def _endpoint(base_url: str, checker: LinkChecker) -> list[Fault]:
+    base = base_url.rstrip("/")
+    faults = []
+    if not base.startswith("https://"):
+        faults.append(
+            Fault(
+                "one-click",
+                f"base_url {base} is not https: Gmail and Yahoo honour one-click unsubscribe "
+                "only over https; put `newsletter serve` behind a TLS proxy and set base_url",
+                "auth",
+            )
+        )
+    url = base + HOW_TO_PATH
+    result = (await checker.check([url]))[url]
+    if not result.ok:
+        problem = result.error or str(result.status)
+        faults.append(
+            Fault(
+                "one-click",
+                f"the unsubscribe endpoint does not answer: GET {url}: {problem}; run "
+                "`newsletter serve` behind the proxy that answers at base_url",
+            )
+        )
+    return faults
+
+
+def _domain(value: str) -> str:
+    address = email.utils.parseaddr(value)[1]
+    return address.rpartition("@")[2].lower().rstrip(".")

@@ -1,0 +1,87 @@
+"""Header words, folding and body encoders, directly: the pieces message.py joins."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import email.header
+
+import pytest
+
+from newsletter.errors import UnsafeHeaderError
+from newsletter.mail.mime import (
+    FOLD_AT,
+    Base64,
+    QuotedPrintable,
+    check_header,
+    choose_encoder,
+    encode_words,
+    mailbox_header,
+    part_head,
+    unstructured_header,
+)
+
+
+def decoded(header: str) -> str:
+    value = header.split(":", 1)[1].replace("\r\n", "").strip()
+    return str(email.header.make_header(email.header.decode_header(value)))
+
+
+def test_cjk_prefers_base64_and_ascii_quoted_printable() -> None:
+    assert isinstance(choose_encoder(["中文内容".encode() * 100]), Base64)
+    assert isinstance(choose_encoder([b"plain English text " * 100]), QuotedPrintable)
+
+
+@pytest.mark.parametrize("encoder", [Base64, QuotedPrintable])
+def test_encoders_fill_values_between_segments_exactly(encoder: type) -> None:
+    segments = ["你好，".encode(), " 再见\r\n".encode() * 40, b""]
+    coder = encoder(segments)
+    values = ["李雷".encode(), b".dot " * 30]
+    body = b"".join(coder.encode(values))
+    assert body.endswith(b"\r\n")
+    lines = body.split(b"\r\n")[:-1]
+    assert all(len(line) <= 76 for line in lines)
+    assert b"\n" not in body.replace(b"\r\n", b"")
+    if coder.smtp_ready:  # the encoder vouches that SMTP needs no dot-stuffing
+        assert not any(line.startswith(b".") for line in lines)
+    expected = segments[0] + values[0] + segments[1] + values[1] + segments[2]
+    if encoder is Base64:
+        assert base64.b64decode(body) == expected
+    else:
+        # The last line break belongs to the boundary that follows the part.
+        assert binascii.a2b_qp(body) == expected + b"\r\n"
+
+
+def test_unstructured_ascii_folds_at_spaces_and_non_ascii_as_encoded_words() -> None:
+    ascii_header = unstructured_header("Subject", "word " * 40)
+    assert all(len(line) <= FOLD_AT for line in ascii_header.split("\r\n"))
+    cjk = unstructured_header("Subject", "人工智能系统内容推荐" * 8)
+    assert "?==?" not in cjk
+    assert decoded(cjk) == "人工智能系统内容推荐" * 8
+
+
+def test_encoded_words_are_at_most_75_characters_and_whole_characters() -> None:
+    words = encode_words("🙂中" * 50, 40)
+    assert all(len(w) <= 75 for w in words)
+    assert "".join(str(email.header.make_header(email.header.decode_header(w))) for w in words)
+
+
+def test_mailbox_header_quotes_or_encodes_the_name() -> None:
+    assert mailbox_header("From", "", "a@x.org") == "From: <a@x.org>\r\n"
+    assert mailbox_header("From", "Ann Lee", "a@x.org") == "From: Ann Lee <a@x.org>\r\n"
+    assert mailbox_header("From", 'Lee, "Ann"', "a@x.org") == 'From: "Lee, \\"Ann\\"" <a@x.org>\r\n'
+    assert decoded(mailbox_header("From", "李雷", "a@x.org")).startswith("李雷")
+
+
+@pytest.mark.parametrize("value", ["a\r\nBcc: x@y", "a\n", "a\x00b", "=?utf-8?q?=0A?="])
+def test_header_values_that_could_inject_are_refused(value: str) -> None:
+    with pytest.raises(UnsafeHeaderError):
+        check_header(value, "subject")
+
+
+def test_part_head_names_type_charset_and_encoding() -> None:
+    head = part_head("text/plain", "base64", "b1")
+    assert head == (
+        b'--b1\r\nContent-Type: text/plain; charset="utf-8"\r\n'
+        b"Content-Transfer-Encoding: base64\r\n\r\n"
+    )

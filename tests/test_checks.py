@@ -1,0 +1,88 @@
+"""The pre-send lint, directly: each check on a hand-made issue and page."""
+
+from __future__ import annotations
+
+from newsletter.checks import GMAIL_CLIP, HTML_WARN, run_checks
+from newsletter.models import Issue, Placeholder, RenderedEmail
+
+UNSUBSCRIBE = Placeholder.UNSUBSCRIBE_URL.value
+
+
+def issue(*urls: str) -> Issue:
+    items = [
+        {"title": f"条目{i}", "links": [{"label": "链接", "url": u}]} for i, u in enumerate(urls)
+    ]
+    return Issue.model_validate(
+        {
+            "number": 1,
+            "title": "第1期",
+            "sections": [{"title": "项目", "items": items or [{"title": "x"}]}],
+        }
+    )
+
+
+def rendered(html: str, text: str = f"退订：{UNSUBSCRIBE}") -> RenderedEmail:
+    return RenderedEmail(issue_number=1, subject="第1期", html=html, text=text)
+
+
+GOOD = f'<html><body><a href="{UNSUBSCRIBE}">退订</a></body></html>'
+# The sample recipient's HTML part: the same page with the placeholders filled.
+SAMPLE = GOOD.replace(UNSUBSCRIBE, "https://news.example.org/unsubscribe/t")
+
+
+def codes(findings: list) -> list[tuple[str, str]]:  # type: ignore[type-arg]
+    return [(f.level, f.code) for f in findings]
+
+
+def test_a_clean_issue_has_no_findings() -> None:
+    assert run_checks(issue("https://a.example/1"), rendered(GOOD), (SAMPLE, "text", 10_000)) == []
+
+
+def test_a_missing_part_is_an_error() -> None:
+    assert ("error", "parts") in codes(run_checks(issue(), rendered(GOOD), None))
+
+
+def test_size_warns_near_and_errors_past_gmails_clip() -> None:
+    near = run_checks(issue(), rendered(GOOD), (SAMPLE, "t", HTML_WARN + 1))
+    past = run_checks(issue(), rendered(GOOD), (SAMPLE, "t", GMAIL_CLIP + 1))
+    assert codes(near) == [("warning", "size")]
+    assert codes(past) == [("error", "size")]
+
+
+def test_template_markers_left_in_a_part_are_errors() -> None:
+    findings = run_checks(issue(), rendered(GOOD), (SAMPLE + "{{ name }}", "<mj-text>", 1))
+    assert codes(findings) == [("error", "markers"), ("error", "markers")]
+
+
+def test_links_must_be_absolute_and_http_is_a_warning() -> None:
+    findings = run_checks(
+        issue("http://a.example/x"),
+        rendered(GOOD + '<a href="/relative">x</a>'),
+        (SAMPLE, "t", 1),
+    )
+    assert sorted(codes(findings)) == [("error", "link"), ("warning", "http")]
+
+
+def test_the_same_url_under_two_items_is_a_warning_naming_both() -> None:
+    findings = run_checks(
+        issue("https://a.example/1", "https://a.example/1"), rendered(GOOD), (SAMPLE, "t", 1)
+    )
+    assert codes(findings) == [("warning", "duplicate-url")]
+    assert "条目0" in findings[0].message
+    assert "条目1" in findings[0].message
+
+
+def test_images_need_alt_text_and_styles_have_a_budget() -> None:
+    page = GOOD + '<img src="a.png"><style>' + "a{}" * 6000 + "</style>"
+    assert sorted(
+        codes(run_checks(issue(), rendered(page), (page.replace(UNSUBSCRIBE, "u"), "t", 1)))
+    ) == [
+        ("error", "style-size"),
+        ("warning", "alt"),
+    ]
+
+
+def test_unsubscribe_must_be_visible_in_html_and_present_in_text() -> None:
+    hidden = f'<a href="{UNSUBSCRIBE}"> </a>'
+    findings = run_checks(issue(), rendered(hidden, text="no link"), ("", "t", 1))
+    assert codes(findings) == [("error", "unsubscribe"), ("error", "unsubscribe")]
