@@ -106,6 +106,8 @@ async def test_bounces_become_suppressions_and_the_next_issue_skips_them(
     assert sorted(second) == sorted(set(readers) - {HARD, COMPLAINER})
     status = await newsletter(["status", "--issue", "15"], env, project)
     assert "skipped   2" in status.out
+    assert f"skipped   {HARD}  bounced" in status.out
+    assert f"skipped   {COMPLAINER}  complained" in status.out
 
 
 async def test_the_capture_server_bounces_and_bounces_reads_its_maildir(project: Path) -> None:

@@ -27,11 +27,9 @@ from newsletter.bounces.kinds import Kind, find_status, kind_of, worst
 from newsletter.bounces.reports import Finding, Report
 from newsletter.bounces.verp import read_tag
 from newsletter.outbox import Delivery, Outbox
-from newsletter.outbox.records import now
+from newsletter.outbox.records import BOUNCED, COMPLAINED, now
 from newsletter.settings import BouncesSettings
 
-BOUNCED = "bounced"
-COMPLAINED = "complained"
 SMTP_SOURCE = "smtp"
 
 

@@ -14,6 +14,10 @@ DUE = (S.PENDING, S.DEFERRED)
 IN_DOUBT = "interrupted during DATA: the server may have accepted it"
 UNSUBSCRIBED = "unsubscribed"  # the reason on a `skipped` row whose address is suppressed
 DEPARTED = "no longer on the list"  # the reason on a waiting row whose reader left the list
+# Suppression sources written by `newsletter bounces` (and refusals at send time); each is also
+# the reason on the `skipped` rows of later sends.
+BOUNCED = "bounced"
+COMPLAINED = "complained"
 
 
 def now() -> str:
