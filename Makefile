@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/preview.py
 	$(PY) benchmarks/send.py
 	$(PY) benchmarks/serve.py
+	$(PY) benchmarks/bounces.py
 	$(PY) benchmarks/preflight.py
 
 clean:

@@ -12,14 +12,13 @@ The same tag rides in the `X-Newsletter-Tag` header, for relays that rewrite the
 
 from __future__ import annotations
 
-import base64
 import hmac
 import re
 
 TAG_HEADER = "X-Newsletter-Tag"
 _LABEL = b"newsletter-verp-v1\n"
-_MAC_CHARS = 10
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+_BASE32 = "abcdefghijklmnopqrstuvwxyz234567"  # RFC 4648, lower case
 TAG = re.compile(r"([0-9a-z]{1,13})-([a-z2-7]{10})")
 # In a quoted header, a return path or a Delivered-To line; case-folded relays included.
 _FOUND = re.compile(
@@ -63,7 +62,10 @@ def find_tags(text: str) -> list[str]:
 
 def _mac(secret: bytes, ident: str) -> str:
     digest = hmac.digest(secret, _LABEL + ident.encode("ascii"), "sha256")
-    return base64.b32encode(digest).decode("ascii").lower()[:_MAC_CHARS]
+    # The first 50 bits in base 32 (what b32encode(digest)[:10] gives, without encoding all 32
+    # bytes in pure Python: ~25 µs of a ~110 µs message build).
+    bits = int.from_bytes(digest[:7], "big") >> 6
+    return "".join(_BASE32[(bits >> shift) & 31] for shift in range(45, -1, -5))
 
 
 def _base36(number: int) -> str:
