@@ -147,10 +147,15 @@ class RateGuard:
         self.since = now()
         self._last = -1e9
         self._cost = 0.0
+        self._answers = 0
 
     def check(self, *, rejected: bool) -> str | None:
-        """Why the run must stop now (see `breach`), or None."""
+        """Why the run must stop now (see `breach`), or None. Called once per answer; reads
+        nothing before this process alone has `min_sample` answers (no rate can be judged)."""
+        self._answers += 1
         moment = time.monotonic()
+        if self._answers < self.config.min_sample:
+            return None
         if moment - self._last < max(0.25 if rejected else 2.0, 20 * self._cost):
             return None
         totals = self.outbox.run_totals(self.issue, self.list_name, self.since)
