@@ -50,7 +50,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         else:
             shutil.copy2(source, root / name)
     monkeypatch.chdir(root)
-    for var in ("NEWSLETTER_SECRET", "NEWSLETTER_SMTP_PASSWORD"):
+    for var in ("NEWSLETTER_SECRET", "NEWSLETTER_SECRET_PREVIOUS", "NEWSLETTER_SMTP_PASSWORD"):
         monkeypatch.delenv(var, raising=False)
     return root
 

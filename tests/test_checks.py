@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from newsletter.checks import GMAIL_CLIP, HTML_WARN, run_checks
-from newsletter.models import Issue, Placeholder, RenderedEmail
+from newsletter.checks import GMAIL_CLIP, HTML_WARN, check_bidi, run_checks
+from newsletter.models import Issue, Item, Placeholder, RenderedEmail, Section
 
 UNSUBSCRIBE = Placeholder.UNSUBSCRIBE_URL.value
 
@@ -86,3 +86,15 @@ def test_unsubscribe_must_be_visible_in_html_and_present_in_text() -> None:
     hidden = f'<a href="{UNSUBSCRIBE}"> </a>'
     findings = run_checks(issue(), rendered(hidden, text="no link"), ("", "t", 1))
     assert codes(findings) == [("error", "unsubscribe"), ("error", "unsubscribe")]
+
+
+def test_a_bidi_override_in_a_title_is_flagged_with_its_code_point() -> None:
+    # issue 13.10: RTL override characters in titles passed unflagged.
+    items = [Item(title="gnp.\u202eexe"), Item(title="שלום עולם")]
+    issue = Issue(number=1, title="T", sections=[Section(title="a\u2067b\u2069", items=items)])
+    assert [str(f) for f in check_bidi(issue)] == [
+        "warning: the title 「a<U+2067>b<U+2069>」 contains a bidirectional control, "
+        "which shows the text in another order than it is written [bidi]",
+        "warning: the title 「gnp.<U+202E>exe」 contains a bidirectional control, "
+        "which shows the text in another order than it is written [bidi]",
+    ]

@@ -140,3 +140,112 @@ def test_a_title_that_could_inject_a_header_names_its_line(tmp_path: Path) -> No
         "issues/7.yaml:2: title: becomes the Subject header, and it contains a raw `=?...?=` "
         "encoded word, which could inject a mail header"
     ]
+
+
+@pytest.mark.parametrize(
+    ("date", "reason"),
+    [("2021-02-30", "day is out of range for month"), ("2021-13-45", "month must be in 1..12")],
+)
+def test_an_impossible_date_names_its_line(tmp_path: Path, date: str, reason: str) -> None:
+    # issue 13.2: a bare ValueError from YAML's timestamp constructor was a traceback.
+    text = GOOD.replace("ftp://", "https://").replace(
+        "title: Issue seven\n", f"title: T\ndate: {date}\n"
+    )
+    (message,) = messages(write(tmp_path, text))
+    assert message.startswith(f"issues/7.yaml:3: date: {date} is not a real date ({reason})")
+
+
+def test_a_real_date_still_loads(tmp_path: Path) -> None:
+    text = GOOD.replace("ftp://", "https://").replace(
+        "title: Issue seven\n", "title: T\ndate: 2024-02-29\n"
+    )
+    assert str(load_issue_file(write(tmp_path, text)).date) == "2024-02-29"
+
+
+def _from_a_deep_stack(frames: int, path: Path) -> list[str]:
+    # A server calls the loader with a stack already ~100 frames deep.
+    if frames:
+        return _from_a_deep_stack(frames - 1, path)
+    return messages(path)
+
+
+@pytest.mark.parametrize("kind", ["flow", "block"])
+def test_nesting_just_under_libyamls_limit_is_refused_not_a_recursion_error(
+    tmp_path: Path, kind: str
+) -> None:
+    # issue 13.3: ~990 levels raised RecursionError in the line index walk.
+    depth = 990
+    nested = (
+        "[" * depth + "]" * depth
+        if kind == "flow"
+        else "\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(depth))
+    )
+    path = write(tmp_path, f"number: 7\ntitle: T\nsections: {nested}\n")
+    (message,) = _from_a_deep_stack(150, path)
+    assert message.startswith("issues/7.yaml:")
+    assert message.endswith("is nested more than 12 levels deep")
+
+
+def test_a_deeply_nested_key_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "number: 7\n? " + "[" * 990 + "]" * 990 + "\n: x\n")
+    assert _from_a_deep_stack(150, path) == [
+        "issues/7.yaml:2: has a key that is a list or mapping, not a name"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("!!int abc", "'abc' cannot be read as YAML !!int"),
+        ("!!float x", "'x' cannot be read as YAML !!float"),
+        ("!!bool x", "'x' cannot be read as YAML !!bool"),
+        ("!!timestamp abc", "abc is not a real date; fix it"),
+    ],
+)
+def test_explicit_tags_that_cannot_be_built_name_their_line(
+    tmp_path: Path, value: str, reason: str
+) -> None:
+    path = write(tmp_path, GOOD.replace("title: Issue seven", f"title: {value}"))
+    (message,) = messages(path)
+    assert message.startswith(f"issues/7.yaml:2: title: {reason}")
+
+
+@pytest.mark.parametrize(
+    ("find", "replace", "line", "field", "word"),
+    [
+        # issue 13.4: this link sent every reader's unsubscribe link and name to a third party.
+        (
+            "https://example.org/a",
+            "https://evil.example/track?u=__NL_UNSUBSCRIBE_URL__&n=__NL_NAME__",
+            9,
+            "sections[0].items[0].links[0].url",
+            "__NL_UNSUBSCRIBE_URL__",
+        ),
+        ("title: Issue seven", "title: Hi __NL_NAME__", 2, "title", "__NL_NAME__"),
+        (
+            "Some **bold** text.",
+            "see [x](https://e.example/?__NL_WEB_URL__)",
+            7,
+            None,
+            "__NL_WEB_URL__",
+        ),
+        ("label: Paper", "label: __NL_FUTURE__", 9, None, "__NL_FUTURE__"),
+    ],
+)
+def test_placeholder_words_in_issue_content_are_refused_at_their_line(
+    tmp_path: Path, find: str, replace: str, line: int, field: str | None, word: str
+) -> None:
+    text = GOOD.replace("ftp://", "https://").replace(find, replace)
+    (message,) = messages(write(tmp_path, text))
+    assert message.startswith(f"issues/7.yaml:{line}: {field or ''}")
+    assert f"contains {word}: words starting with __NL_ are filled in per reader" in message
+
+
+def test_a_subject_with_a_bidi_override_or_20000_characters_is_refused(tmp_path: Path) -> None:
+    good = GOOD.replace("ftp://", "https://")
+    (message,) = messages(write(tmp_path, good.replace("Issue seven", "gnp.\u202eexe")))
+    assert message.startswith("issues/7.yaml:2: title: becomes the Subject header")
+    assert "bidirectional control U+202E" in message
+    (message,) = messages(write(tmp_path, good.replace("Issue seven", "x" * 20_000)))
+    assert message.startswith("issues/7.yaml:2: title: becomes the Subject header and is 20,000")
+    assert load_issue_file(write(tmp_path, good.replace("Issue seven", "שלום עולם"))).title

@@ -11,7 +11,7 @@ import pytest
 
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus as S
-from newsletter.outbox import Outbox, open_outbox, schema
+from newsletter.outbox import EDITOR_SOURCE, Outbox, open_outbox, schema
 
 
 def test_one_row_per_recipient(outbox: Outbox) -> None:
@@ -163,6 +163,20 @@ def test_unreadable_database_is_a_clear_error(tmp_path: Path) -> None:
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(DeliveryError, match="cannot open the delivery log"):
         open_outbox(path)
+
+
+def test_the_editors_suppression_replaces_the_readers_and_is_kept(outbox: Outbox) -> None:
+    # issue 13.9: the editor's unsubscribe kept the reader's source, so their re-subscribe
+    # could lift it.
+    assert outbox.suppress("main", "a@example.com", "one-click")
+    assert outbox.suppress("main", "A@example.com", EDITOR_SOURCE)
+    assert not outbox.suppress("main", "a@example.com", EDITOR_SOURCE)
+    assert not outbox.suppress("main", "a@example.com", "web")
+    found = outbox.suppression("main", "a@example.com")
+    assert found is not None
+    assert found.source == EDITOR_SOURCE
+    assert not outbox.unsuppress("main", "a@example.com", sources=("one-click", "web"))
+    assert outbox.is_suppressed("main", "a@example.com")
 
 
 def test_unreachable_postgres_is_a_clear_error_without_the_password() -> None:

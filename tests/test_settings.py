@@ -78,6 +78,73 @@ def test_explicit_missing_config_is_an_error(tmp_path: Path) -> None:
         load_settings(tmp_path / "missing.toml", environ={})
 
 
+def config_error(path: Path, environ: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, environ=environ or {})
+    return info.value.message
+
+
+def test_a_bad_value_from_the_environment_names_its_variable(project: Path) -> None:
+    # issue 13.10: NEWSLETTER_SMTP__PORT=abc was blamed on newsletter.toml's port line.
+    message = config_error(project / "newsletter.toml", {"NEWSLETTER_SMTP__PORT": "abc"})
+    assert message.startswith("NEWSLETTER_SMTP__PORT: smtp.port: Input should be a valid integer")
+    assert "newsletter.toml" not in message
+
+
+@pytest.mark.parametrize("var", ["NEWSLETTER_SECRET", "NEWSLETTER_SMTP_PASSWORD"])
+def test_a_secret_that_is_not_utf8_names_its_variable_not_its_value(
+    project: Path, var: str
+) -> None:
+    # issue 13.7: os.environ hands undecodable bytes over as surrogates.
+    value = b"s3cr\xffet-long-enough-value".decode("utf-8", "surrogateescape")
+    message = config_error(project / "newsletter.toml", {var: value})
+    assert message == f"{var}: the value is not valid UTF-8 text"
+
+
+def test_a_non_utf8_override_names_its_variable(project: Path) -> None:
+    value = b"smtp\xff.example.org".decode("utf-8", "surrogateescape")
+    message = config_error(project / "newsletter.toml", {"NEWSLETTER_SMTP__HOST": value})
+    assert message == "NEWSLETTER_SMTP__HOST: the value is not valid UTF-8 text"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("base_url", "javascript:alert(1)//", "must be an http:// or https:// address"),
+        ("base_url", "https://news.example.org/?x=1", "must be an http:// or https:// address"),
+        ("base_url", "https://", "must be an http:// or https:// address"),
+        ("sender", "a@x.org, b@y.org", "names more than one address"),
+        ("reply_to", "Chen, Alice <a@x.org>", "names more than one address"),
+        ("language", "en\r\nX-Injected: 1", "is not a language tag such as en or zh-CN"),
+        ("language", "zh CN", "is not a language tag such as en or zh-CN"),
+    ],
+)
+def test_unusable_newsletter_values_are_refused_at_their_line(
+    tmp_path: Path, key: str, value: str, reason: str
+) -> None:
+    path = tmp_path / "newsletter.toml"
+    quoted = (
+        value.replace("\\", "\\\\").replace('"', '\\"').replace("\r", "\\r").replace("\n", "\\n")
+    )
+    path.write_text(f'[newsletter]\nname = "x"\n{key} = "{quoted}"\n', encoding="utf-8")
+    message = config_error(path)
+    assert message.startswith(f"{path}:3: newsletter.{key}: ")
+    assert reason in message
+
+
+def test_usable_newsletter_values_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "newsletter.toml"
+    path.write_text(
+        "[newsletter]\n"
+        'sender = "\\"Chen, Alice\\" <a@x.org>"\n'
+        'base_url = "https://example.org/news"\n'
+        'language = "zh-Hans-CN"\n',
+        encoding="utf-8",
+    )
+    settings = load_settings(path, environ={})
+    assert settings.newsletter.sender == '"Chen, Alice" <a@x.org>'
+
+
 def test_outbox_defaults_to_the_sqlite_file_in_the_state_folder(project: Path) -> None:
     settings = load_settings(project / "newsletter.toml", environ={})
     assert settings.outbox_target == project / ".newsletter" / "outbox.sqlite3"

@@ -262,3 +262,60 @@ def test_cached_domain_fast_path_agrees_with_email_validator() -> None:
             expected = None
         got = checker.check(address)
         assert (None if isinstance(got, str) else got) == expected, address
+
+
+def test_unclosed_quote_names_its_row_and_keeps_every_later_row(tmp_path: Path) -> None:
+    # issue 13.1: the rest of the file was read into Li Lei's name, "0 valid, 1 invalid".
+    path = write(
+        tmp_path,
+        'email,name\r\na@example.org,"Li Lei\r\nb@example.org,Bob\r\nc@example.org,Carol\r\n',
+    )
+    subscribers, report = load(path)
+    assert [(s.envelope, s.name, s.line) for s in subscribers] == [
+        ("b@example.org", "Bob", 3),
+        ("c@example.org", "Carol", 4),
+    ]
+    (reason,) = reasons(report)
+    assert reason.startswith(f'{path}:2: name: opens a double quote (") that is never closed')
+    assert report.counts() == {
+        "valid": 2,
+        "duplicate": 0,
+        "invalid": 1,
+        "unsubscribed": 0,
+        "suppressed": 0,
+    }
+    assert report.rows == 3
+
+
+def test_unclosed_quote_beyond_the_field_size_limit_loses_no_row(tmp_path: Path) -> None:
+    # issue 13.1: 5,002 rows with `"Li ""Lei` on line 2 gave 404 valid, 1 invalid.
+    rows = "".join(f"u{i}@example.org,User {i}\r\n" for i in range(5_000))
+    path = write(tmp_path, f'email,name\r\na@example.org,"Li ""Lei\r\n{rows}x@example.org,X\r\n')
+    subscribers, report = load(path)
+    assert len(subscribers) == 5_001
+    assert subscribers[0].line == 3
+    assert subscribers[-1].line == 5_003
+    assert [p.line for p in report.rejected] == [2]
+    assert report.invalid == 1
+    assert report.rows == 5_002
+
+
+def test_several_unclosed_quotes_each_reject_only_their_row(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        'email,name,note\na@example.org,A,"open\nb@example.org,"B\nc@example.org,C,"two\nlines"\n'
+        'd@example.org,D,x\n"e@example.org,E\n',
+    )
+    subscribers, report = load(path)
+    assert [(s.envelope, s.line) for s in subscribers] == [
+        ("c@example.org", 4),
+        ("d@example.org", 6),
+    ]
+    assert [(p.line, p.field) for p in report.rejected] == [(2, "note"), (3, "name"), (7, "email")]
+    assert report.rows == 5
+
+
+def test_unclosed_quote_in_the_header_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, 'email,"name\na@example.org,A\n')
+    with pytest.raises(SubscriberListError, match=r":1: the header row opens a double quote"):
+        load(path)

@@ -13,7 +13,14 @@ from html.parser import HTMLParser
 from typing import Literal
 from urllib.parse import urlsplit
 
-from newsletter.models import PLACEHOLDER_PREFIX, Issue, Placeholder, RenderedEmail, Section
+from newsletter.models import (
+    BIDI_CONTROLS,
+    PLACEHOLDER_PREFIX,
+    Issue,
+    Placeholder,
+    RenderedEmail,
+    Section,
+)
 
 KB = 1024
 GMAIL_CLIP = 102 * KB  # Gmail hides everything past ~102 KB of HTML, the footer included
@@ -50,6 +57,7 @@ def run_checks(
     findings += check_styles(page)
     findings += check_links(page, issue)
     findings += check_duplicate_urls(issue)
+    findings += check_bidi(issue)
     findings += check_images(page)
     findings += check_unsubscribe(page, rendered)
     return sorted(findings, key=lambda f: f.level != "error")
@@ -141,6 +149,26 @@ def check_duplicate_urls(issue: Issue) -> list[Finding]:
                 else:
                     first[url] = where
     return findings
+
+
+def check_bidi(issue: Issue) -> list[Finding]:
+    """Titles with bidi embeddings or overrides (the subject refuses them outright)."""
+    titles = [section.title for section in issue.sections]
+    titles += [item.title for section in issue.sections for item in section.items]
+    return [
+        Finding(
+            "warning",
+            "bidi",
+            f"the title 「{BIDI_CONTROLS.sub(_code_point, title)}」 contains a bidirectional "
+            "control, which shows the text in another order than it is written",
+        )
+        for title in titles
+        if BIDI_CONTROLS.search(title)
+    ]
+
+
+def _code_point(match: re.Match[str]) -> str:
+    return f"<U+{ord(match.group()):04X}>"
 
 
 def check_images(page: _Page) -> list[Finding]:

@@ -19,6 +19,11 @@ from newsletter.models import Issue
 
 Loc = tuple[str | int, ...]
 _ISSUE_FILE = re.compile(r"^(\d+)\.ya?ml$")
+# sections[0].items[0].links[0].url is 6 levels deep; libyaml allows 1,000, which is enough to
+# exhaust Python's stack in whatever walks the result.
+MAX_DEPTH = 12
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+_SCALARS = yaml.constructor.SafeConstructor()
 
 
 def issue_number_of(path: Path) -> int | None:
@@ -134,12 +139,22 @@ class _Index:
         if id(node) in self._seen:
             self._problem(line, loc, "repeats another value with a YAML alias; write it out")
             return
+        if len(loc) > MAX_DEPTH and not isinstance(node, yaml.ScalarNode):
+            self._problem(line, loc, f"is nested more than {MAX_DEPTH} levels deep")
+            return
+        if isinstance(node, yaml.ScalarNode):
+            self._check_scalar(node, loc, line)
+            return
         if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
             self._seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
             keys: set[str] = set()
             for key_node, value_node in node.value:
-                key, key_line = str(key_node.value), key_node.start_mark.line + 1
+                key_line = key_node.start_mark.line + 1
+                if not isinstance(key_node, yaml.ScalarNode):
+                    self._problem(key_line, loc, "has a key that is a list or mapping, not a name")
+                    continue
+                key = str(key_node.value)
                 if key in keys:
                     self._problem(key_line, (*loc, key), "is given twice")
                 keys.add(key)
@@ -149,6 +164,27 @@ class _Index:
                 # An alias's node carries its anchor's line; the editor wrote it on this one.
                 alias = id(child) in self._seen
                 self.walk(child, (*loc, i), line if alias else child.start_mark.line + 1)
+
+    def _check_scalar(self, node: yaml.ScalarNode, loc: Loc, line: int) -> None:
+        """Build the value as the loader will: YAML's constructors raise bare ValueError and
+        worse for `date: 2021-02-30` or `!!int abc`, which would be a traceback."""
+        construct = _SCALARS.yaml_constructors.get(node.tag)
+        if construct is None:
+            return  # an unknown tag: the loader reports it with its line
+        try:
+            construct(_SCALARS, node)
+        except Exception as exc:  # whatever it raises, the value is unusable
+            if node.tag == _TIMESTAMP_TAG:
+                reason = f" ({exc})" if isinstance(exc, ValueError) else ""
+                self._problem(
+                    line,
+                    loc,
+                    f"{node.value} is not a real date{reason}; "
+                    'fix it, or put it in quotes if it is meant as text: "2021-02-30"',
+                )
+            else:
+                kind = node.tag.rpartition(":")[2]
+                self._problem(line, loc, f"{node.value!r} cannot be read as YAML !!{kind}")
 
     def _problem(self, line: int, loc: Loc, message: str) -> None:
         self.problems.append(Problem(self.name, line, _field(loc), message))

@@ -15,14 +15,29 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# The start of every Placeholder word. In an issue's own text such a word would be filled per
+# reader: a link could carry each reader's unsubscribe URL and name to another site.
+PLACEHOLDER_PREFIX = "__NL_"
+_PLACEHOLDER_WORD = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"\w*")
 
 
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
 
 
+def check_placeholders(value: str) -> str:
+    found = _PLACEHOLDER_WORD.search(value)
+    if found:
+        raise ValueError(
+            f"contains {found.group()}: words starting with {PLACEHOLDER_PREFIX} are filled in "
+            "per reader (with their name or unsubscribe link); remove it"
+        )
+    return value
+
+
 def check_url(value: str) -> str:
     """An absolute http(s) URL with a host and no whitespace; kept exactly as written."""
+    check_placeholders(value)
     if any(ch.isspace() for ch in value) or _CONTROL.search(value):
         raise ValueError("must not contain spaces or control characters")
     parts = urlsplit(value)
@@ -36,7 +51,7 @@ def check_url(value: str) -> str:
 def check_text(value: str) -> str:
     if _CONTROL.search(value):
         raise ValueError("must not contain control characters")
-    return value
+    return check_placeholders(value)
 
 
 # Python's header code breaks lines on all of these (str.splitlines), not only on CR and LF.
@@ -55,10 +70,27 @@ def header_problem(value: str) -> str | None:
     return None
 
 
+# Bidirectional embeddings, overrides and isolates: in a subject they make an inbox show text
+# in another order than it is written (the "Trojan Source" trick). Right-to-left text needs none.
+BIDI_CONTROLS = re.compile(r"[\u202a-\u202e\u2066-\u2069]")
+MAX_SUBJECT_LENGTH = 200
+
+
 def check_header_text(value: str) -> str:
     problem = header_problem(value)
     if problem is not None:
         raise ValueError(f"becomes the Subject header, and it {problem}")
+    bidi = BIDI_CONTROLS.search(value)
+    if bidi:
+        raise ValueError(
+            f"becomes the Subject header, and it contains the bidirectional control "
+            f"U+{ord(bidi.group()):04X}, which makes an inbox show it in another order; remove it"
+        )
+    if len(value) > MAX_SUBJECT_LENGTH:
+        raise ValueError(
+            f"becomes the Subject header and is {len(value):,} characters long; "
+            f"keep it under {MAX_SUBJECT_LENGTH} (inboxes show about 60)"
+        )
     return value
 
 
@@ -114,9 +146,6 @@ class Placeholder(StrEnum):
             Placeholder.UNSUBSCRIBE_URL: unsubscribe_url,
             Placeholder.WEB_URL: web_url,
         }
-
-
-PLACEHOLDER_PREFIX = "__NL_"
 
 
 class RenderedEmail(Frozen):

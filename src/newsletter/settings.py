@@ -2,12 +2,14 @@
 
 Any key can be overridden from the environment as NEWSLETTER_<SECTION>__<KEY> (for example
 NEWSLETTER_SMTP__PORT=2525, NEWSLETTER_LISTS__MAIN__PATH=all.csv). Secrets come only from the
-environment (NEWSLETTER_SECRET, NEWSLETTER_SMTP_PASSWORD), are held as SecretStr and never printed.
+environment (SECRET_ENV: the secret, its previous values, the SMTP and bounce mailbox passwords),
+are held as SecretStr and never printed.
 Relative paths in the file are relative to the file's folder, the project root.
 """
 
 from __future__ import annotations
 
+import email.utils
 import ipaddress
 import os
 import re
@@ -15,22 +17,31 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 
 from newsletter.errors import ConfigError
 
 ENV_PREFIX = "NEWSLETTER_"
 SECRET_ENV = {
     "secret": "NEWSLETTER_SECRET",
+    # Earlier values of NEWSLETTER_SECRET, comma-separated: their tokens still verify.
+    "secret_previous": "NEWSLETTER_SECRET_PREVIOUS",
     "smtp_password": "NEWSLETTER_SMTP_PASSWORD",
     "bounces_password": "NEWSLETTER_BOUNCES_PASSWORD",
 }
 CONFIG_NAME = "newsletter.toml"
 SQLITE_SCHEME = "sqlite:///"
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
 # The list a command means when none is named.
 DEFAULT_LIST = "main"
 
@@ -39,14 +50,52 @@ class Section(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+_LANGUAGE_TAG = re.compile(r"[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*")
+
+
+def check_language(value: str) -> str:
+    """A BCP 47 language tag: it goes into `lang=` and the Content-Language header."""
+    if not _LANGUAGE_TAG.fullmatch(value):
+        raise ValueError(f"{value!r} is not a language tag such as en or zh-CN")
+    return value
+
+
+def check_mailbox(value: str) -> str:
+    """One address at most (`Name <a@example.org>`); a second would be silently dropped."""
+    if value and len(email.utils.getaddresses([value])) > 1:
+        raise ValueError(
+            f"{value!r} names more than one address; give one "
+            '(a name with a comma goes in double quotes: "Chen, Alice" <a@example.org>)'
+        )
+    return value
+
+
+def check_base_url(value: str) -> str:
+    """Where `serve` is reachable: every unsubscribe and web link starts with it."""
+    parts = urlsplit(value)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or re.search(r"[\s\x00-\x1f\x7f\"<>\\]", value)
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+    ):
+        raise ValueError(
+            f"{value!r} must be an http:// or https:// address with a host and no query, "
+            'e.g. "https://news.example.org"'
+        )
+    return value
+
+
 class NewsletterSettings(Section):
     name: str = "Newsletter"
-    language: str = "en"
-    sender: str = "Newsletter <newsletter@example.org>"
-    reply_to: str = ""
+    language: Annotated[str, AfterValidator(check_language)] = "en"
+    sender: Annotated[str, AfterValidator(check_mailbox)] = "Newsletter <newsletter@example.org>"
+    reply_to: Annotated[str, AfterValidator(check_mailbox)] = ""
     # The mailto: in List-Unsubscribe (default: the sender); the token rides in its subject.
-    unsubscribe_email: str = ""
-    base_url: str = "http://127.0.0.1:8025"
+    unsubscribe_email: Annotated[str, AfterValidator(check_mailbox)] = ""
+    base_url: Annotated[str, AfterValidator(check_base_url)] = "http://127.0.0.1:8025"
     greeting_fallback: str = "friend"
     sample_name: str = "Sample Reader"
     sample_email: str = "reader@example.org"
@@ -88,8 +137,7 @@ class SendSettings(Section):
     retry_base: Annotated[float, Field(gt=0)] = 1.0
     retry_cap: Annotated[float, Field(gt=0)] = 60.0
     breaker_threshold: Annotated[int, Field(ge=1)] = 5
-    # Worker processes sharing the connections; > 1 only pays off when a fast server makes the
-    # send CPU-bound (see benchmarks/send.py).
+    # Worker processes sharing the connections; > 1 pays off only for a CPU-bound send.
     processes: Annotated[int, Field(ge=1, le=16)] = 1
 
 
@@ -97,32 +145,26 @@ class DkimSettings(Section):
     domain: str
     selector: str
     private_key: Path
-    # Optional Ed25519 (RFC 8463) signature beside the RSA one, under its own selector.
-    ed25519_key: Path | None = None
+    ed25519_key: Path | None = None  # optional RFC 8463 signature beside RSA, own selector
     ed25519_selector: str = ""
 
 
 class ServeSettings(Section):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8025
-    # The web archive shows "all" issue files, or only those "sent" to a subscriber list (a
-    # draft stays private; a staging send makes its page reachable, not listed).
+    # "all" issue files in the archive, or only those "sent" to a list (drafts stay private).
     publish: Literal["all", "sent"] = "all"
 
 
 class BouncesSettings(Section):
-    # VERP: each message's envelope sender becomes bounces+TAG@domain when this is set.
-    return_path: str = ""
-    # imaps://user@host[:port]/FOLDER; the password comes from NEWSLETTER_BOUNCES_PASSWORD.
-    imap: str = ""
+    return_path: str = ""  # VERP: each envelope sender becomes bounces+TAG@domain
+    imap: str = ""  # imaps://user@host[:port]/FOLDER, password: NEWSLETTER_BOUNCES_PASSWORD
     ca_file: Path | None = None  # a CA to trust besides the system's
-    timeout: Annotated[float, Field(gt=0)] = 30.0
-    # Understood reports are moved to this folder; "" flags them (Seen and a keyword) instead.
-    processed: str = "Newsletter-Processed"
+    processed: str = "Newsletter-Processed"  # where understood mail goes; "" flags it instead
     soft_limit: Annotated[int, Field(ge=1)] = 3  # soft bounces in a row that suppress
-    max_hard_rate: Annotated[float, Field(ge=0, le=1)] = 0.05  # of a run's attempts: stop
+    max_hard_rate: Annotated[float, Field(ge=0, le=1)] = 0.05  # a send stops above these
     max_complaint_rate: Annotated[float, Field(ge=0, le=1)] = 0.001
-    min_sample: Annotated[int, Field(ge=1)] = 100  # attempts before the rates apply
+    min_sample: Annotated[int, Field(ge=1)] = 100  # answers before the rates apply
 
 
 class OutboxSettings(Section):
@@ -198,6 +240,7 @@ class Settings(Section):
     outbox: OutboxSettings = OutboxSettings()
     check: CheckSettings = CheckSettings()
     secret: SecretStr | None = None
+    secret_previous: SecretStr | None = None
     smtp_password: SecretStr | None = None
     bounces_password: SecretStr | None = None
 
@@ -264,15 +307,16 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
                 hint=f"Remove it and set {var} in the environment instead.",
             )
     _refuse_stored_password(data, path)
-    _overlay_env(data, env)
+    sources = _overlay_env(data, env)
     for key, var in SECRET_ENV.items():
         if env.get(var):
-            data[key] = env[var]
+            data[key] = _text(var, env[var])
+            sources[(key,)] = var
     data["root"] = path.resolve().parent
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, path, text)) from None
+        raise ConfigError(_describe(exc, path, text, sources)) from None
 
 
 def _refuse_stored_password(data: dict[str, Any], path: Path) -> None:
@@ -289,7 +333,22 @@ def _refuse_stored_password(data: dict[str, Any], path: Path) -> None:
             )
 
 
-def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+def _text(var: str, value: str) -> str:
+    """The variable's value; Python hands undecodable bytes over as surrogates, which would
+    fail much later (when a secret is encoded) with a traceback."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"{var}: the value is not valid UTF-8 text",
+            hint=f"Set {var} again, as UTF-8 (for a secret: a long random ASCII value).",
+        ) from None
+    return value
+
+
+def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, ...], str]:
+    """Put every NEWSLETTER_<TABLE>__<KEY> into `data`; returns which variable set which key."""
+    sources: dict[tuple[str, ...], str] = {}
     for var, value in env.items():
         if not var.startswith(ENV_PREFIX) or "__" not in var[len(ENV_PREFIX) :]:
             continue
@@ -300,16 +359,25 @@ def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
             if not isinstance(child, dict):
                 raise ConfigError(f"{var}: `{key}` is not a table in the config")
             node = child
-        node[keys[-1]] = value
+        node[keys[-1]] = _text(var, value)
+        sources[tuple(keys)] = var
+    return sources
 
 
-def _describe(exc: ValidationError, path: Path, text: str) -> str:
+def _describe(
+    exc: ValidationError, path: Path, text: str, sources: Mapping[tuple[str, ...], str]
+) -> str:
     lines = []
     for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"])
-        line = _line_of(text, [str(p) for p in err["loc"]])
-        where = f"{path}:{line}" if line else str(path)
-        lines.append(f"{where}: {field}: {err['msg']}")
+        loc = tuple(str(p) for p in err["loc"])
+        field = ".".join(loc)
+        var = next(
+            (sources[loc[:end]] for end in range(len(loc), 0, -1) if loc[:end] in sources), None
+        )
+        line = _line_of(text, list(loc))
+        where = var or (f"{path}:{line}" if line else str(path))
+        message = str(err["msg"]).removeprefix("Value error, ")
+        lines.append(f"{where}: {field}: {message}")
     return "\n".join(lines)
 
 

@@ -13,16 +13,16 @@ suppression container the caller passes in are skipped and counted, not reported
 
 from __future__ import annotations
 
-import csv
 import re
 from array import array
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from email_validator import EmailNotValidError, validate_email
 
+from newsletter.csvfile import Unreadable, read_records
 from newsletter.errors import Problem, SubscriberListError
 from newsletter.models import Subscriber, header_problem
 
@@ -34,9 +34,6 @@ _RISKY = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\udc80-\udcff]|=\?")
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 # RFC 5322 dot-atom: an address's local part here, a List-Id in mail/message.py.
 DOT_ATOM = re.compile(rf"{_ATEXT}(?:\.{_ATEXT})*")
-
-if TYPE_CHECKING:
-    from _csv import Reader
 
 Reject = Callable[[Problem], None]
 
@@ -120,13 +117,13 @@ def read_subscribers(
         raise SubscriberListError(f"{path}: no such subscriber list") from None
     except OSError as exc:
         raise SubscriberListError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    records = read_records(handle)
     try:
-        reader = csv.reader(handle, strict=False)
-        columns = _read_header(path, reader)
+        columns = _read_header(path, records)
     except BaseException:
         handle.close()
         raise
-    return _rows(path, handle, reader, columns, report, suppressed, on_reject)
+    return _rows(path, handle, records, columns, report, suppressed, on_reject)
 
 
 @dataclass(frozen=True)
@@ -135,13 +132,13 @@ class _Columns:
     email: int
     name: int  # == width when the column is absent: rows are padded with one empty cell
     status: int
+    names: tuple[str, ...]
 
 
-def _read_header(path: Path, reader: Reader) -> _Columns:
-    try:
-        header = next(reader, None)
-    except csv.Error as exc:
-        raise SubscriberListError(f"{path}:1: cannot parse the header row: {exc}") from None
+def _read_header(path: Path, records: Iterator[tuple[int, list[str] | Unreadable]]) -> _Columns:
+    _, header = next(records, (1, None))
+    if isinstance(header, Unreadable):
+        raise SubscriberListError(f"{path}:1: the header row {header.reason}")
     if header is None or not any(cell.strip() for cell in header):
         raise SubscriberListError(f"{path}: the file is empty; the first row must name the columns")
     names = [cell.strip().lower() for cell in header]
@@ -162,13 +159,14 @@ def _read_header(path: Path, reader: Reader) -> _Columns:
         email=index["email"],
         name=index.get("name", len(names)),
         status=index.get("status", len(names)),
+        names=tuple(names),
     )
 
 
 def _rows(
     path: Path,
     handle: TextIO,
-    reader: Reader,
+    records: Iterator[tuple[int, list[str] | Unreadable]],
     columns: _Columns,
     report: ListReport,
     suppressed: Container[str],
@@ -191,18 +189,17 @@ def _rows(
     width = columns.width
     email_at, name_at, status_at = columns.email, columns.name, columns.status
     pad = [""] * (width + 1)  # index `width` is an always-empty cell for absent columns
+
     with handle:
-        line = reader.line_num + 1
-        while True:
-            try:
-                row = next(reader, None)
-            except csv.Error as exc:
-                reject(line, "", f"cannot parse the row: {exc}")
-                line = reader.line_num + 1
+        for start, row in records:
+            if isinstance(row, Unreadable):
+                field = row.field
+                reject(
+                    start,
+                    columns.names[field] if field is not None and field < width else "",
+                    row.reason,
+                )
                 continue
-            if row is None:
-                break
-            start, line = line, reader.line_num + 1
             joined = "".join(row)
             if not joined.strip():
                 continue

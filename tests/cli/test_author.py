@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import email
 import email.policy
+import os
+import shutil
 import subprocess
 import sys
 from email.message import EmailMessage
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
@@ -125,3 +128,76 @@ def test_console_script_runs_without_traceback(project: Path) -> None:
     assert result.returncode == 1
     assert "no such issue (issues: 14)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_check_prints_the_spam_score(project: Path) -> None:
+    if shutil.which("spamassassin") is None and os.environ.get("CI") != "true":
+        pytest.skip("spamassassin is not installed (apt-get install spamassassin)")
+    code, out, _ = run("check", "--issue", "14", "--list", "staging")
+    assert code == 0
+    assert "spam score 0.0 (SpamAssassin " in out
+    assert "no rule scored" in out
+
+    issue = project / "issues" / "14.yaml"
+    gtube = "XJS\\*C4JDBQADN1.NSBN3\\*2IDNEN\\*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL\\*C.34X"
+    text = issue.read_text(encoding="utf-8").replace("sections:", f"intro: {gtube}\nsections:", 1)
+    issue.write_text(text, encoding="utf-8")
+    code, out, _ = run("check", "--issue", "14")
+    assert code == 1
+    assert "error: SpamAssassin scores the sample message 1000.0, which it calls spam" in out
+    assert "issue 14: 1 error(s), 1 warning(s)" in out
+
+
+def test_check_without_spamassassin_says_how_to_install_it(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(project))  # a folder without the program
+    code, out, _ = run("check", "--issue", "14")
+    assert code == 0
+    assert "spam score not measured: `spamassassin` is not installed" in out
+    assert "`apt-get install spamassassin`" in out
+    assert "issue 14: 0 error(s), 1 warning(s)" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "--issue", "14"],
+        ["build", "--issue", "14"],
+        ["build", "--site", "site"],
+        ["send", "--issue", "14", "--dry-run"],
+    ],
+)
+def test_an_impossible_date_is_an_error_at_its_line(project: Path, args: list[str]) -> None:
+    # issue 13.2: `date: 2021-02-30` was a ValueError traceback in every one of these.
+    path = project / "issues" / "14.yaml"
+    text = path.read_text(encoding="utf-8")
+    title = "title: AI系统内容推荐第14期\n"
+    line = text.splitlines().index(title.strip()) + 2
+    path.write_text(text.replace(title, f"{title}date: 2021-02-30\n"), encoding="utf-8")
+    code, _, err = run(*args)
+    assert code == 1
+    assert err.startswith(
+        f"error: issues/14.yaml:{line}: date: 2021-02-30 is not a real date "
+        "(day is out of range for month)"
+    )
+    assert "Traceback" not in err
+
+
+def test_check_refuses_a_link_that_would_carry_each_readers_unsubscribe_url(
+    project: Path,
+) -> None:
+    # issue 13.4: check reported 0 errors, and every reader's link went to a third party.
+    path = project / "issues" / "14.yaml"
+    text = path.read_text(encoding="utf-8")
+    evil = "https://evil.example/track?u=__NL_UNSUBSCRIBE_URL__&n=__NL_NAME__"
+    text = text.replace('"https://github.com/microsoft/DirectML"', f'"{evil}"')
+    path.write_text(text, encoding="utf-8")
+    code, out, err = run("check", "--issue", "14")
+    assert code == 1
+    assert out == ""
+    assert err.splitlines()[0] == (
+        "error: issues/14.yaml:40: sections[0].items[4].links[0].url: contains "
+        "__NL_UNSUBSCRIBE_URL__: words starting with __NL_ are filled in per reader (with their "
+        "name or unsubscribe link); remove it"
+    )

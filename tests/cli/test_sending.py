@@ -7,8 +7,14 @@ import csv
 import email
 import email.policy
 import mailbox
+import os
+import pty
+import select
 import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from support.sendcli import environment, newsletter, spawn, write_list
@@ -29,7 +35,7 @@ async def test_staging_test_send_delivers_and_status_shows_it(project: Path) -> 
     ]
     assert set(handler.by_message_id.values()) == {1}
     parsed = email.message_from_bytes(handler.received[0].data, policy=email.policy.default)
-    assert str(parsed["Subject"]).startswith("[TEST] ")
+    assert str(parsed["Subject"]).startswith("【测试】")
     assert "issue 14 -> staging: 2 recipients" in status.out
     assert "sent      2" in status.out
 
@@ -185,3 +191,51 @@ async def test_worker_processes_report_every_recipient_to_the_parent(project: Pa
     assert "249 sent by this run" in done.out
     assert f"rejected: {refused} 550 5.1.1 no such user" in done.out
     assert len(handler.by_recipient) == 249
+
+
+def test_the_confirmation_counts_only_the_recipients_that_will_be_sent(project: Path) -> None:
+    # issue 13.10: the prompt said 5 while one of them was suppressed and 4 would be sent.
+    env = environment(9, PYTHONUNBUFFERED="1")  # the prompt comes before any connection
+    unsubscribe = ["unsubscribe", "alice@example.net", "--list", "main"]
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "newsletter", *unsubscribe], env=env, cwd=project, check=False
+        ).returncode
+        == 0
+    )
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "newsletter", "send", "--issue", "14"],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=project,
+    )
+    os.close(slave)
+    assert proc.stdout is not None
+    shown = b""
+    deadline = time.monotonic() + 30
+    while b"Send now?" not in shown:
+        assert time.monotonic() < deadline, shown
+        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+        if ready:
+            shown += os.read(proc.stdout.fileno(), 4096)
+    os.write(master, b"n\n")
+    out, err = proc.communicate(timeout=30)
+    os.close(master)
+    text = (shown + out).decode()
+    assert proc.returncode == 1, err.decode()
+    assert "  recipients  4 (1 more unsubscribed: skipped)\n" in text
+    assert "Nothing sent." in text
+
+
+async def test_verify_false_is_warned_about(project: Path) -> None:
+    # issue 13.10: `verify = false` printed no warning.
+    async with start(FaultyHandler()) as server:
+        env = environment(
+            server.port, NEWSLETTER_SMTP__SECURITY="starttls", NEWSLETTER_SMTP__VERIFY="false"
+        )
+        done = await newsletter(["send", "--issue", "14", "--list", "staging"], env, project)
+    assert "warning: [smtp] verify = false: the server's TLS certificate is not checked" in done.err
+    assert done.code == 1  # this server offers no STARTTLS: refused, never sent in the clear

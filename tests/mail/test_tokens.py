@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
 from newsletter.errors import ConfigError, TokenError
 from newsletter.mail.tokens import key_id, sign, signing_key, verify
-from newsletter.settings import Settings
+from newsletter.settings import Settings, load_settings
+from support.site import first_format_token
 
 SECRET = "s3cret-for-tests-only-0123456789"
 
@@ -44,11 +46,69 @@ def test_any_altered_character_fails(position: int) -> None:
         verify(SECRET, altered)
 
 
-def test_payload_moved_to_another_address_fails() -> None:
-    kid, _, mac = sign(SECRET, "main", "victim@example.com").split(".")
+def test_the_token_does_not_show_the_address_or_the_list() -> None:
+    # issue 13: the payload was the list and address in base64; a forwarded link showed both.
+    token = sign(SECRET, "main", "li.lei@example.com")
+    assert len(token.split(".")) == 2
+    for part in token.split("."):
+        decoded = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+        assert b"li.lei" not in decoded
+        assert b"example.com" not in decoded
+        assert b"main" not in decoded
+
+
+def test_tokens_of_links_already_sent_still_verify() -> None:
+    old = first_format_token(SECRET, "main", "li.lei@example.com")
+    assert verify(SECRET, old) == ("main", "li.lei@example.com")
+
+
+def test_a_first_format_payload_moved_to_another_address_fails() -> None:
+    kid, _, mac = first_format_token(SECRET, "main", "victim@example.com").split(".")
     forged_payload = base64.urlsafe_b64encode(b"main\nother@example.com").decode().rstrip("=")
     with pytest.raises(TokenError, match="forged or was altered"):
         verify(SECRET, f"{kid}.{forged_payload}.{mac}")
+
+
+def test_a_box_moved_under_another_key_id_fails() -> None:
+    other = "another-secret-0123456789abcdef"
+    _, box = sign(other, "main", "a@example.com").split(".")
+    with pytest.raises(TokenError, match="forged or was altered"):
+        verify(SECRET, f"{key_id(SECRET)}.{box}")
+
+
+def test_previous_secrets_still_verify_after_a_rotation() -> None:
+    # issue 13: rotating NEWSLETTER_SECRET made every link already sent answer 403.
+    new = "the-new-secret-0123456789abcdef"
+    before = [
+        sign(SECRET, "main", "a@example.com"),
+        first_format_token(SECRET, "main", "a@example.com"),
+    ]
+    for token in before:
+        assert verify([new, SECRET], token) == ("main", "a@example.com")
+        with pytest.raises(TokenError, match="NEWSLETTER_SECRET_PREVIOUS"):
+            verify([new], token)
+    assert verify([new, SECRET], sign(new, "main", "b@example.com")) == ("main", "b@example.com")
+
+
+def test_previous_secrets_come_from_the_environment(tmp_path: Path) -> None:
+    (tmp_path / "newsletter.toml").write_text("")
+    settings = load_settings(
+        tmp_path / "newsletter.toml",
+        environ={
+            "NEWSLETTER_SECRET": "the-new-secret-0123456789abcdef",
+            "NEWSLETTER_SECRET_PREVIOUS": f"{SECRET}, older-secret-0123456789abc",
+        },
+    )
+    key = signing_key(settings, allow_ephemeral=False)
+    assert key.verifying == (
+        b"the-new-secret-0123456789abcdef",
+        SECRET.encode(),
+        b"older-secret-0123456789abc",
+    )
+    assert SECRET not in repr(settings)
+    short = settings.model_copy(update={"secret_previous": SecretStr("short")})
+    with pytest.raises(ConfigError, match="NEWSLETTER_SECRET_PREVIOUS is too short"):
+        signing_key(short, allow_ephemeral=False)
 
 
 def test_token_of_another_list_is_not_accepted_for_this_one() -> None:
@@ -73,6 +133,8 @@ def test_forging_with_the_right_key_id_but_no_key_fails() -> None:
     payload = base64.urlsafe_b64encode(b"main\na@example.com").decode().rstrip("=")
     with pytest.raises(TokenError, match="forged"):
         verify(SECRET, f"{kid}.{payload}.{'A' * 43}")
+    with pytest.raises(TokenError, match="forged"):
+        verify(SECRET, f"{kid}.{'A' * 40}")
 
 
 def test_signing_key_from_settings() -> None:

@@ -184,3 +184,33 @@ async def test_two_sends_at_once_are_refused(project: Path) -> None:
     assert "another `newsletter send`" in second.err
     assert done.code == 0
     assert max(handler.by_recipient.values()) == 1
+
+
+async def test_kill_9_while_waiting_for_354_leaves_nothing_in_doubt(project: Path) -> None:
+    # issue 13.6: rows that had only reached RCPT (and DATA, without its 354) became `unknown`
+    # after a kill -9, so a plain re-run never sent them though the server never had them.
+    addresses = write_list(project / "big.csv", 12)
+    hang = Fault("data-command", sleep=30)
+    handler = FaultyHandler([hang])
+    async with start(handler) as server:
+        env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv")
+        args = ["send", "--issue", "14", "--yes", "--concurrency", "4"]
+        proc = await spawn(args, env, project)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while sum(hang.used.values()) < 4:  # four sessions sent DATA and wait for its 354
+            assert loop.time() < deadline, "the sessions never reached DATA"
+            await asyncio.sleep(0.01)
+        proc.kill()
+        killed = await finish(proc)
+        assert killed.code == -signal.SIGKILL
+        waiting = {r for r, n in hang.used.items() if n}
+        rows = states(project)
+        assert {rows[r][0] for r in waiting} == {"pending"}
+        handler.faults.clear()
+        rerun = await newsletter(args, env, project)
+    assert rerun.code == 0, rerun.out + rerun.err
+    assert "unknown" not in rerun.out
+    assert {s for s, _ in states(project).values()} == {"sent"}
+    assert sorted(handler.by_recipient) == sorted(a.lower() for a in addresses)
+    assert max(handler.by_recipient.values()) == 1

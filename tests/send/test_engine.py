@@ -204,6 +204,21 @@ async def test_disconnect_mid_data_is_unknown_and_not_resent(outbox: Outbox) -> 
     assert handler.by_recipient["r2@example.com"] == 2
 
 
+async def test_a_drop_before_354_is_retried_in_the_run_not_left_unknown(outbox: Outbox) -> None:
+    # issue 13.6: a server that closes the connection on DATA never got the message.
+    handler = FaultyHandler(
+        [Fault("data-command", drop=True, times=2, match=lambda r: r == "r2@example.com")]
+    )
+    async with start(handler) as server:
+        report = await deliver(job(6), pool(server), outbox, FAST, signals=())
+    assert report.complete
+    assert report.counts[S.SENT] == 6
+    assert report.counts[S.UNKNOWN] == 0
+    (row,) = [r for r in outbox.rows(14, "main") if r.recipient == "r2@example.com"]
+    assert row.attempts == 3
+    assert handler.by_recipient["r2@example.com"] == 1
+
+
 async def test_slow_server_times_out_into_unknown_not_a_hang(outbox: Outbox) -> None:
     handler = FaultyHandler(
         [Fault("data", sleep=1.5, times=1, match=lambda r: r == "r0@example.com")]

@@ -157,6 +157,36 @@ async def test_drop_mid_data_is_unknown_and_the_pool_reconnects() -> None:
     assert handler.sessions == 2
 
 
+async def test_a_drop_on_the_data_command_before_354_is_a_retry_not_unknown() -> None:
+    # issue 13.6: the server closed on DATA, never got the message, and the row was `unknown`.
+    handler = FaultyHandler(
+        [Fault("data-command", drop=True, times=1, match=lambda r: r.startswith("r1@"))]
+    )
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        marks = Marks()
+        first = await pool.send(make_message(1), marks)
+        assert marks.calls == 0  # the in-doubt window never opened
+        again = await pool.send(make_message(1), marks)
+        await pool.close()
+    assert (first.outcome, first.scope) == (Outcome.RETRY, Scope.CONNECTION)
+    assert first.reply.startswith("connection lost at DATA")
+    assert again.outcome == Outcome.SENT
+    assert marks.calls == 1
+    assert handler.by_recipient == {"r1@example.com": 1}
+
+
+async def test_a_reply_to_the_data_command_is_the_servers_decision() -> None:
+    handler = FaultyHandler([Fault("data-command", reply="451 4.3.0 not now", times=1)])
+    async with start(handler) as server:
+        pool = Pool(plain(server), password=None, size=1)
+        marks = Marks()
+        result = await pool.send(make_message(1), marks)
+        await pool.close()
+    assert (result.outcome, result.code) == (Outcome.DEFERRED, 451)
+    assert marks.calls == 0
+
+
 async def test_slow_rcpt_times_out_before_data_so_it_is_retry_not_unknown() -> None:
     handler = FaultyHandler([Fault("rcpt", sleep=1.0, match=lambda r: r.startswith("r1@"))])
     async with start(handler) as server:

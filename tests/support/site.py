@@ -6,8 +6,10 @@ generated messages then point at this server, and a test replays them exactly as
 
 from __future__ import annotations
 
+import base64
 import email
 import email.policy
+import hmac
 import json
 import logging
 import re
@@ -25,10 +27,12 @@ import uvicorn
 
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory
+from newsletter.mail.tokens import key_id, signing_key
 from newsletter.models import Subscriber
 from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
 from newsletter.web.site.app import create_app, server_config
+from newsletter.web.site.guard import BODY_TIMEOUT
 
 SECRET = "serve-tests-secret-0123456789abcdef"
 ALICE = "alice@example.net"
@@ -67,7 +71,9 @@ class RunningService:
 
 
 @contextmanager
-def running_service(project: Path, **env: str) -> Iterator[RunningService]:
+def running_service(
+    project: Path, *, body_timeout: float = BODY_TIMEOUT, **env: str
+) -> Iterator[RunningService]:
     """Serve `project` until the block ends. `env` adds NEWSLETTER_* settings."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -76,6 +82,7 @@ def running_service(project: Path, **env: str) -> Iterator[RunningService]:
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     environ = {"NEWSLETTER_SECRET": SECRET, "NEWSLETTER_NEWSLETTER__BASE_URL": url, **env}
     settings = load_settings(project / "newsletter.toml", environ=environ)
+    key = signing_key(settings, allow_ephemeral=False)
     records = Records()
     loggers = [logging.getLogger(n) for n in ("newsletter", "uvicorn", "uvicorn.error")]
     levels = [lg.level for lg in loggers]
@@ -83,7 +90,9 @@ def running_service(project: Path, **env: str) -> Iterator[RunningService]:
         lg.addHandler(records)
         lg.setLevel(logging.DEBUG)
     config = server_config(
-        create_app(settings, SECRET.encode()), log_level="debug", log_config=None
+        create_app(settings, key.secret, previous=key.previous, body_timeout=body_timeout),
+        log_level="debug",
+        log_config=None,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -121,3 +130,13 @@ def one_click_url(settings: Settings, address: str = ALICE, list_name: str = "ma
     urls = re.findall(r"<([^>]+)>", message["List-Unsubscribe"])
     assert urls[1].startswith("mailto:")
     return urls[0]
+
+
+def first_format_token(secret: str, list_name: str, address: str) -> str:
+    """A token in the first format (KID.PAYLOAD.MAC: the address in plain base64, HMAC-signed),
+    as the links in issues sent before tokens were made opaque carry."""
+    kid = key_id(secret)
+    payload = base64.urlsafe_b64encode(f"{list_name}\n{address}".encode()).decode().rstrip("=")
+    message = b"newsletter-unsubscribe-v1\n" + f"{kid}.{payload}".encode()
+    mac = base64.urlsafe_b64encode(hmac.digest(secret.encode(), message, "sha256"))
+    return f"{kid}.{payload}.{mac.decode().rstrip('=')}"

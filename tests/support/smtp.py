@@ -34,7 +34,7 @@ _HEADERS = email.parser.BytesHeaderParser(policy=email.policy.compat32)
 class Fault:
     """What to do to recipients `match` picks, `times` times each (then behave)."""
 
-    stage: str  # "rcpt" or "data"
+    stage: str  # "rcpt", "data-command" (before its 354) or "data" (after the body)
     reply: str | None = None  # e.g. "451 4.2.0 try later"
     sleep: float = 0.0
     drop: bool = False  # close the connection without a reply
@@ -122,6 +122,26 @@ class FaultyHandler:
         return len(self.received)
 
 
+class _SMTP(SMTP):
+    """aiosmtpd with one more place to fail: the DATA command itself, before the 354 reply."""
+
+    async def smtp_DATA(self, arg: str) -> None:  # noqa: N802 (aiosmtpd's method name)
+        handler = self.event_handler
+        recipients = self.envelope.rcpt_tos if self.envelope is not None else []
+        for fault in handler.faults if isinstance(handler, FaultyHandler) else []:
+            if any(fault.applies("data-command", r) for r in recipients):
+                if fault.sleep:
+                    await asyncio.sleep(fault.sleep)
+                if fault.drop:
+                    assert self.transport is not None
+                    self.transport.close()
+                    return
+                if fault.reply:
+                    await self.push(fault.reply)
+                    return
+        await super().smtp_DATA(arg)
+
+
 class Authenticator:
     def __init__(self, user: str, password: str) -> None:
         self.user, self.password = user.encode(), password.encode()
@@ -165,7 +185,7 @@ async def start(
             return make()
 
     def make() -> SMTP:
-        smtp = SMTP(
+        smtp = _SMTP(
             handler,
             hostname="test.smtp",
             enable_SMTPUTF8=smtputf8,

@@ -13,7 +13,7 @@ from newsletter.bounces.policy import Policy, Verdict
 from newsletter.cli.terminal import every_list_option, pass_settings, printable
 from newsletter.errors import ConfigError, NewsletterError, display_path
 from newsletter.mail.tokens import signing_key
-from newsletter.outbox import open_outbox, outbox_exists
+from newsletter.outbox import EDITOR_SOURCE, open_outbox, outbox_exists
 from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.subscribers import ListReport, address_key, check_list
 
@@ -77,8 +77,15 @@ def unsubscribe(settings: Settings, address: str, list_name: str, undo: bool) ->
             state = "will be sent to again" if lifted else "was not unsubscribed"
             click.echo(f"{key} {state} on {list_name!r}")
             return
-        added = outbox.suppress(list_name, key, "cli")
-    state = "unsubscribed" if added else "was already unsubscribed"
+        before = outbox.suppression(list_name, key)
+        outbox.suppress(list_name, key, EDITOR_SOURCE)
+    if before is None:
+        state = "unsubscribed"
+    elif before.source == EDITOR_SOURCE:
+        state = "was already unsubscribed"
+    else:
+        # The reader's own unsubscribe becomes the editor's: their re-subscribe cannot lift it.
+        state = f"was already unsubscribed by the reader ({before.source}), now by you"
     click.echo(f"{key} {state} from {list_name!r}; later sends to it skip this address")
 
 
@@ -125,7 +132,9 @@ def bounces(settings: Settings, maildir: Path | None) -> None:
         )
     try:
         with open_outbox(settings.outbox_target) as outbox:
-            policy = Policy(outbox, settings.bounces, None if key.ephemeral else key.secret)
+            policy = Policy(
+                outbox, settings.bounces, key.previous if key.ephemeral else key.verifying
+            )
             tally = collect(inbox, policy, lambda r, d: click.echo(printable(describe(r, d))))
     finally:
         inbox.close()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import click
@@ -114,15 +116,25 @@ def send(
     prepared = run.prepare(settings, number, list_name)
     _report_list(prepared.list_report)
     job = prepared.job
+    if settings.smtp.security != "none" and not settings.smtp.verify:
+        click.secho(
+            "warning: [smtp] verify = false: the server's TLS certificate is not checked, so "
+            "whoever sits between here and the server can read and change every message",
+            fg="yellow",
+            err=True,
+        )
     if not prepared.staging and not yes:
         if not sys.stdin.isatty():
             raise DeliveryError(
                 f"refusing to send issue {number} to the {list_name!r} list without confirmation",
                 hint="Re-run with --yes to confirm (no terminal to ask on).",
             )
+        skipped = _suppressed(settings, list_name, job.subscribers)
         click.echo(
             f"About to send issue {number} to the {list_name!r} list:\n"
-            f"  recipients  {len(job.subscribers)}\n"
+            f"  recipients  {len(job.subscribers) - skipped}"
+            + (f" ({skipped} more unsubscribed: skipped)" if skipped else "")
+            + "\n"
             f"  SMTP server {prepared.server}\n"
             f"  sender      {prepared.sender}"
         )
@@ -150,6 +162,15 @@ def send(
     if not report.complete:
         click.echo(f"hint: `newsletter status --issue {number} --list {list_name}`", err=True)
         sys.exit(EXIT_INCOMPLETE)
+
+
+def _suppressed(settings: Settings, list_name: str, keys: Iterable[str]) -> int:
+    """How many of the list's addresses are suppressed: they get a `skipped` row, no message."""
+    if not outbox_exists(settings.outbox_target):
+        return 0
+    with open_outbox(settings.outbox_target) as outbox:
+        suppressed = outbox.suppressed(list_name)
+    return sum(1 for key in keys if key in suppressed)
 
 
 def _dry_run(settings: Settings, number: int, list_name: str, out: Path) -> None:
@@ -271,7 +292,13 @@ def status(
 ) -> None:
     """Show an issue's delivery log: counts per state, then each recipient not sent with the
     server's reply."""
-    if not outbox_exists(settings.outbox_target):
+    known = outbox_exists(settings.outbox_target)
+    if list_name is not None and list_name not in settings.lists:
+        # A list since dropped from the config still has its rows in the log.
+        with open_outbox(settings.outbox_target) if known else contextlib.nullcontext() as outbox:
+            if outbox is None or list_name not in outbox.lists_of(number):
+                settings.mailing_list(list_name)  # raises, naming the lists there are
+    if not known:
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
     limit = None if show_all else 50

@@ -59,8 +59,9 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
     """Run the public web service: one-click unsubscribe (RFC 8058) and the web archive.
 
     Meant to run behind a TLS-terminating reverse proxy at newsletter.base_url (see README).
-    Needs NEWSLETTER_SECRET, the same one `send` signs unsubscribe links with. Logs one JSON
-    line per request to stderr, with tokens redacted. Ctrl-C or SIGTERM stops it.
+    Needs NEWSLETTER_SECRET, the same one `send` signs unsubscribe links with (after changing
+    it, put the old value in NEWSLETTER_SECRET_PREVIOUS: links already sent keep working). Logs
+    one JSON line per request to stderr, with tokens redacted. Ctrl-C or SIGTERM stops it.
     """
     # starlette + uvicorn: imported only when used
     from newsletter.web.listen import bind_socket, url_of

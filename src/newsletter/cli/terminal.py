@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from newsletter.errors import NewsletterError
+from newsletter.errors import NewsletterError, display_path
 from newsletter.settings import DEFAULT_LIST, load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -24,6 +24,16 @@ class Group(click.Group):
             return super().invoke(ctx)
         except NewsletterError as exc:
             fail(exc)
+        except OSError as exc:
+            if not isinstance(exc.filename, str):
+                raise
+            # A path the user gave (--out, --csv, --site) or the project holds: name it.
+            fail(
+                NewsletterError(
+                    f"{display_path(exc.filename)}: {exc.strerror or exc}",
+                    hint="Check the path: its folder must exist and be yours to write in.",
+                )
+            )
 
 
 def fail(exc: NewsletterError) -> None:

@@ -1,14 +1,22 @@
-"""Unsubscribe tokens: (list name, address) in, a signed URL-safe token out, and back again.
+"""Unsubscribe tokens: (list name, address) in, an opaque URL-safe token out, and back again.
 
-A token is three base64url fields joined by dots, ``KID.PAYLOAD.MAC``:
+A token is two base64url fields joined by a dot, ``KID.BOX``:
 
-* ``KID``     6 bytes of HMAC(key, "key id"): names the key without revealing it, so a token signed
-              before NEWSLETTER_SECRET was rotated fails with a clear reason instead of "forged".
-* ``PAYLOAD`` the UTF-8 list name and address, separated by a newline.
-* ``MAC``     HMAC-SHA256(key, version + KID + PAYLOAD), compared in constant time.
+* ``KID``  6 bytes of HMAC(key, "key id"): names the key without revealing it, so a token made
+           with a key that is no longer configured fails with a clear reason, not as "forged".
+* ``BOX``  the list name and address (UTF-8, a newline between), encrypted and authenticated
+           with AES-SIV under a key derived from the secret, with the version and KID as
+           associated data. A forwarded link shows no address; a token cannot be forged without
+           the key, nor moved to another list or address. AES-SIV is deterministic: the same
+           reader gets the same token in every message (and on every retry).
+
+Links already sent carry the first format, ``KID.PAYLOAD.MAC`` (list and address in plain
+base64, HMAC-SHA256): they still verify. Rotating NEWSLETTER_SECRET: put the old value in
+NEWSLETTER_SECRET_PREVIOUS (comma-separated, several allowed); tokens made with any of them keep
+working, new ones are made with the new secret.
 
 The token sits in a URL path that mailbox providers POST to without cookies (RFC 8058), so it alone
-must prove the request: it cannot be forged without the key, nor moved to another list or address.
+must prove the request.
 """
 
 from __future__ import annotations
@@ -16,24 +24,42 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import hashlib
 import hmac
+import re
 import secrets
+from collections.abc import Sequence
 from typing import NamedTuple
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
 from newsletter.errors import ConfigError, TokenError
 from newsletter.settings import SECRET_ENV, Settings
 
-_VERSION = b"newsletter-unsubscribe-v1\n"
+_VERSION = b"newsletter-unsubscribe-v2"
+_VERSION_1 = b"newsletter-unsubscribe-v1\n"
 _KID_LABEL = b"newsletter key id"
+_BOX_LABEL = b"newsletter unsubscribe token encryption v2"
 _MAX_TOKEN = 2048
 MIN_SECRET_LENGTH = 16
+_FIELD = re.compile(r"[A-Za-z0-9_-]+")
+
+Secret = bytes | str
 
 
 class SigningKey(NamedTuple):
-    """The key tokens are signed with; `ephemeral` when it lives only in this process."""
+    """The key tokens are made with; `ephemeral` when it lives only in this process;
+    `previous` the keys of earlier secrets, which only verify."""
 
     secret: bytes
     ephemeral: bool
+    previous: tuple[bytes, ...] = ()
+
+    @property
+    def verifying(self) -> tuple[bytes, ...]:
+        """Every key a token may have been made with, the current one first."""
+        return (self.secret, *self.previous)
 
 
 def signing_key(settings: Settings, *, allow_ephemeral: bool) -> SigningKey:
@@ -44,22 +70,35 @@ def signing_key(settings: Settings, *, allow_ephemeral: bool) -> SigningKey:
     ephemeral key (say so in one line: their links will not work).
     """
     var = SECRET_ENV["secret"]
+    previous = _previous(settings)
     if settings.secret is not None:
-        value = settings.secret.get_secret_value()
-        if len(value) < MIN_SECRET_LENGTH:
-            raise ConfigError(
-                f"{var} is too short ({len(value)} characters; at least {MIN_SECRET_LENGTH})",
-                hint=f"Set {var} to a long random value, for example the output of "
-                "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`.",
-            )
-        return SigningKey(value.encode("utf-8"), ephemeral=False)
+        value = _long_enough(settings.secret.get_secret_value(), var)
+        return SigningKey(value.encode("utf-8"), ephemeral=False, previous=previous)
     if not allow_ephemeral:
         raise ConfigError(
             f"{var} is not set: unsubscribe links cannot be signed for a real send",
             hint=f"Set {var} in the environment to a long random value, kept the same for every "
             "send (e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`).",
         )
-    return SigningKey(_ephemeral_secret(), ephemeral=True)
+    return SigningKey(_ephemeral_secret(), ephemeral=True, previous=previous)
+
+
+def _previous(settings: Settings) -> tuple[bytes, ...]:
+    if settings.secret_previous is None:
+        return ()
+    var = SECRET_ENV["secret_previous"]
+    values = settings.secret_previous.get_secret_value().split(",")
+    return tuple(_long_enough(v.strip(), var).encode("utf-8") for v in values if v.strip())
+
+
+def _long_enough(value: str, var: str) -> str:
+    if len(value) < MIN_SECRET_LENGTH:
+        raise ConfigError(
+            f"{var} is too short ({len(value)} characters; at least {MIN_SECRET_LENGTH})",
+            hint=f"Set {var} to a long random value, for example the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`.",
+        )
+    return value
 
 
 @functools.cache
@@ -69,36 +108,51 @@ def _ephemeral_secret() -> bytes:
 
 
 @functools.lru_cache(maxsize=8)  # a send signs one token per recipient with the same key
-def key_id(secret: bytes | str) -> str:
+def key_id(secret: Secret) -> str:
     """The short public name of a key, as it appears at the start of every token."""
     return _b64(hmac.digest(_key(secret), _KID_LABEL, "sha256")[:6])
 
 
-def sign(secret: bytes | str, list_name: str, address: str) -> str:
-    """A token that proves `address` may be unsubscribed from `list_name`."""
+@functools.lru_cache(maxsize=8)
+def _box(secret: Secret) -> AESSIV:
+    # AES-256-SIV takes a 512-bit key; the secret itself is never used as one.
+    return AESSIV(hmac.digest(_key(secret), _BOX_LABEL, hashlib.sha512))
+
+
+def sign(secret: Secret, list_name: str, address: str) -> str:
+    """An opaque token that proves `address` may be unsubscribed from `list_name`."""
     if "\n" in list_name or "\n" in address:
         raise ValueError("list name and address must not contain a newline")
     kid = key_id(secret)
-    payload = _b64(f"{list_name}\n{address}".encode())
-    return f"{kid}.{payload}.{_mac(secret, kid, payload)}"
+    box = _box(secret).encrypt(f"{list_name}\n{address}".encode(), [_VERSION, kid.encode()])
+    return f"{kid}.{_b64(box)}"
 
 
-def verify(secret: bytes | str, token: str) -> tuple[str, str]:
-    """The (list name, address) a token was signed for; TokenError if it is not genuine."""
+def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
+    """The (list name, address) a token was made for, with any of `keys` (the current secret
+    first, then earlier ones); TokenError if it is not genuine."""
     if len(token) > _MAX_TOKEN or not token.isascii():
         raise TokenError("the unsubscribe token is malformed")
     parts = token.split(".")
-    if len(parts) != 3 or not all(parts):
+    # Only the exact encoding sign() writes: no padding, no characters base64 would skip.
+    if len(parts) not in (2, 3) or not all(_FIELD.fullmatch(part) for part in parts):
         raise TokenError("the unsubscribe token is malformed")
-    kid, payload, mac = parts
-    if not hmac.compare_digest(kid, key_id(secret)):
+    candidates = (keys,) if isinstance(keys, bytes | str) else tuple(keys)
+    secret = next((k for k in candidates if hmac.compare_digest(parts[0], key_id(k))), None)
+    if secret is None:
         raise TokenError(
-            "the unsubscribe token was signed with another key (was NEWSLETTER_SECRET changed?)"
+            "the unsubscribe token was made with another key (was NEWSLETTER_SECRET changed? "
+            "keep the old value in NEWSLETTER_SECRET_PREVIOUS)"
         )
-    if not hmac.compare_digest(mac, _mac(secret, kid, payload)):
-        raise TokenError("the unsubscribe token is forged or was altered")
     try:
-        list_name, sep, address = _unb64(payload).decode("utf-8").partition("\n")
+        if len(parts) == 2:
+            kid, box = parts
+            plain = _box(secret).decrypt(_unb64(box), [_VERSION, kid.encode()])
+        else:
+            plain = _verify_v1(secret, *parts)
+        list_name, sep, address = plain.decode("utf-8").partition("\n")
+    except InvalidTag:
+        raise TokenError("the unsubscribe token is forged or was altered") from None
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise TokenError("the unsubscribe token is malformed") from None
     if not sep or not list_name or not address:
@@ -106,13 +160,16 @@ def verify(secret: bytes | str, token: str) -> tuple[str, str]:
     return list_name, address
 
 
-def _key(secret: bytes | str) -> bytes:
+def _verify_v1(secret: Secret, kid: str, payload: str, mac: str) -> bytes:
+    """The first format's payload, if its MAC is right (links in issues sent before v2)."""
+    message = _VERSION_1 + kid.encode("ascii") + b"." + payload.encode("ascii")
+    if not hmac.compare_digest(mac, _b64(hmac.digest(_key(secret), message, "sha256"))):
+        raise InvalidTag
+    return _unb64(payload)
+
+
+def _key(secret: Secret) -> bytes:
     return secret.encode("utf-8") if isinstance(secret, str) else secret
-
-
-def _mac(secret: bytes | str, kid: str, payload: str) -> str:
-    message = _VERSION + kid.encode("ascii") + b"." + payload.encode("ascii")
-    return _b64(hmac.digest(_key(secret), message, "sha256"))
 
 
 def _b64(data: bytes) -> str:

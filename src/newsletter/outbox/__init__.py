@@ -7,6 +7,7 @@ from newsletter.outbox.base import Outbox
 from newsletter.outbox.records import (
     DEPARTED,
     DUE,
+    EDITOR_SOURCE,
     IN_DOUBT,
     UNSUBSCRIBED,
     Delivery,
@@ -20,6 +21,7 @@ from newsletter.outbox.store import is_postgres
 __all__ = [
     "DEPARTED",
     "DUE",
+    "EDITOR_SOURCE",
     "IN_DOUBT",
     "UNSUBSCRIBED",
     "Delivery",

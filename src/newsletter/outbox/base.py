@@ -2,8 +2,8 @@
 
 One row per (issue, list, recipient) under a UNIQUE key, so planning the same list twice adds only
 new recipients. A row moves pending -> sending -> sent | deferred | rejected | failed; `sending` is
-committed after the server accepted RCPT and before DATA, and each outcome is committed as soon as
-the server answers, so a crash leaves only the messages being uploaded in doubt, and `recover`
+committed once the server answered DATA with 354, and each outcome is committed as soon as the
+server answers, so a crash leaves only the messages being uploaded in doubt, and `recover`
 (or, with several workers, `reap`) turns them into `unknown`.
 
 The `suppressions` table is written by the one-click unsubscribe endpoint and read by the sender:
@@ -24,6 +24,7 @@ from newsletter.outbox.bounces import BounceLog
 from newsletter.outbox.records import (
     COLUMNS,
     DUE,
+    EDITOR_SOURCE,
     IN_DOUBT,
     Delivery,
     PlanResult,
@@ -119,7 +120,7 @@ class Outbox(Runs, BounceLog):
     # -- one delivery -----------------------------------------------------------------------
 
     def mark_sending(self, row_id: int, message_id: str | None, owner: str | None = None) -> bool:
-        """Committed after RCPT was accepted and before DATA: the start of the in-doubt window.
+        """Committed once the server answered DATA with 354: the start of the in-doubt window.
         The first Message-ID stored stays the row's for every later attempt; None says the row
         holds it already (planned with it), which keeps its index out of this commit.
 
@@ -227,13 +228,17 @@ class Outbox(Runs, BounceLog):
     # -- suppressions -----------------------------------------------------------------------
 
     def suppress(self, list_name: str, address: str, source: str) -> bool:
-        """Never send to `address` on `list_name` again. True if it was not suppressed yet."""
+        """Never send to `address` on `list_name` again. True if it was not suppressed yet, or
+        only by the reader and now by the editor (EDITOR_SOURCE), whose word wins: the reader's
+        re-subscribe cannot lift it then."""
         with self._write():
             return (
                 self._run(
                     "INSERT INTO suppressions (list, address, source, created_at)"
-                    " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (list_name, normalize(address), source, now()),
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (list, address) DO UPDATE"
+                    " SET source = excluded.source"
+                    " WHERE excluded.source = ? AND suppressions.source <> ?",
+                    (list_name, normalize(address), source, now(), EDITOR_SOURCE, EDITOR_SOURCE),
                 )
                 == 1
             )

@@ -3,8 +3,8 @@
 Every aiosmtplib exception and reply is mapped to an `Outcome` here and nowhere else, by scope:
 
     recipient   4xx -> DEFERRED, 5xx -> REJECTED          (this message only)
-    connection  drop/timeout before DATA -> RETRY,         (reconnect, try again)
-                drop/timeout during DATA -> UNKNOWN        (the server may have it)
+    connection  drop/timeout before DATA's 354 -> RETRY    (reconnect, try again)
+                drop/timeout after the 354 -> UNKNOWN      (the server may have it)
     account     454, throttling 421 -> THROTTLED            (slow down)
                 550 5.4.5 daily quota, sender refused -> STOPPED (end the run)
 """

@@ -9,10 +9,11 @@ RETRY before the upload and to UNKNOWN during it (the server may have the messag
 Mistakes in the setup itself (certificate not trusted, AUTH refused, STARTTLS not offered, no
 password) raise TransportError: no message can go out until the config is fixed.
 
-`send` calls MAIL and RCPT, then the caller's `on_accepted` (which commits `sending`), then DATA,
-so only the upload itself is ever in doubt. Its optional `meanwhile` runs once the body is
-written, while the server takes it in: time the caller can use (the engine builds the next
-message there) instead of waiting idle for the reply.
+`send` calls MAIL, RCPT and DATA, and once the server has answered DATA with 354 the caller's
+`on_accepted` (which commits `sending`), then uploads the body: only the upload itself is ever
+in doubt, and a connection lost before the 354 is a plain retry. Its optional `meanwhile` runs
+once the body is written, while the server takes it in: time the caller can use (the engine
+builds the next message there) instead of waiting idle for the reply.
 """
 
 from __future__ import annotations
@@ -201,9 +202,15 @@ class Connection:
             await self.close()
             return Result(Outcome.RETRY, Scope.CONNECTION, None, f"connection lost: {text}")
 
-        on_accepted()
+        started = False
+
+        def on_start() -> None:
+            nonlocal started
+            started = True
+            on_accepted()
+
         try:
-            reply = await upload(smtp, message, meanwhile, self._arm)
+            reply = await upload(smtp, message, meanwhile, self._arm, on_start)
         except aiosmtplib.SMTPDataError as exc:
             # A reply to DATA or to the end of the body: the server has decided, nothing in doubt.
             return await self._refused(classify(exc.code, exc.message, "data"))
@@ -212,6 +219,11 @@ class Connection:
         except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException) as exc:
             text = self._lost(exc)
             await self.close()
+            if not started:
+                # No 354 yet: the server cannot have the message.
+                return Result(
+                    Outcome.RETRY, Scope.CONNECTION, None, f"connection lost at DATA: {text}"
+                )
             return Result(
                 Outcome.UNKNOWN, Scope.CONNECTION, None, f"connection lost during DATA: {text}"
             )

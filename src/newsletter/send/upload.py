@@ -8,6 +8,7 @@ version, and tests/send/test_upload.py fails loudly if these internals change.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import aiosmtplib
@@ -20,17 +21,19 @@ async def upload(
     message: OutgoingMessage,
     meanwhile: Callable[[], None] | None = None,
     arm: Callable[[], None] | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> aiosmtplib.SMTPResponse:
-    """DATA without smtp.data()'s two regex passes over the whole body. A message whose builder
-    vouches for it (`smtp_ready`: CRLF only, no line starting with ".") goes out as it is; any
-    other CRLF-only message is dot-stuffed by one bytes.replace after three counts; anything
-    else goes through smtp.data(). Same wire bytes, same errors and the same close-on-timeout
-    either way."""
+    """DATA, then `on_start` once the server has answered 354, then the body.
+
+    Until the 354 the server cannot have the message, so a connection lost before it is a plain
+    retry; `on_start` marks where the in-doubt window opens. The body goes out without
+    smtp.data()'s two regex passes over it: a message whose builder
+    vouches for it (`smtp_ready`: CRLF only, no line starting with ".") as it is, any other one
+    with its line ends made CRLF and dot-stuffed here. Same wire bytes, same errors and the same
+    close-on-timeout as smtp.data()."""
     protocol = smtp.protocol
-    data = message.data
-    ready = message.smtp_ready and data.endswith(b"\r\n")
-    if protocol is None or not (ready or _crlf_only(data)):
-        return await smtp.data(data)
+    if protocol is None:
+        raise aiosmtplib.SMTPServerDisconnected("Connection lost")
     # With `arm`, the caller's watchdog times each reply; without it, aiosmtplib does.
     timeout = None if arm else smtp.timeout
     if arm:
@@ -38,12 +41,10 @@ async def upload(
     start = await smtp.execute_command(b"DATA", timeout=timeout)
     if start.code != 354:
         raise aiosmtplib.SMTPDataError(start.code, start.message)
-    body = data
-    if not ready:
-        body = data if data.endswith(b"\r\n") else data + b"\r\n"
-        body = body.replace(b"\r\n.", b"\r\n..")
-        if body.startswith(b"."):
-            body = b"." + body
+    if on_start is not None:
+        on_start()
+    data = message.data
+    body = data if message.smtp_ready and data.endswith(b"\r\n") else _stuffed(data)
     try:
         if arm:
             arm()
@@ -57,6 +58,15 @@ async def upload(
     if reply.code != 250:
         raise aiosmtplib.SMTPDataError(reply.code, reply.message)
     return reply
+
+
+def _stuffed(data: bytes) -> bytes:
+    """CRLF line ends, a final one, and every line that starts with "." doubled (RFC 5321)."""
+    if not _crlf_only(data):
+        data = re.sub(rb"\r\n|\r|\n", b"\r\n", data)
+    body = data if data.endswith(b"\r\n") else data + b"\r\n"
+    body = body.replace(b"\r\n.", b"\r\n..")
+    return b"." + body if body.startswith(b".") else body
 
 
 def _crlf_only(data: bytes) -> bool:

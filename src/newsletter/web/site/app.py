@@ -22,10 +22,10 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 import uvicorn
 from starlette.applications import Starlette
@@ -42,9 +42,9 @@ from newsletter.i18n import PAGES, strings_for
 from newsletter.mail.tokens import signing_key, verify
 from newsletter.outbox import Outbox, Suppression, open_outbox
 from newsletter.settings import Settings
-from newsletter.web.listen import NO_STORE
+from newsletter.web.listen import LOOPBACK_NAMES, NO_STORE
 from newsletter.web.site.archive import Archive
-from newsletter.web.site.guard import MAX_BODY, Guard, error_log
+from newsletter.web.site.guard import BODY_TIMEOUT, MAX_BODY, Guard, error_log
 from newsletter.web.site.pages import render_page
 
 T = TypeVar("T")
@@ -75,9 +75,9 @@ class Target:
 class Service:
     """The endpoints; each opens the outbox only for the one statement it needs."""
 
-    def __init__(self, settings: Settings, secret: bytes) -> None:
+    def __init__(self, settings: Settings, keys: Sequence[bytes]) -> None:
         self.settings = settings
-        self.secret = secret
+        self.keys = keys
         self.archive = Archive(settings)
 
     def page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -170,7 +170,7 @@ class Service:
     def _target(self, request: Request) -> Target:
         token: str = request.path_params["token"]
         try:
-            list_name, address = verify(self.secret, token)
+            list_name, address = verify(self.keys, token)
         except TokenError:
             raise HTTPException(403) from None
         mailing_list = self.settings.lists.get(list_name)
@@ -228,9 +228,16 @@ def _wants_html(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
 
-def create_app(settings: Settings, secret: bytes) -> Guard:
-    """The service as an ASGI app; `secret` must be the key the sender signs tokens with."""
-    service = Service(settings, secret)
+def create_app(
+    settings: Settings,
+    secret: bytes,
+    *,
+    previous: Sequence[bytes] = (),
+    body_timeout: float = BODY_TIMEOUT,
+) -> Guard:
+    """The service as an ASGI app; `secret` must be the key the sender signs tokens with,
+    `previous` the earlier ones whose tokens are still out there."""
+    service = Service(settings, (secret, *previous))
     app = Starlette(
         routes=[
             Route("/", service.index),
@@ -245,7 +252,9 @@ def create_app(settings: Settings, secret: bytes) -> Guard:
         ],
         exception_handlers={HTTPException: service.http_error, Exception: service.server_error},
     )
-    return Guard(app)
+    # The proxy passes the public name on (base_url's host); loopback names for health checks.
+    hosts = [urlsplit(settings.newsletter.base_url).hostname or "", *LOOPBACK_NAMES]
+    return Guard(app, hosts=hosts, body_timeout=body_timeout)
 
 
 def server_config(app: ASGIApp, **overrides: Any) -> uvicorn.Config:
@@ -282,7 +291,8 @@ def serve(settings: Settings, sock: socket.socket) -> None:
         ours.addHandler(handler)
         ours.setLevel(logging.INFO)
         ours.propagate = False
-    server = uvicorn.Server(server_config(create_app(settings, key.secret)))
+    app = create_app(settings, key.secret, previous=key.previous)
+    server = uvicorn.Server(server_config(app))
     # uvicorn shuts down gracefully, then raises the signal again for the caller; a service
     # stopped by SIGTERM (systemd) or Ctrl-C has ended normally, so the second one is ignored.
     previous = signal.signal(signal.SIGTERM, lambda *_: None)

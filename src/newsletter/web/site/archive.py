@@ -23,6 +23,7 @@ from newsletter.models import Issue, Placeholder
 from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.render import render_issue
 from newsletter.settings import Settings
+from newsletter.web.site.guard import error_log
 from newsletter.web.site.pages import render_page
 
 
@@ -43,6 +44,7 @@ class Archive:
         self.settings = settings
         self._issues: dict[Path, tuple[tuple[int, int], Issue]] = {}
         self._pages: dict[Path, tuple[tuple[int, ...], str]] = {}
+        self._reported: set[str] = set()
 
     def numbers(self, sent: dict[int, dt.date] | None = None) -> list[int]:
         """The issues the index lists: every file, or with `[serve] publish = "sent"` only those
@@ -85,7 +87,12 @@ class Archive:
         return entries, errors
 
     def index_page(self, href: str = "issues/{number}") -> str:
-        entries, _ = self.entries(href)
+        entries, errors = self.entries(href)
+        for exc in errors:
+            # The editor's mistake goes to the server log, once per fault rather than per visit.
+            if exc.message not in self._reported:
+                self._reported.add(exc.message)
+                error_log.warning("the archive index skips a broken issue: %s", exc.message)
         return render_page("archive.html", self.settings, entries=entries, noindex=False)
 
     def issue_page(self, number: int) -> str:

@@ -1,25 +1,33 @@
 """The outermost HTTP layer of `newsletter serve`: any request in, a hardened answer out.
 
 Guard wraps the whole ASGI app, so it also sees the answers Starlette's own error handling makes:
-it refuses bodies over MAX_BODY (413), adds the security headers every page needs, turns an
-unhandled exception into a plain 500 for the client and a traceback in the server log, and
-writes the access log: one JSON object per request, its path with every unsubscribe token
-redacted and without the query string.
+it answers only to the Host names it is given (400 otherwise: no Host header reflected into a
+redirect or a page), refuses bodies over MAX_BODY (413) and bodies that stop arriving before
+their Content-Length (408 after BODY_TIMEOUT), makes every redirect relative, adds the security
+headers every page needs, turns an unhandled exception into a plain 500 for the client and a
+traceback in the server log, and writes the access log: one JSON object per request, its path
+with every unsubscribe token redacted and without the query string.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
 import re
 import time
+from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # A one-click body is 26 bytes; multipart framing adds ~200. Anything near this is not one.
 MAX_BODY = 4096
+# Seconds a request body may take to arrive: a client that announces more than it sends would
+# otherwise hold its connection (and a worker) open for ever.
+BODY_TIMEOUT = 10.0
 
 PAGE_CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
@@ -39,8 +47,11 @@ access_log = logging.getLogger("newsletter.access")
 error_log = logging.getLogger("newsletter.serve")
 
 _TOKEN_ROUTE = re.compile(r"^/(unsubscribe|resubscribe)/[^/]+")
-# Anything shaped like a token (KID.PAYLOAD.MAC), wherever it appears in a path.
-_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{8}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{16,}")
+# Anything shaped like a token (KID.BOX, or the first format's KID.PAYLOAD.MAC), wherever it
+# appears in a path.
+_TOKEN_SHAPE = re.compile(
+    r"[A-Za-z0-9_-]{8}\.(?:[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{16,}|[A-Za-z0-9_-]{26,})"
+)
 
 
 def redact(path: str) -> str:
@@ -56,9 +67,18 @@ class Guard:
     redacted and without its query string.
     """
 
-    def __init__(self, app: ASGIApp, *, max_body: int = MAX_BODY) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        hosts: Iterable[str],
+        max_body: int = MAX_BODY,
+        body_timeout: float = BODY_TIMEOUT,
+    ) -> None:
         self.app = app
+        self.hosts = frozenset(h.lower() for h in hosts)
         self.max_body = max_body
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -67,10 +87,17 @@ class Guard:
         started = time.perf_counter()
         sent = {"status": 0, "bytes": 0}
         received = 0
+        body_done = False
 
         async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, body_done
+            if body_done:
+                return await receive()  # only http.disconnect is left to wait for
+            try:
+                message = await asyncio.wait_for(receive(), self.body_timeout)
+            except TimeoutError:
+                raise HTTPException(408, headers={"connection": "close"}) from None
+            body_done = not message.get("more_body", False)
             received += len(message.get("body", b""))
             if received > self.max_body:
                 raise HTTPException(413)
@@ -79,9 +106,15 @@ class Guard:
         async def guarded_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 sent["status"] = message["status"]
-                present = {name.lower() for name, _ in message.get("headers", [])}
+                headers = [
+                    (name, relative_location(scope["path"], value.decode("latin-1")).encode())
+                    if name.lower() == b"location"
+                    else (name, value)
+                    for name, value in message.get("headers", [])
+                ]
+                present = {name.lower() for name, _ in headers}
                 extra = [(k, v) for k, v in SECURITY_HEADERS.items() if k not in present]
-                message["headers"] = [*message.get("headers", []), *extra]
+                message["headers"] = [*headers, *extra]
             elif message["type"] == "http.response.body":
                 sent["bytes"] += len(message.get("body", b""))
                 if not message.get("more_body", False):
@@ -99,9 +132,10 @@ class Guard:
 
         try:
             length = _content_length(scope)
-            if length is None or length > self.max_body:
-                status = 400 if length is None else 413
-                await _plain(guarded_send, status)
+            if length is None or not self._host_allowed(scope):
+                await _plain(guarded_send, 400)
+            elif length > self.max_body:
+                await _plain(guarded_send, 413)
             else:
                 await self.app(scope, limited_receive, guarded_send)
         except Exception:
@@ -112,6 +146,28 @@ class Guard:
                 await _plain(guarded_send, 500)
         finally:
             log_once()
+
+    def _host_allowed(self, scope: Scope) -> bool:
+        host = _header(scope, b"host").lower()
+        if not host:
+            return True  # HTTP/1.0: URLs are then built from the socket, not from the client
+        name = host[: host.find("]") + 1] if host.startswith("[") else host.rpartition(":")[0]
+        return (name or host) in self.hosts
+
+
+def relative_location(path: str, location: str) -> str:
+    """`location` as a reference relative to the request's `path`: a redirect never names a
+    host (the Host header is the client's word) and stays right below a proxy's path prefix."""
+    target = urlsplit(location)
+    here = path.split("/")[1:-1]  # the folders of the request: /a/b -> [a], /a/b/ -> [a, b]
+    there = (target.path or "/").split("/")[1:]
+    common = 0
+    while common < min(len(here), len(there) - 1) and here[common] == there[common]:
+        common += 1
+    relative = "../" * (len(here) - common) + "/".join(there[common:])
+    if ":" in relative.split("/")[0]:
+        relative = f"./{relative}"  # a first segment with a colon would read as a scheme
+    return (relative or "./") + (f"?{target.query}" if target.query else "")
 
 
 def _content_length(scope: Scope) -> int | None:

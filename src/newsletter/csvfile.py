@@ -1,0 +1,108 @@
+"""CSV text in; its records out, each with the line it starts on, or why it cannot be read.
+
+Python's csv reads a field that opens with `"` and never closes up to the end of the file (or up
+to its field size limit), swallowing every later row. Here the record that opened the quote is
+reported instead and the lines after its first are read again as records of their own, so a
+stray quote costs one row and every line of the file is accounted for.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TextIO
+
+UNCLOSED_QUOTE = (
+    'opens a double quote (") that is never closed, so every later line would be read into '
+    'it; close the quote or remove it (inside quotes, write a quote as "")'
+)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A record that cannot be read; `field` is the index of the field at fault, if known."""
+
+    field: int | None
+    reason: str
+
+
+def read_records(handle: TextIO) -> Iterator[tuple[int, list[str] | Unreadable]]:
+    """(line the record starts on, its fields or why it cannot be read), one record at a time.
+
+    `handle` must be opened with newline="" (csv's rule), so quoted line breaks survive.
+    """
+    lines = _Lines(handle)
+    reader = csv.reader(lines, strict=False)
+    while True:
+        start = lines.number + 1
+        lines.taken = []
+        try:
+            row = next(reader, None)
+        except csv.Error as exc:
+            field = _open_quote("".join(lines.taken))
+            # The lines the record took beyond its first are read again as records of their own.
+            lines.replay(lines.taken[1:])
+            if field is None:
+                yield start, Unreadable(None, f"cannot be parsed ({exc})")
+            else:
+                yield start, Unreadable(field, UNCLOSED_QUOTE)
+            continue
+        if row is None:
+            return
+        if len(lines.taken) > 1:
+            field = _open_quote("".join(lines.taken))
+            if field is not None:
+                lines.replay(lines.taken[1:])
+                yield start, Unreadable(field, UNCLOSED_QUOTE)
+                continue
+        yield start, row
+
+
+class _Lines:
+    """The file's physical lines for csv.reader, keeping those of the record being read."""
+
+    def __init__(self, handle: TextIO) -> None:
+        self._handle = handle
+        self._replay: deque[str] = deque()
+        self.taken: list[str] = []
+        self.number = 0  # physical lines handed to the reader so far
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = self._replay.popleft() if self._replay else next(self._handle)
+        self.taken.append(line)
+        self.number += 1
+        return line
+
+    def replay(self, lines: list[str]) -> None:
+        """Hand `lines` to the reader again, before anything not read yet."""
+        self._replay.extendleft(reversed(lines))
+        self.number -= len(lines)
+
+
+def _open_quote(text: str) -> int | None:
+    """The index of the field whose quote `text` (one record's lines) leaves open, if any.
+
+    Follows csv's default dialect: `""` inside quotes is a quote. A quote also counts as open
+    when it is "closed" by a stray `"` followed by anything but a comma or a line end: the lenient
+    reader accepts that, and it is how a second stray quote would hide the lines in between.
+    """
+    field, opened, state = 0, 0, "start"
+    for char in text:
+        if state == "quoted":
+            state = "quote" if char == '"' else "quoted"
+        elif char == ",":
+            field, state = field + 1, "start"
+        elif state == "start" and char == '"':
+            opened, state = field, "quoted"
+        elif state == "quote" and char == '"':
+            state = "quoted"
+        elif state == "quote" and char not in "\r\n":
+            return opened
+        else:
+            state = "field"
+    return opened if state == "quoted" else None
