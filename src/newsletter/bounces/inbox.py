@@ -22,11 +22,11 @@ from types import TracebackType
 from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
+from newsletter.configfile import SECRET_ENV
 from newsletter.errors import InboxError
-from newsletter.settings import SECRET_ENV, BouncesSettings, Settings
+from newsletter.settings import BouncesSettings, Settings
 
 KEYWORD = "NewsletterProcessed"
-TIMEOUT = 30.0  # seconds for connecting and for each IMAP command
 _PASSWORD_ENV = SECRET_ENV["bounces_password"]
 _UIDS = re.compile(rb"\d+")
 
@@ -128,7 +128,7 @@ class ImapInbox:
         try:
             ctx = ssl.create_default_context(cafile=str(ca) if ca else None)
             self._imap = imaplib.IMAP4_SSL(
-                url.hostname, url.port or 993, ssl_context=ctx, timeout=TIMEOUT
+                url.hostname, url.port or 993, ssl_context=ctx, timeout=config.timeout
             )
         except ssl.SSLCertVerificationError as exc:
             raise InboxError(
