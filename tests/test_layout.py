@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"models"},
     {"i18n"},
     {"issues", "subscribers", "checks"},
-    {"render", "outbox"},
+    {"render", "outbox", "spamscore"},
     {"mail", "spreadsheet"},
     {"draft"},
     {"preflight"},

@@ -13,7 +13,7 @@ import pytest
 from newsletter.errors import TemplateError
 from newsletter.issues import load_issue
 from newsletter.models import Issue, Item, Link, Placeholder, RenderedEmail, Section
-from newsletter.render import render_issue, section_number
+from newsletter.render import render_issue, section_number, site_name
 from newsletter.settings import Settings
 
 
@@ -57,7 +57,10 @@ def test_every_title_summary_and_url_reaches_both_parts(
             for link in item.links:
                 assert html.escape(link.url) in hrefs or link.url in hrefs
                 assert f"{link.label}：{link.url}" in rendered.text
-                assert f"{link.label}：{link.url}" in page
+                # In the HTML the link names its label and site; the URL is its href.
+                anchor = rf'<a [^>]*href="{re.escape(html.escape(link.url))}"[^>]*>([^<]*)</a>'
+                texts = re.findall(anchor, rendered.html)
+                assert f"{link.label} · {site_name(link.url)}" in texts
 
 
 def test_titles_link_to_their_first_link(issue: Issue, rendered: RenderedEmail) -> None:
@@ -85,7 +88,7 @@ def test_responsive_media_rules_keep_important(rendered: RenderedEmail) -> None:
 
 
 def test_own_css_is_inlined(rendered: RenderedEmail) -> None:
-    assert re.search(r'<h2 class="nl-section" style="[^"]*font-size: ?20px', rendered.html)
+    assert re.search(r'<h2 class="nl-section" style="[^"]*font-size: ?22px', rendered.html)
 
 
 def test_placeholders_survive_including_inside_href(rendered: RenderedEmail) -> None:

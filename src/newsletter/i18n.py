@@ -20,6 +20,9 @@ EMAIL: dict[str, dict[str, str]] = {
         "unsubscribe": "退订",
         "footer_reason": "你收到这封邮件，是因为你订阅了{name}。",
         "label_separator": "：",
+        "link_site_separator": " · ",
+        "date_format": "{year}年{month}月{day}日",
+        "test_marker": "【测试】",
     },
     "en": {
         "greeting": f"Hi {Placeholder.NAME},",
@@ -27,6 +30,10 @@ EMAIL: dict[str, dict[str, str]] = {
         "unsubscribe": "Unsubscribe",
         "footer_reason": "You receive this email because you subscribed to {name}.",
         "label_separator": ": ",
+        "link_site_separator": " · ",
+        "date_format": "{month_name} {day}, {year}",
+        # Not all capitals: a capitals-only subject is a spam sign (SUBJ_ALL_CAPS).
+        "test_marker": "[Test] ",
     },
 }
 

@@ -7,17 +7,20 @@ stay as Placeholder words, filled later by message.py without rendering again.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import re
 from functools import cache
 from html import escape as html_escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 from xml.etree import ElementTree
 
 import css_inline
 import jinja2
 import mjml
+from markupsafe import Markup
 
 from newsletter.errors import TemplateError, display_path
 from newsletter.i18n import EMAIL, strings_for
@@ -34,6 +37,9 @@ FONT_STACK = (
     "'Microsoft YaHei', 'Noto Sans CJK SC', 'Source Han Sans SC', 'Helvetica Neue', "
     "Arial, sans-serif"
 )
+# Outlook desktop (Word) uses the first family only: one it has, that also covers Chinese.
+MSO_FONT_STACK = Markup("'Microsoft YaHei', 'Segoe UI', Arial, sans-serif")
+PREHEADER_LIMIT = 140
 _CJK_DIGITS = "零一二三四五六七八九"
 
 # Shipped defaults: the wheel carries templates/email/ as newsletter/default_templates/email;
@@ -50,9 +56,10 @@ def render_issue(issue: Issue, settings: Settings) -> RenderedEmail:
     html, css = compile_issue(issue, settings)
     html = inline_css(html, css, settings.render.inliner)
     env = template_environment(settings.templates_dir)
-    # Optional blocks leave runs of blank lines; one blank line is all a reader needs.
+    # Optional blocks leave runs of blank lines; two (between sections) is the most a reader
+    # needs.
     text = re.sub(
-        r"\n{3,}", "\n\n", _render_template(env, TEXT_TEMPLATE, _context(issue, settings))
+        r"\n{4,}", "\n\n\n", _render_template(env, TEXT_TEMPLATE, _context(issue, settings))
     )
     return RenderedEmail(issue_number=issue.number, subject=issue.title, html=html, text=text)
 
@@ -85,12 +92,30 @@ def template_environment(project_dir: Path) -> jinja2.Environment:
     env.filters["markdown"] = to_html
     env.filters["markdown_text"] = to_text
     env.filters["section_number"] = _section_number_filter
+    env.filters["long_date"] = _long_date_filter
+    env.filters["site"] = site_name
     return env
 
 
 @jinja2.pass_context
 def _section_number_filter(ctx: jinja2.runtime.Context, n: int) -> str:
     return section_number(n, str(ctx["lang"]))
+
+
+@jinja2.pass_context
+def _long_date_filter(ctx: jinja2.runtime.Context, day: dt.date) -> str:
+    return long_date(day, str(ctx["text"]["date_format"]))
+
+
+def long_date(day: dt.date, date_format: str) -> str:
+    """A date as readers write it: "2021年11月1日", "November 1, 2021" (no locale needed)."""
+    return date_format.format(year=day.year, month=day.month, day=day.day, month_name=f"{day:%B}")
+
+
+def site_name(url: str) -> str:
+    """The site a link goes to, as its text shows it: "arxiv.org" for https://www.arxiv.org/…"""
+    host = urlsplit(url).hostname or url
+    return host.removeprefix("www.")
 
 
 def compile_mjml(source: str) -> str:
@@ -192,12 +217,29 @@ def section_number(n: int, language: str) -> str:
     return f"{word}、"
 
 
+def dated(issue: Issue, first_sent: dt.date | None) -> Issue:
+    """The issue with the date readers see: its own `date:`, else the day it first went out to
+    subscribers (`first_sent`; a send that is about to go out passes today)."""
+    if issue.date is not None or first_sent is None:
+        return issue
+    return issue.model_copy(update={"date": first_sent})
+
+
 def preheader_for(issue: Issue) -> str:
-    """The inbox preview line: the issue's own, else its first titles."""
+    """The inbox preview line: the issue's own, else the first two titles of each section, as
+    many whole titles as fit in PREHEADER_LIMIT characters, with "…" when some were left out."""
     if issue.preheader:
         return issue.preheader
-    titles = " · ".join(item.title for section in issue.sections for item in section.items[:2])
-    return titles[:140]
+    titles = [item.title for section in issue.sections for item in section.items[:2]]
+    line = ""
+    for count, title in enumerate(titles, start=1):
+        longer = f"{line} · {title}" if line else title
+        more = " · …" if count < len(titles) else ""
+        if len(longer) + len(more) > PREHEADER_LIMIT:
+            # Not even the first title fits: cut it at the limit rather than show nothing.
+            return f"{line} · …" if line else f"{title[: PREHEADER_LIMIT - 1]}…"
+        line = longer
+    return line
 
 
 def _context(issue: Issue, settings: Settings) -> dict[str, Any]:
@@ -207,6 +249,7 @@ def _context(issue: Issue, settings: Settings) -> dict[str, Any]:
         "newsletter_name": settings.newsletter.name,
         "lang": language,
         "font_stack": FONT_STACK,
+        "mso_font_stack": MSO_FONT_STACK,
         "preheader": preheader_for(issue),
         "text": strings_for(EMAIL, language, name=settings.newsletter.name),
         "placeholders": {

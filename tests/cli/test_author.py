@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import email
 import email.policy
+import os
+import shutil
 import subprocess
 import sys
 from email.message import EmailMessage
@@ -126,6 +128,35 @@ def test_console_script_runs_without_traceback(project: Path) -> None:
     assert result.returncode == 1
     assert "no such issue (issues: 14)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_check_prints_the_spam_score(project: Path) -> None:
+    if shutil.which("spamassassin") is None and os.environ.get("CI") != "true":
+        pytest.skip("spamassassin is not installed (apt-get install spamassassin)")
+    code, out, _ = run("check", "--issue", "14", "--list", "staging")
+    assert code == 0
+    assert "spam score 0.0 (SpamAssassin " in out
+    assert "no rule scored" in out
+
+    issue = project / "issues" / "14.yaml"
+    gtube = "XJS\\*C4JDBQADN1.NSBN3\\*2IDNEN\\*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL\\*C.34X"
+    text = issue.read_text(encoding="utf-8").replace("sections:", f"intro: {gtube}\nsections:", 1)
+    issue.write_text(text, encoding="utf-8")
+    code, out, _ = run("check", "--issue", "14")
+    assert code == 1
+    assert "error: SpamAssassin scores the sample message 1000.0, which it calls spam" in out
+    assert "issue 14: 1 error(s), 1 warning(s)" in out
+
+
+def test_check_without_spamassassin_says_how_to_install_it(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(project))  # a folder without the program
+    code, out, _ = run("check", "--issue", "14")
+    assert code == 0
+    assert "spam score not measured: `spamassassin` is not installed" in out
+    assert "`apt-get install spamassassin`" in out
+    assert "issue 14: 0 error(s), 1 warning(s)" in out
 
 
 @pytest.mark.parametrize(

@@ -124,7 +124,7 @@ def test_dry_run_writes_one_parseable_eml_per_recipient(project: Path, settings:
         token = re.search(r"/unsubscribe/([^>]+)>", message["List-Unsubscribe"])
         assert token is not None
         assert verify(SECRET, token.group(1)) == ("main", recipients[-1].lower())
-        assert not message["Subject"].startswith("[TEST]")
+        assert not message["Subject"].startswith("【测试】")
     assert recipients == [
         "li.lei@example.com",
         "han.meimei@example.org",
@@ -142,7 +142,7 @@ def test_dry_run_to_staging_without_secret(project: Path) -> None:
     files = sorted((project / "out" / "14-staging").glob("*.eml"))
     assert len(files) == 2
     message = email.message_from_bytes(files[0].read_bytes(), policy=email.policy.default)
-    assert message["Subject"] == "[TEST] AI系统内容推荐第14期"
+    assert message["Subject"] == "【测试】AI系统内容推荐第14期"
     assert "X-Newsletter-Test" in message
 
 

@@ -35,7 +35,7 @@ async def test_staging_test_send_delivers_and_status_shows_it(project: Path) -> 
     ]
     assert set(handler.by_message_id.values()) == {1}
     parsed = email.message_from_bytes(handler.received[0].data, policy=email.policy.default)
-    assert str(parsed["Subject"]).startswith("[TEST] ")
+    assert str(parsed["Subject"]).startswith("【测试】")
     assert "issue 14 -> staging: 2 recipients" in status.out
     assert "sent      2" in status.out
 

@@ -271,11 +271,16 @@ def test_reply_to_when_configured(settings: Settings) -> None:
 def test_staging_list_is_marked_as_a_test(settings: Settings) -> None:
     factory = MessageFactory(rendered(), settings, "staging", secret=SECRET)
     message = parse(factory.build(reader("编辑", "editor@news.example.org")).data)
-    assert message["Subject"] == "[TEST] AI系统内容推荐第14期"
+    assert message["Subject"] == "【测试】AI系统内容推荐第14期"  # in the newsletter's language
     assert message["X-Newsletter-Test"] == "yes"
     assert message["List-Id"] == "AI系统内容推荐 (staging) <staging.ai-systems.news.example.org>"
     forced = MessageFactory(rendered(), settings, "main", secret=SECRET, test=True)
-    assert parse(forced.build(reader()).data)["Subject"].startswith("[TEST] ")
+    assert parse(forced.build(reader()).data)["Subject"].startswith("【测试】")
+    english = settings.model_copy(
+        update={"newsletter": settings.newsletter.model_copy(update={"language": "en"})}
+    )
+    in_english = MessageFactory(rendered(), english, "staging", secret=SECRET)
+    assert parse(in_english.build(reader()).data)["Subject"].startswith("[Test] AI")
 
 
 def test_long_cjk_subject_folds_without_adjacent_encoded_words(settings: Settings) -> None:

@@ -13,6 +13,7 @@ from newsletter.draft import Draft, review, write_files
 from newsletter.errors import display_path
 from newsletter.issues import issue_path
 from newsletter.settings import CONFIG_NAME, DEFAULT_LIST, Settings
+from newsletter.spamscore import score_message, spam_findings
 
 
 def review_issue(settings: Settings, number: int, list_name: str) -> Draft:
@@ -89,15 +90,21 @@ def _build_issue(settings: Settings, number: int, list_name: str, out: Path | No
 )
 @pass_settings
 def check(settings: Settings, number: int, list_name: str, online: bool | None) -> None:
-    """Pre-send checks. Exit 0: no errors (warnings allowed); 1: errors."""
+    """Pre-send checks. Exit 0: no errors (warnings allowed); 1: errors.
+
+    Also scores the sample message with SpamAssassin (`spamassassin -L -t`, local rules) when
+    it is installed: a warning above 0.0, an error from 5.0.
+    """
     draft = review_issue(settings, number, list_name)
-    findings = draft.findings
+    spam = score_message(draft.message)
+    findings = [*draft.findings, *spam_findings(spam)]
     report = None
     if settings.check.online if online is None else online:
         from newsletter.preflight.run import check_online
 
         report = check_online(settings, draft.issue, draft.message, list_name)
-        findings = sorted([*findings, *report.findings], key=lambda f: f.level != "error")
+        findings += report.findings
+    findings.sort(key=lambda f: f.level != "error")
     for finding in findings:
         click.secho(str(finding), fg="red" if finding.level == "error" else "yellow")
     size = draft.html_size
@@ -105,6 +112,7 @@ def check(settings: Settings, number: int, list_name: str, online: bool | None) 
         f"HTML part: {size / 1024:.1f} KB encoded ({draft.html_encoding}), "
         f"{size / GMAIL_CLIP:.0%} of Gmail's ~102 KB clipping limit"
     )
+    click.echo(spam.summary())
     if report is not None:
         for note in report.notes:
             click.echo(f"note: {note}")

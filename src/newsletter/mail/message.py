@@ -26,6 +26,7 @@ from urllib.parse import quote
 from email_validator import EmailNotValidError, validate_email
 
 from newsletter.errors import ConfigError, TemplateError, UnsafeHeaderError
+from newsletter.i18n import EMAIL, strings_for
 from newsletter.links import issue_url, unsubscribe_url
 from newsletter.mail.mime import (
     CRLF,
@@ -90,7 +91,10 @@ class MessageFactory:
         subject = rendered.subject.strip(" ")
         check_header(subject, "subject (the issue's title)")
         if self.test:
-            subject = f"[TEST] {subject}"
+            # In the newsletter's own language: "[TEST] " before a title whose only Latin
+            # letters are capitals made SpamAssassin score the test send (SUBJ_ALL_CAPS) and
+            # not the real one.
+            subject = strings_for(EMAIL, settings.newsletter.language)["test_marker"] + subject
         list_label = mailing_list.name or settings.newsletter.name
         check_header(list_label, f"lists.{list_name}.name")
         list_id = mailing_list.id or f"{list_name}.{self.domain}"

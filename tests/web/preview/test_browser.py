@@ -8,6 +8,8 @@ Chromium the tests skip, except in CI (CI=true), where a missing browser is a fa
 from __future__ import annotations
 
 import mailbox
+import os
+import shutil
 from collections.abc import Iterator
 from email.message import EmailMessage
 from pathlib import Path
@@ -170,3 +172,15 @@ def test_mailbox_page_shows_a_captured_message_as_it_arrives(browser: Any, proje
         box.add(message)
         page.wait_for_selector("text=[TEST] 第14期 <已捕获>", timeout=2000)
         context.close()
+
+
+def test_checks_tab_shows_the_spam_score_without_reloading_the_email(tab: Tab) -> None:
+    if shutil.which("spamassassin") is None and os.environ.get("CI") != "true":
+        pytest.skip("spamassassin is not installed (apt-get install spamassassin)")
+    frame_version = tab.page.evaluate("document.body.dataset.frameVersion")
+    tab.page.click("[data-set='tab:checks']")
+    tab.page.wait_for_selector("#spam-score:not([data-pending])", timeout=30000)
+    assert "spam score 0.0 (SpamAssassin " in tab.page.inner_text("#spam-score")
+    assert "is linked under two items" in tab.page.inner_text("#checks")
+    assert tab.page.evaluate("document.body.dataset.frameVersion") == frame_version
+    assert tab.errors == []

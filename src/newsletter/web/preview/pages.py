@@ -21,6 +21,7 @@ from newsletter.checks import GMAIL_CLIP, KB
 from newsletter.errors import IssueNotFoundError, NewsletterError
 from newsletter.preflight.background import BackgroundChecks
 from newsletter.send.mailbox import captured_messages
+from newsletter.spamscore import spam_findings
 from newsletter.web.listen import NO_STORE, page_environment
 
 if TYPE_CHECKING:
@@ -134,11 +135,15 @@ class Pages:
             online = await self.online.report(
                 view, settings, view.issue, view.message, self.workspace.list_name
             )
+        spam = None if view.error else self.workspace.spam_score(view)
+        findings = view.findings + (spam_findings(spam) if spam is not None else [])
         return self._page(
             "issue.html",
             view=view,
             online_on=settings.check.online,
             online=online,
+            spam=spam,
+            findings=sorted(findings, key=lambda f: f.level != "error"),
             state="error" if view.error else "ok",
             email_src="" if view.error else f"/issues/{view.number}/email.html",
             sample=f"{settings.newsletter.sample_name} <{settings.newsletter.sample_email}>",

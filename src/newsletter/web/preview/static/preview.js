@@ -77,6 +77,7 @@
   const status = document.getElementById("live-status");
   let events = null;
   let mailSeen = null;
+  let checksSeen = null;
 
   function connect() {
     events = new EventSource("/events");
@@ -89,6 +90,15 @@
       const seen = mailSeen;
       mailSeen = event.data;
       if (!document.getElementById("mailbox") || seen === event.data) return;
+      queue = queue.then(() => refresh(true)).catch(() => { /* the next event retries */ });
+    });
+    events.addEventListener("checks", (event) => {
+      // A check that runs in the background (SpamAssassin) finished: update the live parts.
+      const seen = checksSeen;
+      checksSeen = event.data;
+      const pending = document.querySelector("#spam-score[data-pending]");
+      if (!document.getElementById("checks")) return;
+      if (!pending && (seen === null || seen === event.data)) return;
       queue = queue.then(() => refresh(true)).catch(() => { /* the next event retries */ });
     });
     events.addEventListener("open", () => {

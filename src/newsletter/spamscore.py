@@ -1,0 +1,165 @@
+"""A finished message's bytes -> its SpamAssassin score and the rules that scored, as Findings.
+
+Runs the system's `spamassassin -L -t` (local rules only: no network, no DNS blocklists) on the
+sample message, exactly as it goes on the wire, and reads the "Content analysis details" block of
+its report. Bayes learning is switched off so a check never changes SpamAssassin's own state.
+Where the program is missing or fails, the result says so and how to fix it; nothing is raised.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from newsletter.checks import Finding
+
+PROGRAM = "spamassassin"
+# The score a message needs for SpamAssassin's default to call it spam: an error here.
+SPAM_ERROR = 5.0
+TIMEOUT = 120.0
+INSTALL_HINT = (
+    "install SpamAssassin to score the sample message: `apt-get install spamassassin` "
+    "(Debian, Ubuntu), `dnf install spamassassin` (Fedora), `brew install spamassassin` (macOS)"
+)
+_ARGS = ("-L", "-t", "--cf=use_bayes 0", "--cf=bayes_auto_learn 0")
+_DETAILS = re.compile(r"^Content analysis details:\s+\((-?[\d.]+) points, (-?[\d.]+) required\)")
+_RULE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s+([A-Z0-9_]+)\s+(.*)$")
+_VERSION = re.compile(r"^X-Spam-Checker-Version: SpamAssassin (\S+)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of the report: its points, name and SpamAssassin's description."""
+
+    points: float
+    name: str
+    description: str
+
+    def __str__(self) -> str:
+        return f"{_points(self.points, sign=True)} {self.name} ({self.description})"
+
+
+@dataclass(frozen=True)
+class SpamScore:
+    """What SpamAssassin made of the message."""
+
+    score: float
+    required: float
+    rules: tuple[Rule, ...]
+    version: str
+
+    @property
+    def scored(self) -> tuple[Rule, ...]:
+        """The rules that moved the score (SpamAssassin also lists 0.0 informational ones)."""
+        return tuple(rule for rule in self.rules if round(rule.points, 1) != 0.0)
+
+    def summary(self) -> str:
+        rules = ", ".join(str(rule) for rule in self.scored) or "no rule scored"
+        return (
+            f"spam score {_points(self.score)} (SpamAssassin {self.version}, local rules, "
+            f"{self.required:.1f} is spam): {rules}"
+        )
+
+
+@dataclass(frozen=True)
+class SpamUnavailable:
+    """Why there is no score, and what to do about it."""
+
+    reason: str
+
+    def summary(self) -> str:
+        return f"spam score not measured: {self.reason}"
+
+
+SpamResult = SpamScore | SpamUnavailable
+
+
+def score_message(data: bytes, *, program: str = PROGRAM) -> SpamResult:
+    """Run SpamAssassin on one message's bytes and parse its report."""
+    found = shutil.which(program)
+    if found is None:
+        return SpamUnavailable(f"`{program}` is not installed; {INSTALL_HINT}")
+    try:
+        done = subprocess.run(
+            [found, *_ARGS],
+            input=data,
+            capture_output=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return SpamUnavailable(f"`{program}` did not answer within {TIMEOUT:.0f} s")
+    except OSError as exc:
+        return SpamUnavailable(f"`{program}` could not be started: {exc.strerror or exc}")
+    output = done.stdout.decode("utf-8", "replace")
+    parsed = parse_report(output)
+    if parsed is None:
+        error = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        said = f": {error[-1]}" if error else ""
+        return SpamUnavailable(
+            f"`{program}` exited with code {done.returncode} without a report{said}"
+        )
+    return parsed
+
+
+def parse_report(output: str) -> SpamScore | None:
+    """The score, threshold and rules of `spamassassin -t` output; None if it has no report."""
+    lines = output.splitlines()
+    starts = [n for n, line in enumerate(lines) if _DETAILS.match(line)]
+    if not starts:
+        return None
+    head = _DETAILS.match(lines[starts[-1]])
+    assert head is not None
+    rules: list[Rule] = []
+    table = lines[starts[-1] + 1 :]
+    dashes = next((n for n, line in enumerate(table) if line.startswith("----")), len(table))
+    # One rule per line, a long description continued on indented lines; a blank line ends it.
+    for line in table[dashes + 1 :]:
+        match = _RULE.match(line)
+        if match:
+            points, name, description = match.groups()
+            rules.append(Rule(float(points), name, description.strip()))
+        elif rules and line.startswith(" ") and line.strip():
+            last = rules[-1]
+            rules[-1] = Rule(last.points, last.name, f"{last.description} {line.strip()}")
+        else:
+            break
+    version = _VERSION.search(output)
+    return SpamScore(
+        score=float(head.group(1)),
+        required=float(head.group(2)),
+        rules=tuple(rules),
+        version=version.group(1) if version else "?",
+    )
+
+
+def spam_findings(result: SpamResult) -> list[Finding]:
+    """A warning for any score above 0.0, an error from 5.0 (SPAM_ERROR) on."""
+    if not isinstance(result, SpamScore) or result.score <= 0.0:
+        return []
+    rules = ", ".join(str(rule) for rule in result.scored)
+    if result.score >= SPAM_ERROR:
+        return [
+            Finding(
+                "error",
+                "spam-score",
+                f"SpamAssassin scores the sample message {_points(result.score)}, which it calls "
+                f"spam: {rules}",
+            )
+        ]
+    return [
+        Finding(
+            "warning",
+            "spam-score",
+            f"SpamAssassin scores the sample message {_points(result.score)} "
+            f"(aim for 0.0): {rules}",
+        )
+    ]
+
+
+def _points(value: float, *, sign: bool = False) -> str:
+    """SpamAssassin's one decimal, without its "-0.0" for rules that count nothing."""
+    value = round(value, 1) + 0.0
+    return f"{value:+.1f}" if sign else f"{value:.1f}"

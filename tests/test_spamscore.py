@@ -1,0 +1,109 @@
+"""SpamAssassin as a check: the real `spamassassin -L -t` on sample messages as they go out.
+
+Issue 14 must score <= 0.0 for the main list and the staging list alike; a template that hides
+the preheader with a colour trick, and a message that is spam by definition (GTUBE), show the
+warning and the error. Without SpamAssassin these tests skip, except in CI (CI=true).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from newsletter.issues import load_issue
+from newsletter.mail.message import sample_message
+from newsletter.render import render_issue
+from newsletter.settings import Settings
+from newsletter.spamscore import (
+    INSTALL_HINT,
+    SPAM_ERROR,
+    SpamScore,
+    SpamUnavailable,
+    score_message,
+    spam_findings,
+)
+
+# The Generic Test for Unsolicited Bulk Email: every SpamAssassin scores it 1000.
+GTUBE = "XJS*C4JDBQADN1.NSBN3*2IDNEN*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL*C.34X"
+
+
+@pytest.fixture
+def spamassassin() -> None:
+    if shutil.which("spamassassin") is None:
+        reason = "spamassassin is not installed (apt-get install spamassassin)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs the real program: {reason}")
+        pytest.skip(reason)
+
+
+def sample_bytes(settings: Settings, list_name: str = "main") -> bytes:
+    rendered = render_issue(load_issue(settings.issues_dir, 14), settings)
+    return sample_message(rendered, settings, list_name)[0].data
+
+
+@pytest.mark.usefixtures("spamassassin")
+@pytest.mark.parametrize("list_name", ["main", "staging"])
+def test_issue_14_scores_nothing_on_either_list(settings: Settings, list_name: str) -> None:
+    result = score_message(sample_bytes(settings, list_name))
+    assert isinstance(result, SpamScore), result
+    assert result.score <= 0.0, result.summary()
+    assert result.scored == ()
+    assert {rule.name for rule in result.rules} >= {"HTML_MESSAGE"}  # the report was read
+    assert spam_findings(result) == []
+    assert result.summary().startswith("spam score 0.0 (SpamAssassin ")
+
+
+@pytest.mark.usefixtures("spamassassin")
+def test_a_colour_hidden_preheader_is_a_warning(settings: Settings) -> None:
+    """MJML's mj-preview hides the preheader as white 1 px text, which SpamAssassin scores."""
+    template = settings.templates_dir / "issue.mjml"
+    source = template.read_text(encoding="utf-8")
+    start = source.index('    <mj-raw>\n      <div class="nl-preheader"')
+    end = source.index("</mj-raw>", start) + len("</mj-raw>")
+    source = source[:start] + source[end:]
+    template.write_text(
+        source.replace("<mj-head>", "<mj-head><mj-preview>{{ preheader }}</mj-preview>", 1),
+        encoding="utf-8",
+    )
+    result = score_message(sample_bytes(settings))
+    assert isinstance(result, SpamScore), result
+    assert [rule.name for rule in result.scored] == ["HTML_FONT_LOW_CONTRAST"]
+    # Its description runs over two lines of the report.
+    assert (
+        result.scored[0].description == "BODY: HTML font color similar or identical to background"
+    )
+    [finding] = spam_findings(result)
+    assert finding.level == "warning"
+    assert "HTML_FONT_LOW_CONTRAST" in finding.message
+    assert f"scores the sample message {result.score:.1f} (aim for 0.0)" in finding.message
+
+
+@pytest.mark.usefixtures("spamassassin")
+def test_spam_is_an_error(settings: Settings) -> None:
+    issue_file = settings.issues_dir / "14.yaml"
+    text = issue_file.read_text(encoding="utf-8")
+    escaped = GTUBE.replace("*", "\\*")  # not Markdown emphasis
+    issue_file.write_text(text.replace("sections:", f"intro: {escaped}\nsections:", 1), "utf-8")
+    result = score_message(sample_bytes(settings))
+    assert isinstance(result, SpamScore), result
+    assert result.score >= SPAM_ERROR
+    assert "GTUBE" in {rule.name for rule in result.scored}
+    [finding] = spam_findings(result)
+    assert finding.level == "error"
+    assert "which it calls spam: +1000.0 GTUBE" in finding.message
+
+
+def test_a_missing_program_says_how_to_install_it(tmp_path: Path) -> None:
+    result = score_message(b"Subject: x\r\n\r\nx\r\n", program=str(tmp_path / "spamassassin"))
+    assert isinstance(result, SpamUnavailable)
+    assert INSTALL_HINT in result.summary()
+    assert "apt-get install spamassassin" in result.summary()
+    assert spam_findings(result) == []
+
+
+def test_a_program_without_a_report_is_named_with_its_exit_code() -> None:
+    result = score_message(b"Subject: x\r\n\r\nx\r\n", program="false")
+    assert result == SpamUnavailable("`false` exited with code 1 without a report")
