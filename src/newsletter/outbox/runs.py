@@ -21,7 +21,9 @@ from typing import NamedTuple
 
 from newsletter.models import DeliveryStatus
 from newsletter.outbox.records import (
+    BOUNCED,
     COLUMNS,
+    COMPLAINED,
     DEPARTED,
     IN_DOUBT,
     UNSUBSCRIBED,
@@ -143,11 +145,19 @@ class Runs(Store):
             # Each step reads every waiting row: skipped when it cannot find any (no
             # suppressions; or a first plan, where every row was on the list just now).
             if self._fetch("SELECT 1 FROM suppressions WHERE list = ? LIMIT 1", (list_name,)):
+                # The reason is the suppression's: `bounced` and `complained` say so, every
+                # other source (one-click, web, cli) is the reader's or the editor's
+                # `unsubscribed`.
                 skipped += self._run(
-                    f"UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?"
+                    "UPDATE deliveries SET state = ?, updated_at = ?, smtp_reply = coalesce(("
+                    " SELECT CASE WHEN s.source IN (?, ?) THEN s.source END FROM suppressions s"
+                    " WHERE s.list = deliveries.list AND s.address = deliveries.recipient), ?)"
                     f" WHERE issue = ? AND list = ? AND {FREE} AND recipient IN"
                     " (SELECT address FROM suppressions WHERE list = ?)",
-                    (S.SKIPPED.value, UNSUBSCRIBED, stamp, issue, list_name, list_name),
+                    (
+                        *(S.SKIPPED.value, stamp, BOUNCED, COMPLAINED, UNSUBSCRIBED),
+                        *(issue, list_name, list_name),
+                    ),
                 )
             if start.before:
                 skipped += self._run(

@@ -61,54 +61,19 @@ CREATE TABLE IF NOT EXISTS suppressions (
 );
 """
 
-# The row is the snapshot: what building the message needs (the envelope address as written,
-# when it differs from the key, and the name) and the Message-ID are stored at planning, so a
-# send never holds the list in memory. `seen` is the plan generation that last found the
-# recipient on the list (an older one on a waiting row means the reader left); `owner` is the
-# worker that claimed the row; `tries` counts the attempts of the current run (max_attempts
-# applies to it; planning resets it). Message-IDs lose their UNIQUE index: they are a hash of
-# the UNIQUE key, and keeping a random-order index up to date halved the speed of planning a
-# large list. The partial index holds only the rows free to claim, so a claim reads a few
-# index pages whatever the size of the outbox, and a row leaves it once, when it is claimed.
-_COLUMNS_V1 = (
-    "id, issue, list, recipient, message_id, state, attempts, smtp_code, smtp_reply,"
-    " created_at, updated_at, sent_at, next_attempt_at"
-)
-_REBUILD_SQLITE = f"""
-CREATE TABLE deliveries_v2 (
-    id              INTEGER PRIMARY KEY,
-    issue           INTEGER NOT NULL,
-    list            TEXT    NOT NULL,
-    recipient       TEXT    NOT NULL,
-    message_id      TEXT,
-    state           TEXT    NOT NULL DEFAULT 'pending',
-    attempts        INTEGER NOT NULL DEFAULT 0,
-    smtp_code       INTEGER,
-    smtp_reply      TEXT    NOT NULL DEFAULT '',
-    created_at      TEXT    NOT NULL,
-    updated_at      TEXT    NOT NULL,
-    sent_at         TEXT,
-    next_attempt_at REAL    NOT NULL DEFAULT 0,
-    envelope        TEXT,
-    name            TEXT    NOT NULL DEFAULT '',
-    seen            INTEGER NOT NULL DEFAULT 0,
-    owner           TEXT,
-    tries           INTEGER NOT NULL DEFAULT 0,
-    UNIQUE (issue, list, recipient)
-);
-INSERT INTO deliveries_v2 ({_COLUMNS_V1}) SELECT {_COLUMNS_V1} FROM deliveries;
-DROP TABLE deliveries;
-ALTER TABLE deliveries_v2 RENAME TO deliveries;
-"""
-_ALTER_POSTGRES = """
-ALTER TABLE deliveries DROP CONSTRAINT IF EXISTS deliveries_message_id_key;
+# The row is the snapshot: what building the message needs (the envelope address as written
+# and the name) is stored at planning, so a send never holds the list in memory. `seen` is the
+# plan generation that last found the recipient on the list (an older one on a waiting row means
+# the reader left); `owner` is the worker that claimed the row; `tries` counts the attempts of
+# the current run (max_attempts applies to it, and planning resets it). The partial index holds only
+# the rows free to claim, so a claim reads a few index pages whatever the size of the outbox,
+# and a row leaves it once, when it is claimed.
+_SNAPSHOT = """
 ALTER TABLE deliveries ADD COLUMN envelope TEXT;
 ALTER TABLE deliveries ADD COLUMN name TEXT NOT NULL DEFAULT '';
 ALTER TABLE deliveries ADD COLUMN seen INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE deliveries ADD COLUMN owner TEXT;
 ALTER TABLE deliveries ADD COLUMN tries INTEGER NOT NULL DEFAULT 0;
-"""
-_RUNS = """
 CREATE INDEX IF NOT EXISTS deliveries_free ON deliveries (issue, list, id)
     WHERE state IN ('pending', 'deferred') AND owner IS NULL;
 CREATE INDEX IF NOT EXISTS deliveries_owner ON deliveries (owner) WHERE owner IS NOT NULL;
@@ -133,6 +98,64 @@ CREATE TABLE IF NOT EXISTS workers (
 );
 """
 
+# What bounce and complaint reports said about deliveries (outbox/bounces.py); the index finds a
+# reader's earlier issues for the soft-bounce streak (planning pays one index insert per row).
+_BOUNCES = """
+CREATE TABLE IF NOT EXISTS bounce_reports (
+    report      TEXT   NOT NULL,
+    delivery_id BIGINT NOT NULL,
+    kind        TEXT   NOT NULL,
+    status      TEXT   NOT NULL DEFAULT '',
+    detail      TEXT   NOT NULL DEFAULT '',
+    source      TEXT   NOT NULL,
+    created_at  TEXT   NOT NULL,
+    PRIMARY KEY (report, delivery_id)
+);
+CREATE INDEX IF NOT EXISTS bounce_reports_delivery ON bounce_reports (delivery_id);
+CREATE INDEX IF NOT EXISTS deliveries_reader ON deliveries (list, recipient, issue);
+"""
+
+# Message-IDs lose their UNIQUE index: they are a hash of the UNIQUE (issue, list, recipient)
+# key, and keeping a random-order index up to date halved the speed of planning a large list.
+# SQLite cannot drop a column's UNIQUE constraint: the table is rebuilt (its indexes with it).
+_COLUMNS_V3 = (
+    "id, issue, list, recipient, message_id, state, attempts, smtp_code, smtp_reply,"
+    " created_at, updated_at, sent_at, next_attempt_at, envelope, name, seen, owner, tries"
+)
+_NO_UNIQUE_ID_SQLITE = f"""
+CREATE TABLE deliveries_v4 (
+    id              INTEGER PRIMARY KEY,
+    issue           INTEGER NOT NULL,
+    list            TEXT    NOT NULL,
+    recipient       TEXT    NOT NULL,
+    message_id      TEXT,
+    state           TEXT    NOT NULL DEFAULT 'pending',
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    smtp_code       INTEGER,
+    smtp_reply      TEXT    NOT NULL DEFAULT '',
+    created_at      TEXT    NOT NULL,
+    updated_at      TEXT    NOT NULL,
+    sent_at         TEXT,
+    next_attempt_at REAL    NOT NULL DEFAULT 0,
+    envelope        TEXT,
+    name            TEXT    NOT NULL DEFAULT '',
+    seen            INTEGER NOT NULL DEFAULT 0,
+    owner           TEXT,
+    tries           INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (issue, list, recipient)
+);
+INSERT INTO deliveries_v4 ({_COLUMNS_V3}) SELECT {_COLUMNS_V3} FROM deliveries;
+DROP TABLE deliveries;
+ALTER TABLE deliveries_v4 RENAME TO deliveries;
+CREATE INDEX deliveries_free ON deliveries (issue, list, id)
+    WHERE state IN ('pending', 'deferred') AND owner IS NULL;
+CREATE INDEX deliveries_owner ON deliveries (owner) WHERE owner IS NOT NULL;
+CREATE INDEX deliveries_reader ON deliveries (list, recipient, issue);
+"""
+_NO_UNIQUE_ID_POSTGRES = """
+ALTER TABLE deliveries DROP CONSTRAINT IF EXISTS deliveries_message_id_key;
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         1,
@@ -146,8 +169,15 @@ MIGRATIONS: list[Migration] = [
     Migration(
         2,
         "rows carry their snapshot; claims, plans and workers",
-        sqlite=_REBUILD_SQLITE + _RUNS.format(real="REAL"),
-        postgres=_ALTER_POSTGRES + _RUNS.format(real="DOUBLE PRECISION"),
+        sqlite=_SNAPSHOT.format(real="REAL"),
+        postgres=_SNAPSHOT.format(real="DOUBLE PRECISION"),
+    ),
+    Migration(3, "bounce and complaint reports", sqlite=_BOUNCES, postgres=_BOUNCES),
+    Migration(
+        4,
+        "Message-IDs without a UNIQUE index (faster planning)",
+        sqlite=_NO_UNIQUE_ID_SQLITE,
+        postgres=_NO_UNIQUE_ID_POSTGRES,
     ),
 ]
 

@@ -26,6 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from newsletter.bounces.policy import Policy, RateGuard
 from newsletter.errors import TransportError
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import UNSUBSCRIBED, Delivery, Outbox
@@ -40,8 +41,6 @@ S = DeliveryStatus
 # Claimed rows a worker holds at most: about a second of sending, so an unsubscribe is honoured
 # within seconds and a dead worker strands few rows until its lease expires.
 CLAIM = 200
-
-
 # Seconds of planning after which the session the check opened is not trusted any more.
 IDLE_SESSION = 10.0
 
@@ -81,6 +80,8 @@ class Engine:
         self._sent = 0
         self._counts: dict[DeliveryStatus, int] = {}
         self._built: dict[int, OutgoingMessage] = {}  # row id -> its message, built ahead
+        self._policy = Policy(outbox, options.bounces)
+        self._rates = RateGuard(outbox, options.bounces, job.issue, job.list_name)
 
     def stop(self, reason: str) -> None:
         """Finish what is in flight, start nothing new."""
@@ -235,9 +236,9 @@ class Engine:
         self._handle(row, result, attempted=not accepted)
 
     def _build(self, row: Delivery) -> OutgoingMessage:
-        # The row is the snapshot planning checked and stored.
+        # The row is the snapshot planning checked and stored; the VERP tag names its id.
         subscriber = Subscriber(envelope=row.envelope, name=row.name)
-        return self.job.build(subscriber, row.message_id)
+        return self.job.build(subscriber, row.message_id, row.id)
 
     def _build_next(self) -> None:
         """Build the next row's message while the server takes in an upload, so the CPU does
@@ -277,6 +278,8 @@ class Engine:
             self._record(row, S.SENT, result)
         elif outcome == Outcome.REJECTED:
             self._record(row, S.REJECTED, result, attempted=attempted)
+            if result.code is not None:
+                self._policy.refused(row, result.code, result.reply)
         elif outcome == Outcome.FAILED:
             self._record(row, S.FAILED, result, attempted=attempted)
         elif outcome == Outcome.UNKNOWN:
@@ -286,6 +289,10 @@ class Engine:
             self.stop(f"the server refuses to take more mail: {result.describe()}")
         else:  # DEFERRED, RETRY, THROTTLED: not delivered, nothing in doubt
             self._retry(row, result, attempted=attempted)
+        if outcome in (Outcome.SENT, Outcome.REJECTED):
+            reason = self._rates.check(rejected=outcome == Outcome.REJECTED)
+            if reason:
+                self.stop(f"{reason}: stopped to protect the sender's reputation")
 
     def _retry(self, row: Delivery, result: Result, *, attempted: bool) -> None:
         """Back to the outbox, due again after the backoff (claimed again while this run has

@@ -11,11 +11,12 @@ from typing import Protocol
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import Delivery, PlanResult
 from newsletter.send.replies import Result
-from newsletter.settings import SendSettings
+from newsletter.settings import BouncesSettings, SendSettings
 
 S = DeliveryStatus
-# A subscriber and the Message-ID its row holds (None: a new one) -> that subscriber's message.
-Build = Callable[[Subscriber, str | None], OutgoingMessage]
+# A subscriber, the Message-ID its row holds (None: a new one) and the row's id (the VERP tag
+# names it) -> that subscriber's message.
+Build = Callable[[Subscriber, str | None, int], OutgoingMessage]
 
 
 class Options(SendSettings):
@@ -23,6 +24,8 @@ class Options(SendSettings):
 
     resend_unknown: bool = False
     retry_failed: bool = False
+    # The bounce policy: refusals at send time count as bounces, and the rates that stop a run.
+    bounces: BouncesSettings = BouncesSettings()
 
 
 class Listed(Protocol):
