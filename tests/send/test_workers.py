@@ -5,13 +5,23 @@ no recipient twice; the survivor takes the dead worker's unstarted rows once its
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from support.sendcli import environment, finish, newsletter, spawn, write_list
+from support.sendcli import (
+    children,
+    environment,
+    finish,
+    newsletter,
+    spawn,
+    sqlite_states,
+    wait_for,
+    write_list,
+)
 from support.smtp import Fault, FaultyHandler, start
 
 pytestmark = pytest.mark.slow
@@ -31,14 +41,6 @@ def workers(url: str) -> dict[str, str]:
             return dict(db.execute("SELECT id, state FROM workers").fetchall())
         except psycopg.errors.UndefinedTable:  # no worker has started yet
             return {}
-
-
-async def wait_for(handler: FaultyHandler, count: int, timeout: float = 60) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while len(handler.received) < count:
-        assert loop.time() < deadline, f"only {len(handler.received)} messages arrived"
-        await asyncio.sleep(0.005)
 
 
 async def both_active(url: str, timeout: float = 60) -> None:
@@ -141,3 +143,33 @@ async def test_worker_processes_share_a_postgres_send(project: Path, postgres_ur
     assert {s for s, _ in states(postgres_url).values()} == {"sent"}
     # The parent (planning) and its two worker processes, all retired.
     assert sorted(workers(postgres_url).values()) == ["done"] * 3
+
+
+async def test_a_dead_worker_process_leaves_its_rows_to_its_sibling(project: Path) -> None:
+    """SQLite, --processes 2: one worker process is killed; its sibling takes its rows once the
+    lease expires, and the run ends (stopped: a worker died) with nothing doubled."""
+    addresses = write_list(project / "big.csv", N)
+    handler = FaultyHandler([Fault("data", sleep=0.05)])
+    async with start(handler) as server:
+        env = environment(
+            server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv", NEWSLETTER_SEND__LEASE="2"
+        )
+        args = ["send", "--issue", "14", "--yes", "--concurrency", "4", "--processes", "2"]
+        proc = await spawn(args, env, project)
+        try:
+            await wait_for(handler, 20)
+            doomed = sorted(children(proc.pid))[0]
+            os.kill(doomed, signal.SIGKILL)
+            done = await finish(proc, timeout=180)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+    assert done.code == 4, done.err
+    assert "a worker process died" in done.err
+    rows = sqlite_states(project)
+    assert sorted(rows) == sorted(addresses)
+    assert {s for s, _ in rows.values()} <= {"sent", "unknown"}
+    assert max(handler.by_message_id.values()) == 1
+    assert set(addresses) - set(handler.by_recipient) <= {
+        r for r, (s, _) in rows.items() if s == "unknown"
+    }

@@ -47,8 +47,9 @@ class Lease:
         return self.outbox.renew(self.worker, self.seconds)
 
     def reap(self) -> list[Delivery]:
-        """The uploads of workers whose lease expired, now `unknown`."""
-        return self.outbox.reap(self.issue, self.list_name) if self.outbox.shared else []
+        """The uploads of workers whose lease expired, now `unknown` (on SQLite too: a worker
+        process that died leaves its rows to its siblings the same way)."""
+        return self.outbox.reap(self.issue, self.list_name)
 
     def sharing(self) -> int:
         """How many workers share the send now (this one included)."""
