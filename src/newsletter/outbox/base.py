@@ -126,7 +126,7 @@ class Outbox(Runs, BounceLog):
         holds it already (planned with it), which keeps its index out of this commit.
 
         With `owner`, only while that worker still holds the row: False means its lease was
-        reaped and the row may be another worker's now, so DATA must not be sent."""
+        reaped and the row may be another worker's now, so the body must not be sent."""
         sql, params = (
             (_MARK_KNOWN, [_SENDING, now(), row_id])
             if message_id is None

@@ -225,7 +225,7 @@ class Engine:
                 self._record(row, S.UNKNOWN, None, reply="stopped during DATA", attempted=False)
             raise
         except LeaseLostError:
-            # Reaped while paused: the row may be another worker's now. No DATA was sent.
+            # Reaped while paused: the row may be another worker's now. The body was not sent.
             self.stop("this worker lost its lease (it was paused longer than [send] lease)")
             return
         except TransportError as exc:
