@@ -239,3 +239,18 @@ async def test_verify_false_is_warned_about(project: Path) -> None:
         done = await newsletter(["send", "--issue", "14", "--list", "staging"], env, project)
     assert "warning: [smtp] verify = false: the server's TLS certificate is not checked" in done.err
     assert done.code == 1  # this server offers no STARTTLS: refused, never sent in the clear
+
+
+async def test_the_list_read_while_planning_reports_its_rejected_rows(project: Path) -> None:
+    """Planning reads the list in a child process: its findings still reach the user, and the
+    plan's counts add up with them."""
+    write_list(project / "big.csv", 30, extra=["not-an-address", "READER00003@example.com"])
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv")
+        done = await newsletter(["send", "--issue", "14", "--yes"], env, project)
+    assert done.code == 0, done.err
+    assert "planned: 30 recipients (30 new, 0 skipped)" in done.out
+    assert "big.csv:32: email: 'not-an-address'" in done.err
+    assert "big.csv:33: email: 'READER00003@example.com' duplicates line 5" in done.err
+    assert len(handler.by_recipient) == 30

@@ -12,6 +12,7 @@ from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import Delivery, PlanResult
 from newsletter.send.replies import Result
 from newsletter.settings import BouncesSettings, SendSettings
+from newsletter.subscribers import ListReport
 
 S = DeliveryStatus
 # A subscriber, the Message-ID its row holds (None: a new one) and the row's id (the VERP tag
@@ -49,6 +50,8 @@ class Job:
     build: Build
     # The Message-ID `build` will give the address: planning stores it with the row.
     message_id: Callable[[str], str] | None = None
+    # What reading the list found (filled as planning reads it), when it is a file.
+    report: ListReport | None = None
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from itertools import islice
 
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Delivery, Outbox, Planned, PlanResult
+from newsletter.outbox import Delivery, Outbox, PlanResult
 from newsletter.send.job import Event, Job, Options, RunReport
+from newsletter.send.reader import planned_batches
 from newsletter.send.replies import Outcome, Result, Scope
-from newsletter.subscribers import normalize
 
 S = DeliveryStatus
 BATCH = 5000
@@ -49,19 +48,8 @@ def _plan(job: Job, outbox: Outbox, options: Options, worker: str) -> PlanResult
         if outbox.shared and outbox.plan_is_current(job.issue, job.list_name):
             return None
         start = outbox.start_plan(job.issue, job.list_name, worker)
-        message_id = job.message_id
-        stream = iter(job.subscribers())
-        while batch := list(islice(stream, BATCH)):
-            planned = [
-                Planned(
-                    normalize(sub.envelope),
-                    sub.envelope,
-                    sub.name,
-                    message_id(sub.envelope) if message_id else None,
-                )
-                for sub in batch
-            ]
-            outbox.add(job.issue, job.list_name, start.generation, planned)
+        for batch in planned_batches(job, BATCH):
+            outbox.add(job.issue, job.list_name, start.generation, batch)
         return outbox.finish_plan(job.issue, job.list_name, start)
 
 

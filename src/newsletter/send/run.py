@@ -70,7 +70,7 @@ def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
     smtp = settings.smtp
     return Prepared(
         settings=settings,
-        job=Job(number, list_name, stream, factory.build, factory.message_id_of),
+        job=Job(number, list_name, stream, factory.build, factory.message_id_of, report),
         list_report=report,
         list_rows=count_rows(report.path),
         sender=settings.newsletter.sender,

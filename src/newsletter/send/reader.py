@@ -1,0 +1,81 @@
+"""The list read beside the writer: a Job in, batches of Planned rows out, from a child process.
+
+Reading and checking a CSV row costs about as much as writing its row into the outbox (~10 µs
+each for a million rows on this project's 2-core machine), so planning reads in a forked child
+while this process writes: the two overlap, and planning takes about the time of the slower one.
+The child sends each batch (5,000 rows as tuples) through a pipe, then the list's report (rows
+rejected, duplicates, ...), which is copied into the Job's report here. A child that fails sends
+the error, which is raised here as it would have been; one that dies ends planning with an error.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Iterator
+from itertools import islice
+from multiprocessing.connection import Connection
+
+from newsletter.errors import DeliveryError, NewsletterError, SubscriberListError
+from newsletter.outbox import Planned
+from newsletter.send.job import Job
+from newsletter.subscribers import normalize
+
+
+def planned_batches(job: Job, size: int) -> Iterator[list[Planned]]:
+    """The list as planned rows, `size` at a time, read in a child process."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_read, args=(job, size, send), daemon=True)
+    child.start()
+    send.close()
+    try:
+        while True:
+            try:
+                kind, payload = receive.recv()
+            except EOFError:
+                raise DeliveryError(
+                    "reading the list stopped: its reader process died",
+                    hint="Re-run the same command to resume.",
+                ) from None
+            if kind == "rows":
+                yield payload
+            elif kind == "error":
+                message, hint = payload
+                raise SubscriberListError(message, hint=hint or None)
+            else:
+                if job.report is not None:
+                    vars(job.report).update(vars(payload))
+                return
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+
+
+def _read(job: Job, size: int, pipe: Connection) -> None:
+    message_id = job.message_id
+    try:
+        stream = iter(job.subscribers())
+        while batch := list(islice(stream, size)):
+            pipe.send(
+                (
+                    "rows",
+                    [
+                        Planned(
+                            normalize(sub.envelope),
+                            sub.envelope,
+                            sub.name,
+                            message_id(sub.envelope) if message_id else None,
+                        )
+                        for sub in batch
+                    ],
+                )
+            )
+        pipe.send(("done", job.report))
+    except NewsletterError as exc:
+        pipe.send(("error", (exc.message, exc.hint)))
+    except Exception as exc:
+        pipe.send(("error", (f"cannot read the list: {exc}", "")))
+    finally:
+        pipe.close()
