@@ -16,6 +16,7 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from newsletter.checks import Finding, encoded_size, run_checks
+from newsletter.errors import NewsletterError
 from newsletter.issues import load_issue_file
 from newsletter.mail.message import sample_message
 from newsletter.models import Issue, RenderedEmail
@@ -84,7 +85,12 @@ def dated_for_sending(settings: Settings, issue: Issue) -> Issue:
     """`issue` with the date its readers see: its own `date:`, else the day it first went to a
     subscriber list, else today (what a send started now shows; a resumed send keeps the day
     of its first message)."""
-    first = sent_dates(settings).get(issue.number)
+    try:
+        first = sent_dates(settings).get(issue.number)
+    except NewsletterError:
+        # The log is out of reach (a PostgreSQL server the editor's machine cannot see): date
+        # it as if sent now; a real send stops at the log anyway.
+        first = None
     return dated(issue, first or dt.datetime.now(dt.UTC).date())
 
 
