@@ -18,11 +18,13 @@ MAX_LINES = 400
 # layer only its own package. The shared ground first, the command line last.
 LAYERS: list[set[str]] = [
     {"errors", "markup", "links", "csvfile"},
+    {"configfile"},
     {"settings"},
     {"models"},
     {"i18n"},
     {"issues", "subscribers", "checks"},
     {"render", "outbox", "spamscore"},
+    {"bounces"},
     {"mail", "spreadsheet"},
     {"draft"},
     {"preflight"},

@@ -10,8 +10,9 @@ The tree (the CLI maps the whole of it to exit code 1, with no traceback)::
     ├── SubscriberListError         a whole list is unusable (missing file, no header row)
     ├── UnsafeHeaderError           a header value could inject a header (CR, LF, NUL, =?..?=)
     ├── TokenError                  an unsubscribe token is forged, altered or malformed
-    └── DeliveryError               sending cannot start (another send running, the log unusable)
-        └── TransportError          SMTP connect, TLS or AUTH failed for the whole run
+    ├── DeliveryError               sending cannot start (another send running, the log unusable)
+    │   └── TransportError          SMTP connect, TLS or AUTH failed for the whole run
+    └── InboxError                  the bounce mailbox (IMAP or Maildir) cannot be read
 
 Bad subscriber *rows* are not errors: they are reported and skipped (see subscribers.py). A run
 that stops midway (circuit breaker, quota, a signal) is not an error either: send.engine.RunReport
@@ -103,3 +104,7 @@ class DeliveryError(NewsletterError):
 
 class TransportError(DeliveryError):
     hint = "Check [smtp] in newsletter.toml and NEWSLETTER_SMTP_PASSWORD, then re-run."
+
+
+class InboxError(NewsletterError):
+    hint = "Check [bounces] imap in newsletter.toml and NEWSLETTER_BOUNCES_PASSWORD, then re-run."

@@ -13,10 +13,9 @@ import email.utils
 import ipaddress
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -29,19 +28,8 @@ from pydantic import (
     field_validator,
 )
 
+from newsletter.configfile import POSTGRES_SCHEMES, SQLITE_SCHEME, read_config
 from newsletter.errors import ConfigError
-
-ENV_PREFIX = "NEWSLETTER_"
-SECRET_ENV = {
-    "secret": "NEWSLETTER_SECRET",
-    # Earlier values of NEWSLETTER_SECRET, comma-separated: their tokens still verify.
-    "secret_previous": "NEWSLETTER_SECRET_PREVIOUS",
-    "smtp_password": "NEWSLETTER_SMTP_PASSWORD",
-}
-CONFIG_NAME = "newsletter.toml"
-SQLITE_SCHEME = "sqlite:///"
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
 
 # The list a command means when none is named.
 DEFAULT_LIST = "main"
@@ -147,6 +135,9 @@ class DkimSettings(Section):
     domain: str
     selector: str
     private_key: Path
+    # Optional Ed25519 (RFC 8463) signature beside the RSA one, under its own selector.
+    ed25519_key: Path | None = None
+    ed25519_selector: str = ""
 
 
 class ServeSettings(Section):
@@ -155,6 +146,21 @@ class ServeSettings(Section):
     # The web archive shows "all" issue files, or only those "sent" to a subscriber list (a
     # draft stays private; a staging send makes its page reachable, not listed).
     publish: Literal["all", "sent"] = "all"
+
+
+class BouncesSettings(Section):
+    # VERP: each message's envelope sender becomes bounces+TAG@domain when this is set.
+    return_path: str = ""
+    # imaps://user@host[:port]/FOLDER; the password comes from NEWSLETTER_BOUNCES_PASSWORD.
+    imap: str = ""
+    ca_file: Path | None = None  # a CA to trust besides the system's
+    timeout: Annotated[float, Field(gt=0)] = 30.0
+    # Understood reports are moved to this folder; "" flags them (Seen and a keyword) instead.
+    processed: str = "Newsletter-Processed"
+    soft_limit: Annotated[int, Field(ge=1)] = 3  # soft bounces in a row that suppress
+    max_hard_rate: Annotated[float, Field(ge=0, le=1)] = 0.05  # of a run's attempts: stop
+    max_complaint_rate: Annotated[float, Field(ge=0, le=1)] = 0.001
+    min_sample: Annotated[int, Field(ge=1)] = 100  # attempts before the rates apply
 
 
 class OutboxSettings(Section):
@@ -226,11 +232,13 @@ class Settings(Section):
     send: SendSettings = SendSettings()
     dkim: DkimSettings | None = None
     serve: ServeSettings = ServeSettings()
+    bounces: BouncesSettings = BouncesSettings()
     outbox: OutboxSettings = OutboxSettings()
     check: CheckSettings = CheckSettings()
     secret: SecretStr | None = None
     secret_previous: SecretStr | None = None
     smtp_password: SecretStr | None = None
+    bounces_password: SecretStr | None = None
 
     def resolve(self, path: Path) -> Path:
         """A path from the config, made absolute against the project root."""
@@ -276,113 +284,8 @@ class Settings(Section):
 
 def load_settings(config: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Read the config file (default ./newsletter.toml, optional) and overlay the environment."""
-    env = os.environ if environ is None else environ
-    path = config if config is not None else Path(CONFIG_NAME)
-    data: dict[str, Any] = {}
-    text = ""
-    if path.exists():
-        try:
-            text = path.read_text(encoding="utf-8")
-            data = tomllib.loads(text)
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read: {exc}") from None
-    elif config is not None:
-        raise ConfigError(f"{path}: no such config file", hint="Pass an existing file to --config.")
-    for key, var in SECRET_ENV.items():
-        if key in data:
-            raise ConfigError(
-                f"{path}: `{key}` must not be stored in the file",
-                hint=f"Remove it and set {var} in the environment instead.",
-            )
-    _refuse_stored_password(data, path)
-    sources = _overlay_env(data, env)
-    for key, var in SECRET_ENV.items():
-        if env.get(var):
-            data[key] = _text(var, env[var])
-            sources[(key,)] = var
-    data["root"] = path.resolve().parent
+    raw = read_config(config, os.environ if environ is None else environ)
     try:
-        return Settings.model_validate(data)
+        return Settings.model_validate(raw.data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, path, text, sources)) from None
-
-
-def _refuse_stored_password(data: dict[str, Any], path: Path) -> None:
-    """A database password is a secret too: the URL in the file must not carry one."""
-    outbox = data.get("outbox")
-    url = outbox.get("url") if isinstance(outbox, dict) else None
-    if isinstance(url, str) and url.startswith(POSTGRES_SCHEMES):
-        netloc = url.split("://", 1)[1].split("/", 1)[0]
-        if ":" in netloc.rpartition("@")[0]:
-            raise ConfigError(
-                f"{path}: [outbox] url must not hold the database password",
-                hint="Remove it from the file; set PGPASSWORD (or ~/.pgpass), or the whole URL"
-                " in NEWSLETTER_OUTBOX__URL.",
-            )
-
-
-def _text(var: str, value: str) -> str:
-    """The variable's value; Python hands undecodable bytes over as surrogates, which would
-    fail much later (when a secret is encoded) with a traceback."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigError(
-            f"{var}: the value is not valid UTF-8 text",
-            hint=f"Set {var} again, as UTF-8 (for a secret: a long random ASCII value).",
-        ) from None
-    return value
-
-
-def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, ...], str]:
-    """Put every NEWSLETTER_<TABLE>__<KEY> into `data`; returns which variable set which key."""
-    sources: dict[tuple[str, ...], str] = {}
-    for var, value in env.items():
-        if not var.startswith(ENV_PREFIX) or "__" not in var[len(ENV_PREFIX) :]:
-            continue
-        keys = [k.lower() for k in var[len(ENV_PREFIX) :].split("__")]
-        node = data
-        for key in keys[:-1]:
-            child = node.setdefault(key, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"{var}: `{key}` is not a table in the config")
-            node = child
-        node[keys[-1]] = _text(var, value)
-        sources[tuple(keys)] = var
-    return sources
-
-
-def _describe(
-    exc: ValidationError, path: Path, text: str, sources: Mapping[tuple[str, ...], str]
-) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = tuple(str(p) for p in err["loc"])
-        field = ".".join(loc)
-        var = next(
-            (sources[loc[:end]] for end in range(len(loc), 0, -1) if loc[:end] in sources), None
-        )
-        line = _line_of(text, list(loc))
-        where = var or (f"{path}:{line}" if line else str(path))
-        message = str(err["msg"]).removeprefix("Value error, ")
-        lines.append(f"{where}: {field}: {message}")
-    return "\n".join(lines)
-
-
-def _line_of(text: str, loc: list[str]) -> int | None:
-    """Best-effort line of `key` under its [table] header, for messages only."""
-    if not text or not loc:
-        return None
-    table, key = ".".join(loc[:-1]), loc[-1]
-    current = ""
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        header = re.fullmatch(r"\[\s*([^\]]+?)\s*\]", line)
-        if header:
-            current = header.group(1)
-            if current == ".".join(loc):
-                return number
-            continue
-        if current == table and re.match(rf"{re.escape(key)}\s*=", line):
-            return number
-    return None
+        raise ConfigError(raw.describe(exc)) from None

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.bounces.verp import make_tag, read_tag
 from newsletter.errors import ConfigError, TemplateError, UnsafeHeaderError
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory, write_eml_files
@@ -216,10 +217,12 @@ def test_header_names_are_exactly_the_expected_set(factory: MessageFactory) -> N
         "List-Id",
         "List-Unsubscribe",
         "List-Unsubscribe-Post",
+        "Feedback-ID",
         "MIME-Version",
         "Content-Language",
         "Content-Type",
     ]
+    assert message["Feedback-ID"] == "14:main:newsletter:news.example.org"
 
 
 def test_message_id_is_stable_and_unique(settings: Settings) -> None:
@@ -518,3 +521,30 @@ def test_no_name_can_add_a_header(factory: MessageFactory) -> None:
         shown = message["To"].addresses[0].display_name if name else ""
         assert shown.replace(" ", "") == name.replace(" ", ""), name
     assert 0 < refused < 600
+
+
+def test_verp_return_path_and_tag_header(settings: Settings) -> None:
+    verp = settings.model_copy(
+        update={
+            "bounces": settings.bounces.model_copy(update={"return_path": "b@news.example.org"})
+        }
+    )
+    factory = MessageFactory(rendered(), verp, "main", secret=SECRET)
+    outgoing = factory.build(reader(), None, 4242)
+    tag = make_tag(SECRET, 4242)
+    assert outgoing.sender == f"b+{tag}@news.example.org"
+    message = parse(outgoing.data)
+    assert message["X-Newsletter-Tag"] == tag
+    assert read_tag(SECRET, tag) == 4242
+    assert "li.lei" not in outgoing.sender
+    # Without an outbox row (build, preview, dry run) the plain return path, no tag.
+    plain = factory.build(reader())
+    assert plain.sender == "b@news.example.org"
+    assert "X-Newsletter-Tag" not in parse(plain.data)
+    # Without [bounces] return_path, bounces go to the From address as before.
+    assert (
+        MessageFactory(rendered(), settings, "main", secret=SECRET)
+        .build(reader(), None, 4242)
+        .sender
+        == "digest@news.example.org"
+    )

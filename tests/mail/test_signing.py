@@ -10,7 +10,7 @@ from pathlib import Path
 import dkim
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from dkim.canonicalization import CanonicalizationPolicy
 
 from newsletter.errors import ConfigError
@@ -199,3 +199,94 @@ def test_the_dkimpy_internals_we_use_are_still_there() -> None:
     assert list(inspect.signature(dkim.rfc822_parse).parameters) == ["message"]
     assert "namelen" in inspect.signature(dkim.fold).parameters
     assert len(inspect.signature(dkim.hash_headers).parameters) == 6
+
+
+@pytest.mark.parametrize(
+    "added",
+    [
+        b"Reply-To: attacker@example.com\r\n",
+        b"Cc: someone@example.com\r\n",
+        b"List-Id: other <other.example.com>\r\n",
+        b"Feedback-ID: 1:x:y:evil.example\r\n",
+    ],
+)
+def test_an_added_reply_to_cc_or_list_id_breaks_the_signature(
+    signed_factory: MessageFactory, keypair: tuple[bytes, bytes], added: bytes
+) -> None:
+    data = signed_factory.build(subscriber()).data
+    assert dkim.verify(data, dnsfunc=dns_for(keypair[1]))
+    head, body = data.split(b"\r\n\r\n", 1)
+    names = re.search(rb"h=([^;]+);", head.replace(b"\r\n", b"")).group(1)  # type: ignore[union-attr]
+    signed = [n.strip().lower() for n in names.split(b":")]
+    # Oversigned even when absent: a null instance is signed, so adding one changes the hash.
+    assert signed.count(b"reply-to") == 1
+    assert signed.count(b"cc") == 1
+    assert signed.count(b"list-id") == 2
+    assert not dkim.verify(
+        head + b"\r\n" + added.rstrip(b"\r\n") + b"\r\n\r\n" + body, dnsfunc=dns_for(keypair[1])
+    )
+
+
+def test_ed25519_signature_beside_rsa_verifies(
+    settings: Settings, project: Path, keypair: tuple[bytes, bytes]
+) -> None:
+    pytest.importorskip("nacl", reason="dkimpy verifies Ed25519 with PyNaCl")
+    ed = ed25519.Ed25519PrivateKey.generate()
+    (project / "dkim.pem").write_bytes(keypair[0])
+    (project / "ed.pem").write_bytes(
+        ed.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    raw_public = ed.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    config = DkimSettings(
+        domain="news.example.org",
+        selector="nl2026",
+        private_key=Path("dkim.pem"),
+        ed25519_key=Path("ed.pem"),
+        ed25519_selector="nl2026e",
+    )
+    rendered = RenderedEmail(issue_number=14, subject="Issue 14", html="<p>x</p>", text="x")
+    factory = MessageFactory(
+        rendered, settings.model_copy(update={"dkim": config}), "main", secret=SECRET
+    )
+    data = factory.build(subscriber()).data
+    records = {
+        b"nl2026._domainkey.news.example.org.": b"v=DKIM1; k=rsa; p="
+        + base64.b64encode(keypair[1]),
+        b"nl2026e._domainkey.news.example.org.": b"v=DKIM1; k=ed25519; p="
+        + base64.b64encode(raw_public),
+    }
+
+    def lookup(name: bytes, timeout: int = 5) -> bytes:
+        return records[name]
+
+    assert data.count(b"DKIM-Signature: ") == 2
+    assert b"a=ed25519-sha256" in data
+    verifier = dkim.DKIM(data)
+    assert verifier.verify(idx=0, dnsfunc=lookup)
+    assert verifier.verify(idx=1, dnsfunc=lookup)
+    tampered = dkim.DKIM(data.replace(b"Subject: Issue 14", b"Subject: Issue 15"))
+    assert not tampered.verify(idx=0, dnsfunc=lookup)
+    assert not tampered.verify(idx=1, dnsfunc=lookup)
+
+
+def test_an_rsa_key_as_the_ed25519_key_is_a_config_error(
+    settings: Settings, project: Path, keypair: tuple[bytes, bytes]
+) -> None:
+    (project / "dkim.pem").write_bytes(keypair[0])
+    config = DkimSettings(
+        domain="news.example.org",
+        selector="s",
+        private_key=Path("dkim.pem"),
+        ed25519_key=Path("dkim.pem"),
+    )
+    rendered = RenderedEmail(issue_number=1, subject="x", html="<p>x</p>", text="x")
+    with pytest.raises(ConfigError, match="not an Ed25519 key"):
+        MessageFactory(
+            rendered, settings.model_copy(update={"dkim": config}), "main", secret=SECRET
+        )

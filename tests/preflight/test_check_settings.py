@@ -36,7 +36,7 @@ def test_bad_nameserver_names_file_line_and_fix(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(path, environ={})
     assert info.value.message == (
-        f"{path}:3: check.nameservers: Value error, 'dns.example:53': not an IP address "
+        f"{path}:3: check.nameservers: 'dns.example:53': not an IP address "
         "(IP, IP:PORT or [IPv6]:PORT)"
     )
     path.write_text('[check]\nnameservers = ["127.0.0.1:0"]\n', encoding="utf-8")

@@ -29,7 +29,7 @@ def subscribers(n: int) -> dict[str, Subscriber]:
     return {s.envelope: s for s in subs}
 
 
-def build(sub: Subscriber, stored: str | None = None) -> OutgoingMessage:
+def build(sub: Subscriber, stored: str | None = None, row_id: int = 0) -> OutgoingMessage:
     # A fresh Message-ID per build unless the row holds one, like the real factory.
     mid = stored or f"<{next(_ids)}.{sub.envelope}>"
     data = (
@@ -79,7 +79,7 @@ async def test_each_message_is_built_once_even_when_built_ahead(outbox: Outbox) 
     handler = FaultyHandler()
     built: list[str] = []
 
-    def counted(sub: Subscriber, stored: str | None) -> OutgoingMessage:
+    def counted(sub: Subscriber, stored: str | None, row_id: int) -> OutgoingMessage:
         built.append(sub.envelope)
         return build(sub, stored)
 
@@ -301,7 +301,7 @@ async def test_suppressed_during_the_run_is_skipped(outbox: Outbox) -> None:
 
 
 async def test_a_message_that_cannot_be_built_fails_alone(outbox: Outbox) -> None:
-    def fragile(sub: Subscriber, stored: str | None) -> OutgoingMessage:
+    def fragile(sub: Subscriber, stored: str | None, row_id: int) -> OutgoingMessage:
         if sub.envelope == "r1@example.com":
             raise ValueError("header would inject")
         return build(sub, stored)

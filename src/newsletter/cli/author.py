@@ -9,10 +9,11 @@ import click
 
 from newsletter.checks import GMAIL_CLIP
 from newsletter.cli.terminal import issue_option, pass_settings, sample_list_option
+from newsletter.configfile import CONFIG_NAME
 from newsletter.draft import Draft, review, write_files
 from newsletter.errors import display_path
 from newsletter.issues import issue_path
-from newsletter.settings import CONFIG_NAME, DEFAULT_LIST, Settings
+from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.spamscore import score_message, spam_findings
 
 

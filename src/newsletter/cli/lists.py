@@ -1,4 +1,4 @@
-"""The editor's commands on lists: `subscribers`, `unsubscribe` and `suppressions`."""
+"""The editor's commands on lists: `subscribers`, `unsubscribe`, `suppressions` and `bounces`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ from pathlib import Path
 
 import click
 
+from newsletter.bounces.collect import collect, describe
+from newsletter.bounces.inbox import open_inbox
+from newsletter.bounces.policy import Policy, Verdict
 from newsletter.cli.terminal import every_list_option, pass_settings, printable
 from newsletter.errors import ConfigError, NewsletterError, display_path
+from newsletter.mail.tokens import signing_key
 from newsletter.outbox import EDITOR_SOURCE, open_outbox, outbox_exists
 from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.subscribers import ListReport, address_key, check_list
@@ -102,6 +106,42 @@ def suppressions(settings: Settings, list_name: str | None) -> None:
         click.echo(f"{row.created_at}  {row.list}  {printable(row.address)}  {row.source}")
     where = f" on {list_name!r}" if list_name is not None else ""
     click.echo(f"{len(rows)} suppressed address(es){where}", err=True)
+
+
+@click.command()
+@click.option(
+    "--maildir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Read this Maildir folder instead of [bounces] imap (e.g. .newsletter/mailbox).",
+)
+@pass_settings
+def bounces(settings: Settings, maildir: Path | None) -> None:
+    """Read bounces and complaints from the bounce mailbox ([bounces] imap, or --maildir DIR),
+    record each against the send it is about and suppress by the [bounces] policy: a hard bounce
+    or a complaint at once (bounced, complained), soft bounces after 3 in a row. Auto-replies
+    never count; mail it does not understand stays where it was. Running it twice counts
+    nothing twice."""
+    key = signing_key(settings, allow_ephemeral=True)
+    inbox = open_inbox(settings, maildir)
+    if key.ephemeral:
+        click.echo(
+            "note: NEWSLETTER_SECRET is not set: return-path tags cannot be verified, so only"
+            " reports that quote a Message-ID can be matched",
+            err=True,
+        )
+    try:
+        with open_outbox(settings.outbox_target) as outbox:
+            policy = Policy(outbox, settings.bounces, None if key.ephemeral else key.secret)
+            tally = collect(inbox, policy, lambda r, d: click.echo(printable(describe(r, d))))
+    finally:
+        inbox.close()
+    counts = ", ".join(f"{tally.verdicts[v]} {v.value}" for v in Verdict if tally.verdicts[v])
+    click.echo(
+        f"{inbox.where}: read {tally.read} mail(s)"
+        + (f": {counts}" if counts else "")
+        + f"; {len(tally.suppressed)} address(es) suppressed; {tally.left} left in the mailbox"
+    )
 
 
 def list_counts(list_name: str, report: ListReport) -> str:

@@ -44,6 +44,7 @@ for command in (
     lists.subscribers,
     lists.unsubscribe,
     lists.suppressions,
+    lists.bounces,
     sending.send,
     sending.status,
     servers.mailbox,

@@ -21,7 +21,7 @@ from newsletter.cli.lists import list_counts
 from newsletter.cli.terminal import every_list_option, issue_option, pass_settings, printable
 from newsletter.errors import DeliveryError, display_path
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import open_outbox, outbox_exists
+from newsletter.outbox import Outbox, open_outbox, outbox_exists
 from newsletter.send import run
 from newsletter.send.engine import Event, Options, RunReport
 from newsletter.settings import DEFAULT_LIST, Settings
@@ -150,6 +150,7 @@ def send(
         },
         resend_unknown=resend_unknown,
         retry_failed=retry_failed,
+        bounces=settings.bounces,
     )
     with _SendDisplay(number, list_name, len(job.subscribers)) as display:
         report = run.send(prepared, options, display)
@@ -311,6 +312,8 @@ def status(
             for state, n in counts.items():
                 if n:
                     click.echo(f"  {state:<9} {n}")
+            for line in _after_sending(outbox, number, name, counts):
+                click.echo(line)
             waiting = [s for s in DeliveryStatus if s != DeliveryStatus.SENT]
             rows = outbox.rows(number, name, waiting)
             for row in rows[:limit]:
@@ -327,3 +330,19 @@ def status(
                 with csv_path.open("w", encoding="utf-8", newline="") as handle:
                     n = write_csv(rows, handle)
                 click.echo(f"wrote {n} rows to {display_path(csv_path)}", err=True)
+
+
+def _after_sending(
+    outbox: Outbox, number: int, name: str, counts: dict[DeliveryStatus, int]
+) -> list[str]:
+    """What came back after the relay's 250 (`newsletter bounces`, and refusals at send time):
+    hard bounces over the messages answered, complaints over the messages sent."""
+    reports = outbox.bounce_counts(number, name)
+    answered = counts[DeliveryStatus.SENT] + counts[DeliveryStatus.REJECTED]
+    sent = counts[DeliveryStatus.SENT]
+    hard, soft, complained = (reports.get(k, 0) for k in ("hard", "soft", "complaint"))
+    return [
+        f"  bounced   {hard} ({hard / max(answered, 1):.1%} of {answered} answered)"
+        + (f", and {soft} soft" if soft else ""),
+        f"  complained {complained} ({complained / max(sent, 1):.2%} of {sent} sent)",
+    ]

@@ -18,10 +18,19 @@ from newsletter.settings import Settings
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=1025, show_default=True, help="SMTP port."
 )
+@click.option(
+    "--bounce",
+    "bounce",
+    multiple=True,
+    metavar="ADDRESS",
+    help="Answer mail to ADDRESS with a bounce (550 5.1.1) to its sender; repeatable.",
+)
 @pass_settings
-def mailbox(settings: Settings, host: str, port: int) -> None:
+def mailbox(settings: Settings, host: str, port: int, bounce: tuple[str, ...]) -> None:
     """Run the local capture SMTP server: every message is stored in a Maildir under
     .newsletter/mailbox/ and printed as one line. The shipped newsletter.toml sends to it.
+    With --bounce, mail to those addresses is answered with a delivery status notification
+    in the same Maildir, which `newsletter bounces --maildir .newsletter/mailbox` reads.
     Ctrl-C stops it."""
     folder = settings.state_dir / "mailbox"
 
@@ -33,7 +42,7 @@ def mailbox(settings: Settings, host: str, port: int) -> None:
     def captured(item: Captured) -> None:
         click.echo(printable(describe_captured(item)))
 
-    asyncio.run(run_mailbox(folder, captured, host, port, ready))
+    asyncio.run(run_mailbox(folder, captured, host, port, ready, frozenset(bounce)))
     click.echo("Mailbox stopped.")
 
 

@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 from email_validator import EmailNotValidError, validate_email
 
+from newsletter.bounces.verp import TAG_HEADER, make_tag, return_path
 from newsletter.errors import ConfigError, TemplateError, UnsafeHeaderError
 from newsletter.i18n import EMAIL, strings_for
 from newsletter.links import issue_url, unsubscribe_url
@@ -84,6 +85,12 @@ class MessageFactory:
 
         sender_name, self.sender = _parse_mailbox(settings.newsletter.sender, "newsletter.sender")
         self.domain = self.sender.rpartition("@")[2]
+        # VERP: with [bounces] return_path each message's envelope sender carries its row's tag.
+        self._return_path = ""
+        if settings.bounces.return_path:
+            _, self._return_path = _parse_mailbox(
+                settings.bounces.return_path, "bounces.return_path"
+            )
         mailto = settings.newsletter.unsubscribe_email or self.sender
         _, address = _parse_mailbox(mailto, "newsletter.unsubscribe_email")
         self._mailto = quote(address, safe="@")
@@ -117,6 +124,9 @@ class MessageFactory:
         lists.append(mailbox_header("List-Id", list_label, list_id))
         self._boundary = "=_nl_" + _digest(f"{self.issue}\n{list_name}\n{rendered.html}")[:24]
         tail = ["List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"]
+        # Gmail's feedback loop groups complaints by these fields (campaign:list:type:sender).
+        feedback_list = re.sub(r"[^A-Za-z0-9._-]", "-", list_name)
+        tail.append(f"Feedback-ID: {self.issue}:{feedback_list}:newsletter:{self.domain}\r\n")
         if self.test:
             tail.append(f"{TEST_HEADER}: yes\r\n")
         tail.append("MIME-Version: 1.0\r\n")
@@ -136,7 +146,7 @@ class MessageFactory:
         self._text_head = part_head("text/plain", self.text_encoder.name, self._boundary)
         self._html_head = part_head("text/html", self.html_encoder.name, self._boundary)
         self._close = _ascii(f"--{self._boundary}--\r\n")
-        self._dkim = DkimSigner.from_settings(settings) if settings.dkim is not None else None
+        self._dkim = DkimSigner.from_settings(settings) if settings.dkim is not None else []
         # The header block is checked line by line per message (_check_header_block) and the part
         # heads are ours: the encoders decide whether the body lines are ready for SMTP as built.
         self._smtp_ready = self.text_encoder.smtp_ready and self.html_encoder.smtp_ready
@@ -150,8 +160,9 @@ class MessageFactory:
             b"List-Unsubscribe",
             *_FIELD.findall(self._tail),
         ]
-        if self._dkim is not None:
-            self._fields.insert(0, b"DKIM-Signature")
+        self._fields[:0] = [b"DKIM-Signature"] * len(self._dkim)
+        at = self._fields.index(b"Message-ID") + 1
+        self._tagged_fields = [*self._fields[:at], TAG_HEADER.encode(), *self._fields[at:]]
 
     def message_id(self, subscriber: Subscriber) -> str:
         """Unique per (issue, list, recipient) and the same on every retry."""
@@ -165,9 +176,13 @@ class MessageFactory:
     def token(self, subscriber: Subscriber) -> str:
         return sign(self._secret, self.list_name, normalize(subscriber.envelope))
 
-    def build(self, subscriber: Subscriber, message_id: str | None = None) -> OutgoingMessage:
+    def build(
+        self, subscriber: Subscriber, message_id: str | None = None, row_id: int | None = None
+    ) -> OutgoingMessage:
         """The finished message for one subscriber, under `message_id` when its outbox row
-        already holds one (a retry or a resend); UnsafeHeaderError if a value could inject."""
+        already holds one (a retry or a resend); UnsafeHeaderError if a value could inject.
+        With [bounces] return_path and the outbox row's id, the envelope sender and the
+        X-Newsletter-Tag header carry the row's signed tag (VERP)."""
         name = subscriber.name
         problem = header_problem(name) or header_problem(subscriber.envelope)
         if problem is not None or not subscriber.envelope.isascii():
@@ -187,12 +202,19 @@ class MessageFactory:
         text_values = [values[slot].encode() for slot in self._text[1]]
         html_values = [html.escape(values[slot]).encode() for slot in self._html[1]]
         mailto = f"mailto:{self._mailto}?subject=unsubscribe%20{token}"
+        sender = self._return_path or self.sender
+        tag_line = b""
+        if self._return_path and row_id is not None:
+            tag = make_tag(self._secret, row_id)
+            sender = return_path(self._return_path, tag)
+            tag_line = _ascii(f"{TAG_HEADER}: {tag}\r\n")
         header = b"".join(
             [
                 self._head,
                 _ascii(mailbox_header("To", name, subscriber.envelope)),
                 self._middle,
                 _ascii(f"Message-ID: {message_id}\r\n"),
+                tag_line,
                 self._lists,
                 _ascii(f"List-Unsubscribe: <{unsubscribe}>,\r\n <{mailto}>\r\n"),
                 self._tail,
@@ -207,27 +229,29 @@ class MessageFactory:
             self._close,
         ]
         data = b"".join([header, *body])
-        if self._dkim is not None:
-            signature = self._dkim.sign(data)
+        if self._dkim:
+            # Each signer signs the same bytes (no DKIM-Signature is in another's h=).
+            signature = b"".join(signer.sign(data) for signer in self._dkim)
             header = signature + header
             data = signature + data
-        self._check_header_block(header, subscriber)
+        self._check_header_block(header, subscriber, tagged=bool(tag_line))
         return OutgoingMessage(
             message_id=message_id,
-            sender=self.sender,
+            sender=sender,
             recipient=subscriber.envelope,
             data=data,
             smtp_ready=self._smtp_ready,
         )
 
-    def _check_header_block(self, block: bytes, subscriber: Subscriber) -> None:
+    def _check_header_block(self, block: bytes, subscriber: Subscriber, *, tagged: bool) -> None:
         """The last gate: exactly the header fields we wrote, printable ASCII, CRLF, short lines."""
         lines = block.split(CRLF)
         # The name of each line that does not continue a folded one (a multiline _FIELD
         # search costs twice as much); _BLOCK then vouches that every line is one or the other.
         fields = [line.partition(b":")[0] for line in lines if line and line[0] not in b" \t"]
         long_line = max(map(len, lines)) > MAX_LINE
-        if not _BLOCK.fullmatch(block) or fields != self._fields or long_line:
+        expected = self._tagged_fields if tagged else self._fields
+        if not _BLOCK.fullmatch(block) or fields != expected or long_line:
             raise UnsafeHeaderError(
                 f"the header block for {subscriber.envelope!r} is malformed "
                 f"(fields {[f.decode('ascii', 'replace') for f in fields]}); nothing was sent"

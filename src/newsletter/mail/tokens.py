@@ -34,8 +34,9 @@ from typing import NamedTuple
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
+from newsletter.configfile import SECRET_ENV
 from newsletter.errors import ConfigError, TokenError
-from newsletter.settings import SECRET_ENV, Settings
+from newsletter.settings import Settings
 
 _VERSION = b"newsletter-unsubscribe-v2"
 _VERSION_1 = b"newsletter-unsubscribe-v1\n"

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 
 from newsletter.models import DeliveryStatus
+from newsletter.outbox.bounces import BounceLog
 from newsletter.outbox.records import (
     COLUMNS,
     DUE,
@@ -51,7 +52,7 @@ _RECORD = (
 _SENDING = S.SENDING.value
 
 
-class Outbox(Runs):
+class Outbox(Runs, BounceLog):
     """The delivery log at `target`: a SQLite file Path or a PostgreSQL URL."""
 
     def plan(

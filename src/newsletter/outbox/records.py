@@ -16,6 +16,10 @@ UNSUBSCRIBED = "unsubscribed"  # the reason on a `skipped` row whose address is 
 # The suppression source of `newsletter unsubscribe`: the editor's, which a reader cannot lift.
 EDITOR_SOURCE = "cli"
 DEPARTED = "no longer on the list"  # the reason on a waiting row whose reader left the list
+# Suppression sources written by `newsletter bounces` (and refusals at send time); each is also
+# the reason on the `skipped` rows of later sends.
+BOUNCED = "bounced"
+COMPLAINED = "complained"
 
 
 def now() -> str:

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 from newsletter.models import DeliveryStatus
 from newsletter.outbox.records import (
+    BOUNCED,
     COLUMNS,
+    COMPLAINED,
     DEPARTED,
     IN_DOUBT,
     UNSUBSCRIBED,
@@ -139,11 +141,18 @@ class Runs(Store):
         `skipped` with the reason; the counts of the plan."""
         stamp = now()
         with self._write():
+            # The reason is the suppression's: `bounced` and `complained` say so, every other
+            # source (one-click, web, cli) is the reader's or the editor's `unsubscribed`.
             skipped = self._run(
-                f"UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?"
+                "UPDATE deliveries SET state = ?, updated_at = ?, smtp_reply = coalesce(("
+                " SELECT CASE WHEN s.source IN (?, ?) THEN s.source END FROM suppressions s"
+                " WHERE s.list = deliveries.list AND s.address = deliveries.recipient), ?)"
                 f" WHERE issue = ? AND list = ? AND {FREE} AND recipient IN"
                 " (SELECT address FROM suppressions WHERE list = ?)",
-                (S.SKIPPED.value, UNSUBSCRIBED, stamp, issue, list_name, list_name),
+                (
+                    *(S.SKIPPED.value, stamp, BOUNCED, COMPLAINED, UNSUBSCRIBED),
+                    *(issue, list_name, list_name),
+                ),
             )
             skipped += self._run(
                 f"UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?"

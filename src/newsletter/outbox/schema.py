@@ -98,6 +98,23 @@ CREATE TABLE IF NOT EXISTS workers (
 );
 """
 
+# What bounce and complaint reports said about deliveries (outbox/bounces.py); the index finds a
+# reader's earlier issues for the soft-bounce streak (planning pays one index insert per row).
+_BOUNCES = """
+CREATE TABLE IF NOT EXISTS bounce_reports (
+    report      TEXT   NOT NULL,
+    delivery_id BIGINT NOT NULL,
+    kind        TEXT   NOT NULL,
+    status      TEXT   NOT NULL DEFAULT '',
+    detail      TEXT   NOT NULL DEFAULT '',
+    source      TEXT   NOT NULL,
+    created_at  TEXT   NOT NULL,
+    PRIMARY KEY (report, delivery_id)
+);
+CREATE INDEX IF NOT EXISTS bounce_reports_delivery ON bounce_reports (delivery_id);
+CREATE INDEX IF NOT EXISTS deliveries_reader ON deliveries (list, recipient, issue);
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         1,
@@ -114,6 +131,7 @@ MIGRATIONS: list[Migration] = [
         sqlite=_SNAPSHOT.format(real="REAL"),
         postgres=_SNAPSHOT.format(real="DOUBLE PRECISION"),
     ),
+    Migration(3, "bounce and complaint reports", sqlite=_BOUNCES, postgres=_BOUNCES),
 ]
 
 LATEST = MIGRATIONS[-1].version

@@ -162,7 +162,7 @@ def dkim_public_key(settings: Settings, cache: Cache) -> str:
     cached = cache.get(key)
     if isinstance(cached, str):
         return cached
-    public = auth.public_key_base64(DkimSigner.from_settings(settings).public_key())
+    public = auth.public_key_base64(DkimSigner.from_settings(settings)[0].public_key())
     cache.put(key, public, settings.check.cache_ttl)
     return public
 

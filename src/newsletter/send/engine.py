@@ -25,17 +25,19 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from newsletter.bounces.policy import Policy, RateGuard
 from newsletter.errors import TransportError
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import UNSUBSCRIBED, Delivery, Outbox
 from newsletter.send.pacing import RateLimiter, backoff
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool
-from newsletter.settings import SendSettings
+from newsletter.settings import BouncesSettings, SendSettings
 
 S = DeliveryStatus
-# A subscriber and the Message-ID its row holds (None: a new one) -> that subscriber's message.
-Build = Callable[[Subscriber, str | None], OutgoingMessage]
+# A subscriber, the Message-ID its row holds (None: a new one) and the row's id (the VERP tag
+# names it) -> that subscriber's message.
+Build = Callable[[Subscriber, str | None, int], OutgoingMessage]
 
 
 class Options(SendSettings):
@@ -43,6 +45,8 @@ class Options(SendSettings):
 
     resend_unknown: bool = False
     retry_failed: bool = False
+    # The bounce policy: refusals at send time count as bounces, and the rates that stop a run.
+    bounces: BouncesSettings = BouncesSettings()
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,8 @@ class Engine:
         self._suppressed_at = -1e9
         self._seq = 0
         self._built: dict[int, OutgoingMessage] = {}  # row id -> its message, built ahead
+        self._policy = Policy(outbox, options.bounces, None)
+        self._rates = RateGuard(outbox, options.bounces, job.issue, job.list_name)
 
     def _suppressed(self) -> frozenset[str]:
         """Unsubscribes arriving during the run, re-read every few seconds (not per message)."""
@@ -211,7 +217,7 @@ class Engine:
         self._handle(row, result, attempted=not accepted)
 
     def _build(self, row: Delivery) -> OutgoingMessage:
-        return self.job.build(self.job.subscribers[row.recipient], row.message_id)
+        return self.job.build(self.job.subscribers[row.recipient], row.message_id, row.id)
 
     def _build_next(self) -> None:
         """Build the next row's message while the server takes in an upload, so the CPU does
@@ -251,6 +257,8 @@ class Engine:
             self._record(row, S.SENT, result)
         elif outcome == Outcome.REJECTED:
             self._record(row, S.REJECTED, result, attempted=attempted)
+            if result.code is not None:
+                self._policy.refused(row, result.code, result.reply)
         elif outcome == Outcome.FAILED:
             self._record(row, S.FAILED, result, attempted=attempted)
         elif outcome == Outcome.UNKNOWN:
@@ -260,6 +268,10 @@ class Engine:
             self.stop(f"the server refuses to take more mail: {result.describe()}")
         else:  # DEFERRED, RETRY, THROTTLED: not delivered, nothing in doubt
             self._retry(row, result, attempted=attempted)
+        if outcome in (Outcome.SENT, Outcome.REJECTED):
+            reason = self._rates.check(rejected=outcome == Outcome.REJECTED)
+            if reason:
+                self.stop(f"{reason}: stopped to protect the sender's reputation")
 
     def _retry(self, row: Delivery, result: Result, *, attempted: bool) -> None:
         opts = self.options

@@ -1,0 +1,80 @@
+"""An RFC 3463 status (and DSN action) in, what it means for the address out: the one place.
+
+DSNs, non-standard bounces and SMTP replies at send time are all judged by this table, so a
+`550 5.1.1` means the same whether the relay said it during RCPT or a DSN said it a day later.
+
+    2.x.x, or Action delivered/relayed/expanded   not a failure
+    Action delayed                                DELAYED (a warning: still being retried)
+    4.x.x                                         SOFT    (try again; suppressed after N in a row)
+    5.x.x                                         HARD    (the address is dead: suppressed at once)
+    5.2.2 mailbox full, 5.3.4 message too big,    SOFT    (permanent for this message, not for
+    5.7.x refused by policy (spam, DMARC, ...)             the address: the reader may be fine)
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    """What a report says about one recipient (or, for a whole report, the worst of them)."""
+
+    COMPLAINT = "complaint"
+    HARD = "hard"
+    SOFT = "soft"
+    DELAYED = "delayed"
+    AUTO_REPLY = "auto-reply"
+    UNKNOWN = "unknown"
+
+    @property
+    def counts(self) -> bool:
+        """Whether this kind feeds the policy (delays and auto-replies never do)."""
+        return self in (Kind.COMPLAINT, Kind.HARD, Kind.SOFT)
+
+
+# Worst first: a report's verdict is the first of these any of its recipients has.
+SEVERITY = (Kind.COMPLAINT, Kind.HARD, Kind.SOFT, Kind.DELAYED, Kind.AUTO_REPLY, Kind.UNKNOWN)
+
+# 5.x.x codes about this message or the sender, not about the address (subject.detail).
+_NOT_THE_ADDRESS = ("2.2", "3.4")
+_POLICY_SUBJECT = "7"
+
+STATUS = re.compile(r"\b([245])\.(\d{1,3})\.(\d{1,3})\b")
+_BASIC = re.compile(r"^\s*([245])\d\d\b")
+
+
+def find_status(text: str) -> str:
+    """The first RFC 3463 code in a diagnostic or reply text ("5.1.1"); else the class of a
+    leading basic SMTP code ("550 ..." -> "5.0.0"); else ""."""
+    match = STATUS.search(text)
+    if match:
+        return ".".join(match.groups())
+    basic = _BASIC.match(text)
+    return f"{basic.group(1)}.0.0" if basic else ""
+
+
+def kind_of(status: str, action: str = "failed") -> Kind | None:
+    """The Kind of one recipient's outcome, or None when it is not a failure at all."""
+    action = action.strip().lower()
+    if action in ("delivered", "relayed", "expanded"):
+        return None
+    if action == "delayed":
+        return Kind.DELAYED
+    match = STATUS.fullmatch(status.strip())
+    if not match:
+        # A failure without a usable status: RFC 3464 makes `failed` final, so it is permanent.
+        return Kind.HARD if action == "failed" else None
+    klass, subject, detail = match.groups()
+    if klass == "2":
+        return None
+    if klass == "4":
+        return Kind.SOFT
+    if f"{subject}.{detail}" in _NOT_THE_ADDRESS or subject == _POLICY_SUBJECT:
+        return Kind.SOFT
+    return Kind.HARD
+
+
+def worst(kinds: list[Kind]) -> Kind:
+    """The verdict of a report from its recipients' kinds."""
+    return min(kinds, key=SEVERITY.index) if kinds else Kind.UNKNOWN

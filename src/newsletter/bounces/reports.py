@@ -1,0 +1,282 @@
+"""One returned mail (bytes) in, one classified Report out: who failed, how, and which send.
+
+In order of trust:
+
+1. RFC 3464 delivery status notifications (``multipart/report; report-type=delivery-status``):
+   one finding per recipient block, from its Action, Status and Diagnostic-Code.
+2. RFC 5965 ARF complaint reports (``report-type=feedback-report``): Feedback-Type abuse, fraud,
+   virus or other is a complaint about Original-Rcpt-To (often redacted: then the tag decides).
+3. Auto-replies (RFC 3834 Auto-Submitted, X-Autoreply, Precedence: auto_reply, vacation and
+   out-of-office subjects) are recognised and never count, unless they come from a mail delivery
+   system (Exim marks its plain-text bounces Auto-Submitted too).
+4. Anything else goes through Mailman's detectors (flufl.bounce): qmail, old Exchange, Yahoo...
+
+What ties a report to the message it is about is collected, not trusted: VERP tags (the report's
+own To/Delivered-To, quoted return paths, the quoted X-Newsletter-Tag header) and the quoted
+Message-IDs. policy.py verifies them against the outbox.
+"""
+
+from __future__ import annotations
+
+import email
+import email.header
+import email.parser
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+from email.message import Message
+
+from flufl.bounce import all_failures
+
+from newsletter.bounces.kinds import STATUS, Kind, find_status, kind_of, worst
+from newsletter.bounces.verp import find_tags
+
+# flufl.bounce logs a detector's crash with its traceback; here a crash means "not understood".
+logging.getLogger("flufl.bounce").setLevel(logging.CRITICAL)
+
+COMPLAINT_TYPES = frozenset({"abuse", "fraud", "virus", "other"})
+_DSN_TYPES = ("message/delivery-status", "message/global-delivery-status")
+_ORIGINAL_TYPES = ("message/rfc822", "text/rfc822-headers", "message/global-headers")
+_AUTO_SUBJECT = re.compile(
+    r"^\s*(?:auto(?:matic)?[ _-]?(?:reply|response|antwort|answer)|autoreply|out of (?:the )?office"
+    r"|ooo\b|on vacation|vacation|abwesenheit|absence|r[ée]ponse automatique|自动回复|自動回覆"
+    r"|自動回复|自動応答|不在)",
+    re.IGNORECASE,
+)
+_DAEMON_NAMES = ("mailer-daemon", "mailer_daemon", "postmaster", "mail-daemon", "mdaemon")
+_DAEMON_LABELS = re.compile(r"mail delivery|mailer.daemon|postmaster|delivery status", re.I)
+_QUOTED_ID = re.compile(
+    r"^[ \t>]*(?:X-Original-)?Message-ID:[ \t]*(<[^<>\s]+>)", re.IGNORECASE | re.MULTILINE
+)
+_REFERENCE = re.compile(r"<[^<>\s]+>")
+# Where a plain-text bounce starts quoting the original (qmail, Exim, Yahoo, Exchange ...).
+_COPY_MARKER = re.compile(
+    r"^\s*-{2,}.*(?:copy of|original message|returned message|message follows)", re.I | re.M
+)
+_ADDRESS = re.compile(r"<?([^\s<>;@]+@[^\s<>;@]+)>?")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a report says about one recipient. `address` is "" when the reporter redacted it."""
+
+    address: str
+    kind: Kind
+    status: str = ""
+    diagnostic: str = ""
+
+
+@dataclass(frozen=True)
+class Report:
+    """One returned mail, classified. `key` identifies the mail itself (its Message-ID, else a
+    digest of its bytes), so reading it twice is recognised."""
+
+    key: str
+    kind: Kind
+    source: str  # dsn | arf | flufl.bounce | auto-reply | "" (not understood)
+    findings: tuple[Finding, ...]
+    tags: tuple[str, ...]
+    message_ids: tuple[str, ...]
+    subject: str
+    sender: str
+
+    @property
+    def understood(self) -> bool:
+        return self.kind is not Kind.UNKNOWN
+
+
+def read_report(raw: bytes) -> Report:
+    """Classify one mail exactly as it came from the mailbox."""
+    msg = email.message_from_bytes(raw)
+    findings, source = _findings(msg)
+    kinds = [f.kind for f in findings]
+    if source == "auto-reply":
+        kinds = [Kind.AUTO_REPLY]
+    originals = _originals(msg)
+    texts = [raw.decode("latin-1"), *_texts(msg)]
+    return Report(
+        key=_key(msg, raw),
+        kind=worst(kinds),
+        source=source if kinds else "",
+        findings=tuple(findings),
+        tags=tuple(dict.fromkeys(t for text in texts for t in find_tags(text))),
+        message_ids=_message_ids(msg, originals, [*texts[1:], _body_of(raw)]),
+        subject=_decoded(msg.get("Subject", "")),
+        sender=_decoded(msg.get("From", "")),
+    )
+
+
+def _findings(msg: Message) -> tuple[list[Finding], str]:
+    if msg.get_content_type() == "multipart/report":
+        report_type = (msg.get_param("report-type") or "").__str__().lower()
+        if report_type == "feedback-report":
+            return _complaints(msg), "arf"
+        found = _dsn(msg)
+        if report_type == "delivery-status" or found:
+            return found, "dsn"
+    from_daemon = _from_delivery_system(msg)
+    if _is_auto_reply(msg) and not from_daemon:
+        return [], "auto-reply"
+    found = _detected(msg)
+    if found:
+        return found, "flufl.bounce"
+    if _is_auto_reply(msg):
+        return [], "auto-reply"
+    return [], ""
+
+
+def _dsn(msg: Message) -> list[Finding]:
+    found = []
+    for part in msg.walk():
+        if part.get_content_type() not in _DSN_TYPES:
+            continue
+        for block in _blocks(part):
+            address = _address(block.get("Original-Recipient") or block.get("Final-Recipient"))
+            if not address and not block.get("Action"):
+                continue  # the per-message block (Reporting-MTA, Arrival-Date ...)
+            diagnostic = _unfold(block.get("Diagnostic-Code", ""))
+            diagnostic = re.sub(r"^\s*[a-z-]+\s*;\s*", "", diagnostic, flags=re.IGNORECASE)
+            status = _status(block.get("Status", ""), diagnostic)
+            kind = kind_of(status, block.get("Action", "failed"))
+            if kind is not None:
+                found.append(Finding(address, kind, status, diagnostic))
+    return found
+
+
+def _status(field: str, diagnostic: str) -> str:
+    match = STATUS.search(field)
+    status = ".".join(match.groups()) if match else ""
+    detailed = find_status(diagnostic)
+    # "5.0.0" says less than the "550 5.1.1" the remote server gave: keep the detail.
+    if detailed and (not status or (status.endswith(".0.0") and detailed[0] == status[0])):
+        return detailed
+    return status
+
+
+def _blocks(part: Message) -> list[Message]:
+    payload = part.get_payload()
+    if isinstance(payload, list):
+        return [p for p in payload if isinstance(p, Message)]
+    text = payload if isinstance(payload, str) else ""
+    parser = email.parser.HeaderParser()
+    return [parser.parsestr(chunk) for chunk in re.split(r"\r?\n[ \t]*\r?\n", text) if chunk]
+
+
+def _complaints(msg: Message) -> list[Finding]:
+    found = []
+    for part in msg.walk():
+        if part.get_content_type() != "message/feedback-report":
+            continue
+        for fields in _blocks(part)[:1]:
+            feedback = _unfold(fields.get("Feedback-Type", "")).lower()
+            if feedback not in COMPLAINT_TYPES:
+                continue
+            addresses = [_address(a) for a in fields.get_all("Original-Rcpt-To") or []] or [""]
+            found += [
+                Finding(a, Kind.COMPLAINT, "", f"feedback-type {feedback}") for a in addresses
+            ]
+    return found
+
+
+def _detected(msg: Message) -> list[Finding]:
+    try:
+        temporary, permanent = all_failures(msg)
+    except Exception:  # a heuristic detector tripping over odd input: not a bounce we know
+        return []
+    # Only the bounce's own words: the quoted original below the marker may hold anything.
+    status = find_status("\n".join(_COPY_MARKER.split(t, 1)[0] for t in _texts(msg)))
+    found = []
+    for raw in sorted(permanent):
+        # A code in the text ("#5.2.2") refines the detector's verdict; its class must agree.
+        kind = kind_of(status) if status.startswith("5") else None
+        found.append(Finding(_address(raw.decode("latin-1")), kind or Kind.HARD, status))
+    for raw in sorted(temporary - permanent):
+        found.append(Finding(_address(raw.decode("latin-1")), Kind.DELAYED, status))
+    return found
+
+
+def _is_auto_reply(msg: Message) -> bool:
+    auto = msg.get("Auto-Submitted", "").split(";")[0].strip().lower()
+    if auto and auto != "no":
+        return True
+    if any(msg.get(h) for h in ("X-Autoreply", "X-Autorespond", "X-Autoresponder")):
+        return True
+    if msg.get("Precedence", "").strip().lower() == "auto_reply":
+        return True
+    return bool(_AUTO_SUBJECT.match(_decoded(msg.get("Subject", ""))))
+
+
+def _from_delivery_system(msg: Message) -> bool:
+    sender = _decoded(msg.get("From", ""))
+    address = _address(sender)
+    return address.partition("@")[0] in _DAEMON_NAMES or bool(_DAEMON_LABELS.search(sender))
+
+
+def _originals(msg: Message) -> list[Message]:
+    found: list[Message] = []
+    for part in msg.walk():
+        kind = part.get_content_type()
+        if kind not in _ORIGINAL_TYPES:
+            continue
+        payload = part.get_payload()
+        if isinstance(payload, list):
+            found += [p for p in payload[:1] if isinstance(p, Message)]
+        else:
+            text = part.get_payload(decode=True)
+            text = text if isinstance(text, bytes) else b""
+            found.append(email.parser.BytesHeaderParser().parsebytes(text))
+    return found
+
+
+def _texts(msg: Message) -> list[str]:
+    """Every text part, decoded: bounces in base64 or quoted-printable hide quoted headers."""
+    texts = []
+    for part in msg.walk():
+        if part.get_content_maintype() != "text":
+            continue
+        data = part.get_payload(decode=True)
+        if isinstance(data, bytes):
+            texts.append(data.decode(part.get_content_charset() or "utf-8", "replace"))
+    return texts
+
+
+def _message_ids(msg: Message, originals: list[Message], texts: list[str]) -> tuple[str, ...]:
+    """The original's Message-ID as quoted, then as replied to (In-Reply-To, References: an
+    auto-reply names the message it answers only there)."""
+    ids = [m.get("Message-ID", "").strip() for m in originals]
+    ids += [match for text in texts for match in _QUOTED_ID.findall(text)]
+    for field in ("In-Reply-To", "References"):
+        ids += _REFERENCE.findall(str(msg.get(field, "")))
+    return tuple(dict.fromkeys(i for i in ids if i.startswith("<") and i.endswith(">")))
+
+
+def _body_of(raw: bytes) -> str:
+    head_end = re.search(rb"\r?\n\r?\n", raw)
+    return raw[head_end.end() :].decode("latin-1") if head_end else ""
+
+
+def _key(msg: Message, raw: bytes) -> str:
+    message_id = msg.get("Message-ID", "").strip()
+    if message_id:
+        return "mid:" + message_id[:500]
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def _address(value: str | None) -> str:
+    if not value:
+        return ""
+    text = value.split(";", 1)[1] if ";" in value else value
+    match = _ADDRESS.search(text.strip())
+    return match.group(1).strip().lower() if match else ""
+
+
+def _unfold(value: str) -> str:
+    return " ".join(str(value).split())
+
+
+def _decoded(value: str) -> str:
+    try:
+        return _unfold(str(email.header.make_header(email.header.decode_header(str(value)))))
+    except (ValueError, LookupError, UnicodeError):
+        return _unfold(str(value))

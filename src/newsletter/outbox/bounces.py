@@ -1,0 +1,93 @@
+"""What bounce and complaint reports said about deliveries: (report, delivery) records in;
+matching rows, soft-bounce streaks and per-kind counts out. Part of the Outbox, on both backends.
+
+`bounce_reports` holds one row per (report, delivery): the report's key (its Message-ID or a
+digest of its bytes; `smtp:ID` for a refusal at send time), what it said (kind, RFC 3463 status,
+detail) and where it came from (dsn, arf, flufl.bounce, smtp). Its primary key is what makes
+reading the same mailbox twice count nothing: `record_bounce` says whether the row is new. The
+deliveries themselves never change: a `sent` row stays `sent`, its bounce beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from newsletter.models import DeliveryStatus
+from newsletter.outbox.records import COLUMNS, Delivery, delivery, now
+from newsletter.outbox.store import Store
+from newsletter.subscribers import normalize
+
+S = DeliveryStatus
+# States after which a message may have reached the reader's server, so a bounce can follow.
+_WENT_OUT = (S.SENT.value, S.REJECTED.value, S.UNKNOWN.value)
+_BOUNCED = ("hard", "soft")
+_MAX_DETAIL = 1000
+
+
+class BounceLog(Store):
+    """The bounce records of the outbox (migration 3 in schema.py)."""
+
+    def deliveries_by_id(self, ids: Iterable[int]) -> list[Delivery]:
+        return [r for i in sorted(set(ids)) for r in self._deliveries("id = ?", (i,))]
+
+    def deliveries_by_message_id(self, message_ids: Iterable[str]) -> list[Delivery]:
+        found = dict.fromkeys(message_ids)
+        return [r for m in found for r in self._deliveries("message_id = ?", (m,))]
+
+    def record_bounce(
+        self, report: str, delivery_id: int, kind: str, status: str, detail: str, source: str
+    ) -> bool:
+        """Store what `report` said about one delivery. False if that was stored before."""
+        with self._write():
+            added = self._run(
+                "INSERT INTO bounce_reports"
+                " (report, delivery_id, kind, status, detail, source, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (report, delivery_id, kind, status, detail[:_MAX_DETAIL], source, now()),
+            )
+        return added == 1
+
+    def soft_streak(self, list_name: str, recipient: str, issue: int) -> int:
+        """How many issues in a row, up to `issue`, bounced for `recipient` on `list_name`; an
+        issue that went out and did not bounce ends the streak."""
+        rows = self._fetch(
+            "SELECT d.state, (SELECT count(*) FROM bounce_reports b"
+            " WHERE b.delivery_id = d.id AND b.kind IN (?, ?))"
+            " FROM deliveries d WHERE d.list = ? AND d.recipient = ? AND d.issue <= ?"
+            " ORDER BY d.issue DESC",
+            (*_BOUNCED, list_name, normalize(recipient), issue),
+        )
+        streak = 0
+        for state, bounced in rows:
+            if state not in _WENT_OUT:
+                continue  # skipped or never tried: says nothing about the mailbox
+            if not bounced:
+                break
+            streak += 1
+        return streak
+
+    def bounce_counts(self, issue: int, list_name: str, since: str = "") -> dict[str, int]:
+        """Deliveries of (issue, list) per kind of report, each delivery once per kind; only
+        reports recorded at or after `since` when given."""
+        rows = self._fetch(
+            "SELECT b.kind, count(DISTINCT b.delivery_id) FROM bounce_reports b"
+            " JOIN deliveries d ON d.id = b.delivery_id"
+            " WHERE d.issue = ? AND d.list = ? AND b.created_at >= ? GROUP BY b.kind",
+            (issue, list_name, since),
+        )
+        return {kind: int(n) for kind, n in rows}
+
+    def run_totals(self, issue: int, list_name: str, since: str) -> tuple[int, int, int]:
+        """Since `since` (a run's start): messages answered (sent or rejected), deliveries with
+        a hard bounce, deliveries with a complaint. What a send's rate guard divides."""
+        ((answered,),) = self._fetch(
+            "SELECT count(*) FROM deliveries WHERE issue = ? AND list = ? AND state IN (?, ?)"
+            " AND updated_at >= ?",
+            (issue, list_name, S.SENT.value, S.REJECTED.value, since),
+        )
+        counts = self.bounce_counts(issue, list_name, since)
+        return int(answered), counts.get("hard", 0), counts.get("complaint", 0)
+
+    def _deliveries(self, where: str, params: tuple[object, ...]) -> list[Delivery]:
+        found = self._fetch(f"SELECT {COLUMNS} FROM deliveries WHERE {where}", params)
+        return [delivery(r) for r in found]
