@@ -5,7 +5,9 @@
    run (a fresh EmailMessage with set_content/add_alternative and as_bytes per recipient).
    Median microseconds per message; the naive way runs on fewer recipients since it is slow.
    Also the factory with DKIM signing (a throwaway RSA-2048 key).
-2. A generated 1,000,000-row CSV loaded by read_subscribers in a child process: wall seconds and
+2. Unsubscribe tokens: making and checking one (AES-SIV), against one HMAC-SHA256 over the same
+   list and address in the same run (what the first, readable token format cost).
+3. A generated 1,000,000-row CSV loaded by read_subscribers in a child process: wall seconds and
    the child's peak RSS (so nothing of this process's own memory is counted).
 
 Run: `.venv/bin/python benchmarks/messages.py [--rows N] [--recipients N]`.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import email.policy
 import email.utils
+import hmac
 import random
 import statistics
 import subprocess
@@ -31,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory
+from newsletter.mail.tokens import sign, verify
 from newsletter.models import Placeholder, RenderedEmail, Subscriber
 from newsletter.render import render_issue
 from newsletter.settings import DkimSettings, Settings, load_settings
@@ -140,6 +144,29 @@ def bench_messages(recipients: int, naive_recipients: int) -> list[tuple[str, st
     ]
 
 
+def bench_tokens(count: int = 20_000) -> list[tuple[str, str]]:
+    address = "li.lei@example.com"
+    token = sign(SECRET, "main", address)
+
+    def each(call: Callable[[], object]) -> float:
+        start = time.perf_counter()
+        for _ in range(count):
+            call()
+        return (time.perf_counter() - start) / count * 1e6
+
+    reference = min(
+        each(lambda: hmac.digest(SECRET, b"main\n" + address.encode(), "sha256")) for _ in range(3)
+    )
+    made = min(each(lambda: sign(SECRET, "main", address)) for _ in range(3))
+    checked = min(each(lambda: verify(SECRET, token)) for _ in range(3))
+    return [
+        ("reference: one HMAC-SHA256 of list + address", f"{reference:.1f} µs"),
+        ("token made (AES-SIV)", f"{made:.1f} µs  ({made / reference:.1f}x the reference)"),
+        ("token checked", f"{checked:.1f} µs  ({checked / reference:.1f}x the reference)"),
+        ("token length", f"{len(token)} characters"),
+    ]
+
+
 def generate_csv(path: Path, rows: int) -> None:
     rng = random.Random(1)
     with path.open("w", encoding="utf-8", newline="") as handle:
@@ -198,6 +225,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     args = parser.parse_args()
     table = bench_messages(args.recipients, args.naive_recipients)
+    table += bench_tokens()
     table += bench_loading(args.rows)
     width = max(len(label) for label, _ in table)
     print(f"{'benchmarks/messages.py':<{width}}  (Python {sys.version.split()[0]})")

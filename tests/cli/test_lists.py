@@ -159,3 +159,24 @@ def test_dry_run_usage_errors(project: Path, args: list[str], code: int, message
     assert result.exit_code == code, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_an_unclosed_quote_costs_one_row_in_the_report_and_the_dry_run(project: Path) -> None:
+    # issue 13.1: "0 valid, 1 invalid" and a dry run of 0 messages: b and c had vanished.
+    (project / "stray.csv").write_bytes(
+        b'email,name\r\na@example.org,"Li Lei\r\nb@example.org,Bob\r\nc@example.org,Carol\r\n'
+    )
+    env = {"NEWSLETTER_LISTS__MAIN__PATH": "stray.csv"}
+    listed = run(project, "subscribers", "--list", "main", env=env)
+    assert listed.exit_code == 1
+    assert listed.output.splitlines()[:2] == [
+        'stray.csv:2: name: opens a double quote (") that is never closed, so every later line '
+        'would be read into it; close the quote or remove it (inside quotes, write a quote as "")',
+        "main (stray.csv): 2 valid, 0 duplicate, 1 invalid, 0 unsubscribed, 0 suppressed",
+    ]
+    dry = run(project, "send", "--issue", "14", "--dry-run", "--out", "dry", env=env)
+    assert dry.exit_code == 0, dry.output
+    assert sorted(p.name.split("-", 1)[1] for p in (project / "dry").glob("*.eml")) == [
+        "b@example.org.eml",
+        "c@example.org.eml",
+    ]

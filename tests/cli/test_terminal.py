@@ -68,4 +68,5 @@ def test_status_of_a_list_that_does_not_exist_is_an_error(project: Path) -> None
         assert "error: no list named 'nolist' in the config (lists: main, staging)" in err
         run("unsubscribe", "someone@example.org", "--list", "main")
     code, out, _ = run("status", "--issue", "14", "--list", "staging")
-    assert (code, out) == (0, "issue 14 -> staging: 0 recipients\n")
+    assert code == 0
+    assert out.startswith("issue 14 -> staging: 0 recipients\n")
