@@ -1,6 +1,6 @@
 """The bounce loop's costs, each next to a reference measured in the same run, printed as a table.
 
-1. Classifying returned mail: read_report over the 29 mails of tests/data/bounces/ (DSN, ARF,
+1. Classifying returned mail: read_report over the mails of tests/data/bounces/ (DSN, ARF,
    auto-reply, flufl.bounce fallback), against email.message_from_bytes of the same mails (the
    parsing every classifier pays anyway).
 2. VERP: MessageFactory.build with a row id (return path + signed tag + header) against the same

@@ -43,7 +43,7 @@ def original(outbox: Outbox, issue: int, recipient: str, *, secret: bytes = SECR
 
 
 def policy(outbox: Outbox, secret: bytes | None = SECRET, **config: float) -> Policy:
-    return Policy(outbox, BouncesSettings.model_validate(config), secret)
+    return Policy(outbox, BouncesSettings.model_validate(config), [secret] if secret else [])
 
 
 def test_a_hard_bounce_suppresses_once(outbox: Outbox) -> None:
@@ -136,3 +136,15 @@ def test_thresholds() -> None:
     assert "hard bounces are at 6.0% of 100" in (breach(config, 100, 6, 0) or "")
     assert breach(config, 1000, 0, 1) is None
     assert "complaints are at 0.20%" in (breach(config, 1000, 0, 2) or "")
+
+
+def test_a_tag_signed_before_the_secret_was_rotated_still_matches(outbox: Outbox) -> None:
+    old = original(outbox, 14, "ann@example.org").replace(b"<14.ann@", b"<gone@")
+    rotated = Policy(outbox, BouncesSettings(), [b"the-new-secret-0123456789", SECRET])
+    assert rotated.apply(read_report(dsn(old))).verdict is Verdict.HARD
+    assert (
+        Policy(outbox, BouncesSettings(), [b"the-new-secret-0123456789"]).match(
+            read_report(dsn(old))
+        )
+        == []
+    )

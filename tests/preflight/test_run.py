@@ -119,3 +119,31 @@ def test_list_size_counts_rows(project: Path) -> None:
     (project / "subscribers.example.csv").unlink()
     with pytest.raises(SubscriberListError, match="no such subscriber list"):
         list_size(settings, "main")
+
+
+def test_a_verp_return_path_is_checked_on_its_own_domain(
+    project: Path,
+    dns: tuple[int, ZoneResolver],
+    https_site: Site,
+    ca_file: Path,
+    dkim_key: rsa.RSAPrivateKey,
+) -> None:
+    configure(
+        project,
+        nameserver=f"127.0.0.1:{dns[0]}",
+        base_url=https_site.base,
+        ca_file=ca_file,
+        dkim_key=dkim_key,
+    )
+    config = project / "newsletter.toml"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text + '\n[bounces]\nreturn_path = "b@news.missing.example"\n')
+    write_issue(project, 15, {"好": [https_site.url("/ok?verp")]})
+    found = online(project, 15, recipients=9).findings
+    codes = {(f.level, f.code) for f in found}
+    # The From domain is fine; the envelope domain bounces come back to has no SPF and no MX.
+    assert ("warning", "spf") in codes
+    mx = [f for f in found if f.code == "mx"]
+    assert len(mx) == 1
+    assert "Return-Path (bounces)" in mx[0].message
+    assert "news.missing.example" in mx[0].message

@@ -20,6 +20,7 @@ pass `max_hard_rate` (5 %) or its complaints pass `max_complaint_rate` (0.1 %).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -68,20 +69,20 @@ class Decision:
 
 
 class Policy:
-    """Applies reports to one outbox. Without `secret` only Message-IDs can match."""
+    """Applies reports to one outbox. `secrets`: NEWSLETTER_SECRET and its previous values (a
+    tag signed before a rotation still matches); without any only Message-IDs can match."""
 
-    def __init__(self, outbox: Outbox, config: BouncesSettings, secret: bytes | None) -> None:
+    def __init__(
+        self, outbox: Outbox, config: BouncesSettings, secrets: Sequence[bytes] = ()
+    ) -> None:
         self.outbox = outbox
         self.config = config
-        self.secret = secret
+        self.secrets = tuple(secrets)
 
     def match(self, report: Report) -> list[Delivery]:
-        if self.secret is not None:
-            ids = [read_tag(self.secret, tag) for tag in report.tags]
-            rows = self.outbox.deliveries_by_id(i for i in ids if i is not None)
-            if rows:
-                return rows
-        return self.outbox.deliveries_by_message_id(report.message_ids)
+        ids = {read_tag(s, tag) for s in self.secrets for tag in report.tags} - {None}
+        rows = self.outbox.deliveries_by_id(i for i in ids if i is not None)
+        return rows or self.outbox.deliveries_by_message_id(report.message_ids)
 
     def apply(self, report: Report) -> Decision:
         """Record `report` against its rows and suppress whom the policy says."""
@@ -147,10 +148,15 @@ class RateGuard:
         self.since = now()
         self._last = -1e9
         self._cost = 0.0
+        self._answers = 0
 
     def check(self, *, rejected: bool) -> str | None:
-        """Why the run must stop now (see `breach`), or None."""
+        """Why the run must stop now (see `breach`), or None. Called once per answer; reads
+        nothing before this process alone has `min_sample` answers (no rate can be judged)."""
+        self._answers += 1
         moment = time.monotonic()
+        if self._answers < self.config.min_sample:
+            return None
         if moment - self._last < max(0.25 if rejected else 2.0, 20 * self._cost):
             return None
         totals = self.outbox.run_totals(self.issue, self.list_name, self.since)

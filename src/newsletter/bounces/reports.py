@@ -19,8 +19,10 @@ Message-IDs. policy.py verifies them against the outbox.
 from __future__ import annotations
 
 import email
+import email.errors
 import email.header
 import email.parser
+import email.utils
 import hashlib
 import logging
 import re
@@ -102,14 +104,15 @@ def read_report(raw: bytes) -> Report:
         findings=tuple(findings),
         tags=tuple(dict.fromkeys(t for text in texts for t in find_tags(text))),
         message_ids=_message_ids(msg, originals, [*texts[1:], _body_of(raw)]),
-        subject=_decoded(msg.get("Subject", "")),
-        sender=_decoded(msg.get("From", "")),
+        subject=_decoded(_field(msg, "Subject")),
+        sender=_decoded(_field(msg, "From")),
     )
 
 
 def _findings(msg: Message) -> tuple[list[Finding], str]:
     if msg.get_content_type() == "multipart/report":
-        report_type = (msg.get_param("report-type") or "").__str__().lower()
+        param = msg.get_param("report-type") or ""
+        report_type = email.utils.collapse_rfc2231_value(param).lower()
         if report_type == "feedback-report":
             return _complaints(msg), "arf"
         found = _dsn(msg)
@@ -132,13 +135,14 @@ def _dsn(msg: Message) -> list[Finding]:
         if part.get_content_type() not in _DSN_TYPES:
             continue
         for block in _blocks(part):
-            address = _address(block.get("Original-Recipient") or block.get("Final-Recipient"))
-            if not address and not block.get("Action"):
+            named = _field(block, "Original-Recipient") or _field(block, "Final-Recipient")
+            address = _address(named)
+            if not address and not _field(block, "Action"):
                 continue  # the per-message block (Reporting-MTA, Arrival-Date ...)
-            diagnostic = _unfold(block.get("Diagnostic-Code", ""))
+            diagnostic = _unfold(_field(block, "Diagnostic-Code"))
             diagnostic = re.sub(r"^\s*[a-z-]+\s*;\s*", "", diagnostic, flags=re.IGNORECASE)
-            status = _status(block.get("Status", ""), diagnostic)
-            kind = kind_of(status, block.get("Action", "failed"))
+            status = _status(_field(block, "Status"), diagnostic)
+            kind = kind_of(status, _field(block, "Action") or "failed")
             if kind is not None:
                 found.append(Finding(address, kind, status, diagnostic))
     return found
@@ -169,10 +173,11 @@ def _complaints(msg: Message) -> list[Finding]:
         if part.get_content_type() != "message/feedback-report":
             continue
         for fields in _blocks(part)[:1]:
-            feedback = _unfold(fields.get("Feedback-Type", "")).lower()
+            feedback = _unfold(_field(fields, "Feedback-Type")).lower()
             if feedback not in COMPLAINT_TYPES:
                 continue
-            addresses = [_address(a) for a in fields.get_all("Original-Rcpt-To") or []] or [""]
+            given = fields.get_all("Original-Rcpt-To") or []
+            addresses = [_address(str(a)) for a in given] or [""]
             found += [
                 Finding(a, Kind.COMPLAINT, "", f"feedback-type {feedback}") for a in addresses
             ]
@@ -197,18 +202,18 @@ def _detected(msg: Message) -> list[Finding]:
 
 
 def _is_auto_reply(msg: Message) -> bool:
-    auto = msg.get("Auto-Submitted", "").split(";")[0].strip().lower()
+    auto = _field(msg, "Auto-Submitted").split(";")[0].strip().lower()
     if auto and auto != "no":
         return True
     if any(msg.get(h) for h in ("X-Autoreply", "X-Autorespond", "X-Autoresponder")):
         return True
-    if msg.get("Precedence", "").strip().lower() == "auto_reply":
+    if _field(msg, "Precedence").strip().lower() == "auto_reply":
         return True
-    return bool(_AUTO_SUBJECT.match(_decoded(msg.get("Subject", ""))))
+    return bool(_AUTO_SUBJECT.match(_decoded(_field(msg, "Subject"))))
 
 
 def _from_delivery_system(msg: Message) -> bool:
-    sender = _decoded(msg.get("From", ""))
+    sender = _decoded(_field(msg, "From"))
     address = _address(sender)
     return address.partition("@")[0] in _DAEMON_NAMES or bool(_DAEMON_LABELS.search(sender))
 
@@ -244,10 +249,10 @@ def _texts(msg: Message) -> list[str]:
 def _message_ids(msg: Message, originals: list[Message], texts: list[str]) -> tuple[str, ...]:
     """The original's Message-ID as quoted, then as replied to (In-Reply-To, References: an
     auto-reply names the message it answers only there)."""
-    ids = [m.get("Message-ID", "").strip() for m in originals]
+    ids = [_field(m, "Message-ID").strip() for m in originals]
     ids += [match for text in texts for match in _QUOTED_ID.findall(text)]
     for field in ("In-Reply-To", "References"):
-        ids += _REFERENCE.findall(str(msg.get(field, "")))
+        ids += _REFERENCE.findall(_field(msg, field))
     return tuple(dict.fromkeys(i for i in ids if i.startswith("<") and i.endswith(">")))
 
 
@@ -257,10 +262,19 @@ def _body_of(raw: bytes) -> str:
 
 
 def _key(msg: Message, raw: bytes) -> str:
-    message_id = msg.get("Message-ID", "").strip()
+    message_id = _field(msg, "Message-ID").strip()
     if message_id:
         return "mid:" + message_id[:500]
     return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def _field(msg: Message, name: str) -> str:
+    """A header as text; compat32 hands out Header objects for raw 8-bit values."""
+    value = msg.get(name)
+    try:
+        return "" if value is None else str(value)
+    except (UnicodeError, LookupError):
+        return ""
 
 
 def _address(value: str | None) -> str:
@@ -278,5 +292,5 @@ def _unfold(value: str) -> str:
 def _decoded(value: str) -> str:
     try:
         return _unfold(str(email.header.make_header(email.header.decode_header(str(value)))))
-    except (ValueError, LookupError, UnicodeError):
+    except (ValueError, LookupError, UnicodeError, email.errors.MessageError):
         return _unfold(str(value))

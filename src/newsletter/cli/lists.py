@@ -132,7 +132,9 @@ def bounces(settings: Settings, maildir: Path | None) -> None:
         )
     try:
         with open_outbox(settings.outbox_target) as outbox:
-            policy = Policy(outbox, settings.bounces, None if key.ephemeral else key.secret)
+            policy = Policy(
+                outbox, settings.bounces, key.previous if key.ephemeral else key.verifying
+            )
             tally = collect(inbox, policy, lambda r, d: click.echo(printable(describe(r, d))))
     finally:
         inbox.close()

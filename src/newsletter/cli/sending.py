@@ -336,9 +336,12 @@ def _after_sending(
     outbox: Outbox, number: int, name: str, counts: dict[DeliveryStatus, int]
 ) -> list[str]:
     """What came back after the relay's 250 (`newsletter bounces`, and refusals at send time):
-    hard bounces over the messages answered, complaints over the messages sent."""
-    reports = outbox.bounce_counts(number, name)
+    hard bounces over the messages answered, complaints over the messages sent. Nothing before
+    any message was answered."""
     answered = counts[DeliveryStatus.SENT] + counts[DeliveryStatus.REJECTED]
+    if not answered:
+        return []
+    reports = outbox.bounce_counts(number, name)
     sent = counts[DeliveryStatus.SENT]
     hard, soft, complained = (reports.get(k, 0) for k in ("hard", "soft", "complaint"))
     return [

@@ -94,7 +94,8 @@ async def run_online(
     recipients: int,
 ) -> OnlineReport:
     """`message`: one recipient's finished message, whose From and Reply-To every message
-    carries; `send` uses the From address as the return path (MAIL FROM) too.
+    carries; `send` uses the From address as the return path (MAIL FROM) too, unless
+    [bounces] return_path sets one (VERP): then SPF is that domain's, and it needs an MX.
     `recipients`: the list's size, for the bulk-sender line."""
     cache = Cache(settings.state_dir / FILE_NAME)
     lookup = Lookup(settings.check, cache)
@@ -102,7 +103,7 @@ async def run_online(
     headers = email.parser.BytesHeaderParser().parsebytes(head)
     from_domain = _domain(headers.get("From", ""))
     reply_domain = _domain(headers.get("Reply-To", ""))
-    return_path = from_domain
+    return_path = _domain(settings.bounces.return_path) or from_domain
     try:
         await lookup.txt(from_domain)
     except UnreachableError as exc:
@@ -125,6 +126,10 @@ async def run_online(
         public = dkim_public_key(settings, cache)
         check = auth.check_dkim(lookup, settings.dkim.domain, settings.dkim.selector, public)
         jobs.append(_guarded("DKIM", check))
+    if return_path != from_domain:
+        jobs.append(
+            _guarded("MX", auth.check_mail_domain(lookup, return_path, "Return-Path (bounces)"))
+        )
     if reply_domain and reply_domain != from_domain:
         jobs.append(
             _guarded("MX", auth.check_mail_domain(lookup, reply_domain, "Reply-To (replies)"))

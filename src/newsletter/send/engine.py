@@ -121,7 +121,7 @@ class Engine:
         self._suppressed_at = -1e9
         self._seq = 0
         self._built: dict[int, OutgoingMessage] = {}  # row id -> its message, built ahead
-        self._policy = Policy(outbox, options.bounces, None)
+        self._policy = Policy(outbox, options.bounces)
         self._rates = RateGuard(outbox, options.bounces, job.issue, job.list_name)
 
     def _suppressed(self) -> frozenset[str]:

@@ -366,8 +366,9 @@ def test_ctrl_c_stops_cleanly_with_a_page_open(project: Path) -> None:
             started = time.monotonic()
             process.send_signal(signal.SIGINT)
             out, err = process.communicate(timeout=10)
-        # Without ending the stream, uvicorn would wait out its 3 s graceful-shutdown timeout.
-        assert time.monotonic() - started < 2
+        # Without ending the stream, uvicorn would wait out its 3 s graceful-shutdown timeout
+        # (a loaded machine can take most of a second or two to stop even so).
+        assert time.monotonic() - started < 2.9
     finally:
         process.kill()
     assert process.returncode == 0, err
