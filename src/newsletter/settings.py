@@ -129,6 +129,9 @@ class SendSettings(Section):
     # Worker processes sharing the connections; > 1 only pays off when a fast server makes the
     # send CPU-bound (see benchmarks/send.py).
     processes: Annotated[int, Field(ge=1, le=16)] = 1
+    # Seconds a worker's claim on its rows lasts without renewal (renewed every third of it);
+    # after it a dead worker's rows go back to the others (see "Scaling out").
+    lease: Annotated[float, Field(ge=1, le=3600)] = 30.0
 
 
 class DkimSettings(Section):

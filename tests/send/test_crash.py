@@ -6,50 +6,25 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
-import sqlite3
 from pathlib import Path
 
 import pytest
 
-from support.sendcli import environment, finish, newsletter, spawn, write_list
+from support.sendcli import (
+    children,
+    environment,
+    finish,
+    newsletter,
+    spawn,
+    wait_for,
+    write_list,
+)
+from support.sendcli import sqlite_states as states
 from support.smtp import Fault, FaultyHandler, start
 
 pytestmark = pytest.mark.slow
 
 N = 150
-
-
-def states(project: Path) -> dict[str, tuple[str, str | None]]:
-    db = sqlite3.connect(project / ".newsletter" / "outbox.sqlite3")
-    try:
-        return {
-            r: (s, m)
-            for r, s, m in db.execute(
-                "SELECT recipient, state, message_id FROM deliveries WHERE list = 'main'"
-            )
-        }
-    finally:
-        db.close()
-
-
-async def wait_for(handler: FaultyHandler, count: int, timeout: float = 30) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while len(handler.received) < count:
-        assert loop.time() < deadline, f"only {len(handler.received)} messages arrived"
-        await asyncio.sleep(0.005)
-
-
-def children(pid: int) -> set[int]:
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            found.add(int(stat.parent.name))
-    return found
 
 
 async def gone(pids: set[int], timeout: float = 5) -> bool:

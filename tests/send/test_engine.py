@@ -1,21 +1,21 @@
-"""The send engine against real aiosmtpd servers and a real SQLite log: faults, retries, resume."""
+"""The send engine against real aiosmtpd servers and a real outbox (a SQLite file, a PostgreSQL
+server: conftest's `outbox` runs each test on both): faults, retries, resume."""
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Any
 
-import pytest
 from aiosmtpd.smtp import AuthResult
 from pydantic import SecretStr
 
 from newsletter.models import DeliveryStatus as S
 from newsletter.models import OutgoingMessage, Subscriber
-from newsletter.outbox import Outbox, open_outbox
-from newsletter.send.engine import Job, Options, deliver
+from newsletter.outbox import Outbox
+from newsletter.send.engine import deliver
+from newsletter.send.job import Job, Options
 from newsletter.send.smtp import Pool
 from newsletter.settings import SmtpSettings
 from support.smtp import Authenticator, Fault, FaultyHandler, Server, start
@@ -41,8 +41,12 @@ def build(sub: Subscriber, stored: str | None = None, row_id: int = 0) -> Outgoi
     )
 
 
+def stream(n: int) -> Callable[[], Iterable[Subscriber]]:
+    return lambda: subscribers(n).values()
+
+
 def job(n: int, issue: int = 14) -> Job:
-    return Job(issue=issue, list_name="main", subscribers=subscribers(n), build=build)
+    return Job(issue=issue, list_name="main", subscribers=stream(n), build=build)
 
 
 def pool(server: Server, size: int = 3, **kw: object) -> Pool:
@@ -50,13 +54,6 @@ def pool(server: Server, size: int = 3, **kw: object) -> Pool:
         {"host": server.host, "port": server.port, "security": "none", "timeout": 2, **kw}
     )
     return Pool(smtp, password=None, size=size)
-
-
-@pytest.fixture
-def outbox(tmp_path: Path) -> Iterator[Outbox]:
-    box = open_outbox(tmp_path / "outbox.sqlite3")
-    yield box
-    box.close()
 
 
 def by_recipient(outbox: Outbox) -> dict[str, S]:
@@ -75,6 +72,18 @@ async def test_happy_path_every_recipient_exactly_once(outbox: Outbox) -> None:
     assert stored == set(handler.by_message_id)
 
 
+async def test_a_run_longer_than_its_lease_keeps_it(outbox: Outbox) -> None:
+    """The lease is renewed while the run lasts (3 s of sending, a 1 s lease), and a run that
+    recovered a dead run's rows does not end its own worker with them."""
+    handler = FaultyHandler([Fault("data", sleep=0.1)])
+    slow = Options(**{**FAST.__dict__, "concurrency": 1, "lease": 1.0})
+    async with start(handler) as server:
+        report = await deliver(job(30), pool(server, size=1), outbox, slow, signals=())
+    assert report.stopped == ""
+    assert report.complete
+    assert outbox.workers(14, "main") == []  # retired at the end
+
+
 async def test_each_message_is_built_once_even_when_built_ahead(outbox: Outbox) -> None:
     handler = FaultyHandler()
     built: list[str] = []
@@ -83,7 +92,7 @@ async def test_each_message_is_built_once_even_when_built_ahead(outbox: Outbox) 
         built.append(sub.envelope)
         return build(sub, stored)
 
-    counting = Job(14, "main", subscribers(40), counted)
+    counting = Job(14, "main", stream(40), counted)
     async with start(handler) as server:
         report = await deliver(counting, pool(server, size=3), outbox, FAST, signals=())
     assert report.counts[S.SENT] == 40
@@ -92,7 +101,7 @@ async def test_each_message_is_built_once_even_when_built_ahead(outbox: Outbox) 
 
 async def test_message_ids_stored_at_planning_are_the_ones_sent(outbox: Outbox) -> None:
     handler = FaultyHandler()
-    planned = Job(14, "main", subscribers(10), build, lambda sub: f"<planned.{sub.envelope}>")
+    planned = Job(14, "main", stream(10), build, lambda envelope: f"<planned.{envelope}>")
     async with start(handler) as server:
         report = await deliver(planned, pool(server), outbox, FAST, signals=())
     assert report.complete
@@ -110,6 +119,28 @@ async def test_a_rerun_sends_nothing_twice(outbox: Outbox) -> None:
     assert report.this_run[S.SENT] == 2
     assert report.counts[S.SENT] == 12
     assert sorted(handler.by_recipient.values()) == [1] * 12
+
+
+async def test_a_reader_who_left_between_two_runs_is_skipped_with_the_reason(
+    outbox: Outbox,
+) -> None:
+    # r5..r9 are deferred by the first run (a 451 each time), then leave the list.
+    late = {f"r{i}@example.com" for i in range(5, 10)}
+    handler = FaultyHandler([Fault("rcpt", reply="451 later", match=late.__contains__)])
+    few = Options(**{**FAST.__dict__, "max_attempts": 1})
+    async with start(handler) as server:
+        first = await deliver(job(10), pool(server), outbox, few, signals=())
+        assert first.counts[S.DEFERRED] == 5
+        handler.faults.clear()
+        second = await deliver(job(7), pool(server), outbox, FAST, signals=())
+    assert second.planned is not None
+    assert (second.planned.added, second.planned.skipped) == (0, 3)
+    rows = {r.recipient: r for r in outbox.rows(14, "main")}
+    for gone in ("r7@example.com", "r8@example.com", "r9@example.com"):
+        assert (rows[gone].state, rows[gone].smtp_reply) == (S.SKIPPED, "no longer on the list")
+        assert gone not in handler.by_recipient
+    assert second.counts[S.SENT] == 7
+    assert sum(second.counts.values()) == 10
 
 
 async def test_4xx_is_retried_with_backoff_then_sent(outbox: Outbox) -> None:
@@ -307,7 +338,7 @@ async def test_a_message_that_cannot_be_built_fails_alone(outbox: Outbox) -> Non
         return build(sub, stored)
 
     handler = FaultyHandler()
-    bad_job = Job(issue=14, list_name="main", subscribers=subscribers(3), build=fragile)
+    bad_job = Job(issue=14, list_name="main", subscribers=stream(3), build=fragile)
     async with start(handler) as server:
         report = await deliver(bad_job, pool(server), outbox, FAST, signals=())
         assert report.counts[S.FAILED] == 1

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from support.smtp import FaultyHandler
 
 SECRET = "test-secret-0123456789abcdef"
 
@@ -64,3 +67,37 @@ def write_list(path: Path, n: int, extra: list[str] | None = None) -> list[str]:
         encoding="utf-8",
     )
     return addresses
+
+
+def sqlite_states(project: Path) -> dict[str, tuple[str, str | None]]:
+    """recipient -> (state, Message-ID) of the main list, from the SQLite outbox."""
+    db = sqlite3.connect(project / ".newsletter" / "outbox.sqlite3")
+    try:
+        return {
+            r: (s, m)
+            for r, s, m in db.execute(
+                "SELECT recipient, state, message_id FROM deliveries WHERE list = 'main'"
+            )
+        }
+    finally:
+        db.close()
+
+
+async def wait_for(handler: FaultyHandler, count: int, timeout: float = 60) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while len(handler.received) < count:
+        assert loop.time() < deadline, f"only {len(handler.received)} messages arrived"
+        await asyncio.sleep(0.005)
+
+
+def children(pid: int) -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from newsletter.cli import author, lists, sending, servers
+from newsletter.cli import author, database, lists, sending, servers
 from newsletter.cli.terminal import Group
 
 
@@ -47,6 +47,7 @@ for command in (
     lists.bounces,
     sending.send,
     sending.status,
+    database.outbox,
     servers.mailbox,
     servers.serve,
 ):

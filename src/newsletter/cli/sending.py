@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Iterable
 from pathlib import Path
 
 import click
@@ -23,10 +22,10 @@ from newsletter.errors import DeliveryError, display_path
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox, open_outbox, outbox_exists
 from newsletter.send import run
-from newsletter.send.engine import Event, Options, RunReport
+from newsletter.send.job import Event, Options, RunReport
 from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.spreadsheet import write_csv
-from newsletter.subscribers import ListReport
+from newsletter.subscribers import ListReport, read_rows
 
 EXIT_INCOMPLETE = 3
 EXIT_STOPPED = 4
@@ -114,8 +113,6 @@ def send(
     if out is not None:
         raise click.UsageError("--out is only used with --dry-run")
     prepared = run.prepare(settings, number, list_name)
-    _report_list(prepared.list_report)
-    job = prepared.job
     if settings.smtp.security != "none" and not settings.smtp.verify:
         click.secho(
             "warning: [smtp] verify = false: the server's TLS certificate is not checked, so "
@@ -129,10 +126,11 @@ def send(
                 f"refusing to send issue {number} to the {list_name!r} list without confirmation",
                 hint="Re-run with --yes to confirm (no terminal to ask on).",
             )
-        skipped = _suppressed(settings, list_name, job.subscribers)
+        counted = _recipients(settings, prepared)
+        skipped = counted.suppressed
         click.echo(
             f"About to send issue {number} to the {list_name!r} list:\n"
-            f"  recipients  {len(job.subscribers) - skipped}"
+            f"  recipients  {counted.valid}"
             + (f" ({skipped} more unsubscribed: skipped)" if skipped else "")
             + "\n"
             f"  SMTP server {prepared.server}\n"
@@ -152,8 +150,10 @@ def send(
         retry_failed=retry_failed,
         bounces=settings.bounces,
     )
-    with _SendDisplay(number, list_name, len(job.subscribers)) as display:
+    with _SendDisplay(number, list_name, prepared.list_rows) as display:
         report = run.send(prepared, options, display)
+    # Planning read the list (rejected rows, if this worker planned; a live one may have).
+    _report_list(prepared.list_report)
     click.echo(_summary(report))
     if report.stopped:
         click.secho(f"stopped: {report.stopped}", fg="yellow", err=True)
@@ -164,13 +164,17 @@ def send(
         sys.exit(EXIT_INCOMPLETE)
 
 
-def _suppressed(settings: Settings, list_name: str, keys: Iterable[str]) -> int:
-    """How many of the list's addresses are suppressed: they get a `skipped` row, no message."""
-    if not outbox_exists(settings.outbox_target):
-        return 0
-    with open_outbox(settings.outbox_target) as outbox:
-        suppressed = outbox.suppressed(list_name)
-    return sum(1 for key in keys if key in suppressed)
+def _recipients(settings: Settings, prepared: run.Prepared) -> ListReport:
+    """Who will get a message, for the question only: the list read once more (row by row),
+    suppressed addresses counted apart (they get a `skipped` row, no message)."""
+    suppressed: frozenset[str] = frozenset()
+    if outbox_exists(settings.outbox_target):
+        with open_outbox(settings.outbox_target) as outbox:
+            suppressed = outbox.suppressed(prepared.job.list_name)
+    report = ListReport(prepared.list_report.path)
+    for _ in read_rows(report.path, report, suppressed=suppressed):
+        pass
+    return report
 
 
 def _dry_run(settings: Settings, number: int, list_name: str, out: Path) -> None:
@@ -197,11 +201,18 @@ def _report_list(report: ListReport) -> None:
 
 
 def _summary(report: RunReport) -> str:
+    plan = report.planned
+    planned = (
+        f"planned: {plan.total} recipients ({plan.added} new, {plan.skipped} skipped)"
+        f" in {report.plan_seconds:.1f} s\n"
+        if plan is not None
+        else "planned: shared the plan of a worker already sending\n"
+    )
     counts = report.counts
     parts = [f"{counts[s]} {s}" for s in DeliveryStatus if counts[s]]
     sent = report.this_run[DeliveryStatus.SENT]
     rate = sent / report.seconds if report.seconds > 0 else 0.0
-    return (
+    return planned + (
         f"issue {report.issue} -> {report.list_name}: {', '.join(parts) or 'no recipients'}"
         f" ({sent} sent by this run in {report.seconds:.1f} s, {rate:.0f} msg/s)"
     )
@@ -290,8 +301,8 @@ class _SendDisplay:
 def status(
     settings: Settings, number: int, list_name: str | None, csv_path: Path | None, show_all: bool
 ) -> None:
-    """Show an issue's delivery log: counts per state, then each recipient not sent with the
-    server's reply."""
+    """Show an issue's delivery log: counts per state, the workers sending it now, then each
+    recipient not sent with the server's reply."""
     known = outbox_exists(settings.outbox_target)
     if list_name is not None and list_name not in settings.lists:
         # A list since dropped from the config still has its rows in the log.
@@ -312,6 +323,11 @@ def status(
             for state, n in counts.items():
                 if n:
                     click.echo(f"  {state:<9} {n}")
+            for worker in outbox.workers(number, name):
+                click.echo(
+                    f"  worker    {printable(worker.host)} pid {worker.pid}, sending since"
+                    f" {worker.started_at} (last seen {worker.seen_at})"
+                )
             for line in _after_sending(outbox, number, name, counts):
                 click.echo(line)
             waiting = [s for s in DeliveryStatus if s != DeliveryStatus.SENT]

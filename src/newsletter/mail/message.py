@@ -166,7 +166,11 @@ class MessageFactory:
 
     def message_id(self, subscriber: Subscriber) -> str:
         """Unique per (issue, list, recipient) and the same on every retry."""
-        seed = "\n".join([str(self.issue), self.list_name, normalize(subscriber.envelope)])
+        return self.message_id_of(subscriber.envelope)
+
+    def message_id_of(self, envelope: str) -> str:
+        """The Message-ID of the recipient at `envelope` (planning has no Subscriber)."""
+        seed = "\n".join([str(self.issue), self.list_name, normalize(envelope)])
         return f"<{_digest(seed)[:32]}@{self.domain}>"
 
     def unsubscribe_url(self, subscriber: Subscriber) -> str:

@@ -15,6 +15,7 @@ from newsletter.outbox.records import (
     Suppression,
 )
 from newsletter.outbox.runs import Planned, Worker
+from newsletter.outbox.schema import LATEST, MIGRATIONS, Migration
 from newsletter.outbox.sqlite import SqliteOutbox
 from newsletter.outbox.store import is_postgres
 
@@ -23,8 +24,11 @@ __all__ = [
     "DUE",
     "EDITOR_SOURCE",
     "IN_DOUBT",
+    "LATEST",
+    "MIGRATIONS",
     "UNSUBSCRIBED",
     "Delivery",
+    "Migration",
     "Outbox",
     "PlanResult",
     "Planned",
@@ -36,15 +40,15 @@ __all__ = [
 ]
 
 
-def open_outbox(target: Path | str) -> Outbox:
-    """The outbox at `target`, its schema brought up to date: a Path (or `sqlite:///`-less
-    path string) is a SQLite file, a `postgresql://` URL a PostgreSQL database."""
+def open_outbox(target: Path | str, *, migrate: bool = True) -> Outbox:
+    """The outbox at `target`, its schema brought up to date (unless `migrate` is False): a
+    Path is a SQLite file, a `postgresql://` URL a PostgreSQL database."""
     if is_postgres(target):
         # Imported only when used: SQLite users never load psycopg.
         from newsletter.outbox.postgres import PostgresOutbox
 
-        return PostgresOutbox(str(target))
-    return SqliteOutbox(Path(target))
+        return PostgresOutbox(str(target), migrate=migrate)
+    return SqliteOutbox(Path(target), migrate=migrate)
 
 
 def outbox_exists(target: Path | str) -> bool:

@@ -77,11 +77,12 @@ class Outbox(Runs, BounceLog):
             )
         return self.finish_plan(issue, list_name, start)
 
-    def recover(self, issue: int, list_name: str) -> list[Delivery]:
+    def recover(self, issue: int, list_name: str, *, keep: str = "") -> list[Delivery]:
         """Rows a crashed run left in `sending` become `unknown`: their upload may have been
         accepted. Returns them (as they are now) so the caller can report them. Every claim
         and worker of the send ends too: only for a caller that knows no other worker runs
-        (the SQLite send lock); with several workers, `reap` ends only expired leases."""
+        (the SQLite send lock); with several workers, `reap` ends only expired leases.
+        `keep` is the caller's own worker, registered already."""
         with self._write():
             self._run(
                 "UPDATE deliveries SET owner = NULL WHERE issue = ? AND list = ?"
@@ -90,8 +91,8 @@ class Outbox(Runs, BounceLog):
             )
             self._run(
                 "UPDATE workers SET state = 'dead' WHERE issue = ? AND list = ?"
-                " AND state = 'active'",
-                (issue, list_name),
+                " AND state = 'active' AND id <> ?",
+                (issue, list_name, keep),
             )
             rows = self._fetch(
                 "UPDATE deliveries SET state = ?, updated_at = ?, smtp_reply = ?, owner = NULL"

@@ -49,10 +49,12 @@ class PostgresOutbox(Outbox):
     backend = "postgres"
     clock = "extract(epoch from clock_timestamp())::float8"
     skip_locked = "FOR UPDATE SKIP LOCKED"
+    shared = True
+    errors = psycopg.Error
 
     target: str
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, *, migrate: bool = True) -> None:
         self.target = target
         self._depth = 0
         try:
@@ -64,7 +66,8 @@ class PostgresOutbox(Outbox):
                 " that this user may connect (password in PGPASSWORD or ~/.pgpass).",
             ) from None
         try:
-            self.migrate()
+            if migrate:
+                self.migrate()
         except psycopg.Error as exc:
             self._db.close()
             raise DeliveryError(

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from newsletter.models import DeliveryStatus
 from newsletter.outbox.records import (
@@ -39,8 +40,7 @@ S = DeliveryStatus
 FREE = "state IN ('pending', 'deferred') AND owner IS NULL"
 
 
-@dataclass(frozen=True)
-class Planned:
+class Planned(NamedTuple):
     """One subscriber as planning stores it: the key, the address as sent, name, Message-ID."""
 
     recipient: str
@@ -140,25 +140,31 @@ class Runs(Store):
         """Waiting rows whose address is suppressed, or was not on the list this time, become
         `skipped` with the reason; the counts of the plan."""
         stamp = now()
+        skipped = 0
         with self._write():
-            # The reason is the suppression's: `bounced` and `complained` say so, every other
-            # source (one-click, web, cli) is the reader's or the editor's `unsubscribed`.
-            skipped = self._run(
-                "UPDATE deliveries SET state = ?, updated_at = ?, smtp_reply = coalesce(("
-                " SELECT CASE WHEN s.source IN (?, ?) THEN s.source END FROM suppressions s"
-                " WHERE s.list = deliveries.list AND s.address = deliveries.recipient), ?)"
-                f" WHERE issue = ? AND list = ? AND {FREE} AND recipient IN"
-                " (SELECT address FROM suppressions WHERE list = ?)",
-                (
-                    *(S.SKIPPED.value, stamp, BOUNCED, COMPLAINED, UNSUBSCRIBED),
-                    *(issue, list_name, list_name),
-                ),
-            )
-            skipped += self._run(
-                f"UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?"
-                f" WHERE issue = ? AND list = ? AND {FREE} AND seen <> ?",
-                (S.SKIPPED.value, DEPARTED, stamp, issue, list_name, start.generation),
-            )
+            # Each step reads every waiting row: skipped when it cannot find any (no
+            # suppressions; or a first plan, where every row was on the list just now).
+            if self._fetch("SELECT 1 FROM suppressions WHERE list = ? LIMIT 1", (list_name,)):
+                # The reason is the suppression's: `bounced` and `complained` say so, every
+                # other source (one-click, web, cli) is the reader's or the editor's
+                # `unsubscribed`.
+                skipped += self._run(
+                    "UPDATE deliveries SET state = ?, updated_at = ?, smtp_reply = coalesce(("
+                    " SELECT CASE WHEN s.source IN (?, ?) THEN s.source END FROM suppressions s"
+                    " WHERE s.list = deliveries.list AND s.address = deliveries.recipient), ?)"
+                    f" WHERE issue = ? AND list = ? AND {FREE} AND recipient IN"
+                    " (SELECT address FROM suppressions WHERE list = ?)",
+                    (
+                        *(S.SKIPPED.value, stamp, BOUNCED, COMPLAINED, UNSUBSCRIBED),
+                        *(issue, list_name, list_name),
+                    ),
+                )
+            if start.before:
+                skipped += self._run(
+                    f"UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?"
+                    f" WHERE issue = ? AND list = ? AND {FREE} AND seen <> ?",
+                    (S.SKIPPED.value, DEPARTED, stamp, issue, list_name, start.generation),
+                )
             total = self._count(issue, list_name)
         return PlanResult(added=total - start.before, skipped=skipped, total=total)
 
@@ -245,11 +251,12 @@ class Runs(Store):
             )
             self._run("UPDATE workers SET state = 'done' WHERE id = ?", (worker,))
 
-    def reap(self, issue: int, list_name: str) -> list[Delivery]:
-        """End every expired lease on this send: the dead worker's unstarted rows go back,
-        its uploads in flight become `unknown` (returned, for the report)."""
+    def reap(self, issue: int, list_name: str, *, dead: Sequence[str] = ()) -> list[Delivery]:
+        """End every expired lease on this send (and those of `dead`, workers known to have
+        died): their unstarted rows go back, their uploads in flight become `unknown`
+        (returned, for the report)."""
         with self._write():
-            dead = [
+            dead = [*dead] + [
                 r[0]
                 for r in self._fetch(
                     "SELECT id FROM workers WHERE issue = ? AND list = ? AND state = 'active'"
@@ -258,7 +265,7 @@ class Runs(Store):
                 )
             ]
             lost: list[Delivery] = []
-            for worker in dead:
+            for worker in dict.fromkeys(dead):
                 self._run("UPDATE workers SET state = 'dead' WHERE id = ?", (worker,))
                 self._run(
                     "UPDATE deliveries SET owner = NULL WHERE owner = ?"

@@ -23,8 +23,9 @@ from newsletter.outbox.store import Params
 class SqliteOutbox(Outbox):
     backend = "sqlite"
     clock = "((julianday('now') - 2440587.5) * 86400.0)"
+    errors = sqlite3.Error
 
-    def __init__(self, target: Path | str) -> None:
+    def __init__(self, target: Path | str, *, migrate: bool = True) -> None:
         path = Path(target)
         self.target = self.path = path
         self._depth = 0
@@ -34,7 +35,8 @@ class SqliteOutbox(Outbox):
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=30000")
-            self.migrate()
+            if migrate:
+                self.migrate()
         except sqlite3.Error as exc:
             raise DeliveryError(
                 f"{path}: cannot open the delivery log: {exc}",

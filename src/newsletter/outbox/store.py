@@ -34,6 +34,11 @@ class Store:
     # SQL for the database's clock in Unix seconds: leases are timed by the one clock every
     # worker shares, not by each machine's own.
     clock = ""
+    # True where several workers may share a send (PostgreSQL): leases decide who is alive.
+    # False for SQLite, where the send lock proves a run is alone.
+    shared = False
+    # The driver's own error class (sqlite3.Error, psycopg.Error).
+    errors: type[Exception] = Exception
 
     def close(self) -> None:
         raise NotImplementedError
@@ -82,6 +87,8 @@ class Store:
     def migrate(self) -> list[Migration]:
         """Apply every migration the database lacks, in one transaction; the ones applied.
         Refuses a database written by a newer version of newsletter."""
+        if self._up_to_date():
+            return []  # the common case, without taking the migration lock
         applied = []
         with self._migration_lock():
             current = self.version()
@@ -102,6 +109,13 @@ class Store:
                 )
                 applied.append(migration)
         return applied
+
+    def _up_to_date(self) -> bool:
+        try:
+            found = self._fetch("SELECT max(version) FROM schema_migrations")
+        except self.errors:  # no table yet
+            return False
+        return bool(found[0][0] == LATEST)
 
     def database_time(self) -> float:
         (moment,) = self._fetch(f"SELECT {self.clock}")[0]

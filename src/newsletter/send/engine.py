@@ -1,93 +1,52 @@
-"""The send engine: a list snapshot and a message builder in, a delivery log and a RunReport out.
+"""The send engine: a planned outbox and a message builder in, recorded outcomes and a report out.
 
-The fixed pipeline of one run:
+The fixed pipeline of one run (planning.py for the first three):
 
-    recover   rows a crash left in `sending` become `unknown` (reported, not resent)
+    recover   rows a dead run left in `sending` become `unknown` (reported, not resent)
     reopen    `unknown` (--resend-unknown) and `failed` (--retry-failed) rows become due again
-    plan      every subscriber gets a row; suppressed or departed ones waiting are `skipped`
-    deliver   N workers take due rows through one token bucket per second and one per hour;
-              deferred rows come back after full-jitter exponential backoff, up to max_attempts
-              in this run; a circuit breaker ends the run after K connection failures in a row;
-              SIGINT/SIGTERM let in-flight messages finish and be recorded, then stop.
+    plan      the list streamed into the outbox; suppressed or departed rows waiting are `skipped`
+    deliver   N sessions take rows the engine claims from the outbox a batch at a time, through
+              one token bucket per second and one per hour (this worker's share of the run's
+              rates); a deferred row goes back to the outbox with its full-jitter backoff and is
+              claimed again when due, up to max_attempts in this run; a circuit breaker ends the
+              run after K connection failures in a row; SIGINT/SIGTERM let in-flight messages
+              finish and be recorded, then stop.
 
-The engine never builds MIME or speaks SMTP itself: a `build(subscriber, message_id)` callable
-makes the bytes and smtp.Pool carries them. send/run.py wires the stages to it.
+Nothing here grows with the list: the queue holds one claimed batch. The engine never builds
+MIME or speaks SMTP itself: a `build(subscriber, message_id)` callable makes the bytes and
+smtp.Pool carries them. send/run.py wires the stages to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import signal
 import time
-from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Callable
 
 from newsletter.bounces.policy import Policy, RateGuard
 from newsletter.errors import TransportError
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import UNSUBSCRIBED, Delivery, Outbox
+from newsletter.send.job import Event, Job, Options, RunReport
+from newsletter.send.lease import Lease, worker_id
 from newsletter.send.pacing import RateLimiter, backoff
+from newsletter.send.planning import announce, plan, recover
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool
-from newsletter.settings import BouncesSettings, SendSettings
 
 S = DeliveryStatus
-# A subscriber, the Message-ID its row holds (None: a new one) and the row's id (the VERP tag
-# names it) -> that subscriber's message.
-Build = Callable[[Subscriber, str | None, int], OutgoingMessage]
+# Claimed rows a worker holds at most: about a second of sending, so an unsubscribe is honoured
+# within seconds and a dead worker strands few rows until its lease expires.
+CLAIM = 200
+# Seconds of planning after which the session the check opened is not trusted any more.
+IDLE_SESSION = 10.0
 
 
-class Options(SendSettings):
-    """[send] as configured, plus what one run is asked to do again."""
-
-    resend_unknown: bool = False
-    retry_failed: bool = False
-    # The bounce policy: refusals at send time count as bounces, and the rates that stop a run.
-    bounces: BouncesSettings = BouncesSettings()
-
-
-@dataclass(frozen=True)
-class Job:
-    """What to send: one issue to one list, subscribers keyed by their normalised address."""
-
-    issue: int
-    list_name: str
-    subscribers: Mapping[str, Subscriber]
-    build: Build
-    # The Message-ID `build` will give a subscriber: planning stores it with the row.
-    message_id: Callable[[Subscriber], str] | None = None
-
-
-@dataclass(frozen=True)
-class Event:
-    """One recorded outcome, for progress display."""
-
-    recipient: str
-    state: DeliveryStatus
-    result: Result | None
-    counts: Mapping[DeliveryStatus, int]
-    previous: DeliveryStatus = DeliveryStatus.PENDING
-
-
-@dataclass
-class RunReport:
-    issue: int
-    list_name: str
-    counts: dict[DeliveryStatus, int]
-    this_run: Counter[DeliveryStatus] = field(default_factory=Counter)
-    recovered: list[Delivery] = field(default_factory=list)
-    stopped: str = ""
-    seconds: float = 0.0
-
-    @property
-    def complete(self) -> bool:
-        """Every recipient sent (or skipped on purpose)."""
-        return not self.stopped and all(
-            n == 0 for s, n in self.counts.items() if s not in (S.SENT, S.SKIPPED)
-        )
+class LeaseLostError(Exception):
+    """The row this worker was about to upload is no longer its own (its lease was reaped)."""
 
 
 class Engine:
@@ -98,17 +57,21 @@ class Engine:
         outbox: Outbox,
         options: Options,
         progress: Callable[[Event], None] | None = None,
+        *,
+        lease: Lease,
     ) -> None:
         self.job = job
         self.pool = pool
         self.outbox = outbox
         self.options = options
         self.progress = progress
+        self.lease = lease
+        self.worker = lease.worker
         self.per_second = RateLimiter(options.rate)
         self.per_hour = RateLimiter(options.rate_per_hour / 3600.0)
         self.report = RunReport(job.issue, job.list_name, {})
-        self._queue: list[tuple[float, int, Delivery]] = []
-        self._tries: Counter[int] = Counter()
+        self._queue: deque[Delivery] = deque()
+        self._batch = max(2 * options.concurrency, min(CLAIM, int(2 * options.rate) or CLAIM))
         self._in_flight = 0
         self._failures = 0
         self._throttles = 0
@@ -116,21 +79,9 @@ class Engine:
         self._started = 0.0
         self._sent = 0
         self._counts: dict[DeliveryStatus, int] = {}
-        self._current: dict[int, DeliveryStatus] = {}
-        self._suppressed_set: frozenset[str] = frozenset()
-        self._suppressed_at = -1e9
-        self._seq = 0
         self._built: dict[int, OutgoingMessage] = {}  # row id -> its message, built ahead
         self._policy = Policy(outbox, options.bounces)
         self._rates = RateGuard(outbox, options.bounces, job.issue, job.list_name)
-
-    def _suppressed(self) -> frozenset[str]:
-        """Unsubscribes arriving during the run, re-read every few seconds (not per message)."""
-        now = time.monotonic()
-        if now - self._suppressed_at > 2.0:
-            self._suppressed_at = now
-            self._suppressed_set = self.outbox.suppressed(self.job.list_name)
-        return self._suppressed_set
 
     def stop(self, reason: str) -> None:
         """Finish what is in flight, start nothing new."""
@@ -140,20 +91,17 @@ class Engine:
 
     # -- the run ------------------------------------------------------------------------------
 
-    async def run(self, rows: list[Delivery]) -> RunReport:
+    async def run(self) -> RunReport:
         job = self.job
         self._counts = self.outbox.counts(job.issue, job.list_name)
         self._started = time.monotonic()
-        for seq, row in enumerate(rows):
-            # Deferred rows keep the pause the last run chose for them; the rest go now.
-            wait = max(0.0, row.next_attempt_at - time.time()) if row.state == S.DEFERRED else 0.0
-            heapq.heappush(self._queue, (time.monotonic() + min(wait, 5.0), seq, row))
-        self._seq = len(rows)
-        workers = [asyncio.create_task(self._work()) for _ in range(self.options.concurrency)]
+        self._share()
+        keeper = asyncio.create_task(self._keep_lease())
+        sessions = [asyncio.create_task(self._work()) for _ in range(self.options.concurrency)]
         try:
-            await asyncio.gather(*workers)
+            await asyncio.gather(*sessions)
         finally:
-            for task in workers:
+            for task in [*sessions, keeper]:
                 task.cancel()
             await self.pool.close()
         self.report.counts = self.outbox.counts(job.issue, job.list_name)
@@ -162,22 +110,90 @@ class Engine:
 
     async def _work(self) -> None:
         while not self._stopping:
-            if not self._queue:
-                if self._in_flight == 0:
-                    return
-                await asyncio.sleep(0.02)
-                continue
-            ready, _, row = self._queue[0]
-            now = time.monotonic()
-            if ready > now:
-                await asyncio.sleep(min(ready - now, 0.05))
-                continue
-            heapq.heappop(self._queue)
+            row = await self._next()
+            if row is None:
+                return
             self._in_flight += 1
             try:
                 await self._attempt(row)
             finally:
                 self._in_flight -= 1
+
+    async def _next(self) -> Delivery | None:
+        """The next claimed row; None when the run is over (or stopping)."""
+        while not self._stopping:
+            if self._queue:
+                return self._queue.popleft()
+            if self._claim():
+                continue
+            if self._in_flight:  # an outcome may bring a row back (deferred)
+                await asyncio.sleep(0.02)
+                continue
+            wait = self._idle_wait()
+            if wait is None:
+                return None
+            await asyncio.sleep(wait)
+        return None
+
+    def _claim(self) -> bool:
+        """Claim the next batch of due rows; rows suppressed since planning are skipped now."""
+        job = self.job
+        rows = self.outbox.claim(
+            job.issue,
+            job.list_name,
+            self.worker,
+            self._batch,
+            max_tries=self.options.max_attempts,
+            at=time.time(),
+        )
+        if not rows:
+            return False
+        suppressed = self.outbox.suppressed_among(self.worker, job.list_name)
+        for row in rows:
+            if row.id in suppressed:
+                self._record(row, S.SKIPPED, None, reply=UNSUBSCRIBED)
+            else:
+                self._queue.append(row)
+        return True
+
+    def _idle_wait(self) -> float | None:
+        """Nothing to claim now: how long to wait before looking again, or None if the run is
+        over. Deferred rows wait for their backoff; rows other workers hold wait for them to
+        finish or for their lease to expire (then they come back here)."""
+        job = self.job
+        due = self.outbox.next_due(job.issue, job.list_name, max_tries=self.options.max_attempts)
+        if due is not None:
+            return min(max(due - time.time(), 0.01), 0.5)
+        if self.outbox.held_by_others(job.issue, job.list_name, self.worker):
+            self._reap()
+            return 0.5
+        return None
+
+    async def _keep_lease(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease.interval)
+            if not self.lease.renew():
+                self.stop("this worker lost its lease (it was paused longer than [send] lease)")
+                return
+            self._reap()
+            self._share()
+
+    def _reap(self) -> None:
+        """Another worker's expired lease: its uploads in flight are `unknown` now."""
+        for row in self.lease.reap():
+            self.report.recovered.append(row)
+            self._counts = self.outbox.counts(self.job.issue, self.job.list_name)
+            if self.progress:
+                result = Result(Outcome.UNKNOWN, Scope.CONNECTION, None, row.smtp_reply)
+                self.progress(Event(row.recipient, S.UNKNOWN, result, self._counts, S.SENDING))
+
+    def _share(self) -> None:
+        """This worker's part of the run's rates: the rate is the whole run's."""
+        workers = self.lease.sharing()
+        self.per_second.set(self.options.rate / workers)
+        self.per_hour.set(self.options.rate_per_hour / 3600.0 / workers)
+        if workers > 1:  # the others' outcomes too, for the display
+            self._counts = self.outbox.counts(self.job.issue, self.job.list_name)
 
     async def _attempt(self, row: Delivery) -> None:
         await self.per_hour.take()
@@ -185,9 +201,6 @@ class Engine:
         if self._stopping:
             return
         message = self._built.pop(row.id, None)
-        if row.recipient in self._suppressed():
-            self._record(row, S.SKIPPED, None, reply=UNSUBSCRIBED)
-            return
         if message is None:
             try:
                 message = self._build(row)
@@ -201,7 +214,9 @@ class Engine:
             accepted = True
             # A row planned with its Message-ID (the message carries it) keeps it untouched.
             known = row.message_id is not None and row.message_id == message.message_id
-            self.outbox.mark_sending(row.id, None if known else message.message_id)
+            mid = None if known else message.message_id
+            if not self.outbox.mark_sending(row.id, mid, owner=self.worker):
+                raise LeaseLostError
 
         try:
             result = await self.pool.send(message, on_accepted, self._build_next)
@@ -209,6 +224,10 @@ class Engine:
             if accepted:
                 self._record(row, S.UNKNOWN, None, reply="stopped during DATA", attempted=False)
             raise
+        except LeaseLostError:
+            # Reaped while paused: the row may be another worker's now. No DATA was sent.
+            self.stop("this worker lost its lease (it was paused longer than [send] lease)")
+            return
         except TransportError as exc:
             # A reconnect met a setup fault (certificate, AUTH): no message can go out now. The
             # row was not attempted; the run stops resumable rather than failing as a whole.
@@ -217,14 +236,16 @@ class Engine:
         self._handle(row, result, attempted=not accepted)
 
     def _build(self, row: Delivery) -> OutgoingMessage:
-        return self.job.build(self.job.subscribers[row.recipient], row.message_id, row.id)
+        # The row is the snapshot planning checked and stored; the VERP tag names its id.
+        subscriber = Subscriber(envelope=row.envelope, name=row.name)
+        return self.job.build(subscriber, row.message_id, row.id)
 
     def _build_next(self) -> None:
         """Build the next row's message while the server takes in an upload, so the CPU does
         it then rather than after the reply (with one connection it was idle then)."""
         if self._stopping or not self._queue:
             return
-        row = self._queue[0][2]
+        row = self._queue[0]
         if row.id in self._built:
             return
         # A message that cannot be built is built again by its attempt, which records why.
@@ -274,16 +295,13 @@ class Engine:
                 self.stop(f"{reason}: stopped to protect the sender's reputation")
 
     def _retry(self, row: Delivery, result: Result, *, attempted: bool) -> None:
+        """Back to the outbox, due again after the backoff (claimed again while this run has
+        tried it fewer than max_attempts times)."""
         opts = self.options
-        self._tries[row.id] += 1
-        tries = self._tries[row.id]
-        delay = backoff(tries, opts.retry_base, opts.retry_cap)
+        delay = backoff(row.attempts + 1, opts.retry_base, opts.retry_cap)
         self._record(
             row, S.DEFERRED, result, attempted=attempted, next_attempt_at=time.time() + delay
         )
-        if tries < opts.max_attempts and not self._stopping:
-            self._seq += 1
-            heapq.heappush(self._queue, (time.monotonic() + delay, self._seq, row))
 
     def _record(
         self,
@@ -303,8 +321,7 @@ class Engine:
             attempted=attempted,
             next_attempt_at=next_attempt_at,
         )
-        previous = self._current.get(row.id, row.state)
-        self._current[row.id] = state
+        previous = row.state  # a claimed row is recorded once; its next claim reads it anew
         self._counts[previous] = self._counts.get(previous, 0) - 1
         self._counts[state] = self._counts.get(state, 0) + 1
         self.report.this_run[state] += 1
@@ -324,33 +341,6 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def announce(
-    recovered: list[Delivery],
-    job: Job,
-    outbox: Outbox,
-    progress: Callable[[Event], None] | None,
-) -> None:
-    """Tell the display right away about rows a crash left in doubt (now `unknown`)."""
-    if progress is None or not recovered:
-        return
-    counts = outbox.counts(job.issue, job.list_name)
-    for row in recovered:
-        result = Result(Outcome.UNKNOWN, Scope.CONNECTION, None, row.smtp_reply)
-        progress(Event(row.recipient, S.UNKNOWN, result, counts, S.SENDING))
-
-
-def plan(job: Job, outbox: Outbox, options: Options) -> tuple[list[Delivery], list[Delivery]]:
-    """Recover, reopen and plan: (the rows this run attempts, the rows a crash left in doubt)."""
-    recovered = outbox.recover(job.issue, job.list_name)
-    reopen = [S.UNKNOWN] if options.resend_unknown else []
-    reopen += [S.FAILED] if options.retry_failed else []
-    outbox.reopen(job.issue, job.list_name, reopen)
-    ids = job.message_id
-    message_ids = {k: ids(sub) for k, sub in job.subscribers.items()} if ids else None
-    outbox.plan(job.issue, job.list_name, job.subscribers, message_ids)
-    return outbox.due(job.issue, job.list_name), recovered
-
-
 async def deliver(
     job: Job,
     pool: Pool,
@@ -359,15 +349,28 @@ async def deliver(
     progress: Callable[[Event], None] | None = None,
     *,
     signals: tuple[signal.Signals, ...] = SIGNALS,
-    rows: list[Delivery] | None = None,
+    planned: bool = False,
+    worker: str | None = None,
 ) -> RunReport:
-    """Run one send to the end, a stop, or a signal: the first lets in-flight messages finish
-    and be recorded; a second abandons them (recorded `unknown` if their upload had begun).
-    `rows` skips planning (a worker process gets its share of a plan made by its parent)."""
-    engine = Engine(job, pool, outbox, options, progress)
-    if rows is None:
-        rows, engine.report.recovered = plan(job, outbox, options)
-        announce(engine.report.recovered, job, outbox, progress)
+    """Run one send as one worker to the end, a stop, or a signal: the first lets in-flight
+    messages finish and be recorded; a second abandons them (recorded `unknown` if their upload
+    had begun). `planned` skips recovery and planning (a worker process of a run its parent
+    planned)."""
+    name = worker or worker_id()
+    with Lease(outbox, name, job.issue, job.list_name, options.lease) as lease:
+        engine = Engine(job, pool, outbox, options, progress, lease=lease)
+        if not planned:
+            engine.report.recovered = recover(job, outbox, lease.worker)
+            announce(engine.report.recovered, job, outbox, progress)
+            plan(job, outbox, options, lease.worker, engine.report)
+            # The session the check opened idled through a long plan (a million rows), and
+            # relays drop idle sessions (smtp-sink after 100 s): sending opens fresh ones.
+            if engine.report.plan_seconds > IDLE_SESSION:
+                await pool.close()
+        return await _run(engine, signals)
+
+
+async def _run(engine: Engine, signals: tuple[signal.Signals, ...]) -> RunReport:
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     abandoned = False
@@ -382,11 +385,12 @@ async def deliver(
     for signum in signals:
         loop.add_signal_handler(signum, on_signal, signum)
     try:
-        return await engine.run(rows)
+        return await engine.run()
     except asyncio.CancelledError:
         if not abandoned:
             raise
-        engine.report.counts = outbox.counts(job.issue, job.list_name)
+        job = engine.job
+        engine.report.counts = engine.outbox.counts(job.issue, job.list_name)
         return engine.report
     finally:
         for signum in signals:

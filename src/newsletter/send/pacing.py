@@ -11,8 +11,13 @@ class RateLimiter:
     """A token bucket holding one token: messages leave evenly spaced, never in bursts."""
 
     def __init__(self, per_second: float) -> None:
-        self.interval = 1.0 / per_second if per_second > 0 else 0.0
+        self.interval = 0.0
         self._next = 0.0
+        self.set(per_second)
+
+    def set(self, per_second: float) -> None:
+        """A new pace (0: unlimited), e.g. this worker's share of the run's rate."""
+        self.interval = 1.0 / per_second if per_second > 0 else 0.0
 
     async def take(self) -> None:
         now = time.monotonic()

@@ -2,9 +2,10 @@
 
 A single Python process tops out at one core, and on loopback-fast servers building, recording
 and uploading messages is CPU-bound. With `processes = N` the parent plans the run as usual, then
-forks N workers; worker k takes every N-th due row with its share of the connections and of the
-rate, runs its own event loop, SMTP pool and SQLite connection, and streams one event per
-recorded row back to the parent, which keeps the counts and the display.
+forks N workers; each is a worker of the send like one on another machine (its own lease, its
+own claims from the outbox, its share of the rate), with its share of the connections, its own
+event loop, SMTP pool and outbox connection, and streams one event per recorded row back to the
+parent, which keeps the counts and the display.
 
 A worker never outlives its parent: the kernel sends it SIGKILL the moment the parent dies
 (PR_SET_PDEATHSIG; elsewhere a watchdog thread polls the parent), so `kill -9` of a send leaves at
@@ -33,16 +34,11 @@ from types import FrameType
 
 from newsletter.errors import NewsletterError
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Delivery, Outbox, open_outbox
-from newsletter.send.engine import (
-    Event,
-    Job,
-    Options,
-    RunReport,
-    announce,
-    deliver,
-    event_loop_factory,
-)
+from newsletter.outbox import Outbox, open_outbox
+from newsletter.send.engine import deliver, event_loop_factory
+from newsletter.send.job import Event, Job, Options, RunReport
+from newsletter.send.lease import Lease
+from newsletter.send.planning import announce
 from newsletter.send.replies import Result
 from newsletter.send.smtp import Pool
 
@@ -55,42 +51,36 @@ _PR_SET_PDEATHSIG = 1
 @dataclass(frozen=True)
 class _Share:
     index: int
-    rows: list[Delivery]
+    worker: str
     options: Options
 
 
-def split(rows: list[Delivery], options: Options, processes: int) -> list[_Share]:
-    """Every N-th row, and a fair part of the connections and of both rates, to each worker."""
-    processes = max(1, min(processes, options.concurrency, len(rows) or 1))
+def split(options: Options, processes: int, parent: str) -> list[_Share]:
+    """A fair part of the connections to each worker; the rates are the run's (each engine
+    takes its part of them from the number of live workers)."""
+    processes = max(1, min(processes, options.concurrency))
     shares = []
     for k in range(processes):
         connections = options.concurrency // processes + (k < options.concurrency % processes)
-        part = options.model_copy(
-            update={
-                "concurrency": connections,
-                "rate": options.rate / processes,
-                "rate_per_hour": options.rate_per_hour // processes
-                if options.rate_per_hour >= processes
-                else options.rate_per_hour * (k == 0),
-            }
-        )
-        shares.append(_Share(k, rows[k::processes], part))
+        part = options.model_copy(update={"concurrency": connections})
+        shares.append(_Share(k, f"{parent}/{k}", part))
     return shares
 
 
 def run(
     job: Job,
-    rows: list[Delivery],
     outbox: Outbox,
     options: Options,
     processes: int,
     make_pool: MakePool,
     progress: Callable[[Event], None] | None,
+    lease: Lease,
 ) -> RunReport:
-    """Deliver `rows` (already planned in `outbox`) with `processes` forked workers."""
+    """Deliver a send already planned in `outbox` with `processes` forked workers; the parent
+    keeps `lease` (its planning) renewed meanwhile."""
     report = RunReport(job.issue, job.list_name, outbox.counts(job.issue, job.list_name))
     counts = dict(report.counts)
-    shares = split(rows, options, processes)
+    shares = split(options, processes, lease.worker)
     context = multiprocessing.get_context("fork")
     parent = os.getpid()
     workers: dict[Connection, ForkProcess] = {}
@@ -98,7 +88,7 @@ def run(
         receive, send = context.Pipe(duplex=False)
         proc = context.Process(
             target=_worker,
-            args=(share, job, outbox.path, make_pool, send, parent),
+            args=(share, job, outbox.target, make_pool, send, parent),
             name=f"newsletter-send-{share.index}",
             daemon=True,
         )
@@ -112,10 +102,13 @@ def run(
         _tell(workers.values())
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    started = time.monotonic()
+    started = renewed = time.monotonic()
     try:
         open_pipes = list(workers)
         while open_pipes:
+            if time.monotonic() - renewed > lease.interval:
+                renewed = time.monotonic()
+                lease.renew()
             for pipe in wait(open_pipes, timeout=0.5):
                 assert isinstance(pipe, Connection)
                 try:
@@ -146,8 +139,10 @@ def run(
     crashed = [p for p in workers.values() if p.exitcode not in (0, None)]
     if crashed and not report.stopped:
         report.stopped = f"a worker process died (exit code {crashed[0].exitcode})"
-    # Uploads a dead worker left in `sending` are in doubt now, not at the next run.
-    report.recovered = outbox.recover(job.issue, job.list_name)
+    # Uploads a dead worker left in `sending` are in doubt now, not at the next run (nor when
+    # its lease expires: the parent saw it die).
+    dead = [s.worker for s, p in zip(shares, workers.values(), strict=True) if p in crashed]
+    report.recovered = outbox.reap(job.issue, job.list_name, dead=dead)
     announce(report.recovered, job, outbox, progress)
     report.counts = outbox.counts(job.issue, job.list_name)
     report.seconds = time.monotonic() - started
@@ -165,7 +160,7 @@ def _tell(procs: Iterable[ForkProcess]) -> None:
 def _worker(
     share: _Share,
     job: Job,
-    database: Path,
+    database: Path | str,
     make_pool: MakePool,
     pipe: Connection,
     parent: int,
@@ -217,7 +212,14 @@ async def _deliver(
 ) -> RunReport:
     pool = make_pool(share.options.concurrency)
     return await deliver(
-        job, pool, outbox, share.options, forward, signals=(signal.SIGTERM,), rows=share.rows
+        job,
+        pool,
+        outbox,
+        share.options,
+        forward,
+        signals=(signal.SIGTERM,),
+        planned=True,
+        worker=share.worker,
     )
 
 

@@ -1,0 +1,264 @@
+"""Sending at scale: a large list in bounded memory, the outbox not slowing the send as it grows,
+the whole command against smtp-source, and two workers sharing one PostgreSQL outbox.
+
+Every run is the real `newsletter send` of issue 14 (51 KB per message) as a subprocess, to
+Postfix's smtp-sink on loopback, with a fresh outbox:
+
+1. LARGE recipients (default 1,000,000), 4 sessions, SQLite: peak RSS of the process, the time
+   planning took (the list streamed into the outbox, from the command's summary), the send
+   phase's rate; and the same at 10,000 recipients, so the two rates compare (target: within 10 %).
+2. 10,000 recipients, 4 sessions, the whole command timed from start to exit, next to Postfix's
+   smtp-source sending messages of the same size over the same sessions to the same sink, just
+   before and just after (their mean is the reference; target >= 0.8).
+3. 10,000 recipients on one PostgreSQL outbox (a throwaway cluster, as the tests start it): one
+   worker, then two workers started together (4 sessions each; the time is from the first start
+   to the last exit), and SQLite beside them.
+4. Outbox bytes on disk per recipient for both backends (after the sends above).
+
+Run: `python benchmarks/scale.py [--large N]` (needs the Debian packages postfix and postgresql).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from send import _SEARCH, SECRET, SINK, SOURCE, free_port, message_size, run_source, start_sink
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from support.postgres import start_cluster  # noqa: E402
+
+SUMMARY = re.compile(r"\((\d+) sent by this run in ([\d.]+) s")
+PLANNED = re.compile(r"planned: (\d+) recipients .* in ([\d.]+) s")
+
+
+@dataclass
+class Run:
+    sent: int
+    send_rate: float  # msg/s of the send phase (the command's own summary)
+    plan_seconds: float
+    wall: float  # start to exit
+    rss_mb: float  # peak RSS of the process
+
+
+def make_project(recipients: int) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="newsletter-scale-"))
+    for name in ("newsletter.toml", "issues", "templates"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, folder / name)
+        else:
+            shutil.copy2(source, folder / name)
+    with (folder / "list.csv").open("w", encoding="utf-8") as handle:
+        handle.write("email,name\n")
+        for start in range(0, recipients, 100_000):
+            handle.write(
+                "".join(
+                    f"reader{i:07d}@example{i % 50}.org,Reader {i}\n"
+                    for i in range(start, min(start + 100_000, recipients))
+                )
+            )
+    return folder
+
+
+def environment(port: int, url: str = "") -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEWSLETTER_")}
+    env.update(
+        NEWSLETTER_SECRET=SECRET,
+        NEWSLETTER_SMTP__PORT=str(port),
+        NEWSLETTER_SMTP__SECURITY="none",
+        NEWSLETTER_LISTS__MAIN__PATH="list.csv",
+    )
+    if url:
+        env["NEWSLETTER_OUTBOX__URL"] = url
+    return env
+
+
+def start_send(project: Path, env: dict[str, str], sessions: int) -> subprocess.Popen[bytes]:
+    args = [sys.executable, "-m", "newsletter", "send", "--issue", "14", "--yes"]
+    args += ["--concurrency", str(sessions)]
+    return subprocess.Popen(
+        args, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+
+
+def finish(proc: subprocess.Popen[bytes], started: float) -> Run:
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    code = os.waitstatus_to_exitcode(status)
+    summary, planned = SUMMARY.search(out), PLANNED.search(out)
+    if code != 0 or summary is None:
+        raise SystemExit(f"newsletter send failed ({code}):\n{out[-2000:]}\n{err[-2000:]}")
+    sent, seconds = int(summary.group(1)), float(summary.group(2))
+    return Run(
+        sent=sent,
+        send_rate=sent / seconds if seconds else 0.0,
+        plan_seconds=float(planned.group(2)) if planned else 0.0,
+        wall=wall,
+        rss_mb=usage.ru_maxrss / 1024,
+    )
+
+
+def send(project: Path, env: dict[str, str], sessions: int = 4) -> Run:
+    started = time.perf_counter()
+    return finish(start_send(project, env, sessions), started)
+
+
+def sqlite_bytes(project: Path) -> int:
+    state = project / ".newsletter"
+    return sum(p.stat().st_size for p in state.glob("outbox.sqlite3*"))
+
+
+def postgres_bytes(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("VACUUM (ANALYZE) deliveries")
+        (size,) = db.execute("SELECT pg_total_relation_size('deliveries')").fetchone() or (0,)
+    return int(size)
+
+
+def rate_by_block(project: Path, block: int) -> list[float]:
+    """msg/s over each successive `block` of messages of one run, from the rows' sent_at: does
+    the send slow down as the outbox fills (same run, same load, just later)?"""
+    db = sqlite3.connect(f"file:{project / '.newsletter' / 'outbox.sqlite3'}?mode=ro", uri=True)
+    try:
+        stamps = [
+            dt.datetime.fromisoformat(s).timestamp()
+            for (s,) in db.execute(
+                "SELECT sent_at FROM deliveries WHERE sent_at IS NOT NULL ORDER BY sent_at"
+            )
+        ]
+    finally:
+        db.close()
+    rates = []
+    for start in range(0, len(stamps) - block + 1, block):
+        first, last = stamps[start], stamps[start + block - 1]
+        rates.append((block - 1) / max(last - first, 1e-6))
+    return rates
+
+
+def fresh_database(admin: str, name: str) -> str:
+    with psycopg.connect(admin, autocommit=True) as db:
+        db.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        db.execute(f'CREATE DATABASE "{name}"')
+    return admin.rsplit("/", 1)[0] + "/" + name
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--large", type=int, default=1_000_000)
+    parser.add_argument("--small", type=int, default=10_000)
+    parser.add_argument("--skip-large", action="store_true")
+    options = parser.parse_args()
+    for tool in (SINK, SOURCE):
+        if shutil.which(tool, path=_SEARCH) is None:
+            raise SystemExit(f"{tool} not found: install the Debian package postfix")
+    size = message_size()
+    port = free_port()
+    sink = start_sink(port)
+    cluster = start_cluster()
+    projects: list[Path] = []
+    try:
+        small = make_project(options.small)
+        projects.append(small)
+        # 2. the whole command against smtp-source (and the 10k reference rate for 1.)
+        before = run_source(port, 4, options.small, size)
+        whole = send(small, environment(port))
+        after = run_source(port, 4, options.small, size)
+        source = (before + after) / 2
+        sqlite_per_row = sqlite_bytes(small) / options.small
+        print(
+            f"issue 14, {size / 1024:.1f} KB per message, smtp-sink on loopback,"
+            f" {os.cpu_count()} CPUs, Python {sys.version.split()[0]}\n"
+        )
+        print(f"## {options.small} recipients, 4 sessions, whole command vs smtp-source")
+        print(f"smtp-source            {source:7.0f} msg/s")
+        ours = options.small / whole.wall
+        print(f"newsletter send        {ours:7.0f} msg/s (start to exit, {whole.wall:.1f} s)")
+        print(
+            f"ratio                  {ours / source:7.2f}   (send phase alone:"
+            f" {whole.send_rate:.0f} msg/s, {whole.send_rate / source:.2f})"
+        )
+        print(
+            f"planning               {whole.plan_seconds:7.2f} s, peak RSS {whole.rss_mb:.0f} MB\n"
+        )
+
+        # 3. PostgreSQL: one worker, then two together
+        admin = cluster.url()
+        one_url = fresh_database(admin, "one")
+        one = send(small, environment(port, one_url))
+        two_url = fresh_database(admin, "two")
+        env = environment(port, two_url)
+        started = time.perf_counter()
+        procs = [start_send(small, env, 4), start_send(small, env, 4)]
+        pair = [finish(p, started) for p in procs]
+        together = options.small / max(r.wall for r in pair)
+        print(f"## {options.small} recipients on one outbox, 4 sessions per worker")
+        print(
+            f"{'outbox':<28} {'msg/s (start to exit)':>22} {'send phase':>11} {'sent by each':>14}"
+        )
+        print(f"{'SQLite, 1 worker':<28} {ours:>22.0f} {whole.send_rate:>11.0f} {whole.sent:>14}")
+        print(
+            f"{'PostgreSQL, 1 worker':<28} {options.small / one.wall:>22.0f}"
+            f" {one.send_rate:>11.0f} {one.sent:>14}"
+        )
+        print(
+            f"{'PostgreSQL, 2 workers':<28} {together:>22.0f}"
+            f" {sum(r.send_rate for r in pair):>11.0f}"
+            f" {' + '.join(str(r.sent) for r in pair):>14}"
+        )
+        pg_per_row = postgres_bytes(one_url) / options.small
+        print()
+
+        if not options.skip_large:
+            large = make_project(options.large)
+            projects.append(large)
+            big = send(large, environment(port))
+            # The 10,000 reference again right after: the machine's load drifts over a long run.
+            shutil.rmtree(small / ".newsletter")
+            again = send(small, environment(port))
+            reference = (whole.send_rate + again.send_rate) / 2
+            print(f"## {options.large} recipients, 4 sessions, SQLite")
+            print(f"peak RSS               {big.rss_mb:7.0f} MB   (target <= 150)")
+            print(f"planning               {big.plan_seconds:7.1f} s    (target <= 20)")
+            print(
+                f"send phase             {big.send_rate:7.0f} msg/s (at {options.small}:"
+                f" {whole.send_rate:.0f} before, {again.send_rate:.0f} after; ratio"
+                f" {big.send_rate / reference:.2f}, target 0.9-1.1)"
+            )
+            print(f"whole command          {big.wall:7.0f} s")
+            blocks = rate_by_block(large, max(options.large // 10, 1))
+            print(
+                "send rate by tenth of the run (msg/s): "
+                + ", ".join(f"{r:.0f}" for r in blocks)
+                + f" (last / first {blocks[-1] / blocks[0]:.2f})"
+            )
+            sqlite_per_row = sqlite_bytes(large) / options.large
+            print()
+        print("## outbox on disk per recipient")
+        print(f"SQLite                 {sqlite_per_row:7.0f} bytes")
+        print(f"PostgreSQL             {pg_per_row:7.0f} bytes (table + indexes, after VACUUM)")
+    finally:
+        sink.terminate()
+        sink.wait()
+        cluster.stop()
+        for folder in projects:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

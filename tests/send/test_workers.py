@@ -1,0 +1,175 @@
+"""Many workers, one send, on a real PostgreSQL outbox: two `newsletter send` processes share the
+run, one is killed with SIGKILL mid-run, and a server counting every message by Message-ID sees
+no recipient twice; the survivor takes the dead worker's unstarted rows once its lease expires."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from support.sendcli import (
+    children,
+    environment,
+    finish,
+    newsletter,
+    spawn,
+    sqlite_states,
+    wait_for,
+    write_list,
+)
+from support.smtp import Fault, FaultyHandler, start
+
+pytestmark = pytest.mark.slow
+
+N = 300
+
+
+def states(url: str) -> dict[str, tuple[str, str | None]]:
+    with psycopg.connect(url) as db:
+        rows = db.execute("SELECT recipient, state, message_id FROM deliveries WHERE list = 'main'")
+        return {r: (s, m) for r, s, m in rows}
+
+
+def workers(url: str) -> dict[str, str]:
+    with psycopg.connect(url) as db:
+        try:
+            return dict(db.execute("SELECT id, state FROM workers").fetchall())
+        except psycopg.errors.UndefinedTable:  # no worker has started yet
+            return {}
+
+
+async def both_active(url: str, timeout: float = 60) -> None:
+    """Both workers registered (a loaded machine may take seconds to start the second)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while sum(1 for s in workers(url).values() if s == "active") < 2:
+        assert loop.time() < deadline, f"workers: {workers(url)}"
+        await asyncio.sleep(0.05)
+
+
+async def test_two_workers_one_killed_no_doubles(project: Path, postgres_url: str) -> None:
+    addresses = write_list(project / "big.csv", N)
+    # A pause inside DATA keeps uploads in flight, so the kill lands in the in-doubt window.
+    handler = FaultyHandler([Fault("data", sleep=0.1)])
+    async with start(handler) as server:
+        env = environment(
+            server.port,
+            NEWSLETTER_LISTS__MAIN__PATH="big.csv",
+            NEWSLETTER_OUTBOX__URL=postgres_url,
+            NEWSLETTER_SEND__LEASE="2",
+        )
+        args = ["send", "--issue", "14", "--yes", "--concurrency", "2"]
+        doomed = await spawn(args, env, project)
+        survivor = await spawn(args, env, project)
+        try:
+            await both_active(postgres_url)
+            await wait_for(handler, 20)
+            status = await newsletter(["status", "--issue", "14"], env, project)
+            assert status.out.count("  worker    ") == 2, status.out
+            assert len(handler.received) < N - 50  # the kill lands mid-run
+        finally:
+            doomed.kill()
+        killed = await finish(doomed)
+        assert killed.code == -signal.SIGKILL
+        done = await finish(survivor, timeout=180)
+        # The survivor alone finished the send: the rows the dead worker had claimed came
+        # back to it when the lease expired.
+        after = states(postgres_url)
+        await asyncio.sleep(0.3)  # the server stores the uploads the dead worker left behind
+        rerun = await newsletter(args, env, project)
+    assert done.code in (0, 3), done.err
+    assert rerun.code in (0, 3), rerun.err
+    rows = states(postgres_url)
+    assert sorted(rows) == sorted(addresses)
+    assert {s for s, _ in after.values()} <= {"sent", "unknown"}
+    assert rows == after
+    # Nobody got two copies, and no Message-ID reached the server twice.
+    assert max(handler.by_message_id.values()) == 1
+    assert max(handler.by_recipient.values()) == 1
+    assert {s for s, _ in rows.values()} <= {"sent", "unknown"}
+    unknown = sorted(r for r, (s, _) in rows.items() if s == "unknown")
+    # The survivor reported each upload the dead worker left in doubt, once its lease expired.
+    for recipient in unknown:
+        assert f"unknown: {recipient} interrupted during DATA" in done.out, done.out
+    assert set(addresses) - set(handler.by_recipient) <= set(unknown)
+    assert sorted(workers(postgres_url).values()).count("dead") == 1
+
+
+async def test_planning_happens_once_and_the_rate_is_the_runs(
+    project: Path, postgres_url: str
+) -> None:
+    write_list(project / "big.csv", 40)
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        env = environment(
+            server.port,
+            NEWSLETTER_LISTS__MAIN__PATH="big.csv",
+            NEWSLETTER_OUTBOX__URL=postgres_url,
+            NEWSLETTER_SEND__LEASE="1.5",
+        )
+        args = ["send", "--issue", "14", "--yes", "--concurrency", "2", "--rate", "20"]
+        first = await spawn(args, env, project)
+        second = await spawn(args, env, project)
+        results = [await finish(first), await finish(second)]
+    assert [r.code for r in results] == [0, 0], [r.err for r in results]
+    with psycopg.connect(postgres_url) as db:
+        (generation,) = db.execute("SELECT generation FROM plans").fetchone() or (0,)
+    assert generation == 1  # the second worker shared the first one's plan
+    assert len(handler.by_recipient) == 40
+    assert max(handler.by_message_id.values()) == 1
+    times = sorted(r.at for r in handler.received)
+    # 40 messages at 20/s for the whole run take about 2 s, not 1 s (two workers at 20/s each).
+    assert times[-1] - times[0] >= 1.5
+
+
+async def test_worker_processes_share_a_postgres_send(project: Path, postgres_url: str) -> None:
+    addresses = write_list(project / "big.csv", 60)
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        env = environment(
+            server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv", NEWSLETTER_OUTBOX__URL=postgres_url
+        )
+        args = ["send", "--issue", "14", "--yes", "--concurrency", "4", "--processes", "2"]
+        done = await newsletter(args, env, project)
+    assert done.code == 0, done.err
+    assert "planned: 60 recipients (60 new, 0 skipped)" in done.out
+    assert sorted(handler.by_recipient) == sorted(addresses)
+    assert max(handler.by_message_id.values()) == 1
+    assert {s for s, _ in states(postgres_url).values()} == {"sent"}
+    # The parent (planning) and its two worker processes, all retired.
+    assert sorted(workers(postgres_url).values()) == ["done"] * 3
+
+
+async def test_a_dead_worker_process_leaves_its_rows_to_its_sibling(project: Path) -> None:
+    """SQLite, --processes 2: one worker process is killed; its sibling takes its rows once the
+    lease expires, and the run ends (stopped: a worker died) with nothing doubled."""
+    addresses = write_list(project / "big.csv", N)
+    handler = FaultyHandler([Fault("data", sleep=0.05)])
+    async with start(handler) as server:
+        env = environment(
+            server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv", NEWSLETTER_SEND__LEASE="2"
+        )
+        args = ["send", "--issue", "14", "--yes", "--concurrency", "4", "--processes", "2"]
+        proc = await spawn(args, env, project)
+        try:
+            await wait_for(handler, 20)
+            doomed = sorted(children(proc.pid))[0]
+            os.kill(doomed, signal.SIGKILL)
+            done = await finish(proc, timeout=180)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+    assert done.code == 4, done.err
+    assert "a worker process died" in done.err
+    rows = sqlite_states(project)
+    assert sorted(rows) == sorted(addresses)
+    assert {s for s, _ in rows.values()} <= {"sent", "unknown"}
+    assert max(handler.by_message_id.values()) == 1
+    assert set(addresses) - set(handler.by_recipient) <= {
+        r for r, (s, _) in rows.items() if s == "unknown"
+    }
