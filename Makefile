@@ -41,8 +41,8 @@ demo: $(STAMP)
 	$(BIN)/newsletter unsubscribe $(DEMO_BOUNCE) --list staging --undo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks docs
+	$(BIN)/ruff format --check src tests benchmarks docs
 	$(BIN)/mypy src
 
 test: lint

@@ -23,6 +23,8 @@ from newsletter.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = 40
+RENDER_TARGET_MS = 5.0
+SIZE_TARGET_KB = 60
 
 
 def full_render(settings: Settings) -> float:
@@ -66,6 +68,11 @@ def main() -> None:
         print(f"{name:<12} {statistics.median(samples):>10.2f} {p90:>8.2f}")
     ratio = statistics.median(times["premailer"]) / statistics.median(times["css-inline"])
     print(f"ratio premailer / css-inline, full render: {ratio:.1f}x")
+    default = statistics.median(times["css-inline"])
+    print(
+        f"full render with the default inliner, target < {RENDER_TARGET_MS:.0f} ms: "
+        f"{'met' if default < RENDER_TARGET_MS else 'NOT met'}"
+    )
     html, css = compile_issue(load_issue(base.issues_dir, 14), base)
     inline: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(RUNS):
@@ -80,8 +87,8 @@ def main() -> None:
         size, encoding = html_part_size(settings)
         print(
             f"encoded HTML part with {name}: {size / 1024:.1f} KB ({encoding}), "
-            f"{size / GMAIL_CLIP:.0%} of Gmail's 102 KB; target < 90 KB: "
-            f"{'met' if size < 90 * 1024 else 'NOT met'}"
+            f"{size / GMAIL_CLIP:.0%} of Gmail's 102 KB; target < {SIZE_TARGET_KB} KB: "
+            f"{'met' if size < SIZE_TARGET_KB * 1024 else 'NOT met'}"
         )
 
 

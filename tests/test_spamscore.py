@@ -23,6 +23,7 @@ from newsletter.spamscore import (
     SpamScore,
     SpamUnavailable,
     score_message,
+    score_message_async,
     spam_findings,
 )
 
@@ -107,3 +108,11 @@ def test_a_missing_program_says_how_to_install_it(tmp_path: Path) -> None:
 def test_a_program_without_a_report_is_named_with_its_exit_code() -> None:
     result = score_message(b"Subject: x\r\n\r\nx\r\n", program="false")
     assert result == SpamUnavailable("`false` exited with code 1 without a report")
+
+
+@pytest.mark.usefixtures("spamassassin")
+async def test_the_preview_s_async_run_gives_the_same_verdict(settings: Settings) -> None:
+    data = sample_bytes(settings, "staging")
+    assert await score_message_async(data) == score_message(data)
+    missing = await score_message_async(data, program="no-such-spamassassin")
+    assert isinstance(missing, SpamUnavailable)

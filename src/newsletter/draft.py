@@ -2,12 +2,13 @@
 sizes and check findings.
 
 `build`, `check` and the preview all show an issue through `review`, so they see the same
-pipeline as `send` (issue file -> render -> one sample recipient's message) and the sample is
-parsed once. `write_files` puts a review on disk for `newsletter build`.
+pipeline as `send` (issue file -> dated -> render -> one sample recipient's message) and the
+sample is parsed once. `write_files` puts a review on disk for `newsletter build`.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import email
 import email.policy
 from dataclasses import dataclass
@@ -15,10 +16,12 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from newsletter.checks import Finding, encoded_size, run_checks
+from newsletter.errors import NewsletterError
 from newsletter.issues import load_issue_file
 from newsletter.mail.message import sample_message
 from newsletter.models import Issue, RenderedEmail
-from newsletter.render import preheader_for, render_issue
+from newsletter.outbox import open_outbox, outbox_exists
+from newsletter.render import dated, preheader_for, render_issue
 from newsletter.settings import Settings
 
 
@@ -52,7 +55,8 @@ class Draft:
 def review(settings: Settings, path: Path, list_name: str) -> Draft:
     """Load, render once, build the sample message for `list_name`, parse it once, check it."""
     issue = load_issue_file(path)
-    rendered = render_issue(issue, settings)
+    # The email shows the date a send now would; the Draft keeps the file's own (or none).
+    rendered = render_issue(dated_for_sending(settings, issue), settings)
     sample, ephemeral = sample_message(rendered, settings, list_name)
     message = email.message_from_bytes(sample.data, policy=email.policy.default)
     assert isinstance(message, EmailMessage)
@@ -75,6 +79,30 @@ def review(settings: Settings, path: Path, list_name: str) -> Draft:
         findings=run_checks(issue, rendered, parts),
         ephemeral_key=ephemeral,
     )
+
+
+def dated_for_sending(settings: Settings, issue: Issue) -> Issue:
+    """`issue` with the date its readers see: its own `date:`, else the day it first went to a
+    subscriber list, else today (what a send started now shows; a resumed send keeps the day
+    of its first message)."""
+    try:
+        first = sent_dates(settings).get(issue.number)
+    except NewsletterError:
+        # The log is out of reach (a PostgreSQL server the editor's machine cannot see): date
+        # it as if sent now; a real send stops at the log anyway.
+        first = None
+    return dated(issue, first or dt.datetime.now(dt.UTC).date())
+
+
+def sent_dates(settings: Settings, *, include_staging: bool = False) -> dict[int, dt.date]:
+    """The day each issue first went to a subscriber list (staging sends count only if asked),
+    from the delivery log; read only: where nothing was sent there is no log to create."""
+    if not outbox_exists(settings.outbox_target):
+        return {}
+    lists = [n for n, chosen in settings.lists.items() if include_staging or not chosen.staging]
+    with open_outbox(settings.outbox_target) as outbox:
+        first = outbox.first_sent(lists)
+    return {issue: dt.datetime.fromisoformat(when).date() for issue, when in first.items()}
 
 
 def write_files(draft: Draft, folder: Path) -> list[Path]:

@@ -8,10 +8,12 @@ Where the program is missing or fails, the result says so and how to fix it; not
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from subprocess import PIPE
 
 from newsletter.checks import Finding
 
@@ -80,28 +82,59 @@ def score_message(data: bytes, *, program: str = PROGRAM) -> SpamResult:
     """Run SpamAssassin on one message's bytes and parse its report."""
     found = shutil.which(program)
     if found is None:
-        return SpamUnavailable(f"`{program}` is not installed; {INSTALL_HINT}")
+        return _missing(program)
     try:
         done = subprocess.run(
-            [found, *_ARGS],
-            input=data,
-            capture_output=True,
-            timeout=TIMEOUT,
-            check=False,
+            [found, *_ARGS], input=data, capture_output=True, timeout=TIMEOUT, check=False
         )
     except subprocess.TimeoutExpired:
-        return SpamUnavailable(f"`{program}` did not answer within {TIMEOUT:.0f} s")
+        return _too_slow(program)
     except OSError as exc:
-        return SpamUnavailable(f"`{program}` could not be started: {exc.strerror or exc}")
-    output = done.stdout.decode("utf-8", "replace")
-    parsed = parse_report(output)
-    if parsed is None:
-        error = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        said = f": {error[-1]}" if error else ""
-        return SpamUnavailable(
-            f"`{program}` exited with code {done.returncode} without a report{said}"
+        return _not_started(program, exc)
+    return _read(program, done.returncode, done.stdout, done.stderr)
+
+
+async def score_message_async(data: bytes, *, program: str = PROGRAM) -> SpamResult:
+    """score_message for an event loop (the preview): cancelling it ends the process."""
+    found = shutil.which(program)
+    if found is None:
+        return _missing(program)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            found, *_ARGS, stdin=PIPE, stdout=PIPE, stderr=PIPE
         )
-    return parsed
+    except OSError as exc:
+        return _not_started(program, exc)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(data), TIMEOUT)
+    except TimeoutError:
+        return _too_slow(program)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    return _read(program, process.returncode, out, err)
+
+
+def _missing(program: str) -> SpamUnavailable:
+    return SpamUnavailable(f"`{program}` is not installed; {INSTALL_HINT}")
+
+
+def _too_slow(program: str) -> SpamUnavailable:
+    return SpamUnavailable(f"`{program}` did not answer within {TIMEOUT:.0f} s")
+
+
+def _not_started(program: str, exc: OSError) -> SpamUnavailable:
+    return SpamUnavailable(f"`{program}` could not be started: {exc.strerror or exc}")
+
+
+def _read(program: str, code: int | None, out: bytes, err: bytes) -> SpamResult:
+    parsed = parse_report(out.decode("utf-8", "replace"))
+    if parsed is not None:
+        return parsed
+    lines = err.decode("utf-8", "replace").strip().splitlines()
+    said = f": {lines[-1]}" if lines else ""
+    return SpamUnavailable(f"`{program}` exited with code {code} without a report{said}")
 
 
 def parse_report(output: str) -> SpamScore | None:

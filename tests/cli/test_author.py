@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import email
 import email.policy
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from email.message import EmailMessage
@@ -201,3 +203,19 @@ def test_check_refuses_a_link_that_would_carry_each_readers_unsubscribe_url(
         "__NL_UNSUBSCRIBE_URL__: words starting with __NL_ are filled in per reader (with their "
         "name or unsubscribe link); remove it"
     )
+
+
+def test_build_dates_the_email_even_when_the_delivery_log_is_out_of_reach(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The date comes from the log when it can be read; a PostgreSQL log the editor's machine
+    cannot reach does not stop `build` (the email is dated as if sent now)."""
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("NEWSLETTER_OUTBOX__URL", f"postgresql://editor@127.0.0.1:{port}/news")
+    code, _, err = run("build", "--issue", "14")
+    assert code == 0, err
+    html = (project / "out" / "14" / "email.html").read_text(encoding="utf-8")
+    today = dt.datetime.now(dt.UTC).date()
+    assert f'<time datetime="{today.isoformat()}">' in html

@@ -1,62 +1,79 @@
-"""The preview's online checks: one run per rendered issue, in the background.
+"""The preview's slow checks (online checks, SpamAssassin): one run per rendered issue and kind,
+in the background.
 
-A page asks for the report of the issue it shows. The first ask starts a run and waits a moment
-for it (with a warm cache it is done in a few milliseconds, so a save shows its results at
-once); if it is still running, the page shows that, and `done` is called when it finishes so the
-open pages fetch themselves again. A new render (a save) starts a new run; results stay in the
-preflight cache, so only what changed goes to the network.
+A page asks for the result for the issue it shows. The first ask starts a run and waits up to
+`wait` seconds for it (online checks with a warm cache are done in a few milliseconds, so a save
+shows their results at once); if it is still running, the page shows that, and `done` is called
+when it finishes so the open pages fetch themselves again. A new render (a save) starts a new
+run and cancels the old one; online results stay in the preflight cache, so only what changed
+goes to the network.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, TypeVar
 
 from newsletter.errors import NewsletterError
 from newsletter.models import Issue
 from newsletter.preflight.run import OnlineReport, list_size, run_online
 from newsletter.settings import Settings
 
-WAIT = 0.25  # seconds a page waits for a run before it shows "running"
+WAIT = 0.25  # seconds a page waits for an online run before it shows "running"
+T = TypeVar("T")
 
 
-class _Run:
-    def __init__(self, key: object, task: asyncio.Task[OnlineReport]) -> None:
+class _Run(Generic[T]):
+    def __init__(self, key: object, task: asyncio.Task[T]) -> None:
         self.key = key
         self.task = task
         self.awaited = False  # a page was shown without the result: announce it when done
 
 
-class BackgroundChecks:
-    def __init__(self, done: Callable[[], None]) -> None:
-        self._done = done
-        self._runs: dict[int, _Run] = {}
+class BackgroundRuns(Generic[T]):
+    """One kind of slow check, run per issue for its latest render."""
 
-    async def report(
-        self, key: object, settings: Settings, issue: Issue, message: bytes, list_name: str
-    ) -> OnlineReport | None:
-        """The report for this render of `issue` (`key` names the render), or None while the
-        run goes on."""
-        run = self._runs.get(issue.number)
+    def __init__(self, done: Callable[[], None], wait: float = WAIT) -> None:
+        self._done = done
+        self._wait = wait
+        self._runs: dict[int, _Run[T]] = {}
+
+    async def result(
+        self, key: object, number: int, start: Callable[[], Coroutine[Any, Any, T]]
+    ) -> T | None:
+        """The result for this render of issue `number` (`key` names the render; `start`
+        makes the run), or None while the run goes on."""
+        run = self._runs.get(number)
         if run is None or run.key is not key:
             if run is not None:
                 run.task.cancel()
-            task = asyncio.get_running_loop().create_task(
-                _guarded(settings, issue, message, list_name)
-            )
-            run = self._runs[issue.number] = _Run(key, task)
+            task = asyncio.get_running_loop().create_task(start())
+            run = self._runs[number] = _Run(key, task)
             task.add_done_callback(functools.partial(self._finished, run))
-        if not run.task.done():
-            await asyncio.wait({run.task}, timeout=WAIT)
+        if not run.task.done() and self._wait > 0:
+            await asyncio.wait({run.task}, timeout=self._wait)
         if not run.task.done():
             run.awaited = True
             return None
         return run.task.result()
 
-    def _finished(self, run: _Run, _: object) -> None:
+    def _finished(self, run: _Run[T], _: object) -> None:
         if run.awaited and not run.task.cancelled():
             self._done()
+
+
+class BackgroundChecks(BackgroundRuns[OnlineReport]):
+    """`[check] online` in the preview."""
+
+    async def report(
+        self, key: object, settings: Settings, issue: Issue, message: bytes, list_name: str
+    ) -> OnlineReport | None:
+        """The report for this render of `issue`, or None while the run goes on."""
+        return await self.result(
+            key, issue.number, lambda: _guarded(settings, issue, message, list_name)
+        )
 
 
 async def _guarded(

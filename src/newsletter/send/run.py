@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+from newsletter.draft import dated_for_sending
 from newsletter.errors import DeliveryError, display_path
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory, write_eml_files
@@ -56,7 +57,7 @@ def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
     problem raises before anything is sent."""
     mailing_list = settings.mailing_list(list_name)
     key = signing_key(settings, allow_ephemeral=False)
-    issue = load_issue(settings.issues_dir, number)
+    issue = dated_for_sending(settings, load_issue(settings.issues_dir, number))
     rendered = render_issue(issue, settings)
     factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
     report = ListReport(settings.resolve(mailing_list.path))
@@ -203,7 +204,8 @@ def dry_run(settings: Settings, number: int, list_name: str, out: Path) -> DryRu
     no SMTP, and the delivery log is only read (a dry run never creates it)."""
     mailing_list = settings.mailing_list(list_name)
     key = signing_key(settings, allow_ephemeral=True)
-    rendered = render_issue(load_issue(settings.issues_dir, number), settings)
+    issue = dated_for_sending(settings, load_issue(settings.issues_dir, number))
+    rendered = render_issue(issue, settings)
     factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
     suppressed: frozenset[str] = frozenset()
     if outbox_exists(settings.outbox_target):

@@ -420,6 +420,7 @@ def test_checks_show_the_spam_score_when_spamassassin_answers(preview: RunningPr
         pytest.skip("spamassassin is not installed (apt-get install spamassassin)")
     gtube = "XJS\\*C4JDBQADN1.NSBN3\\*2IDNEN\\*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL\\*C.34X"
     preview.rewrite("sections:", f"intro: {gtube}\nsections:")
+    wait_for(preview, "/issues/14/text.txt", "GTUBE")  # the save is seen: no version event later
     with httpx.stream("GET", preview.url + "/events", timeout=30) as stream:
         lines = stream.iter_lines()
         version = next_event(lines)

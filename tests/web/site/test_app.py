@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime as dt
 import email
 import email.policy
 import os
@@ -12,6 +13,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -440,6 +442,30 @@ def test_the_index_dates_an_issue_by_its_file_or_its_first_send(
     path = project / "issues" / "14.yaml"
     path.write_text(path.read_text(encoding="utf-8") + "date: 2021-11-08\n", encoding="utf-8")
     assert '<time datetime="2021-11-08">2021-11-08</time>' in httpx.get(index).text
+
+
+def test_the_email_is_dated_by_its_file_or_its_first_send(
+    project: Path, service: RunningService
+) -> None:
+    """The archive page shows no date for an issue never sent; `build` (like a send) shows the
+    day it would go out; after the first send to subscribers both show that day."""
+    page = f"{service.url}/issues/14"
+    assert 'class="nl-date"' not in httpx.get(page).text
+    today = dt.datetime.now(dt.UTC).date()
+    assert cli_run("build", "--issue", "14")[0] == 0
+    built = (project / "out" / "14" / "email.html").read_text(encoding="utf-8")
+    assert f'<time datetime="{today.isoformat()}">' in built
+    mark_sent(service.settings, "main", [ALICE])
+    with sqlite3.connect(service.settings.database) as db:  # as if it went out on 1 Nov 2021
+        db.execute("UPDATE deliveries SET sent_at = '2021-11-01T09:30:00.000+00:00'")
+    db.close()
+    assert '<time datetime="2021-11-01">2021年11月1日</time>' in httpx.get(page).text
+    assert cli_run("build", "--issue", "14")[0] == 0
+    built = (project / "out" / "14" / "email.html").read_text(encoding="utf-8")
+    assert '<time datetime="2021-11-01">2021年11月1日</time>' in built
+    assert "AI系统内容推荐 · 2021年11月1日" in (project / "out" / "14" / "email.txt").read_text(
+        encoding="utf-8"
+    )
 
 
 def mark_sent(settings: Settings, list_name: str, addresses: list[str]) -> None:

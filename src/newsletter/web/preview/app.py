@@ -72,7 +72,6 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
                 await asyncio.wait_for(watcher, 2)
 
-    workspace.on_spam_score = hub.publish_checks
     pages = Pages(workspace, hub)
     middleware = []
     if trusted_hosts:

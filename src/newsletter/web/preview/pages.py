@@ -19,9 +19,9 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response, Strea
 
 from newsletter.checks import GMAIL_CLIP, KB
 from newsletter.errors import IssueNotFoundError, NewsletterError
-from newsletter.preflight.background import BackgroundChecks
+from newsletter.preflight.background import BackgroundChecks, BackgroundRuns
 from newsletter.send.mailbox import captured_messages
-from newsletter.spamscore import spam_findings
+from newsletter.spamscore import SpamResult, score_message_async, spam_findings
 from newsletter.web.listen import NO_STORE, page_environment
 
 if TYPE_CHECKING:
@@ -90,6 +90,11 @@ class Pages:
         self.hub = hub
         # [check] online: a run per render; one that finishes late reloads the open pages.
         self.online = BackgroundChecks(hub.publish)
+        # SpamAssassin (~1.5 s) is never waited for: its result updates the Checks tab alone,
+        # through a "checks" event that leaves the email frame as it is.
+        self.spam: BackgroundRuns[SpamResult] = BackgroundRuns(
+            lambda: hub.publish(checks=True), wait=0
+        )
 
     def _page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         settings = self.workspace.settings
@@ -135,15 +140,18 @@ class Pages:
             online = await self.online.report(
                 view, settings, view.issue, view.message, self.workspace.list_name
             )
-        spam = None if view.error else self.workspace.spam_score(view)
-        findings = view.findings + (spam_findings(spam) if spam is not None else [])
+        spam = None
+        if view.error is None:
+            message = view.message
+            spam = await self.spam.result(view, view.number, lambda: score_message_async(message))
+        checks = view.findings + (spam_findings(spam) if spam is not None else [])
         return self._page(
             "issue.html",
             view=view,
+            checks=sorted(checks, key=lambda f: f.level != "error"),
+            spam=spam,
             online_on=settings.check.online,
             online=online,
-            spam=spam,
-            findings=sorted(findings, key=lambda f: f.level != "error"),
             state="error" if view.error else "ok",
             email_src="" if view.error else f"/issues/{view.number}/email.html",
             sample=f"{settings.newsletter.sample_name} <{settings.newsletter.sample_email}>",

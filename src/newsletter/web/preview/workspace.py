@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import queue
 import secrets
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -29,14 +26,12 @@ from newsletter.errors import NewsletterError
 from newsletter.issues import issue_number_of, issue_path, list_issue_numbers
 from newsletter.models import Issue, RenderedEmail
 from newsletter.settings import DEFAULT_LIST, Settings, load_settings
-from newsletter.spamscore import SpamResult, score_message
 
 logger = logging.getLogger(__name__)
 # Wait this long for a burst of file events to settle: long enough to see an editor's
 # write-then-rename as one save, short enough to stay well inside the 300 ms budget.
 WATCH_STEP_MS = 30
 KEEPALIVE_SECONDS = 15.0
-SPAM_SCORES_KEPT = 32
 
 
 @dataclass(frozen=True)
@@ -66,14 +61,6 @@ class IssueView:
     def errors(self) -> int:
         return sum(1 for f in self.findings if f.level == "error")
 
-    @property
-    def content_key(self) -> str:
-        """What SpamAssassin's verdict depends on; the same for a save that changed nothing."""
-        if self.rendered is None:
-            return ""
-        content = "\0".join((self.subject, self.rendered.html, self.rendered.text))
-        return hashlib.sha256(content.encode()).hexdigest()
-
 
 class Workspace:
     """The project as the preview sees it: settings reloaded on change, issues rendered on use."""
@@ -91,15 +78,6 @@ class Workspace:
         self.settings = settings
         self.config_error: NewsletterError | None = None
         self._views: dict[int, IssueView] = {}
-        # SpamAssassin takes ~1.5 s, five times the save-to-reload budget: it scores in a
-        # thread, and `on_spam_score` (the app's Hub) tells the open pages when it is done.
-        self.on_spam_score: Callable[[], None] | None = None
-        self._spam: dict[str, SpamResult] = {}
-        self._scoring: set[str] = set()
-        self._latest: dict[int, str] = {}  # issue -> the content its page shows now
-        self._spam_lock = threading.Lock()
-        self._spam_queue: queue.SimpleQueue[tuple[int, str, bytes]] = queue.SimpleQueue()
-        self._spam_worker: threading.Thread | None = None
         if settings is None:
             self.reload_settings()
 
@@ -164,44 +142,6 @@ class Workspace:
             self._views[number] = view
         return self._views[number]
 
-    def spam_score(self, view: IssueView) -> SpamResult | None:
-        """SpamAssassin's verdict on the view's sample message; None while it is being scored
-        (the first call queues it)."""
-        key = view.content_key
-        if not key:
-            return None
-        with self._spam_lock:
-            self._latest[view.number] = key
-            if key in self._spam:
-                return self._spam[key]
-            if key in self._scoring:
-                return None
-            self._scoring.add(key)
-            if self._spam_worker is None:
-                self._spam_worker = threading.Thread(target=self._score_queued, daemon=True)
-                self._spam_worker.start()
-        self._spam_queue.put((view.number, key, view.message))
-        return None
-
-    def _score_queued(self) -> None:
-        """One SpamAssassin at a time; a version saved over before its turn is skipped."""
-        while True:
-            number, key, message = self._spam_queue.get()
-            with self._spam_lock:
-                stale = self._latest.get(number) != key
-                if stale:
-                    self._scoring.discard(key)
-            if stale:
-                continue
-            result = score_message(message)
-            with self._spam_lock:
-                self._scoring.discard(key)
-                self._spam[key] = result
-                while len(self._spam) > SPAM_SCORES_KEPT:
-                    del self._spam[next(iter(self._spam))]
-            if self.on_spam_score is not None:
-                self.on_spam_score()
-
 
 def build_view(settings: Settings, number: int, list_name: str = DEFAULT_LIST) -> IssueView:
     """The send pipeline for the sample recipient; any failure becomes the view's error.
@@ -265,6 +205,8 @@ class Hub:
         self._loop = loop
 
     def publish(self, *, mail: bool = False, checks: bool = False) -> None:
+        """A new version of the project's files; or with `mail`, a change to the capture
+        mailbox; or with `checks`, a background check (SpamAssassin) that finished."""
         if mail:
             self.mail += 1
         elif checks:
@@ -273,12 +215,6 @@ class Hub:
             self.count += 1
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
-
-    def publish_checks(self) -> None:
-        """From any thread: a check that runs in the background (SpamAssassin) has finished."""
-        if self._loop is not None and not self._loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                self._loop.call_soon_threadsafe(lambda: self.publish(checks=True))
 
     def close(self) -> None:
         """Safe from any thread or a signal handler: ends every stream so shutdown is quick."""

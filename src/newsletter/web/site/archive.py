@@ -16,12 +16,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from newsletter.draft import sent_dates
 from newsletter.errors import NewsletterError
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
 from newsletter.links import how_to_unsubscribe_url, issue_url
 from newsletter.models import Issue, Placeholder
-from newsletter.outbox import open_outbox, outbox_exists
-from newsletter.render import render_issue
+from newsletter.render import dated, render_issue
 from newsletter.settings import Settings
 from newsletter.web.site.guard import error_log
 from newsletter.web.site.pages import render_page
@@ -99,26 +99,18 @@ class Archive:
         """The email of issue `number` as a public web page (see the module docstring)."""
         path = issue_path(self.settings.issues_dir, number)
         # A template edit changes every page, not only the issue's own file.
-        stamp = (*_stamp(path), *_folder_stamp(self.settings.templates_dir))
+        # So does a first send: it dates an issue file that has no `date:`.
+        sent = sent_dates(self.settings).get(number)
+        day = sent.toordinal() if sent else 0
+        stamp = (*_stamp(path), *_folder_stamp(self.settings.templates_dir), day)
         cached = self._pages.get(path)
         if cached is None or cached[0] != stamp:
-            rendered = render_issue(self.issue(number), self.settings)
+            rendered = render_issue(dated(self.issue(number), sent), self.settings)
             cached = self._pages[path] = (stamp, fill_public(rendered.html, self.settings, number))
         return cached[1]
 
     def how_to_unsubscribe_page(self, archive_href: str = "./") -> str:
         return render_page("how_to_unsubscribe.html", self.settings, archive_href=archive_href)
-
-
-def sent_dates(settings: Settings, *, include_staging: bool = False) -> dict[int, dt.date]:
-    """The day each issue first went to a subscriber list (staging sends count only if asked),
-    from the delivery log; read only: where nothing was sent there is no log to create."""
-    if not outbox_exists(settings.outbox_target):
-        return {}
-    lists = [n for n, chosen in settings.lists.items() if include_staging or not chosen.staging]
-    with open_outbox(settings.outbox_target) as outbox:
-        first = outbox.first_sent(lists)
-    return {issue: dt.datetime.fromisoformat(when).date() for issue, when in first.items()}
 
 
 _PLACEHOLDER = re.compile("|".join(re.escape(p.value) for p in Placeholder))

@@ -1,0 +1,87 @@
+"""Re-take the screenshots in docs/: issue 14 as the sample recipient gets it (680 and 375 px,
+light and dark) and the preview (desktop light, mobile dark). Run from the repo root:
+
+    .venv/bin/python docs/screenshots.py
+
+Needs Chromium (apt-get install chromium fonts-noto-cjk, or NEWSLETTER_CHROMIUM) and Playwright.
+Works on a throwaway copy of the project, so nothing in the repo but docs/*.png changes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+DOCS = Path(__file__).resolve().parent
+REPO = DOCS.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from conftest import CHROMIUM, CHROMIUM_ARGS, PROJECT_FILES  # noqa: E402
+from newsletter.draft import review  # noqa: E402
+from newsletter.issues import issue_path  # noqa: E402
+from newsletter.settings import load_settings  # noqa: E402
+from support.preview import running_preview  # noqa: E402
+
+FRAME_READY = "() => document.body.dataset.frameVersion === document.body.dataset.version"
+
+
+def copy_project(into: Path) -> Path:
+    root = into / "project"
+    root.mkdir()
+    for name in PROJECT_FILES:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, root / name)
+        else:
+            shutil.copy2(source, root / name)
+    return root
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = copy_project(Path(tmp))
+        os.chdir(root)
+        settings = load_settings(root / "newsletter.toml", environ={})
+        draft = review(settings, issue_path(settings.issues_dir, 14), "main")
+        page_file = root / "email.html"
+        page_file.write_text(draft.html, encoding="utf-8")
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            for name, width, height in (("desktop", 680, 1000), ("mobile", 375, 812)):
+                for scheme in ("light", "dark"):
+                    context = browser.new_context(
+                        viewport={"width": width, "height": height},
+                        color_scheme=scheme,
+                        device_scale_factor=1,
+                    )
+                    page = context.new_page()
+                    page.goto(page_file.as_uri())
+                    page.screenshot(path=str(DOCS / f"email-{name}-{scheme}.png"))
+                    context.close()
+            with running_preview(root) as preview:
+                context = browser.new_context(viewport={"width": 1200, "height": 860})
+                page = context.new_page()
+                page.goto(f"{preview.url}/issues/14")
+                page.wait_for_function(FRAME_READY)
+                page.screenshot(path=str(DOCS / "preview.png"))
+                page.click("[data-set='width:mobile']")
+                page.click("[data-set='scheme:dark']")
+                page.wait_for_function(FRAME_READY)
+                page.wait_for_timeout(300)
+                page.screenshot(path=str(DOCS / "preview-mobile-dark.png"))
+                # Back to the defaults, which the preview keeps in localStorage.
+                page.click("[data-set='width:desktop']")
+                page.click("[data-set='scheme:light']")
+                context.close()
+            browser.close()
+    for path in sorted(DOCS.glob("*.png")):
+        print(f"{path.relative_to(REPO)}  {path.stat().st_size / 1024:.0f} KB")
+
+
+if __name__ == "__main__":
+    main()
