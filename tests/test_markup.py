@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import random
 import xml.etree.ElementTree as ET
 
 import pytest
 
+from newsletter import markup
 from newsletter.markup import to_html, to_text
 
 
@@ -51,3 +53,13 @@ def test_text_drops_the_marks_and_writes_each_url_after_its_label() -> None:
 def test_empty_text_is_empty() -> None:
     assert to_html("") == ""
     assert to_text("") == ""
+
+
+def test_text_without_marks_takes_the_short_way_to_the_same_result() -> None:
+    # Most summaries have no markup; they skip markdown-it, and must come out the same.
+    rng = random.Random(14)
+    pieces = [*"ab cd\n\t#'\"&<>:/.-()（）。，、中文", "  ", "\n\n", "&amp;", "https://x.example"]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 30)))
+        assert to_html(text) == markup._html_from_tokens(text), text
+        assert to_text(text) == markup._text_from_tokens(text), text

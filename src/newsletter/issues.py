@@ -22,6 +22,7 @@ _ISSUE_FILE = re.compile(r"^(\d+)\.ya?ml$")
 # sections[0].items[0].links[0].url is 6 levels deep; libyaml allows 1,000, which is enough to
 # exhaust Python's stack in whatever walks the result.
 MAX_DEPTH = 12
+_STR_TAG = "tag:yaml.org,2002:str"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _SCALARS = yaml.constructor.SafeConstructor()
 
@@ -168,6 +169,8 @@ class _Index:
     def _check_scalar(self, node: yaml.ScalarNode, loc: Loc, line: int) -> None:
         """Build the value as the loader will: YAML's constructors raise bare ValueError and
         worse for `date: 2021-02-30` or `!!int abc`, which would be a traceback."""
+        if node.tag == _STR_TAG:
+            return  # text cannot fail to build (and nearly every value of an issue is text)
         construct = _SCALARS.yaml_constructors.get(node.tag)
         if construct is None:
             return  # an unknown tag: the loader reports it with its line

@@ -6,6 +6,7 @@ HTML included, stays literal text and is escaped. The HTML is well-formed XML, a
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from urllib.parse import urlsplit
 
@@ -14,6 +15,10 @@ from markdown_it.token import Token
 from markupsafe import Markup
 
 _SCHEMES = ("http", "https", "mailto")
+# What can open markup in the subset (emphasis, code, links, escapes) or what markdown-it's
+# input normalisation rewrites. Most summaries hold none of these: they render as themselves,
+# escaped, without building a token stream (that halves the render of a typical issue).
+_MARKS = re.compile(r"[*_`\[\]\\\r\0]")
 
 
 def _safe_link(url: str) -> bool:
@@ -33,13 +38,31 @@ def to_html(text: str) -> Markup:
     """Inline HTML for `text`; safe to mark up because markdown-it escapes all raw text."""
     if not text:
         return Markup("")
+    if not _MARKS.search(text):
+        return Markup(_escape(text).strip())  # noqa: S704
+    return _html_from_tokens(text)
+
+
+def _html_from_tokens(text: str) -> Markup:
     return Markup(_parser().renderInline(text).strip())  # noqa: S704
+
+
+def _escape(text: str) -> str:
+    """What markdown-it's renderer does to a text token (its escapeHtml)."""
+    escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return escaped.replace('"', "&quot;")
 
 
 def to_text(text: str) -> str:
     """The same summary as plain text: markers dropped, each link's URL written out after it."""
     if not text:
         return ""
+    if not _MARKS.search(text):
+        return text
+    return _text_from_tokens(text)
+
+
+def _text_from_tokens(text: str) -> str:
     out: list[str] = []
     hrefs: list[tuple[str, int]] = []
     for token in _inline_tokens(text):
