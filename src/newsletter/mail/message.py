@@ -82,6 +82,10 @@ class MessageFactory:
         self._base_url = settings.newsletter.base_url
         self.web_url = issue_url(self._base_url, rendered.issue_number)
         _check_url(self.web_url, "newsletter.base_url")
+        # The same for every recipient: encoded (and escaped) once per issue.
+        self._fixed = {
+            Placeholder.WEB_URL: (self.web_url.encode(), html.escape(self.web_url).encode())
+        }
 
         sender_name, self.sender = _parse_mailbox(settings.newsletter.sender, "newsletter.sender")
         self.domain = self.sender.rpartition("@")[2]
@@ -203,8 +207,14 @@ class MessageFactory:
             raise UnsafeHeaderError(f"stored Message-ID {message_id!r} is not a plain <id@domain>")
         shown = name or self._fallback_name
         values = Placeholder.values(name=shown, unsubscribe_url=unsubscribe, web_url=self.web_url)
-        text_values = [values[slot].encode() for slot in self._text[1]]
-        html_values = [html.escape(values[slot]).encode() for slot in self._html[1]]
+        fixed = self._fixed
+        text_values = [
+            fixed[slot][0] if slot in fixed else values[slot].encode() for slot in self._text[1]
+        ]
+        html_values = [
+            fixed[slot][1] if slot in fixed else html.escape(values[slot]).encode()
+            for slot in self._html[1]
+        ]
         mailto = f"mailto:{self._mailto}?subject=unsubscribe%20{token}"
         sender = self._return_path or self.sender
         tag_line = b""
