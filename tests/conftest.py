@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from newsletter.issues import load_issue
+from newsletter.models import Issue, RenderedEmail
 from newsletter.outbox import Outbox, open_outbox
+from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
 
 # The throwaway PostgreSQL cluster (one per session) and a fresh database per test.
@@ -58,6 +61,23 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def settings(project: Path) -> Settings:
     return load_settings(project / "newsletter.toml", environ={})
+
+
+# Issue 14 rendered with each inliner: the render and reader tests hold both to one standard.
+@pytest.fixture(params=["css-inline", "premailer"])
+def inliner_settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
+    render = settings.render.model_copy(update={"inliner": request.param})
+    return settings.model_copy(update={"render": render})
+
+
+@pytest.fixture
+def issue(settings: Settings) -> Issue:
+    return load_issue(settings.issues_dir, 14)
+
+
+@pytest.fixture
+def rendered(issue: Issue, inliner_settings: Settings) -> RenderedEmail:
+    return render_issue(issue, inliner_settings)
 
 
 def _unavailable() -> str | None:

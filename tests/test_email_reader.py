@@ -13,7 +13,6 @@ import re
 
 import pytest
 
-from newsletter.issues import load_issue
 from newsletter.models import Issue, Item, Link, RenderedEmail, Section
 from newsletter.render import (
     PREHEADER_LIMIT,
@@ -26,22 +25,6 @@ from newsletter.render import (
 from newsletter.settings import Settings
 
 CSS_RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")
-
-
-@pytest.fixture(params=["css-inline", "premailer"])
-def inliner_settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
-    render = settings.render.model_copy(update={"inliner": request.param})
-    return settings.model_copy(update={"render": render})
-
-
-@pytest.fixture
-def issue(settings: Settings) -> Issue:
-    return load_issue(settings.issues_dir, 14)
-
-
-@pytest.fixture
-def rendered(issue: Issue, inliner_settings: Settings) -> RenderedEmail:
-    return render_issue(issue, inliner_settings)
 
 
 def style_blocks(markup: str) -> list[str]:

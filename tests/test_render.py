@@ -11,26 +11,9 @@ import mjml
 import pytest
 
 from newsletter.errors import TemplateError
-from newsletter.issues import load_issue
 from newsletter.models import Issue, Item, Link, Placeholder, RenderedEmail, Section
 from newsletter.render import render_issue, section_number, site_name
 from newsletter.settings import Settings
-
-
-@pytest.fixture(params=["css-inline", "premailer"])
-def inliner_settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
-    render = settings.render.model_copy(update={"inliner": request.param})
-    return settings.model_copy(update={"render": render})
-
-
-@pytest.fixture
-def issue(settings: Settings) -> Issue:
-    return load_issue(settings.issues_dir, 14)
-
-
-@pytest.fixture
-def rendered(issue: Issue, inliner_settings: Settings) -> RenderedEmail:
-    return render_issue(issue, inliner_settings)
 
 
 def visible_text(markup: str) -> str:
