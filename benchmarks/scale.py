@@ -28,14 +28,23 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 
-from send import _SEARCH, SECRET, SINK, SOURCE, free_port, message_size, run_source, start_sink
+from send import (
+    _SEARCH,
+    SECRET,
+    SINK,
+    SOURCE,
+    copy_project,
+    free_port,
+    message_size,
+    run_source,
+    start_sink,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -55,13 +64,7 @@ class Run:
 
 
 def make_project(recipients: int) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="newsletter-scale-"))
-    for name in ("newsletter.toml", "issues", "templates"):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, folder / name)
-        else:
-            shutil.copy2(source, folder / name)
+    folder = copy_project("newsletter-scale-")
     with (folder / "list.csv").open("w", encoding="utf-8") as handle:
         handle.write("email,name\n")
         for start in range(0, recipients, 100_000):

@@ -80,14 +80,20 @@ def run_source(port: int, sessions: int, messages: int, size: int) -> float:
     return messages / (time.perf_counter() - start)
 
 
-def make_project(messages: int) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="newsletter-bench-"))
+def copy_project(prefix: str) -> Path:
+    """The repo's config, issues and templates in a fresh temporary folder."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
     for name in ("newsletter.toml", "issues", "templates"):
         source = ROOT / name
         if source.is_dir():
             shutil.copytree(source, folder / name)
         else:
             shutil.copy2(source, folder / name)
+    return folder
+
+
+def make_project(messages: int) -> Path:
+    folder = copy_project("newsletter-bench-")
     rows = "".join(f"reader{i:05d}@example.com,Reader {i}\n" for i in range(messages))
     (folder / "bench.csv").write_text("email,name\n" + rows, encoding="utf-8")
     return folder
