@@ -14,7 +14,6 @@ ratios. Targets: cold < 3 s, warm < 50 ms.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import ssl
 import statistics
 import sys
@@ -38,6 +37,7 @@ from newsletter.settings import load_settings  # noqa: E402
 from support.dkimkeys import dkim_value  # noqa: E402
 from support.dnszone import dns_server  # noqa: E402
 from support.onlineproject import configure  # noqa: E402
+from support.project import copy_project  # noqa: E402
 from support.websites import website  # noqa: E402
 
 LINK_HOSTS = ["arxiv.org", "github.com", "mp.weixin.qq.com", "doi.org", "zhuanlan.zhihu.com"]
@@ -47,14 +47,7 @@ WARM_RUNS = 30
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "project"
-        root.mkdir()
-        for name in ("newsletter.toml", "issues", "templates", "subscribers.example.csv"):
-            source = REPO / name
-            if source.is_dir():
-                shutil.copytree(source, root / name)
-            else:
-                shutil.copy2(source, root / name)
+        root = copy_project(Path(tmp) / "project")
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         ca = trustme.CA()
         ca_file = root / "ca.pem"

@@ -13,7 +13,6 @@ Run: `.venv/bin/python benchmarks/preview.py [RUNS]`.
 from __future__ import annotations
 
 import queue
-import shutil
 import statistics
 import sys
 import tempfile
@@ -31,6 +30,9 @@ from newsletter.web.preview.app import create_server
 from newsletter.web.preview.workspace import Workspace, build_view
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the project copy in tests/support/
+from support.project import copy_project  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 BUDGET_MS = 300.0
 SETTLE_S = 0.25
@@ -40,14 +42,7 @@ TITLE = "title: AI系统内容推荐第14期"
 @contextmanager
 def project_copy() -> Iterator[Path]:
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        for name in ("newsletter.toml", "issues", "templates"):
-            source = ROOT / name
-            if source.is_dir():
-                shutil.copytree(source, root / name)
-            else:
-                shutil.copy2(source, root / name)
-        yield root
+        yield copy_project(Path(tmp))
 
 
 @contextmanager

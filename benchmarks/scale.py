@@ -39,11 +39,11 @@ from send import (
     SECRET,
     SINK,
     SOURCE,
-    copy_project,
     free_port,
     message_size,
     run_source,
     start_sink,
+    temporary_project,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ class Run:
 
 
 def make_project(recipients: int) -> Path:
-    folder = copy_project("newsletter-scale-")
+    folder = temporary_project("newsletter-scale-")
     with (folder / "list.csv").open("w", encoding="utf-8") as handle:
         handle.write("email,name\n")
         for start in range(0, recipients, 100_000):

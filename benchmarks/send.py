@@ -30,6 +30,9 @@ from newsletter.render import render_issue
 from newsletter.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the project copy in tests/support/
+from support.project import copy_project  # noqa: E402
+
 # Debian installs both into sbin, which is not on every PATH.
 _SEARCH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
 SINK = shutil.which("smtp-sink", path=_SEARCH) or "smtp-sink"
@@ -80,20 +83,13 @@ def run_source(port: int, sessions: int, messages: int, size: int) -> float:
     return messages / (time.perf_counter() - start)
 
 
-def copy_project(prefix: str) -> Path:
+def temporary_project(prefix: str) -> Path:
     """The repo's config, issues and templates in a fresh temporary folder."""
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
-    for name in ("newsletter.toml", "issues", "templates"):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, folder / name)
-        else:
-            shutil.copy2(source, folder / name)
-    return folder
+    return copy_project(Path(tempfile.mkdtemp(prefix=prefix)))
 
 
 def make_project(messages: int) -> Path:
-    folder = copy_project("newsletter-bench-")
+    folder = temporary_project("newsletter-bench-")
     rows = "".join(f"reader{i:05d}@example.com,Reader {i}\n" for i in range(messages))
     (folder / "bench.csv").write_text("email,name\n" + rows, encoding="utf-8")
     return folder

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -27,20 +26,13 @@ from newsletter.mail.tokens import sign
 from newsletter.outbox import open_outbox
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT_FILES = ("newsletter.toml", "issues", "templates", "subscribers.example.csv")
+sys.path.insert(0, str(ROOT / "tests"))  # the project copy in tests/support/
+from support.project import copy_project  # noqa: E402
+
 SECRET = "benchmark-secret-0123456789abcdef"
 RUNS = 300
 BURST = 1000
 CLIENTS = 16
-
-
-def copy_project(target: Path) -> None:
-    for name in PROJECT_FILES:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, target / name)
-        else:
-            shutil.copy2(source, target / name)
 
 
 def start_server(project: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -10,7 +10,6 @@ Works on a throwaway copy of the project, so nothing in the repo but docs/*.png 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -21,30 +20,19 @@ DOCS = Path(__file__).resolve().parent
 REPO = DOCS.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from conftest import CHROMIUM, CHROMIUM_ARGS, PROJECT_FILES  # noqa: E402
+from conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from newsletter.draft import review  # noqa: E402
 from newsletter.issues import issue_path  # noqa: E402
 from newsletter.settings import load_settings  # noqa: E402
 from support.preview import running_preview  # noqa: E402
+from support.project import copy_project  # noqa: E402
 
 FRAME_READY = "() => document.body.dataset.frameVersion === document.body.dataset.version"
 
 
-def copy_project(into: Path) -> Path:
-    root = into / "project"
-    root.mkdir()
-    for name in PROJECT_FILES:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, root / name)
-        else:
-            shutil.copy2(source, root / name)
-    return root
-
-
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        root = copy_project(Path(tmp))
+        root = copy_project(Path(tmp) / "project")
         os.chdir(root)
         settings = load_settings(root / "newsletter.toml", environ={})
         draft = review(settings, issue_path(settings.issues_dir, 14), "main")

@@ -18,6 +18,7 @@ from newsletter.settings import Settings, load_settings
 
 # The throwaway PostgreSQL cluster (one per session) and a fresh database per test.
 from support.postgres import postgres_cluster, postgres_url  # noqa: F401
+from support.project import copy_project
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("NEWSLETTER_CHROMIUM", "/usr/bin/chromium")
@@ -32,26 +33,12 @@ CHROMIUM_ARGS = [
     "--disable-extensions",
     "--disable-dev-shm-usage",
 ]
-PROJECT_FILES = (
-    "newsletter.toml",
-    "issues",
-    "templates",
-    "subscribers.example.csv",
-    "staging.example.csv",
-)
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of the project in tmp_path, made the working directory."""
-    root = tmp_path / "project"
-    root.mkdir()
-    for name in PROJECT_FILES:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, root / name)
-        else:
-            shutil.copy2(source, root / name)
+    root = copy_project(tmp_path / "project")
     monkeypatch.chdir(root)
     for var in ("NEWSLETTER_SECRET", "NEWSLETTER_SECRET_PREVIOUS", "NEWSLETTER_SMTP_PASSWORD"):
         monkeypatch.delenv(var, raising=False)
