@@ -1,9 +1,10 @@
 """Real SMTP servers for tests: aiosmtpd on 127.0.0.1, port 0, failing on purpose where told.
 
 `FaultyHandler` counts every accepted message by Message-ID (so a test can prove nobody got two
-copies) and applies `Fault`s: reply with a code at RCPT or at the end of DATA, sleep, or drop the
-connection mid-DATA (after storing the message or not). `start` runs it in the current event loop,
-optionally behind implicit TLS or STARTTLS and AUTH. `python tests/support/smtp.py PORTFILE LOG`
+copies) and applies `Fault`s: reply with a code at RCPT or at the end of DATA, sleep, hold the
+reply until the test lets it go, or drop the connection mid-DATA (after storing the message or
+not). `start` runs it in the current event loop, optionally behind implicit TLS or STARTTLS and
+AUTH. `python tests/support/smtp.py PORTFILE LOG`
 runs a counting server in its own process for the crash tests.
 """
 
@@ -37,6 +38,7 @@ class Fault:
     stage: str  # "rcpt", "data-command" (before its 354) or "data" (after the body)
     reply: str | None = None  # e.g. "451 4.2.0 try later"
     sleep: float = 0.0
+    hold: asyncio.Event | None = None  # no reply until the test sets it (`used` says it is held)
     drop: bool = False  # close the connection without a reply
     store_before_drop: bool = False  # the in-doubt case: kept, but the client never hears
     times: int = 10**9
@@ -82,6 +84,8 @@ class FaultyHandler:
             if fault.applies("rcpt", address):
                 if fault.sleep:
                     await asyncio.sleep(fault.sleep)
+                if fault.hold is not None:
+                    await fault.hold.wait()
                 if fault.drop:
                     assert server.transport is not None
                     server.transport.close()
@@ -98,6 +102,8 @@ class FaultyHandler:
             if any(fault.applies("data", r) for r in envelope.rcpt_tos):
                 if fault.sleep:
                     await asyncio.sleep(fault.sleep)
+                if fault.hold is not None:
+                    await fault.hold.wait()
                 if fault.drop:
                     if fault.store_before_drop:
                         self._store(envelope)

@@ -146,10 +146,15 @@ class Outbox(Runs, BounceLog):
         reply: str = "",
         next_attempt_at: float = 0.0,
         attempted: bool = False,
-    ) -> None:
+        owner: str | None = None,
+    ) -> bool:
         """Record an outcome, committed at once: a message the server took is `sent` on disk
         before the next one starts. `attempted` counts an attempt that never reached `sending`
-        (refused at MAIL or RCPT). The row is free to claim again (if it is due)."""
+        (refused at MAIL or RCPT). The row is free to claim again (if it is due).
+
+        With `owner`, only while that worker still holds the row: False means its lease was
+        reaped, and the row (sent or `unknown` by now, or claimed by another worker) is left
+        as it is."""
         stamp = now()
         params = (
             state.value,  # a plain str binds faster than the StrEnum
@@ -162,7 +167,9 @@ class Outbox(Runs, BounceLog):
             stamp,
             row_id,
         )
-        self._run(_RECORD, params)
+        if owner is None:
+            return self._run(_RECORD, params) == 1
+        return self._run(_RECORD + " AND owner = ?", (*params, owner)) == 1
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -249,7 +249,10 @@ class Runs(Store):
                 " AND state IN ('pending', 'deferred')",
                 (worker,),
             )
-            self._run("UPDATE workers SET state = 'done' WHERE id = ?", (worker,))
+            # A worker reaped while it was paused stays `dead` in the record.
+            self._run(
+                "UPDATE workers SET state = 'done' WHERE id = ? AND state = 'active'", (worker,)
+            )
 
     def reap(self, issue: int, list_name: str, *, dead: Sequence[str] = ()) -> list[Delivery]:
         """End every expired lease on this send (and those of `dead`, workers known to have

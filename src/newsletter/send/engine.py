@@ -43,6 +43,7 @@ S = DeliveryStatus
 CLAIM = 200
 # Seconds of planning after which the session the check opened is not trusted any more.
 IDLE_SESSION = 10.0
+LEASE_LOST = "this worker lost its lease (it was paused longer than [send] lease)"
 
 
 class LeaseLostError(Exception):
@@ -173,7 +174,7 @@ class Engine:
         while True:
             await asyncio.sleep(self.lease.interval)
             if not self.lease.renew():
-                self.stop("this worker lost its lease (it was paused longer than [send] lease)")
+                self.stop(LEASE_LOST)
                 return
             self._reap()
             self._share()
@@ -224,9 +225,8 @@ class Engine:
             if accepted:
                 self._record(row, S.UNKNOWN, None, reply="stopped during DATA", attempted=False)
             raise
-        except LeaseLostError:
-            # Reaped while paused: the row may be another worker's now. The body was not sent.
-            self.stop("this worker lost its lease (it was paused longer than [send] lease)")
+        except LeaseLostError:  # reaped while paused: the body was not sent
+            self.stop(LEASE_LOST)
             return
         except TransportError as exc:
             # A reconnect met a setup fault (certificate, AUTH): no message can go out now. The
@@ -313,14 +313,17 @@ class Engine:
         attempted: bool = False,
         next_attempt_at: float = 0.0,
     ) -> None:
-        self.outbox.record(
+        if not self.outbox.record(
             row.id,
             state,
             code=result.code if result else None,
             reply=result.reply if result else reply,
             attempted=attempted,
             next_attempt_at=next_attempt_at,
-        )
+            owner=self.worker,
+        ):  # reaped: the row is another's (or `unknown`); an outcome over it could double it
+            self.stop(LEASE_LOST)
+            return
         previous = row.state  # a claimed row is recorded once; its next claim reads it anew
         self._counts[previous] = self._counts.get(previous, 0) - 1
         self._counts[state] = self._counts.get(state, 0) + 1
