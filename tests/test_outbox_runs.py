@@ -106,6 +106,11 @@ def test_a_dead_workers_rows_go_back_or_become_unknown(outbox_target: Path | str
         assert claim(alive, "w1") == ["c", "d", "e", "f"]
         # The dead worker cannot start an upload of a row that is no longer its own.
         assert not dying.mark_sending(rows[2].id, None, owner="w2")
+        # Nor record a late outcome over it: a 451 would make a row w1 holds (c) due again,
+        # and the upload it had in flight (a) stays `unknown`, as it was reported.
+        assert not dying.record(rows[2].id, S.DEFERRED, code=451, owner="w2")
+        assert not dying.record(rows[0].id, S.SENT, code=250, owner="w2")
+        assert [d.state for d in alive.deliveries_by_id([rows[0].id])] == [S.UNKNOWN]
         assert not dying.renew("w2", lease=30)
         assert alive.renew("w1", lease=30)
         assert alive.reap(14, "main") == []
