@@ -13,7 +13,6 @@ from newsletter.models import Subscriber
 from newsletter.subscribers import (
     ListReport,
     _AddressChecker,
-    _SeenAddresses,
     address_key,
     check_list,
     read_subscribers,
@@ -232,15 +231,6 @@ def test_rows_are_streamed_not_read_up_front(tmp_path: Path) -> None:
     first = next(iter(stream))
     assert first.envelope == "u0@example.com"
     assert report.valid == 1  # the rest has not been looked at yet
-
-
-def test_seen_addresses_grow_and_remember_lines() -> None:
-    seen = _SeenAddresses()
-    for i in range(20_000):
-        assert seen.add(f"user{i}@example.com", i + 2) is None
-    assert seen.add("user0@example.com", 99_999) == 2
-    assert seen.add("user19999@example.com", 99_999) == 20_001
-    assert seen.add("new@example.com", 5) is None
 
 
 def test_cached_domain_fast_path_agrees_with_email_validator() -> None:

@@ -4,17 +4,18 @@ Columns: ``email`` (required), ``name`` and ``status`` (``subscribed``/``unsubsc
 subscribed) optional; any other column is ignored. The file is UTF-8 with
 or without a BOM and must start with a header row.
 
-Rows are read one at a time: the only state that grows with the list is the set of addresses seen,
-kept as 64-bit hashes in flat arrays (~24 MB for a million rows), so huge lists load in bounded
-memory. A bad row never stops the run: it is counted, reported as ``path:line: field: reason``, and
-skipped. Duplicates (case-insensitive) keep the first row. Unsubscribed rows and addresses in the
+Rows are read one at a time and nothing held grows with the list: the addresses seen, for the
+duplicate check, are kept by seen.SeenKeys (a table of fixed size in memory, the rest in a
+temporary file), so every reader (a send's planning, `check`, the `lists` commands, the preview)
+reads a list of any length in the same memory. A bad row never stops the run: it is counted,
+reported as ``path:line: field: reason``, and skipped. Duplicates (case-insensitive) keep the
+first row and are each reported with the line they repeat. Unsubscribed rows and addresses in the
 suppression container the caller passes in are skipped and counted, not reported.
 """
 
 from __future__ import annotations
 
 import re
-from array import array
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from email_validator import EmailNotValidError, validate_email
 from newsletter.csvfile import Unreadable, read_records
 from newsletter.errors import Problem, SubscriberListError
 from newsletter.models import Subscriber, header_problem
+from newsletter.seen import SeenKeys
 
 MAX_NAME_LENGTH = 200
 KEPT_REJECTIONS = 1000
@@ -204,7 +206,7 @@ def _rows(
     suppressed: Container[str],
     on_reject: Reject | None,
 ) -> Iterator[ListRow]:
-    seen = _SeenAddresses()
+    seen = SeenKeys()
     where = str(path)
 
     def reject(line: int, column: str, reason: str, *, duplicate: bool = False) -> None:
@@ -222,7 +224,7 @@ def _rows(
     email_at, name_at, status_at = columns.email, columns.name, columns.status
     pad = [""] * (width + 1)  # index `width` is an always-empty cell for absent columns
 
-    with handle:
+    with handle, seen:
         for start, row in records:
             if isinstance(row, Unreadable):
                 field = row.field
@@ -339,51 +341,3 @@ class _AddressChecker:
 
 
 _ADDRESSES = _AddressChecker()
-
-
-class _SeenAddresses:
-    """A set of addresses with the line each was first seen on, in two flat arrays.
-
-    Stores a 64-bit hash per address (open addressing, linear probing, at most half full): ~24
-    bytes per address instead of ~150 for a Python set of strings. Two different addresses share a
-    hash with probability ~n²/2⁶⁵ (3·10⁻⁸ for a million rows).
-    """
-
-    def __init__(self) -> None:
-        self._size = 0
-        self._hashes = array("Q", bytes(8 * 1024))
-        self._lines = array("I", bytes(4 * 1024))
-
-    def add(self, key: str, line: int) -> int | None:
-        """Record `key`; returns the line it was first seen on if it was already there."""
-        value = hash(key) & 0xFFFF_FFFF_FFFF_FFFF or 1
-        mask = len(self._hashes) - 1
-        slot = value & mask
-        hashes = self._hashes
-        while True:
-            found = hashes[slot]
-            if found == 0:
-                break
-            if found == value:
-                return self._lines[slot]
-            slot = (slot + 1) & mask
-        hashes[slot] = value
-        self._lines[slot] = line
-        self._size += 1
-        if self._size * 2 > len(hashes):
-            self._grow()
-        return None
-
-    def _grow(self) -> None:
-        old_hashes, old_lines = self._hashes, self._lines
-        capacity = len(old_hashes) * 2
-        self._hashes = array("Q", bytes(8 * capacity))
-        self._lines = array("I", bytes(4 * capacity))
-        mask = capacity - 1
-        for value, line in zip(old_hashes, old_lines, strict=True):
-            if value:
-                slot = value & mask
-                while self._hashes[slot]:
-                    slot = (slot + 1) & mask
-                self._hashes[slot] = value
-                self._lines[slot] = line
