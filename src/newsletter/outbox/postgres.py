@@ -85,6 +85,10 @@ class PostgresOutbox(Outbox):
     def close(self) -> None:
         self._db.close()
 
+    @property
+    def broken(self) -> bool:
+        return self._db.broken
+
     def _run(self, sql: str, params: Params = ()) -> int:
         cur = self._db.execute(_sql(sql), params)
         return cur.rowcount

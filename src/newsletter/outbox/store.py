@@ -43,6 +43,11 @@ class Store:
     def close(self) -> None:
         raise NotImplementedError
 
+    @property
+    def broken(self) -> bool:
+        """True once the database dropped the connection (a file never does): open anew."""
+        return False
+
     def _run(self, sql: str, params: Params = ()) -> int:
         """Execute one statement (committed at once outside `_write`); its row count."""
         raise NotImplementedError

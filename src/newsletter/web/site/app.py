@@ -12,7 +12,8 @@ Routes (all answers carry the security headers; see `Guard`):
 
 The token is the only credential (mailbox providers POST without cookies), so it is verified
 (HMAC, constant time) before anything is read or written, and never logged. Suppressions go to
-the same SQLite file the sender reads, so the next send skips the address.
+the outbox the sender reads (the process keeps one connection to it, see connection.py), so the
+next send skips the address.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ from starlette.types import ASGIApp
 from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
 from newsletter.i18n import PAGES, strings_for
 from newsletter.mail.tokens import signing_key, verify
-from newsletter.outbox import Outbox, Suppression, open_outbox
+from newsletter.outbox import Outbox, Suppression
 from newsletter.settings import Settings
 from newsletter.web.listen import LOOPBACK_NAMES, NO_STORE
 from newsletter.web.site.archive import Archive
+from newsletter.web.site.connection import OutboxThread
 from newsletter.web.site.guard import BODY_TIMEOUT, MAX_BODY, Guard, error_log
 from newsletter.web.site.pages import render_page
 
@@ -73,12 +75,13 @@ class Target:
 
 
 class Service:
-    """The endpoints; each opens the outbox only for the one statement it needs."""
+    """The endpoints; those about a reader share the process's one outbox connection."""
 
-    def __init__(self, settings: Settings, keys: Sequence[bytes]) -> None:
+    def __init__(self, settings: Settings, keys: Sequence[bytes], outbox: OutboxThread) -> None:
         self.settings = settings
         self.keys = keys
         self.archive = Archive(settings)
+        self.outbox = outbox
 
     def page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         """A page about one reader (or an error): never kept by a cache on the way."""
@@ -181,11 +184,7 @@ class Service:
         return Target(list_name, address, label)
 
     async def _outbox(self, action: Callable[[Outbox], T]) -> T:
-        def run() -> T:
-            with open_outbox(self.settings.outbox_target) as outbox:
-                return action(outbox)
-
-        return await run_in_threadpool(run)
+        return await self.outbox.run(action)
 
     async def http_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -234,10 +233,13 @@ def create_app(
     *,
     previous: Sequence[bytes] = (),
     body_timeout: float = BODY_TIMEOUT,
+    outbox: OutboxThread | None = None,
 ) -> Guard:
     """The service as an ASGI app; `secret` must be the key the sender signs tokens with,
-    `previous` the earlier ones whose tokens are still out there."""
-    service = Service(settings, (secret, *previous))
+    `previous` the earlier ones whose tokens are still out there. `outbox` is the connection
+    the caller closes (by default one of the app's own, opened at the first request)."""
+    outbox = outbox or OutboxThread(settings.outbox_target)
+    service = Service(settings, (secret, *previous), outbox)
     app = Starlette(
         routes=[
             Route("/", service.index),
@@ -280,8 +282,8 @@ def server_config(app: ASGIApp, **overrides: Any) -> uvicorn.Config:
 def serve(settings: Settings, sock: socket.socket) -> None:
     """Serve on the listening `sock` until SIGINT/SIGTERM; NEWSLETTER_SECRET must be set."""
     key = signing_key(settings, allow_ephemeral=False)
-    with open_outbox(settings.outbox_target):
-        pass  # fail now, not on the first unsubscribe, if the database cannot be opened
+    outbox = OutboxThread(settings.outbox_target)
+    outbox.open()
     # The access log (JSON lines) and our errors (with tracebacks) go to stderr: journald or
     # the container runtime adds the time and keeps them.
     ours = logging.getLogger("newsletter")
@@ -291,7 +293,7 @@ def serve(settings: Settings, sock: socket.socket) -> None:
         ours.addHandler(handler)
         ours.setLevel(logging.INFO)
         ours.propagate = False
-    app = create_app(settings, key.secret, previous=key.previous)
+    app = create_app(settings, key.secret, previous=key.previous, outbox=outbox)
     server = uvicorn.Server(server_config(app))
     # uvicorn shuts down gracefully, then raises the signal again for the caller; a service
     # stopped by SIGTERM (systemd) or Ctrl-C has ended normally, so the second one is ignored.
@@ -301,3 +303,4 @@ def serve(settings: Settings, sock: socket.socket) -> None:
             server.run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
+        outbox.close()
