@@ -20,7 +20,7 @@ from newsletter.errors import NewsletterError
 from newsletter.issues import load_issue_file
 from newsletter.mail.message import sample_message
 from newsletter.models import Issue, RenderedEmail
-from newsletter.outbox import open_outbox, outbox_exists
+from newsletter.outbox import Outbox, open_outbox, outbox_exists
 from newsletter.render import dated, preheader_for, render_issue
 from newsletter.settings import Settings
 
@@ -94,14 +94,19 @@ def dated_for_sending(settings: Settings, issue: Issue) -> Issue:
     return dated(issue, first or dt.datetime.now(dt.UTC).date())
 
 
-def sent_dates(settings: Settings, *, include_staging: bool = False) -> dict[int, dt.date]:
+def sent_dates(
+    settings: Settings, *, include_staging: bool = False, outbox: Outbox | None = None
+) -> dict[int, dt.date]:
     """The day each issue first went to a subscriber list (staging sends count only if asked),
-    from the delivery log; read only: where nothing was sent there is no log to create."""
-    if not outbox_exists(settings.outbox_target):
-        return {}
+    from the delivery log: `outbox` if the caller holds it open (serve), else opened for this;
+    read only: where nothing was sent there is no log to create."""
+    if outbox is None:
+        if not outbox_exists(settings.outbox_target):
+            return {}
+        with open_outbox(settings.outbox_target) as opened:
+            return sent_dates(settings, include_staging=include_staging, outbox=opened)
     lists = [n for n, chosen in settings.lists.items() if include_staging or not chosen.staging]
-    with open_outbox(settings.outbox_target) as outbox:
-        first = outbox.first_sent(lists)
+    first = outbox.first_sent(lists)
     return {issue: dt.datetime.fromisoformat(when).date() for issue, when in first.items()}
 
 

@@ -1,5 +1,6 @@
-"""`newsletter serve` on a real PostgreSQL outbox keeps one connection: requests reuse it, and
-one the server terminated is replaced without the reader seeing an error."""
+"""`newsletter serve` on a real PostgreSQL outbox keeps one connection: requests (unsubscribes
+and archive pages) reuse it, and one the server terminated is replaced without the reader seeing
+an error."""
 
 from __future__ import annotations
 
@@ -44,8 +45,11 @@ def test_requests_share_one_connection_and_a_terminated_one_is_replaced(
             assert client.get(alice).status_code == 200  # the confirm page reads the outbox
             assert client.post(alice, data=ONE_CLICK).status_code == 200
             assert client.get(bob).status_code == 200
+            # The archive reads when issues were sent on the same connection.
+            assert client.get(f"{service.url}/").status_code == 200
+            assert client.get(f"{service.url}/issues/14").status_code == 200
             first = backends(postgres_url, name)
-            assert len(first) == 1  # three requests, one connection, still open
+            assert len(first) == 1  # five requests, one connection, still open
 
             with psycopg.connect(postgres_url) as db:
                 assert db.execute("SELECT pg_terminate_backend(%s)", (first[0],)).fetchone() == (

@@ -19,6 +19,7 @@ next send skips the address.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import signal
 import socket
@@ -38,10 +39,11 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from newsletter.draft import sent_dates
 from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
 from newsletter.i18n import PAGES, strings_for
 from newsletter.mail.tokens import signing_key, verify
-from newsletter.outbox import Outbox, Suppression
+from newsletter.outbox import Outbox, Suppression, outbox_exists
 from newsletter.settings import Settings
 from newsletter.web.listen import LOOPBACK_NAMES, NO_STORE
 from newsletter.web.site.archive import Archive
@@ -80,8 +82,8 @@ class Service:
     def __init__(self, settings: Settings, keys: Sequence[bytes], outbox: OutboxThread) -> None:
         self.settings = settings
         self.keys = keys
-        self.archive = Archive(settings)
         self.outbox = outbox
+        self.archive = Archive(settings, self._sent_dates)
 
     def page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         """A page about one reader (or an error): never kept by a cache on the way."""
@@ -185,6 +187,14 @@ class Service:
 
     async def _outbox(self, action: Callable[[Outbox], T]) -> T:
         return await self.outbox.run(action)
+
+    def _sent_dates(self, include_staging: bool) -> dict[int, dt.date]:
+        """For the archive (on a request's worker thread): read on the kept connection."""
+        if not outbox_exists(self.settings.outbox_target):
+            return {}  # nothing sent yet, and a page view creates no log
+        return self.outbox.call(
+            lambda ob: sent_dates(self.settings, include_staging=include_staging, outbox=ob)
+        )
 
     async def http_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)

@@ -13,6 +13,7 @@ import datetime as dt
 import html
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,11 +38,17 @@ class Entry:
     href: str
 
 
-class Archive:
-    """The issues folder as pages; parsed issues are kept until their file changes."""
+# include_staging -> the day each issue was first sent (draft.sent_dates, by default).
+SentDates = Callable[[bool], dict[int, dt.date]]
 
-    def __init__(self, settings: Settings) -> None:
+
+class Archive:
+    """The issues folder as pages; parsed issues are kept until their file changes. `dates`
+    reads when issues were sent (serve passes one that uses its kept connection)."""
+
+    def __init__(self, settings: Settings, dates: SentDates | None = None) -> None:
         self.settings = settings
+        self._dates = dates or (lambda staging: sent_dates(settings, include_staging=staging))
         self._issues: dict[Path, tuple[tuple[int, int], Issue]] = {}
         self._pages: dict[Path, tuple[tuple[int, ...], str]] = {}
         self._reported: set[str] = set()
@@ -51,7 +58,7 @@ class Archive:
         sent to a subscriber list (`sent`: sent_dates, if the caller has them already)."""
         numbers = list_issue_numbers(self.settings.issues_dir)
         if self.settings.serve.publish == "sent":
-            sent = sent_dates(self.settings) if sent is None else sent
+            sent = self._dates(False) if sent is None else sent
             numbers = [n for n in numbers if n in sent]
         return numbers
 
@@ -60,7 +67,7 @@ class Archive:
         was sent to any list, a staging test send included, with publish = "sent"."""
         if self.settings.serve.publish == "all":
             return True
-        return number in sent_dates(self.settings, include_staging=True)
+        return number in self._dates(True)
 
     def issue(self, number: int) -> Issue:
         """Issue `number`; IssueNotFoundError if there is no file, IssueError if it is broken."""
@@ -74,7 +81,7 @@ class Archive:
     def entries(self, href: str = "issues/{number}") -> tuple[list[Entry], list[NewsletterError]]:
         """Every readable issue, newest first, and the errors of the files that are not."""
         entries, errors = [], []
-        sent = sent_dates(self.settings)
+        sent = self._dates(False)
         for number in self.numbers(sent):
             try:
                 issue = self.issue(number)
@@ -100,7 +107,7 @@ class Archive:
         path = issue_path(self.settings.issues_dir, number)
         # A template edit changes every page, not only the issue's own file.
         # So does a first send: it dates an issue file that has no `date:`.
-        sent = sent_dates(self.settings).get(number)
+        sent = self._dates(False).get(number)
         day = sent.toordinal() if sent else 0
         stamp = (*_stamp(path), *_folder_stamp(self.settings.templates_dir), day)
         cached = self._pages.get(path)

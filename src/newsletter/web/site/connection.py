@@ -40,6 +40,10 @@ class OutboxThread:
         """`action` on the connection, on its thread; what it returns or raises."""
         return await asyncio.wrap_future(self._thread.submit(self._call, action))
 
+    def call(self, action: Callable[[Outbox], T]) -> T:
+        """`run` for a caller on another thread that may block (never the outbox's own)."""
+        return self._thread.submit(self._call, action).result()
+
     def open(self) -> None:
         """Connect now: a database that cannot be reached fails `serve` at start, not a click."""
         self._thread.submit(self._open).result()
