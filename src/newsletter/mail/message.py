@@ -252,7 +252,8 @@ class MessageFactory:
             header = signature + header
             data = signature + data
         self._check_header_block(header, subscriber, tagged=bool(tag_line))
-        return OutgoingMessage(
+        # Every field is ours and checked above: no validation pass over 50 KB of bytes.
+        return OutgoingMessage.model_construct(
             message_id=message_id,
             sender=sender,
             recipient=subscriber.envelope,
