@@ -11,7 +11,7 @@ import pytest
 from newsletter.cli.main import cli
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-COMMANDS = set(cli.commands)
+COMMANDS = set(cli.list_commands(click.Context(cli)))
 
 
 def code_lines() -> list[str]:
@@ -40,7 +40,8 @@ def test_every_command_is_documented_in_readme() -> None:
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_option_readme_gives_a_command_exists(name: str) -> None:
-    command = cli.commands[name]
+    command = cli.get_command(click.Context(cli), name)
+    assert command is not None
     known = {opt for param in command.params for opt in getattr(param, "opts", [])}
     known |= {"--help"}
     for usage in re.findall(rf"newsletter {name}\b([^`\n]*)", README):

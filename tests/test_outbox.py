@@ -4,6 +4,8 @@ recovery, suppressions and schema migrations."""
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import psycopg
@@ -12,6 +14,7 @@ import pytest
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus as S
 from newsletter.outbox import EDITOR_SOURCE, Outbox, open_outbox, schema
+from newsletter.outbox import sqlite as sqlite_backend
 
 
 def test_one_row_per_recipient(outbox: Outbox) -> None:
@@ -223,3 +226,36 @@ def test_a_newer_schema_is_refused(outbox_target: Path | str) -> None:
         )
     with pytest.raises(DeliveryError, match="newer than this newsletter knows"):
         open_outbox(outbox_target)
+
+
+def test_a_writer_waits_for_anothers_lock_then_commits(tmp_path: Path) -> None:
+    path = tmp_path / "outbox.sqlite3"
+    with open_outbox(path) as outbox:
+        outbox.plan(14, "main", ["a@example.com"])
+        (row,) = outbox.due(14, "main")
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")  # another process's write transaction
+        holder = threading.Timer(0.2, other.execute, ("COMMIT",))
+        holder.start()
+        started = time.monotonic()
+        outbox.mark_sending(row.id, "<m1@x>")  # neither lost nor "database is locked"
+        waited = time.monotonic() - started
+        holder.join()
+        (marked,) = outbox.rows(14, "main")
+    assert marked.state == S.SENDING
+    assert waited >= 0.15  # it did wait for the lock (a bound that cannot pass by accident)
+
+
+def test_a_lock_held_past_the_busy_timeout_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT", 0.1)
+    path = tmp_path / "outbox.sqlite3"
+    with open_outbox(path) as outbox:
+        outbox.plan(14, "main", ["a@example.com"])
+        (row,) = outbox.due(14, "main")
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            outbox.mark_sending(row.id, "<m1@x>")
+        other.execute("ROLLBACK")

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
 from markupsafe import Markup
+
+if TYPE_CHECKING:  # imported on first use: most issues never need the parser (see _MARKS)
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 _SCHEMES = ("http", "https", "mailto")
 # What can open markup in the subset (emphasis, code, links, escapes) or what markdown-it's
@@ -27,6 +30,8 @@ def _safe_link(url: str) -> bool:
 
 @cache
 def _parser() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
     md = MarkdownIt("zero", {"html": False, "linkify": False, "typographer": False})
     # No `entity` rule: "&amp;" written by the editor stays those five characters.
     md.enable(["emphasis", "backticks", "link", "escape"])

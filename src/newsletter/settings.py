@@ -116,6 +116,9 @@ class SmtpSettings(Section):
     ca_file: Path | None = None
     timeout: Annotated[float, Field(gt=0)] = 30.0
     messages_per_connection: Annotated[int, Field(ge=1)] = 50
+    # MAIL, RCPT and DATA in one write when the server offers PIPELINING (RFC 2920); false for
+    # a server that offers it and gets it wrong.
+    pipelining: bool = True
 
 
 class SendSettings(Section):

@@ -1,4 +1,5 @@
-"""transport.Pool against real aiosmtpd servers: outcomes by scope, TLS, AUTH, recycling."""
+"""smtp.Pool against real aiosmtpd servers: outcomes by scope, TLS, AUTH, recycling; every test
+once with the server offering PIPELINING and once without."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ from support.smtp import (
     make_message,
     start,
 )
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["pipelined", "one-by-one"])
+def pipelining(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    monkeypatch.setattr(FaultyHandler, "pipelining", request.param)
+    return bool(request.param)
 
 
 def plain(server: Server, **kw: object) -> SmtpSettings:
@@ -170,7 +177,7 @@ async def test_a_drop_on_the_data_command_before_354_is_a_retry_not_unknown() ->
         again = await pool.send(make_message(1), marks)
         await pool.close()
     assert (first.outcome, first.scope) == (Outcome.RETRY, Scope.CONNECTION)
-    assert first.reply.startswith("connection lost at DATA")
+    assert first.reply.startswith("connection lost before DATA's 354")
     assert again.outcome == Outcome.SENT
     assert marks.calls == 1
     assert handler.by_recipient == {"r1@example.com": 1}
@@ -196,7 +203,7 @@ async def test_slow_rcpt_times_out_before_data_so_it_is_retry_not_unknown() -> N
         second = await pool.send(make_message(2), marks)
         await pool.close()
     assert first.outcome == Outcome.RETRY
-    assert "connection lost: Timed out waiting for server response" in first.reply
+    assert "connection lost before DATA's 354: Timed out waiting for server response" in first.reply
     assert marks.calls == 1
     assert second.outcome == Outcome.SENT
 

@@ -61,6 +61,9 @@ class Received:
 
 
 class FaultyHandler:
+    # aiosmtpd reads pipelined commands correctly but does not say so; ours do, unless told.
+    pipelining = True
+
     def __init__(self, faults: list[Fault] | None = None) -> None:
         self.faults = faults or []
         self.received: list[Received] = []
@@ -75,6 +78,8 @@ class FaultyHandler:
     ) -> Any:
         self.sessions += 1
         session.host_name = hostname
+        if self.pipelining:
+            responses.insert(-1, "250-PIPELINING")
         return responses
 
     async def handle_RCPT(  # noqa: N802

@@ -29,8 +29,6 @@ import re
 from dataclasses import dataclass
 from email.message import Message
 
-from flufl.bounce import all_failures
-
 from newsletter.bounces.kinds import STATUS, Kind, find_status, kind_of, worst
 from newsletter.bounces.verp import find_tags
 
@@ -185,6 +183,8 @@ def _complaints(msg: Message) -> list[Finding]:
 
 
 def _detected(msg: Message) -> list[Finding]:
+    from flufl.bounce import all_failures  # its detectors load slowly; only for odd mail
+
     try:
         temporary, permanent = all_failures(msg)
     except Exception:  # a heuristic detector tripping over odd input: not a bounce we know

@@ -10,12 +10,12 @@ import click
 from newsletter.bounces.collect import collect, describe
 from newsletter.bounces.inbox import open_inbox
 from newsletter.bounces.policy import Policy, Verdict
-from newsletter.cli.terminal import every_list_option, pass_settings, printable
+from newsletter.cli.terminal import every_list_option, list_counts, pass_settings, printable
 from newsletter.errors import ConfigError, NewsletterError, display_path
 from newsletter.mail.tokens import signing_key
 from newsletter.outbox import EDITOR_SOURCE, open_outbox, outbox_exists
 from newsletter.settings import DEFAULT_LIST, Settings
-from newsletter.subscribers import ListReport, address_key, check_list
+from newsletter.subscribers import address_key, check_list
 
 
 @click.command()
@@ -144,8 +144,3 @@ def bounces(settings: Settings, maildir: Path | None) -> None:
         + (f": {counts}" if counts else "")
         + f"; {len(tally.suppressed)} address(es) suppressed; {tally.left} left in the mailbox"
     )
-
-
-def list_counts(list_name: str, report: ListReport) -> str:
-    counts = ", ".join(f"{n} {label}" for label, n in report.counts().items())
-    return f"{list_name} ({report.path}): {counts}"

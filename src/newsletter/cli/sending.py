@@ -5,19 +5,19 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
 
-from newsletter.cli.lists import list_counts
-from newsletter.cli.terminal import every_list_option, issue_option, pass_settings, printable
+from newsletter.cli.terminal import (
+    every_list_option,
+    issue_option,
+    list_counts,
+    pass_settings,
+    printable,
+)
 from newsletter.errors import DeliveryError, display_path
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox, open_outbox, outbox_exists
@@ -26,6 +26,9 @@ from newsletter.send.job import Event, Options, RunReport
 from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.spreadsheet import write_csv
 from newsletter.subscribers import ListReport, read_rows
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 EXIT_INCOMPLETE = 3
 EXIT_STOPPED = 4
@@ -219,7 +222,8 @@ def _summary(report: RunReport) -> str:
 
 
 class _SendDisplay:
-    """A rich progress bar on a terminal; otherwise a line per problem and one every 5 s."""
+    """A rich progress bar on a terminal (redrawn ten times a second at most); otherwise a line
+    per problem and one every 5 s. A sent message costs a counter, not a redraw."""
 
     def __init__(self, number: int, list_name: str, total: int) -> None:
         self.label = f"issue {number} -> {list_name}"
@@ -229,9 +233,19 @@ class _SendDisplay:
         self.sent = 0
         self.tty = sys.stdout.isatty()
         self.progress: Progress | None = None
+        self.task: TaskID | None = None
+        self.counts: Mapping[DeliveryStatus, int] = {}
 
     def __enter__(self) -> _SendDisplay:
         if self.tty:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
             self.progress = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
@@ -246,43 +260,41 @@ class _SendDisplay:
 
     def __exit__(self, *exc: object) -> None:
         if self.progress is not None:
+            self._show(time.monotonic())
             self.progress.stop()
 
     def __call__(self, event: Event) -> None:
-        c = event.counts
+        self.counts = event.counts
         if event.state == DeliveryStatus.SENT:
             self.sent += 1
-        now = time.monotonic()
-        rate = self.sent / max(now - self.started, 1e-3)
-        # The log's rows, not the list: it also holds recipients sent before they left the list.
-        total = sum(c.values())
-        done = sum(
-            c.get(s, 0)
-            for s in (
-                DeliveryStatus.SENT,
-                DeliveryStatus.REJECTED,
-                DeliveryStatus.FAILED,
-                DeliveryStatus.UNKNOWN,
-                DeliveryStatus.SKIPPED,
-            )
-        )
-        states = (
-            f"sent {c.get(DeliveryStatus.SENT, 0)} deferred {c.get(DeliveryStatus.DEFERRED, 0)}"
-            f" rejected {c.get(DeliveryStatus.REJECTED, 0)}"
-        )
-        if event.state != DeliveryStatus.SENT:
+        else:
             reply = event.result.describe() if event.result else ""
             line = printable(f"{event.state}: {event.recipient} {reply}")
             if self.progress is not None:
                 self.progress.console.print(line, markup=False, highlight=False)
             else:
                 click.echo(line)
-        if self.progress is not None:
+        now = time.monotonic()
+        if now - self.last_line >= (0.1 if self.progress is not None else 5.0):
+            self.last_line = now
+            self._show(now)
+
+    def _show(self, now: float) -> None:
+        c = self.counts
+        rate = self.sent / max(now - self.started, 1e-3)
+        # The log's rows, not the list: it also holds recipients sent before they left the list.
+        total = sum(c.values())
+        done = total - c.get(DeliveryStatus.PENDING, 0) - c.get(DeliveryStatus.DEFERRED, 0)
+        done -= c.get(DeliveryStatus.SENDING, 0)
+        states = (
+            f"sent {c.get(DeliveryStatus.SENT, 0)} deferred {c.get(DeliveryStatus.DEFERRED, 0)}"
+            f" rejected {c.get(DeliveryStatus.REJECTED, 0)}"
+        )
+        if self.progress is not None and self.task is not None:
             self.progress.update(
                 self.task, completed=done, total=total, states=states, rate=f"{rate:.0f} msg/s"
             )
-        elif now - self.last_line >= 5.0:
-            self.last_line = now
+        else:
             click.echo(f"{self.label}: {done}/{total} done, {states}, {rate:.0f} msg/s")
 
 

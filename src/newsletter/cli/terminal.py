@@ -13,6 +13,7 @@ import click
 
 from newsletter.errors import NewsletterError, display_path
 from newsletter.settings import DEFAULT_LIST, load_settings
+from newsletter.subscribers import ListReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
@@ -72,3 +73,9 @@ every_list_option = click.option(
 def printable(text: str) -> str:
     """Server replies and list data go to a terminal: no control characters, no escapes."""
     return _CONTROL_CHARS.sub("?", text)
+
+
+def list_counts(list_name: str, report: ListReport) -> str:
+    """One line of what reading a list found: rows kept, skipped, rejected."""
+    counts = ", ".join(f"{n} {label}" for label, n in report.counts().items())
+    return f"{list_name} ({report.path}): {counts}"

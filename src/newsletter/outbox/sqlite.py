@@ -4,20 +4,29 @@ WAL with synchronous=NORMAL: every commit survives a killed process (the case th
 send someone interrupts); only a power loss may drop the last few commits. Writers serialise on
 BEGIN IMMEDIATE; one machine only (a network share breaks SQLite's locks), and one send per
 (issue, list) at a time, which the flock in the send lock guarantees.
+
+A writer that finds the lock taken (worker processes of one send, `serve` beside a send) tries
+again after 0.1 ms, doubling up to 5 ms, for up to 30 s: SQLite's own busy handler sleeps a whole
+millisecond at the first conflict, while a commit here holds the lock for some 30 µs, and the
+sleeper blocks its whole event loop meanwhile.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from newsletter.errors import DeliveryError
 from newsletter.outbox.base import Outbox
 from newsletter.outbox.schema import Migration
 from newsletter.outbox.store import Params
+
+T = TypeVar("T")
+BUSY_TIMEOUT = 30.0
 
 
 class SqliteOutbox(Outbox):
@@ -34,9 +43,9 @@ class SqliteOutbox(Outbox):
             self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=30000")
             if migrate:
                 self.migrate()
+            self._db.execute("PRAGMA busy_timeout=0")  # from now on, _retried waits
         except sqlite3.Error as exc:
             raise DeliveryError(
                 f"{path}: cannot open the delivery log: {exc}",
@@ -47,12 +56,13 @@ class SqliteOutbox(Outbox):
         self._db.close()
 
     def _run(self, sql: str, params: Params = ()) -> int:
-        return self._db.execute(sql, params).rowcount
+        return _retried(self._db.execute, sql, params).rowcount
 
     def _fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
-        return self._db.execute(sql, params).fetchall()
+        return _retried(self._db.execute, sql, params).fetchall()
 
     def _many(self, sql: str, rows: Iterable[Params]) -> None:
+        # Inside _write only (the lock is held): a retry would find `rows` consumed.
         self._db.executemany(sql, rows)
 
     @contextmanager
@@ -66,7 +76,7 @@ class SqliteOutbox(Outbox):
                 self._depth -= 1
             return
         # BEGIN IMMEDIATE takes the write lock up front.
-        self._db.execute("BEGIN IMMEDIATE")
+        _retried(self._db.execute, "BEGIN IMMEDIATE", ())
         self._depth = 1
         try:
             yield
@@ -82,3 +92,23 @@ class SqliteOutbox(Outbox):
 
     def _script(self, migration: Migration) -> str:
         return migration.sqlite
+
+
+def _retried(call: Callable[[str, Params], T], sql: str, params: Params) -> T:
+    """`call(sql, params)`, again while another connection holds the write lock. A statement
+    refused as busy did nothing, so running it again is safe."""
+    try:
+        return call(sql, params)
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+            raise
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    pause = 0.0001
+    while True:
+        time.sleep(pause)
+        try:
+            return call(sql, params)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+        pause = min(pause * 2, 0.005)

@@ -1,13 +1,12 @@
 """The SMTP client: OutgoingMessages in, one Result per message out.
 
-`Pool` keeps up to N aiosmtplib connections (one SMTP session is strictly serial, so concurrency
-means several sessions), opens them lazily with the security set explicitly in [smtp], and
-recycles each after `messages_per_connection` messages or any 421. This is the one place that
-maps aiosmtplib's exceptions: a reply to `replies.classify`, a dropped connection or a timeout to
-RETRY before the upload and to UNKNOWN during it (the server may have the message).
-
-Mistakes in the setup itself (certificate not trusted, AUTH refused, STARTTLS not offered, no
-password) raise TransportError: no message can go out until the config is fixed.
+`Pool` keeps up to N sessions (one SMTP session is strictly serial, so concurrency means several
+sessions), opens them lazily (opening.py: aiosmtplib, with the security set explicitly in
+[smtp]; a fault in the setup raises TransportError), hands each open session to a wire.Wire for
+its mail transactions (pipelined when the server offers it), and recycles each after
+`messages_per_connection` messages or any 421. This is the one place that maps what can happen
+to a message: a reply to `replies.classify`, a dropped connection or a timeout to RETRY before
+the upload and to UNKNOWN during it (the server may have the message).
 
 `send` calls MAIL, RCPT and DATA, and once the server has answered DATA with 354 the caller's
 `on_accepted` (which commits `sending`), then uploads the body: only the upload itself is ever
@@ -19,6 +18,7 @@ builds the next message there) instead of waiting idle for the reply.
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
 from collections.abc import Callable
@@ -29,30 +29,20 @@ from pydantic import SecretStr
 
 from newsletter.errors import TransportError
 from newsletter.models import OutgoingMessage
+from newsletter.send.opening import Opener
 from newsletter.send.replies import Outcome, Result, Scope, classify
-from newsletter.send.upload import upload
+from newsletter.send.wire import Reply, Wire, stuffed
 from newsletter.settings import SmtpSettings
 
 OnAccepted = Callable[[], None]
 Meanwhile = Callable[[], None] | None
 
+_UNSAFE = re.compile(r"[<>\s\x00-\x1f\x7f]")
 _CONNECTION_ERRORS = (aiosmtplib.SMTPServerDisconnected, aiosmtplib.SMTPTimeoutError, OSError)
-
-
-def tls_context(smtp: SmtpSettings, root: Path | None = None) -> ssl.SSLContext:
-    """Verified against the system store (or `ca_file`) unless `verify = false` says otherwise."""
-    if not smtp.verify:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        return ctx
-    ca = smtp.ca_file
-    if ca is not None and root is not None and not ca.is_absolute():
-        ca = root / ca
-    try:
-        return ssl.create_default_context(cafile=str(ca) if ca else None)
-    except (OSError, ssl.SSLError) as exc:
-        raise TransportError(f"[smtp] ca_file {ca}: cannot load: {exc}") from None
+# Each envelope command: the stage its refusal is classified at, and the replies that accept it.
+_MAIL: tuple[str, tuple[int, ...]] = ("mail", (250,))
+_RCPT: tuple[str, tuple[int, ...]] = ("rcpt", (250, 251))
+_DATA: tuple[str, tuple[int, ...]] = ("data", (354,))
 
 
 class Connection:
@@ -60,10 +50,12 @@ class Connection:
 
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
-        self._smtp: aiosmtplib.SMTP | None = None
+        self._smtp: aiosmtplib.SMTP | None = None  # the setup: what the server offers
+        self._wire: Wire | None = None  # the transactions
+        self._pipelining = False
         self._count = 0
         # The command timeout of a message's commands, kept by one watchdog per session
-        # instead of aiosmtplib's wait_for per command (a timer and a future each).
+        # instead of a timer and a future per command.
         self._deadline = 0.0  # when the awaited reply is overdue; 0 while nothing is awaited
         self._expired = False
         self._watchdog: asyncio.TimerHandle | None = None
@@ -72,206 +64,185 @@ class Connection:
         """Start the clock for the reply to the command about to be sent."""
         self._deadline = time.monotonic() + self._pool.smtp.timeout
 
-    def _watch(self, smtp: aiosmtplib.SMTP) -> None:
-        if smtp is not self._smtp:  # that session is gone
+    def _watch(self, wire: Wire) -> None:
+        if wire is not self._wire:  # that session is gone
             return
         if self._deadline and time.monotonic() > self._deadline:
             # Closing fails the awaited reply with SMTPServerDisconnected, as a timeout does.
             self._expired = True
-            smtp.close()
+            wire.close()
             return
         self._watchdog = asyncio.get_running_loop().call_later(
-            _watch_interval(self._pool.smtp.timeout), self._watch, smtp
+            _watch_interval(self._pool.smtp.timeout), self._watch, wire
         )
 
     def _lost(self, exc: BaseException) -> str:
         return "Timed out waiting for server response" if self._expired else _text(exc)
 
-    async def _open(self) -> aiosmtplib.SMTP:
-        if self._smtp is not None and self._smtp.is_connected:
-            return self._smtp
-        pool = self._pool
-        smtp = pool.client()
+    async def _open(self) -> Wire:
+        if self._wire is not None and self._wire.is_open:
+            return self._wire
+        smtp = await self._pool.opener.open()
         try:
-            await smtp.connect()
-            if smtp.last_ehlo_response is None and smtp.last_helo_response is None:
-                # The extensions (AUTH, 8BITMIME, SMTPUTF8) must be known before we go on.
-                await smtp.ehlo()
-            if pool.smtp.username:
-                await self._login(smtp)
-        except (ssl.SSLCertVerificationError, aiosmtplib.SMTPConnectError) as exc:
-            smtp.close()
-            cert = _cert_error(exc)
-            if cert is None:
-                raise
-            raise TransportError(
-                f"{pool.where}: the server's TLS certificate is not trusted: {cert.verify_message}",
-                hint="Fix the server's certificate, or set [smtp] ca_file to its CA.",
-            ) from None
-        except aiosmtplib.SMTPResponseException as exc:
-            smtp.close()
-            if pool.smtp.security == "starttls" and exc.code in (454, 500, 502, 503):
-                raise TransportError(
-                    f"{pool.where}: STARTTLS refused: {exc.code} {exc.message}",
-                    hint="Use the server's submission port, or set [smtp] security to match it.",
-                ) from None
-            raise
+            wire = Wire.take_over(smtp)
         except BaseException:
             smtp.close()
             raise
-        self._smtp = smtp
+        self._smtp, self._wire = smtp, wire
+        self._pipelining = self._pool.smtp.pipelining and smtp.supports_extension("pipelining")
         self._count = 0
         self._deadline = 0.0
         self._expired = False
-        self._watch(smtp)
-        return smtp
-
-    async def _login(self, smtp: aiosmtplib.SMTP) -> None:
-        pool = self._pool
-        if not smtp.supports_extension("auth"):
-            raise TransportError(
-                f"{pool.where}: [smtp] username is set but the server offers no AUTH",
-                hint="Check [smtp] security (many servers offer AUTH only over TLS) and port.",
-            )
-        try:
-            await smtp.login(pool.smtp.username, pool.password())
-        except aiosmtplib.SMTPAuthenticationError as exc:
-            raise TransportError(
-                f"{pool.where}: AUTH refused for user {pool.smtp.username!r}:"
-                f" {exc.code} {exc.message}",
-                hint="Check [smtp] username and NEWSLETTER_SMTP_PASSWORD.",
-            ) from None
-        except aiosmtplib.SMTPException as exc:
-            if isinstance(exc, aiosmtplib.SMTPResponseException):
-                raise
-            raise TransportError(f"{pool.where}: cannot log in: {exc.message}") from None
+        self._watch(wire)
+        return wire
 
     async def send(
         self, message: OutgoingMessage, on_accepted: OnAccepted, meanwhile: Meanwhile = None
     ) -> Result:
         try:
-            smtp = await self._open()
+            wire = await self._open()
         except aiosmtplib.SMTPResponseException as exc:
             return classify(exc.code, exc.message, "connect")
         except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException, ssl.SSLError) as exc:
             return Result(Outcome.RETRY, Scope.CONNECTION, None, f"cannot connect: {_text(exc)}")
 
         try:
-            options = self._mail_options(smtp, message)
-            encoding = "utf-8" if "SMTPUTF8" in options else "ascii"
-            sender = _path(message.sender, encoding)
-            recipient = _path(message.recipient, encoding)
+            options = self._mail_options(message)
+            encoding = "utf-8" if b"SMTPUTF8" in options else "ascii"
+            mail = b" ".join([b"MAIL FROM:" + _path(message.sender, encoding), *options])
+            rcpt = b"RCPT TO:" + _path(message.recipient, encoding)
         except aiosmtplib.SMTPNotSupported as exc:
             return Result(Outcome.FAILED, Scope.RECIPIENT, None, exc.message)
         except ValueError as exc:
             return Result(Outcome.FAILED, Scope.RECIPIENT, None, str(exc))
         try:
             return await self._transaction(
-                smtp, message, sender, recipient, options, on_accepted, meanwhile
+                wire, message, mail + b"\r\n", rcpt + b"\r\n", on_accepted, meanwhile
             )
         finally:
             self._deadline = 0.0
 
     async def _transaction(
         self,
-        smtp: aiosmtplib.SMTP,
+        wire: Wire,
         message: OutgoingMessage,
-        sender: bytes,
-        recipient: bytes,
-        options: list[str],
+        mail: bytes,
+        rcpt: bytes,
         on_accepted: OnAccepted,
         meanwhile: Meanwhile,
     ) -> Result:
         try:
-            # execute_command rather than mail()/rcpt(): the same commands and the same
-            # control-character check, without re-parsing addresses message.py already checked.
-            # timeout=None: the watchdog times each reply (see _watch).
-            opts = [o.encode("ascii") for o in options]
-            self._arm()
-            reply = await smtp.execute_command(b"MAIL", b"FROM:" + sender, *opts, timeout=None)
-            if reply.code != 250:
-                return await self._refused(classify(reply.code, reply.message, "mail"))
-            self._arm()
-            reply = await smtp.execute_command(b"RCPT", b"TO:" + recipient, timeout=None)
-            if reply.code not in (250, 251):
-                return await self._refused(classify(reply.code, reply.message, "rcpt"))
-        except ValueError as exc:
-            return Result(Outcome.FAILED, Scope.RECIPIENT, None, str(exc))
+            refused = await self._envelope(wire, mail, rcpt)
         except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException) as exc:
+            # No 354 yet: the server cannot have the message.
             text = self._lost(exc)
             await self.close()
-            return Result(Outcome.RETRY, Scope.CONNECTION, None, f"connection lost: {text}")
-
-        started = False
-
-        def on_start() -> None:
-            nonlocal started
-            started = True
-            on_accepted()
-
+            return Result(
+                Outcome.RETRY, Scope.CONNECTION, None, f"connection lost before DATA's 354: {text}"
+            )
+        if refused is not None:
+            return refused
         try:
-            reply = await upload(smtp, message, meanwhile, self._arm, on_start)
-        except aiosmtplib.SMTPDataError as exc:
-            # A reply to DATA or to the end of the body: the server has decided, nothing in doubt.
-            return await self._refused(classify(exc.code, exc.message, "data"))
-        except aiosmtplib.SMTPResponseException as exc:
-            return await self._refused(classify(exc.code, exc.message, "data"))
+            on_accepted()
+        except BaseException:
+            # The server waits for a body that will not come: end the session, not a message.
+            await self.close()
+            raise
+        data = message.data
+        body = data if message.smtp_ready and data.endswith(b"\r\n") else stuffed(data)
+        try:
+            self._arm()
+            wire.write(body, b".\r\n")
+            if meanwhile is not None:
+                meanwhile()
+            reply = await wire.reply()
         except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException) as exc:
             text = self._lost(exc)
             await self.close()
-            if not started:
-                # No 354 yet: the server cannot have the message.
-                return Result(
-                    Outcome.RETRY, Scope.CONNECTION, None, f"connection lost at DATA: {text}"
-                )
             return Result(
                 Outcome.UNKNOWN, Scope.CONNECTION, None, f"connection lost during DATA: {text}"
             )
+        if reply.code != 250:
+            # A reply to the end of the body: the server has decided, nothing in doubt.
+            return await self._refused(classify(reply.code, reply.message, "data"))
         self._count += 1
         if self._count >= self._pool.smtp.messages_per_connection:
             await self.close(polite=True)
         return Result(Outcome.SENT, Scope.RECIPIENT, reply.code, reply.message)
 
-    def _mail_options(self, smtp: aiosmtplib.SMTP, message: OutgoingMessage) -> list[str]:
+    async def _envelope(self, wire: Wire, mail: bytes, rcpt: bytes) -> Result | None:
+        """MAIL, RCPT and DATA up to the server's 354: None then, else the refusal (with the
+        transaction ended). One write and one wait when the server offers PIPELINING."""
+        steps = ((mail, _MAIL), (rcpt, _RCPT), (b"DATA\r\n", _DATA))
+        replies: list[Reply] = []
+        if self._pipelining:
+            self._arm()
+            wire.write(mail, rcpt, b"DATA\r\n")
+            replies = [await wire.reply(), await wire.reply(), await wire.reply()]
+        else:
+            for command, (_, accepted) in steps:
+                self._arm()
+                wire.write(command)
+                replies.append(reply := await wire.reply())
+                if reply.code not in accepted:
+                    break
+        for reply, (_, (stage, accepted)) in zip(replies, steps, strict=False):
+            if reply.code not in accepted:
+                result = classify(reply.code, reply.message, stage)
+                if replies[-1].code == 354:
+                    # A refused envelope, yet the server waits for a body: no body, no session.
+                    await self.close()
+                    return result
+                return await self._refused(result)
+        return None
+
+    def _mail_options(self, message: OutgoingMessage) -> list[bytes]:
+        smtp = self._smtp
+        assert smtp is not None
         options = []
         if not message.data.isascii():
             if not smtp.supports_extension("8BITMIME"):
                 raise aiosmtplib.SMTPNotSupported(
                     "the message has 8-bit content and the server does not offer 8BITMIME"
                 )
-            options.append("BODY=8BITMIME")
+            options.append(b"BODY=8BITMIME")
         if not (message.sender.isascii() and message.recipient.isascii()):
             if not smtp.supports_extension("SMTPUTF8"):
                 raise aiosmtplib.SMTPNotSupported(
                     "the address is not ASCII and the server does not offer SMTPUTF8"
                 )
-            options.append("SMTPUTF8")
+            options.append(b"SMTPUTF8")
         return options
 
     async def _refused(self, result: Result) -> Result:
         """The server answered: end the transaction, and the session too after a 421."""
-        if result.code == 421 or self._smtp is None:
+        wire = self._wire
+        if result.code == 421 or wire is None:
             await self.close()
             return result
         try:
-            await self._smtp.rset()
+            self._arm()
+            wire.write(b"RSET\r\n")
+            if (await wire.reply()).code == 421:
+                await self.close()
         except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException):
             await self.close()
         return result
 
     async def close(self, *, polite: bool = False) -> None:
-        smtp, self._smtp = self._smtp, None
+        wire, self._wire, self._smtp = self._wire, None, None
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
-        if smtp is None:
+        if wire is None:
             return
-        if polite and smtp.is_connected:
+        if polite and wire.is_open:
             try:
-                await smtp.quit(timeout=5)
+                wire.write(b"QUIT\r\n")
+                await asyncio.wait_for(wire.reply(), 5)
             except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException):
                 pass
-        smtp.close()
+        wire.close()
 
 
 class Pool:
@@ -286,15 +257,8 @@ class Pool:
         helo: str = "localhost",
         root: Path | None = None,
     ) -> None:
-        if smtp.username and password is None:
-            raise TransportError(
-                f"[smtp] username is {smtp.username!r} but NEWSLETTER_SMTP_PASSWORD is not set",
-                hint="Export NEWSLETTER_SMTP_PASSWORD, or remove [smtp] username.",
-            )
         self.smtp = smtp
-        self._password = password
-        self._helo = helo
-        self._tls = tls_context(smtp, root) if smtp.security != "none" else None
+        self.opener = Opener(smtp, password=password, helo=helo, root=root)
         self._idle: asyncio.Queue[Connection] = asyncio.Queue()
         self._all = [Connection(self) for _ in range(size)]
         for conn in self._all:
@@ -305,21 +269,7 @@ class Pool:
 
     @property
     def where(self) -> str:
-        return f"{self.smtp.host}:{self.smtp.port} ({self.smtp.security})"
-
-    def password(self) -> str:
-        return self._password.get_secret_value() if self._password is not None else ""
-
-    def client(self) -> aiosmtplib.SMTP:
-        return aiosmtplib.SMTP(
-            hostname=self.smtp.host,
-            port=self.smtp.port,
-            local_hostname=self._helo,
-            timeout=self.smtp.timeout,
-            use_tls=self.smtp.security == "tls",
-            start_tls=self.smtp.security == "starttls",
-            tls_context=self._tls,
-        )
+        return self.opener.where
 
     async def check(self) -> None:
         """Open one session now, so a wrong host, certificate or password stops the run before
@@ -352,8 +302,9 @@ class Pool:
 
 
 def _path(address: str, encoding: str) -> bytes:
-    """`<address>` for MAIL/RCPT; anything that could break out of the angle brackets is refused."""
-    if not address or any(ch in address for ch in "<> \t\r\n\0"):
+    """`<address>` for MAIL/RCPT; anything that could break out of the angle brackets or the
+    command line (a control character) is refused."""
+    if not address or _UNSAFE.search(address):
         raise ValueError(f"unsafe envelope address {address!r}")
     return b"<" + address.encode(encoding) + b">"
 
@@ -361,15 +312,6 @@ def _path(address: str, encoding: str) -> bytes:
 def _watch_interval(timeout: float) -> float:
     """How often a session's watchdog looks: a timeout fires at most a quarter late."""
     return min(max(timeout / 4, 0.01), 1.0)
-
-
-def _cert_error(exc: BaseException | None) -> ssl.SSLCertVerificationError | None:
-    """aiosmtplib wraps a certificate failure at connect in SMTPConnectError, not at STARTTLS."""
-    while exc is not None:
-        if isinstance(exc, ssl.SSLCertVerificationError):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-    return None
 
 
 def _text(exc: BaseException) -> str:

@@ -1,0 +1,144 @@
+"""One SMTP session's wire once aiosmtplib has opened it: command bytes in, replies out in order.
+
+aiosmtplib sets the session up (TLS or STARTTLS, EHLO, AUTH); `Wire.take_over` then moves its
+transport to this protocol for the mail transactions. aiosmtplib's own protocol drops a reply
+that arrives while an earlier one still waits to be read, so it cannot pipeline; a Wire keeps
+every reply, so MAIL, RCPT and DATA can go out in one write when the server offers PIPELINING
+(RFC 2920): two round trips less per message, for us and for the server.
+
+A lost connection, an EOF or a reply that is not SMTP raises aiosmtplib's SMTPServerDisconnected,
+so smtp.py maps every failure of a session in one place, whichever code spoke to the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import deque
+from typing import NamedTuple
+
+import aiosmtplib
+
+# A reply line is at most 512 octets (RFC 5321 4.5.3.1.5); more, or a reply with no end in
+# sight, is not a server we can talk to.
+_MAX_LINE = 4096
+_MAX_BUFFER = 65536
+
+
+class Reply(NamedTuple):
+    code: int
+    message: str
+
+
+class Wire(asyncio.Protocol):
+    """The protocol of one open session: `write` commands, `await reply()` once per command."""
+
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
+        self._transport = transport
+        self._buffer = bytearray()
+        self._lines: list[bytes] = []  # the lines of a multi-line reply read so far
+        self._replies: deque[Reply] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._error: aiosmtplib.SMTPServerDisconnected | None = None
+
+    @classmethod
+    def take_over(cls, smtp: aiosmtplib.SMTP) -> Wire:
+        """The transport of `smtp`'s open session, moved to a new Wire. `smtp` must not send
+        anything more (its replies would come here)."""
+        transport = smtp.transport
+        if transport is None or transport.is_closing():
+            raise aiosmtplib.SMTPServerDisconnected("Connection lost")
+        wire = cls(transport)  # type: ignore[arg-type]
+        transport.set_protocol(wire)
+        return wire
+
+    @property
+    def is_open(self) -> bool:
+        return self._error is None and not self._transport.is_closing()
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start = 0
+        while (end := buffer.find(b"\n", start)) != -1:
+            line = bytes(buffer[start : end + 1])
+            start = end + 1
+            if len(line) > _MAX_LINE or not line[:3].isdigit() or line[3:4] not in b" -\r\n":
+                self._fail(f"not an SMTP reply: {line[:80]!r}")
+                return
+            self._lines.append(line)
+            if line[3:4] != b"-":
+                self._replies.append(_reply(self._lines))
+                self._lines = []
+        del buffer[:start]
+        if len(buffer) > _MAX_BUFFER:
+            self._fail("a reply line with no end")
+            return
+        if self._replies:
+            self._wake()
+
+    def eof_received(self) -> bool:
+        self._fail("Unexpected EOF received")
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail("Connection lost", exc)
+
+    # -- the session --------------------------------------------------------------------------
+
+    def write(self, data: bytes, *more: bytes) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._transport.is_closing():
+            raise aiosmtplib.SMTPServerDisconnected("Connection lost")
+        if more:
+            self._transport.writelines([data, *more])
+        else:
+            self._transport.write(data)
+
+    async def reply(self) -> Reply:
+        """The next reply, in the order the commands were written."""
+        while not self._replies:
+            if self._error is not None:
+                raise self._error
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._replies.popleft()
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def _fail(self, why: str, cause: BaseException | None = None) -> None:
+        if self._error is None:
+            self._error = aiosmtplib.SMTPServerDisconnected(why)
+            self._error.__cause__ = cause
+        self._transport.close()
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+
+def _reply(lines: list[bytes]) -> Reply:
+    text = b"\n".join(line[4:].strip(b" \t\r\n") for line in lines)
+    return Reply(int(lines[-1][:3]), text.decode("utf-8", "surrogateescape"))
+
+
+def stuffed(data: bytes) -> bytes:
+    """CRLF line ends, a final one, and every line that starts with "." doubled (RFC 5321)."""
+    if not _crlf_only(data):
+        data = re.sub(rb"\r\n|\r|\n", b"\r\n", data)
+    body = data if data.endswith(b"\r\n") else data + b"\r\n"
+    body = body.replace(b"\r\n.", b"\r\n..")
+    return b"." + body if body.startswith(b".") else body
+
+
+def _crlf_only(data: bytes) -> bool:
+    lines = data.count(b"\n")
+    return lines == data.count(b"\r\n") and lines == data.count(b"\r")
