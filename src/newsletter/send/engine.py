@@ -171,13 +171,12 @@ class Engine:
         return None
 
     async def _keep_lease(self) -> None:
-        while True:
-            await asyncio.sleep(self.lease.interval)
-            if not self.lease.renew():
-                self.stop(LEASE_LOST)
-                return
+        await asyncio.sleep(self.lease.interval)
+        while self.lease.renew():
             self._reap()
             self._share()
+            await asyncio.sleep(self.lease.interval)
+        self.stop(LEASE_LOST)
 
     def _reap(self) -> None:
         """Another worker's expired lease: its uploads in flight are `unknown` now."""
