@@ -252,8 +252,7 @@ class MessageFactory:
             header = signature + header
             data = signature + data
         self._check_header_block(header, subscriber, tagged=bool(tag_line))
-        # Every field is ours and checked above: no validation pass over 50 KB of bytes.
-        return OutgoingMessage.model_construct(
+        return OutgoingMessage(
             message_id=message_id,
             sender=sender,
             recipient=subscriber.envelope,

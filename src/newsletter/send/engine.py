@@ -235,9 +235,8 @@ class Engine:
         self._handle(row, result, attempted=not accepted)
 
     def _build(self, row: Delivery) -> OutgoingMessage:
-        # The row is the snapshot planning checked and stored (so no validation again, a
-        # tenth of the build); the VERP tag names its id.
-        subscriber = Subscriber.model_construct(envelope=row.envelope, name=row.name, line=None)
+        # The row is the snapshot planning checked and stored; the VERP tag names its id.
+        subscriber = Subscriber(envelope=row.envelope, name=row.name)
         return self.job.build(subscriber, row.message_id, row.id)
 
     def _build_next(self) -> None:

@@ -20,7 +20,8 @@ from newsletter.send.reader import planned_batches
 from newsletter.send.replies import Outcome, Result, Scope
 
 S = DeliveryStatus
-BATCH = 5000
+# Rows per batch: small enough that the writer starts early and keeps pace with the reader.
+BATCH = 1000
 
 
 def recover(job: Job, outbox: Outbox, worker: str) -> list[Delivery]:

@@ -3,9 +3,10 @@
 Reading and checking a CSV row costs about as much as writing its row into the outbox (~10 µs
 each for a million rows on this project's 2-core machine), so planning reads in a forked child
 while this process writes: the two overlap, and planning takes about the time of the slower one.
-The child sends each batch (5,000 rows as tuples) through a pipe, then the list's report (rows
-rejected, duplicates, ...), which is copied into the Job's report here. A child that fails sends
-the error, which is raised here as it would have been; one that dies ends planning with an error.
+The child sends each batch (of planning.BATCH rows, as tuples) through a pipe, then the list's
+report (rows rejected, duplicates, ...), which is copied into the Job's report here. A child
+that fails sends the error, which is raised here as it would have been; one that dies ends
+planning with an error.
 """
 
 from __future__ import annotations
