@@ -9,7 +9,8 @@ Postfix's smtp-sink on loopback, with a fresh outbox:
    phase's rate; and the same at 10,000 recipients, so the two rates compare (target: within 10 %).
 2. 10,000 recipients, 4 sessions, the whole command timed from start to exit, next to Postfix's
    smtp-source sending messages of the same size over the same sessions to the same sink, just
-   before and just after (their mean is the reference; target >= 0.8).
+   before and just after (their mean is the reference; target >= 0.8); three times, the middle
+   ratio reported.
 3. 10,000 recipients on one PostgreSQL outbox (a throwaway cluster, as the tests start it): one
    worker, then two workers started together (4 sessions each; the time is from the first start
    to the last exit), and SQLite beside them.
@@ -178,23 +179,31 @@ def main() -> None:
     try:
         small = make_project(options.small)
         projects.append(small)
-        # 2. the whole command against smtp-source (and the 10k reference rate for 1.)
-        before = run_source(port, 4, options.small, size)
-        whole = send(small, environment(port))
-        after = run_source(port, 4, options.small, size)
-        source = (before + after) / 2
+        # 2. the whole command against smtp-source, three times (the middle one is reported:
+        # two busy processes on two cores make single runs swing by a tenth); each run of ours
+        # is bracketed by smtp-source runs. Also the 10k reference rate for 1.
+        trials = []
+        for _ in range(3):
+            shutil.rmtree(small / ".newsletter", ignore_errors=True)
+            before = run_source(port, 4, options.small, size)
+            run = send(small, environment(port))
+            after = run_source(port, 4, options.small, size)
+            trials.append(((before + after) / 2, run))
+        trials.sort(key=lambda t: options.small / t[1].wall / t[0])
+        source, whole = trials[1]
         sqlite_per_row = sqlite_bytes(small) / options.small
         print(
             f"issue 14, {size / 1024:.1f} KB per message, smtp-sink on loopback,"
             f" {os.cpu_count()} CPUs, Python {sys.version.split()[0]}\n"
         )
         print(f"## {options.small} recipients, 4 sessions, whole command vs smtp-source")
+        ratios = ", ".join(f"{options.small / r.wall / ref:.2f}" for ref, r in trials)
         print(f"smtp-source            {source:7.0f} msg/s")
         ours = options.small / whole.wall
         print(f"newsletter send        {ours:7.0f} msg/s (start to exit, {whole.wall:.1f} s)")
         print(
-            f"ratio                  {ours / source:7.2f}   (send phase alone:"
-            f" {whole.send_rate:.0f} msg/s, {whole.send_rate / source:.2f})"
+            f"ratio                  {ours / source:7.2f}   (the middle of {ratios}; send phase"
+            f" alone: {whole.send_rate:.0f} msg/s, {whole.send_rate / source:.2f})"
         )
         print(
             f"planning               {whole.plan_seconds:7.2f} s, peak RSS {whole.rss_mb:.0f} MB\n"

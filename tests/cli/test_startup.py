@@ -1,0 +1,52 @@
+"""The send command's start: only what sending needs is imported (each of these costs tens of
+milliseconds on every `newsletter send`; benchmarks/scale.py times the whole command)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+import pytest
+
+LOAD_SEND = """
+import sys, click
+from newsletter.cli.main import cli
+assert cli.get_command(click.Context(cli), "send") is not None
+print(sorted(sys.modules))
+"""
+
+# Other commands' code, and libraries a send of an issue without markup, without [dkim] and
+# without a terminal never calls.
+NOT_FOR_SEND = [
+    "newsletter.web",
+    "newsletter.preflight",
+    "newsletter.cli.author",
+    "newsletter.cli.lists",
+    "newsletter.cli.servers",
+    "newsletter.bounces.inbox",
+    "newsletter.spamscore",
+    "markdown_it",
+    "dkim",
+    "flufl.bounce",
+    "rich",
+    "uvicorn",
+    "starlette",
+]
+
+
+@pytest.fixture(scope="module")
+def loaded() -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", LOAD_SEND], capture_output=True, text=True, check=True
+    ).stdout
+    return set(ast.literal_eval(out))
+
+
+@pytest.mark.parametrize("module", NOT_FOR_SEND)
+def test_the_send_command_does_not_import(module: str, loaded: set[str]) -> None:
+    assert module not in loaded
+
+
+def test_the_send_command_itself_is_loaded(loaded: set[str]) -> None:
+    assert {"newsletter.cli.sending", "newsletter.send.engine", "aiosmtplib"} <= loaded
