@@ -3,10 +3,10 @@
 Reading and checking a CSV row costs about as much as writing its row into the outbox (~10 µs
 each for a million rows on this project's 2-core machine), so planning reads in a forked child
 while this process writes: the two overlap, and planning takes about the time of the slower one.
-The child sends each batch (of planning.BATCH rows, as tuples) through a pipe, then the list's
-report (rows rejected, duplicates, ...), which is copied into the Job's report here. A child
-that fails sends the error, which is raised here as it would have been; one that dies ends
-planning with an error.
+The child sends each batch (1,000 rows, then `size` once the list proves long; as tuples)
+through a pipe, then the list's report (rows rejected, duplicates, ...), which is copied into the
+Job's report here. A child that fails sends the error, which is raised here as it would have
+been; one that dies ends planning with an error.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from newsletter.errors import DeliveryError, NewsletterError, SubscriberListErro
 from newsletter.outbox import Planned
 from newsletter.send.job import Job
 from newsletter.subscribers import normalize
+
+SMALL_BATCH = 1000
+SMALL_ROWS = 20_000  # rows read in small batches before `size` is used
 
 
 def planned_batches(job: Job, size: int) -> Iterator[list[Planned]]:
@@ -58,7 +61,11 @@ def _read(job: Job, size: int, pipe: Connection) -> None:
     message_id = job.message_id
     try:
         stream = iter(job.subscribers())
-        while batch := list(islice(stream, size)):
+        read = 0
+        # Small batches first: the writer idles until the first one comes, and a short list
+        # is done before larger ones would pay off.
+        while batch := list(islice(stream, size if read >= SMALL_ROWS else SMALL_BATCH)):
+            read += len(batch)
             pipe.send(
                 (
                     "rows",
