@@ -56,7 +56,6 @@ class PostgresOutbox(Outbox):
 
     def __init__(self, target: str, *, migrate: bool = True) -> None:
         self.target = target
-        self._depth = 0
         try:
             self._db = psycopg.connect(target, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
@@ -101,21 +100,10 @@ class PostgresOutbox(Outbox):
             cur.executemany(_sql(sql), rows)
 
     @contextmanager
-    def _write(self) -> Iterator[None]:
-        if self._depth:
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
-            return
+    def _transaction(self) -> Iterator[None]:
         with self._db.transaction():
             self._db.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            self._depth = 1
-            try:
-                yield
-            finally:
-                self._depth = 0
+            yield
 
     @contextmanager
     def _migration_lock(self) -> Iterator[None]:

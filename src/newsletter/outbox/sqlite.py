@@ -37,7 +37,6 @@ class SqliteOutbox(Outbox):
     def __init__(self, target: Path | str, *, migrate: bool = True) -> None:
         path = Path(target)
         self.target = self.path = path
-        self._depth = 0
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
@@ -66,25 +65,14 @@ class SqliteOutbox(Outbox):
         self._db.executemany(sql, rows)
 
     @contextmanager
-    def _write(self) -> Iterator[None]:
-        # Nested use (a helper inside a transaction) joins the outer transaction.
-        if self._depth:
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
-            return
+    def _transaction(self) -> Iterator[None]:
         # BEGIN IMMEDIATE takes the write lock up front.
         _retried(self._db.execute, "BEGIN IMMEDIATE", ())
-        self._depth = 1
         try:
             yield
         except BaseException:
-            self._depth = 0
             self._db.execute("ROLLBACK")
             raise
-        self._depth = 0
         self._db.execute("COMMIT")
 
     def _migration_lock(self) -> AbstractContextManager[None]:

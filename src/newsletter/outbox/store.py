@@ -9,8 +9,8 @@ migrations of py the database lacks; every backend runs it when it opens.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -39,6 +39,7 @@ class Store:
     shared = False
     # The driver's own error class (sqlite3.Error, psycopg.Error).
     errors: type[Exception] = Exception
+    _depth = 0  # how many `_write` blocks are open (the outer one owns the transaction)
 
     def close(self) -> None:
         raise NotImplementedError
@@ -58,9 +59,28 @@ class Store:
     def _many(self, sql: str, rows: Iterable[Params]) -> None:
         raise NotImplementedError
 
-    def _write(self) -> AbstractContextManager[None]:
+    @contextmanager
+    def _write(self) -> Iterator[None]:
         """A transaction holding the write lock from its start, so two senders never
-        interleave a read-then-write on the same rows. Nested use joins the outer one."""
+        interleave a read-then-write on the same rows. Nested use (a helper inside a
+        transaction) joins the outer one."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        with self._transaction():
+            self._depth = 1
+            try:
+                yield
+            finally:
+                self._depth = 0
+
+    def _transaction(self) -> AbstractContextManager[None]:
+        """The backend's write transaction: its write lock taken at the start, committed at
+        the end, rolled back if the block raises."""
         raise NotImplementedError
 
     def _migration_lock(self) -> AbstractContextManager[None]:
