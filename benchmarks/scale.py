@@ -36,12 +36,10 @@ from pathlib import Path
 import psycopg
 
 from send import (
-    _SEARCH,
     SECRET,
-    SINK,
-    SOURCE,
     free_port,
     message_size,
+    require_postfix,
     run_source,
     start_sink,
     temporary_project,
@@ -168,9 +166,7 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--skip-large", action="store_true")
     options = parser.parse_args()
-    for tool in (SINK, SOURCE):
-        if shutil.which(tool, path=_SEARCH) is None:
-            raise SystemExit(f"{tool} not found: install the Debian package postfix")
+    require_postfix()
     size = message_size()
     port = free_port()
     sink = start_sink(port)

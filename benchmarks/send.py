@@ -41,6 +41,13 @@ SECRET = "benchmark-secret-0123456789abcdef"
 SUMMARY = re.compile(r"\((\d+) sent by this run in ([\d.]+) s")
 
 
+def require_postfix() -> None:
+    """smtp-sink and smtp-source, or a clear stop."""
+    for tool in (SINK, SOURCE):
+        if shutil.which(tool, path=_SEARCH) is None:
+            raise SystemExit(f"{tool} not found: install the Debian package postfix")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -139,9 +146,7 @@ def main() -> None:
         help="SESSIONSxPROCESSES for newsletter (smtp-source always runs one process)",
     )
     options = parser.parse_args()
-    for tool in (SINK, SOURCE):
-        if shutil.which(tool, path=_SEARCH) is None:
-            raise SystemExit(f"{tool} not found: install the Debian package postfix")
+    require_postfix()
     size = message_size()
     port = free_port()
     sink = start_sink(port)
