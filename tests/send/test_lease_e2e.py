@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from support.sendcli import environment, finish, newsletter, spawn, write_list
+from support.sendcli import finish, newsletter, shared_environment, spawn, write_list
 from support.smtp import Fault, FaultyHandler, start
 
 pytestmark = pytest.mark.slow
@@ -65,12 +65,7 @@ async def test_a_paused_worker_loses_its_lease_and_stops(
     )
     handler = FaultyHandler([uploading, waiting])
     async with start(handler) as server:
-        env = environment(
-            server.port,
-            NEWSLETTER_LISTS__MAIN__PATH="big.csv",
-            NEWSLETTER_OUTBOX__URL=postgres_url,
-            NEWSLETTER_SEND__LEASE="2",
-        )
+        env = shared_environment(server.port, postgres_url, "2")
         args = ["send", "--issue", "14", "--yes", "--concurrency", "2"]
         paused = await spawn(args, env, project)
         try:

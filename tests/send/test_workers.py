@@ -17,6 +17,7 @@ from support.sendcli import (
     environment,
     finish,
     newsletter,
+    shared_environment,
     spawn,
     sqlite_states,
     wait_for,
@@ -57,12 +58,7 @@ async def test_two_workers_one_killed_no_doubles(project: Path, postgres_url: st
     # A pause inside DATA keeps uploads in flight, so the kill lands in the in-doubt window.
     handler = FaultyHandler([Fault("data", sleep=0.1)])
     async with start(handler) as server:
-        env = environment(
-            server.port,
-            NEWSLETTER_LISTS__MAIN__PATH="big.csv",
-            NEWSLETTER_OUTBOX__URL=postgres_url,
-            NEWSLETTER_SEND__LEASE="2",
-        )
+        env = shared_environment(server.port, postgres_url, "2")
         args = ["send", "--issue", "14", "--yes", "--concurrency", "2"]
         doomed = await spawn(args, env, project)
         survivor = await spawn(args, env, project)
@@ -106,12 +102,7 @@ async def test_planning_happens_once_and_the_rate_is_the_runs(
     write_list(project / "big.csv", 40)
     handler = FaultyHandler()
     async with start(handler) as server:
-        env = environment(
-            server.port,
-            NEWSLETTER_LISTS__MAIN__PATH="big.csv",
-            NEWSLETTER_OUTBOX__URL=postgres_url,
-            NEWSLETTER_SEND__LEASE="1.5",
-        )
+        env = shared_environment(server.port, postgres_url, "1.5")
         args = ["send", "--issue", "14", "--yes", "--concurrency", "2", "--rate", "20"]
         first = await spawn(args, env, project)
         second = await spawn(args, env, project)

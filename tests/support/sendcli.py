@@ -36,6 +36,16 @@ def environment(port: int, **extra: str) -> dict[str, str]:
     return env
 
 
+def shared_environment(port: int, postgres_url: str, lease: str) -> dict[str, str]:
+    """`environment` for workers sharing one send of big.csv on a PostgreSQL outbox."""
+    return environment(
+        port,
+        NEWSLETTER_LISTS__MAIN__PATH="big.csv",
+        NEWSLETTER_OUTBOX__URL=postgres_url,
+        NEWSLETTER_SEND__LEASE=lease,
+    )
+
+
 async def spawn(args: list[str], env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
