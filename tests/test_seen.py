@@ -51,3 +51,23 @@ def test_a_short_list_stays_in_memory() -> None:
         assert seen.add("user19999@example.com", 99_999) == 20_001
         assert seen.add("new@example.com", 5) is None
         assert seen._file is None  # a list this short never touches the disk
+
+
+def test_a_probe_that_wraps_past_the_end_of_a_run_is_followed() -> None:
+    """Keys hashing to a run's last slots probe on from slot 0 (found failing in CI, with
+    a probe that started near the end of a 16-slot run)."""
+
+    class Wrapping(SeenKeys):
+        TABLE = 1 << 4
+
+    with Wrapping() as seen:
+        values = {i: hash(f"k{i}") & 0xFFFF_FFFF_FFFF_FFFF for i in range(2000)}
+        # Eight keys whose hashes all name slot 15: the run puts one there and wraps the rest.
+        tail = [i for i, v in values.items() if v & 15 == 15][:8]
+        assert len(tail) == 8
+        for line, i in enumerate(tail, start=2):
+            assert seen.add(f"k{i}", line) is None
+        assert len(seen._runs) == 1
+        assert not seen._table
+        for line, i in enumerate(tail, start=2):
+            assert seen.add(f"k{i}", 999) == line

@@ -116,8 +116,9 @@ class SeenKeys:
 def _find(fd: int, offset: int, slots: int, value: int) -> int | None:
     """The slot of `value` in the run at `offset` (a table of `slots`), probing as `add` does."""
     slot = value & (slots - 1)
-    for _ in range(0, slots, _READ):
-        count = min(_READ, slots - slot)
+    left = slots  # a probe may wrap past the end, and a first read may stop at it
+    while left:
+        count = min(_READ, slots - slot, left)
         chunk = array("Q", os.pread(fd, 8 * count, offset + 8 * slot))
         for i, found in enumerate(chunk):
             if found == value:
@@ -125,4 +126,5 @@ def _find(fd: int, offset: int, slots: int, value: int) -> int | None:
             if found == 0:
                 return None
         slot = (slot + count) % slots
+        left -= count
     return None
