@@ -291,6 +291,29 @@ async def test_daily_quota_stops_the_run_and_a_rerun_resumes(outbox: Outbox) -> 
     assert sorted(handler.by_recipient.values()) == [1] * 10
 
 
+async def test_a_row_taken_ahead_when_the_run_stops_is_sent_by_the_rerun(outbox: Outbox) -> None:
+    """r6's envelope went out behind r5's body; r5's reply stops the run, so r6 gets no body.
+    It stays pending (not lost, not `sending`), and the re-run sends it once."""
+    quota = Fault(
+        "data",
+        reply="550 5.4.5 Daily user sending quota exceeded",
+        times=1,
+        match=lambda r: r == "r5@example.com",
+    )
+    handler = FaultyHandler([quota])
+    options = Options(concurrency=1, retry_base=0.01, retry_cap=0.02)
+    async with start(handler) as server:
+        first = await deliver(job(10), pool(server, size=1), outbox, options, signals=())
+        assert "quota" in first.stopped
+        states = by_recipient(outbox)
+        assert (states["r5@example.com"], states["r6@example.com"]) == (S.DEFERRED, S.PENDING)
+        assert sorted(handler.by_recipient) == [f"r{i}@example.com" for i in range(5)]
+        assert sum(first.counts.values()) == 10
+        second = await deliver(job(10), pool(server, size=1), outbox, options, signals=())
+    assert second.complete
+    assert sorted(handler.by_recipient.values()) == [1] * 10
+
+
 async def test_throttling_slows_down_and_gets_through(outbox: Outbox) -> None:
     handler = FaultyHandler(
         [

@@ -108,6 +108,101 @@ async def test_a_refused_recipient_with_a_354_anyway_gets_no_body() -> None:
     assert rest == b""  # the session was closed: no body, no QUIT into a body
 
 
+async def test_the_next_envelope_goes_out_behind_the_body_in_one_write() -> None:
+    """One round trip per message: the server hears the next MAIL, RCPT and DATA before it
+    answers the body (a client that waits for that 250 first would hang here)."""
+    seen: list[bytes] = []
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await lines(reader, 3)
+        writer.write(b"250 ok\r\n250 ok\r\n354 go\r\n")
+        await reader.readuntil(b"\r\n.\r\n")
+        seen.extend(await asyncio.wait_for(lines(reader, 3), 5))
+        writer.write(b"250 queued P1\r\n250 ok\r\n250 ok\r\n354 go\r\n")
+        seen.append(await reader.readuntil(b"\r\n.\r\n"))
+        writer.write(b"250 queued P2\r\n")
+        seen.extend(await lines(reader, 1))
+        writer.write(b"221 bye\r\n")
+
+    marks = Marks()
+    second = make_message(2)
+    async with scripted(script) as port:
+        pool = Pool(settings(port), password=None, size=1)
+        first = await pool.send(make_message(1), marks, lambda: second)
+        assert marks.calls == 1  # the second is not `sending` before its own 354
+        result = await pool.send(second, marks)
+        await pool.close()
+    assert (first.reply, result.reply) == ("queued P1", "queued P2")
+    assert marks.calls == 2
+    assert seen[:3] == [
+        b"MAIL FROM:<a@example.org>\r\n",
+        b"RCPT TO:<r2@example.com>\r\n",
+        b"DATA\r\n",
+    ]
+    assert b"Message-ID: <m2@test.example>" in seen[3]
+    assert seen[4] == b"QUIT\r\n"
+
+
+async def test_a_refused_body_ends_its_transaction_without_an_rset() -> None:
+    """The reply to the end of the body ends the transaction; an RSET then would be read as
+    the first line of the announced message's body."""
+    seen: list[bytes] = []
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await lines(reader, 3)
+        writer.write(b"250 ok\r\n250 ok\r\n354 go\r\n")
+        await reader.readuntil(b"\r\n.\r\n")
+        await lines(reader, 3)
+        writer.write(b"554 5.7.1 spam\r\n250 ok\r\n250 ok\r\n354 go\r\n")
+        seen.append(await reader.readuntil(b"\r\n.\r\n"))
+        writer.write(b"250 queued P2\r\n")
+        await lines(reader, 1)
+
+    second = make_message(2)
+    async with scripted(script) as port:
+        pool = Pool(settings(port), password=None, size=1)
+        first = await pool.send(make_message(1), Marks(), lambda: second)
+        result = await pool.send(second, Marks())
+        await pool.close()
+    assert (first.outcome, first.code) == (Outcome.REJECTED, 554)
+    assert result.outcome == Outcome.SENT
+    assert seen[0].startswith(b"From: a@example.org\r\nTo: r2@example.com")
+
+
+async def test_an_announced_message_not_sent_next_ends_its_session() -> None:
+    """The server waits for the announced message's body: it gets none, nor a QUIT inside
+    it; the message sent instead goes on a new session."""
+    sessions: list[bytes] = []
+    both = asyncio.Event()
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await lines(reader, 3)
+        writer.write(b"250 ok\r\n250 ok\r\n354 go\r\n")
+        body = await reader.readuntil(b"\r\n.\r\n")
+        writer.write(b"250 queued\r\n")
+        if b"<m1@" in body:  # the second message's envelope follows it
+            body += b"".join(await lines(reader, 3))
+            writer.write(b"250 ok\r\n250 ok\r\n354 go\r\n")
+        else:
+            body += await reader.readline()
+            writer.write(b"221 bye\r\n")
+        sessions.append(body + await reader.read(65536))
+        if len(sessions) == 2:
+            both.set()
+
+    async with scripted(script) as port:
+        pool = Pool(settings(port), password=None, size=1)
+        first = await pool.send(make_message(1), Marks(), lambda: make_message(2))
+        third = await pool.send(make_message(3), Marks())
+        await pool.close()
+        await asyncio.wait_for(both.wait(), 5)
+    assert (first.outcome, third.outcome) == (Outcome.SENT, Outcome.SENT)
+    assert len(sessions) == 2
+    assert sessions[0].endswith(b"RCPT TO:<r2@example.com>\r\nDATA\r\n")  # then EOF
+    assert b"<m3@test.example>" in sessions[1]
+    assert sessions[1].endswith(b"\r\n.\r\nQUIT\r\n")
+
+
 async def test_replies_split_anywhere_are_read_whole() -> None:
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await lines(reader, 3)

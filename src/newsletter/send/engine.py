@@ -7,10 +7,12 @@ The fixed pipeline of one run (planning.py for the first three):
     plan      the list streamed into the outbox; suppressed or departed rows waiting are `skipped`
     deliver   N sessions take rows the engine claims from the outbox a batch at a time, through
               one token bucket per second and one per hour (this worker's share of the run's
-              rates); a deferred row goes back to the outbox with its full-jitter backoff and is
-              claimed again when due, up to max_attempts in this run; a circuit breaker ends the
-              run after K connection failures in a row; SIGINT/SIGTERM let in-flight messages
-              finish and be recorded, then stop.
+              rates); while a body goes out, its session takes the next row, builds it and
+              (with PIPELINING) announces it behind the body (smtp.py); a deferred row goes
+              back to the outbox with its full-jitter backoff and is claimed again when due,
+              up to max_attempts in this run; a circuit breaker ends the run after K
+              connection failures in a row; SIGINT/SIGTERM let in-flight messages finish and
+              be recorded, then stop.
 
 Nothing here grows with the list: the queue holds one claimed batch. The engine never builds
 MIME or speaks SMTP itself: a `build(subscriber, message_id)` callable makes the bytes and
@@ -20,11 +22,11 @@ smtp.Pool carries them. send/run.py wires the stages to it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import NamedTuple
 
 from newsletter.bounces.policy import Policy, RateGuard
 from newsletter.errors import TransportError
@@ -35,7 +37,7 @@ from newsletter.send.lease import Lease, worker_id
 from newsletter.send.pacing import RateLimiter, backoff
 from newsletter.send.planning import announce, plan, recover
 from newsletter.send.replies import Outcome, Result, Scope
-from newsletter.send.smtp import Pool
+from newsletter.send.smtp import Connection, Pool
 
 S = DeliveryStatus
 # Claimed rows a worker holds at most: about a second of sending, so an unsubscribe is honoured
@@ -48,6 +50,14 @@ LEASE_LOST = "this worker lost its lease (it was paused longer than [send] lease
 
 class LeaseLostError(Exception):
     """The row this worker was about to upload is no longer its own (its lease was reaped)."""
+
+
+class Ahead(NamedTuple):
+    """The row a session sends next, taken while its last body went out: paced already, and
+    its message built (None if that failed: the attempt builds it again and records why)."""
+
+    row: Delivery
+    message: OutgoingMessage | None
 
 
 class Engine:
@@ -80,7 +90,6 @@ class Engine:
         self._started = 0.0
         self._sent = 0
         self._counts: dict[DeliveryStatus, int] = {}
-        self._built: dict[int, OutgoingMessage] = {}  # row id -> its message, built ahead
         self._policy = Policy(outbox, options.bounces)
         self._rates = RateGuard(outbox, options.bounces, job.issue, job.list_name)
 
@@ -98,7 +107,7 @@ class Engine:
         self._started = time.monotonic()
         self._share()
         keeper = asyncio.create_task(self._keep_lease())
-        sessions = [asyncio.create_task(self._work()) for _ in range(self.options.concurrency)]
+        sessions = [asyncio.create_task(self._work(conn)) for conn in self.pool.sessions]
         try:
             await asyncio.gather(*sessions)
         finally:
@@ -109,14 +118,17 @@ class Engine:
         self.report.seconds = time.monotonic() - self._started
         return self.report
 
-    async def _work(self) -> None:
+    async def _work(self, conn: Connection) -> None:
+        """One session's loop. A row taken ahead and left unsent when the run stops stays
+        claimed until the lease is retired, which frees it for the next run."""
+        ahead: Ahead | None = None
         while not self._stopping:
-            row = await self._next()
+            row = ahead.row if ahead is not None else await self._next()
             if row is None:
                 return
             self._in_flight += 1
             try:
-                await self._attempt(row)
+                ahead = await self._attempt(conn, row, ahead)
             finally:
                 self._in_flight -= 1
 
@@ -195,19 +207,23 @@ class Engine:
         if workers > 1:  # the others' outcomes too, for the display
             self._counts = self.outbox.counts(self.job.issue, self.job.list_name)
 
-    async def _attempt(self, row: Delivery) -> None:
-        await self.per_hour.take()
-        await self.per_second.take()
-        if self._stopping:
-            return
-        message = self._built.pop(row.id, None)
+    async def _attempt(self, conn: Connection, row: Delivery, ahead: Ahead | None) -> Ahead | None:
+        """Send `row` on `conn` (`ahead`: taken, paced and built while the last body went
+        out); the row to send next if one was taken ahead meanwhile."""
+        if ahead is None:
+            await self.per_hour.take()
+            await self.per_second.take()
+            if self._stopping:
+                return None
+        message = ahead.message if ahead is not None else None
         if message is None:
             try:
                 message = self._build(row)
             except Exception as exc:  # one recipient's bad data must not end the run
                 self._record(row, S.FAILED, None, reply=f"cannot build the message: {exc}")
-                return
+                return None
         accepted = False
+        upcoming: Ahead | None = None
 
         def on_accepted() -> None:
             nonlocal accepted
@@ -218,38 +234,48 @@ class Engine:
             if not self.outbox.mark_sending(row.id, mid, owner=self.worker):
                 raise LeaseLostError
 
+        def meanwhile() -> OutgoingMessage | None:
+            nonlocal upcoming
+            upcoming = self._take_ahead()
+            return upcoming.message if upcoming is not None else None
+
         try:
-            result = await self.pool.send(message, on_accepted, self._build_next)
+            result = await conn.send(message, on_accepted, meanwhile)
         except asyncio.CancelledError:
             if accepted:
                 self._record(row, S.UNKNOWN, None, reply="stopped during DATA", attempted=False)
             raise
         except LeaseLostError:  # reaped while paused: the body was not sent
             self.stop(LEASE_LOST)
-            return
+            return None
         except TransportError as exc:
             # A reconnect met a setup fault (certificate, AUTH): no message can go out now. The
             # row was not attempted; the run stops resumable rather than failing as a whole.
             self.stop(f"{exc.message} ({exc.hint})" if exc.hint else exc.message)
-            return
+            return None
         self._handle(row, result, attempted=not accepted)
+        return upcoming
 
     def _build(self, row: Delivery) -> OutgoingMessage:
         # The row is the snapshot planning checked and stored; the VERP tag names its id.
         subscriber = Subscriber(envelope=row.envelope, name=row.name)
         return self.job.build(subscriber, row.message_id, row.id)
 
-    def _build_next(self) -> None:
-        """Build the next row's message while the server takes in an upload, so the CPU does
-        it then rather than after the reply (with one connection it was idle then)."""
+    def _take_ahead(self) -> Ahead | None:
+        """While the server takes in a body: the next row for this session if it may go at
+        once (a row waits in the queue, the rates allow it), built now, when the CPU would
+        otherwise wait for the reply; its envelope can then follow the body (smtp.py)."""
         if self._stopping or not self._queue:
-            return
-        row = self._queue[0]
-        if row.id in self._built:
-            return
-        # A message that cannot be built is built again by its attempt, which records why.
-        with contextlib.suppress(Exception):
-            self._built[row.id] = self._build(row)
+            return None
+        if not (self.per_hour.ready() and self.per_second.ready()):
+            return None
+        row = self._queue.popleft()
+        self.per_hour.take_now()
+        self.per_second.take_now()
+        try:
+            return Ahead(row, self._build(row))
+        except Exception:  # its attempt builds it again and records why
+            return Ahead(row, None)
 
     def _handle(self, row: Delivery, result: Result, *, attempted: bool) -> None:
         outcome, opts = result.outcome, self.options

@@ -20,11 +20,20 @@ class RateLimiter:
         self.interval = 1.0 / per_second if per_second > 0 else 0.0
 
     async def take(self) -> None:
+        wait = self.take_now()
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    def take_now(self) -> float:
+        """Take the next slot; the seconds until it comes (0: it is free now)."""
         now = time.monotonic()
         slot = max(self._next, now)
         self._next = slot + self.interval
-        if slot > now:
-            await asyncio.sleep(slot - now)
+        return slot - now
+
+    def ready(self) -> bool:
+        """Whether a message may leave now without waiting."""
+        return self._next <= time.monotonic()
 
     def pause(self, seconds: float) -> None:
         self._next = max(self._next, time.monotonic() + seconds)

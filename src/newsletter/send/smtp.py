@@ -11,8 +11,12 @@ the upload and to UNKNOWN during it (the server may have the message).
 `send` calls MAIL, RCPT and DATA, and once the server has answered DATA with 354 the caller's
 `on_accepted` (which commits `sending`), then uploads the body: only the upload itself is ever
 in doubt, and a connection lost before the 354 is a plain retry. Its optional `meanwhile` runs
-once the body is written, while the server takes it in: time the caller can use (the engine
-builds the next message there) instead of waiting idle for the reply.
+once the body is written, while the server takes it in, and may return the message this session
+sends next (the engine builds it there): with PIPELINING its MAIL, RCPT and DATA go out at once,
+behind the body (RFC 2920 lets a group start with the message content), so a message costs one
+round trip, not two. That message's own `send` then starts from the replies; its body still
+waits for its 354 and its `on_accepted`. An announced message that is not sent next (the run
+stopped) ends the session: the server waits for a body that will not come.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from newsletter.send.wire import Reply, Wire, stuffed
 from newsletter.settings import SmtpSettings
 
 OnAccepted = Callable[[], None]
-Meanwhile = Callable[[], None] | None
+Meanwhile = Callable[[], OutgoingMessage | None] | None
 
 _UNSAFE = re.compile(r"[<>\s\x00-\x1f\x7f]")
 _CONNECTION_ERRORS = (aiosmtplib.SMTPServerDisconnected, aiosmtplib.SMTPTimeoutError, OSError)
@@ -54,6 +58,8 @@ class Connection:
         self._wire: Wire | None = None  # the transactions
         self._pipelining = False
         self._count = 0
+        # The message whose MAIL, RCPT and DATA went out behind the last body, on that wire.
+        self._announced: tuple[Wire, OutgoingMessage] | None = None
         # The command timeout of a message's commands, kept by one watchdog per session
         # instead of a timer and a future per command.
         self._deadline = 0.0  # when the awaited reply is overdue; 0 while nothing is awaited
@@ -99,40 +105,67 @@ class Connection:
     async def send(
         self, message: OutgoingMessage, on_accepted: OnAccepted, meanwhile: Meanwhile = None
     ) -> Result:
+        announced, self._announced = self._announced, None
+        wire = self._wire
+        ready = announced is not None and announced[0] is wire and announced[1] is message
+        if announced is not None and not ready:
+            self._announced = announced
+            await self.close()  # that session waits for another message's body
+        commands = None
+        if not ready or wire is None or not wire.is_open:
+            try:
+                wire = await self._open()
+            except aiosmtplib.SMTPResponseException as exc:
+                return classify(exc.code, exc.message, "connect")
+            except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException, ssl.SSLError) as exc:
+                return Result(
+                    Outcome.RETRY, Scope.CONNECTION, None, f"cannot connect: {_text(exc)}"
+                )
+            try:
+                commands = self._commands(message)
+            except aiosmtplib.SMTPNotSupported as exc:
+                return Result(Outcome.FAILED, Scope.RECIPIENT, None, exc.message)
+            except ValueError as exc:
+                return Result(Outcome.FAILED, Scope.RECIPIENT, None, str(exc))
         try:
-            wire = await self._open()
-        except aiosmtplib.SMTPResponseException as exc:
-            return classify(exc.code, exc.message, "connect")
-        except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException, ssl.SSLError) as exc:
-            return Result(Outcome.RETRY, Scope.CONNECTION, None, f"cannot connect: {_text(exc)}")
-
-        try:
-            options = self._mail_options(message)
-            encoding = "utf-8" if b"SMTPUTF8" in options else "ascii"
-            mail = b" ".join([b"MAIL FROM:" + _path(message.sender, encoding), *options])
-            rcpt = b"RCPT TO:" + _path(message.recipient, encoding)
-        except aiosmtplib.SMTPNotSupported as exc:
-            return Result(Outcome.FAILED, Scope.RECIPIENT, None, exc.message)
-        except ValueError as exc:
-            return Result(Outcome.FAILED, Scope.RECIPIENT, None, str(exc))
-        try:
-            return await self._transaction(
-                wire, message, mail + b"\r\n", rcpt + b"\r\n", on_accepted, meanwhile
-            )
+            return await self._transaction(wire, message, commands, on_accepted, meanwhile)
         finally:
             self._deadline = 0.0
+
+    def _commands(self, message: OutgoingMessage) -> tuple[bytes, bytes]:
+        """MAIL and RCPT for `message`; SMTPNotSupported or ValueError if they cannot be."""
+        options = self._mail_options(message)
+        encoding = "utf-8" if b"SMTPUTF8" in options else "ascii"
+        mail = b" ".join([b"MAIL FROM:" + _path(message.sender, encoding), *options])
+        return mail + b"\r\n", b"RCPT TO:" + _path(message.recipient, encoding) + b"\r\n"
+
+    def _announce(self, wire: Wire, meanwhile: Meanwhile) -> tuple[bytes, ...]:
+        """Run `meanwhile`; the envelope of the message it returns, to go out behind the body
+        when the server pipelines and the session will still be open for it. In the same
+        write: a server that replies to the body alone first may hold the replies to a late
+        envelope back (Nagle's algorithm against our delayed ACK)."""
+        upcoming = meanwhile() if meanwhile is not None else None
+        limit = self._pool.smtp.messages_per_connection
+        if upcoming is None or not self._pipelining or self._count + 2 > limit:
+            return ()
+        try:
+            mail, rcpt = self._commands(upcoming)
+        except (aiosmtplib.SMTPNotSupported, ValueError):
+            return ()  # its own send reports why
+        self._announced = (wire, upcoming)
+        return mail, rcpt, b"DATA\r\n"
 
     async def _transaction(
         self,
         wire: Wire,
         message: OutgoingMessage,
-        mail: bytes,
-        rcpt: bytes,
+        commands: tuple[bytes, bytes] | None,
         on_accepted: OnAccepted,
         meanwhile: Meanwhile,
     ) -> Result:
+        """One message on `wire`; `commands` None: its MAIL, RCPT and DATA are out already."""
         try:
-            refused = await self._envelope(wire, mail, rcpt)
+            refused = await self._envelope(wire, commands)
         except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException) as exc:
             # No 354 yet: the server cannot have the message.
             text = self._lost(exc)
@@ -152,9 +185,7 @@ class Connection:
         body = data if message.smtp_ready and data.endswith(b"\r\n") else stuffed(data)
         try:
             self._arm()
-            wire.write(body, b".\r\n")
-            if meanwhile is not None:
-                meanwhile()
+            wire.write(body, b".\r\n", *self._announce(wire, meanwhile))
             reply = await wire.reply()
         except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException) as exc:
             text = self._lost(exc)
@@ -163,21 +194,28 @@ class Connection:
                 Outcome.UNKNOWN, Scope.CONNECTION, None, f"connection lost during DATA: {text}"
             )
         if reply.code != 250:
-            # A reply to the end of the body: the server has decided, nothing in doubt.
-            return await self._refused(classify(reply.code, reply.message, "data"))
+            # A reply to the end of the body: the server has decided, nothing in doubt, and the
+            # transaction is over (no RSET; one would land in an announced message's body).
+            result = classify(reply.code, reply.message, "data")
+            if result.code == 421:
+                await self.close()
+            return result
         self._count += 1
         if self._count >= self._pool.smtp.messages_per_connection:
             await self.close(polite=True)
         return Result(Outcome.SENT, Scope.RECIPIENT, reply.code, reply.message)
 
-    async def _envelope(self, wire: Wire, mail: bytes, rcpt: bytes) -> Result | None:
+    async def _envelope(self, wire: Wire, commands: tuple[bytes, bytes] | None) -> Result | None:
         """MAIL, RCPT and DATA up to the server's 354: None then, else the refusal (with the
-        transaction ended). One write and one wait when the server offers PIPELINING."""
+        transaction ended). One write and one wait when the server offers PIPELINING; only the
+        wait when they went out behind the last body (`commands` None)."""
+        mail, rcpt = commands or (b"", b"")
         steps = ((mail, _MAIL), (rcpt, _RCPT), (b"DATA\r\n", _DATA))
         replies: list[Reply] = []
         if self._pipelining:
             self._arm()
-            wire.write(mail, rcpt, b"DATA\r\n")
+            if commands is not None:
+                wire.write(mail, rcpt, b"DATA\r\n")
             replies = [await wire.reply(), await wire.reply(), await wire.reply()]
         else:
             for command, (_, accepted) in steps:
@@ -231,6 +269,9 @@ class Connection:
 
     async def close(self, *, polite: bool = False) -> None:
         wire, self._wire, self._smtp = self._wire, None, None
+        if self._announced is not None:
+            # The server waits for a body: a QUIT now would be read as part of it.
+            self._announced, polite = None, False
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
@@ -263,6 +304,12 @@ class Pool:
         self._all = [Connection(self) for _ in range(size)]
         for conn in self._all:
             self._idle.put_nowait(conn)
+
+    @property
+    def sessions(self) -> list[Connection]:
+        """Every session, for a caller that keeps one task per session (the engine): a
+        message announced on a session must be sent on it."""
+        return list(self._all)
 
     def __repr__(self) -> str:
         return f"Pool({self.where}, size={len(self._all)})"
