@@ -114,6 +114,49 @@ def test_marks_and_outcomes_are_committed_at_once(outbox_target: Path | str) -> 
     other.close()
 
 
+def test_a_held_outcome_commits_with_the_next_mark_a_release_or_a_write(
+    outbox_target: Path | str,
+) -> None:
+    """`held` outcomes share the commit of what follows (SQLite; PostgreSQL commits at once):
+    never later than the next `sending` mark, so never after another body went out."""
+    sender = open_outbox(outbox_target)
+    sender.plan(14, "main", ["a@example.com", "b@example.com", "c@example.com"])
+    a, b, c = sender.due(14, "main")
+    other = open_outbox(outbox_target)
+    shares = isinstance(outbox_target, Path)
+
+    def committed() -> list[S]:
+        return [r.state for r in other.rows(14, "main")]
+
+    sender.mark_sending(a.id, "<a@x>")
+    assert sender.record(a.id, S.SENT, code=250, reply="queued as A", held=True)
+    assert committed()[0] == (S.SENDING if shares else S.SENT)
+    sender.mark_sending(b.id, "<b@x>")  # one commit carries both
+    assert committed() == [S.SENT, S.SENDING, S.PENDING]
+    sender.record(b.id, S.SENT, code=250, reply="queued as B", held=True)
+    sender.release()
+    assert committed() == [S.SENT, S.SENT, S.PENDING]
+    sender.mark_sending(c.id, "<c@x>")
+    sender.record(c.id, S.DEFERRED, code=451, reply="later", held=True)
+    with pytest.raises(RuntimeError), sender._write():  # a failing block rolls back only itself
+        raise RuntimeError
+    assert committed() == [S.SENT, S.SENT, S.DEFERRED]
+    sender.close()
+    other.close()
+
+
+def test_a_held_outcome_lost_in_a_crash_leaves_the_row_in_doubt(tmp_path: Path) -> None:
+    first = open_outbox(tmp_path / "outbox.sqlite3")
+    first.plan(14, "main", ["a@example.com"])
+    (a,) = first.due(14, "main")
+    first.mark_sending(a.id, "<a@x>")
+    first.record(a.id, S.SENT, code=250, reply="queued as A", held=True)
+    first._db.close()  # type: ignore[attr-defined]  # killed: the held transaction is gone
+    second = open_outbox(tmp_path / "outbox.sqlite3")
+    assert [r.state for r in second.recover(14, "main")] == [S.UNKNOWN]  # never sent twice
+    second.close()
+
+
 def test_a_crash_leaves_sending_which_recover_turns_into_unknown(outbox_target: Path | str) -> None:
     first = open_outbox(outbox_target)
     first.plan(14, "main", ["a@example.com", "b@example.com"])

@@ -147,10 +147,15 @@ class Outbox(Runs, BounceLog):
         next_attempt_at: float = 0.0,
         attempted: bool = False,
         owner: str | None = None,
+        held: bool = False,
     ) -> bool:
         """Record an outcome, committed at once: a message the server took is `sent` on disk
         before the next one starts. `attempted` counts an attempt that never reached `sending`
         (refused at MAIL or RCPT). The row is free to claim again (if it is due).
+
+        `held`: the commit may wait for the next `sending` mark or `release()` (the caller
+        releases before any other body goes out, and soon): a crash meanwhile leaves the row
+        `sending`, so it is reported `unknown`, as a crash just before the commit would.
 
         With `owner`, only while that worker still holds the row: False means its lease was
         reaped, and the row (sent or `unknown` by now, or claimed by another worker) is left
@@ -167,9 +172,10 @@ class Outbox(Runs, BounceLog):
             stamp,
             row_id,
         )
+        run = self._run_held if held else self._run
         if owner is None:
-            return self._run(_RECORD, params) == 1
-        return self._run(_RECORD + " AND owner = ?", (*params, owner)) == 1
+            return run(_RECORD, params) == 1
+        return run(_RECORD + " AND owner = ?", (*params, owner)) == 1
 
     # -- reading ----------------------------------------------------------------------------
 

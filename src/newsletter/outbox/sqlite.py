@@ -1,7 +1,10 @@
 """The outbox in a SQLite file: a Path in, the Outbox interface out (the default backend).
 
 WAL with synchronous=NORMAL: every commit survives a killed process (the case that matters for a
-send someone interrupts); only a power loss may drop the last few commits. Writers serialise on
+send someone interrupts); only a power loss may drop the last few commits. A send's outcomes
+are written held (`_run_held`): they share the commit of the next `sending` mark, usually the
+same session's next message a few microseconds later, or the engine's release at the end of
+the event loop's turn; a commit costs more than the statements it carries. Writers serialise on
 BEGIN IMMEDIATE; one machine only (a network share breaks SQLite's locks), and one send per
 (issue, list) at a time, which the flock in the send lock guarantees.
 
@@ -34,6 +37,8 @@ class SqliteOutbox(Outbox):
     clock = "((julianday('now') - 2440587.5) * 86400.0)"
     errors = sqlite3.Error
 
+    _held = False  # a transaction `_run_held` began is open
+
     def __init__(self, target: Path | str, *, migrate: bool = True) -> None:
         path = Path(target)
         self.target = self.path = path
@@ -52,10 +57,27 @@ class SqliteOutbox(Outbox):
             ) from None
 
     def close(self) -> None:
+        self.release()
         self._db.close()
 
     def _run(self, sql: str, params: Params = ()) -> int:
-        return _retried(self._db.execute, sql, params).rowcount
+        count = _retried(self._db.execute, sql, params).rowcount
+        if self._held and not self._depth:
+            self.release()
+        return count
+
+    def _run_held(self, sql: str, params: Params = ()) -> int:
+        # Inside `_write` the block's transaction commits it; outside, one is begun (taking
+        # the write lock, so nothing else can be busy) and left open.
+        if not self._held and not self._depth:
+            _retried(self._db.execute, "BEGIN IMMEDIATE", ())
+            self._held = True
+        return self._db.execute(sql, params).rowcount
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._db.execute("COMMIT")
 
     def _fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         return _retried(self._db.execute, sql, params).fetchall()

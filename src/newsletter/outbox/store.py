@@ -50,8 +50,18 @@ class Store:
         return False
 
     def _run(self, sql: str, params: Params = ()) -> int:
-        """Execute one statement (committed at once outside `_write`); its row count."""
+        """Execute one statement (committed at once outside `_write`, and with it whatever
+        `_run_held` left open); its row count."""
         raise NotImplementedError
+
+    def _run_held(self, sql: str, params: Params = ()) -> int:
+        """Execute one statement whose commit may wait: for the next statement that commits,
+        the next `_write`, or `release()`. Where a commit is cheap to share (SQLite, where a
+        send commits twice per message) it is shared; elsewhere it commits at once."""
+        return self._run(sql, params)
+
+    def release(self) -> None:
+        """Commit what `_run_held` left open, if anything."""
 
     def _fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
@@ -71,6 +81,7 @@ class Store:
             finally:
                 self._depth -= 1
             return
+        self.release()  # held writes commit first: a failing block must not roll them back
         with self._transaction():
             self._depth = 1
             try:

@@ -90,6 +90,8 @@ class Engine:
         self._started = 0.0
         self._sent = 0
         self._counts: dict[DeliveryStatus, int] = {}
+        self._release_due = False  # a release of held outcomes is scheduled
+        self._fault: Exception | None = None  # a release that failed, raised by run()
         self._policy = Policy(outbox, options.bounces)
         self._rates = RateGuard(outbox, options.bounces, job.issue, job.list_name)
 
@@ -113,7 +115,10 @@ class Engine:
         finally:
             for task in [*sessions, keeper]:
                 task.cancel()
+            self._release()
             await self.pool.close()
+        if self._fault is not None:
+            raise self._fault
         self.report.counts = self.outbox.counts(job.issue, job.list_name)
         self.report.seconds = time.monotonic() - self._started
         return self.report
@@ -346,15 +351,29 @@ class Engine:
             attempted=attempted,
             next_attempt_at=next_attempt_at,
             owner=self.worker,
+            held=True,
         ):  # reaped: the row is another's (or `unknown`); an outcome over it could double it
             self.stop(LEASE_LOST)
             return
+        if not self._release_due:
+            # The outcome's commit joins the next `sending` mark (the session's next message
+            # marks at once) or this release, once every session has had its turn.
+            self._release_due = True
+            asyncio.get_running_loop().call_soon(self._release)
         previous = row.state  # a claimed row is recorded once; its next claim reads it anew
         self._counts[previous] = self._counts.get(previous, 0) - 1
         self._counts[state] = self._counts.get(state, 0) + 1
         self.report.this_run[state] += 1
         if self.progress:
             self.progress(Event(row.recipient, state, result, self._counts, previous))
+
+    def _release(self) -> None:
+        self._release_due = False
+        try:
+            self.outbox.release()
+        except Exception as exc:  # raised by run(), as a failed record would have been
+            self._fault = self._fault or exc
+            self.stop(f"the delivery log cannot commit: {exc}")
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
