@@ -26,6 +26,8 @@ NOT_FOR_SEND = [
     "newsletter.cli.servers",
     "newsletter.bounces.inbox",
     "newsletter.spamscore",
+    "newsletter.send.processes",  # --processes only
+    "ctypes",
     "markdown_it",
     "dkim",
     "flufl.bounce",

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import multiprocessing
 import os
 import signal
@@ -225,6 +224,8 @@ async def _deliver(
 
 def _die_with(parent: int) -> None:
     """SIGKILL this process when `parent` dies, however it dies."""
+    import ctypes  # here: only a worker process needs it, and every send would import it
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0

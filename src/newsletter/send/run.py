@@ -26,7 +26,6 @@ from newsletter.mail.message import MessageFactory, write_eml_files
 from newsletter.mail.tokens import signing_key
 from newsletter.outbox import Outbox, open_outbox, outbox_exists
 from newsletter.render import render_issue
-from newsletter.send import processes
 from newsletter.send.engine import deliver, event_loop_factory
 from newsletter.send.job import Event, Job, Options, RunReport
 from newsletter.send.lease import Lease, worker_id
@@ -107,6 +106,8 @@ def send(
             announce(recovered, job, outbox, progress)
             planning = RunReport(job.issue, job.list_name, {})
             plan(job, outbox, options, lease.worker, planning)
+            from newsletter.send import processes  # worker processes only: not every send
+
             report = processes.run(
                 job, outbox, options, options.processes, make_pool, progress, lease
             )
