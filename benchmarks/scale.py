@@ -9,8 +9,8 @@ Postfix's smtp-sink on loopback, with a fresh outbox:
    phase's rate; and the same at 10,000 recipients, so the two rates compare (target: within 10 %).
 2. 10,000 recipients, 4 sessions, the whole command timed from start to exit, next to Postfix's
    smtp-source sending messages of the same size over the same sessions to the same sink, just
-   before and just after (their mean is the reference; target >= 0.8); three times, the middle
-   ratio reported.
+   before and just after (the faster of the two is the reference, the stricter choice; target
+   >= 0.8); five times, the middle ratio reported.
 3. 10,000 recipients on one PostgreSQL outbox (a throwaway cluster, as the tests start it): one
    worker, then two workers started together (4 sessions each; the time is from the first start
    to the last exit), and SQLite beside them.
@@ -175,18 +175,19 @@ def main() -> None:
     try:
         small = make_project(options.small)
         projects.append(small)
-        # 2. the whole command against smtp-source, three times (the middle one is reported:
-        # two busy processes on two cores make single runs swing by a tenth); each run of ours
-        # is bracketed by smtp-source runs. Also the 10k reference rate for 1.
+        # 2. the whole command against smtp-source, five times (the middle one is reported:
+        # two busy processes on two cores make single runs swing by a tenth, smtp-source by a
+        # third); each run of ours is bracketed by smtp-source runs, and the faster of the two
+        # is its reference. Also the 10k reference rate for 1.
         trials = []
-        for _ in range(3):
+        for _ in range(5):
             shutil.rmtree(small / ".newsletter", ignore_errors=True)
             before = run_source(port, 4, options.small, size)
             run = send(small, environment(port))
             after = run_source(port, 4, options.small, size)
-            trials.append(((before + after) / 2, run))
+            trials.append((max(before, after), run))
         trials.sort(key=lambda t: options.small / t[1].wall / t[0])
-        source, whole = trials[1]
+        source, whole = trials[len(trials) // 2]
         sqlite_per_row = sqlite_bytes(small) / options.small
         print(
             f"issue 14, {size / 1024:.1f} KB per message, smtp-sink on loopback,"

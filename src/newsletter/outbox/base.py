@@ -2,9 +2,10 @@
 
 One row per (issue, list, recipient) under a UNIQUE key, so planning the same list twice adds only
 new recipients. A row moves pending -> sending -> sent | deferred | rejected | failed; `sending` is
-committed once the server answered DATA with 354, and each outcome is committed as soon as the
-server answers, so a crash leaves only the messages being uploaded in doubt, and `recover`
-(or, with several workers, `reap`) turns them into `unknown`.
+committed once the server answered DATA with 354, and each outcome as soon as the server answers
+(or, `held`, with the next mark: before any other body goes out), so a crash leaves only the
+messages being uploaded in doubt, and `recover` (or, with several workers, `reap`) turns them
+into `unknown`.
 
 The `suppressions` table is written by the one-click unsubscribe endpoint and read by the sender:
 a suppressed address is never sent to again (its row becomes `skipped`).
