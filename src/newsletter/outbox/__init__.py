@@ -14,7 +14,7 @@ from newsletter.outbox.records import (
     PlanResult,
     Suppression,
 )
-from newsletter.outbox.runs import Planned, Worker
+from newsletter.outbox.runs import Planned, PlannedRow, Worker
 from newsletter.outbox.schema import LATEST, MIGRATIONS, Migration
 from newsletter.outbox.sqlite import SqliteOutbox
 from newsletter.outbox.store import is_postgres
@@ -32,6 +32,7 @@ __all__ = [
     "Outbox",
     "PlanResult",
     "Planned",
+    "PlannedRow",
     "Suppression",
     "Worker",
     "is_postgres",

@@ -49,6 +49,10 @@ class Planned(NamedTuple):
     message_id: str | None
 
 
+# A Planned, or the plain tuple the list's reader sends (cheaper to pickle).
+PlannedRow = tuple[str, str, str, str | None]
+
+
 @dataclass(frozen=True)
 class Worker:
     id: str
@@ -109,7 +113,7 @@ class Runs(Store):
             )
             return PlanStart(int(generation), self._count(issue, list_name))
 
-    def add(self, issue: int, list_name: str, generation: int, batch: Sequence[Planned]) -> None:
+    def add(self, issue: int, list_name: str, generation: int, batch: Sequence[PlannedRow]) -> None:
         """One batch of the list, in one transaction. A recipient already planned keeps its
         row (and its snapshot); a waiting one is marked as still on the list. Rows go in in key
         order: the UNIQUE key's and the reader index's inserts then touch neighbouring pages
@@ -123,18 +127,8 @@ class Runs(Store):
                 " message_id = coalesce(deliveries.message_id, excluded.message_id)"
                 " WHERE deliveries.state IN ('pending', 'deferred')",
                 [
-                    (
-                        issue,
-                        list_name,
-                        p.recipient,
-                        p.envelope,
-                        p.name,
-                        p.message_id,
-                        generation,
-                        stamp,
-                        stamp,
-                    )
-                    for p in sorted(batch)
+                    (issue, list_name, key, envelope, name, mid, generation, stamp, stamp)
+                    for key, envelope, name, mid in sorted(batch)
                 ],
             )
 
