@@ -262,8 +262,10 @@ class Engine:
         return upcoming
 
     def _build(self, row: Delivery) -> OutgoingMessage:
-        # The row is the snapshot planning checked and stored; the VERP tag names its id.
-        subscriber = Subscriber(envelope=row.envelope, name=row.name)
+        # The row is the snapshot planning checked and stored (two str columns: nothing for a
+        # validator to do, per message), and build() checks both again as header values. The
+        # VERP tag names the row's id.
+        subscriber = Subscriber.model_construct(envelope=row.envelope, name=row.name)
         return self.job.build(subscriber, row.message_id, row.id)
 
     def _take_ahead(self) -> Ahead | None:
