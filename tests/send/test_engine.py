@@ -14,9 +14,9 @@ from pydantic import SecretStr
 from newsletter.models import DeliveryStatus as S
 from newsletter.models import OutgoingMessage, Subscriber
 from newsletter.outbox import Outbox
-from newsletter.send.engine import deliver
 from newsletter.send.job import Job, Options
 from newsletter.send.smtp import Pool
+from newsletter.send.worker import deliver
 from newsletter.settings import SmtpSettings
 from support.smtp import Authenticator, Fault, FaultyHandler, Server, start
 

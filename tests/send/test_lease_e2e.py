@@ -26,7 +26,10 @@ pytestmark = pytest.mark.slow
 
 N = 60
 UPLOADING = "reader00020@example.com"  # A's upload in flight when it is frozen
-WAITING = "reader00021@example.com"  # A's next recipient, waiting for its RCPT reply
+# A's recipient waiting for its RCPT reply, on A's other session: not the row right after
+# UPLOADING, whose envelope may go out behind UPLOADING's body on the same session, where the
+# server reads it only after the DATA reply it holds.
+WAITING = "reader00040@example.com"
 
 
 def states(url: str) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """The send engine: a planned outbox and a message builder in, recorded outcomes and a report out.
 
-The fixed pipeline of one run (planning.py for the first three):
+The last stage of one run (worker.py runs the stages, planning.py the first three):
 
     recover   rows a dead run left in `sending` become `unknown` (reported, not resent)
     reopen    `unknown` (--resend-unknown) and `failed` (--retry-failed) rows become due again
@@ -11,8 +11,8 @@ The fixed pipeline of one run (planning.py for the first three):
               (with PIPELINING) announces it behind the body (smtp.py); a deferred row goes
               back to the outbox with its full-jitter backoff and is claimed again when due,
               up to max_attempts in this run; a circuit breaker ends the run after K
-              connection failures in a row; SIGINT/SIGTERM let in-flight messages finish and
-              be recorded, then stop.
+              connection failures in a row; `stop` (SIGINT/SIGTERM, worker.py) lets in-flight
+              messages finish and be recorded.
 
 Nothing here grows with the list: the queue holds one claimed batch. The engine never builds
 MIME or speaks SMTP itself: a `build(subscriber, message_id)` callable makes the bytes and
@@ -22,7 +22,6 @@ smtp.Pool carries them. send/run.py wires the stages to it.
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 from collections import deque
 from collections.abc import Callable
@@ -33,9 +32,8 @@ from newsletter.errors import TransportError
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import UNSUBSCRIBED, Delivery, Outbox
 from newsletter.send.job import Event, Job, Options, RunReport
-from newsletter.send.lease import Lease, worker_id
+from newsletter.send.lease import Lease
 from newsletter.send.pacing import RateLimiter, backoff
-from newsletter.send.planning import announce, plan, recover
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Connection, Pool
 
@@ -43,8 +41,6 @@ S = DeliveryStatus
 # Claimed rows a worker holds at most: about a second of sending, so an unsubscribe is honoured
 # within seconds and a dead worker strands few rows until its lease expires.
 CLAIM = 200
-# Seconds of planning after which the session the check opened is not trusted any more.
-IDLE_SESSION = 10.0
 LEASE_LOST = "this worker lost its lease (it was paused longer than [send] lease)"
 
 
@@ -376,71 +372,3 @@ class Engine:
         except Exception as exc:  # raised by run(), as a failed record would have been
             self._fault = self._fault or exc
             self.stop(f"the delivery log cannot commit: {exc}")
-
-
-def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop where it is installed: it roughly halves the event loop's share of each message."""
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
-
-
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-async def deliver(
-    job: Job,
-    pool: Pool,
-    outbox: Outbox,
-    options: Options,
-    progress: Callable[[Event], None] | None = None,
-    *,
-    signals: tuple[signal.Signals, ...] = SIGNALS,
-    planned: bool = False,
-    worker: str | None = None,
-) -> RunReport:
-    """Run one send as one worker to the end, a stop, or a signal: the first lets in-flight
-    messages finish and be recorded; a second abandons them (recorded `unknown` if their upload
-    had begun). `planned` skips recovery and planning (a worker process of a run its parent
-    planned)."""
-    name = worker or worker_id()
-    with Lease(outbox, name, job.issue, job.list_name, options.lease) as lease:
-        engine = Engine(job, pool, outbox, options, progress, lease=lease)
-        if not planned:
-            engine.report.recovered = recover(job, outbox, lease.worker)
-            announce(engine.report.recovered, job, outbox, progress)
-            plan(job, outbox, options, lease.worker, engine.report)
-            # The session the check opened idled through a long plan (a million rows), and
-            # relays drop idle sessions (smtp-sink after 100 s): sending opens fresh ones.
-            if engine.report.plan_seconds > IDLE_SESSION:
-                await pool.close()
-        return await _run(engine, signals)
-
-
-async def _run(engine: Engine, signals: tuple[signal.Signals, ...]) -> RunReport:
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    abandoned = False
-
-    def on_signal(signum: int) -> None:
-        nonlocal abandoned
-        if engine.report.stopped and task is not None:
-            abandoned = True
-            task.cancel()
-        engine.stop(f"stopped by {signal.Signals(signum).name}")
-
-    for signum in signals:
-        loop.add_signal_handler(signum, on_signal, signum)
-    try:
-        return await engine.run()
-    except asyncio.CancelledError:
-        if not abandoned:
-            raise
-        job = engine.job
-        engine.report.counts = engine.outbox.counts(job.issue, job.list_name)
-        return engine.report
-    finally:
-        for signum in signals:
-            loop.remove_signal_handler(signum)

@@ -34,12 +34,12 @@ from types import FrameType
 from newsletter.errors import NewsletterError
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox, open_outbox
-from newsletter.send.engine import deliver, event_loop_factory
 from newsletter.send.job import Event, Job, Options, RunReport
 from newsletter.send.lease import Lease
 from newsletter.send.planning import announce
 from newsletter.send.replies import Result
 from newsletter.send.smtp import Pool
+from newsletter.send.worker import deliver, event_loop_factory
 
 MakePool = Callable[[int], Pool]
 _BATCH = 100

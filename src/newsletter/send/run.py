@@ -26,11 +26,11 @@ from newsletter.mail.message import MessageFactory, write_eml_files
 from newsletter.mail.tokens import signing_key
 from newsletter.outbox import Outbox, open_outbox, outbox_exists
 from newsletter.render import render_issue
-from newsletter.send.engine import deliver, event_loop_factory
 from newsletter.send.job import Event, Job, Options, RunReport
 from newsletter.send.lease import Lease, worker_id
 from newsletter.send.planning import announce, plan, recover
 from newsletter.send.smtp import Pool
+from newsletter.send.worker import deliver, event_loop_factory
 from newsletter.settings import Settings
 from newsletter.subscribers import ListReport, ListRow, check_header, read_rows, read_subscribers
 
