@@ -56,7 +56,7 @@ async def test_body_arrives_exactly_whether_or_not_the_builder_vouched_for_it() 
     assert got["<m2@test.example>"] == ready.data
 
 
-async def test_meanwhile_runs_once_the_body_is_written_and_only_then() -> None:
+async def test_meanwhile_runs_after_the_354_is_committed_and_only_then() -> None:
     handler = FaultyHandler(
         [Fault("rcpt", reply="550 5.1.1 no such user", match=lambda r: r.startswith("r1@"))]
     )

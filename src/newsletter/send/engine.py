@@ -7,7 +7,7 @@ The last stage of one run (worker.py runs the stages, planning.py the first thre
     plan      the list streamed into the outbox; suppressed or departed rows waiting are `skipped`
     deliver   N sessions take rows the engine claims from the outbox a batch at a time, through
               one token bucket per second and one per hour (this worker's share of the run's
-              rates); while a body goes out, its session takes the next row, builds it and
+              rates); as a body goes out, its session takes the next row, builds it and
               (with PIPELINING) announces it behind the body (smtp.py); a deferred row goes
               back to the outbox with its full-jitter backoff and is claimed again when due,
               up to max_attempts in this run; a circuit breaker ends the run after K
@@ -265,9 +265,9 @@ class Engine:
         return self.job.build(subscriber, row.message_id, row.id)
 
     def _take_ahead(self) -> Ahead | None:
-        """While the server takes in a body: the next row for this session if it may go at
-        once (a row waits in the queue, the rates allow it), built now, when the CPU would
-        otherwise wait for the reply; its envelope can then follow the body (smtp.py)."""
+        """Just before a body goes out: the next row for this session if it may go at once
+        (a row waits in the queue, the rates allow it), built now, so its envelope can follow
+        the body in the same write (smtp.py)."""
         if self._stopping or not self._queue:
             return None
         if not (self.per_hour.ready() and self.per_second.ready()):

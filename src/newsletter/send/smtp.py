@@ -11,12 +11,13 @@ the upload and to UNKNOWN during it (the server may have the message).
 `send` calls MAIL, RCPT and DATA, and once the server has answered DATA with 354 the caller's
 `on_accepted` (which commits `sending`), then uploads the body: only the upload itself is ever
 in doubt, and a connection lost before the 354 is a plain retry. Its optional `meanwhile` runs
-once the body is written, while the server takes it in, and may return the message this session
-sends next (the engine builds it there): with PIPELINING its MAIL, RCPT and DATA go out at once,
-behind the body (RFC 2920 lets a group start with the message content), so a message costs one
-round trip, not two. That message's own `send` then starts from the replies; its body still
-waits for its 354 and its `on_accepted`. An announced message that is not sent next (the run
-stopped) ends the session: the server waits for a body that will not come.
+after `on_accepted`, just before the body goes out, and may return the message this session
+sends next (the engine builds it there): with PIPELINING its MAIL, RCPT and DATA go out in the
+same write, behind the body (RFC 2920 lets a group start with the message content), so a
+message costs one round trip, not two. That message's own `send` then starts from the
+replies; its body still waits for its 354 and its `on_accepted`. An announced message that is
+not sent next (the run stopped) ends the session: the server waits for a body that will not
+come.
 """
 
 from __future__ import annotations
