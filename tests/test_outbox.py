@@ -141,6 +141,11 @@ def test_a_held_outcome_commits_with_the_next_mark_a_release_or_a_write(
     with pytest.raises(RuntimeError), sender._write():  # a failing block rolls back only itself
         raise RuntimeError
     assert committed() == [S.SENT, S.SENT, S.DEFERRED]
+    # A claim (an UPDATE read back) commits at once, and what was held with it.
+    sender.record(a.id, S.DEFERRED, code=451, reply="again", held=True)
+    assert [r.id for r in sender.claim(14, "main", "w1", 10, max_tries=9, at=1e12)] == [a.id, c.id]
+    assert other.held_by_others(14, "main", "w2") == 2
+    assert committed() == [S.DEFERRED, S.SENT, S.DEFERRED]
     sender.close()
     other.close()
 

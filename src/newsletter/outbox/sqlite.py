@@ -62,8 +62,7 @@ class SqliteOutbox(Outbox):
 
     def _run(self, sql: str, params: Params = ()) -> int:
         count = _retried(self._db.execute, sql, params).rowcount
-        if self._held and not self._depth:
-            self.release()
+        self._settle()
         return count
 
     def _run_held(self, sql: str, params: Params = ()) -> int:
@@ -80,7 +79,15 @@ class SqliteOutbox(Outbox):
             self._db.execute("COMMIT")
 
     def _fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
-        return _retried(self._db.execute, sql, params).fetchall()
+        rows = _retried(self._db.execute, sql, params).fetchall()
+        self._settle()
+        return rows
+
+    def _settle(self) -> None:
+        # A statement outside `_write` commits at once (a claim's UPDATE ... RETURNING comes
+        # through _fetch), and with it whatever `_run_held` left open.
+        if self._held and not self._depth:
+            self.release()
 
     def _many(self, sql: str, rows: Iterable[Params]) -> None:
         # Inside _write only (the lock is held): a retry would find `rows` consumed.

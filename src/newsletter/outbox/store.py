@@ -55,9 +55,10 @@ class Store:
         raise NotImplementedError
 
     def _run_held(self, sql: str, params: Params = ()) -> int:
-        """Execute one statement whose commit may wait: for the next statement that commits,
-        the next `_write`, or `release()`. Where a commit is cheap to share (SQLite, where a
-        send commits twice per message) it is shared; elsewhere it commits at once."""
+        """Execute one statement whose commit may wait: for the next statement outside a
+        `_write` (a read too), the next `_write`, or `release()`. Where a commit is cheap to
+        share (SQLite, where a send commits twice per message) it is shared; elsewhere it
+        commits at once."""
         return self._run(sql, params)
 
     def release(self) -> None:
