@@ -106,12 +106,11 @@ class Connection:
     async def send(
         self, message: OutgoingMessage, on_accepted: OnAccepted, meanwhile: Meanwhile = None
     ) -> Result:
-        announced, self._announced = self._announced, None
-        wire = self._wire
+        wire, announced = self._wire, self._announced
         ready = announced is not None and announced[0] is wire and announced[1] is message
         if announced is not None and not ready:
-            self._announced = announced
             await self.close()  # that session waits for another message's body
+        self._announced = None
         commands = None
         if not ready or wire is None or not wire.is_open:
             try:
