@@ -1,4 +1,6 @@
-"""Delivery rows in; CSV a spreadsheet can open safely out (`newsletter status --csv`)."""
+"""Delivery rows in; CSV a spreadsheet can open safely out (`newsletter status --csv`): no cell
+runs as a formula, and none carries a control character (the CSV also goes to terminals, with
+`--csv -`, and to viewers that act on escapes)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from newsletter.outbox import Delivery
+from newsletter.safetext import printable
 
 CSV_COLUMNS = (
     "recipient",
@@ -21,12 +24,14 @@ CSV_COLUMNS = (
 
 
 def write_csv(rows: Iterable[Delivery], handle: TextIO) -> int:
-    """The log as CSV for a spreadsheet; every cell is neutralised against formula injection."""
+    """The log as CSV for a spreadsheet; every cell is neutralised against formula injection
+    and cleaned of control characters (a multi-line reply becomes one line)."""
     writer = csv.writer(handle)
     writer.writerow(CSV_COLUMNS)
     n = 0
     for row in rows:
-        writer.writerow([neutralise(getattr(row, column)) for column in CSV_COLUMNS])
+        # Neutralised first, on the text as it came: a leading tab or CR is still seen.
+        writer.writerow([printable(neutralise(getattr(row, column))) for column in CSV_COLUMNS])
         n += 1
     return n
 

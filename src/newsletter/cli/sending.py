@@ -159,7 +159,7 @@ def send(
     _report_list(prepared.list_report)
     click.echo(_summary(report))
     if report.stopped:
-        click.secho(f"stopped: {report.stopped}", fg="yellow", err=True)
+        click.secho(f"stopped: {printable(report.stopped)}", fg="yellow", err=True)
         click.echo("hint: Re-run the same command to resume.", err=True)
         sys.exit(EXIT_STOPPED)
     if not report.complete:

@@ -3,7 +3,6 @@ the common options, and text made safe for a terminal."""
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable
 from functools import update_wrapper
@@ -12,11 +11,11 @@ from typing import Any, TypeVar
 import click
 
 from newsletter.errors import NewsletterError, display_path
+from newsletter.safetext import printable as printable  # the one cleaner, for every command
 from newsletter.settings import DEFAULT_LIST, load_settings
 from newsletter.subscribers import ListReport
 
 F = TypeVar("F", bound=Callable[..., Any])
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class Group(click.Group):
@@ -38,10 +37,15 @@ class Group(click.Group):
 
 
 def fail(exc: NewsletterError) -> None:
-    click.secho(f"error: {exc.message}", fg="red", err=True)
+    # A message can quote a server's reply or a file's bytes: each of its lines is cleaned.
+    click.secho(f"error: {_lines(exc.message)}", fg="red", err=True)
     if exc.hint:
-        click.echo(f"hint: {exc.hint}", err=True)
+        click.echo(f"hint: {_lines(exc.hint)}", err=True)
     sys.exit(1)
+
+
+def _lines(text: str) -> str:
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def pass_settings(func: F) -> F:
@@ -68,11 +72,6 @@ sample_list_option = click.option(
 every_list_option = click.option(
     "--list", "list_name", default=None, help="Only this list (default: every list)."
 )
-
-
-def printable(text: str) -> str:
-    """Server replies and list data go to a terminal: no control characters, no escapes."""
-    return _CONTROL_CHARS.sub("?", text)
 
 
 def list_counts(list_name: str, report: ListReport) -> str:
