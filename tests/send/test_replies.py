@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from newsletter.send.replies import Outcome, Scope, classify
+from newsletter.send.replies import Outcome, Scope, classify, reply_text
 
 
 @pytest.mark.parametrize(
@@ -30,3 +30,19 @@ def test_classify_by_scope(
 ) -> None:
     result = classify(code, reply, stage)
     assert (result.outcome, result.scope) == (outcome, scope)
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        (b"Empf\xe4nger unbekannt", "Empf\ufffdnger unbekannt"),  # Latin-1, from the wire
+        ("Empf\udce4nger unbekannt", "Empf\ufffdnger unbekannt"),  # aiosmtplib's surrogateescape
+        (b"\x9b31m \x9d0;x", "\ufffd31m \ufffd0;x"),  # raw C1 bytes
+        (b"a\x00b", "a\ufffdb"),  # NUL: PostgreSQL text cannot hold it
+        ("a\ud800b", "a\ufffd\ufffd\ufffdb"),  # a surrogate surrogateescape did not make
+        ("收件人不存在 \u009b", "收件人不存在 \u009b"),  # text stays text; display cleans
+    ],
+)
+def test_reply_text_is_always_storable(given: str | bytes, kept: str) -> None:
+    assert reply_text(given) == kept
+    kept.encode("utf-8")

@@ -273,3 +273,32 @@ async def test_without_pipelining_each_command_waits_for_its_reply() -> None:
 def test_stuffing_makes_crlf_line_ends_and_doubles_leading_dots() -> None:
     assert stuffed(b".a\nb\r.c\r\n..d") == b"..a\r\nb\r\n..c\r\n...d\r\n"
     assert stuffed(b"plain\r\n") == b"plain\r\n"
+
+
+
+# issue 18.2: a reply that is not UTF-8 was decoded with surrogateescape, and storing or
+# printing it raised UnicodeEncodeError.
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        (b"550 5.1.1 Empf\xe4nger unbekannt", "5.1.1 Empf\ufffdnger unbekannt"),
+        (b"550 5.1.1 \x9b31m\x9d0;x\x9c", "5.1.1 \ufffd31m\ufffd0;x\ufffd"),
+        (b"550 5.1.1 a\x00b", "5.1.1 a\ufffdb"),
+        (b"550-5.1.1 \xff\r\n550 5.1.1 ok", "5.1.1 \ufffd\n5.1.1 ok"),
+        ("550 5.1.1 收件人不存在".encode(), "5.1.1 收件人不存在"),
+    ],
+)
+async def test_a_reply_that_is_not_utf8_is_decoded_with_replacement(raw: bytes, text: str) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await lines(reader, 3)
+        writer.write(b"250 ok\r\n" + raw + b"\r\n503 no recipient\r\n")
+        await lines(reader, 1)  # RSET
+        writer.write(b"250 ok\r\n")
+        await lines(reader, 1)
+
+    async with scripted(script) as port:
+        pool = Pool(settings(port), password=None, size=1)
+        result = await pool.send(make_message(1), Marks())
+        await pool.close()
+    assert (result.outcome, result.code, result.reply) == (Outcome.REJECTED, 550, text)
+    result.reply.encode("utf-8")  # storable and printable as it is

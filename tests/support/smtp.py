@@ -36,7 +36,8 @@ class Fault:
     """What to do to recipients `match` picks, `times` times each (then behave)."""
 
     stage: str  # "rcpt", "data-command" (before its 354) or "data" (after the body)
-    reply: str | None = None  # e.g. "451 4.2.0 try later"
+    # e.g. "451 4.2.0 try later"; bytes go out as they are (a hostile or non-UTF-8 server)
+    reply: str | bytes | None = None
     sleep: float = 0.0
     hold: asyncio.Event | None = None  # no reply until the test sets it (`used` says it is held)
     drop: bool = False  # close the connection without a reply
@@ -84,7 +85,7 @@ class FaultyHandler:
 
     async def handle_RCPT(  # noqa: N802
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
-    ) -> str:
+    ) -> str | bytes:
         for fault in self.faults:
             if fault.applies("rcpt", address):
                 if fault.sleep:
@@ -102,7 +103,7 @@ class FaultyHandler:
 
     async def handle_DATA(  # noqa: N802
         self, server: SMTP, session: Session, envelope: Envelope
-    ) -> str:
+    ) -> str | bytes:
         for fault in self.faults:
             if any(fault.applies("data", r) for r in envelope.rcpt_tos):
                 if fault.sleep:

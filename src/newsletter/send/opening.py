@@ -16,6 +16,7 @@ import aiosmtplib
 from pydantic import SecretStr
 
 from newsletter.errors import TransportError
+from newsletter.send.replies import reply_text
 from newsletter.settings import SmtpSettings
 
 
@@ -96,9 +97,12 @@ class Opener:
             ) from None
         except aiosmtplib.SMTPResponseException as exc:
             smtp.close()
+            if exc.code == aiosmtplib.SMTPStatus.invalid_response:
+                # Not a reply, or one over aiosmtplib's cap: a fault of the connection.
+                raise aiosmtplib.SMTPServerDisconnected(reply_text(exc.message)) from None
             if self.smtp.security == "starttls" and exc.code in (454, 500, 502, 503):
                 raise TransportError(
-                    f"{self.where}: STARTTLS refused: {exc.code} {exc.message}",
+                    f"{self.where}: STARTTLS refused: {exc.code} {reply_text(exc.message)}",
                     hint="Use the server's submission port, or set [smtp] security to match it.",
                 ) from None
             raise
@@ -119,13 +123,15 @@ class Opener:
         except aiosmtplib.SMTPAuthenticationError as exc:
             raise TransportError(
                 f"{self.where}: AUTH refused for user {self.smtp.username!r}:"
-                f" {exc.code} {exc.message}",
+                f" {exc.code} {reply_text(exc.message)}",
                 hint="Check [smtp] username and NEWSLETTER_SMTP_PASSWORD.",
             ) from None
         except aiosmtplib.SMTPException as exc:
             if isinstance(exc, aiosmtplib.SMTPResponseException):
                 raise
-            raise TransportError(f"{self.where}: cannot log in: {exc.message}") from None
+            raise TransportError(
+                f"{self.where}: cannot log in: {reply_text(exc.message)}"
+            ) from None
 
 
 def _cert_error(exc: BaseException | None) -> ssl.SSLCertVerificationError | None:

@@ -7,6 +7,9 @@ Every aiosmtplib exception and reply is mapped to an `Outcome` here and nowhere 
                 drop/timeout after the 354 -> UNKNOWN      (the server may have it)
     account     454, throttling 421 -> THROTTLED            (slow down)
                 550 5.4.5 daily quota, sender refused -> STOPPED (end the run)
+
+`reply_text` is the one decoding of a reply's text, whichever code read it (wire.py, or
+aiosmtplib at setup): what it returns can always be stored and printed.
 """
 
 from __future__ import annotations
@@ -44,6 +47,21 @@ class Result:
 
     def describe(self) -> str:
         return f"{self.code} {self.reply}".strip() if self.code else self.reply
+
+
+def reply_text(text: str | bytes) -> str:
+    """A server's reply text as it is kept: each byte that is not UTF-8 (a Latin-1 server's
+    `Empf\xe4nger`, a raw C1 control) becomes U+FFFD, and so does NUL, which no PostgreSQL
+    text can hold. aiosmtplib hands its replies over decoded with surrogateescape (a
+    UnicodeEncodeError wherever they are stored or printed): those are decoded again here."""
+    if isinstance(text, str):
+        try:
+            raw = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a surrogate surrogateescape did not make
+            raw = text.encode("utf-8", "surrogatepass")
+    else:
+        raw = text
+    return raw.decode("utf-8", "replace").replace("\x00", "\ufffd")
 
 
 _QUOTA = re.compile(r"\b5\.4\.5\b|daily .*(quota|limit)|quota exceeded", re.IGNORECASE)

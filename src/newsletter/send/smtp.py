@@ -35,7 +35,7 @@ from pydantic import SecretStr
 from newsletter.errors import TransportError
 from newsletter.models import OutgoingMessage
 from newsletter.send.opening import Opener
-from newsletter.send.replies import Outcome, Result, Scope, classify
+from newsletter.send.replies import Outcome, Result, Scope, classify, reply_text
 from newsletter.send.wire import Reply, Wire, stuffed
 from newsletter.settings import SmtpSettings
 
@@ -116,7 +116,7 @@ class Connection:
             try:
                 wire = await self._open()
             except aiosmtplib.SMTPResponseException as exc:
-                return classify(exc.code, exc.message, "connect")
+                return classify(exc.code, reply_text(exc.message), "connect")
             except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException, ssl.SSLError) as exc:
                 return Result(
                     Outcome.RETRY, Scope.CONNECTION, None, f"cannot connect: {_text(exc)}"
@@ -328,7 +328,7 @@ class Pool:
             raise
         except aiosmtplib.SMTPResponseException as exc:
             raise TransportError(
-                f"{self.where}: the server refused us: {exc.code} {exc.message}"
+                f"{self.where}: the server refused us: {exc.code} {reply_text(exc.message)}"
             ) from None
         except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException, ssl.SSLError) as exc:
             raise TransportError(f"{self.where}: cannot connect: {_text(exc)}") from None
@@ -362,5 +362,6 @@ def _watch_interval(timeout: float) -> float:
 
 
 def _text(exc: BaseException) -> str:
+    """What an exception says, as reply text (aiosmtplib's may quote the server)."""
     text = getattr(exc, "message", "") or str(exc)
-    return text or type(exc).__name__
+    return reply_text(text) or type(exc).__name__

@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 import aiosmtplib
 
+from newsletter.send.replies import reply_text
+
 # A reply line is at most 512 octets (RFC 5321 4.5.3.1.5); more, or a reply with no end in
 # sight, is not a server we can talk to.
 _MAX_LINE = 4096
@@ -127,7 +129,7 @@ class Wire(asyncio.Protocol):
 
 def _reply(lines: list[bytes]) -> Reply:
     text = b"\n".join(line[4:].strip(b" \t\r\n") for line in lines)
-    return Reply(int(lines[-1][:3]), text.decode("utf-8", "surrogateescape"))
+    return Reply(int(lines[-1][:3]), reply_text(text))
 
 
 def stuffed(data: bytes) -> bytes:
