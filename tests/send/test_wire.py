@@ -275,6 +275,88 @@ def test_stuffing_makes_crlf_line_ends_and_doubles_leading_dots() -> None:
     assert stuffed(b"plain\r\n") == b"plain\r\n"
 
 
+async def endless(writer: asyncio.StreamWriter, line: bytes) -> None:
+    """`line` written for ever (until the client hangs up), as fast as the client reads."""
+    chunk = line * 256
+    try:
+        while True:
+            writer.write(chunk)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+
+
+# issue 18.4: the wire capped only an unfinished line, so a reply that never ended grew without
+# limit (0.9 to 4 GB in 12 s), until the command timeout, if ever.
+@pytest.mark.parametrize(
+    "line", [b"250-more to come\r\n", b"250-" + b"x" * 1000 + b"\r\n"], ids=["short", "long"]
+)
+async def test_an_endless_reply_before_the_354_is_a_connection_fault_and_a_retry(
+    line: bytes,
+) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await lines(reader, 3)
+        await endless(writer, line)
+
+    marks = Marks()
+    async with scripted(script) as port:
+        # A long command timeout: only the cap ends the reply, at once.
+        pool = Pool(settings(port, timeout=60), password=None, size=1)
+        result = await asyncio.wait_for(pool.send(make_message(1), marks), 10)
+        await pool.close()
+    assert (result.outcome, result.code) == (Outcome.RETRY, None)
+    assert "a reply over 100 lines or 32768 bytes" in result.reply
+    assert marks.calls == 0  # never `sending`
+
+
+async def test_an_endless_reply_to_the_body_is_unknown() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await lines(reader, 3)
+        writer.write(b"250 ok\r\n250 ok\r\n354 go\r\n")
+        await reader.readuntil(b"\r\n.\r\n")
+        await endless(writer, b"250-queued, and more\r\n")
+
+    marks = Marks()
+    async with scripted(script) as port:
+        pool = Pool(settings(port, timeout=60), password=None, size=1)
+        result = await asyncio.wait_for(pool.send(make_message(1), marks), 10)
+        await pool.close()
+    assert (result.outcome, marks.calls) == (Outcome.UNKNOWN, 1)  # the server may have it
+    assert "a reply over 100 lines" in result.reply
+
+
+async def test_replies_to_commands_never_sent_are_a_connection_fault() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await lines(reader, 3)
+        await endless(writer, b"250 ok\r\n")
+
+    async with scripted(script) as port:
+        pool = Pool(settings(port, timeout=60), password=None, size=1)
+        result = await asyncio.wait_for(pool.send(make_message(1), Marks()), 10)
+        await pool.close()
+    # Which reply answers which command is lost: none counts, and no 354 was heard.
+    assert (result.outcome, result.code) == (Outcome.RETRY, None)
+    assert "over 16 replies to commands never sent" in result.reply
+
+
+async def test_a_reply_at_the_caps_is_read_whole() -> None:
+    """100 lines and 32 KB: as much as a real server could want, no more refused."""
+    long = b"".join(b"250-" + b"y" * 300 + b"\r\n" for _ in range(99))
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await lines(reader, 3)
+        writer.write(b"250 ok\r\n" + long + b"250 fine\r\n354 go\r\n")
+        await reader.readuntil(b"\r\n.\r\n")
+        writer.write(b"250 done\r\n")
+        await lines(reader, 1)
+
+    assert len(long) < 32768
+    async with scripted(script) as port:
+        pool = Pool(settings(port), password=None, size=1)
+        result = await pool.send(make_message(1), Marks())
+        await pool.close()
+    assert (result.outcome, result.reply) == (Outcome.SENT, "done")
+
 
 # issue 18.2: a reply that is not UTF-8 was decoded with surrogateescape, and storing or
 # printing it raised UnicodeEncodeError.

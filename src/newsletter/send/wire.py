@@ -6,8 +6,10 @@ that arrives while an earlier one still waits to be read, so it cannot pipeline;
 every reply, so MAIL, RCPT and DATA can go out in one write when the server offers PIPELINING
 (RFC 2920): two round trips less per message, for us and for the server.
 
-A lost connection, an EOF or a reply that is not SMTP raises aiosmtplib's SMTPServerDisconnected,
-so smtp.py maps every failure of a session in one place, whichever code spoke to the server.
+A lost connection, an EOF, a reply that is not SMTP or one over the caps below raises
+aiosmtplib's SMTPServerDisconnected, so smtp.py maps every failure of a session in one place,
+whichever code spoke to the server. What a server sends is bounded: a line, a reply (its bytes
+and its lines) and the replies not read yet, so one that never ends a reply cannot fill memory.
 """
 
 from __future__ import annotations
@@ -21,10 +23,15 @@ import aiosmtplib
 
 from newsletter.send.replies import reply_text
 
-# A reply line is at most 512 octets (RFC 5321 4.5.3.1.5); more, or a reply with no end in
-# sight, is not a server we can talk to.
+# A reply line is at most 512 octets (RFC 5321 4.5.3.1.5), and the longest real reply, an
+# EHLO's extensions, a few dozen short lines. More, or a reply with no end in sight, is not a
+# server we can talk to. The byte cap is aiosmtplib's for the replies it reads at setup.
 _MAX_LINE = 4096
-_MAX_BUFFER = 65536
+_MAX_REPLY = 32768
+_MAX_LINES = 100
+# At most five commands await a reply at once (a body, then the next MAIL, RCPT and DATA, or
+# a QUIT): more replies than that in hand answer commands never sent.
+_MAX_UNREAD = 16
 
 
 class Reply(NamedTuple):
@@ -39,6 +46,7 @@ class Wire(asyncio.Protocol):
         self._transport = transport
         self._buffer = bytearray()
         self._lines: list[bytes] = []  # the lines of a multi-line reply read so far
+        self._size = 0  # their bytes
         self._replies: deque[Reply] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._error: aiosmtplib.SMTPServerDisconnected | None = None
@@ -61,6 +69,8 @@ class Wire(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        if self._error is not None:
+            return
         buffer = self._buffer
         buffer += data
         start = 0
@@ -71,11 +81,22 @@ class Wire(asyncio.Protocol):
                 self._fail(f"not an SMTP reply: {line[:80]!r}")
                 return
             self._lines.append(line)
+            self._size += len(line)
+            if len(self._lines) > _MAX_LINES or self._size > _MAX_REPLY:
+                self._fail(
+                    f"a reply over {_MAX_LINES} lines or {_MAX_REPLY} bytes: not an SMTP server"
+                )
+                return
             if line[3:4] != b"-":
                 self._replies.append(_reply(self._lines))
-                self._lines = []
+                self._lines, self._size = [], 0
+                if len(self._replies) > _MAX_UNREAD:
+                    # Which reply answers which command is lost: none of them counts.
+                    self._replies.clear()
+                    self._fail(f"over {_MAX_UNREAD} replies to commands never sent")
+                    return
         del buffer[:start]
-        if len(buffer) > _MAX_BUFFER:
+        if len(buffer) > _MAX_LINE:
             self._fail("a reply line with no end")
             return
         if self._replies:
