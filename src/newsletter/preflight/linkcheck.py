@@ -106,20 +106,23 @@ class LinkChecker:
         if by_host:
             gate = asyncio.Semaphore(self._config.concurrency)
             backend = CheckedBackend(self._lookup.addresses, self._config.allow_private)
-            async with (
-                httpx.AsyncClient(
-                    transport=CheckedTransport(backend, self._tls_context()),
-                    timeout=self._config.timeout,
-                    headers={"User-Agent": USER_AGENT},
-                    trust_env=False,
-                ) as client,
-                asyncio.TaskGroup() as group,
-            ):
-                # A TaskGroup, not gather: a network found down ends every host's queue at once.
-                batches = [
-                    group.create_task(self._host(client, gate, queue, deadline))
-                    for queue in by_host.values()
-                ]
+            try:
+                async with (
+                    httpx.AsyncClient(
+                        transport=CheckedTransport(backend, self._tls_context()),
+                        timeout=self._config.timeout,
+                        headers={"User-Agent": USER_AGENT},
+                        trust_env=False,
+                    ) as client,
+                    asyncio.TaskGroup() as group,
+                ):
+                    # A TaskGroup, not gather: the network found down ends every host's queue.
+                    batches = [
+                        group.create_task(self._host(client, gate, queue, deadline))
+                        for queue in by_host.values()
+                    ]
+            except ExceptionGroup as failed:
+                raise failed.exceptions[0] from None  # NetworkDownError, or a bug
             for batch in batches:
                 results.update(batch.result())
         return {url: results[url] for url in dict.fromkeys(urls)}

@@ -106,15 +106,9 @@ async def run_online(
     cache = Cache(settings.state_dir / FILE_NAME)
     lookup = Lookup(settings.check, cache)
     try:
-        async with asyncio.timeout_at(deadline):
-            return await _run(settings, issue, message, recipients, cache, lookup, deadline)
+        return await _run(settings, issue, message, recipients, cache, lookup, deadline)
     except NetworkDownError as exc:
         return OnlineReport(skipped=_offline(exc))
-    except TimeoutError:  # only the first question can take the whole run's time
-        return OnlineReport(
-            skipped=f"the sender's DNS did not answer within the run's "
-            f"{settings.check.run_timeout:g} s ([check] run_timeout)"
-        )
 
 
 def _offline(exc: NetworkDownError) -> str:
@@ -137,8 +131,15 @@ async def _run(
     return_path = _domain(settings.bounces.return_path) or from_domain
     # First and alone: when the network is down, nothing else is tried. A failure of this name
     # only is the SPF check's to report.
-    with contextlib.suppress(UnreachableError):
-        await lookup.txt(from_domain)
+    try:
+        async with asyncio.timeout_at(deadline):
+            with contextlib.suppress(UnreachableError):
+                await lookup.txt(from_domain)
+    except TimeoutError:  # only with a run_timeout shorter than the DNS timeout
+        return OnlineReport(
+            skipped=f"the sender's DNS did not answer within the run's "
+            f"{settings.check.run_timeout:g} s ([check] run_timeout)"
+        )
     checker = LinkChecker(settings.check, cache, lambda: tls_context(settings), lookup)
     late = f"out of time (the run's {settings.check.run_timeout:g} s, [check] run_timeout)"
     dkim_domain = settings.dkim.domain.lower() if settings.dkim is not None else None
