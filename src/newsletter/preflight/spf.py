@@ -13,6 +13,11 @@ record of its own; and the policy ends in `-all` or `~all`, never `+all` (anyone
 and never without an ending (a neutral result for everyone).
 
 Terms with macros (`%{i}`) depend on the sending host and are counted, not resolved.
+
+Why our own walker and not checkdmarc or pyspf: both resolve synchronously through their own
+resolver and cache, not this run's Lookup (its nameservers, the preflight cache, the network-down
+verdict, the run's deadline); checkdmarc does not stop an endless include chain at the limit
+either, and pyspf evaluates one client address, its DNS set through a module-wide hook.
 """
 
 from __future__ import annotations
