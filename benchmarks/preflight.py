@@ -4,7 +4,8 @@ A DNS server (dnslib) on 127.0.0.1 answers for news.example.org (SPF with one in
 key of a generated [dkim] key, DMARC, MX) and resolves the issue's link hosts (arxiv.org,
 github.com, mp.weixin.qq.com, doi.org) to 127.0.0.1, where an HTTPS server with a throwaway CA's
 certificate answers every path. The issue's URLs keep their hosts and paths and get that
-server's port. Nothing leaves the machine: every name is resolved by the test DNS server.
+server's port. Nothing leaves the machine: every name is resolved by the test DNS server (and
+`[check] allow_private = true`, set by support.onlineproject, lets the check reach 127.0.0.1).
 
 Printed: the offline checks (load + render + sample message + checks.py) as the reference, the
 online checks with the cache cold (the cache file deleted before each run) and warm, and the

@@ -194,9 +194,14 @@ class CheckSettings(Section):
     # "IP" or "IP:PORT" ("[IPv6]:PORT"); empty: the system's resolver (/etc/resolv.conf).
     nameservers: list[str] = Field(default_factory=list)
     cache_ttl: Annotated[float, Field(ge=0)] = 3600.0  # seconds a link or DNS answer is reused
-    timeout: Annotated[float, Field(gt=0)] = 5.0  # seconds per DNS lookup or link
+    # Seconds per DNS lookup, and per link request from connect to its last header line.
+    timeout: Annotated[float, Field(gt=0)] = 5.0
+    run_timeout: Annotated[float, Field(gt=0)] = 60.0  # seconds for a whole online run
     concurrency: Annotated[int, Field(ge=1, le=32)] = 4  # links fetched at once (1 per host)
     ca_file: Path | None = None  # a CA to trust besides the system's, for the link check
+    # Links (and redirects) into loopback, private, link-local or reserved addresses: refused
+    # (false), all allowed (true), or allowed in the listed networks only ("10.1.0.0/16").
+    allow_private: bool | list[str] = False
 
     @field_validator("nameservers")
     @classmethod
@@ -209,6 +214,21 @@ class CheckSettings(Section):
     @classmethod
     def _hosts(cls, value: list[str]) -> list[str]:
         return [host.strip().lower().rstrip(".") for host in value if host.strip()]
+
+    @field_validator("allow_private")
+    @classmethod
+    def _networks(cls, value: bool | list[str]) -> bool | list[str]:
+        if isinstance(value, bool):
+            return value
+        networks = []
+        for entry in value:
+            try:
+                networks.append(str(ipaddress.ip_network(entry.strip(), strict=False)))
+            except ValueError:
+                raise ValueError(
+                    f"{entry!r}: not an IP network (e.g. 10.1.0.0/16, 192.168.1.5, fd00::/8)"
+                ) from None
+        return networks
 
 
 def nameserver_address(entry: str) -> tuple[str, int]:

@@ -15,6 +15,15 @@ from support.dnszone import ZoneResolver, dns_server
 from support.websites import Site, website
 
 
+def _names(depth: int) -> list[str]:
+    """w, w0, w1, w00, ... down to `depth` levels (the last level has no record)."""
+    names, level = [], ["w"]
+    for _ in range(depth):
+        names += level
+        level = [name + bit for name in level for bit in "01"]
+    return names
+
+
 @pytest.fixture(scope="session")
 def dkim_key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -71,6 +80,8 @@ def dns(
             "x=1",
         ],
         ("_spf.good.example", "TXT"): ["v=spf1 ip6:2001:db8::/32 a mx ~all"],
+        ("_spf.good.example", "A"): ["192.0.2.10"],
+        ("_spf.good.example", "MX"): ["10 mx.good.example"],
         ("nl._domainkey.news.good.example", "TXT"): [dkim_value(dkim_key)],
         ("_dmarc.good.example", "TXT"): ["v=DMARC1; p=none; rua=mailto:d@good.example"],
         ("news.good.example", "MX"): ["10 mx.good.example"],
@@ -86,6 +97,40 @@ def dns(
         ("deep.example", "TXT"): ["v=spf1 include:a.deep.example include:b.deep.example -all"],
         ("a.deep.example", "TXT"): ["v=spf1 a mx ptr exists:x.deep.example a:y.deep.example -all"],
         ("b.deep.example", "TXT"): ["v=spf1 mx mx:z.deep.example a -all"],
+        # Every name deep.example's terms ask for exists: 10 lookups, none void.
+        **{(f"{n}.deep.example", "A"): ["192.0.2.20"] for n in ("a", "b", "x", "y")},
+        **{(f"{n}.deep.example", "MX"): ["10 mx.deep.example"] for n in ("a", "b", "z")},
+        # a and b both include c: 4 lookups, a diamond, no loop.
+        ("diamond.example", "TXT"): [
+            "v=spf1 include:a.diamond.example include:b.diamond.example -all"
+        ],
+        ("a.diamond.example", "TXT"): ["v=spf1 include:c.diamond.example -all"],
+        ("b.diamond.example", "TXT"): ["v=spf1 include:c.diamond.example -all"],
+        ("c.diamond.example", "TXT"): ["v=spf1 ip4:192.0.2.1 -all"],
+        # Eleven levels, each name including two of the next: 4,094 lookups if walked through.
+        **{
+            (f"{name}.wide.example", "TXT"): [
+                f"v=spf1 include:{name}0.wide.example include:{name}1.wide.example -all"
+            ]
+            for name in _names(11)
+        },
+        # An endless chain of distinct names (2,000 here): cut at the 11th lookup.
+        **{
+            (f"c{n}.chain.example", "TXT"): [f"v=spf1 include:c{n + 1}.chain.example -all"]
+            for n in range(2000)
+        },
+        # A loop two names long, and one through a redirect.
+        ("ping.example", "TXT"): ["v=spf1 include:pong.example -all"],
+        ("pong.example", "TXT"): ["v=spf1 include:ping.example -all"],
+        ("self.example", "TXT"): ["v=spf1 ip4:192.0.2.1 redirect=self.example"],
+        # Void lookups: two are allowed, the third breaks the record.
+        ("twovoid.example", "TXT"): ["v=spf1 a:gone1.example mx:gone2.example -all"],
+        ("threevoid.example", "TXT"): [
+            "v=spf1 a:gone1.example mx:gone2.example exists:gone3.example -all"
+        ],
+        ("manymx.example", "TXT"): ["v=spf1 mx -all"],
+        ("manymx.example", "MX"): [f"{n} mx{n}.manymx.example" for n in range(11)],
+        ("macro.example", "TXT"): ["v=spf1 exists:%{i}.rbl.example a:%{d}.x.example -all"],
         ("two.example", "TXT"): ["v=spf1 -all", "v=spf1 mx -all"],
         ("dangling.example", "TXT"): ["v=spf1 include:nothing.example -all"],
         ("badip.example", "TXT"): ["v=spf1 ip4:300.1.1.1 -all"],

@@ -41,6 +41,39 @@ def messages(faults: list[Fault]) -> list[tuple[str, str]]:
 def test_good_spf(run: Run) -> None:
     assert run(lambda lookup: check_spf(lookup, "news.good.example")) == []
     assert run(lambda lookup: check_spf(lookup, "redirect.example")) == []
+    # Two void lookups are allowed; terms with macros are counted, never resolved.
+    assert run(lambda lookup: check_spf(lookup, "twovoid.example")) == []
+    assert run(lambda lookup: check_spf(lookup, "macro.example")) == []
+
+
+def test_a_diamond_is_no_loop(run: Run, dns: tuple[int, ZoneResolver]) -> None:
+    # a and b both include c: 4 lookups (c counted twice, as receivers count it), valid.
+    assert run(lambda lookup: check_spf(lookup, "diamond.example")) == []
+    asked = [name for name, kind in dns[1].queries if name == "c.diamond.example"]
+    assert asked  # c was walked (at most twice: no cache in this lookup)
+
+
+@pytest.mark.parametrize(
+    ("domain", "eleventh"),
+    [
+        ("c0.chain.example", "'include:c11.chain.example' in c10.chain.example's record"),
+        (
+            "w.wide.example",
+            f"'include:w{'0' * 11}.wide.example' in w{'0' * 10}.wide.example's record",
+        ),
+    ],
+)
+def test_endless_includes_stop_at_the_eleventh_lookup(
+    run: Run, dns: tuple[int, ZoneResolver], domain: str, eleventh: str
+) -> None:
+    before = len(dns[1].queries)
+    faults = run(lambda lookup: check_spf(lookup, domain))
+    asked = len(dns[1].queries) - before
+    assert [(f.severity, f.code) for f in faults] == [("auth", "spf")]
+    assert faults[0].message.startswith(
+        f"the SPF record of {domain} needs more than 10 DNS lookups (the 11th is {eleventh})"
+    )
+    assert asked <= 12  # the record, and one TXT per lookup up to the 11th, as a receiver
 
 
 @pytest.mark.parametrize(
@@ -55,7 +88,13 @@ def test_good_spf(run: Run) -> None:
         ("bareall.example", "error", "ends in +all"),
         ("neutral.example", "warning", "ends in ?all: mail from any host gets a neutral result"),
         ("noall.example", "warning", "ends in no all"),
-        ("many.example", "auth", "needs 11 DNS lookups, over the limit of 10"),
+        (
+            "many.example",
+            "auth",
+            "needs more than 10 DNS lookups (the 11th is 'include:i10.many.example' in "
+            "many.example's record); receivers stop there and treat it as broken (permerror, "
+            "RFC 7208 4.6.4)",
+        ),
         ("deep.example", "auth", "needs 10 DNS lookups"),
         ("two.example", "auth", "two.example has 2 SPF records; there must be exactly one"),
         (
@@ -65,7 +104,25 @@ def test_good_spf(run: Run) -> None:
         ),
         ("badip.example", "auth", "'ip4:300.1.1.1': '300.1.1.1' is not an IPv4 address or range"),
         ("v6as4.example", "auth", "is not an IPv4 address or range"),
-        ("loop.example", "auth", "loop.example includes itself (a loop)"),
+        (
+            "loop.example",
+            "auth",
+            "loop.example includes itself (a loop: loop.example → loop.example)",
+        ),
+        (
+            "ping.example",
+            "auth",
+            "ping.example includes itself (a loop: ping.example → pong.example → ping.example)",
+        ),
+        ("self.example", "auth", "self.example includes itself (a loop: self.example → self"),
+        (
+            "threevoid.example",
+            "auth",
+            "makes more than 2 void DNS lookups (names with no record: 'a:gone1.example' in "
+            "threevoid.example, 'mx:gone2.example' in threevoid.example, 'exists:gone3.example' "
+            "in threevoid.example); receivers treat it as broken (permerror, RFC 7208 4.6.4)",
+        ),
+        ("manymx.example", "auth", "which has 11 MX hosts, over the limit of 10"),
         ("unknown.example", "auth", "'foo:bar' is not an SPF mechanism"),
     ],
 )

@@ -50,3 +50,21 @@ def test_link_skip_is_normalised_and_env_turns_online_on(tmp_path: Path) -> None
     settings = load_settings(path, environ={"NEWSLETTER_CHECK__ONLINE": "true"})
     assert settings.check.link_skip == ["example.org"]
     assert settings.check.online is True
+
+
+def test_private_addresses_are_refused_unless_allowed(tmp_path: Path) -> None:
+    assert CheckSettings().allow_private is False
+    assert CheckSettings().run_timeout == 60
+    path = tmp_path / "newsletter.toml"
+    path.write_text('[check]\nallow_private = [" 10.1.0.0/16 ", "192.168.1.5"]\n', encoding="utf-8")
+    check = load_settings(path, environ={}).check
+    assert check.allow_private == ["10.1.0.0/16", "192.168.1.5/32"]
+    path.write_text("[check]\nallow_private = true\n", encoding="utf-8")
+    assert load_settings(path, environ={}).check.allow_private is True
+    path.write_text('[check]\nonline = true\nallow_private = ["intranet"]\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path, environ={})
+    assert info.value.message.startswith(f"{path}:3: check.allow_private")
+    assert "'intranet': not an IP network (e.g. 10.1.0.0/16, 192.168.1.5, fd00::/8)" in (
+        info.value.message
+    )

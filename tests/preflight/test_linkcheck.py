@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -10,22 +9,13 @@ import pytest
 from newsletter.models import Issue
 from newsletter.preflight import report
 from newsletter.preflight.cache import Cache
-from newsletter.preflight.linkcheck import LinkChecker, LinkResult
+from newsletter.preflight.linkcheck import LinkResult
 from newsletter.preflight.lookup import Lookup
-from newsletter.preflight.run import OnlineReport, tls_context
-from newsletter.settings import CheckSettings, Settings
+from newsletter.preflight.run import OnlineReport
+from newsletter.settings import CheckSettings
 from support.dnszone import dns_server
+from support.linkchecks import check
 from support.websites import SLOW, Site
-
-
-def check(
-    urls: list[str], cache: Cache | None = None, lookup: Lookup | None = None, **config: object
-) -> tuple[dict[str, LinkResult], LinkChecker]:
-    settings = Settings(check=CheckSettings.model_validate({"timeout": 5.0, **config}))
-    checker = LinkChecker(
-        settings.check, cache or Cache(None), lambda: tls_context(settings), lookup
-    )
-    return asyncio.run(checker.check(urls)), checker
 
 
 def test_statuses_redirect_chains_and_head_fallback(http_site: Site) -> None:
@@ -47,7 +37,21 @@ def test_statuses_redirect_chains_and_head_fallback(http_site: Site) -> None:
     assert by_path["/no-head"].status == 200
     assert http_site.requests[("GET", "/no-head")] == 1
     assert http_site.requests[("GET", "/ok")] == 0  # HEAD was enough
-    assert by_path["/loop"].error == "more than 10 redirects"
+    assert by_path["/loop"].error == f"a redirect loop (back to {http_site.url('/loop')})"
+
+
+def test_redirect_chains_without_an_answer_end_without_a_status(http_site: Site) -> None:
+    loop, hops = http_site.url("/loop"), http_site.url("/hop/0")
+    results, _ = check([loop, hops])
+    assert results[hops].error == "more than 10 redirects"
+    assert len(results[hops].redirects) == 11
+    lines = [str(f) for f in report.link_findings(results, {})]
+    assert lines == [
+        f"error: {loop}: a redirect loop (back to {loop}) (via 302, ending at {loop}) [link-check]",
+        f"error: {hops}: more than 10 redirects (via {' → '.join(['302'] * 11)}, ending at "
+        f"{http_site.url('/hop/11')}) [link-check]",
+    ]
+    assert "None" not in " ".join(lines)
 
 
 def test_one_request_at_a_time_per_host(http_site: Site) -> None:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from support.dnszone import ZoneResolver
 from support.onlineproject import configure, write_issue
@@ -45,11 +46,18 @@ def test_online_results_in_the_checks_tab(
     assert int(count) >= 1
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/slow",  # answers after 3 s; the check's timeout is 2 s
+        "/dribble",  # a byte every 0.2 s for 20 s: within every read timeout, cut at 2 s
+    ],
+)
 def test_a_late_result_reloads_the_page(
-    project: Path, dns: tuple[int, ZoneResolver], http_site: Site
+    project: Path, dns: tuple[int, ZoneResolver], http_site: Site, path: str
 ) -> None:
     configure(project, nameserver=f"127.0.0.1:{dns[0]}", base_url=http_site.base, online=True)
-    slow = http_site.url("/slow?preview")  # answers after 3 s; the check's timeout is 2 s
+    slow = http_site.url(f"{path}?preview")
     write_issue(project, 15, {"慢": [slow]})
     with running_preview(project) as preview:
         first_version, _, first = checks_pane(preview, 15)

@@ -3,6 +3,8 @@
 `zone` maps (name, type) to values: TXT strings (split into 255-byte strings as on the wire),
 "PREF HOST" for MX, addresses for A/AAAA. A name that has any record answers NOERROR with no
 data for the other types; any other name is NXDOMAIN, as a real authoritative server does.
+`failures` maps a name (and the names under it; "" is every name, the root's too) to the failure
+it gets instead (SERVFAIL, REFUSED): a broken zone, or a resolver on a network that is down.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ Zone = dict[tuple[str, str], list[str]]
 
 
 class ZoneResolver(BaseResolver):  # type: ignore[misc]
-    def __init__(self, zone: Zone) -> None:
+    def __init__(self, zone: Zone, failures: dict[str, str] | None = None) -> None:
         self.zone = zone
+        self.failures = failures or {}
         self.queries: list[tuple[str, str]] = []
         self.lock = threading.Lock()
 
@@ -30,6 +33,10 @@ class ZoneResolver(BaseResolver):  # type: ignore[misc]
         kind = QTYPE[request.q.qtype]
         with self.lock:
             self.queries.append((name, kind))
+        for suffix, rcode in self.failures.items():
+            if suffix in ("", name) or name.endswith("." + suffix):
+                reply.header.rcode = getattr(RCODE, rcode)
+                return reply
         values = self.zone.get((name, kind))
         if values is None:
             if not any(key[0] == name for key in self.zone):
@@ -57,9 +64,11 @@ def _rdata(kind: str, value: str) -> object:
 
 
 @contextmanager
-def dns_server(zone: Zone) -> Iterator[tuple[int, ZoneResolver]]:
+def dns_server(
+    zone: Zone, failures: dict[str, str] | None = None
+) -> Iterator[tuple[int, ZoneResolver]]:
     """Serve `zone` until the block ends; yields (port, resolver) (resolver.queries logs them)."""
-    resolver = ZoneResolver(zone)
+    resolver = ZoneResolver(zone, failures)
     logger = DNSLogger(log="-request,-reply,-truncated,-error,-recv,-send,-data", prefix=False)
     udp = DNSServer(resolver, address="127.0.0.1", port=0, logger=logger)
     # UDP only: dnslib never truncates, so the resolver never needs to retry over TCP.

@@ -1,5 +1,5 @@
-"""A project copy set up for the online checks: its sender, DKIM key, [check] table and an
-issue whose links all point at the test web servers on 127.0.0.1."""
+"""A project copy set up for the online checks: its sender, DKIM key, [check] table (which allows
+the loopback addresses the test servers are on) and an issue whose links all point at them."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def configure(
     online: bool = False,
     reply_to: str = "",
     selector: str = "nl",
+    allow_private: str | None = "true",
 ) -> None:
+    """`allow_private`: the TOML value of `[check] allow_private`; None leaves the key out."""
     config = root / "newsletter.toml"
     text = config.read_text(encoding="utf-8")
     text = re.sub(r"(?m)^sender = .*$", f'sender = "AI系统内容推荐 <digest@{sender_domain}>"', text)
@@ -33,6 +35,8 @@ def configure(
     text += (
         f'\n[check]\nonline = {str(online).lower()}\nnameservers = ["{nameserver}"]\ntimeout = 2\n'
     )
+    if allow_private is not None:  # the test servers are on 127.0.0.1, refused by default
+        text += f"allow_private = {allow_private}\n"
     if ca_file is not None:
         text += f'ca_file = "{ca_file}"\n'
     if dkim_key is not None:

@@ -1,9 +1,11 @@
 """Real HTTP and HTTPS servers on 127.0.0.1 (free ports) with one path per kind of link.
 
-/ok 200 · /moved → /moved-again → /ok (two 301s) · /found → /ok (302) · /loop (redirects forever)
-/missing 404 · /broken 500 · /forbidden 403 · /slow (answers after SLOW seconds) · /no-head (HEAD
+/ok 200 · /moved → /moved-again → /ok (two 301s) · /found → /ok (302) · /loop (redirects to itself)
+/hop/N → /hop/N+1 (302, for ever, a new URL each time) · /to?url=URL → URL (302, anywhere)
+/missing 404 · /broken 500 · /forbidden 403 · /slow (answers after SLOW seconds) · /dribble (its
+header lines one byte every DRIP seconds, for DRIBBLE seconds, then it hangs up) · /no-head (HEAD
 405, GET 200) · /unsubscribe 200 (serve's how-to page). `requests` counts every request served,
-`most_busy` the most answered at once.
+`most_busy` the most answered at once. Every answer closes its connection (HTTP/1.0).
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 SLOW = 3.0
+DRIP = 0.2
+DRIBBLE = 20.0
 _REDIRECTS = {
     "/moved": (301, "/moved-again"),
     "/moved-again": (301, "/ok"),
@@ -65,8 +70,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.site.requests[(self.command, path)] += 1
         if path == "/slow":
             time.sleep(SLOW)
-        if path in _REDIRECTS:
-            status, location = _REDIRECTS[path]
+        if path == "/dribble":
+            self._dribble()
+            return
+        redirect = _REDIRECTS.get(path)
+        if path.startswith("/hop/"):
+            redirect = (302, f"/hop/{int(path.removeprefix('/hop/')) + 1}")
+        if path == "/to":
+            redirect = (302, parse_qs(urlsplit(self.path).query)["url"][0])
+        if redirect is not None:
+            status, location = redirect
             self.send_response(status)
             self.send_header("Location", location)
             self.send_header("Content-Length", "0")
@@ -83,21 +96,40 @@ class _Handler(BaseHTTPRequestHandler):
         if body:
             self.wfile.write(payload)
 
+    def _dribble(self) -> None:
+        """A status line and header lines that never end, a byte at a time: every read gets
+        a byte well within any read timeout."""
+        lines = b"HTTP/1.1 200 OK\r\n" + b"X-Drip: 1\r\n" * 1000
+        stop = time.monotonic() + DRIBBLE
+        try:
+            for byte in lines:
+                if time.monotonic() > stop:
+                    break
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(DRIP)
+        except OSError:
+            pass  # the checker hung up: what the test wants
+        self.close_connection = True
+
     def log_message(self, format: str, *args: object) -> None:
         pass
 
 
 @contextmanager
-def website(tls: ssl.SSLContext | None = None, *, other: int = 404) -> Iterator[Site]:
-    """One server (HTTPS when `tls` is given) until the block ends; `other`: the status of any
-    path not listed above."""
+def website(
+    tls: ssl.SSLContext | None = None, *, other: int = 404, host: str = "127.0.0.1", port: int = 0
+) -> Iterator[Site]:
+    """One server (HTTPS when `tls` is given) on `host` (any 127.x.y.z address is this machine)
+    and `port` (0: a free one) until the block ends; `other`: the status of any path not listed
+    above."""
     handler = type("Handler", (_Handler,), {"other": other})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     if tls is not None:
         server.socket = tls.wrap_socket(server.socket, server_side=True)
     scheme = "https" if tls is not None else "http"
-    site = Site(f"{scheme}://127.0.0.1:{server.server_address[1]}")
+    site = Site(f"{scheme}://{host}:{server.server_address[1]}")
     handler.site = site
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

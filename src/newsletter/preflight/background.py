@@ -6,7 +6,8 @@ A page asks for the result for the issue it shows. The first ask starts a run an
 shows their results at once); if it is still running, the page shows that, and `done` is called
 when it finishes so the open pages fetch themselves again. A new render (a save) starts a new
 run and cancels the old one; online results stay in the preflight cache, so only what changed
-goes to the network.
+goes to the network. A run ends by `[check] run_timeout` at the latest (run.py), so a link server
+that answers a byte at a time cannot hold the tab at "Checking…".
 """
 
 from __future__ import annotations

@@ -2,16 +2,18 @@
 
 A few hosts at a time (`[check] concurrency`), one request at a time per host, so a site never
 sees a burst from us. Every hop of a redirect chain is kept, so the report can name where a link
-really goes. TLS is verified (the system's CAs plus `[check] ca_file`). With `[check]
-nameservers` set, link hosts are resolved through those servers too, not the system's. Results
-go into the preflight cache: a good one for `cache_ttl`, a failure for a minute at most, so a
-fixed server is seen soon and the preview's live reload does not fetch again.
+really goes. TLS is verified (the system's CAs plus `[check] ca_file`). Hosts are resolved through
+the run's Lookup (`[check] nameservers`, else the system's resolver) and connected to only at
+public addresses unless `[check] allow_private` says otherwise (connect.py), redirects included.
+Each request has `[check] timeout` from connect to its last header line, however slowly a server
+dribbles; the run's deadline cuts what is left, and those links are reported as out of time.
+Results go into the preflight cache: a good one for `cache_ttl`, a failure for a minute at most,
+so a fixed server is seen soon and the preview's live reload does not fetch again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import ssl
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -22,6 +24,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from newsletter.preflight.cache import Cache
+from newsletter.preflight.connect import CheckedBackend, CheckedTransport, RefusedError
 from newsletter.preflight.lookup import Lookup, UnreachableError
 from newsletter.settings import CheckSettings
 
@@ -38,6 +41,7 @@ class LinkResult:
     redirects: list[tuple[int, str]] = field(default_factory=list)  # (status, next URL) per hop
     error: str = ""  # why there was no usable answer: a timeout, TLS, a refused connection
     skipped: bool = False  # its host is in [check] link_skip
+    out_of_time: bool = False  # the run's deadline passed before its check ended
     cached: bool = False
 
     @property
@@ -50,7 +54,7 @@ class LinkResult:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        del data["cached"]
+        del data["cached"], data["out_of_time"]
         return data
 
     @classmethod
@@ -72,7 +76,7 @@ class LinkChecker:
         config: CheckSettings,
         cache: Cache,
         tls: Callable[[], ssl.SSLContext],
-        lookup: Lookup | None = None,
+        lookup: Lookup,
     ) -> None:
         """`tls` makes the TLS context, called only when something is fetched: loading the
         system's CA store costs tens of milliseconds, more than a whole cached run."""
@@ -83,7 +87,11 @@ class LinkChecker:
         self._lookup = lookup
         self.fetched = 0
 
-    async def check(self, urls: Iterable[str]) -> dict[str, LinkResult]:
+    async def check(
+        self, urls: Iterable[str], deadline: float | None = None
+    ) -> dict[str, LinkResult]:
+        """`deadline`: the event loop's time at which the run ends; the links not checked by
+        then come back `out_of_time`."""
         results: dict[str, LinkResult] = {}
         by_host: dict[str, list[str]] = defaultdict(list)
         for url in dict.fromkeys(urls):
@@ -97,15 +105,26 @@ class LinkChecker:
                 by_host[host].append(url)
         if by_host:
             gate = asyncio.Semaphore(self._config.concurrency)
-            async with httpx.AsyncClient(
-                verify=self._tls_context(),
-                timeout=self._config.timeout,
-                headers={"User-Agent": USER_AGENT},
-                trust_env=False,
-            ) as client:
-                batches = [self._host(client, gate, queue) for queue in by_host.values()]
-                for batch in await asyncio.gather(*batches):
-                    results.update(batch)
+            backend = CheckedBackend(self._lookup.addresses, self._config.allow_private)
+            try:
+                async with (
+                    httpx.AsyncClient(
+                        transport=CheckedTransport(backend, self._tls_context()),
+                        timeout=self._config.timeout,
+                        headers={"User-Agent": USER_AGENT},
+                        trust_env=False,
+                    ) as client,
+                    asyncio.TaskGroup() as group,
+                ):
+                    # A TaskGroup, not gather: the network found down ends every host's queue.
+                    batches = [
+                        group.create_task(self._host(client, gate, queue, deadline))
+                        for queue in by_host.values()
+                    ]
+            except ExceptionGroup as failed:
+                raise failed.exceptions[0] from None  # NetworkDownError, or a bug
+            for batch in batches:
+                results.update(batch.result())
         return {url: results[url] for url in dict.fromkeys(urls)}
 
     def _tls_context(self) -> ssl.SSLContext:
@@ -117,13 +136,25 @@ class LinkChecker:
         return any(host == skip or host.endswith("." + skip) for skip in self._config.link_skip)
 
     async def _host(
-        self, client: httpx.AsyncClient, gate: asyncio.Semaphore, urls: list[str]
+        self,
+        client: httpx.AsyncClient,
+        gate: asyncio.Semaphore,
+        urls: list[str],
+        deadline: float | None,
     ) -> dict[str, LinkResult]:
-        """One host's URLs, one after another."""
+        """One host's URLs, one after another, until the deadline."""
         results = {}
         for url in urls:
-            async with gate:
-                result = await self._follow(client, url)
+            try:
+                async with asyncio.timeout_at(deadline), gate:
+                    result = await self._follow(client, url)
+            except TimeoutError:
+                late = (
+                    f"out of time: the run's {self._config.run_timeout:g} s "
+                    "([check] run_timeout) ran out before this link's check ended"
+                )
+                results[url] = LinkResult(url, error=late, out_of_time=True)
+                continue  # the next URLs are out of time at once: nothing waits any more
             ttl = self._config.cache_ttl if result.ok else min(FAILURE_TTL, self._config.cache_ttl)
             self._cache.put(f"link:{url}", result.to_json(), ttl)
             results[url] = result
@@ -132,6 +163,7 @@ class LinkChecker:
     async def _follow(self, client: httpx.AsyncClient, url: str) -> LinkResult:
         hops: list[tuple[int, str]] = []
         current = url
+        seen = {url}
         try:
             for _ in range(MAX_REDIRECTS + 1):
                 status, location = await self._fetch(client, current)
@@ -141,9 +173,20 @@ class LinkChecker:
                 hops.append((status, current))
                 if urlsplit(current).scheme not in ("http", "https"):
                     return LinkResult(url, status, hops, error=f"redirects to {current}")
+                if current in seen:
+                    return LinkResult(url, None, hops, error=f"a redirect loop (back to {current})")
+                seen.add(current)
             return LinkResult(url, None, hops, error=f"more than {MAX_REDIRECTS} redirects")
-        except httpx.TimeoutException:
+        except (TimeoutError, httpx.TimeoutException):
             return LinkResult(url, None, hops, error=f"timeout after {self._config.timeout:g} s")
+        except RefusedError as exc:
+            return LinkResult(
+                url,
+                None,
+                hops,
+                error=f"refused: {exc}: the link check reaches public addresses only "
+                "([check] allow_private)",
+            )
         except UnreachableError as exc:
             return LinkResult(url, None, hops, error=f"DNS: {exc}")
         except (httpx.HTTPError, OSError) as exc:
@@ -159,21 +202,13 @@ class LinkChecker:
     async def _request(
         self, client: httpx.AsyncClient, method: str, url: str
     ) -> tuple[int, str | None]:
+        """One request, resolving and connecting included, cut at `[check] timeout` as a whole:
+        httpx's timeouts are per read, which a server sending a byte at a time never trips."""
         request = client.build_request(method, url)
-        host = request.url.host
-        if self._lookup is not None and not _is_address(host):
-            addresses = await self._lookup.addresses(host)
-            if not addresses:
-                raise httpx.ConnectError(f"{host} does not resolve (no A/AAAA record)")
-            request = client.build_request(
-                method,
-                request.url.copy_with(host=addresses[0]),
-                headers={"Host": request.headers["Host"]},
-                extensions={"sni_hostname": host},
-            )
         self.fetched += 1
-        response = await client.send(request, stream=True)
-        await response.aclose()  # the body is not needed; closing keeps the connection short
+        async with asyncio.timeout(self._config.timeout):
+            response = await client.send(request, stream=True)
+            await response.aclose()  # the body is not needed; closing keeps the connection short
         return response.status_code, response.headers.get("location")
 
 
@@ -190,11 +225,3 @@ def describe_failure(exc: BaseException) -> str:
     if "CERTIFICATE_VERIFY_FAILED" in text or "SSL" in text:
         return f"TLS: {text}"
     return f"cannot connect: {text}"
-
-
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True

@@ -3,10 +3,17 @@
 `[check] nameservers` points the resolver at given servers ("IP" or "IP:PORT"); without it the
 system's (/etc/resolv.conf) is used. Answers go into the preflight cache for their TTL (at most
 `[check] cache_ttl`), "no such record" for a minute, so a repeated check asks nothing. A resolver
-that does not answer at all raises UnreachableError: the caller reports the machine as offline.
+that fails a question (no answer, SERVFAIL, REFUSED) raises UnreachableError for that name, or,
+when the resolver fails every question, NetworkDownError: the run then says so once, instead of one
+line per record. "Every question" is told from "this name" by one more question, asked beside the
+first one that goes to the network: the root zone's NS. When a name fails, nothing else got an
+answer and the root failed too, the resolver (or the network) is down.
 """
 
 from __future__ import annotations
+
+import asyncio
+import re
 
 import dns.asyncresolver
 import dns.exception
@@ -25,6 +32,10 @@ class UnreachableError(Exception):
     """No usable answer: no nameserver answered, or every one failed for this name."""
 
 
+class NetworkDownError(Exception):
+    """The resolver fails every question, the root zone's included: no online check can run."""
+
+
 class Lookup:
     """One resolver for a preflight run; `queries` counts what really went to the network."""
 
@@ -32,6 +43,8 @@ class Lookup:
         self._cache = cache
         self._ttl = config.cache_ttl
         self._problem: str | None = None
+        self._answered = False  # some question got an answer: the resolver works
+        self._probe: asyncio.Future[bool] | None = None  # is the resolver down? asked once
         self.queries = 0
         if config.nameservers:
             self._resolver = dns.asyncresolver.Resolver(configure=False)
@@ -70,27 +83,67 @@ class Lookup:
         if isinstance(cached, list):
             return [str(value) for value in cached]
         if self._problem is not None:
-            raise UnreachableError(self._problem)
+            raise NetworkDownError(self._problem)
+        if not self._answered and self._probe is None:
+            # Asked beside the first question, so a silent resolver costs one timeout, not two.
+            self._probe = asyncio.ensure_future(self._ask_root())
         self.queries += 1
         try:
             answer = await self._resolver.resolve(name, rdtype, search=False)
         except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
+            self._answered = True
             self._cache.put(key, [], min(NEGATIVE_TTL, self._ttl))
             return []
-        except dns.resolver.NoNameservers as exc:
-            raise UnreachableError(
-                f"{self.where} gave no usable answer for {name} ({exc})"
-            ) from None
-        except dns.exception.Timeout:
-            raise UnreachableError(
-                f"no answer from {self.where} within {self._resolver.lifetime:g} s"
-            ) from None
         except dns.exception.DNSException as exc:
-            raise UnreachableError(f"{name}: {exc}") from None
+            failure = self._describe(name, exc)
+            if await self._down():
+                raise NetworkDownError(self._describe_down(name, exc)) from None
+            raise UnreachableError(failure) from None
+        self._answered = True
         values = [_text(rdata) for rdata in answer]
         ttl = answer.rrset.ttl if answer.rrset is not None else NEGATIVE_TTL
         self._cache.put(key, values, min(float(ttl), self._ttl))
         return values
+
+    def _describe(self, name: str, exc: dns.exception.DNSException) -> str:
+        if isinstance(exc, dns.resolver.NoNameservers):
+            return f"{self.where} gave no usable answer for {name} ({_rcodes(exc)})"
+        if isinstance(exc, dns.exception.Timeout):
+            return f"no answer from {self.where} within {self._resolver.lifetime:g} s"
+        return f"{name}: {exc}"
+
+    def _describe_down(self, name: str, exc: dns.exception.DNSException) -> str:
+        if isinstance(exc, dns.exception.Timeout):
+            return f"no answer from {self.where} within {self._resolver.lifetime:g} s"
+        return (
+            f"{self.where} fails every question ({_rcodes(exc)} for {name}, and for the root "
+            "zone too)"
+        )
+
+    async def _down(self) -> bool:
+        """After a failure: does the resolver fail the root zone's NS too? Asked once a run,
+        and not at all once any question got an answer."""
+        if self._answered:
+            return False
+        if self._probe is None:
+            self._probe = asyncio.ensure_future(self._ask_root())
+        return await asyncio.shield(self._probe)
+
+    async def _ask_root(self) -> bool:
+        self.queries += 1
+        try:
+            await self._resolver.resolve(".", "NS", search=False)
+        except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
+            return False
+        except dns.exception.DNSException:
+            return True
+        return False
+
+
+def _rcodes(exc: dns.exception.DNSException) -> str:
+    """dnspython's "Server X answered SERVFAIL; ..." as "SERVFAIL" (each kind once)."""
+    found = re.findall(r"answered ([A-Z]+)\b", str(exc))
+    return "/".join(dict.fromkeys(found)) or str(exc)
 
 
 def _text(rdata: object) -> str:

@@ -75,7 +75,12 @@ def link_notes(results: Mapping[str, LinkResult], labels: Mapping[str, str]) -> 
 
 
 def describe_chain(result: LinkResult) -> str:
-    return " → ".join(str(code) for code, _ in result.redirects) + f" → {result.status}"
+    """`301 → 302 → 200`: each hop's status, then the last answer's when there was one (a
+    loop, a refused or timed-out hop ends without one)."""
+    codes = [str(code) for code, _ in result.redirects]
+    if result.status is not None and not result.error:
+        codes.append(str(result.status))
+    return " → ".join(codes)
 
 
 def _moved(result: LinkResult) -> bool:
@@ -88,7 +93,8 @@ def _link_finding(result: LinkResult, name: str) -> Finding | None:
         return None
     via = f" (via {describe_chain(result)}, ending at {result.target})" if result.redirects else ""
     if result.error:
-        level: Level = "warning" if result.error.startswith("timeout") else "error"
+        slow = result.out_of_time or result.error.startswith("timeout")
+        level: Level = "warning" if slow else "error"
         return Finding(level, "link-check", f"{name}: {result.error}{via}")
     status = result.status or 0
     if status in _ROBOT_REFUSALS:

@@ -1,14 +1,17 @@
 """Settings, an issue and the sample message in, the online checks' OnlineReport out.
 
 One run: the sender's DNS (SPF, DKIM, DMARC, MX), the one-click endpoint under base_url, and
-every link of the issue, all at once. The first DNS question doubles as the network probe: when
-no resolver answers, nothing else is tried and the report carries one line saying why (exit
-codes stay those of the offline checks).
+every link of the issue, all at once, within `[check] run_timeout`: what is not done by then is
+reported as out of time. The sender's TXT record is asked first: when the resolver fails every
+question (lookup.py tells that from one missing record), then or at any later point, the run
+stops at once and the report carries one line saying why (exit codes stay those of the offline
+checks).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.parser
 import email.utils
 import hashlib
@@ -25,7 +28,7 @@ from newsletter.preflight import auth, report, spf
 from newsletter.preflight.cache import FILE_NAME, Cache
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkChecker, LinkResult
-from newsletter.preflight.lookup import Lookup, UnreachableError
+from newsletter.preflight.lookup import Lookup, NetworkDownError, UnreachableError
 from newsletter.settings import Settings
 
 HOW_TO_PATH = "/unsubscribe"  # serve's public how-to page: a GET of it changes nothing
@@ -44,12 +47,14 @@ class OnlineReport:
         if self.skipped:
             return f"online checks skipped: {self.skipped}"
         skipped = sum(result.skipped for result in self.links.values())
-        failing = sum(not result.ok for result in self.links.values())
-        fine = len(self.links) - skipped - failing
+        late = sum(result.out_of_time for result in self.links.values())
+        failing = sum(not result.ok for result in self.links.values()) - late
+        fine = len(self.links) - skipped - failing - late
+        out_of_time = f", {late} out of time" if late else ""
         return (
-            f"online: {len(self.links)} link(s): {fine} answering, {failing} failing, "
-            f"{skipped} not fetched (link_skip); {self.dns_queries} DNS and {self.fetched} "
-            "HTTP request(s) sent, the rest from the cache"
+            f"online: {len(self.links)} link(s): {fine} answering, {failing} failing"
+            f"{out_of_time}, {skipped} not fetched (link_skip); {self.dns_queries} DNS and "
+            f"{self.fetched} HTTP request(s) sent, the rest from the cache"
         )
 
 
@@ -97,50 +102,70 @@ async def run_online(
     carries; `send` uses the From address as the return path (MAIL FROM) too, unless
     [bounces] return_path sets one (VERP): then SPF is that domain's, and it needs an MX.
     `recipients`: the list's size, for the bulk-sender line."""
+    deadline = asyncio.get_running_loop().time() + settings.check.run_timeout
     cache = Cache(settings.state_dir / FILE_NAME)
     lookup = Lookup(settings.check, cache)
+    try:
+        return await _run(settings, issue, message, recipients, cache, lookup, deadline)
+    except NetworkDownError as exc:
+        return OnlineReport(skipped=_offline(exc))
+
+
+def _offline(exc: NetworkDownError) -> str:
+    return f"{exc} (offline? a captive network? [check] nameservers names the DNS servers to ask)"
+
+
+async def _run(
+    settings: Settings,
+    issue: Issue,
+    message: bytes,
+    recipients: int,
+    cache: Cache,
+    lookup: Lookup,
+    deadline: float,
+) -> OnlineReport:
     head = message.partition(b"\r\n\r\n")[0]
     headers = email.parser.BytesHeaderParser().parsebytes(head)
     from_domain = _domain(headers.get("From", ""))
     reply_domain = _domain(headers.get("Reply-To", ""))
     return_path = _domain(settings.bounces.return_path) or from_domain
+    # First and alone: when the network is down, nothing else is tried. A failure of this name
+    # only is the SPF check's to report.
     try:
-        await lookup.txt(from_domain)
-    except UnreachableError as exc:
-        hint = "offline? [check] nameservers names the DNS servers to ask"
-        return OnlineReport(skipped=f"{exc} ({hint})")
-    checker = LinkChecker(
-        settings.check,
-        cache,
-        lambda: tls_context(settings),
-        lookup if settings.check.nameservers else None,
-    )
+        async with asyncio.timeout_at(deadline):
+            with contextlib.suppress(UnreachableError):
+                await lookup.txt(from_domain)
+    except TimeoutError:  # only with a run_timeout shorter than the DNS timeout
+        return OnlineReport(
+            skipped=f"the sender's DNS did not answer within the run's "
+            f"{settings.check.run_timeout:g} s ([check] run_timeout)"
+        )
+    checker = LinkChecker(settings.check, cache, lambda: tls_context(settings), lookup)
+    late = f"out of time (the run's {settings.check.run_timeout:g} s, [check] run_timeout)"
     dkim_domain = settings.dkim.domain.lower() if settings.dkim is not None else None
-    jobs: list[Coroutine[Any, Any, list[Fault]]] = [
-        _guarded("SPF", spf.check_spf(lookup, return_path)),
-        _guarded("DMARC", auth.check_dmarc(lookup, from_domain, dkim_domain, return_path)),
-        _guarded("MX", auth.check_mail_domain(lookup, from_domain, "From (bounces)")),
-        _endpoint(settings.newsletter.base_url, checker),
+    jobs: list[tuple[str, Coroutine[Any, Any, list[Fault]]]] = [
+        ("SPF", spf.check_spf(lookup, return_path)),
+        ("DMARC", auth.check_dmarc(lookup, from_domain, dkim_domain, return_path)),
+        ("MX", auth.check_mail_domain(lookup, from_domain, "From (bounces)")),
+        ("One-click", _endpoint(settings.newsletter.base_url, checker, deadline)),
     ]
     if settings.dkim is not None:
         public = dkim_public_key(settings, cache)
         check = auth.check_dkim(lookup, settings.dkim.domain, settings.dkim.selector, public)
-        jobs.append(_guarded("DKIM", check))
+        jobs.append(("DKIM", check))
     if return_path != from_domain:
-        jobs.append(
-            _guarded("MX", auth.check_mail_domain(lookup, return_path, "Return-Path (bounces)"))
-        )
+        jobs.append(("MX", auth.check_mail_domain(lookup, return_path, "Return-Path (bounces)")))
     if reply_domain and reply_domain != from_domain:
-        jobs.append(
-            _guarded("MX", auth.check_mail_domain(lookup, reply_domain, "Reply-To (replies)"))
-        )
+        jobs.append(("MX", auth.check_mail_domain(lookup, reply_domain, "Reply-To (replies)")))
     labels = report.item_labels(issue)
     try:
         async with asyncio.TaskGroup() as group:
-            links_task = group.create_task(checker.check(labels))
-            tasks = [group.create_task(job) for job in jobs]
+            links_task = group.create_task(checker.check(labels, deadline))
+            tasks = [group.create_task(_guarded(what, job, deadline, late)) for what, job in jobs]
     except ExceptionGroup as failed:
-        raise failed.exceptions[0] from None  # a NewsletterError (a bad ca_file, say) or a bug
+        # NetworkDownError (run_online says it in one line), a NewsletterError (a bad ca_file,
+        # say) or a bug.
+        raise failed.exceptions[0] from None
     links = links_task.result()
     faults = [task.result() for task in tasks]
     cache.save()
@@ -172,15 +197,22 @@ def dkim_public_key(settings: Settings, cache: Cache) -> str:
     return public
 
 
-async def _guarded(what: str, check: Awaitable[list[Fault]]) -> list[Fault]:
-    """A lookup that fails midway costs that one check, as a warning, not the whole run."""
+async def _guarded(
+    what: str, check: Awaitable[list[Fault]], deadline: float, late: str
+) -> list[Fault]:
+    """A lookup that fails midway costs that one check, as a warning, not the whole run; so
+    does the run's deadline."""
+    code = "one-click" if what == "One-click" else what.lower()
     try:
-        return await check
+        async with asyncio.timeout_at(deadline):
+            return await check
     except UnreachableError as exc:
-        return [Fault(what.lower(), f"{what} not checked: {exc}", "warning")]
+        return [Fault(code, f"{what} not checked: {exc}", "warning")]
+    except TimeoutError:
+        return [Fault(code, f"{what} not checked: {late}", "warning")]
 
 
-async def _endpoint(base_url: str, checker: LinkChecker) -> list[Fault]:
+async def _endpoint(base_url: str, checker: LinkChecker, deadline: float) -> list[Fault]:
     base = base_url.rstrip("/")
     faults = []
     if not base.startswith("https://"):
@@ -193,8 +225,10 @@ async def _endpoint(base_url: str, checker: LinkChecker) -> list[Fault]:
             )
         )
     url = base + HOW_TO_PATH
-    result = (await checker.check([url]))[url]
-    if not result.ok:
+    result = (await checker.check([url], deadline))[url]
+    if result.out_of_time:
+        faults.append(Fault("one-click", f"GET {url} not checked: {result.error}", "warning"))
+    elif not result.ok:
         problem = result.error or str(result.status)
         faults.append(
             Fault(
