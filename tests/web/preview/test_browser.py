@@ -200,7 +200,9 @@ def test_a_test_send_is_read_in_the_mailbox_tab(browser: Any, project: Path) -> 
         tab.page.wait_for_selector("#live-status.on")
         send_test(project, port)
         # Both staging recipients arrive while the page is open; the newest is listed first.
-        tab.page.wait_for_function("() => document.querySelectorAll('#mailbox tbody tr').length === 2")
+        tab.page.wait_for_function(
+            "() => document.querySelectorAll('#mailbox tbody tr').length === 2"
+        )
         tab.page.click("#mailbox tbody tr:first-child td:nth-child(4) a")
         tab.page.wait_for_function(FRAME_READY)
         frame = email_frame(tab)

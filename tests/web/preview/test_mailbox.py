@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import email
 import email.policy
+import mailbox
 import os
 import re
 import socket
@@ -15,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from newsletter.send.mailbox import captured_messages
+from newsletter.send.mailbox import LISTED_LIMIT, captured_messages
 from newsletter.web.preview.pages import CAPTURED_POLICY, email_document
 from newsletter.web.preview.received import (
     READ_LIMIT,
@@ -101,7 +102,7 @@ def test_a_test_send_reads_like_the_issue_view(
 ) -> None:
     send_test(project, capture)
     listed = keys(preview)
-    assert list(listed) == [SUBJECT]  # one subject, two recipients: the newest link wins
+    assert list(listed) == [SUBJECT]  # one subject for both recipients
     page = get(preview, "/mailbox").text
     assert page.count(f">{SUBJECT}</a>") == 2
     editor = next(
@@ -308,7 +309,7 @@ def test_a_subject_in_raw_utf8_is_listed_as_written(preview: RunningPreview, cap
 
 def finishes(work: Callable[[], object], seconds: float = 30) -> None:
     """`work` returns well within `seconds`: a liveness check for inputs built to hang, not a
-    measure of speed (benchmarks/mailbox.py measures that)."""
+    measure of speed (benchmarks/received.py measures that)."""
     worker = threading.Thread(target=work, daemon=True)
     worker.start()
     worker.join(seconds)
@@ -380,3 +381,20 @@ def test_frames_are_renamed_to_nothing() -> None:
         "<x-iframe/srcdoc=z>"
     )
     assert disarm_frames("<iframely> <framer> frame") == "<iframely> <framer> frame"
+
+
+def test_the_list_shows_the_newest_and_says_how_many_there_are(
+    preview: RunningPreview, project: Path
+) -> None:
+    (project / ".newsletter").mkdir()
+    box = mailbox.Maildir(project / ".newsletter" / "mailbox", create=True)
+    for n in range(LISTED_LIMIT + 2):
+        key = box.add(f"Subject: message {n}\r\n\r\nbody\r\n".encode())
+        stamp = 1_700_000_000 + n  # one second apart: newest first is well defined
+        os.utime(project / ".newsletter" / "mailbox" / "new" / key, (stamp, stamp))
+    page = get(preview, "/mailbox").text
+    assert f"The newest {LISTED_LIMIT} of {LISTED_LIMIT + 2} are listed." in page
+    subjects = re.findall(r'<td><a href="/mailbox/[^"/]+">(.*?)</a></td>', page)
+    assert len(subjects) == LISTED_LIMIT
+    assert subjects[0] == f"message {LISTED_LIMIT + 1}"
+    assert "message 1<" not in page
