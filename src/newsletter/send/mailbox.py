@@ -131,8 +131,11 @@ def _read_head(path: Path, limit: int) -> bytes | None:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return None
-    with os.fdopen(descriptor, "rb") as handle:
-        return handle.read(limit)
+    try:
+        with os.fdopen(descriptor, "rb") as handle:
+            return handle.read(limit)
+    except OSError:
+        return None
 
 
 def raw_headers(head: email.message.Message) -> list[tuple[str, str]]:

@@ -283,7 +283,8 @@ class Pages:
         message = await run_in_threadpool(self._received, request.path_params["key"])
         if message is None or message.html is None:
             return PlainTextResponse("no such message, or no HTML part\n", status_code=404)
-        document = await run_in_threadpool(email_document, disarm_frames(message.html), scheme)
+        html = message.html
+        document = await run_in_threadpool(lambda: email_document(disarm_frames(html), scheme))
         return HTMLResponse(document, headers=CAPTURED_HEADERS)
 
     async def captured(self, request: Request) -> Response:
