@@ -26,6 +26,7 @@ from newsletter.mail.message import sample_message
 from newsletter.models import Issue
 from newsletter.render import render_issue
 from newsletter.settings import Settings
+from support.capture import capture_server, send_test
 from support.preview import running_preview
 from support.site import one_click_url, running_service
 
@@ -161,6 +162,12 @@ def test_preview_pages_have_no_wcag_aa_violation(browser: Any, project: Path, sc
         axe_clean(browser, f"{preview.url}/issues/14", scheme, click="[data-set='tab:checks']")
         axe_clean(browser, f"{preview.url}/issues/14", scheme, click="[data-set='tab:text']")
         axe_clean(browser, f"{preview.url}/mailbox", scheme)
+        with capture_server(project) as port:
+            send_test(project, port)
+        key = next((project / ".newsletter" / "mailbox" / "new").iterdir()).name
+        axe_clean(browser, f"{preview.url}/mailbox", scheme)
+        axe_clean(browser, f"{preview.url}/mailbox/{key}", scheme)
+        axe_clean(browser, f"{preview.url}/mailbox/{key}", scheme, click="[data-set='tab:headers']")
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

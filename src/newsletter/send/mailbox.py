@@ -4,6 +4,11 @@ per message out; and reading that Maildir back (for the preview).
 Addresses given as `bounce` are answered the way a real receiving server answers a dead
 mailbox after it took the message: an RFC 3464 report (550 5.1.1) to the envelope sender, filed
 in the same Maildir, where `newsletter bounces --maildir` finds it (the demo of the loop).
+
+Anyone who can reach the port can file a message, so reading the Maildir back is bounded: a key
+names a regular file in new/ or cur/ or nothing (no path, no glob, no symlink), a listing reads
+HEAD_LIMIT bytes of each of the newest LISTED_LIMIT messages, a message is read up to a limit
+the caller gives, and a header is cut to HEADER_TEXT_LIMIT characters before it is decoded.
 """
 
 from __future__ import annotations
@@ -12,10 +17,13 @@ import asyncio
 import datetime as dt
 import email.errors
 import email.header
+import email.message
 import email.parser
 import email.policy
 import email.utils
 import mailbox as maildir
+import os
+import re
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,32 +46,114 @@ class Captured:
     received: float = 0.0  # epoch seconds
 
 
-def captured_messages(directory: Path) -> list[Captured]:
-    """What the capture server has stored in `directory`, newest first (for the preview)."""
-    if not (directory / "new").is_dir():
-        return []
+HEAD_LIMIT = 64 * 1024  # bytes of each message read to list it
+LISTED_LIMIT = 500  # newest messages listed
+HEADER_TEXT_LIMIT = 4096  # characters of a header decoded (decoding is superlinear)
+_KEY_LIMIT = 255  # a file name
+
+
+def captured_messages(directory: Path, newest: int = LISTED_LIMIT) -> list[Captured]:
+    """The `newest` messages the capture server has stored in `directory`, newest first."""
+    entries = _captured_files(directory)
+    entries.sort(key=lambda entry: entry[2].st_mtime, reverse=True)
     parser = email.parser.BytesHeaderParser(policy=email.policy.compat32)
     found = []
-    for path in [*directory.glob("new/*"), *directory.glob("cur/*")]:
-        key = path.name.split(":", 1)[0]
-        try:
-            with path.open("rb") as handle:
-                head = parser.parse(handle)
-            stat = path.stat()
-        except OSError:
+    for key, path, stat in entries[:newest]:
+        data = _read_head(path, HEAD_LIMIT)
+        if data is None:
             continue  # removed while we looked
+        head = parser.parsebytes(data)
         found.append(
             Captured(
-                sender=str(head.get("Return-Path", "")).strip("<> "),
-                recipient=str(head.get("Delivered-To", "")),
-                subject=_decode(str(head.get("Subject", ""))),
-                message_id=str(head.get("Message-ID", "")).strip(),
+                sender=_header(head, "Return-Path").strip("<> "),
+                recipient=_header(head, "Delivered-To"),
+                subject=decode_header_text(_header(head, "Subject")),
+                message_id=_header(head, "Message-ID").strip(),
                 size=stat.st_size,
                 key=key,
                 received=stat.st_mtime,
             )
         )
-    return sorted(found, key=lambda c: c.received, reverse=True)
+    return found
+
+
+def count_captured(directory: Path) -> int:
+    """How many messages `directory` holds (a listing shows only the newest)."""
+    return len(_captured_files(directory))
+
+
+def read_captured(directory: Path, key: str, limit: int) -> tuple[bytes, int] | None:
+    """The first `limit` bytes of the message stored under `key` and its whole size; None when
+    `key` names no message of `directory` (a path, a dot file, a glob, a symlink included)."""
+    path = captured_path(directory, key)
+    if path is None:
+        return None
+    try:
+        size = path.stat(follow_symlinks=False).st_size
+    except OSError:
+        return None
+    data = _read_head(path, limit)
+    return None if data is None else (data, size)
+
+
+def captured_path(directory: Path, key: str) -> Path | None:
+    """The regular file in new/ or cur/ whose Maildir key is `key`, compared name by name."""
+    if not key or len(key) > _KEY_LIMIT or key.startswith(".") or "/" in key or "\0" in key:
+        return None
+    for found, path, _ in _captured_files(directory):
+        if found == key:
+            return path
+    return None
+
+
+def _captured_files(directory: Path) -> list[tuple[str, Path, os.stat_result]]:
+    """(key, path, stat) of each regular file in new/ and cur/; a file named `KEY:2,FLAGS` in
+    cur/ has the key KEY (the Maildir convention)."""
+    found = []
+    for folder in (directory / "new", directory / "cur"):
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
+                        continue
+                    try:
+                        stat = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue  # removed while we looked
+                    found.append((entry.name.split(":", 1)[0], Path(entry.path), stat))
+        except OSError:
+            continue  # no such folder (yet)
+    return found
+
+
+def _read_head(path: Path, limit: int) -> bytes | None:
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(descriptor, "rb") as handle:
+            return handle.read(limit)
+    except OSError:
+        return None
+
+
+def raw_headers(head: email.message.Message) -> list[tuple[str, str]]:
+    """(name, value) of each header as the message has it, raw 8-bit bytes (SMTPUTF8 mail) read
+    as UTF-8 and each value cut to HEADER_TEXT_LIMIT characters; nothing decoded yet."""
+    return [
+        (_as_text(name), _as_text(value[:HEADER_TEXT_LIMIT])) for name, value in head.raw_items()
+    ]
+
+
+def _as_text(value: str) -> str:
+    # The parser keeps 8-bit bytes surrogate-escaped: back to bytes, then UTF-8.
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _header(head: email.message.Message, name: str) -> str:
+    wanted = name.lower()
+    return next((v for n, v in raw_headers(head) if n.lower() == wanted), "")
 
 
 class CaptureHandler:
@@ -86,7 +176,7 @@ class CaptureHandler:
     ) -> str:
         raw = envelope.original_content or b""
         head = self._headers.parsebytes(raw)
-        subject = _decode(head.get("Subject", ""))
+        subject = decode_header_text(_header(head, "Subject"))
         message_id = str(head.get("Message-ID", "")).strip()
         for rcpt in envelope.rcpt_tos:
             trace = f"Return-Path: <{envelope.mail_from}>\r\nDelivered-To: {rcpt}\r\n"
@@ -141,11 +231,17 @@ def _dsn(sender: str, rcpt: str, original: bytes) -> bytes:
     return "\r\n".join(lines).encode() + head + b"\r\n\r\n--dsn--\r\n"
 
 
-def _decode(value: str) -> str:
+def decode_header_text(value: str) -> str:
+    """A header's text with its folds undone and its encoded words (RFC 2047) decoded; a value
+    that does not decode is kept as it is. Controls stay: showing them is the reader's job."""
+    value = _UNFOLD.sub("", value[:HEADER_TEXT_LIMIT])
     try:
         return str(email.header.make_header(email.header.decode_header(value)))
     except (ValueError, LookupError, email.errors.HeaderParseError):
         return value
+
+
+_UNFOLD = re.compile(r"\r?\n(?=[ \t])")
 
 
 async def serve_mailbox(

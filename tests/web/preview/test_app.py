@@ -236,11 +236,13 @@ def test_mailbox_lists_captured_messages(preview: RunningPreview) -> None:
     key = box.add(message)
     page = get(preview, "/mailbox").text
     assert "[TEST] &lt;b&gt;第14期&lt;/b&gt;" in page
-    assert f'href="/mailbox/{key}.eml"' in page
-    raw = get(preview, f"/mailbox/{key}.eml")
+    assert f'href="/mailbox/{key}"' in page
+    assert f'href="/mailbox/{key}/message.eml?download=1"' in page
+    raw = get(preview, f"/mailbox/{key}/message.eml")
     assert raw.status_code == 200
     assert b"Subject:" in raw.content
-    assert get(preview, "/mailbox/nope.eml").status_code == 404
+    assert get(preview, "/mailbox/nope").status_code == 404
+    assert get(preview, "/mailbox/nope/message.eml").status_code == 404
 
 
 def test_mailbox_changes_are_their_own_event(project: Path) -> None:

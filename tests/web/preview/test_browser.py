@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from support.capture import beacon, capture_server, deliver, send_test
 from support.preview import RunningPreview, running_preview
 
 pytestmark = pytest.mark.browser
@@ -36,14 +37,15 @@ def preview(project: Path) -> Iterator[RunningPreview]:
 class Tab:
     """One page of the preview, recording every console error and uncaught exception."""
 
-    def __init__(self, browser: Any, url: str) -> None:
+    def __init__(self, browser: Any, url: str, *, framed: bool = True) -> None:
         self.context = browser.new_context(viewport={"width": 1200, "height": 900})
         self.page = self.context.new_page()
         self.errors: list[str] = []
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.goto(url)
-        self.page.wait_for_function(FRAME_READY)
+        if framed:
+            self.page.wait_for_function(FRAME_READY)
 
     def frame_eval(self, expression: str) -> Any:
         return self.page.evaluate(f"(() => {{ const doc = {FRAME_DOC}; return {expression}; }})()")
@@ -184,3 +186,130 @@ def test_checks_tab_shows_the_spam_score_without_reloading_the_email(tab: Tab) -
     assert "is linked under two items" in tab.page.inner_text("#checks")
     assert tab.page.evaluate("document.body.dataset.frameVersion") == frame_version
     assert tab.errors == []
+
+
+def email_frame(tab: Tab) -> Any:
+    """The email frame as Playwright reaches it: a captured message's frame has an origin of its
+    own (no allow-same-origin), so the page's script cannot read it, but Playwright can."""
+    return tab.page.locator("#email-frame").element_handle().content_frame()
+
+
+def test_a_test_send_is_read_in_the_mailbox_tab(browser: Any, project: Path) -> None:
+    with capture_server(project) as port, running_preview(project) as preview:
+        tab = Tab(browser, f"{preview.url}/mailbox", framed=False)
+        tab.page.wait_for_selector("#live-status.on")
+        send_test(project, port)
+        # Both staging recipients arrive while the page is open; the newest is listed first.
+        tab.page.wait_for_function(
+            "() => document.querySelectorAll('#mailbox tbody tr').length === 2"
+        )
+        tab.page.click("#mailbox tbody tr:first-child td:nth-child(4) a")
+        tab.page.wait_for_function(FRAME_READY)
+        frame = email_frame(tab)
+        assert "你好！" in frame.evaluate("document.body.textContent")
+        assert frame.evaluate("innerWidth") == 680
+        tab.screenshot("mailbox-desktop.png")
+
+        tab.page.click("[data-set='width:mobile']")
+        frame.wait_for_function("() => innerWidth === 375")
+        scroll = frame.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+        assert scroll[0] <= scroll[1], f"the message scrolls sideways at 375 px: {scroll}"
+        card = "getComputedStyle(document.querySelector('.nl-card table')).backgroundColor"
+        assert frame.evaluate(card) == "rgb(255, 255, 255)"
+        tab.page.click("[data-set='scheme:dark']")
+        frame.wait_for_function(f"() => {card} === 'rgb(22, 27, 34)'")
+        tab.screenshot("mailbox-mobile-dark.png")
+
+        tab.page.click("[data-set='tab:text']")
+        assert "你好！" in tab.page.inner_text("#text-part")
+        tab.page.click("[data-set='tab:headers']")
+        assert "List-Unsubscribe-Post" in tab.page.inner_text("#headers")
+        tab.page.click("[data-set='tab:eml']")
+        with tab.page.expect_download() as download:
+            tab.page.click("text=download .eml")
+        recipient = tab.page.inner_text("#headers").split("Delivered-To")[1].split()[0]
+        [stored] = [
+            path
+            for path in (project / ".newsletter" / "mailbox" / "new").iterdir()
+            if f"Delivered-To: {recipient}".encode() in path.read_bytes()
+        ]
+        assert Path(download.value.path()).read_bytes() == stored.read_bytes()
+
+        # Headers is not a tab of the issue view: it shows the email there, and the choice
+        # stays for the next message.
+        tab.page.click("[data-set='tab:headers']")
+        tab.page.goto(f"{preview.url}/issues/14")
+        tab.page.wait_for_function(FRAME_READY)
+        assert tab.page.evaluate("document.body.dataset.tab") == "email"
+        assert tab.errors == []
+        tab.context.close()
+
+
+def hostile_html(remote: str) -> str:
+    """Every way an HTML message can load something or run a script, all aimed at `remote`."""
+    mark = "document.title='ran'"
+    return f"""<html><head>
+<meta http-equiv="refresh" content="0;url={remote}/refresh">
+<link rel="stylesheet" href="{remote}/style.css">
+<link rel="preconnect" href="{remote}">
+<link rel="prefetch" href="{remote}/prefetch">
+<link rel="preload" as="image" href="{remote}/preload.png">
+<link rel="icon" href="{remote}/favicon.ico">
+<style>@import url({remote}/import.css);
+@font-face {{ font-family: far; src: url({remote}/font.woff) }}
+body {{ background: url({remote}/background.png); font-family: far }}</style>
+<script>{mark}</script>
+<script src="{remote}/script.js"></script>
+</head><body onload="{mark}">
+<p id="hostile">hostile</p>
+<img src="{remote}/pixel.gif" onerror="{mark}" width="1" height="1">
+<img srcset="{remote}/srcset.png 2x">
+<picture><source srcset="{remote}/source.png"><img alt=""></picture>
+<video poster="{remote}/poster.png" src="{remote}/video.mp4"></video>
+<audio src="{remote}/audio.mp3" autoplay></audio>
+<iframe src="{remote}/frame.html"></iframe>
+<IFRAME SRCDOC="&lt;img src={remote}/srcdoc.png&gt;"></IFRAME>
+<svg><foreignObject><iframe src="{remote}/foreign.html"></iframe></foreignObject></svg>
+<object data="{remote}/object"></object>
+<embed src="{remote}/embed">
+<svg><image href="{remote}/svg.png" width="1" height="1"/></svg>
+<svg onload="{mark}"></svg>
+<form action="{remote}/form"><input autofocus onfocus="{mark}"></form>
+<div style="background-image: url('{remote}/inline.png')">x</div>
+<table background="{remote}/table.png"><tr><td>t</td></tr></table>
+<a id="script-link" href="javascript:{mark}">a javascript: link</a>
+</body></html>"""
+
+
+def test_a_hostile_message_runs_nothing_and_loads_nothing(browser: Any, project: Path) -> None:
+    with beacon() as remote, capture_server(project) as port, running_preview(project) as preview:
+        html = hostile_html(remote.url)
+        message = (
+            (
+                "From: stranger@example.net\r\nSubject: =?UTF-8?Q?hostile=0D=0AX-Injected:_1?=\r\n"
+                "MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n" + html
+            )
+            .replace("\n", "\r\n")
+            .replace("\r\r\n", "\r\n")
+        )
+        deliver(port, message.encode())
+        [captured] = (project / ".newsletter" / "mailbox" / "new").iterdir()
+        tab = Tab(browser, f"{preview.url}/mailbox/{captured.name}")
+        tab.page.wait_for_load_state("networkidle")
+        frame = email_frame(tab)
+        assert frame.evaluate("document.getElementById('hostile').textContent") == "hostile"
+        tab.page.click("[data-set='scheme:dark']")  # a reload of the frame: the same again
+        tab.page.wait_for_function(FRAME_READY)
+        tab.page.wait_for_load_state("networkidle")
+        frame.locator("#script-link").click()
+        tab.page.wait_for_load_state("networkidle")
+        assert frame.evaluate("document.title") != "ran"
+        assert frame.url.startswith(f"{preview.url}/mailbox/")  # the refresh went nowhere
+        assert tab.page.inner_text("#message-heading").endswith("hostile␍␊X-Injected: 1")
+        assert remote.connections == 0, remote.requests
+        # What Chromium said it refused: the policy and the sandbox at work, nothing else.
+        assert tab.errors, "Chromium reported no refusal: was the hostile markup served?"
+        for error in tab.errors:
+            assert "Content Security Policy" in error or "sandbox" in error, error
+        tab.screenshot("mailbox-hostile.png")
+        tab.context.close()

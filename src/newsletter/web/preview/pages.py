@@ -3,26 +3,48 @@
 The UI pages are Jinja templates in templates/ with autoescape on, so every value taken from an
 issue, a template error or a captured message is escaped. The email itself is never pasted into
 a UI page: it is served on its own URL (see `email_document`) and shown in a sandboxed iframe.
+A captured message's HTML is served the same way under CAPTURED_POLICY, which loads nothing from
+anywhere: whoever sent it may be a stranger.
 """
 
 from __future__ import annotations
 
-import mailbox
 import re
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 
 from newsletter.checks import GMAIL_CLIP, KB
-from newsletter.errors import IssueNotFoundError, NewsletterError
+from newsletter.errors import IssueNotFoundError, NewsletterError, display_path
 from newsletter.preflight.background import BackgroundChecks, BackgroundRuns
-from newsletter.send.mailbox import captured_messages
+from newsletter.send.mailbox import (
+    LISTED_LIMIT,
+    captured_messages,
+    captured_path,
+    count_captured,
+    read_captured,
+)
 from newsletter.spamscore import SpamResult, score_message_async, spam_findings
 from newsletter.web.listen import NO_STORE, page_environment
+from newsletter.web.preview.received import (
+    READ_LIMIT,
+    ReceivedMessage,
+    disarm_frames,
+    open_received,
+    visible,
+)
 
 if TYPE_CHECKING:
     from newsletter.web.preview.workspace import Hub, IssueView, Workspace
@@ -33,13 +55,17 @@ Scheme = Literal["light", "dark"]
 # Always-true and always-false stand-ins for the email's prefers-color-scheme queries.
 _MATCH, _NO_MATCH = "(min-width: 0px)", "(max-width: -1px)"
 _SCHEME_QUERY = re.compile(r"\(\s*prefers-color-scheme\s*:\s*(dark|light)\s*\)", re.IGNORECASE)
-_HEAD = re.compile(r"<head\b[^>]*>", re.IGNORECASE)
-_STYLE = re.compile(r"<style\b.*?</style\s*>", re.IGNORECASE | re.DOTALL)
+# Each pattern gives up at the next tag, so a hostile message's HTML costs linear time.
+_HEAD = re.compile(r"<head\b[^<>]*>", re.IGNORECASE)
+_DOCTYPE = re.compile(r"\A\s*<!doctype\b[^<>]*>", re.IGNORECASE)
+_STYLE_OPEN = re.compile(r"<style\b", re.IGNORECASE)
+_STYLE_CLOSE = re.compile(r"</style\s*>", re.IGNORECASE)
 
 _env = page_environment(UI_DIR)
 _env.globals.update(gmail_clip=GMAIL_CLIP, kb=KB)
 _env.filters["kb"] = lambda size: f"{size / KB:.1f} KB"
-_env.filters["received"] = lambda epoch: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+_env.filters["local_time"] = lambda epoch: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+_env.filters["visible"] = visible
 
 
 def render_page(template: str, **context: Any) -> str:
@@ -58,17 +84,22 @@ def email_document(html: str, scheme: Scheme) -> str:
         return _MATCH if match.group(1).lower() == scheme else _NO_MATCH
 
     # Only inside <style>: an issue may well *write about* prefers-color-scheme in its text.
-    html = _STYLE.sub(lambda block: _SCHEME_QUERY.sub(decide, block.group(0)), html)
-    return _HEAD.sub(lambda m: f'{m.group(0)}<base target="_blank">', html, count=1)
-
-
-def read_captured(directory: Path, key: str) -> bytes | None:
-    if "/" in key or key.startswith("."):
-        return None
-    try:
-        return mailbox.Maildir(directory, factory=None, create=False).get_bytes(key)
-    except (KeyError, OSError):
-        return None
+    pieces, end = [], 0
+    while (opened := _STYLE_OPEN.search(html, end)) and (
+        closed := _STYLE_CLOSE.search(html, opened.end())
+    ):
+        pieces += [
+            html[end : opened.start()],
+            _SCHEME_QUERY.sub(decide, html[opened.start() : closed.end()]),
+        ]
+        end = closed.end()
+    html = "".join([*pieces, html[end:]])
+    base = '<base target="_blank">'
+    if head := _HEAD.search(html):
+        return f"{html[: head.end()]}{base}{html[head.end() :]}"
+    # No <head> (a hand-written message): after the doctype, where a parser opens the head.
+    at = doctype.end() if (doctype := _DOCTYPE.search(html)) else 0
+    return f"{html[:at]}{base}{html[at:]}"
 
 
 UI_POLICY = (
@@ -80,6 +111,27 @@ EMAIL_POLICY = (
     "default-src 'none'; img-src http: https: data:; style-src 'unsafe-inline'; "
     "font-src http: https: data:; frame-ancestors 'self'"
 )
+# A captured message came from whoever reached the capture server: it runs nothing and loads
+# nothing. A remote image or font would tell its sender when and from where the mailbox was read
+# (or make this browser call another service on loopback); only what the message carries inline
+# (data: URLs, its own <style>) shows. Links still open, in a new tab, when clicked.
+CAPTURED_POLICY = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
+)
+CAPTURED_HEADERS = {
+    **NO_STORE,
+    "Content-Security-Policy": CAPTURED_POLICY,
+    "Referrer-Policy": "no-referrer",  # a clicked link does not learn the preview's URL
+    "X-DNS-Prefetch-Control": "off",
+    "X-Content-Type-Options": "nosniff",
+}
+# The raw message, as text: nothing in it is ever run or rendered as a page.
+RAW_HEADERS = {
+    **NO_STORE,
+    "Content-Security-Policy": "default-src 'none'; sandbox",
+    "X-Content-Type-Options": "nosniff",
+}
 
 
 class Pages:
@@ -195,15 +247,57 @@ class Pages:
 
     async def mailbox(self, request: Request) -> Response:
         directory = self._mailbox_dir()
-        messages = captured_messages(directory) if directory else []
-        return self._page("mailbox.html", messages=messages, directory=directory)
+        if directory is None:
+            return self._page("mailbox.html", messages=[], total=0, directory="")
+        messages = await run_in_threadpool(captured_messages, directory, LISTED_LIMIT)
+        total = await run_in_threadpool(count_captured, directory)
+        return self._page(
+            "mailbox.html", messages=messages, total=total, directory=display_path(directory)
+        )
+
+    def _received(self, key: str) -> ReceivedMessage | None:
+        directory = self._mailbox_dir()
+        found = read_captured(directory, key, READ_LIMIT) if directory else None
+        return None if found is None else open_received(*found)
+
+    async def message(self, request: Request) -> Response:
+        """A captured message, shown the way an issue is: its HTML in the frame, its text,
+        headers and raw source in tabs."""
+        key = request.path_params["key"]
+        message = await run_in_threadpool(self._received, key)
+        if message is None:
+            error = NewsletterError(
+                "no such message in the capture mailbox",
+                hint="It may have been deleted; the Mailbox page lists what is there.",
+            )
+            return self._error_page("No such message", error, 404)
+        return self._page(
+            "message.html",
+            message=message,
+            key=key,
+            email_src="" if message.html is None else f"/mailbox/{quote(key, safe='')}/email.html",
+        )
+
+    async def captured_email(self, request: Request) -> Response:
+        scheme: Scheme = "dark" if request.query_params.get("scheme") == "dark" else "light"
+        message = await run_in_threadpool(self._received, request.path_params["key"])
+        if message is None or message.html is None:
+            return PlainTextResponse("no such message, or no HTML part\n", status_code=404)
+        html = message.html
+        document = await run_in_threadpool(lambda: email_document(disarm_frames(html), scheme))
+        return HTMLResponse(document, headers=CAPTURED_HEADERS)
 
     async def captured(self, request: Request) -> Response:
         directory = self._mailbox_dir()
-        data = read_captured(directory, request.path_params["key"]) if directory else None
-        if data is None:
+        key = request.path_params["key"]
+        path = await run_in_threadpool(captured_path, directory, key) if directory else None
+        if path is None:
             return PlainTextResponse("no such message\n", status_code=404)
-        return Response(data, media_type="text/plain; charset=utf-8", headers=NO_STORE)
+        if request.query_params.get("download"):
+            name = re.sub(r"[^A-Za-z0-9._-]", "_", key)[:80]
+            headers = {**RAW_HEADERS, "Content-Disposition": f'attachment; filename="{name}.eml"'}
+            return FileResponse(path, media_type="message/rfc822", headers=headers)
+        return FileResponse(path, media_type="text/plain; charset=utf-8", headers=RAW_HEADERS)
 
     async def events(self, request: Request) -> Response:
         async def stream() -> AsyncIterator[str]:

@@ -33,12 +33,16 @@
   }
 
   function apply() {
-    body.dataset.width = state.width;
-    body.dataset.scheme = state.scheme;
-    body.dataset.tab = state.tab;
+    // The tab chosen on another kind of page (Checks, Headers) may not be here: show the email,
+    // and keep the choice for the pages that have it.
+    const panes = [...document.querySelectorAll("[data-pane]")].map((pane) => pane.dataset.pane);
+    const shown = { ...state, tab: panes.includes(state.tab) ? state.tab : "email" };
+    body.dataset.width = shown.width;
+    body.dataset.scheme = shown.scheme;
+    body.dataset.tab = shown.tab;
     for (const button of document.querySelectorAll("[data-set]")) {
       const [key, value] = button.dataset.set.split(":");
-      button.setAttribute("aria-pressed", String(state[key] === value));
+      button.setAttribute("aria-pressed", String(shown[key] === value));
     }
     try { localStorage.setItem(KEY, JSON.stringify(state)); } catch (_) { /* private mode */ }
     loadFrame();
@@ -58,6 +62,8 @@
   async function refresh(force) {
     const wanted = latest;
     if (wanted === body.dataset.version && !force) return;
+    // A captured message does not change with the project's files: nothing to fetch again.
+    if (!document.querySelector("[data-live]")) return;
     const response = await fetch(location.href, { cache: "no-store" });
     const doc = new DOMParser().parseFromString(await response.text(), "text/html");
     const live = [...document.querySelectorAll("[data-live]")];
