@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from newsletter.configfile import POSTGRES_SCHEMES, SQLITE_SCHEME, read_config
+from newsletter.dburl import check_unambiguous
 from newsletter.errors import ConfigError
 
 # The list a command means when none is named.
@@ -182,7 +183,8 @@ class OutboxSettings(Section):
                 "must be empty (the SQLite file in .newsletter/), sqlite:///FILE"
                 " or postgresql://USER@HOST:PORT/DATABASE"
             )
-        return url
+        # An @ that libpq reads elsewhere than it looks would print part of the password.
+        return check_unambiguous(url)
 
 
 class CheckSettings(Section):
@@ -273,7 +275,7 @@ class Settings(Section):
     @property
     def outbox_target(self) -> Path | str:
         """Where the outbox is: the SQLite file, or the PostgreSQL URL (password included:
-        never print it; Outbox.display is the printable form)."""
+        never print it; Outbox.display, from dburl.redact, is the printable form)."""
         url = self.outbox.url
         return url if url.startswith(POSTGRES_SCHEMES) else self.database
 
@@ -294,4 +296,4 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
     try:
         return Settings.model_validate(raw.data)
     except ValidationError as exc:
-        raise ConfigError(raw.describe(exc)) from None
+        raise raw.error(exc) from None
