@@ -153,6 +153,11 @@ class ServeSettings(Section):
     # The web archive shows "all" issue files, or only those "sent" to a subscriber list (a
     # draft stays private; a staging send makes its page reachable, not listed).
     publish: Literal["all", "sent"] = "all"
+    # Seconds a request's head may take to arrive, and then its body: a client that sends it a
+    # byte at a time is cut off (see web/site/deadlines.py).
+    timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
+    # Connections open at once; one more closes the one that has waited longest for a request.
+    max_connections: Annotated[int, Field(ge=1, le=100_000)] = 1000
 
 
 class BouncesSettings(Section):
