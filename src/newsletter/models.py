@@ -14,25 +14,15 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+# Filled per reader: refused in an issue's own text (see placeholders.py).
+from newsletter.placeholders import PLACEHOLDER_PREFIX as PLACEHOLDER_PREFIX
+from newsletter.placeholders import check_placeholders
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-# The start of every Placeholder word. In an issue's own text such a word would be filled per
-# reader: a link could carry each reader's unsubscribe URL and name to another site.
-PLACEHOLDER_PREFIX = "__NL_"
-_PLACEHOLDER_WORD = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"\w*")
 
 
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
-
-
-def check_placeholders(value: str) -> str:
-    found = _PLACEHOLDER_WORD.search(value)
-    if found:
-        raise ValueError(
-            f"contains {found.group()}: words starting with {PLACEHOLDER_PREFIX} are filled in "
-            "per reader (with their name or unsubscribe link); remove it"
-        )
-    return value
 
 
 def check_url(value: str) -> str:

@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from newsletter.configfile import POSTGRES_SCHEMES, SQLITE_SCHEME, read_config
+from newsletter.dburl import check_unambiguous
 from newsletter.errors import ConfigError
 
 # The list a command means when none is named.
@@ -152,6 +153,11 @@ class ServeSettings(Section):
     # The web archive shows "all" issue files, or only those "sent" to a subscriber list (a
     # draft stays private; a staging send makes its page reachable, not listed).
     publish: Literal["all", "sent"] = "all"
+    # Seconds a request's head may take to arrive, and then its body: a client that sends it a
+    # byte at a time is cut off (see web/site/deadlines.py).
+    timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
+    # Connections open at once; one more closes the one that has waited longest for a request.
+    max_connections: Annotated[int, Field(ge=1, le=100_000)] = 1000
 
 
 class BouncesSettings(Section):
@@ -182,7 +188,8 @@ class OutboxSettings(Section):
                 "must be empty (the SQLite file in .newsletter/), sqlite:///FILE"
                 " or postgresql://USER@HOST:PORT/DATABASE"
             )
-        return url
+        # An @ that libpq reads elsewhere than it looks would print part of the password.
+        return check_unambiguous(url)
 
 
 class CheckSettings(Section):
@@ -293,7 +300,7 @@ class Settings(Section):
     @property
     def outbox_target(self) -> Path | str:
         """Where the outbox is: the SQLite file, or the PostgreSQL URL (password included:
-        never print it; Outbox.display is the printable form)."""
+        never print it; Outbox.display, from dburl.redact, is the printable form)."""
         url = self.outbox.url
         return url if url.startswith(POSTGRES_SCHEMES) else self.database
 
@@ -314,4 +321,4 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
     try:
         return Settings.model_validate(raw.data)
     except ValidationError as exc:
-        raise ConfigError(raw.describe(exc)) from None
+        raise raw.error(exc) from None

@@ -14,10 +14,10 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
+from newsletter.dburl import redact, scrub
 from newsletter.errors import DeliveryError
 from newsletter.outbox.base import Outbox
 from newsletter.outbox.schema import Migration
@@ -26,17 +26,6 @@ from newsletter.outbox.store import Params
 # Advisory lock keys (one 64-bit number each, shared by every newsletter on the database).
 WRITE_LOCK = 0x6E6C_0001
 MIGRATION_LOCK = 0x6E6C_0002
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
 
 
 @functools.lru_cache(maxsize=256)
@@ -60,7 +49,9 @@ class PostgresOutbox(Outbox):
             self._db = psycopg.connect(target, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
             raise DeliveryError(
-                f"{self.display}: cannot connect to the outbox database: {_first_line(exc)}",
+                # libpq's message may quote a value of the URL (a bad %-escape in a password).
+                f"{self.display}: cannot connect to the outbox database:"
+                f" {scrub(_first_line(exc), target)}",
                 hint="Check [outbox] url (NEWSLETTER_OUTBOX__URL), that the server runs and"
                 " that this user may connect (password in PGPASSWORD or ~/.pgpass).",
             ) from None

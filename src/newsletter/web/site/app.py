@@ -44,11 +44,12 @@ from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
 from newsletter.i18n import PAGES, strings_for
 from newsletter.mail.tokens import signing_key, verify
 from newsletter.outbox import Outbox, Suppression, outbox_exists
-from newsletter.settings import Settings
+from newsletter.settings import ServeSettings, Settings
 from newsletter.web.listen import LOOPBACK_NAMES, NO_STORE
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.connection import OutboxThread
-from newsletter.web.site.guard import BODY_TIMEOUT, MAX_BODY, Guard, error_log
+from newsletter.web.site.deadlines import deadline_protocol, fit_descriptors
+from newsletter.web.site.guard import MAX_BODY, Guard, error_log
 from newsletter.web.site.pages import render_page
 
 T = TypeVar("T")
@@ -242,12 +243,13 @@ def create_app(
     secret: bytes,
     *,
     previous: Sequence[bytes] = (),
-    body_timeout: float = BODY_TIMEOUT,
+    body_timeout: float | None = None,
     outbox: OutboxThread | None = None,
 ) -> Guard:
     """The service as an ASGI app; `secret` must be the key the sender signs tokens with,
     `previous` the earlier ones whose tokens are still out there. `outbox` is the connection
-    the caller closes (by default one of the app's own, opened at the first request)."""
+    the caller closes (by default one of the app's own, opened at the first request); a body
+    must have arrived `body_timeout` seconds after its head (default: [serve] timeout)."""
     outbox = outbox or OutboxThread(settings.outbox_target)
     service = Service(settings, (secret, *previous), outbox)
     app = Starlette(
@@ -266,12 +268,17 @@ def create_app(
     )
     # The proxy passes the public name on (base_url's host); loopback names for health checks.
     hosts = [urlsplit(settings.newsletter.base_url).hostname or "", *LOOPBACK_NAMES]
-    return Guard(app, hosts=hosts, body_timeout=body_timeout)
+    timeout = settings.serve.timeout if body_timeout is None else body_timeout
+    return Guard(app, hosts=hosts, body_timeout=timeout)
 
 
-def server_config(app: ASGIApp, **overrides: Any) -> uvicorn.Config:
-    """uvicorn as `serve` runs it (tests pass log settings in `overrides`)."""
+def server_config(app: ASGIApp, serve: ServeSettings, **overrides: Any) -> uvicorn.Config:
+    """uvicorn as `serve` runs it (tests pass log settings in `overrides`), with `serve`'s
+    deadline per request and cap on connections (see deadlines.py). Not uvicorn's own
+    `limit_concurrency`: it counts idle connections too, so slow clients would lock everyone
+    out; the connection cap closes the idlest one instead."""
     options: dict[str, Any] = {
+        "http": deadline_protocol(serve.timeout, serve.max_connections),
         # uvicorn's own access log prints the raw path, token included: Guard's replaces it.
         "access_log": False,
         # Behind the TLS proxy on this host: client address and scheme from X-Forwarded-*.
@@ -304,7 +311,17 @@ def serve(settings: Settings, sock: socket.socket) -> None:
         ours.setLevel(logging.INFO)
         ours.propagate = False
     app = create_app(settings, key.secret, previous=key.previous, outbox=outbox)
-    server = uvicorn.Server(server_config(app))
+    limits = settings.serve
+    room = fit_descriptors(limits.max_connections)
+    if room < limits.max_connections:
+        error_log.warning(
+            "[serve] max_connections is %d, but the limit on open files leaves room for %d:"
+            " raise it (systemd: LimitNOFILE=) or lower max_connections",
+            limits.max_connections,
+            room,
+        )
+        limits = limits.model_copy(update={"max_connections": room})
+    server = uvicorn.Server(server_config(app, limits))
     # uvicorn shuts down gracefully, then raises the signal again for the caller; a service
     # stopped by SIGTERM (systemd) or Ctrl-C has ended normally, so the second one is ignored.
     previous = signal.signal(signal.SIGTERM, lambda *_: None)
