@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import dkim
-import dns.exception
 import dns.nameserver
 import dns.resolver
 from dkim.util import parse_tag_value
@@ -119,7 +118,7 @@ class DkimKeys:
             )
         except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer, dns.resolver.NoNameservers):
             return None
-        except (dns.exception.DNSException, OSError) as exc:
+        except Exception as exc:  # timeouts, refusals, no nameserver: the key is unknown
             raise dkim.DnsTimeoutError(str(exc)) from None
         for record in answer:
             return b"".join(record.strings)

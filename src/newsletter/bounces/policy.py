@@ -34,15 +34,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from newsletter.bounces.kinds import Kind, find_status, kind_of, worst
-from newsletter.bounces.origin import DkimKeys, Proof, prove
 from newsletter.bounces.reports import Finding, Report
 from newsletter.bounces.verp import read_tag
 from newsletter.outbox import Delivery, Outbox
 from newsletter.outbox.bounces import ACCEPTED, DISMISSED, HELD, HeldReport
 from newsletter.outbox.records import BOUNCED, COMPLAINED, now
 from newsletter.settings import BouncesSettings
+
+if TYPE_CHECKING:
+    from newsletter.bounces.origin import DkimKeys, Proof
 
 SMTP_SOURCE = "smtp"
 # Tags and Message-IDs looked at per mail: a mail quoting thousands costs no more than this.
@@ -190,6 +193,10 @@ class Policy:
 
     def _prove(self, report: Report, row: Delivery, raw: bytes) -> Proof:
         """Whether a report matched by Message-ID alone may act on `row`."""
+        # dkimpy and the DNS library load only here: a send uses this module for its rate
+        # guard and its refusals, and never proves a sender.
+        from newsletter.bounces.origin import Proof, prove
+
         named = [f.address for f in report.findings if f.address]
         if named and row.recipient not in named:
             why = f"it is about {named[0]}, but the message it quotes went to {row.recipient}"
