@@ -3,6 +3,8 @@ twice, and never on a report that proves nothing (DKIM keys served by a real DNS
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from newsletter.bounces.kinds import Kind
@@ -248,6 +250,32 @@ def test_a_held_report_waits_for_the_editor(outbox: Outbox, provider: Provider) 
     assert all(d.verdict.filed for d in after)
     assert [s.address for s in outbox.suppressions()] == ["ann@example.org"]
     assert outbox.bounce_counts(14, "main") == {"hard": 1}
+
+
+@pytest.mark.parametrize("decision", ["accepted", "dismissed"])
+def test_a_decision_on_a_held_report_never_carries_over_to_another_row(
+    outbox: Outbox, decision: str
+) -> None:
+    """A mail's key is its own Message-ID, which its sender writes: reusing the key of a report
+    the editor accepted (or dismissed) must not act on (or file) a report about someone else."""
+    rule = policy(outbox)
+    first = dsn(untagged(outbox, 14, "ann@example.org"), sender_address="mailer-daemon@x.example")
+    rule.apply(read_report(first), first)
+    (held,) = outbox.held_reports()
+    if decision == "accepted":
+        assert rule.accept(held.id) is not None
+    else:
+        assert outbox.decide_held(held.id, "dismissed")
+    key = re.search(rb"Message-ID: <[^>]+@mx\.example\.net>", first)
+    assert key is not None
+    other = dsn(untagged(outbox, 14, "ben@example.org"), sender_address="mailer-daemon@x.example")
+    other = re.sub(rb"Message-ID: <[^>]+@mx\.example\.net>", key.group(), other)
+    assert read_report(other).key == read_report(first).key
+    again = rule.apply(read_report(other), other)
+    assert again.verdict is Verdict.HELD
+    assert [r.recipient for r in again.rows] == ["ben@example.org"]
+    assert not outbox.is_suppressed("main", "ben@example.org")
+    assert [h.delivery.recipient for h in outbox.held_reports()] == ["ben@example.org"]
 
 
 def test_a_report_held_while_dns_was_down_is_applied_once_it_answers(

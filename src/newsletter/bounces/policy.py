@@ -142,7 +142,7 @@ class Policy:
         finding = _finding_for(report, row)
         if match.by_tag or not finding.kind.counts:
             return self._record(report, row, finding)
-        before = self.outbox.held_by_report(report.key)
+        before = self.outbox.held_by_report(report.key, row.id)
         if before is not None and before.state == DISMISSED:
             return Decision(Verdict.DISMISSED, (row,), finding)
         if before is not None and before.state == ACCEPTED:

@@ -157,6 +157,13 @@ def bounces(
     key = signing_key(settings, allow_ephemeral=True)
     secrets = key.previous if key.ephemeral else key.verifying
     if show_held or accept or dismiss:
+        if maildir is not None:
+            raise click.UsageError("--held, --accept and --dismiss read no mailbox: drop --maildir")
+        if not outbox_exists(settings.outbox_target):
+            if accept or dismiss:
+                raise _not_held((accept + dismiss)[0])
+            click.echo("0 report(s) held for review", err=True)
+            return
         with open_outbox(settings.outbox_target) as outbox:
             _review(Policy(outbox, settings.bounces, secrets), show_held, accept, dismiss)
         return
@@ -199,20 +206,14 @@ def _review(
     for ident in accept:
         accepted = policy.accept(ident)
         if accepted is None:
-            raise NewsletterError(
-                f"no report held for review has id {ident}",
-                hint="`newsletter bounces --held` lists them with their ids.",
-            )
+            raise _not_held(ident)
         held, done = accepted
         row = held.delivery
         what = "; ".join(f"suppressed on {s.list} ({s.reason})" for s in done) or "recorded"
         click.echo(printable(f"accepted {ident}: {held.kind} {row.recipient}: {what}"))
     for ident in dismiss:
         if not outbox.decide_held(ident, DISMISSED):
-            raise NewsletterError(
-                f"no report held for review has id {ident}",
-                hint="`newsletter bounces --held` lists them with their ids.",
-            )
+            raise _not_held(ident)
         click.echo(f"dismissed {ident}: its mail is filed on the next `newsletter bounces`")
     if not show_held:
         return
@@ -229,4 +230,11 @@ def _review(
         f"{len(held_now)} report(s) held for review"
         + (": --accept ID applies one, --dismiss ID drops it" if held_now else ""),
         err=True,
+    )
+
+
+def _not_held(ident: int) -> NewsletterError:
+    return NewsletterError(
+        f"no report held for review has id {ident}",
+        hint="`newsletter bounces --held` lists them with their ids.",
     )

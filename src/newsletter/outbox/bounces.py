@@ -8,8 +8,8 @@ reading the same mailbox twice count nothing: `record_bounce` says whether the r
 deliveries themselves never change: a `sent` row stays `sent`, its bounce beside it.
 
 `held_reports` holds the reports the policy would not act on (no verified tag, sender not
-proven), one per mail, until the editor accepts or dismisses one: what it said, who sent it and
-why it was held. Nothing in it counts towards a rate or a soft-bounce streak.
+proven), one per (mail, delivery), until the editor accepts or dismisses one: what it said, who
+sent it and why it was held. Nothing in it counts towards a rate or a soft-bounce streak.
 """
 
 from __future__ import annotations
@@ -124,10 +124,12 @@ class BounceLog(Store):
         found = self._fetch(f"SELECT {COLUMNS} FROM deliveries WHERE {where}", params)
         return [delivery(r) for r in found]
 
-    def held_by_report(self, report: str) -> HeldReport | None:
-        """The held report of this key (in whatever state), if it was ever held."""
+    def held_by_report(self, report: str, delivery_id: int) -> HeldReport | None:
+        """The held report of this key about this delivery (in whatever state), if any."""
         found = self._fetch(
-            f"SELECT {_HELD_COLUMNS}, created_at FROM held_reports WHERE report = ?", (report,)
+            f"SELECT {_HELD_COLUMNS}, created_at FROM held_reports"
+            " WHERE report = ? AND delivery_id = ?",
+            (report, delivery_id),
         )
         held = self._to_held_reports(found)
         return held[0] if held else None

@@ -157,11 +157,13 @@ ALTER TABLE deliveries DROP CONSTRAINT IF EXISTS deliveries_message_id_key;
 """
 
 # Reports that named no verified VERP tag and whose sender was not proven (outbox/bounces.py):
-# held for the editor's review instead of acted on. One row per mail (its report key).
+# held for the editor's review instead of acted on. One row per (mail, the delivery it names):
+# the report key is the mail's own Message-ID, which its sender chooses, so a decision on one
+# held report must never apply to another mail reusing that key for another delivery.
 _HELD = """
 CREATE TABLE IF NOT EXISTS held_reports (
     id          {id},
-    report      TEXT   NOT NULL UNIQUE,
+    report      TEXT   NOT NULL,
     delivery_id BIGINT NOT NULL,
     kind        TEXT   NOT NULL,
     status      TEXT   NOT NULL DEFAULT '',
@@ -171,7 +173,8 @@ CREATE TABLE IF NOT EXISTS held_reports (
     reason      TEXT   NOT NULL,
     state       TEXT   NOT NULL DEFAULT 'held',
     created_at  TEXT   NOT NULL,
-    decided_at  TEXT
+    decided_at  TEXT,
+    UNIQUE (report, delivery_id)
 );
 """
 
