@@ -98,7 +98,6 @@ class DkimKeys:
     """The TXT lookup DKIM verification uses: [check] nameservers, or the system's resolver."""
 
     def __init__(self, nameservers: Sequence[tuple[str, int]] = (), timeout: float = 5.0) -> None:
-        self.queries = 0
         self._timeout = timeout
         try:
             self._resolver = dns.resolver.Resolver(configure=not nameservers)
@@ -111,7 +110,6 @@ class DkimKeys:
     def __call__(self, name: bytes | str, timeout: float = 5.0) -> bytes | None:
         """dkimpy's dnsfunc: the first TXT record at `name`, its strings joined; None if none."""
         host = name.decode("ascii", "replace") if isinstance(name, bytes) else name
-        self.queries += 1
         try:
             answer = self._resolver.resolve(
                 host, "TXT", lifetime=min(timeout, self._timeout), search=False
