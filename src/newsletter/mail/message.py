@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import email.utils
 import hashlib
+import hmac
 import html
 import re
 from collections.abc import Iterable
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from newsletter.mail.signing import DkimSigner
 
 TEST_HEADER = "X-Newsletter-Test"
+_MESSAGE_ID_LABEL = b"newsletter-message-id-v1\n"
 _PLACEHOLDER = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"[A-Z0-9_]*__")
 _PLAIN_ID = re.compile(r"<[!-;=?-~]+>")  # printable ASCII, no spaces or angle brackets inside
 _EML_NAME = re.compile(r"[0-9]{6,}-[A-Za-z0-9@._+-]+\.eml")
@@ -172,13 +174,17 @@ class MessageFactory:
         self._tagged_fields = [*self._fields[:at], TAG_HEADER.encode(), *self._fields[at:]]
 
     def message_id(self, subscriber: Subscriber) -> str:
-        """Unique per (issue, list, recipient) and the same on every retry."""
+        """Unique per (issue, list, recipient), the same on every retry, and unguessable."""
         return self.message_id_of(subscriber.envelope)
 
     def message_id_of(self, envelope: str) -> str:
-        """The Message-ID of the recipient at `envelope` (planning has no Subscriber)."""
-        seed = "\n".join([str(self.issue), self.list_name, normalize(envelope)])
-        return f"<{_digest(seed)[:32]}@{self.domain}>"
+        """The Message-ID of the recipient at `envelope` (planning has no Subscriber, and
+        stores it with the row). Keyed with NEWSLETTER_SECRET: the issue number is public and
+        the list name guessable, so an unkeyed hash of them would let anyone compute every
+        reader's Message-ID and quote it in a forged bounce."""
+        seed = "\n".join([str(self.issue), self.list_name, normalize(envelope)]).encode()
+        mac = hmac.digest(self._secret, _MESSAGE_ID_LABEL + seed, "sha256")
+        return f"<{mac[:16].hex()}@{self.domain}>"
 
     def unsubscribe_url(self, subscriber: Subscriber) -> str:
         """The one-click (RFC 8058) and visible unsubscribe link; the token signs list + address."""
