@@ -177,7 +177,7 @@ class DeliveryStatus(StrEnum):
 class OutgoingMessage(BaseModel):
     """One recipient's message as it goes on the wire: envelope plus the finished bytes.
 
-    Built by message.py, carried by transport.py, recorded by outbox.py under `message_id`
+    Built by mail/message.py, sent by send/smtp.py, recorded in the outbox under `message_id`
     (stable across retries, so a resend can be de-duplicated by mailbox providers).
     """
 

@@ -35,7 +35,7 @@ from newsletter.send.job import Event, Job, Options, RunReport
 from newsletter.send.lease import Lease
 from newsletter.send.pacing import RateLimiter, backoff
 from newsletter.send.replies import Outcome, Result, Scope
-from newsletter.send.smtp import Connection, Pool
+from newsletter.send.smtp import Pool, Session
 
 S = DeliveryStatus
 # Claimed rows a worker holds at most: about a second of sending, so an unsubscribe is honoured
@@ -105,7 +105,7 @@ class Engine:
         self._started = time.monotonic()
         self._share()
         keeper = asyncio.create_task(self._keep_lease())
-        sessions = [asyncio.create_task(self._work(conn)) for conn in self.pool.sessions]
+        sessions = [asyncio.create_task(self._work(session)) for session in self.pool.sessions]
         try:
             await asyncio.gather(*sessions)
         finally:
@@ -119,7 +119,7 @@ class Engine:
         self.report.seconds = time.monotonic() - self._started
         return self.report
 
-    async def _work(self, conn: Connection) -> None:
+    async def _work(self, session: Session) -> None:
         """One session's loop. A row taken ahead and left unsent when the run stops stays
         claimed until the lease is retired, which frees it for the next run."""
         ahead: Ahead | None = None
@@ -129,7 +129,7 @@ class Engine:
                 return
             self._in_flight += 1
             try:
-                ahead = await self._attempt(conn, row, ahead)
+                ahead = await self._attempt(session, row, ahead)
             finally:
                 self._in_flight -= 1
 
@@ -208,8 +208,8 @@ class Engine:
         if workers > 1:  # the others' outcomes too, for the display
             self._counts = self.outbox.counts(self.job.issue, self.job.list_name)
 
-    async def _attempt(self, conn: Connection, row: Delivery, ahead: Ahead | None) -> Ahead | None:
-        """Send `row` on `conn` (`ahead`: taken, paced and built while the last body went
+    async def _attempt(self, session: Session, row: Delivery, ahead: Ahead | None) -> Ahead | None:
+        """Send `row` on `session` (`ahead`: taken, paced and built while the last body went
         out); the row to send next if one was taken ahead meanwhile."""
         if ahead is None:
             await self.per_hour.take()
@@ -241,7 +241,7 @@ class Engine:
             return upcoming.message if upcoming is not None else None
 
         try:
-            result = await conn.send(message, on_accepted, meanwhile)
+            result = await session.send(message, on_accepted, meanwhile)
         except asyncio.CancelledError:
             if accepted:
                 self._record(row, S.UNKNOWN, None, reply="stopped during DATA", attempted=False)
