@@ -1,5 +1,6 @@
 """MIME encoding for message.py: header values as folded RFC 2047 words, and body parts as
-base64 or quoted-printable that re-encode only the lines a per-recipient value touches.
+base64 or quoted-printable that re-encode only the lines a per-recipient value touches (and,
+for DKIM, canonicalize only those lines: the rest is done once per issue).
 
 Nothing here uses the `email` package: on this Python its header folding can be made to inject
 headers (CVE-2024-6923, CVE-2026-1299) and its generator costs milliseconds per message.
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from newsletter.errors import UnsafeHeaderError
+from newsletter.mail.canonical import relaxed_lines
 from newsletter.models import header_problem
 
 CRLF = b"\r\n"
@@ -27,8 +29,15 @@ class Encoder(Protocol):
     # Every line encode() returns ends in CRLF and none starts with "." (nothing for SMTP to
     # dot-stuff), whatever the values.
     smtp_ready: bool
+    # The lines every encode() result starts with, whatever the values, in DKIM's relaxed form.
+    leading: bytes
 
     def encode(self, values: Sequence[bytes]) -> list[bytes]: ...
+
+    def encode_relaxed(self, values: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
+        """encode()'s lines, and the same lines in DKIM's relaxed body form (the same list
+        when the lines are their own relaxed form)."""
+        ...
 
 
 def choose_encoder(segments: list[bytes]) -> Encoder:
@@ -55,6 +64,13 @@ class Base64:
     def __init__(self, segments: list[bytes]) -> None:
         self._segments = segments
         self._cache: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+        if len(segments) == 1:
+            self.leading = b"".join(self.encode([]))
+        else:
+            first = segments[0]
+            full = len(first) // self._IN * self._IN
+            lines = (_b64_line(first[i : i + self._IN]) for i in range(0, full, self._IN))
+            self.leading = b"".join(lines)
 
     def encode(self, values: Sequence[bytes]) -> list[bytes]:
         out: list[bytes] = []
@@ -75,6 +91,11 @@ class Base64:
         if carry:
             out.append(_b64_line(carry))
         return out
+
+    def encode_relaxed(self, values: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
+        # Base64 lines hold no space or tab: each is its own relaxed form.
+        lines = self.encode(values)
+        return lines, lines
 
     def _lines(self, index: int, start: int) -> tuple[bytes, bytes]:
         cached = self._cache.get((index, start))
@@ -111,8 +132,27 @@ class QuotedPrintable:
             lines = _qp(segment[first + 2 : last + 2])
             self._pieces.append((segment[: first + 2], lines, segment[last + 2 :]))
         self._segments = segments
+        # The relaxed form of each piece's complete lines, made when a signer first asks.
+        self._relaxed: list[bytes] | None = None
+        if len(segments) == 1:
+            self.leading = relaxed_lines(b"".join(self.encode([])))
+        elif self._pieces[0] is None:
+            self.leading = b""
+        else:
+            head, lines, _ = self._pieces[0]
+            self.leading = relaxed_lines(_qp(head) + lines)
 
     def encode(self, values: Sequence[bytes]) -> list[bytes]:
+        return self._encode(values, None)
+
+    def encode_relaxed(self, values: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
+        relaxed: list[bytes] = []
+        return self._encode(values, relaxed), relaxed
+
+    def _encode(self, values: Sequence[bytes], relaxed: list[bytes] | None) -> list[bytes]:
+        """The encoded lines; with a `relaxed` list, their relaxed forms appended to it too
+        (each chunk below is whole lines, so it is canonicalized on its own)."""
+        static = self._static_relaxed() if relaxed is not None else []
         out: list[bytes] = []
         pending = b""
         for index, pieces in enumerate(self._pieces):
@@ -122,14 +162,24 @@ class QuotedPrintable:
                 pending += self._segments[index]
                 continue
             head, lines, tail = pieces
-            out.append(_qp(pending + head))
+            first = _qp(pending + head)
+            out.append(first)
             out.append(lines)
+            if relaxed is not None:
+                relaxed.append(relaxed_lines(first))
+                relaxed.append(static[index])
             pending = tail
-        if pending:
-            out.append(_qp(pending))
         # The body must end with a line break; it belongs to the boundary that follows.
-        out.append(CRLF)
+        last = _qp(pending) + CRLF if pending else CRLF
+        out.append(last)
+        if relaxed is not None:
+            relaxed.append(relaxed_lines(last))
         return out
+
+    def _static_relaxed(self) -> list[bytes]:
+        if self._relaxed is None:
+            self._relaxed = [relaxed_lines(p[1]) if p else b"" for p in self._pieces]
+        return self._relaxed
 
 
 def _qp(data: bytes) -> bytes:
