@@ -270,7 +270,7 @@ class MessageFactory:
 
     def _issue_signer(self, settings: Settings) -> IssueSigner | None:
         """The DKIM signers [dkim] asks for, with this issue's fixed header fields and the
-        body's leading lines; dkimpy (and the DNS library it loads) only then."""
+        body's leading lines (the key files are read only then)."""
         if settings.dkim is None:
             return None
         from newsletter.mail.signing import DkimSigner, IssueSigner

@@ -217,7 +217,7 @@ def mailbox_header(field: str, name: str, address: str) -> str:
         words = ['"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"']
     else:
         words = encode_words(name, FOLD_AT - len(field) - 2)
-    return _fold(field, [*words, f"<{address}>"])
+    return fold_words(field, [*words, f"<{address}>"])
 
 
 def unstructured_header(field: str, value: str) -> str:
@@ -233,13 +233,13 @@ def unstructured_header(field: str, value: str) -> str:
                 else:
                     lines[-1] += word
             return f"{field}: " + "\r\n".join(lines) + "\r\n"
-    return _fold(field, encode_words(value, room))
+    return fold_words(field, encode_words(value, room))
 
 
 def encode_words(text: str, first_room: int) -> list[str]:
     """RFC 2047 B-encoded words of at most 75 characters, split between whole characters.
 
-    `_fold` always puts whitespace between them: never the `?==?` that some Python versions
+    `fold_words` always puts whitespace between them: never the `?==?` that some Python versions
     produce and some clients then show raw.
     """
     words: list[str] = []
@@ -261,7 +261,7 @@ def _word(data: bytes) -> str:
     return "=?utf-8?b?" + binascii.b2a_base64(data, newline=False).decode("ascii") + "?="
 
 
-def _fold(field: str, words: list[str]) -> str:
+def fold_words(field: str, words: list[str]) -> str:
     """Join words with spaces, breaking the line (CRLF + space) before any word that would
     push it past 78 characters."""
     line = f"{field}: {words[0]}"

@@ -14,9 +14,9 @@ Nothing is parsed: MessageFactory hands over the header fields it wrote, one by 
 lines already canonicalized (mail/canonical.py, mail/mime.py), and IssueSigner prepares once per
 issue what every message shares (the fixed fields' relaxed forms, h= and the fields it picks, the
 hash state after the body's leading lines). Per message that leaves the SHA-256 of the body, a few
-short fields, and the private-key operation, which `cryptography` (OpenSSL) does. The header is
-laid out (tags, order, folding) as dkimpy's `dkim.sign` lays it out, so for the same message, key
-and second the two give the same bytes: tests/mail/test_signing.py holds them to that.
+short fields, and the private-key operation, which `cryptography` (OpenSSL) does. The tags are
+those dkimpy's `dkim.sign` writes, in its order, so for the same message, key and second the
+two sign the same bytes: tests/mail/test_signing.py holds the signer to dkimpy's signature.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import hashlib
 import time
 from collections.abc import Iterable, Sequence
 
-import dkim
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
@@ -34,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from newsletter.errors import ConfigError
 from newsletter.mail.canonical import relaxed_field
+from newsletter.mail.mime import fold_words
 from newsletter.settings import Settings
 
 # Lowercased, as they are written into h= (names compare without case).
@@ -58,9 +58,6 @@ OVERSIGNED = (b"from", b"to", b"subject", b"list-unsubscribe", b"list-unsubscrib
 # Signed one more time than they occur even when absent: none can be added later.
 ALWAYS_OVERSIGNED = (b"reply-to", b"cc", b"list-id")
 HEADER = b"DKIM-Signature"
-# b= while the header is laid out to be hashed (dkimpy's stand-in): long enough to go onto a
-# line of its own, so the tags before it fold as they will with the signature in its place.
-_STAND_IN = b"0" * 60
 _ED_HINT = (
     "Generate one with `openssl genpkey -algorithm ed25519 -out dkim-ed25519.pem` and publish "
     "`v=DKIM1; k=ed25519; p=<the raw 32-byte public key, base64>` at "
@@ -148,32 +145,35 @@ class DkimSigner:
         h= names (`signed`, see choose_fields) have the relaxed forms `hashed`, in h='s order,
         and whose relaxed body hashes (SHA-256, base64) to `body_hash`."""
         tags = [
-            (b"v", b"1"),
-            (b"a", self.algorithm),
-            (b"c", b"relaxed/relaxed"),
-            (b"d", self.domain),
-            (b"i", b"@" + self.domain),
-            (b"q", b"dns/txt"),
-            (b"s", self.selector),
-            (b"t", str(int(time.time())).encode("ascii")),
-            (b"h", signed),
-            (b"bh", body_hash),
-            (b"b", _STAND_IN),
+            b"v=1",
+            b"a=" + self.algorithm,
+            b"c=relaxed/relaxed",
+            b"d=" + self.domain,
+            b"i=@" + self.domain,
+            b"q=dns/txt",
+            b"s=" + self.selector,
+            b"t=" + str(int(time.time())).encode("ascii"),
+            b"h=" + signed,
+            b"bh=" + body_hash,
+            b"b=",
         ]
-        # The header itself is hashed last, with b= empty and without its CRLF. The last "b="
-        # is the b tag's (a bh= value may end in "b=", but it comes before).
-        laid_out = dkim.fold(b"; ".join(b"=".join(tag) for tag in tags), namelen=len(HEADER))
-        _, own = relaxed_field(HEADER + b": " + laid_out[: laid_out.rindex(b"b=") + 2])
+        # Folded only at its spaces (after a tag's ";" or an h= name's ":"), so the relaxed
+        # form does not depend on where. The header is hashed last, with b= empty and without
+        # its CRLF.
+        text = b"; ".join(tags).decode("ascii")
+        words = text.replace("; ", ";\n").replace(" : ", " :\n").split("\n")
+        unsigned = fold_words(HEADER.decode("ascii"), words).encode("ascii")
+        _, own = relaxed_field(unsigned)
         digest = hashlib.sha256(hashed + own[:-2]).digest()
         if self._ed_key is not None:
             # RFC 8463: PureEdDSA over the SHA-256 of the canonical headers.
             raw = self._ed_key.sign(digest)
         else:
             raw = self._key.sign(digest, padding.PKCS1v15(), utils.Prehashed(hashes.SHA256()))
-        tags[-1] = (b"b", base64.b64encode(raw))
-        value = b"; ".join(b"=".join(tag) for tag in tags) + b"\r\n"
-        folded: bytes = dkim.fold(value, namelen=len(HEADER))
-        return HEADER + b": " + folded
+        signature = base64.b64encode(raw)
+        # Whitespace inside b= is not part of it (RFC 6376, 3.5): it may break anywhere.
+        folded = b"".join(b"\r\n " + signature[i : i + 72] for i in range(0, len(signature), 72))
+        return unsigned[:-2] + folded + b"\r\n"
 
 
 class IssueSigner:
