@@ -1,6 +1,6 @@
 """MIME encoding for message.py: header values as folded RFC 2047 words, and body parts as
-base64 or quoted-printable that re-encode only the lines a per-recipient value touches (and,
-for DKIM, canonicalize only those lines: the rest is done once per issue).
+base64 or quoted-printable that encode per recipient only the lines a value touches (and, for
+DKIM, canonicalize only those lines: the rest is done once per issue).
 
 Nothing here uses the `email` package: on this Python its header folding can be made to inject
 headers (CVE-2024-6923, CVE-2026-1299) and its generator costs milliseconds per message.
@@ -113,73 +113,66 @@ def _b64_line(chunk: bytes) -> bytes:
 
 
 class QuotedPrintable:
-    """Quoted-printable (76-column soft breaks), re-encoding only the lines a value sits on.
+    """Quoted-printable (76-column soft breaks), encoding per recipient only the values.
 
-    QP starts afresh at every hard line break, so the complete lines of a static segment are
-    encoded once; per recipient only the line(s) holding a value are encoded.
+    A soft line break (``=`` CRLF, which decodes to nothing) before and after each value makes
+    every static segment start a line of its own, so each is encoded once, whatever the values
+    around it; per recipient only the values are encoded, each on lines of its own.
     """
 
     name = "quoted-printable"
     smtp_ready = False  # a line may start with "." (b2a_qp only encodes a lone one)
 
     def __init__(self, segments: list[bytes]) -> None:
-        self._pieces: list[tuple[bytes, bytes, bytes] | None] = []
-        for segment in segments:
-            first, last = segment.find(CRLF), segment.rfind(CRLF)
-            if first < 0:
-                self._pieces.append(None)
-                continue
-            lines = _qp(segment[first + 2 : last + 2])
-            self._pieces.append((segment[: first + 2], lines, segment[last + 2 :]))
-        self._segments = segments
-        # The relaxed form of each piece's complete lines, made when a signer first asks.
+        last = len(segments) - 1
+        # The body must end with a line break; it belongs to the boundary that follows.
+        self._static = [
+            _qp(segment) + CRLF if index == last else _line_end(_qp(segment))
+            for index, segment in enumerate(segments)
+        ]
+        # Their relaxed forms (DKIM), made when a signer first asks.
         self._relaxed: list[bytes] | None = None
-        if len(segments) == 1:
-            self.leading = relaxed_lines(b"".join(self.encode([])))
-        elif self._pieces[0] is None:
-            self.leading = b""
-        else:
-            head, lines, _ = self._pieces[0]
-            self.leading = relaxed_lines(_qp(head) + lines)
+        self.leading = relaxed_lines(self._static[0] if last else b"".join(self._static))
 
     def encode(self, values: Sequence[bytes]) -> list[bytes]:
-        return self._encode(values, None)
-
-    def encode_relaxed(self, values: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
-        relaxed: list[bytes] = []
-        return self._encode(values, relaxed), relaxed
-
-    def _encode(self, values: Sequence[bytes], relaxed: list[bytes] | None) -> list[bytes]:
-        """The encoded lines; with a `relaxed` list, their relaxed forms appended to it too
-        (each chunk below is whole lines, so it is canonicalized on its own)."""
-        static = self._static_relaxed() if relaxed is not None else []
-        out: list[bytes] = []
-        pending = b""
-        for index, pieces in enumerate(self._pieces):
-            if index:
-                pending += values[index - 1]
-            if pieces is None:
-                pending += self._segments[index]
-                continue
-            head, lines, tail = pieces
-            first = _qp(pending + head)
-            out.append(first)
-            out.append(lines)
-            if relaxed is not None:
-                relaxed.append(relaxed_lines(first))
-                relaxed.append(static[index])
-            pending = tail
-        # The body must end with a line break; it belongs to the boundary that follows.
-        last = _qp(pending) + CRLF if pending else CRLF
-        out.append(last)
-        if relaxed is not None:
-            relaxed.append(relaxed_lines(last))
+        out = [self._static[0]]
+        for value, static in zip(values, self._static[1:], strict=True):
+            if value:
+                out.append(_line_end(_qp(value)))
+            out.append(static)
         return out
 
-    def _static_relaxed(self) -> list[bytes]:
+    def encode_relaxed(self, values: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
         if self._relaxed is None:
-            self._relaxed = [relaxed_lines(p[1]) if p else b"" for p in self._pieces]
-        return self._relaxed
+            self._relaxed = [relaxed_lines(static) for static in self._static]
+        out, relaxed = [self._static[0]], [self._relaxed[0]]
+        for value, static, canonical in zip(
+            values, self._static[1:], self._relaxed[1:], strict=True
+        ):
+            if value:
+                lines = _line_end(_qp(value))
+                out.append(lines)
+                relaxed.append(relaxed_lines(lines))
+            out.append(static)
+            relaxed.append(canonical)
+        return out, relaxed
+
+
+def _line_end(encoded: bytes) -> bytes:
+    """Encoded quoted-printable that ends its last line: as it is after a CRLF (or when empty),
+    else with a soft break, the line split first if the "=" would take it past 76 columns."""
+    if not encoded or encoded.endswith(CRLF):
+        return encoded
+    start = encoded.rfind(b"\n") + 1
+    if len(encoded) - start > 75:
+        cut = start + 75
+        # Never inside an =XX escape.
+        if encoded[cut - 1 : cut] == b"=":
+            cut -= 1
+        elif encoded[cut - 2 : cut - 1] == b"=":
+            cut -= 2
+        encoded = encoded[:cut] + b"=\r\n" + encoded[cut:]
+    return encoded + b"=\r\n"
 
 
 def _qp(data: bytes) -> bytes:
