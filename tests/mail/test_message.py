@@ -384,7 +384,7 @@ def test_this_python_would_inject_where_we_do_not(settings: Settings) -> None:
 
 
 def test_tampered_header_block_is_caught_before_it_leaves(factory: MessageFactory) -> None:
-    factory._middle += b"Bcc: victim@example.com\r\n"
+    factory._middle = [*factory._middle, b"Bcc: victim@example.com\r\n"]
     with pytest.raises(UnsafeHeaderError, match="nothing was sent"):
         factory.build(reader())
 
