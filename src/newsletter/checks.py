@@ -7,25 +7,21 @@ measured on the message bytes as they will go on the wire, not on Python strings
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from email.message import MIMEPart
 from html.parser import HTMLParser
 from typing import Literal
 from urllib.parse import urlsplit
 
-from newsletter.models import (
-    BIDI_CONTROLS,
-    PLACEHOLDER_PREFIX,
-    Issue,
-    Placeholder,
-    RenderedEmail,
-    Section,
-)
+from newsletter.clip import CUT_AT, GMAIL_CLIP, KB
+from newsletter.content import PLACEHOLDER_PREFIX, content_links, content_text
+from newsletter.markup import Note
+from newsletter.models import BIDI_CONTROLS, Issue, Item, Placeholder, RenderedEmail, Section
 
-KB = 1024
-GMAIL_CLIP = 102 * KB  # Gmail hides everything past ~102 KB of HTML, the footer included
 HTML_WARN = 90 * KB
 STYLE_LIMIT = 16 * KB  # Gmail drops <style> blocks past 16 KB
+COSTLIEST = 3  # sections named when an issue nears the clip
 _MARKERS = re.compile(r"\{\{|\}\}|\{%|%\}|\{#|#\}|<mj-|" + re.escape(PLACEHOLDER_PREFIX))
 
 
@@ -40,16 +36,21 @@ class Finding:
 
 
 def run_checks(
-    issue: Issue, rendered: RenderedEmail, sample: tuple[str, str, int] | None
+    issue: Issue,
+    rendered: RenderedEmail,
+    sample: tuple[str, str, int] | None,
+    notes: list[Finding] | None = None,
 ) -> list[Finding]:
     """Every check, errors first; `sample` is one recipient's finished message as its decoded
-    HTML part, text part and the HTML part's encoded size (None: a part is missing)."""
-    findings: list[Finding] = []
+    HTML part, text part and the HTML part's encoded size (None: a part is missing); `notes`
+    are the issue file's own findings (note_findings)."""
+    findings: list[Finding] = list(notes or [])
     if sample is None:
         findings.append(Finding("error", "parts", "the message lacks its HTML or text part"))
     else:
         html, text, html_size = sample
         findings += check_size(html_size)
+        findings += check_clip(issue, rendered, html_size)
         findings += check_markers(html, "HTML")
         findings += check_markers(text, "text")
     page = _Page()
@@ -59,8 +60,14 @@ def run_checks(
     findings += check_duplicate_urls(issue)
     findings += check_bidi(issue)
     findings += check_images(page)
+    findings += check_empty_sections(issue)
     findings += check_unsubscribe(page, rendered)
     return sorted(findings, key=lambda f: f.level != "error")
+
+
+def note_findings(notes: Iterable[Note], path: str) -> list[Finding]:
+    """What the issue file's source says of itself (markup left out, images without a size)."""
+    return [Finding(n.level, n.code, f"{path}:{n.line}: {n.message}") for n in notes]
 
 
 def encoded_size(part: MIMEPart) -> int:
@@ -86,6 +93,38 @@ def check_size(size: int) -> list[Finding]:
     return []
 
 
+def check_clip(issue: Issue, rendered: RenderedEmail, size: int) -> list[Finding]:
+    """Where the bytes go when an issue nears the clip, and which sections went online."""
+    findings = []
+    sizes = rendered.section_sizes
+    if rendered.online_from is not None:
+        kept = rendered.online_from
+        online = issue.sections[kept:]
+        names = ", ".join(f"{n} {s.title}" for n, s in enumerate(online, start=kept + 1))
+        findings.append(
+            Finding(
+                "warning",
+                "clip",
+                f"the whole issue would be {rendered.whole_size / KB:.1f} KB, past Gmail's ~102 KB "
+                f"clip: the email keeps sections 1-{kept} and ends with a link to the rest on "
+                f"the web version ({len(online)} section(s): {names}); the text part is whole",
+            )
+        )
+    if sizes and (rendered.online_from is not None or size > HTML_WARN or size > CUT_AT):
+        costly = sorted(range(len(sizes)), key=lambda i: -sizes[i])[:COSTLIEST]
+        shown = ", ".join(
+            f"{i + 1} {issue.sections[i].title} {sizes[i] / KB:.1f} KB" for i in costly
+        )
+        findings.append(
+            Finding(
+                "warning",
+                "section-size",
+                f"the sections that cost the most (of {rendered.whole_size / KB:.1f} KB): {shown}",
+            )
+        )
+    return findings
+
+
 def check_markers(body: str, part: str) -> list[Finding]:
     found = sorted(set(_MARKERS.findall(body)))
     if not found:
@@ -107,13 +146,29 @@ def check_styles(page: _Page) -> list[Finding]:
     return []
 
 
+def issue_links(issue: Issue) -> list[str]:
+    """Every link the issue's own text holds: items' titles and links, and all the content."""
+    urls = content_links(issue.intro) + content_links(issue.outro)
+    if issue.cover is not None and issue.cover.href:
+        urls.append(issue.cover.href)
+    for section in issue.sections:
+        urls += section.title.links + content_links(section.intro)
+        for item in section.items:
+            urls += item_links(item) + content_links(item.summary)
+    return urls
+
+
+def item_links(item: Item) -> list[str]:
+    """An item's own links, each once: its title's, then its links row."""
+    urls = ([item.url] if item.url else []) + (item.title.links if item.title else [])
+    return list(dict.fromkeys(urls + [link.url for link in item.links]))
+
+
 def check_links(page: _Page, issue: Issue) -> list[Finding]:
     findings = []
     placeholders = {p.value for p in Placeholder}
-    hrefs = [href for href, _ in page.links if href not in placeholders]
-    hrefs += [
-        link.url for section in issue.sections for item in section.items for link in item.links
-    ]
+    hrefs = [href for href, _ in page.links if href.split("#")[0] not in placeholders]
+    hrefs += issue_links(issue)
     for href in sorted(set(hrefs)):
         parts = urlsplit(href)
         if parts.scheme == "mailto":
@@ -126,8 +181,15 @@ def check_links(page: _Page, issue: Issue) -> list[Finding]:
 
 
 def item_label(section: Section, index: int) -> str:
-    """How findings name an item: `项目 3 「title」` (the section, the item's number in it)."""
-    return f"{section.title} {index} 「{section.items[index].title}」"
+    """How findings name an item: `项目 3 「title」` (the section, the item's number in it); an
+    untitled item by its first words."""
+    item = section.items[index]
+    if item.title is not None:
+        name = item.title.text
+    else:
+        words = content_text(item.summary)
+        name = words if len(words) <= 30 else f"{words[:29]}…"
+    return f"{section.title} {index} 「{name}」"
 
 
 def check_duplicate_urls(issue: Issue) -> list[Finding]:
@@ -137,7 +199,7 @@ def check_duplicate_urls(issue: Issue) -> list[Finding]:
     for section in issue.sections:
         for index, item in enumerate(section.items):
             where = item_label(section, index)
-            for url in dict.fromkeys(link.url for link in item.links):
+            for url in item_links(item):
                 if url in first:
                     findings.append(
                         Finding(
@@ -153,8 +215,10 @@ def check_duplicate_urls(issue: Issue) -> list[Finding]:
 
 def check_bidi(issue: Issue) -> list[Finding]:
     """Titles with bidi embeddings or overrides (the subject refuses them outright)."""
-    titles = [section.title for section in issue.sections]
-    titles += [item.title for section in issue.sections for item in section.items]
+    titles = [section.title.text for section in issue.sections]
+    titles += [
+        item.title.text for section in issue.sections for item in section.items if item.title
+    ]
     return [
         Finding(
             "warning",
@@ -164,6 +228,14 @@ def check_bidi(issue: Issue) -> list[Finding]:
         )
         for title in titles
         if BIDI_CONTROLS.search(title)
+    ]
+
+
+def check_empty_sections(issue: Issue) -> list[Finding]:
+    return [
+        Finding("warning", "empty-section", f"the section {n} {s.title} has no text and no items")
+        for n, s in enumerate(issue.sections, start=1)
+        if not s.intro and not s.items
     ]
 
 

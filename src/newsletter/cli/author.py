@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from newsletter.checks import GMAIL_CLIP
 from newsletter.cli.terminal import issue_option, pass_settings, sample_list_option
+from newsletter.clip import GMAIL_CLIP
 from newsletter.configfile import CONFIG_NAME
 from newsletter.draft import Draft, review, write_files
 from newsletter.errors import display_path

@@ -117,7 +117,7 @@ def test_dark_toggle_forces_the_emails_own_dark_rules(preview: RunningPreview) -
     dark = get(preview, "/issues/14/email.html?scheme=dark").text
     assert "prefers-color-scheme" not in light + dark
     # The dark block's first rule, switched on in dark and off in light.
-    rule = ".nl-page, .nl-page > table"
+    rule = ".nl-page,.nl-page>table"
     assert re.search(r"@media \(min-width: 0px\)\s*\{\s*" + re.escape(rule), dark)
     assert re.search(r"@media \(max-width: -1px\)\s*\{\s*" + re.escape(rule), light)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
 
-from newsletter.checks import GMAIL_CLIP, KB
+from newsletter.clip import GMAIL_CLIP, KB
 from newsletter.errors import IssueNotFoundError, NewsletterError
 from newsletter.preflight.background import BackgroundChecks, BackgroundRuns
 from newsletter.send.mailbox import captured_messages

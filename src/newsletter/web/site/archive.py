@@ -112,7 +112,8 @@ class Archive:
         stamp = (*_stamp(path), *_folder_stamp(self.settings.templates_dir), day)
         cached = self._pages.get(path)
         if cached is None or cached[0] != stamp:
-            rendered = render_issue(dated(self.issue(number), sent), self.settings)
+            # The web version is the whole issue, also when the email is cut at Gmail's clip.
+            rendered = render_issue(dated(self.issue(number), sent), self.settings, whole=True)
             cached = self._pages[path] = (stamp, fill_public(rendered.html, self.settings, number))
         return cached[1]
 
