@@ -101,13 +101,18 @@ def test_an_image_is_a_block_of_its_own_with_its_size_and_link() -> None:
 def test_lists_nest_one_level_and_a_third_level_is_shown_flat() -> None:
     parsed = parse_content("- a\n- b\n  1. c\n     - d\n\n1. x\n\n2. y\n", first_line=5)
     outer, ordered = parsed.blocks
-    assert outer["kind"] == "list" and outer["tight"] and not outer["ordered"]
+    assert outer["kind"] == "list"
+    assert outer["tight"]
+    assert not outer["ordered"]
     assert outer["items"][0] == [para(text("a"))]
     inner = outer["items"][1][1]
-    assert inner["ordered"] and inner["items"] == [[para(text("c")), para(text("d"))]]
-    assert ordered["tight"] is False and ordered["start"] == 1
+    assert inner["ordered"]
+    assert inner["items"] == [[para(text("c")), para(text("d"))]]
+    assert ordered["tight"] is False
+    assert ordered["start"] == 1
     assert [(n.level, n.line) for n in parsed.notes] == [("warning", 8)]
-    assert parsed.lines[(0,)] == 5 and parsed.lines[(0, "items", 1, 1)] == 7
+    assert parsed.lines[(0,)] == 5
+    assert parsed.lines[(0, "items", 1, 1)] == 7
 
 
 def test_quotes_hold_paragraphs_and_lists() -> None:
