@@ -116,7 +116,7 @@ def test_hostile_text_comes_out_escaped(inliner_settings: Settings) -> None:
 def test_an_unsafe_link_target_and_a_block_of_raw_html_are_refused() -> None:
     with pytest.raises(ValidationError, match="must be an absolute http://, https:// or mailto:"):
         Item(title="x", summary="[bad](javascript:alert(1))")
-    with pytest.raises(ValidationError, match="raw HTML .* cannot go into the email"):
+    with pytest.raises(ValidationError, match=r"raw HTML .* cannot go into the email"):
         Item(title="x", summary="<script>alert(1)</script>")
     with pytest.raises(ValidationError, match="is only raw HTML, which the email cannot show"):
         Section(title="<s>")
