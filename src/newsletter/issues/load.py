@@ -168,7 +168,7 @@ def measure_images(
         path = folder / src
         if ".." in Path(src).parts or not src.lower().endswith(IMAGE_TYPES):
             continue  # validation refuses it, with the reason
-        field = field_name(loc)
+        field = _field(loc)
         try:
             info = read_image_info(path)
         except FileNotFoundError:

@@ -118,6 +118,15 @@ def _syntax_problem(text: str, name: str, exc: yaml.MarkedYAMLError, offset: int
             f"put the whole value in quotes: {key}: {_quoted(value)}",
         )
     start = value[:1]
+    if start in "\"'" and value.count(start) > 2:
+        inner = value[1:-1] if _is_quoted(value) else value
+        return Problem(
+            name,
+            where,
+            key,
+            f"the value has {start} inside the {start} around it, which ends it early; "
+            f"put it in the other kind of quotes: {key}: {_quoted(inner)}",
+        )
     if start in _INDICATORS and not _is_quoted(value):
         return Problem(
             name,
