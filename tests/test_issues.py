@@ -399,7 +399,8 @@ def test_a_markdown_issue_is_the_same_model(tmp_path: Path) -> None:
     assert [type(s).__name__ for s in foo.title.spans] == ["Text", "Code", "Text"]  # type: ignore[union-attr]
     assert [b.kind for b in foo.summary] == ["paragraph", "quote"]
     assert titled.url is None
-    assert titled.title is not None and titled.title.links == ["https://e.org/in-title"]
+    assert titled.title is not None
+    assert titled.title.links == ["https://e.org/in-title"]
     [chart] = titled.summary
     assert (chart.kind, chart.width, chart.height) == ("image", 1200, 600)  # type: ignore[union-attr]
     # A list of links right under a section is a compact list of items.
@@ -478,7 +479,7 @@ def test_an_issue_with_two_files_is_an_error(tmp_path: Path) -> None:
     write(tmp_path, GOOD.replace("ftp://", "https://"))
     write_markdown(tmp_path)
     assert list_issue_numbers(tmp_path) == [7]
-    with pytest.raises(IssueError, match="issue 7 has two files, 7.yaml and 7.md"):
+    with pytest.raises(IssueError, match=r"issue 7 has two files, 7\.yaml and 7\.md"):
         load_issue(tmp_path, 7)
 
 

@@ -16,7 +16,8 @@ def png(width: int, height: int, rgb: tuple[int, int, int] = (200, 210, 220)) ->
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
+    chunks = chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
+    return b"\x89PNG\r\n\x1a\n" + chunks
 
 
 def gif(width: int, height: int) -> bytes:
