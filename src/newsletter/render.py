@@ -71,14 +71,7 @@ def render_issue(issue: Issue, settings: Settings, *, whole: bool = False) -> Re
     sizes = section_sizes(html, len(issue.sections))
     online_from = None
     if not whole and size > CUT_AT and sizes:
-        notice = _NOTICE_BYTES + sum(len(str(s.title).encode()) * 2 for s in issue.sections)
-        kept = sections_that_fit(size, sizes, notice)
-        while kept < len(issue.sections):
-            cut = _html(env, issue, settings, kept)
-            if wire_size(cut) <= CUT_AT or kept == 0:
-                html, online_from = cut, kept
-                break
-            kept -= 1
+        html, online_from = _cut(env, issue, settings, size, sizes)
     return RenderedEmail(
         issue_number=issue.number,
         subject=issue.title,
@@ -88,6 +81,31 @@ def render_issue(issue: Issue, settings: Settings, *, whole: bool = False) -> Re
         whole_size=size,
         online_from=online_from,
     )
+
+
+def _cut(
+    env: jinja2.Environment, issue: Issue, settings: Settings, size: int, sizes: list[int]
+) -> tuple[str, int]:
+    """The HTML part with as many sections as fit under the clip, and how many that is: from
+    the measured estimate, one section more or fewer until the next would not fit."""
+    notice = _NOTICE_BYTES + sum(len(str(s.title).encode()) * 2 for s in issue.sections)
+    kept = min(sections_that_fit(size, sizes, notice), len(issue.sections) - 1)
+    fitted: tuple[str, int] | None = None
+    over = False
+    while True:
+        html = _html(env, issue, settings, kept)
+        if wire_size(html) <= CUT_AT:
+            fitted = (html, kept)
+            if over or kept + 1 >= len(issue.sections):
+                return fitted
+            kept += 1
+        else:
+            over = True
+            if fitted is not None:
+                return fitted
+            if kept == 0:
+                return html, 0  # too big even without sections: `check` says so
+            kept -= 1
 
 
 def compile_issue(issue: Issue, settings: Settings) -> tuple[str, str]:
@@ -158,7 +176,9 @@ def compact_css(css: str) -> str:
     css = re.sub(r"\s+", " ", re.sub(r"/\*.*?\*/", "", css, flags=re.DOTALL))
     css = re.sub(r"\s*([{};,>])\s*", r"\1", css)
     css = re.sub(r":\s+", ":", css)
-    return re.sub(r"\s*!important", "!important", css).replace(";}", "}").strip()
+    css = re.sub(r"\s*!important", "!important", css).replace(";}", "}")
+    # `}}` closing an @media block would read as a leftover template marker to `check`.
+    return css.replace("}}", "}\n}").strip()
 
 
 def quote_lines(text: str, prefix: str = "> ") -> str:

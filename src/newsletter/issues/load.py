@@ -147,6 +147,7 @@ def measure_images(
     """Give each image under issues/ its size from the file; note images without one."""
     problems: list[Problem] = []
     notes: list[Note] = []
+    unsized: list[tuple[int, str]] = []
     for loc, image in _images(data, ()):
         line = _line(lines, loc) or 1
         src = image.get("src")
@@ -154,16 +155,7 @@ def measure_images(
             continue
         if src.startswith(("http:", "https:")) or "://" in src:
             if not (image.get("width") and image.get("height")):
-                notes.append(
-                    Note(
-                        "warning",
-                        "image-size",
-                        line,
-                        f"the image {src} has no size, so the email's layout jumps as it loads "
-                        "(and Outlook shows it at full size): give it, "
-                        "![…](…){width=600 height=400}, or save it under issues/ and link the file",
-                    )
-                )
+                unsized.append((line, src))
             continue
         path = folder / src
         if ".." in Path(src).parts or not src.lower().endswith(IMAGE_TYPES):
@@ -199,7 +191,27 @@ def measure_images(
                     "keep an image under 1 MB",
                 )
             )
+    if unsized:
+        notes.append(_unsized_note(unsized))
     return problems, notes
+
+
+def _unsized_note(unsized: list[tuple[int, str]]) -> Note:
+    """One note for every image without a size: a pasted weekly has dozens."""
+    (line, src), more = unsized[0], unsized[1:]
+    which = (
+        f"the image {src} has"
+        if not more
+        else (f"{len(unsized)} images have (lines {', '.join(str(n) for n, _ in unsized)})")
+    )
+    return Note(
+        "warning",
+        "image-size",
+        line,
+        f"{which} no size, so the email's layout jumps as they load (and Outlook shows them "
+        "at full size): give it, ![…](…){width=600 height=400}, or save the image under "
+        "issues/ and link the file",
+    )
 
 
 def _images(value: Any, loc: Loc) -> Iterator[tuple[Loc, dict[str, Any]]]:
