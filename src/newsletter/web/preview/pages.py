@@ -15,9 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 
 from newsletter.clip import GMAIL_CLIP, KB
+from newsletter.content import IMAGE_TYPES
 from newsletter.errors import IssueNotFoundError, NewsletterError
 from newsletter.preflight.background import BackgroundChecks, BackgroundRuns
 from newsletter.send.mailbox import captured_messages
@@ -28,6 +35,7 @@ if TYPE_CHECKING:
     from newsletter.web.preview.workspace import Hub, IssueView, Workspace
 
 UI_DIR = Path(__file__).resolve().parent / "templates"
+FILES_PATH = "/files/"  # the issues folder's images, for the email frame
 Scheme = Literal["light", "dark"]
 
 # Always-true and always-false stand-ins for the email's prefers-color-scheme queries.
@@ -46,12 +54,13 @@ def render_page(template: str, **context: Any) -> str:
     return _env.get_template(template).render(**context)
 
 
-def email_document(html: str, scheme: Scheme) -> str:
+def email_document(html: str, scheme: Scheme, image_base: str = "") -> str:
     """The email for the preview frame, its dark-mode rules forced on or off.
 
     Browsers apply `@media (prefers-color-scheme: dark)` from the viewer's OS setting; rewriting
     the queries makes the toggle decide instead, using the email's own rules. Links open in a new
-    tab: most sites refuse to be framed.
+    tab: most sites refuse to be framed. Images under issues/ are linked where `serve` publishes
+    them (`image_base`, base_url/issues/): the preview shows them from the folder itself.
     """
 
     def decide(match: re.Match[str]) -> str:
@@ -59,6 +68,8 @@ def email_document(html: str, scheme: Scheme) -> str:
 
     # Only inside <style>: an issue may well *write about* prefers-color-scheme in its text.
     html = _STYLE.sub(lambda block: _SCHEME_QUERY.sub(decide, block.group(0)), html)
+    if image_base:
+        html = html.replace(f'src="{image_base}', f'src="{FILES_PATH}')
     return _HEAD.sub(lambda m: f'{m.group(0)}<base target="_blank">', html, count=1)
 
 
@@ -169,9 +180,24 @@ class Pages:
     async def email(self, request: Request) -> Response:
         scheme: Scheme = "dark" if request.query_params.get("scheme") == "dark" else "light"
         headers = {**NO_STORE, "Content-Security-Policy": EMAIL_POLICY}
+        settings = self.workspace.settings
+        base = f"{settings.newsletter.base_url.rstrip('/')}/issues/" if settings else ""
         return self._part(
-            request, lambda v: HTMLResponse(email_document(v.html, scheme), headers=headers)
+            request,
+            lambda v: HTMLResponse(email_document(v.html, scheme, base), headers=headers),
         )
+
+    async def image(self, request: Request) -> Response:
+        """An image under the issues folder, for the email frame (see email_document)."""
+        settings = self.workspace.settings
+        src = str(request.path_params["path"])
+        if settings is None or not src.lower().endswith(IMAGE_TYPES):
+            return PlainTextResponse("no such image\n", status_code=404)
+        folder = settings.issues_dir.resolve()
+        path = (folder / src).resolve()
+        if not path.is_relative_to(folder) or not path.is_file():
+            return PlainTextResponse("no such image\n", status_code=404)
+        return FileResponse(path, headers=NO_STORE)
 
     async def text(self, request: Request) -> Response:
         return self._part(request, lambda v: PlainTextResponse(v.text, headers=NO_STORE))
