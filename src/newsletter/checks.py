@@ -97,7 +97,18 @@ def check_clip(issue: Issue, rendered: RenderedEmail, size: int) -> list[Finding
     """Where the bytes go when an issue nears the clip, and which sections went online."""
     findings = []
     sizes = rendered.section_sizes
-    if rendered.online_from is not None:
+    if rendered.online_from == 0:
+        first = issue.sections[0]
+        findings.append(
+            Finding(
+                "error",
+                "clip",
+                f"the section 1 {first.title} alone takes {sizes[0] / KB:.1f} KB, past Gmail's "
+                "~102 KB clip: the email would carry no section at all, only a link to the web "
+                "version; shorten it, or split it into sections",
+            )
+        )
+    elif rendered.online_from is not None:
         kept = rendered.online_from
         online = issue.sections[kept:]
         names = ", ".join(f"{n} {s.title}" for n, s in enumerate(online, start=kept + 1))
