@@ -30,7 +30,6 @@ _ENV = {
         "NEWSLETTER_RENDER__NUMBERING": "none",
     },
 }
-REMOTE_IMAGE = png(1200, 675, (170, 185, 200))
 
 
 def add_weekly(project: Path, number: int) -> Path:
@@ -47,19 +46,19 @@ def weekly_settings(project: Path, number: int) -> Settings:
     return load_settings(project / "newsletter.toml", environ=weekly_environ(number))
 
 
-def route_images(context: Any, settings: Settings) -> None:
+def route_images(context: Any, settings: Settings, sizes: dict[str, tuple[int, int]]) -> None:
     """Answer the email's image requests in a Playwright context: images under issues/ from
-    the folder (their base_url address), every other image with a stand-in; anything else is
-    refused."""
+    the folder (at their base_url address), other images with a stand-in of the size the
+    issue gives them (`sizes`, by URL); anything else is refused."""
     base = f"{settings.newsletter.base_url.rstrip('/')}/issues/"
 
     def answer(route: Any) -> None:
         url = route.request.url
-        if url.startswith(base) and (settings.issues_dir / url[len(base) :]).is_file():
-            body = (settings.issues_dir / url[len(base) :]).read_bytes()
-            route.fulfill(body=body, content_type="image/png")
-        elif route.request.resource_type == "image":
-            route.fulfill(body=REMOTE_IMAGE, content_type="image/png")
+        local = settings.issues_dir / url[len(base) :] if url.startswith(base) else None
+        if local is not None and local.is_file():
+            route.fulfill(body=local.read_bytes(), content_type="image/png")
+        elif url in sizes:
+            route.fulfill(body=png(*sizes[url], (170, 185, 200)), content_type="image/png")
         else:
             route.abort()
 
