@@ -29,9 +29,10 @@ def wire_size(html: str) -> int:
     return min(len(qp) + qp.count(b"\n"), base64)
 
 
-def section_sizes(html: str, count: int) -> list[int]:
-    """Each of the first `count` sections' share of `html`'s wire size, in bytes: from its
-    anchor to the next one's (the last one's to the footer, its outro included)."""
+def section_sizes(html: str, count: int, size: int | None = None) -> list[int]:
+    """Each of the first `count` sections' share of `html`'s wire size (`size`, if measured
+    already), in bytes: from its anchor to the next one's (the last one's to the footer, its
+    outro included)."""
     starts = []
     for number in range(1, count + 1):
         mark = html.find(f'id="{SECTION_ID.format(number=number)}"')
@@ -41,7 +42,7 @@ def section_sizes(html: str, count: int) -> list[int]:
     footer = html.find(FOOTER_MARK)
     ends = [*starts[1:], html.rfind("<", 0, footer) if footer > 0 else len(html)]
     raw = len(html.encode())
-    ratio = wire_size(html) / raw if raw else 1.0
+    ratio = (wire_size(html) if size is None else size) / raw if raw else 1.0
     return [round(len(html[a:b].encode()) * ratio) for a, b in zip(starts, ends, strict=True)]
 
 

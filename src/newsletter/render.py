@@ -13,7 +13,7 @@ import datetime as dt
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -61,14 +61,13 @@ def render_issue(issue: Issue, settings: Settings, *, whole: bool = False) -> Re
     An HTML part past the clip (clip.CUT_AT) keeps the sections that fit and links to the rest
     online, unless `whole` (the web version has it all)."""
     env = template_environment(settings.templates_dir)
+    context = _context(issue, settings)
     # Optional blocks leave runs of blank lines; two (between sections) is the most a reader
     # needs.
-    text = re.sub(
-        r"\n{4,}", "\n\n\n", _render_template(env, TEXT_TEMPLATE, _context(issue, settings))
-    )
-    html = _html(env, issue, settings, None)
+    text = re.sub(r"\n{4,}", "\n\n\n", _render_template(env, TEXT_TEMPLATE, context))
+    html = _html(env, context, settings)
     size = wire_size(html)
-    sizes = section_sizes(html, len(issue.sections))
+    sizes = section_sizes(html, len(issue.sections), size)
     online_from = None
     if not whole and size > CUT_AT and sizes:
         html, online_from = _cut(env, issue, settings, size, sizes)
@@ -93,7 +92,7 @@ def _cut(
     fitted: tuple[str, int] | None = None
     over = False
     while True:
-        html = _html(env, issue, settings, kept)
+        html = _html(env, _context(issue, settings, kept), settings)
         if wire_size(html) <= CUT_AT:
             fitted = (html, kept)
             if over or kept + 1 >= len(issue.sections):
@@ -116,17 +115,19 @@ def compile_issue(issue: Issue, settings: Settings) -> tuple[str, str]:
     return html, _css(env)
 
 
-def _html(
-    env: jinja2.Environment, issue: Issue, settings: Settings, online_from: int | None
-) -> str:
-    context = _context(issue, settings, online_from)
+def _html(env: jinja2.Environment, context: dict[str, Any], settings: Settings) -> str:
     html = compile_mjml(_render_template(env, HTML_TEMPLATE, context))
     return inline_css(html, _css(env), settings.render.inliner)
 
 
 def _css(env: jinja2.Environment) -> str:
+    return _without_comments(_source(env, INLINE_CSS))
+
+
+@lru_cache(maxsize=8)
+def _without_comments(css: str) -> str:
     # Comments would ride along into the <style> block premailer adds for its css_text.
-    return re.sub(r"/\*.*?\*/", "", _source(env, INLINE_CSS), flags=re.DOTALL)
+    return re.sub(r"/\*.*?\*/", "", css, flags=re.DOTALL)
 
 
 @cache
@@ -170,6 +171,7 @@ def site_name(url: str) -> str:
     return host.removeprefix("www.")
 
 
+@lru_cache(maxsize=32)
 def compact_css(css: str) -> str:
     """A style sheet without the spaces no client needs: the head is every message's fixed
     cost."""

@@ -214,17 +214,37 @@ def _unsized_note(unsized: list[tuple[int, str]]) -> Note:
     )
 
 
-def _images(value: Any, loc: Loc) -> Iterator[tuple[Loc, dict[str, Any]]]:
-    """Every image's data with its location: blocks of kind image, and the cover."""
-    if isinstance(value, dict):
-        if value.get("kind") == "image" or loc == ("cover",):
-            yield loc, value
-            return
-        for key, child in value.items():
-            yield from _images(child, (*loc, key))
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            yield from _images(child, (*loc, index))
+def _images(data: dict[str, Any], loc: Loc) -> Iterator[tuple[Loc, dict[str, Any]]]:
+    """Every image's data with its location: the cover, and the image blocks in the text."""
+    if isinstance(data.get("cover"), dict):
+        yield ("cover",), data["cover"]
+    for key in ("intro", "outro"):
+        yield from _block_images(data.get(key), (key,))
+    sections = data.get("sections")
+    for s, section in enumerate(sections if isinstance(sections, list) else []):
+        if not isinstance(section, dict):
+            continue
+        yield from _block_images(section.get("intro"), ("sections", s, "intro"))
+        items = section.get("items")
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            if isinstance(item, dict):
+                yield from _block_images(
+                    item.get("summary"), ("sections", s, "items", i, "summary")
+                )
+
+
+def _block_images(blocks: Any, loc: Loc) -> Iterator[tuple[Loc, dict[str, Any]]]:
+    for index, block in enumerate(blocks if isinstance(blocks, list) else []):
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("kind")
+        if kind == "image":
+            yield (*loc, index), block
+        elif kind == "quote":
+            yield from _block_images(block.get("blocks"), (*loc, index, "blocks"))
+        elif kind == "list":
+            for e, entry in enumerate(block.get("items") or []):
+                yield from _block_images(entry, (*loc, index, "items", e))
 
 
 def _line(lines: dict[Loc, int], loc: Loc) -> int | None:

@@ -236,14 +236,18 @@ class _Index:
     def _as_literal(self, node: yaml.ScalarNode) -> str | None:
         """A folded block's text with its line breaks, or None if it cannot be re-read."""
         source = self.text[node.start_mark.index : node.end_mark.index]
-        header = source.split("\n", 1)[0]
+        header, _, body = source.partition("\n")
         if any(ch.isdigit() for ch in header):
             return None  # an explicit indentation indicator is relative to the parent
-        try:
-            value = yaml.load("|" + source[1:], Loader=_LOADER)  # noqa: S506 (a safe loader)
-        except yaml.YAMLError:
+        lines = body.split("\n")
+        indents = [len(line) - len(line.lstrip(" ")) for line in lines if line.strip()]
+        if not indents:
             return None
-        return value if isinstance(value, str) else None
+        # The block's indentation is its first line's (YAML's rule); deeper lines keep the rest.
+        indent = indents[0]
+        if any(line.strip() and len(line) - len(line.lstrip(" ")) < indent for line in lines):
+            return None
+        return "\n".join(line[indent:] for line in lines).strip("\n")
 
     def _problem(self, line: int, loc: Loc, message: str) -> None:
         self.problems.append(Problem(self.name, line, field_name(loc), message))
