@@ -27,6 +27,7 @@ EMAIL: dict[str, dict[str, str]] = {
         "list_separator": "、",
         "rest_online": "本期较长，邮件里放不下全部内容。以下栏目请在网页版阅读：",
         "rest_online_link": "在网页上阅读其余内容",
+        "rest_more": "等，共 {count} 个栏目",
     },
     "en": {
         "greeting": f"Hi {Placeholder.NAME},",
@@ -43,6 +44,7 @@ EMAIL: dict[str, dict[str, str]] = {
         "rest_online": "This issue is longer than an email can hold. These sections are on "
         "the web version: ",
         "rest_online_link": "Read the rest online",
+        "rest_more": " and {more} more",
     },
 }
 
