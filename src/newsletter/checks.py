@@ -15,7 +15,8 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from newsletter.clip import CUT_AT, GMAIL_CLIP, KB
-from newsletter.content import PLACEHOLDER_PREFIX, content_links, content_text
+from newsletter.content import content_links, content_text
+from newsletter.fields import PLACEHOLDER_PREFIX
 from newsletter.markup import Note
 from newsletter.models import BIDI_CONTROLS, Issue, Item, Placeholder, RenderedEmail, Section
 

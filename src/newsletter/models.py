@@ -21,8 +21,9 @@ from pydantic import (
     model_validator,
 )
 
-from newsletter.content import PLACEHOLDER_PREFIX as PLACEHOLDER_PREFIX
-from newsletter.content import Content, Image, Inline, Url, check_text, check_url
+from newsletter.content import Content, Image, Inline, Url
+from newsletter.fields import PLACEHOLDER_PREFIX as PLACEHOLDER_PREFIX
+from newsletter.fields import check_text, check_url
 
 
 class Frozen(BaseModel):

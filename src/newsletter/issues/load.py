@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from newsletter.content import IMAGE_TYPES
 from newsletter.errors import IssueError, Problem, display_path
+from newsletter.fields import IMAGE_TYPES
 from newsletter.imagefile import NotAnImageError, read_image_info
 from newsletter.issues.files import issue_number_of, issue_path
 from newsletter.issues.markdownsource import read_markdown

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from newsletter.content import check_placeholders
 from newsletter.errors import Problem
+from newsletter.fields import check_placeholders
 
 Loc = tuple[str | int, ...]
 # sections[0].items[0].links[0].url is 6 levels deep; libyaml allows 1,000, which is enough to

@@ -24,8 +24,8 @@ from starlette.responses import (
 )
 
 from newsletter.clip import GMAIL_CLIP, KB
-from newsletter.content import IMAGE_TYPES
 from newsletter.errors import IssueNotFoundError, NewsletterError
+from newsletter.fields import IMAGE_TYPES
 from newsletter.preflight.background import BackgroundChecks, BackgroundRuns
 from newsletter.send.mailbox import captured_messages
 from newsletter.spamscore import SpamResult, score_message_async, spam_findings

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from newsletter.content import IMAGE_TYPES, Image, content_images
+from newsletter.content import Image, content_images
 from newsletter.draft import sent_dates
 from newsletter.errors import NewsletterError
+from newsletter.fields import IMAGE_TYPES
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
 from newsletter.links import how_to_unsubscribe_url, issue_url
 from newsletter.models import Issue, Placeholder
