@@ -8,8 +8,26 @@ import zlib
 
 def png(width: int, height: int, rgb: tuple[int, int, int] = (200, 210, 220)) -> bytes:
     """A valid PNG of one colour (it compresses to almost nothing)."""
-    row = b"\x00" + bytes(rgb) * width
-    data = zlib.compress(row * height, 9)
+    return _png(width, height, [b"\x00" + bytes(rgb) * width] * height)
+
+
+def picture(width: int, height: int, seed: int) -> bytes:
+    """A PNG that reads as a picture in a screenshot: a sky-to-ground gradient in a hue picked
+    by `seed`, with a horizon; each row is one colour, so it stays a few kilobytes."""
+    hue = [(92, 132, 176), (104, 150, 112), (170, 120, 90), (120, 110, 170), (80, 140, 150)][
+        seed % 5
+    ]
+    rows = []
+    for y in range(height):
+        t = y / max(1, height - 1)
+        light = 1.25 - 0.6 * t if t < 0.62 else 0.75 - 0.25 * t
+        rgb = bytes(min(255, max(0, int(c * light + 40 * (1 - t)))) for c in hue)
+        rows.append(b"\x00" + rgb * width)
+    return _png(width, height, rows)
+
+
+def _png(width: int, height: int, rows: list[bytes]) -> bytes:
+    data = zlib.compress(b"".join(rows), 9)
 
     def chunk(kind: bytes, body: bytes) -> bytes:
         crc = zlib.crc32(kind + body) & 0xFFFFFFFF

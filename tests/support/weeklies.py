@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from newsletter.settings import Settings, load_settings
-from support.images import png
+from support.images import picture
 
 WEEKLIES = Path(__file__).resolve().parents[1] / "data" / "weeklies"
 CHINESE, ENGLISH = 21, 580
@@ -46,19 +46,25 @@ def weekly_settings(project: Path, number: int) -> Settings:
     return load_settings(project / "newsletter.toml", environ=weekly_environ(number))
 
 
-def route_images(context: Any, settings: Settings, sizes: dict[str, tuple[int, int]]) -> None:
+def route_images(
+    context: Any, settings: Settings, sizes: dict[str, tuple[int, int]], allow: str = ""
+) -> None:
     """Answer the email's image requests in a Playwright context: images under issues/ from
     the folder (at their base_url address), other images with a stand-in of the size the
-    issue gives them (`sizes`, by URL); anything else is refused."""
+    issue gives them (`sizes`, by URL); requests to `allow` (a server on loopback) go through;
+    anything else is refused."""
     base = f"{settings.newsletter.base_url.rstrip('/')}/issues/"
 
     def answer(route: Any) -> None:
         url = route.request.url
         local = settings.issues_dir / url[len(base) :] if url.startswith(base) else None
-        if local is not None and local.is_file():
+        if allow and url.startswith(allow):
+            route.continue_()
+        elif local is not None and local.is_file():
             route.fulfill(body=local.read_bytes(), content_type="image/png")
         elif url in sizes:
-            route.fulfill(body=png(*sizes[url], (170, 185, 200)), content_type="image/png")
+            body = picture(*sizes[url], seed=sum(url.encode()))
+            route.fulfill(body=body, content_type="image/png")
         else:
             route.abort()
 
