@@ -24,7 +24,6 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from newsletter.draft import review  # noqa: E402
-from newsletter.web.site.archive import issue_images  # noqa: E402
 from support.preview import running_preview  # noqa: E402
 from support.project import copy_project  # noqa: E402
 from support.weeklies import CHINESE, add_weekly, route_images, weekly_settings  # noqa: E402
@@ -41,7 +40,7 @@ def main() -> None:
         draft = review(settings, path, "main")
         sizes = {
             image.src: (image.width, image.height)
-            for image in issue_images(draft.issue)
+            for image in draft.issue.images
             if image.width and image.height and not image.local
         }
         page_file = root / "email.html"

@@ -28,7 +28,6 @@ from newsletter.mail.message import sample_message
 from newsletter.models import Issue
 from newsletter.render import render_issue
 from newsletter.settings import Settings
-from newsletter.web.site.archive import issue_images
 from support.preview import running_preview
 from support.project import copy_project
 from support.site import one_click_url, running_service
@@ -161,7 +160,7 @@ def weekly_files(
         page.write_text(draft.html, encoding="utf-8")
         sizes = {
             image.src: (image.width, image.height)
-            for image in issue_images(draft.issue)
+            for image in draft.issue.images
             if image.width and image.height and not image.local
         }
         files[number] = (page, settings, sizes)

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from newsletter.checks import issue_links
 from newsletter.clip import CUT_AT, GMAIL_CLIP
 from newsletter.content import (
     Anchor,
@@ -28,7 +27,7 @@ from newsletter.draft import Draft, review
 from newsletter.issues import load_issue_file
 from newsletter.models import Issue
 from newsletter.render import render_issue
-from newsletter.web.site.archive import Archive, issue_images
+from newsletter.web.site.archive import Archive
 from support.project import copy_project
 from support.weeklies import CHINESE, ENGLISH, add_weekly, weekly_settings
 
@@ -64,7 +63,7 @@ def test_the_shapes_are_those_of_the_real_weeklies(tmp_path: Path) -> None:
     project = copy_project(tmp_path / "project")
     chinese = load_issue_file(add_weekly(project, CHINESE))
     assert (len(chinese.sections), sum(len(s.items) for s in chinese.sections)) == (12, 38)
-    assert len(issue_images(chinese)) == 39
+    assert len(chinese.images) == 39
     # Two essays of 14 and 18 blocks: paragraphs, a quote and images each.
     assert [len(s.intro) for s in chinese.sections[1:3]] == [14, 18]
     assert [sum(isinstance(b, Paragraph) for b in s.intro) for s in chinese.sections[1:3]] == [
@@ -78,7 +77,7 @@ def test_the_shapes_are_those_of_the_real_weeklies(tmp_path: Path) -> None:
 
     english = load_issue_file(add_weekly(project, ENGLISH))
     assert (len(english.sections), sum(len(s.items) for s in english.sections)) == (30, 150)
-    assert len(issue_links(english)) >= 200
+    assert len(english.links) >= 200
     coded = [
         item
         for s in english.sections
@@ -114,17 +113,17 @@ def test_every_word_link_and_image_reaches_both_parts(weekly: tuple[Draft, Path]
         elif isinstance(block, CodeBlock):
             assert block.text in draft.html
     hrefs = {html.unescape(h) for h in re.findall(r'href="([^"]+)"', draft.html)}
-    for url in issue_links(issue):
+    for url in issue.links:
         assert url in hrefs, url
         assert url in text, url
     # Every link in the file (inline, reference-style, bare) is in the model, so in both parts.
     source = path.read_text(encoding="utf-8")
     written = set(re.findall(r"\]\((https?://[^)\s]+)\)", source))
     written |= set(re.findall(r"^\[[^\]]+\]:\s*(\S+)", source, flags=re.MULTILINE))
-    images = {image.src for image in issue_images(issue)}
-    assert written - images <= set(issue_links(issue)) | {"https://crablang.example.org/"}
+    images = {image.src for image in issue.images}
+    assert written - images <= set(issue.links)
     srcs = re.findall(r'<img src="([^"]+)" alt="([^"]*)"', draft.html)
-    assert len(srcs) == len(issue_images(issue))
+    assert len(srcs) == len(issue.images)
     assert all(alt for _, alt in srcs)
 
 

@@ -15,10 +15,10 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from newsletter.clip import CUT_AT, GMAIL_CLIP, KB
-from newsletter.content import content_links, content_text
+from newsletter.content import content_text
 from newsletter.fields import PLACEHOLDER_PREFIX
 from newsletter.markup import Note
-from newsletter.models import BIDI_CONTROLS, Issue, Item, Placeholder, RenderedEmail, Section
+from newsletter.models import BIDI_CONTROLS, Issue, Placeholder, RenderedEmail, Section
 
 HTML_WARN = 90 * KB
 STYLE_LIMIT = 16 * KB  # Gmail drops <style> blocks past 16 KB
@@ -162,29 +162,11 @@ def check_styles(page: _Page) -> list[Finding]:
     return []
 
 
-def issue_links(issue: Issue) -> list[str]:
-    """Every link the issue's own text holds: items' titles and links, and all the content."""
-    urls = content_links(issue.intro) + content_links(issue.outro)
-    if issue.cover is not None and issue.cover.href:
-        urls.append(issue.cover.href)
-    for section in issue.sections:
-        urls += section.title.links + content_links(section.intro)
-        for item in section.items:
-            urls += item_links(item) + content_links(item.summary)
-    return urls
-
-
-def item_links(item: Item) -> list[str]:
-    """An item's own links, each once: its title's, then its links row."""
-    urls = ([item.url] if item.url else []) + (item.title.links if item.title else [])
-    return list(dict.fromkeys(urls + [link.url for link in item.links]))
-
-
 def check_links(page: _Page, issue: Issue) -> list[Finding]:
     findings = []
     placeholders = {p.value for p in Placeholder}
     hrefs = [href for href, _ in page.links if href.split("#")[0] not in placeholders]
-    hrefs += issue_links(issue)
+    hrefs += issue.links
     for href in sorted(set(hrefs)):
         parts = urlsplit(href)
         if parts.scheme == "mailto":
@@ -215,7 +197,7 @@ def check_duplicate_urls(issue: Issue) -> list[Finding]:
     for section in issue.sections:
         for index, item in enumerate(section.items):
             where = item_label(section, index)
-            for url in item_links(item):
+            for url in item.own_links:
                 if url in first:
                     findings.append(
                         Finding(

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from newsletter.content import Content, Image, Inline, Url
+from newsletter.content import Block, Content, Image, Inline, Url, content_links, walk_blocks
 from newsletter.fields import PLACEHOLDER_PREFIX as PLACEHOLDER_PREFIX
 from newsletter.fields import check_text, check_url
 
@@ -123,6 +123,12 @@ class Item(Frozen):
         """A title and nothing more: one line of a compact list."""
         return self.title is not None and not self.summary and not self.shown_links
 
+    @property
+    def own_links(self) -> list[str]:
+        """The item's links, each once: its title's, then its links row."""
+        urls = ([self.url] if self.url else []) + (self.title.links if self.title else [])
+        return list(dict.fromkeys(urls + [link.url for link in self.links]))
+
 
 class Section(Frozen):
     title: Inline
@@ -145,6 +151,29 @@ class Issue(Frozen):
         if not self.sections and not self.intro:
             raise ValueError("has no sections and no intro: there is nothing to send")
         return self
+
+    def blocks(self) -> list[Block]:
+        """Every block of the issue's text in reading order, nested ones included."""
+        blocks = [*self.intro]
+        for section in self.sections:
+            blocks += [*section.intro, *(b for item in section.items for b in item.summary)]
+        return list(walk_blocks([*blocks, *self.outro]))
+
+    @property
+    def images(self) -> list[Image]:
+        """Every image the issue shows: its cover, then those in its text."""
+        found = [block for block in self.blocks() if isinstance(block, Image)]
+        return ([self.cover] if self.cover else []) + found
+
+    @property
+    def links(self) -> list[str]:
+        """Every link of the issue: items' titles and links, and those in all its text."""
+        urls = [self.cover.href] if self.cover is not None and self.cover.href else []
+        for section in self.sections:
+            urls += section.title.links
+            for item in section.items:
+                urls += item.own_links
+        return urls + content_links(self.blocks())
 
 
 class Placeholder(StrEnum):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from newsletter.checks import Finding, item_label, item_links
+from newsletter.checks import Finding, item_label
 from newsletter.content import Block, content_images, content_links
 from newsletter.models import Issue
 from newsletter.preflight.faults import Fault
@@ -48,7 +48,7 @@ def item_labels(issue: Issue) -> dict[str, str]:
             labels.setdefault(url, str(section.title))
         for index, item in enumerate(section.items):
             where = item_label(section, index)
-            for url in item_links(item) + _urls(item.summary):
+            for url in item.own_links + _urls(item.summary):
                 labels.setdefault(url, where)
     for url in _urls(issue.outro):
         labels.setdefault(url, "outro")

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from newsletter.content import Image, content_images
 from newsletter.draft import sent_dates
 from newsletter.errors import NewsletterError
 from newsletter.fields import IMAGE_TYPES
@@ -146,16 +145,8 @@ class Archive:
                 issue = self.issue(number)
             except NewsletterError:
                 continue
-            found |= {image.src for image in issue_images(issue) if image.local}
+            found |= {image.src for image in issue.images if image.local}
         return found
-
-
-def issue_images(issue: Issue) -> list[Image]:
-    """Every image an issue shows: its cover and those in its text."""
-    blocks = [*issue.intro, *issue.outro]
-    for section in issue.sections:
-        blocks += [*section.intro, *(b for item in section.items for b in item.summary)]
-    return ([issue.cover] if issue.cover else []) + content_images(blocks)
 
 
 _PLACEHOLDER = re.compile("|".join(re.escape(p.value) for p in Placeholder))
