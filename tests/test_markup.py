@@ -188,3 +188,11 @@ def test_text_without_marks_takes_the_short_way_to_the_same_result() -> None:
 def test_notes_are_values() -> None:
     note = Note("error", "markup", 3, "x")
     assert note == Note("error", "markup", 3, "x")
+
+
+def test_nesting_past_markdowns_limit_is_an_error_not_a_silent_loss() -> None:
+    # markdown-it stops reading at 20 levels and drops what is inside.
+    found = notes("> " * 30 + "lost words")
+    assert ("error", 10) in [(level, line) for level, line, _ in found]
+    assert any("what is inside is lost" in message for _, _, message in found)
+    assert not [n for n in notes("> " * 3 + "kept") if n[0] == "error"]

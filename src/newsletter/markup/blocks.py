@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from newsletter.markup.spans import SpanReader, trimmed
-from newsletter.markup.tokens import Data, Loc, Note, closing
+from newsletter.markup.tokens import Data, Loc, Note, closing, too_deep
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
@@ -31,6 +31,16 @@ class Reader:
 
     def blocks(self, tokens: list[Token], at: Loc, depth: int, lines: dict[Loc, int]) -> list[Data]:
         """The blocks in `tokens`, their lines recorded in `lines` under `at` + their index."""
+        if depth == 0:
+            deep = too_deep(tokens)
+            if deep is not None:
+                self.note(
+                    "error",
+                    "markup",
+                    self.line_of(deep),
+                    "quotes or lists are nested so deep here that Markdown stops reading them "
+                    "and what is inside is lost; nest them less",
+                )
         out: list[Data] = []
         index = 0
         while index < len(tokens):

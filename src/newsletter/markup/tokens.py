@@ -45,3 +45,9 @@ def closing(tokens: list[Token], start: int) -> int:
         if depth == 0:
             return index
     return len(tokens) - 1
+
+
+def too_deep(tokens: list[Token]) -> Token | None:
+    """The first token at markdown-it's nesting limit, past which it drops the rest unsaid."""
+    limit = int(parser().options["maxNesting"]) - 1
+    return next((token for token in tokens if token.level >= limit), None)
