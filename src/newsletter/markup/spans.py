@@ -60,7 +60,7 @@ class SpanReader:
             token = children[index]
             kind = token.type
             if kind == "text":
-                self._addtext_span(current, token.content, linkify=not self._in_link(stack))
+                self._add_text(current, token.content, linkify=not self._in_link(stack))
                 last = token.content[-1:] or last
             elif kind == "code_inline":
                 current.append({"kind": "code", "text": token.content})
@@ -69,7 +69,7 @@ class SpanReader:
                 # A line break joins Chinese to Chinese without a space, anything else with one.
                 after = _next_char(children, index + 1)
                 if not (_wide(last) and _wide(after)):
-                    self._addtext_span(current, " ", False)
+                    self._add_text(current, " ", False)
                     last = " "
             elif kind == "hardbreak":
                 current.append({"kind": "break"})
@@ -80,7 +80,7 @@ class SpanReader:
             elif kind in ("strong_close", "em_close", "s_close", "link_close") and stack:
                 span, parent = stack.pop()
                 current = parent
-                for piece in self._closed(span, allow_images):
+                for piece in self._closed(span):
                     _append(current, piece)
             elif kind == "image":
                 image = self._image(token, children, index, line)
@@ -95,13 +95,13 @@ class SpanReader:
                         line,
                         "an image cannot be shown in a title: its alt text is shown instead",
                     )
-                    self._addtext_span(current, image["alt"], False)
+                    self._add_text(current, image["alt"], False)
             elif kind == "html_inline":
                 self._html_inline(current, token.content, line)
             index += 1
         while stack:  # unclosed markup: markdown-it closes everything, but stay safe
             span, parent = stack.pop()
-            for piece in self._closed(span, allow_images):
+            for piece in self._closed(span):
                 _append(parent, piece)
         if allow_images:
             return hoist_images(out)
@@ -128,7 +128,7 @@ class SpanReader:
         return {"kind": "link", "url": href, "spans": []}
 
     @staticmethod
-    def _closed(span: Data, allow_images: bool) -> list[Data]:
+    def _closed(span: Data) -> list[Data]:
         """The span once closed: a link around a lone image is the image's link."""
         inner = trimmed(span["spans"]) if span["kind"] == "link" else span["spans"]
         if span["kind"] == "unlinked":
@@ -176,7 +176,7 @@ class SpanReader:
             "write it in Markdown",
         )
 
-    def _addtext_span(self, current: list[Data], text: str, linkify: bool) -> None:
+    def _add_text(self, current: list[Data], text: str, linkify: bool) -> None:
         if not text:
             return
         pieces: list[Data] = []
