@@ -287,6 +287,13 @@ def test_a_value_yaml_misreads_names_the_quotes_to_add(
     assert messages(write(tmp_path, text)) == [f"issues/7.yaml:2: {message}"]
 
 
+def test_a_broken_list_is_not_text_to_quote(tmp_path: Path) -> None:
+    (message,) = messages(write(tmp_path, GOOD.replace("sections:\n", "sections: [\n")))
+    assert message.startswith("issues/7.yaml:")
+    assert "is not valid YAML" in message
+    assert "quotes" not in message
+
+
 def test_an_indentation_slip_is_named_as_one(tmp_path: Path) -> None:
     text = GOOD.replace("ftp://", "https://").replace("title: Issue seven", "  title: x")
     (message,) = messages(write(tmp_path, text))

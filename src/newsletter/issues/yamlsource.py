@@ -31,6 +31,8 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _KEY_VALUE = re.compile(
     r"^(?P<indent>\s*(?:-\s+)?)(?P<key>[A-Za-z_][\w-]*):[ \t]+(?P<value>.*?)\s*$"
 )
+# The keys whose values are text: a syntax error there is usually text YAML misread.
+TEXT_KEYS = {"title", "summary", "intro", "outro", "preheader", "label", "url", "src", "alt"}
 # What a plain YAML value must not start with: each means something else to YAML.
 _INDICATORS = {
     "[": "a list",
@@ -100,6 +102,8 @@ def _syntax_problem(text: str, name: str, exc: yaml.MarkedYAMLError, offset: int
     if found is None:
         return Problem(name, where, "", f"is not valid YAML: {what}")
     key, value = found.group("key"), found.group("value")
+    if key not in TEXT_KEYS:  # `sections: [` is a list gone wrong, not text to quote
+        return Problem(name, where, "", f"is not valid YAML: {what}")
     colon = found.start("value") - 1
     if "mapping values" in str(exc.problem) and mark.column <= colon:
         return Problem(
@@ -135,7 +139,7 @@ def _syntax_problem(text: str, name: str, exc: yaml.MarkedYAMLError, offset: int
             f"the value starts with {start}, which YAML reads as {_INDICATORS[start]}; "
             f"put the whole value in quotes: {key}: {_quoted(value)}",
         )
-    return Problem(name, where, key, f"is not valid YAML: {what}; if it is text, quote it")
+    return Problem(name, where, "", f"is not valid YAML: {what}")
 
 
 def _is_quoted(value: str) -> bool:

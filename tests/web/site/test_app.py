@@ -512,8 +512,8 @@ def test_the_archive_shows_issue_14_with_every_title_and_nothing_personal(
     page = httpx.get(web_url)
     assert page.status_code == 200
     issue = load_issue(settings.issues_dir, 14)
-    titles = [issue.title] + [s.title for s in issue.sections]
-    titles += [item.title for s in issue.sections for item in s.items]
+    titles = [issue.title] + [str(s.title) for s in issue.sections]
+    titles += [str(item.title) for s in issue.sections for item in s.items]
     assert len(titles) > 10
     import html as html_lib
 
