@@ -14,6 +14,8 @@ GMAIL_CLIP = 102 * KB  # Gmail hides everything past ~102 KB of HTML, the footer
 # The email is cut so it stays under this: the clip, less room for each reader's own values
 # (their name and links replace shorter placeholder words).
 CUT_AT = GMAIL_CLIP - 2 * KB
+# Below this no one asks where an issue's bytes go: its sections are not measured.
+MEASURE_FROM = 64 * KB
 # Each section's first element carries id="nl-sN" (N from 1), the web version's anchor too.
 SECTION_ID = "nl-s{number}"
 # Where the sections end in the HTML part: the footer's text block.

@@ -202,8 +202,9 @@ class RenderedEmail(Frozen):
     subject: str
     html: str
     text: str
-    # Gmail's clip (see clip.py): each section's encoded bytes in the whole issue's HTML, that
-    # whole part's size, and the first section left to the web version if the email was cut.
+    # Gmail's clip (see clip.py): each section's encoded bytes in the whole issue's HTML (when
+    # it is large enough for anyone to ask), that whole part's size, and the first section left
+    # to the web version if the email was cut.
     section_sizes: tuple[int, ...] = ()
     whole_size: int = 0
     online_from: int | None = None

@@ -21,7 +21,7 @@ from urllib.parse import quote, urlsplit
 import jinja2
 from markupsafe import Markup
 
-from newsletter.clip import CUT_AT, section_sizes, sections_that_fit, wire_size
+from newsletter.clip import CUT_AT, MEASURE_FROM, section_sizes, sections_that_fit, wire_size
 from newsletter.content import Image, content_text, inline_html, inline_text
 from newsletter.errors import TemplateError, display_path
 from newsletter.htmlpart import HTML_TEMPLATE, compile_mjml, inline_css
@@ -67,7 +67,7 @@ def render_issue(issue: Issue, settings: Settings, *, whole: bool = False) -> Re
     text = re.sub(r"\n{4,}", "\n\n\n", _render_template(env, TEXT_TEMPLATE, context))
     html = _html(env, context, settings)
     size = wire_size(html)
-    sizes = section_sizes(html, len(issue.sections), size)
+    sizes = section_sizes(html, len(issue.sections), size) if size > MEASURE_FROM else []
     online_from = None
     if not whole and size > CUT_AT and sizes:
         html, online_from = _cut(env, issue, settings, size, sizes)
