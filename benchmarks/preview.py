@@ -82,10 +82,14 @@ class Editor:
         self.count = 0
 
     def save(self) -> tuple[str, float]:
-        """Write a new title; return it and the wall-clock time just before the write."""
+        """Write a new title, and in a Markdown issue a word of its last section too (a save
+        that changes one section, which is the most a save usually does); return the title
+        and the wall-clock time just before the write."""
         self.count += 1
         title = f"第{self.number}期 修订{self.count}"
         text = self.original.replace(self.title, f"title: {title}", 1)
+        if self.path.suffix == ".md":
+            text = f"{text.rstrip()} ({self.count})\n"
         started = time.time()
         self.path.write_text(text, encoding="utf-8")
         return title, started

@@ -136,9 +136,15 @@ def as_yaml_issue(issue: Any) -> dict[str, Any]:
 
 
 def time_renders(settings: Any, path: Path, runs: int) -> dict[str, float]:
-    """Median full render of one issue with each inliner, interleaved."""
+    """Median full render of one issue with each inliner, interleaved; a Markdown body is read
+    afresh each time (markup/document.py remembers the pieces a save did not change)."""
     from newsletter.issues import load_issue_file
+    from newsletter.markup import document
     from newsletter.render import render_issue
+
+    def forget() -> None:
+        document._tokens.cache_clear()
+        document._definitions.cache_clear()
 
     variants = {
         name: settings.model_copy(
@@ -151,6 +157,7 @@ def time_renders(settings: Any, path: Path, runs: int) -> dict[str, float]:
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(runs):
         for name, variant in variants.items():
+            forget()
             start = time.perf_counter()
             render_issue(load_issue_file(path), variant)
             samples[name].append((time.perf_counter() - start) * 1000)

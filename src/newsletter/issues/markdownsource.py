@@ -22,7 +22,8 @@ from typing import Any
 
 from newsletter.errors import Problem
 from newsletter.issues.yamlsource import Loc, Source, read_yaml
-from newsletter.markup import Note, Reader, closing, parser
+from newsletter.markup import Note, Reader, closing
+from newsletter.markup.document import parse_document
 
 Data = dict[str, Any]
 _FENCE = "---"
@@ -91,26 +92,29 @@ class _Outline:
         self.in_item = False
 
     def read(self, body: str) -> None:
-        tokens = parser().parse(body)
         intro: list[Any] = []
         self.target = intro
-        index = 0
         first_block = True
-        while index < len(tokens):
-            token = tokens[index]
-            end = closing(tokens, index)
-            line = self.reader.line_of(token)
-            if token.type == "heading_open" and token.tag in ("h1", "h2", "h3"):
-                children = tokens[index + 1].children or []
-                self.heading(int(token.tag[1]), children, line, first_block)
-            elif token.type in ("bullet_list_open", "ordered_list_open") and self.compact_here(
-                tokens, index, end
-            ):
-                self.compact(tokens, index, end)
-            else:
-                self.append(tokens[index : end + 1])
-            first_block = False
-            index = end + 1
+        base = self.reader.first_line
+        for start, tokens in parse_document(body):
+            self.reader.first_line = base + start  # the piece's lines count from its start
+            index = 0
+            while index < len(tokens):
+                token = tokens[index]
+                end = closing(tokens, index)
+                line = self.reader.line_of(token)
+                if token.type == "heading_open" and token.tag in ("h1", "h2", "h3"):
+                    children = tokens[index + 1].children or []
+                    self.heading(int(token.tag[1]), children, line, first_block)
+                elif token.type in (
+                    "bullet_list_open",
+                    "ordered_list_open",
+                ) and self.compact_here(tokens, index, end):
+                    self.compact(tokens, index, end)
+                else:
+                    self.append(tokens[index : end + 1])
+                first_block = False
+                index = end + 1
         if intro:
             if "intro" in self.data:
                 self.problem(

@@ -55,13 +55,16 @@ class SpanReader:
         stack: list[tuple[Data, list[Data]]] = []
         current = out
         last = ""
+        skip = 0  # characters of the next text token already read (an image's size)
         index = 0
         while index < len(children):
             token = children[index]
             kind = token.type
             if kind == "text":
-                self._add_text(current, token.content, linkify=not self._in_link(stack))
-                last = token.content[-1:] or last
+                content = token.content[skip:]
+                skip = 0
+                self._add_text(current, content, linkify=not self._in_link(stack))
+                last = content[-1:] or last
             elif kind == "code_inline":
                 current.append({"kind": "code", "text": token.content})
                 last = token.content[-1:] or last
@@ -84,8 +87,7 @@ class SpanReader:
                     _append(current, piece)
             elif kind == "image":
                 image = self._image(token, children, index, line)
-                if image.pop("_size_token", False):
-                    index += 1
+                skip = image.pop("_skip", 0)
                 if allow_images:
                     current.append(image)
                 else:
@@ -153,11 +155,8 @@ class SpanReader:
                 for pair in size.group(1).split():
                     name, _, number = pair.partition("=")
                     image[name] = int(number)
-                rest = following.content[size.end() :]
-                if rest:
-                    following.content = rest  # the text after the size stays text
-                else:
-                    image["_size_token"] = True
+                # Tokens are shared (parses are cached): the size is skipped, not cut off.
+                image["_skip"] = size.end()
         return image
 
     def _html_inline(self, current: list[Data], html: str, line: int) -> None:
