@@ -201,3 +201,31 @@ def test_aria_label_is_the_title_not_rust_escapes(inliner_settings: Settings) ->
     Labels().feed(rendered.html)
     assert labels == [title]
     assert "\\u{e31}" not in rendered.html
+
+
+@pytest.mark.parametrize(
+    ("language", "numbering", "section", "item"),
+    [
+        ("zh-CN", "auto", "一、项目", "0、OneFlow"),
+        ("zh-CN", "decimal", "1、项目", "1、OneFlow"),
+        ("en", "auto", "1. 项目", "1. OneFlow"),
+        ("en", "chinese", "1. 项目", "1. OneFlow"),
+        ("en", "none", "项目", "OneFlow"),
+    ],
+)
+def test_numbering_is_the_newsletters(
+    settings: Settings, issue: Issue, language: str, numbering: str, section: str, item: str
+) -> None:
+    # issue 20: an English newsletter numbered its items from 0 with 、.
+    chosen = settings.model_copy(
+        update={
+            "newsletter": settings.newsletter.model_copy(update={"language": language}),
+            "render": settings.render.model_copy(update={"numbering": numbering}),
+        }
+    )
+    rendered = render_issue(issue, chosen)
+    assert re.search(rf">{re.escape(section)}</h2>", rendered.html)
+    assert f">{item}：从零重新设计" in rendered.html
+    lines = rendered.text.splitlines()
+    assert section in lines
+    assert any(line.startswith(f"{item}：从零重新设计") for line in lines)

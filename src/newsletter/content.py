@@ -1,7 +1,7 @@
 """The text of an issue as typed values in; what a reader sees of it (HTML, plain text) out.
 
 Blocks (paragraphs, headings, images, quotes, lists, code, rules) hold spans (text, code,
-emphasis, links, line breaks). Both issue formats get here through markup.py, so a YAML summary
+emphasis, links, line breaks). Both issue formats get here through markup/, so a YAML summary
 and a Markdown body are the same values. The templates render the blocks; `inline_html` and
 `inline_text` render spans. Every value is checked like any other field: links absolute, images
 described, no control characters, no placeholder words.

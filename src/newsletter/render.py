@@ -107,14 +107,6 @@ def _cut(
             kept -= 1
 
 
-def compile_issue(issue: Issue, settings: Settings) -> tuple[str, str]:
-    """The HTML part before inlining, and the CSS to inline into it."""
-    env = template_environment(settings.templates_dir)
-    context = _context(issue, settings)
-    html = compile_mjml(_render_template(env, HTML_TEMPLATE, context))
-    return html, _css(env)
-
-
 def _html(env: jinja2.Environment, context: dict[str, Any], settings: Settings) -> str:
     html = compile_mjml(_render_template(env, HTML_TEMPLATE, context))
     return inline_css(html, _css(env), settings.render.inliner)
