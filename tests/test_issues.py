@@ -521,3 +521,13 @@ def test_an_image_that_is_not_one_or_escapes_the_folder_is_refused(tmp_path: Pat
         (message,) = messages(write(tmp_path, text))
         assert message.startswith("issues/7.yaml:3: cover")
         assert reason in message
+
+
+def test_a_misread_value_in_front_matter_names_its_line_in_the_markdown_file(
+    tmp_path: Path,
+) -> None:
+    text = MARKDOWN.replace("preheader: Crates, events and a quote", "title: Crab 7: the quote")
+    assert messages(write_markdown(tmp_path, text)) == [
+        'issues/7.yaml:4: title: the value has ": " in it, which YAML reads as another key; '
+        'put the whole value in quotes: title: "Crab 7: the quote"'
+    ]
