@@ -70,3 +70,13 @@ def test_models_are_frozen() -> None:
     link = Link(label="x", url="https://example.org")
     with pytest.raises(ValidationError, match="frozen"):
         link.url = "https://evil.example"  # type: ignore[misc]
+
+
+def test_a_title_only_item_does_not_repeat_its_link_in_a_row() -> None:
+    # issue 20: a title-only item repeated its link in a second row.
+    alone = Item(title="Rust 1.84", links=[Link(label="Link", url="https://e.org/a")])
+    assert (alone.url, alone.shown_links, alone.compact) == ("https://e.org/a", [], True)
+    # A title with a link of its own does not stand for the item's: the row stays.
+    own = Item(title="see [docs](https://e.org/d)", links=[Link(label="x", url="https://e.org/b")])
+    assert [link.url for link in own.shown_links] == ["https://e.org/b"]
+    assert own.own_links == ["https://e.org/b", "https://e.org/d"]

@@ -113,8 +113,14 @@ class Item(Frozen):
 
     @property
     def shown_links(self) -> list[Link]:
-        """The links row: none when it would only repeat the title's own link."""
-        if not self.summary and len(self.links) == 1 and self.links[0].url == self.url:
+        """The links row: none when it would only repeat the link the title is."""
+        title_is_the_link = self.title is not None and not self.title.links
+        if (
+            title_is_the_link
+            and not self.summary
+            and len(self.links) == 1
+            and self.links[0].url == self.url
+        ):
             return []
         return self.links
 
