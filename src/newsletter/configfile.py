@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from newsletter.dburl import secret_parameters
 from newsletter.errors import ConfigError
-from newsletter.placeholders import check_placeholders
+from newsletter.fields import check_placeholders
 
 ENV_PREFIX = "NEWSLETTER_"
 SECRET_ENV = {
@@ -100,7 +100,7 @@ def _refuse_placeholders(
 ) -> None:
     """No key or value of the config may hold a word filled per reader (`__NL_NAME__`): the
     sender's name, a list's name or base_url would carry each reader's unsubscribe link or
-    name into every message, the way a link in an issue file would (see placeholders.py)."""
+    name into every message, the way a link in an issue file would (see fields.py)."""
     problems = []
     for loc, value in _strings(data, ()):
         try:

@@ -5,7 +5,7 @@ The tree (the CLI maps the whole of it to exit code 1, with no traceback)::
     NewsletterError                 message + hint
     ├── ConfigError                 newsletter.toml or NEWSLETTER_* is wrong
     ├── IssueError                  an issue file cannot be used (one Problem per fault)
-    │   └── IssueNotFoundError      no issues/N.yaml (lists the ones there are)
+    │   └── IssueNotFoundError      no issues/N.yaml or N.md (lists the ones there are)
     ├── TemplateError               a Jinja or MJML template fails to render
     ├── SubscriberListError         a whole list is unusable (missing file, no header row)
     ├── UnsafeHeaderError           a header value could inject a header (CR, LF, NUL, =?..?=)

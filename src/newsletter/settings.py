@@ -93,6 +93,9 @@ class NewsletterSettings(Section):
 
 class RenderSettings(Section):
     inliner: Literal["css-inline", "premailer"] = "css-inline"
+    # Section and item numbers: "chinese" (一、, and items from 0、), "decimal" (from 1), "none";
+    # "auto" is chinese for a Chinese newsletter, decimal otherwise.
+    numbering: Literal["auto", "chinese", "decimal", "none"] = "auto"
 
 
 class PathSettings(Section):

@@ -4,6 +4,7 @@ Routes (all answers carry the security headers; see `Guard`):
 
     GET  /                       the archive: every issue (number, title, date)
     GET  /issues/{n}             issue n as a web page, from the email's own rendering
+    GET  /issues/{image}         an image under issues/ that a published issue shows
     GET  /unsubscribe            public page: how to unsubscribe (the archive's footer link)
     GET  /unsubscribe/{token}    confirm page with one button; never unsubscribes (scanners GET)
     POST /unsubscribe/{token}    body exactly List-Unsubscribe=One-Click: suppress, answer 200
@@ -35,7 +36,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
@@ -106,6 +107,13 @@ class Service:
             error_log.error("issue %d cannot be shown: %s", number, exc.message)
             raise HTTPException(500) from None
         return HTMLResponse(html, headers={**PUBLIC, "content-security-policy": ISSUE_CSP})
+
+    async def image(self, request: Request) -> Response:
+        """An image under issues/ that a published issue shows (the emails link it here)."""
+        path = await run_in_threadpool(self.archive.image_file, request.path_params["path"])
+        if path is None:
+            raise HTTPException(404)
+        return FileResponse(path, headers=PUBLIC)
 
     async def how_to_unsubscribe(self, request: Request) -> Response:
         # Relative links throughout: they stay right when a proxy serves us below a path prefix.
@@ -257,6 +265,7 @@ def create_app(
             Route("/", service.index),
             Route("/issues/{number:int}", service.issue),
             Route("/issues/{number:int}/", service.issue),
+            Route("/issues/{path:path}", service.image),
             Route("/unsubscribe", service.how_to_unsubscribe),
             Route("/unsubscribe/{token}", service.confirm, methods=["GET"]),
             Route("/unsubscribe/{token}", service.one_click, methods=["POST"]),
