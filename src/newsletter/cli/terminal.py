@@ -7,7 +7,7 @@ import re
 import sys
 from collections.abc import Callable
 from functools import update_wrapper
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -37,11 +37,12 @@ class Group(click.Group):
             )
 
 
-def fail(exc: NewsletterError) -> None:
+def fail(exc: NewsletterError, code: int = 1) -> NoReturn:
+    """What is wrong and how to fix it, on stderr; then exit with `code`."""
     click.secho(f"error: {exc.message}", fg="red", err=True)
     if exc.hint:
         click.echo(f"hint: {exc.hint}", err=True)
-    sys.exit(1)
+    sys.exit(code)
 
 
 def pass_settings(func: F) -> F:

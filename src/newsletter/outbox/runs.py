@@ -289,9 +289,16 @@ class Runs(Store):
                 )
         return sorted(lost, key=lambda d: d.id)
 
-    def workers(self, issue: int, list_name: str, *, active: bool = True) -> list[Worker]:
-        """The workers of a send (by default those whose lease runs), oldest first."""
-        where = f" AND state = 'active' AND lease_until >= {self.clock}" if active else ""
+    def workers(
+        self, issue: int, list_name: str, *, active: bool = True, expired: bool = False
+    ) -> list[Worker]:
+        """The workers of a send, oldest first: by default those whose lease runs; with
+        `expired`, also the registered ones whose lease ran out and no run has reaped yet
+        (what `status` shows as gone); with `active=False`, every one ever registered."""
+        where = ""
+        if active:
+            where = " AND state = 'active'"
+            where += "" if expired else f" AND lease_until >= {self.clock}"
         rows = self._fetch(
             "SELECT id, issue, list, host, pid, started_at, seen_at, lease_until, state"
             f" FROM workers WHERE issue = ? AND list = ?{where} ORDER BY started_at, id",

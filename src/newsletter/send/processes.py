@@ -195,9 +195,9 @@ def _worker(
         flush()
         if report.stopped:
             pipe.send(("stopped", report.stopped))
-    except NewsletterError as exc:
+    except NewsletterError as exc:  # the outbox failed (its disk full, its connection lost)
         flush()
-        pipe.send(("stopped", exc.message))
+        pipe.send(("stopped", f"{exc.message} ({exc.hint})" if exc.hint else exc.message))
     finally:
         with contextlib.suppress(OSError):
             flush()
