@@ -137,15 +137,16 @@ async def test_a_full_disk_while_planning_stops_the_run_and_the_rerun_resumes(
     no_doubles(handler, project, addresses)
 
 
+@pytest.mark.parametrize("processes", ["1", "2"])
 async def test_a_full_disk_while_sending_stops_the_run_and_the_rerun_resumes(
-    project: Path, small_disk: SmallDisk
+    project: Path, small_disk: SmallDisk, processes: str
 ) -> None:
     small_disk.resize("8M")
     addresses = write_list(project / "big.csv", 300)
     handler = FaultyHandler([Fault("data", sleep=0.02)])
     async with start(handler) as server:
         env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv")
-        proc = await spawn(ARGS, env, project)
+        proc = await spawn([*ARGS, "--processes", processes], env, project)
         await wait_for(handler, 20)
         filler = small_disk.fill()
         full = await finish(proc)

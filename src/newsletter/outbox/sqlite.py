@@ -56,7 +56,8 @@ class SqliteOutbox(Outbox):
         except sqlite3.Error as exc:
             raise DeliveryError(
                 f"{path}: cannot open the delivery log: {exc}",
-                hint="Check that the state folder is writable and the file is a newsletter outbox.",
+                hint="Check that the state folder is writable and has free space, and that the"
+                " file is a newsletter outbox.",
             ) from None
         try:
             if migrate:
