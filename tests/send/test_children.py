@@ -135,6 +135,17 @@ def descriptors(pid: int) -> dict[int, str]:
     return found
 
 
+def posix_lockers(path: Path) -> set[int]:
+    """The pids holding a POSIX (fcntl) lock on `path`, from /proc/locks."""
+    inode = path.stat().st_ino
+    found = set()
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "POSIX" in fields and int(fields[-3].rsplit(":", 1)[1]) == inode:
+            found.add(int(fields[-4]))
+    return found
+
+
 async def until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -248,6 +259,11 @@ async def test_worker_processes_hold_nothing_of_the_parent(
             assert lock not in targets, fds
             if not backend:  # its own connection to the file, not the parent's as well
                 assert targets.count(str(project / OUTBOX)) == 1, fds
+                # ... with its own locks: SQLite holds a shared lock on the -shm file for as
+                # long as a connection is open. A connection inherited across fork leaves the
+                # child believing the parent's locks are its own, so it takes none (and its
+                # writes could overlap the parent's).
+                assert worker in posix_lockers(project / ".newsletter" / "outbox.sqlite3-shm")
             # Of the parent's sockets and pipes, only its own pipe to the parent.
             assert len(shared & set(targets)) == 1, (fds, parent)
         done = await finish(proc)

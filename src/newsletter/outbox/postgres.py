@@ -61,14 +61,7 @@ class PostgresOutbox(Outbox):
 
     def __init__(self, target: str, *, migrate: bool = True) -> None:
         self.target = target
-        try:
-            self._db = psycopg.connect(target, autocommit=True, connect_timeout=10)
-        except psycopg.Error as exc:
-            raise DeliveryError(
-                f"{self.display}: cannot connect to the outbox database: {_first_line(exc)}",
-                hint="Check [outbox] url (NEWSLETTER_OUTBOX__URL), that the server runs and"
-                " that this user may connect (password in PGPASSWORD or ~/.pgpass).",
-            ) from None
+        self._reconnect()
         try:
             if migrate:
                 self.migrate()
@@ -82,6 +75,16 @@ class PostgresOutbox(Outbox):
 
     def close(self) -> None:
         self._db.close()
+
+    def _reconnect(self) -> None:
+        try:
+            self._db = psycopg.connect(self.target, autocommit=True, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise DeliveryError(
+                f"{self.display}: cannot connect to the outbox database: {_first_line(exc)}",
+                hint="Check [outbox] url (NEWSLETTER_OUTBOX__URL), that the server runs and"
+                " that this user may connect (password in PGPASSWORD or ~/.pgpass).",
+            ) from None
 
     @property
     def broken(self) -> bool:

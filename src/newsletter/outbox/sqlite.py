@@ -48,17 +48,7 @@ class SqliteOutbox(Outbox):
     def __init__(self, target: Path | str, *, migrate: bool = True) -> None:
         path = Path(target)
         self.target = self.path = path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.Error as exc:
-            raise DeliveryError(
-                f"{path}: cannot open the delivery log: {exc}",
-                hint="Check that the state folder is writable and has free space, and that the"
-                " file is a newsletter outbox.",
-            ) from None
+        self._db = self._connect()
         try:
             if migrate:
                 self.migrate()
@@ -66,6 +56,24 @@ class SqliteOutbox(Outbox):
         except BaseException:
             self._db.close()
             raise
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.Error as exc:
+            raise DeliveryError(
+                f"{self.path}: cannot open the delivery log: {exc}",
+                hint="Check that the state folder is writable and has free space, and that the"
+                " file is a newsletter outbox.",
+            ) from None
+        return db
+
+    def _reconnect(self) -> None:
+        self._db = self._connect()
+        self._db.execute("PRAGMA busy_timeout=0")
 
     def close(self) -> None:
         try:

@@ -45,6 +45,23 @@ class Store:
     def close(self) -> None:
         raise NotImplementedError
 
+    def _reconnect(self) -> None:
+        """Open the connection anew (after `close`), schema as it is."""
+        raise NotImplementedError
+
+    @contextmanager
+    def disconnected(self) -> Iterator[None]:
+        """The connection closed for the block and opened again after it: for a process that
+        forks children which open the outbox themselves. A SQLite connection open across fork
+        leaves the child SQLite's record of the parent's locks and of the file's shared
+        memory, on descriptors that are not the child's: the child's locks would then miss
+        the parent's, and two writers could write at once."""
+        self.close()
+        try:
+            yield
+        finally:
+            self._reconnect()
+
     @property
     def broken(self) -> bool:
         """True once the database dropped the connection (a file never does): open anew."""

@@ -9,6 +9,11 @@ the pipe is full), the parent's SMTP sessions. `detach` closes all of them but s
 stderr and the ones it is told to keep, and asks the kernel to kill the child the moment the
 parent dies (PR_SET_PDEATHSIG; elsewhere a watchdog thread polls the parent), so a `kill -9` of
 the send takes its children with it and leaves no lock and no connection behind.
+
+A child that opens the outbox itself (a worker) must not be forked while the parent has it open:
+SQLite keeps its record of a file's locks and shared memory per process, on the parent's
+descriptors, and a child's new connection would take it over (Outbox.disconnected closes the
+parent's connection across the fork).
 """
 
 from __future__ import annotations

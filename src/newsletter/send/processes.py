@@ -83,17 +83,18 @@ def run(
     context = multiprocessing.get_context("fork")
     parent = os.getpid()
     workers: dict[Connection, ForkProcess] = {}
-    for share in shares:
-        receive, send = context.Pipe(duplex=False)
-        proc = context.Process(
-            target=_worker,
-            args=(share, job, outbox.target, make_pool, send, parent),
-            name=f"newsletter-send-{share.index}",
-            daemon=True,
-        )
-        proc.start()
-        send.close()
-        workers[receive] = proc
+    with outbox.disconnected():  # each worker opens its own connection, none inherited
+        for share in shares:
+            receive, send = context.Pipe(duplex=False)
+            proc = context.Process(
+                target=_worker,
+                args=(share, job, outbox.target, make_pool, send, parent),
+                name=f"newsletter-send-{share.index}",
+                daemon=True,
+            )
+            proc.start()
+            send.close()
+            workers[receive] = proc
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if not report.stopped:
