@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -270,3 +271,26 @@ async def test_worker_processes_hold_nothing_of_the_parent(
     assert done.code == 0, done.err
     assert sorted(handler.by_recipient) == sorted(addresses)
     assert max(handler.by_recipient.values()) == 1
+
+
+async def test_a_send_terminated_during_planning_leaves_no_reader_and_no_traceback(
+    project: Path, request: pytest.FixtureRequest
+) -> None:
+    # The reader found its pipe broken when its parent died and printed a traceback
+    # (BrokenPipeError) before the kernel's SIGKILL reached it.
+    addresses = write_list(project / "big.csv", SENT + SUPPRESSED)
+    outbox = Outbox(project, None)
+    async with start(FaultyHandler()) as server:
+        env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv")
+        for _ in range(3):  # a race each time: the pipe broken before the SIGKILL lands
+            shutil.rmtree(project / ".newsletter", ignore_errors=True)
+            outbox.prepare(addresses[SENT:])
+            proc = await spawn(["send", "--issue", "14", "--yes"], env, project)
+            request.addfinalizer(lambda p=proc: p.returncode is None and p.kill())
+            await until(lambda: outbox.reached("mid-plan"), "mid-plan")
+            assert len(children(proc.pid)) == 1  # the reader, sending batches as fast as it can
+            proc.terminate()
+            await until(lambda: not in_folder(project), "the run and its reader to end", 10)
+            done = await finish(proc, timeout=10)
+            assert done.code == -signal.SIGTERM
+            assert "Traceback" not in done.err, done.err

@@ -19,6 +19,7 @@ import signal
 from collections.abc import Iterator
 from itertools import islice
 from multiprocessing.connection import Connection
+from typing import Any
 
 from newsletter.errors import DeliveryError, NewsletterError, SubscriberListError
 from newsletter.outbox import PlannedRow
@@ -66,6 +67,18 @@ def _read(job: Job, size: int, pipe: Connection, parent: int) -> None:
     detach(parent, keep=[pipe.fileno()])
     # Ctrl-C reaches the whole process group: the parent decides, and ends this child.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for message in _messages(job, size):
+            pipe.send(message)
+    except OSError:  # the parent is gone (its end closed): nobody to tell, nothing to hold
+        pass
+    finally:
+        pipe.close()
+
+
+def _messages(job: Job, size: int) -> Iterator[tuple[str, Any]]:
+    """What the child tells the parent: ("rows", batch) for each batch, then ("done", the
+    list's report) or ("error", (message, hint))."""
     message_id = job.message_id
     try:
         stream = iter(job.subscribers())
@@ -77,19 +90,15 @@ def _read(job: Job, size: int, pipe: Connection, parent: int) -> None:
             # Plain tuples: a NamedTuple pickles at five times the cost, here and unpickled
             # by the writer. The key is the Message-ID's seed as it is (normalize is idempotent).
             keys = [normalize(sub.envelope) for sub in batch]
-            pipe.send(
-                (
-                    "rows",
-                    [
-                        (key, sub.envelope, sub.name, message_id(key) if message_id else None)
-                        for key, sub in zip(keys, batch, strict=True)
-                    ],
-                )
+            yield (
+                "rows",
+                [
+                    (key, sub.envelope, sub.name, message_id(key) if message_id else None)
+                    for key, sub in zip(keys, batch, strict=True)
+                ],
             )
-        pipe.send(("done", job.report))
+        yield ("done", job.report)
     except NewsletterError as exc:
-        pipe.send(("error", (exc.message, exc.hint)))
+        yield ("error", (exc.message, exc.hint))
     except Exception as exc:
-        pipe.send(("error", (f"cannot read the list: {exc}", "")))
-    finally:
-        pipe.close()
+        yield ("error", (f"cannot read the list: {exc}", ""))
