@@ -14,6 +14,7 @@ is looked at before the kill.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 import shutil
@@ -28,6 +29,7 @@ import pytest
 
 from newsletter.outbox import open_outbox
 from newsletter.outbox.postgres import WRITE_LOCK
+from newsletter.send.children import drop_descriptors
 from support.sendcli import children, environment, finish, newsletter, spawn, write_list
 from support.smtp import Fault, FaultyHandler, start
 
@@ -153,6 +155,30 @@ async def until(check: Callable[[], bool], what: str, timeout: float = 60) -> No
     while not check():
         assert loop.time() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.002)
+
+
+def test_a_child_keeps_only_what_it_is_told_and_no_number_is_freed(tmp_path: Path) -> None:
+    held = (tmp_path / "held").open("w")  # the parent's: the send lock, say
+    number = held.fileno()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what each number points at after the drop
+        try:
+            drop_descriptors(keep=[write])
+            seen = {fd: os.readlink(f"/proc/self/fd/{fd}") for fd in (number, write)}
+            os.write(write, repr(seen).encode())
+        finally:
+            os._exit(0)
+    kept = write
+    os.close(write)
+    report = os.read(read, 65536).decode()
+    os.waitpid(pid, 0)
+    os.close(read)
+    held.close()
+    seen = ast.literal_eval(report)
+    # The parent's file is /dev/null in the child (its number still taken), the pipe kept.
+    assert seen[number] == os.devnull
+    assert seen[kept].startswith("pipe:")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -69,7 +69,9 @@ def drop_descriptors(keep: Iterable[int]) -> None:
     try:
         for fd in open_descriptors():
             if fd not in kept and fd != null and _is_open(fd):  # not the listing's own
-                os.dup2(null, fd)
+                # One the process may not touch (a tool's own: valgrind's log) stays.
+                with contextlib.suppress(OSError):
+                    os.dup2(null, fd)
     finally:
         os.close(null)
 
