@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from newsletter.bounces.policy import Policy, RateGuard
-from newsletter.errors import TransportError
+from newsletter.errors import OutboxError, TransportError
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import UNSUBSCRIBED, Delivery, Outbox
 from newsletter.send.job import Event, Job, Options, RunReport
@@ -87,7 +87,7 @@ class Engine:
         self._sent = 0
         self._counts: dict[DeliveryStatus, int] = {}
         self._release_due = False  # a release of held outcomes is scheduled
-        self._fault: Exception | None = None  # a release that failed, raised by run()
+        self._fault: Exception | None = None  # a failed release or renewal, raised by run()
         self._policy = Policy(outbox, options.bounces)
         self._rates = RateGuard(outbox, options.bounces, job.issue, job.list_name)
 
@@ -108,6 +108,8 @@ class Engine:
         sessions = [asyncio.create_task(self._work(session)) for session in self.pool.sessions]
         try:
             await asyncio.gather(*sessions)
+        except OutboxError as exc:  # the first fault the run met names the cause
+            self._fault = self._fault or exc
         finally:
             for task in [*sessions, keeper]:
                 task.cancel()
@@ -184,11 +186,16 @@ class Engine:
         return None
 
     async def _keep_lease(self) -> None:
-        await asyncio.sleep(self.lease.interval)
-        while self.lease.renew():
-            self._reap()
-            self._share()
+        try:
             await asyncio.sleep(self.lease.interval)
+            while self.lease.renew():
+                self._reap()
+                self._share()
+                await asyncio.sleep(self.lease.interval)
+        except OutboxError as exc:  # raised by run(), as a failed record would have been
+            self._fault = self._fault or exc
+            self.stop(exc.message)
+            return
         self.stop(LEASE_LOST)
 
     def _reap(self) -> None:
