@@ -64,9 +64,10 @@ def build(
         from newsletter.web.site.archive import write_site
 
         pages = write_site(settings, site)
+        issues = sum(1 for page in pages if page.parent.parent.name == "issues")
         click.echo(
-            f"{display_path(site)}/  web archive: {len(pages)} pages"
-            f" ({len(pages) - 2} issue(s), the index and how-to-unsubscribe)"
+            f"{display_path(site)}/  web archive: {len(pages) - 1} pages"
+            f" ({issues} issue(s), the index and how-to-unsubscribe) and feed.xml"
         )
         click.echo(f"publish it at {settings.newsletter.base_url} (newsletter.base_url)")
 
