@@ -276,6 +276,8 @@ def metadata_name(text: str) -> str:
         return ""
     try:
         value = json.loads(text)
+    except RecursionError:
+        return ""  # nested too deep for any parser: no name in there
     except ValueError:
         try:
             value = ast.literal_eval(text)

@@ -10,7 +10,8 @@ for the address and name): a bad row is Refused with its line and field and the 
 An address seen twice in one import (ZIP members included) keeps the first row, except that a
 suppression always wins: a later suppression is still handed on, and a subscriber after a
 suppression of the same address is refused. Memory does not grow with the file: the addresses
-seen are kept by seen.SeenKeys.
+seen are kept by seen.SeenKeys. A ZIP member found damaged halfway raises ExportFileError from
+the iteration: the caller keeps nothing of that import (one transaction).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +51,8 @@ _PART_SHIFT = 25
 _LINE_MASK = (1 << _PART_SHIFT) - 1
 
 Records = Iterator[tuple[int, list[str] | Unreadable]]
+# What reading a damaged ZIP member raises: a bad CRC, a broken deflate stream, a cut file.
+_DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError, OSError)
 
 
 @dataclass
@@ -78,11 +82,17 @@ class Export:
     def __iter__(self) -> Iterator[Outcome]:
         with self, SeenKeys() as seen:
             for number, source in enumerate(self._sources):
-                for line, record in source.records:
-                    outcome = self._outcome(seen, number, source, line, record)
-                    if outcome is not None:
-                        self.report.count(outcome)
-                        yield outcome
+                try:
+                    for line, record in source.records:
+                        outcome = self._outcome(seen, number, source, line, record)
+                        if outcome is not None:
+                            self.report.count(outcome)
+                            yield outcome
+                except _DAMAGED as exc:
+                    raise ExportFileError(
+                        f"{source.part.file}: is damaged and cannot be read to its end ({exc}); "
+                        "keep nothing of this import and export the file again"
+                    ) from None
                 source.handle.close()
 
     def close(self) -> None:
@@ -281,8 +291,8 @@ def _source(
 def _header(name: str, records: Records, tool: str | None) -> tuple[list[str], Format]:
     try:
         _, header = next(records, (1, None))
-    except OSError as exc:  # a ZIP member whose data is damaged
-        raise ExportFileError(f"{name}: cannot be read ({exc})") from None
+    except _DAMAGED as exc:
+        raise ExportFileError(f"{name}: is damaged and cannot be read ({exc})") from None
     if isinstance(header, Unreadable):
         raise ExportFileError(f"{name}:1: the header row {header.reason}")
     if header is None or not any(cell.strip() for cell in header):

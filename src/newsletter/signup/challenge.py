@@ -1,16 +1,18 @@
 """The proof of work in front of every signup: a challenge out (ALTCHA's protocol, v2), a
-solved payload in, and whether it is genuine, fresh, right and used for the first time.
+solved payload in, and whether it is genuine, fresh, right and posted for the first time.
 
-A challenge is PBKDF2/SHA-256 parameters (a random nonce and salt, `cost` iterations) signed
-with an HMAC key derived from NEWSLETTER_SECRET, and an expiry. The browser tries counters until
-the derived key starts with one zero byte (256 tries on average; see static/work.js) and posts
-the payload back. `verify` runs the cheap checks first (size, encoding, our signature, expiry),
-then claims the challenge in the Replays table, and only then re-derives the one key: so every
-costly derivation on our side needs a challenge of its own, each challenge is accepted once
-(a second post of the same one, solved or not, is refused), and a forged payload costs one HMAC.
+A challenge is PBKDF2/SHA-256 parameters (a random nonce and salt, `cost` iterations) and an
+expiry, signed with an HMAC key derived from NEWSLETTER_SECRET. The browser tries counters until
+the derived key starts with one zero byte (256 tries on average; web/site/static/
+proof-of-work.js) and posts the payload back. `verify` runs the cheap checks first (size,
+encoding, expiry, our signature), then claims the challenge in the Replays table, and only then
+derives the one key: so every costly derivation on our side needs a challenge of its own, each
+challenge is tried once (a second post of it, solved or not, is refused), and a forgery costs
+one HMAC and takes no room in the table.
 
-Verification is the `altcha` package's (`verify_solution`); this module adds the bounds, the
-key derivation, the replay table and one outcome per reason, so the endpoints can answer alike.
+The checks themselves are the `altcha` package's (`verify_solution`, which calls our derivation
+only after the signature holds); this module adds the bounds, the key, the replay table and one
+verdict per reason, so that every endpoint can give the same answer whatever the reason.
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ class ProofOfWork:
         self.cost = cost
         self.expiry = expiry
         self._clock = clock
-        self.replays = replays or Replays(clock=clock)
+        self.replays = replays if replays is not None else Replays(clock=clock)
 
     def challenge(self) -> dict[str, Any]:
         """A new challenge as the JSON the browser solves."""
