@@ -33,105 +33,13 @@ The columns are the tools' own, read from their code, docs and exports:
 from __future__ import annotations
 
 import ast
-import datetime as dt
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
-from newsletter.importers.outcomes import RefusalKind
-from newsletter.importers.values import parse_flag, parse_ip, parse_time
+from newsletter.importers.rows import Cells, Format, Row, RowMapper, name_of
+from newsletter.importers.values import parse_flag
 
 MAX_DETAIL = 500  # an unsubscribe reason typed by the reader is kept, but not without bound
 MAX_METADATA = 10_000
-
-
-@dataclass(frozen=True)
-class Cells:
-    """One row's cells by lower-cased header name; the first column of a name wins."""
-
-    header: Sequence[str]  # as written, for messages and evidence
-    index: dict[str, int]
-    row: Sequence[str]
-
-    def get(self, name: str) -> str:
-        at = self.index.get(name)
-        return self.row[at].strip() if at is not None else ""
-
-    def label(self, name: str) -> str:
-        at = self.index.get(name)
-        return self.header[at].strip() if at is not None else name
-
-    def evidence(self, names: Sequence[str]) -> tuple[tuple[str, str], ...]:
-        """The named cells that are present and not empty, verbatim, in the file's order."""
-        present = sorted(self.index[n] for n in names if n in self.index)
-        return tuple(
-            (self.header[i].strip(), self.row[i].strip()) for i in present if self.row[i].strip()
-        )
-
-
-@dataclass
-class Row:
-    """What a format makes of one row, before the address is checked."""
-
-    email: str
-    email_field: str
-    name: str = ""
-    name_field: str = "name"
-    suppress: str | None = None  # the reason, for a person never to mail
-    suppressed_at: dt.datetime | None = None
-    detail: str = ""
-    subscribed_at: dt.datetime | None = None
-    subscribed_ip: str | None = None
-    confirmed_at: dt.datetime | None = None
-    confirmed_ip: str | None = None
-    evidence: tuple[tuple[str, str], ...] = ()
-    refusal: tuple[str, str, RefusalKind] | None = None  # (field, reason, kind)
-    warnings: list[tuple[str, str]] = field(default_factory=list)  # (field, reason)
-
-    def refuse(self, field_name: str, reason: str, kind: RefusalKind = "invalid") -> Row:
-        self.refusal = (field_name, reason, kind)
-        return self
-
-    def time(self, cells: Cells, column: str) -> dt.datetime | None:
-        """The cell parsed as a UTC time; a cell that is no time is a warning and None."""
-        try:
-            return parse_time(cells.get(column))
-        except ValueError as exc:
-            self.warnings.append((cells.label(column), f"{exc}; kept as written"))
-            return None
-
-    def ip(self, cells: Cells, column: str) -> str | None:
-        try:
-            return parse_ip(cells.get(column))
-        except ValueError as exc:
-            self.warnings.append((cells.label(column), f"{exc}; kept as written"))
-            return None
-
-
-RowMapper = Callable[[Cells], Row]
-
-
-@dataclass(frozen=True)
-class Format:
-    """One tool's layout. `required` are the columns without which a file is not its export;
-    `detect` tells its header from the others'; `mapper` reads a header and returns the
-    function that maps each of its rows."""
-
-    name: str
-    label: str
-    required: tuple[str, ...]
-    detect: Callable[[frozenset[str]], bool]
-    mapper: Callable[[frozenset[str]], RowMapper]
-
-
-def _name(cells: Cells, *candidates: tuple[str, ...]) -> tuple[str, str]:
-    """(name, the column it came from): the first candidate whose cells are not all empty;
-    a candidate of several columns (first name, last name) is joined with a space."""
-    for columns in candidates:
-        parts = [cells.get(c) for c in columns]
-        if any(parts):
-            return " ".join(p for p in parts if p), cells.label(columns[0])
-    return "", cells.label(candidates[0][0]) if candidates else "name"
 
 
 # -- Mailchimp ------------------------------------------------------------------------------------
@@ -144,7 +52,7 @@ def _mailchimp(header: frozenset[str]) -> RowMapper:
     kind = "unsubscribed" if "unsub_time" in header else "cleaned" if "clean_time" in header else ""
 
     def row(cells: Cells) -> Row:
-        name, name_field = _name(
+        name, name_field = name_of(
             cells, ("first name", "last name"), ("fname", "lname"), ("name",), ("full name",)
         )
         out = Row(cells.get("email address"), cells.label("email address"), name, name_field)
@@ -176,7 +84,7 @@ SUBSTACK_ERASED = "@deletion-request.substack.com"
 
 def _substack(header: frozenset[str]) -> RowMapper:
     def row(cells: Cells) -> Row:
-        out = Row(cells.get("email"), cells.label("email"), *_name(cells, ("name",)))
+        out = Row(cells.get("email"), cells.label("email"), *name_of(cells, ("name",)))
         if out.email.lower().endswith(SUBSTACK_ERASED):
             return out.refuse(
                 out.email_field,
@@ -202,7 +110,7 @@ def _substack(header: frozenset[str]) -> RowMapper:
 
 def _ghost(header: frozenset[str]) -> RowMapper:
     def row(cells: Cells) -> Row:
-        out = Row(cells.get("email"), cells.label("email"), *_name(cells, ("name",)))
+        out = Row(cells.get("email"), cells.label("email"), *name_of(cells, ("name",)))
         out.evidence = cells.evidence(("id", "created_at", "subscribed_to_emails", "deleted_at"))
         if cells.get("deleted_at"):
             out.suppress, out.suppressed_at = "deleted", out.time(cells, "deleted_at")
@@ -300,7 +208,7 @@ LISTMONK_STATUSES = {"enabled": None, "disabled": "disabled", "blocklisted": "bl
 
 def _listmonk(header: frozenset[str]) -> RowMapper:
     def row(cells: Cells) -> Row:
-        out = Row(cells.get("email"), cells.label("email"), *_name(cells, ("name",)))
+        out = Row(cells.get("email"), cells.label("email"), *name_of(cells, ("name",)))
         out.evidence = cells.evidence(("uuid", "status", "created_at"))
         status = cells.get("status").lower()
         if status not in LISTMONK_STATUSES:
@@ -322,7 +230,7 @@ CSV_CONSENT = ("subscribed_at", "subscribed_ip", "confirmed_at", "confirmed_ip")
 
 def _csv(header: frozenset[str]) -> RowMapper:
     def row(cells: Cells) -> Row:
-        out = Row(cells.get("email"), cells.label("email"), *_name(cells, ("name",)))
+        out = Row(cells.get("email"), cells.label("email"), *name_of(cells, ("name",)))
         out.evidence = cells.evidence(CSV_CONSENT)
         status = cells.get("status").lower()
         if status not in ("", "subscribed", "unsubscribed"):

@@ -27,7 +27,7 @@ from typing import TextIO
 
 from newsletter.csvfile import Unreadable, read_records
 from newsletter.errors import ExportFileError, Problem, display_path
-from newsletter.importers.formats import FORMATS, Cells, Format, Row, RowMapper, detect, unusable
+from newsletter.importers.formats import FORMATS, detect, unusable
 from newsletter.importers.outcomes import (
     Consent,
     Imported,
@@ -39,6 +39,7 @@ from newsletter.importers.outcomes import (
     Refused,
     Suppressed,
 )
+from newsletter.importers.rows import Cells, Format, Row, RowMapper
 from newsletter.models import Subscriber
 from newsletter.seen import SeenKeys
 from newsletter.subscribers import Refusal, check_entry, normalize

@@ -780,7 +780,7 @@ def test_build_site_writes_the_same_pages_as_serve(project: Path, settings: Sett
     assert code == 0, err
     assert (
         out.splitlines()[0]
-        == "site/  web archive: 3 pages (1 issue(s), the index and how-to-unsubscribe)"
+        == "site/  web archive: 3 pages (1 issue(s), the index and how-to-unsubscribe) and feed.xml"
     )
     archive = Archive(settings)
     site = project / "site"

@@ -36,7 +36,9 @@ def parse_address(text: str) -> IPAddress | None:
     ("192.0.2.1:4711", "[2001:db8::1]:443"); IPv4-mapped IPv6 as IPv4; None if it is none."""
     text = text.strip()
     if text.startswith("["):
-        text = text[1:].partition("]")[0]
+        text, closed, rest = text[1:].partition("]")
+        if not closed or (rest and not rest[1:].isdigit()) or (rest and rest[0] != ":"):
+            return None
     elif text.count(":") == 1:
         text = text.partition(":")[0]
     try:
