@@ -179,8 +179,8 @@ class ServeSettings(Section):
 class SignupSettings(Section):
     """The defences in front of every signup endpoint (see README, "Signup")."""
 
-    # Proof of work (ALTCHA, PBKDF2/SHA-256): iterations per attempt; a browser makes ~256.
-    work_cost: Annotated[int, Field(ge=100, le=1_000_000)] = 2000
+    # Proof of work (ALTCHA, PBKDF2/SHA-256): iterations per try; a browser makes ~256 tries.
+    work_cost: Annotated[int, Field(ge=100, le=1_000_000)] = 5000
     challenge_expiry: Annotated[float, Field(ge=30, le=3600)] = 600.0  # seconds
     # Token buckets: sustained signups per minute and the burst, per client and for the site.
     per_client_per_minute: Annotated[float, Field(gt=0)] = 5.0

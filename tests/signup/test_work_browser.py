@@ -8,74 +8,16 @@ Playwright drives the system's Chromium. Without it the test skips with the reas
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 from newsletter.signup.challenge import ProofOfWork, Verdict
+from support.worksite import site
 
 pytestmark = pytest.mark.browser
-
-SCRIPT = (
-    Path(__file__).resolve().parents[2]
-    / "src"
-    / "newsletter"
-    / "web"
-    / "site"
-    / "static"
-    / "proof-of-work.js"
-)
-CSP = "default-src 'none'; script-src 'self'; connect-src 'self'; form-action 'self'"
-PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>signup</title>
-<script src="/proof-of-work.js" defer></script></head><body>
-<form method="post" action="/signup" data-challenge="/challenge">
-<input type="email" name="email" value="ann@example.org">
-<input type="hidden" name="altcha">
-<p data-work-status hidden>This form needs JavaScript to prove you are not a bot.</p>
-<button type="submit">Subscribe</button>
-</form></body></html>"""
-
-
-@contextmanager
-def site(pow_: ProofOfWork) -> Iterator[str]:
-    """The test page, the script and fresh challenges on 127.0.0.1 (a secure context)."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path == "/":
-                body, kind = PAGE.encode(), "text/html; charset=utf-8"
-            elif self.path == "/proof-of-work.js":
-                body, kind = SCRIPT.read_bytes(), "text/javascript"
-            elif self.path == "/challenge":
-                body, kind = json.dumps(pow_.challenge()).encode(), "application/json"
-            else:
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Security-Policy", CSP)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_the_form_gets_a_payload_the_server_accepts_once(browser: Any) -> None:
@@ -88,12 +30,19 @@ def test_the_form_gets_a_payload_the_server_accepts_once(browser: Any) -> None:
         page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: problems.append(str(e)))
         page.on("request", lambda r: hosts.add(urlsplit(r.url).netloc))
+        held: list[Any] = []  # the challenge's request, held until the button was looked at
+        page.route("**/challenge", lambda route: held.append(route))
         try:
             page.goto(url)
+            page.locator("form[aria-busy=true]").wait_for()  # the script holds the form
             assert page.locator("button").is_disabled()  # no submit before the work is done
-            page.wait_for_function(
-                "document.querySelector('input[name=altcha]').value !== ''", timeout=60_000
-            )
+            while not held:
+                page.wait_for_timeout(10)
+            held[0].continue_()
+            field = page.locator("input[name=altcha]")
+            deadline = time.monotonic() + 60
+            while not field.input_value() and time.monotonic() < deadline:
+                page.wait_for_timeout(50)  # polled from here: the page's CSP forbids eval
             assert page.locator("button").is_enabled()
             assert page.locator("[data-work-status]").is_hidden()
             payload = page.locator("input[name=altcha]").input_value()
