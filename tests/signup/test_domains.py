@@ -139,3 +139,11 @@ def test_listed_walks_up_to_the_registered_domain() -> None:
     assert listed("example.org", names) == "example.org"
     assert listed("org", {"org"}) is None  # a TLD alone is never a listed entry
     assert listed("notexample.org", names) is None
+
+
+def test_the_settings_refuse_a_bad_nameserver_and_normalise_blocked_domains() -> None:
+    with pytest.raises(ValueError, match="not an IP address"):
+        SignupSettings(nameservers=["dns.example.org"])
+    assert SignupSettings(blocked_domains=[" Spam.Example.ORG. ", ""]).blocked_domains == [
+        "spam.example.org"
+    ]
