@@ -9,6 +9,7 @@ The tree (the CLI maps the whole of it to exit code 1, with no traceback; an Out
     │   └── IssueNotFoundError      no issues/N.yaml or N.md (lists the ones there are)
     ├── TemplateError               a Jinja or MJML template fails to render
     ├── SubscriberListError         a whole list is unusable (missing file, no header row)
+    │   └── ExportFileError         another tool's export cannot be imported as a whole
     ├── UnsafeHeaderError           a header value could inject a header (CR, LF, NUL, =?..?=)
     ├── TokenError                  an unsubscribe token is forged, altered or malformed
     ├── DeliveryError               sending cannot start (another send running, the log unusable)
@@ -90,6 +91,13 @@ class TemplateError(NewsletterError):
 class SubscriberListError(NewsletterError):
     hint = (
         "Check the list's `path` in newsletter.toml and that the CSV has a header row with `email`."
+    )
+
+
+class ExportFileError(SubscriberListError):
+    hint = (
+        "Import the file as the other tool exported it (its CSV, or the ZIP it came in); "
+        "--format names the tool when the header does not."
     )
 
 

@@ -150,6 +150,20 @@ class DkimSettings(Section):
     ed25519_selector: str = ""
 
 
+def ip_networks(entries: list[str]) -> list[str]:
+    """Networks as written ("10.1.0.0/16", "192.168.1.5", "fd00::/8") -> their canonical form;
+    ValueError names the entry that is not one."""
+    networks = []
+    for entry in entries:
+        try:
+            networks.append(str(ipaddress.ip_network(entry.strip(), strict=False)))
+        except ValueError:
+            raise ValueError(
+                f"{entry!r}: not an IP network (e.g. 10.1.0.0/16, 192.168.1.5, fd00::/8)"
+            ) from None
+    return networks
+
+
 class ServeSettings(Section):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8025
@@ -161,6 +175,48 @@ class ServeSettings(Section):
     timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
     # Connections open at once; one more closes the one that has waited longest for a request.
     max_connections: Annotated[int, Field(ge=1, le=100_000)] = 1000
+    # The proxies whose X-Forwarded-For is believed (networks: "10.0.0.0/8", "::1"); the
+    # client's address is read right to left through them. Default: a proxy on this host.
+    trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1/32", "::1/128"])
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, value: list[str]) -> list[str]:
+        return ip_networks(value)
+
+
+class SignupSettings(Section):
+    """The defences in front of every signup endpoint (see README, "Signup")."""
+
+    # Proof of work (ALTCHA, PBKDF2/SHA-256): iterations per try; a browser makes ~256 tries.
+    work_cost: Annotated[int, Field(ge=100, le=1_000_000)] = 5000
+    challenge_expiry: Annotated[float, Field(ge=30, le=3600)] = 600.0  # seconds
+    # Token buckets: sustained signups per minute and the burst, per client and for the site.
+    per_client_per_minute: Annotated[float, Field(gt=0)] = 5.0
+    per_client_burst: Annotated[int, Field(ge=1)] = 5
+    site_per_minute: Annotated[float, Field(gt=0)] = 120.0
+    site_burst: Annotated[int, Field(ge=1)] = 60
+    # At most one confirmation mail per mailbox in this many hours, whatever is posted.
+    confirmation_window: Annotated[float, Field(gt=0, le=24 * 30)] = 24.0
+    # The domain check: MX or A/AAAA records looked up (false: syntax and the lists only),
+    # through these nameservers ("IP" or "IP:PORT"; empty: the system's resolver).
+    check_dns: bool = True
+    nameservers: list[str] = Field(default_factory=list)
+    dns_timeout: Annotated[float, Field(gt=0, le=30)] = 3.0
+    refuse_disposable: bool = True  # domains on the disposable-email-domains list
+    blocked_domains: list[str] = Field(default_factory=list)  # and any others (subdomains too)
+
+    @field_validator("nameservers")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            nameserver_address(entry)
+        return value
+
+    @field_validator("blocked_domains")
+    @classmethod
+    def _domains(cls, value: list[str]) -> list[str]:
+        return [d.strip().lower().rstrip(".") for d in value if d.strip()]
 
 
 class BouncesSettings(Section):
@@ -268,6 +324,7 @@ class Settings(Section):
     send: SendSettings = SendSettings()
     dkim: DkimSettings | None = None
     serve: ServeSettings = ServeSettings()
+    signup: SignupSettings = SignupSettings()
     bounces: BouncesSettings = BouncesSettings()
     outbox: OutboxSettings = OutboxSettings()
     check: CheckSettings = CheckSettings()

@@ -65,11 +65,11 @@ def build(
 
         written = write_site(settings, site)
         pages = [path for path in written if path.suffix == ".html"]
-        images = len(written) - len(pages)
+        images = sum(1 for path in written if path.suffix not in (".html", ".xml"))
         click.echo(
             f"{display_path(site)}/  web archive: {len(pages)} pages"
             f" ({len(pages) - 2} issue(s), the index and how-to-unsubscribe)"
-            + (f" and {images} image(s)" if images else "")
+            + (f", feed.xml and {images} image(s)" if images else " and feed.xml")
         )
         click.echo(f"publish it at {settings.newsletter.base_url} (newsletter.base_url)")
 

@@ -4,6 +4,7 @@ Routes (all answers carry the security headers; see `Guard`):
 
     GET  /                       the archive: every issue (number, title, date)
     GET  /issues/{n}             issue n as a web page, from the email's own rendering
+    GET  /feed.xml               the archive's Atom feed (feed.py)
     GET  /issues/{image}         an image under issues/ that a published issue shows
     GET  /unsubscribe            public page: how to unsubscribe (the archive's footer link)
     GET  /unsubscribe/{token}    confirm page with one button; never unsubscribes (scanners GET)
@@ -50,6 +51,7 @@ from newsletter.web.listen import LOOPBACK_NAMES, NO_STORE
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.connection import OutboxThread
 from newsletter.web.site.deadlines import deadline_protocol, fit_descriptors
+from newsletter.web.site.feed import MEDIA_TYPE as FEED_MEDIA_TYPE
 from newsletter.web.site.guard import MAX_BODY, Guard, error_log
 from newsletter.web.site.pages import render_page
 
@@ -107,6 +109,10 @@ class Service:
             error_log.error("issue %d cannot be shown: %s", number, exc.message)
             raise HTTPException(500) from None
         return HTMLResponse(html, headers={**PUBLIC, "content-security-policy": ISSUE_CSP})
+
+    async def feed(self, request: Request) -> Response:
+        xml = await run_in_threadpool(self.archive.feed)
+        return Response(xml, media_type=f"{FEED_MEDIA_TYPE}; charset=utf-8", headers=PUBLIC)
 
     async def image(self, request: Request) -> Response:
         """An image under issues/ that a published issue shows (the emails link it here)."""
@@ -265,6 +271,7 @@ def create_app(
             Route("/", service.index),
             Route("/issues/{number:int}", service.issue),
             Route("/issues/{number:int}/", service.issue),
+            Route("/feed.xml", service.feed),
             Route("/issues/{path:path}", service.image),
             Route("/unsubscribe", service.how_to_unsubscribe),
             Route("/unsubscribe/{token}", service.confirm, methods=["GET"]),

@@ -26,6 +26,7 @@ from newsletter.links import how_to_unsubscribe_url, issue_url
 from newsletter.models import Issue, Placeholder
 from newsletter.render import dated, render_issue
 from newsletter.settings import Settings
+from newsletter.web.site.feed import FEED_ENTRIES, FeedEntry, add_link_tag, atom_feed
 from newsletter.web.site.guard import error_log
 from newsletter.web.site.pages import render_page
 
@@ -116,8 +117,22 @@ class Archive:
         if cached is None or cached[0] != stamp:
             # The web version is the whole issue, also when the email is cut at Gmail's clip.
             rendered = render_issue(dated(self.issue(number), sent), self.settings, whole=True)
-            cached = self._pages[path] = (stamp, fill_public(rendered.html, self.settings, number))
+            page = add_link_tag(fill_public(rendered.html, self.settings, number), self.settings)
+            cached = self._pages[path] = (stamp, page)
         return cached[1]
+
+    def feed(self) -> str:
+        """The Atom feed of the newest issues the index lists (see feed.py)."""
+        entries, _ = self.entries()  # a broken file is left out, as on the index
+        items = []
+        for entry in entries[:FEED_ENTRIES]:
+            try:
+                modified = _stamp(issue_path(self.settings.issues_dir, entry.number))[0]
+            except OSError:
+                continue  # removed since the index was read
+            day = dt.datetime.fromtimestamp(modified / 1e9, dt.UTC)
+            items.append(FeedEntry(self.issue(entry.number), entry.date, day))
+        return atom_feed(self.settings, items)
 
     def how_to_unsubscribe_page(self, archive_href: str = "./") -> str:
         return render_page("how_to_unsubscribe.html", self.settings, archive_href=archive_href)
@@ -164,8 +179,9 @@ def fill_public(rendered_html: str, settings: Settings, number: int) -> str:
 
 
 def write_site(settings: Settings, folder: Path) -> list[Path]:
-    """The archive as static files for any static host: index.html, issues/N/index.html and
-    unsubscribe/index.html. A broken issue file stops the build with its file:line error."""
+    """The archive as static files for any static host: index.html, issues/N/index.html,
+    unsubscribe/index.html and feed.xml. A broken issue file stops the build with its file:line
+    error."""
     archive = Archive(settings)
     pages: dict[str, str] = {}
     for number in archive.numbers():
@@ -174,6 +190,7 @@ def write_site(settings: Settings, folder: Path) -> list[Path]:
     # Relative links, so the site works from any folder of any host (and from file://).
     pages["index.html"] = archive.index_page("issues/{number}/index.html")
     pages["unsubscribe/index.html"] = archive.how_to_unsubscribe_page("../index.html")
+    pages["feed.xml"] = archive.feed()
     written = []
     for name, content in pages.items():
         path = folder / name
