@@ -841,7 +841,8 @@ def test_build_site_writes_the_images_the_emails_link(project: Path) -> None:
     code, out, err = cli_run("build", "--site", "site")
     assert code == 0, err
     assert out.splitlines()[0] == (
-        "site/  web archive: 4 pages (2 issue(s), the index and how-to-unsubscribe), feed.xml and 6 image(s)"
+        "site/  web archive: 4 pages (2 issue(s), the index and how-to-unsubscribe),"
+        " feed.xml and 6 image(s)"
     )
     for name in ("cover.png", "harbour.png", "stop-1.png", "stop-2.png", "lamp.png", "kiosk.png"):
         written = project / "site" / "issues" / "images" / name
