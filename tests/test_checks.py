@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from newsletter.checks import (
     HTML_WARN,
     check_bidi,
     check_empty_sections,
     note_findings,
-    run_checks,
 )
+from newsletter.checks import run_checks as run_all
 from newsletter.clip import GMAIL_CLIP, KB
 from newsletter.markup import Note
 from newsletter.models import Issue, Item, Placeholder, RenderedEmail, Section
 
 UNSUBSCRIBE = Placeholder.UNSUBSCRIBE_URL.value
+# The checks as a Chinese newsletter runs them (its quotation marks are 「」).
+run_checks = partial(run_all, language="zh-CN")
 
 
 def issue(*urls: str) -> Issue:
@@ -100,7 +104,7 @@ def test_a_bidi_override_in_a_title_is_flagged_with_its_code_point() -> None:
     # issue 13.10: RTL override characters in titles passed unflagged.
     items = [Item(title="gnp.\u202eexe"), Item(title="שלום עולם")]
     issue = Issue(number=1, title="T", sections=[Section(title="a\u2067b\u2069", items=items)])
-    assert [str(f) for f in check_bidi(issue)] == [
+    assert [str(f) for f in check_bidi(issue, "zh-CN")] == [
         "warning: the title 「a<U+2067>b<U+2069>」 contains a bidirectional control, "
         "which shows the text in another order than it is written [bidi]",
         "warning: the title 「gnp.<U+202E>exe」 contains a bidirectional control, "
@@ -126,8 +130,8 @@ def test_a_section_with_nothing_in_it_is_a_warning() -> None:
     quiet = Issue(
         number=1, title="T", sections=[Section(title="空栏目"), Section(title="s", intro="x")]
     )
-    assert [str(f) for f in check_empty_sections(quiet)] == [
-        "warning: the section 1 空栏目 has no text and no items [empty-section]"
+    assert [str(f) for f in check_empty_sections(quiet, "zh-CN")] == [
+        "warning: the section 1 「空栏目」 has no text and no items [empty-section]"
     ]
 
 

@@ -121,8 +121,14 @@ def check(settings: Settings, number: int, list_name: str, online: bool | None) 
         for note in report.notes:
             click.echo(f"note: {note}")
         click.echo(report.summary())
+    if draft.silenced:
+        click.echo(f"silenced by the issue file: {', '.join(str(s) for s in draft.silenced)}")
     errors = sum(f.level == "error" for f in findings)
-    click.echo(f"issue {number}: {errors} error(s), {len(findings) - errors} warning(s)")
+    silenced = sum(len(s.findings) for s in draft.silenced)
+    click.echo(
+        f"issue {number}: {errors} error(s), {len(findings) - errors} warning(s)"
+        + (f", {silenced} silenced" if silenced else "")
+    )
     if errors:
         sys.exit(1)
 

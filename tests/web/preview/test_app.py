@@ -72,7 +72,7 @@ def test_issue_page_shows_title_size_checks_and_frame(preview: RunningPreview) -
     assert 'data-state="ok"' in page
     assert 'data-email-src="/issues/14/email.html"' in page
     assert re.search(r"HTML \d+\.\d KB of ~102 KB", page)
-    assert "is linked under two items" in page  # the check result, in view
+    assert "is linked under 2 items" in page  # the check result, in view
     inbox = re.search(r'<div id="inbox-line".*?</div>', page, re.DOTALL)
     assert inbox is not None
     assert "AI系统内容推荐 &lt;digest@news.example.org&gt;" in inbox.group(0)  # From, escaped
