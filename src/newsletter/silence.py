@@ -93,9 +93,7 @@ def read_silence(value: Any) -> Silence:
             raise ValueError(f"{name}: give the URL(s) whose warnings to silence, or none")
         check = _known(name)
         if not check.by_url:
-            raise ValueError(
-                f"{name} is not about one URL at a time; silence it whole: - {name}"
-            )
+            raise ValueError(f"{name} is not about one URL at a time; silence it whole: - {name}")
         return Silence(check.name, tuple(dict.fromkeys(u.strip() for u in urls)))
     if not isinstance(value, str):
         raise ValueError(

@@ -68,7 +68,9 @@ def test_a_late_result_reloads_the_page(
             time.sleep(0.2)
             version, _, text = checks_pane(preview, 15)
     assert version != first_version  # the open pages were told to fetch themselves again
-    assert f"warning 「慢」 in 「项目」: {slow}: timeout after 2 s link-check" in " ".join(text.split())
+    assert f"warning 「慢」 in 「项目」: {slow}: timeout after 2 s link-check" in " ".join(
+        text.split()
+    )
 
 
 def test_off_says_how_to_turn_it_on(project: Path) -> None:

@@ -164,6 +164,20 @@ def test_broken_issue_shows_the_error_and_recovers(preview: RunningPreview) -> N
     assert TITLE in page
 
 
+def test_the_checks_tab_shows_what_the_issue_file_silenced(preview: RunningPreview) -> None:
+    # issue 24.6: a silenced warning leaves the list and the counts, and is named as silenced.
+    preview.rewrite("sections:\n", "silence: [duplicate-url]\nsections:\n")
+    page = wait_for(preview, "/issues/14", "Silenced by the issue file")
+    checks = page[page.index('<div id="checks"') :]
+    assert "<summary>Silenced by the issue file: duplicate-url (1)</summary>" in checks
+    shown = checks[: checks.index('<details id="silenced"')]
+    assert "is linked under 2 items" not in shown
+    assert "is linked under 2 items" in checks  # in the silenced list, folded
+    row = re.search(r"<tr class=\"\">(.*?)</tr>", get(preview, "/").text, re.DOTALL)
+    assert row is not None
+    assert re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.DOTALL)[4:] == ["0", "0"]
+
+
 def test_broken_yaml_names_the_line(preview: RunningPreview) -> None:
     preview.rewrite("sections:\n", "sections: [\n")
     page = wait_for(preview, "/issues/14", 'data-state="error"')
