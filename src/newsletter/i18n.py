@@ -136,6 +136,13 @@ FINDINGS: dict[str, dict[str, str]] = {
 }
 
 
+# A new issue's title when the last one's does not carry its number (`newsletter new`).
+ISSUE_TITLE: dict[str, dict[str, str]] = {
+    "zh": {"title": "{name}第{number}期"},
+    "en": {"title": "{name} {number}"},
+}
+
+
 def quote(text: str, language: str) -> str:
     """`text` in the quotation marks of `language` (English ones for a language without)."""
     return strings_for(FINDINGS, language)["quoted"].replace("{text}", text)
