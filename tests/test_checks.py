@@ -74,6 +74,8 @@ def test_links_must_be_absolute_and_http_is_a_warning() -> None:
         (SAMPLE, "t", 1),
     )
     assert sorted(codes(findings)) == [("error", "link"), ("warning", "http")]
+    # The URL it is about, for a silence that names it.
+    assert [f.subject for f in findings if f.code == "http"] == ["http://a.example/x"]
 
 
 def test_the_same_url_under_two_items_is_a_warning_naming_both() -> None:
