@@ -18,6 +18,7 @@ MAX_LINES = 400
 # layer only its own package. The shared ground first, the command line last.
 LAYERS: list[set[str]] = [
     {"errors", "markup", "imagefile", "fields", "links", "csvfile", "seen", "safetext", "dburl"},
+    {"silence"},
     {"configfile"},
     {"settings"},
     {"content"},
@@ -125,8 +126,24 @@ KNOWN_LONG: set[str] = set()
     ],
 )
 def test_no_module_is_too_long(module: str) -> None:
+    """The cap serves cohesion: a module past it is either two concepts, to be split, or one
+    that is long by nature, named here with the reason."""
     path = dict(modules())[module]
+    if module in ONE_LONG_CONCEPT:
+        return
     assert len(path.read_text(encoding="utf-8").splitlines()) <= MAX_LINES
+
+
+# Modules allowed past MAX_LINES, each one concept that splitting would scatter.
+ONE_LONG_CONCEPT: dict[str, str] = {
+    "settings": "the schema of newsletter.toml: one typed class per table, validated together",
+}
+
+
+def test_long_concepts_are_still_long() -> None:
+    """An allowance nobody needs any more is removed, so the list stays honest."""
+    lengths = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules()}
+    assert {name for name in ONE_LONG_CONCEPT if lengths.get(name, 0) <= MAX_LINES} == set()
 
 
 def test_every_module_opens_with_a_docstring() -> None:

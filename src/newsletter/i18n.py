@@ -129,6 +129,25 @@ PAGES: dict[str, dict[str, str]] = {
 }
 
 
+# How `check` and the preview quote the newsletter's own words (a title) in a finding.
+FINDINGS: dict[str, dict[str, str]] = {
+    "zh": {"quoted": "「{text}」"},
+    "en": {"quoted": "“{text}”"},
+}
+
+
+# A new issue's title when the last one's does not carry its number (`newsletter new`).
+ISSUE_TITLE: dict[str, dict[str, str]] = {
+    "zh": {"title": "{name}第{number}期"},
+    "en": {"title": "{name} {number}"},
+}
+
+
+def quote(text: str, language: str) -> str:
+    """`text` in the quotation marks of `language` (English ones for a language without)."""
+    return strings_for(FINDINGS, language)["quoted"].replace("{text}", text)
+
+
 def primary(language: str) -> str:
     """'zh-CN' -> 'zh': the part of a language tag the tables are keyed by."""
     return language.split("-")[0].lower()

@@ -9,10 +9,12 @@ Relative paths in the file are relative to the file's folder, the project root.
 
 from __future__ import annotations
 
+import datetime as dt
 import email.utils
 import ipaddress
 import os
 import re
+import zoneinfo
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
@@ -78,6 +80,18 @@ def check_base_url(value: str) -> str:
     return value
 
 
+def check_timezone(value: str) -> str:
+    """An IANA time zone name; empty means the machine's."""
+    if value:
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"{value!r} is not a time zone such as Asia/Shanghai or Europe/Berlin"
+            ) from None
+    return value
+
+
 class NewsletterSettings(Section):
     name: str = "Newsletter"
     language: Annotated[str, AfterValidator(check_language)] = "en"
@@ -89,6 +103,14 @@ class NewsletterSettings(Section):
     greeting_fallback: str = "friend"
     sample_name: str = "Sample Reader"
     sample_email: str = "reader@example.org"
+    # Where the newsletter's days begin and end (Asia/Shanghai); empty: the machine's zone.
+    timezone: Annotated[str, AfterValidator(check_timezone)] = ""
+
+    def today(self) -> dt.date:
+        """The newsletter's date now: in its time zone, else the machine's."""
+        if self.timezone:
+            return dt.datetime.now(zoneinfo.ZoneInfo(self.timezone)).date()
+        return dt.date.today()
 
 
 class RenderSettings(Section):

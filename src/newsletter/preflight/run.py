@@ -157,7 +157,7 @@ async def _run(
         jobs.append(("MX", auth.check_mail_domain(lookup, return_path, "Return-Path (bounces)")))
     if reply_domain and reply_domain != from_domain:
         jobs.append(("MX", auth.check_mail_domain(lookup, reply_domain, "Reply-To (replies)")))
-    labels = report.item_labels(issue)
+    labels = report.item_labels(issue, settings.newsletter.language)
     try:
         async with asyncio.TaskGroup() as group:
             links_task = group.create_task(checker.check(labels, deadline))

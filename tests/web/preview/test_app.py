@@ -72,7 +72,7 @@ def test_issue_page_shows_title_size_checks_and_frame(preview: RunningPreview) -
     assert 'data-state="ok"' in page
     assert 'data-email-src="/issues/14/email.html"' in page
     assert re.search(r"HTML \d+\.\d KB of ~102 KB", page)
-    assert "is linked under two items" in page  # the check result, in view
+    assert "is linked under 2 items" in page  # the check result, in view
     inbox = re.search(r'<div id="inbox-line".*?</div>', page, re.DOTALL)
     assert inbox is not None
     assert "AI系统内容推荐 &lt;digest@news.example.org&gt;" in inbox.group(0)  # From, escaped
@@ -162,6 +162,20 @@ def test_broken_issue_shows_the_error_and_recovers(preview: RunningPreview) -> N
     preview.issue_file.write_text(original, encoding="utf-8")
     page = wait_for(preview, "/issues/14", 'data-state="ok"')
     assert TITLE in page
+
+
+def test_the_checks_tab_shows_what_the_issue_file_silenced(preview: RunningPreview) -> None:
+    # issue 24.6: a silenced warning leaves the list and the counts, and is named as silenced.
+    preview.rewrite("sections:\n", "silence: [duplicate-url]\nsections:\n")
+    page = wait_for(preview, "/issues/14", "Silenced by the issue file")
+    checks = page[page.index('<div id="checks"') :]
+    assert "<summary>Silenced by the issue file: duplicate-url (1)</summary>" in checks
+    shown = checks[: checks.index('<details id="silenced"')]
+    assert "is linked under 2 items" not in shown
+    assert "is linked under 2 items" in checks  # in the silenced list, folded
+    row = re.search(r"<tr class=\"\">(.*?)</tr>", get(preview, "/").text, re.DOTALL)
+    assert row is not None
+    assert re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.DOTALL)[4:] == ["0", "0"]
 
 
 def test_broken_yaml_names_the_line(preview: RunningPreview) -> None:
