@@ -1,6 +1,6 @@
-"""Rows in; CSV a spreadsheet can open safely out (`newsletter status --csv`, the click report's
-`--csv`): no cell runs as a formula, and none carries a control character (the CSV also goes to terminals, with
-`--csv -`, and to viewers that act on escapes)."""
+"""Rows in; CSV a spreadsheet can open safely out (`newsletter status --csv`, the click report):
+no cell runs as a formula, and none carries a control character (the CSV also goes to
+terminals, with `--csv -`, and to viewers that act on escapes)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from typing import Literal, NamedTuple
 
 from crawlerdetect import CrawlerDetect
 
-from newsletter.mail.tokens import ClickTarget
+from newsletter.mail.clicktokens import ClickTarget
 from newsletter.places import Place
 from newsletter.safetext import printable
 

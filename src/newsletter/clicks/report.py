@@ -17,6 +17,7 @@ import datetime as dt
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 from typing import Literal, NamedTuple
 
 from newsletter.clicks.rules import MACHINE_RULES, Rule
@@ -228,13 +229,15 @@ def _outcome(name: str, count: int, sent: int, limit: int) -> Outcome:
     if sent <= 0:
         return Outcome(name, Below(limit) if count < limit else count, "n/a")
     if count < limit:
-        return Outcome(name, Below(limit), f"< {_percent(limit / sent)}")
-    return Outcome(name, count, _percent(count / sent))
+        # An upper bound, so rounded up: "< 0.13 %" for 5 of 4,000 (0.125 %).
+        return Outcome(name, Below(limit), f"< {_percent(limit, sent, ROUND_CEILING)}")
+    return Outcome(name, count, _percent(count, sent, ROUND_HALF_UP))
 
 
-def _percent(fraction: float) -> str:
-    digits = 0 if fraction >= 0.1 else 1 if fraction >= 0.01 else 2
-    return f"{fraction * 100:.{digits}f} %"
+def _percent(count: int, sent: int, rounding: str) -> str:
+    percent = Decimal(count) * 100 / Decimal(sent)
+    places = Decimal("1") if percent >= 10 else Decimal("0.1") if percent >= 1 else Decimal("0.01")
+    return f"{percent.quantize(places, rounding=rounding)} %"
 
 
 def _over_time(

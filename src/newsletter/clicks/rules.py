@@ -91,14 +91,23 @@ class Verdict(NamedTuple):
 class _Pending:
     """An event waiting for the window after it to be read."""
 
-    __slots__ = ("burst", "event", "key", "near", "rule")
+    __slots__ = ("at", "burst", "canary", "event", "key", "near", "place", "rule")
 
     def __init__(self, event: ClickEvent, key: Hashable | None, rule: Rule | None) -> None:
         self.event = event
+        self.at = event.at
+        self.place = event.place
+        self.canary = event.place.region is Region.CANARY
         self.key = key
         self.rule = rule
         self.burst = False
         self.near = False
+
+
+class _Message(deque[_Pending]):
+    """One message's events still in the window, oldest first, and its last canary request."""
+
+    canary_at = -math.inf
 
 
 def label(events: Iterable[ClickEvent], windows: Windows | None = None) -> Iterator[Verdict]:
@@ -107,7 +116,7 @@ def label(events: Iterable[ClickEvent], windows: Windows | None = None) -> Itera
     windows = windows or Windows()
     horizon = max(windows.burst, windows.canary)
     pending: deque[_Pending] = deque()
-    recent: dict[Hashable, deque[_Pending]] = {}
+    recent: dict[Hashable, _Message] = {}
     repeats = _Repeats(windows.repeat)
     now = -math.inf
     for event in events:
@@ -116,7 +125,9 @@ def label(events: Iterable[ClickEvent], windows: Windows | None = None) -> Itera
             yield _settle(pending.popleft(), recent, repeats)
         entry = _Pending(event, message_key(event), rule_at_once(event, windows))
         if entry.key is not None:
-            group = recent.setdefault(entry.key, deque())
+            group = recent.get(entry.key)
+            if group is None:
+                group = recent[entry.key] = _Message()
             if len(group) >= _FLOOD:
                 entry.burst = True
             else:
@@ -151,21 +162,27 @@ def message_key(event: ClickEvent) -> Hashable | None:
     return None
 
 
-def _compare(entry: _Pending, group: deque[_Pending], windows: Windows) -> None:
-    """Rules 6 and 7 between a new event and the same message's events still in the window."""
-    canary = entry.event.place.region is Region.CANARY
-    for other in group:
-        gap = abs(entry.event.at - other.event.at)
-        if gap <= windows.burst and other.event.place != entry.event.place:
+def _compare(entry: _Pending, group: _Message, windows: Windows) -> None:
+    """Rules 6 and 7 between a new event and the same message's events still in the window,
+    newest first: in time order, the scan stops at the first one out of reach."""
+    at, place = entry.at, entry.place
+    if entry.canary:
+        for other in reversed(group):
+            if at - other.at > windows.canary:
+                break
+            other.near = True
+        group.canary_at = max(group.canary_at, at)
+    elif abs(at - group.canary_at) <= windows.canary:
+        entry.near = True
+    burst = windows.burst
+    for other in reversed(group):
+        if at - other.at > burst:
+            break
+        if other.place != place:
             entry.burst = other.burst = True
-        if gap <= windows.canary:
-            if canary:
-                other.near = True
-            if other.event.place.region is Region.CANARY:
-                entry.near = True
 
 
-def _settle(entry: _Pending, recent: dict[Hashable, deque[_Pending]], repeats: _Repeats) -> Verdict:
+def _settle(entry: _Pending, recent: dict[Hashable, _Message], repeats: _Repeats) -> Verdict:
     if entry.key is not None:
         group = recent.get(entry.key)
         if group:

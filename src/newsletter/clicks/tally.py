@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from newsletter.clicks.rules import Rule, Verdict
-from newsletter.places import Part, Spot
+from newsletter.places import Part, Place, Spot
 
 _K = TypeVar("_K")
 
@@ -59,11 +59,15 @@ def tally(verdicts: Iterable[Verdict]) -> ClickCounts:
     section_machines: Counter[int] = Counter()
     rules: Counter[Rule] = Counter()
     requests = machines_total = 0
+    where: dict[Place, tuple[Spot | None, int | None]] = {}  # an issue has a few hundred places
     for verdict in verdicts:
         requests += 1
         rules[verdict.rule] += 1
-        spot = verdict.event.place.spot
-        section = _section(spot)
+        place = verdict.event.place
+        found = where.get(place)
+        if found is None:
+            found = where[place] = (place.spot, _section(place.spot))
+        spot, section = found
         if not verdict.human:
             machines_total += 1
             if spot is not None:

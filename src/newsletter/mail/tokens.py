@@ -1,8 +1,9 @@
-"""Opaque URL-safe tokens, made and checked under NEWSLETTER_SECRET: unsubscribe and click.
+"""The keys NEWSLETTER_SECRET gives, and unsubscribe tokens: (list name, address) in, an opaque
+URL-safe token out, and back again.
 
-An unsubscribe token carries (list name, address) and back again; a click token carries a link's
-place in an issue (see "Click tokens" below). Both come from the same secret and its rotation,
-under keys derived for each purpose, so one never verifies as the other.
+Every token of the tool (these, the click tokens of mail/clicktokens.py) comes from this module's
+keys: the secret and its rotation, one derived key per purpose, so no kind of token verifies as
+another.
 
 An unsubscribe token is two base64url fields joined by a dot, ``KID.BOX``:
 
@@ -21,13 +22,6 @@ working, new ones are made with the new secret.
 
 The token sits in a URL path that mailbox providers POST to without cookies (RFC 8058), so it alone
 must prove the request.
-
-Click tokens go in every tracked link of every message, so they are one base64url field, about
-40 characters: 3 bytes of the same key id, then an AES-SIV box (its own derived key, its own
-associated data) of the issue number, the link's Place, 4 bytes of SHA-256 of the link's URL (so
-a redirect can tell that the issue file was edited since), and either the list name
-(`aggregate`: the same token for every reader of the list, nothing per person) or the outbox row
-(`per-reader`). Numbers are unsigned LEB128 varints.
 """
 
 from __future__ import annotations
@@ -47,7 +41,6 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
 from newsletter.configfile import SECRET_ENV
 from newsletter.errors import ConfigError, TokenError
-from newsletter.places import Place, Region
 from newsletter.settings import Settings
 
 _VERSION = b"newsletter-unsubscribe-v2"
@@ -55,14 +48,6 @@ _VERSION_1 = b"newsletter-unsubscribe-v1\n"
 _KID_LABEL = b"newsletter key id"
 _BOX_LABEL = b"newsletter unsubscribe token encryption v2"
 _MAX_TOKEN = 2048
-_CLICK_VERSION = b"newsletter-click-v1"
-_CLICK_BOX_LABEL = b"newsletter click token encryption v1"
-_CLICK_KID = 3  # bytes of the key id: enough to pick among a few keys, a collision tries both
-_DIGEST = 4  # bytes of the URL's SHA-256
-_SIV_TAG = 16
-_MAX_CLICK = 256
-_MAX_VARINT = 9  # bytes: 63 bits
-_CLICK_HINT = "Use the link exactly as it came in the email."
 MIN_SECRET_LENGTH = 16
 _FIELD = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -131,19 +116,27 @@ def _ephemeral_secret() -> bytes:
 @functools.lru_cache(maxsize=8)  # a send signs one token per recipient with the same key
 def key_id(secret: Secret) -> str:
     """The short public name of a key, as it appears at the start of every token."""
-    return _b64(_key_id_bytes(secret))
+    return b64(key_id_bytes(secret))
 
 
 @functools.lru_cache(maxsize=8)
-def _key_id_bytes(secret: Secret) -> bytes:
+def key_id_bytes(secret: Secret) -> bytes:
+    """The 6 bytes `key_id` spells; a token may carry a prefix of them."""
     return hmac.digest(_key(secret), _KID_LABEL, "sha256")[:6]
 
 
 @functools.lru_cache(maxsize=16)
-def _box(secret: Secret, label: bytes = _BOX_LABEL) -> AESSIV:
+def siv_box(secret: Secret, label: bytes = _BOX_LABEL) -> AESSIV:
+    """AES-256-SIV under the key derived from `secret` for the purpose `label`."""
     # AES-256-SIV takes a 512-bit key; the secret itself is never used as one, and each purpose
     # (its label) gets a key of its own.
     return AESSIV(hmac.digest(_key(secret), label, hashlib.sha512))
+
+
+@functools.lru_cache(maxsize=16)
+def derived_key(secret: Secret, label: bytes) -> bytes:
+    """A 256-bit key derived from `secret` for the purpose `label` (never the secret itself)."""
+    return hmac.digest(_key(secret), label, hashlib.sha256)
 
 
 def sign(secret: Secret, list_name: str, address: str) -> str:
@@ -151,8 +144,8 @@ def sign(secret: Secret, list_name: str, address: str) -> str:
     if "\n" in list_name or "\n" in address:
         raise ValueError("list name and address must not contain a newline")
     kid = key_id(secret)
-    box = _box(secret).encrypt(f"{list_name}\n{address}".encode(), [_VERSION, kid.encode()])
-    return f"{kid}.{_b64(box)}"
+    box = siv_box(secret).encrypt(f"{list_name}\n{address}".encode(), [_VERSION, kid.encode()])
+    return f"{kid}.{b64(box)}"
 
 
 def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
@@ -161,7 +154,7 @@ def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
     if len(token) > _MAX_TOKEN or not token.isascii():
         raise TokenError("the unsubscribe token is malformed")
     parts = token.split(".")
-    if len(parts) not in (2, 3) or not all(_canonical(part) for part in parts):
+    if len(parts) not in (2, 3) or not all(canonical(part) for part in parts):
         raise TokenError("the unsubscribe token is malformed")
     candidates = (keys,) if isinstance(keys, bytes | str) else tuple(keys)
     secret = next((k for k in candidates if hmac.compare_digest(parts[0], key_id(k))), None)
@@ -173,7 +166,7 @@ def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
     try:
         if len(parts) == 2:
             kid, box = parts
-            plain = _box(secret).decrypt(_unb64(box), [_VERSION, kid.encode()])
+            plain = siv_box(secret).decrypt(unb64(box), [_VERSION, kid.encode()])
         else:
             plain = _verify_v1(secret, *parts)
         list_name, sep, address = plain.decode("utf-8").partition("\n")
@@ -189,150 +182,28 @@ def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
 def _verify_v1(secret: Secret, kid: str, payload: str, mac: str) -> bytes:
     """The first format's payload, if its MAC is right (links in issues sent before v2)."""
     message = _VERSION_1 + kid.encode("ascii") + b"." + payload.encode("ascii")
-    if not hmac.compare_digest(mac, _b64(hmac.digest(_key(secret), message, "sha256"))):
+    if not hmac.compare_digest(mac, b64(hmac.digest(_key(secret), message, "sha256"))):
         raise InvalidTag
-    return _unb64(payload)
+    return unb64(payload)
 
 
-class ClickTarget(NamedTuple):
-    """What a genuine click token names: the issue, the link's place in it, a digest of the
-    link's URL when the token was made, and the list (`aggregate`) or the outbox row
-    (`per-reader`): exactly one of the two."""
-
-    issue: int
-    place: Place
-    digest: bytes
-    list_name: str | None
-    row: int | None
-
-    def names(self, url: str) -> bool:
-        """Whether `url` is the link the token was made for (the file may have changed)."""
-        return hmac.compare_digest(self.digest, url_digest(url))
-
-
-def url_digest(url: str) -> bytes:
-    return hashlib.sha256(url.encode("utf-8")).digest()[:_DIGEST]
-
-
-def click_token(
-    secret: Secret,
-    issue: int,
-    place: Place,
-    url: str,
-    *,
-    list_name: str | None = None,
-    row: int | None = None,
-) -> str:
-    """An opaque token naming the link at `place` of `issue`, for one list's readers together
-    (`list_name`) or for one outbox row (`row`). Deterministic: the same arguments give the
-    same token, so an aggregate link is the same in every message."""
-    if (list_name is None) == (row is None):
-        raise ValueError("a click token names either a list (aggregate) or an outbox row")
-    plain = bytearray()
-    for number in (issue, place.region << 1 | (row is not None), place.section, place.item):
-        _put_varint(plain, number)
-    _put_varint(plain, place.link)
-    plain += url_digest(url)
-    if row is not None:
-        _put_varint(plain, row)
-    else:
-        assert list_name is not None
-        if not list_name:
-            raise ValueError("the list name must not be empty")
-        plain += list_name.encode("utf-8")
-    kid = _key_id_bytes(secret)[:_CLICK_KID]
-    box = _box(secret, _CLICK_BOX_LABEL).encrypt(bytes(plain), [_CLICK_VERSION, kid])
-    return _b64(kid + box)
-
-
-def verify_click(keys: Secret | Sequence[Secret], token: str) -> ClickTarget:
-    """What a click token names, if it was made with any of `keys` (the current secret
-    first); TokenError if it is forged, altered, malformed or made with an unknown key."""
-    if len(token) > _MAX_CLICK or not token.isascii() or not _canonical(token):
-        raise TokenError("the link's token is malformed", hint=_CLICK_HINT)
-    raw = _unb64(token)
-    if len(raw) < _CLICK_KID + _SIV_TAG + 5 + _DIGEST:
-        raise TokenError("the link's token is malformed", hint=_CLICK_HINT)
-    kid, box = raw[:_CLICK_KID], raw[_CLICK_KID:]
-    candidates = (keys,) if isinstance(keys, bytes | str) else tuple(keys)
-    matching = [k for k in candidates if hmac.compare_digest(_key_id_bytes(k)[:_CLICK_KID], kid)]
-    if not matching:
-        raise TokenError(
-            "the link's token was made with another key (was NEWSLETTER_SECRET changed? keep "
-            "the old value in NEWSLETTER_SECRET_PREVIOUS)",
-            hint=_CLICK_HINT,
-        )
-    for secret in matching:
-        try:
-            plain = _box(secret, _CLICK_BOX_LABEL).decrypt(box, [_CLICK_VERSION, kid])
-        except InvalidTag:
-            continue
-        try:
-            return _click_target(plain)
-        except (ValueError, UnicodeDecodeError):
-            break
-    else:
-        raise TokenError("the link's token is forged or was altered", hint=_CLICK_HINT)
-    raise TokenError("the link's token is malformed", hint=_CLICK_HINT)
-
-
-def _click_target(plain: bytes) -> ClickTarget:
-    at = 0
-    numbers = []
-    for _ in range(5):
-        number, at = _get_varint(plain, at)
-        numbers.append(number)
-    issue, flags, section, item, link = numbers
-    place = Place(Region(flags >> 1), section, item, link)
-    digest, at = plain[at : at + _DIGEST], at + _DIGEST
-    if len(digest) != _DIGEST:
-        raise ValueError("short")
-    if flags & 1:
-        row, at = _get_varint(plain, at)
-        if at != len(plain):
-            raise ValueError("trailing bytes")
-        return ClickTarget(issue, place, digest, None, row)
-    list_name = plain[at:].decode("utf-8")
-    if not list_name:
-        raise ValueError("no list")
-    return ClickTarget(issue, place, digest, list_name, None)
-
-
-def _put_varint(out: bytearray, number: int) -> None:
-    if number < 0 or number >= 1 << (7 * _MAX_VARINT):
-        raise ValueError(f"{number} is out of a token's range")
-    while number >= 0x80:
-        out.append(number & 0x7F | 0x80)
-        number >>= 7
-    out.append(number)
-
-
-def _get_varint(data: bytes, at: int) -> tuple[int, int]:
-    number = shift = 0
-    for index in range(at, min(at + _MAX_VARINT, len(data))):
-        byte = data[index]
-        number |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return number, index + 1
-        shift += 7
-    raise ValueError("bad number")
-
-
-def _canonical(field: str) -> bool:
+def canonical(field: str) -> bool:
     """Only the exact encoding _b64 writes: no padding, no characters base64 would skip, and no
     other spelling of the same bytes (the last character's unused bits set)."""
     if not _FIELD.fullmatch(field) or len(field) % 4 == 1:
         return False
-    return _b64(_unb64(field)) == field
+    return b64(unb64(field)) == field
 
 
 def _key(secret: Secret) -> bytes:
     return secret.encode("utf-8") if isinstance(secret, str) else secret
 
 
-def _b64(data: bytes) -> str:
+def b64(data: bytes) -> str:
+    """URL-safe base64 without padding: the spelling of every token field."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def _unb64(text: str) -> bytes:
+def unb64(text: str) -> bytes:
+    """The bytes of a field `canonical` accepted."""
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
