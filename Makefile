@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/serve.py
 	$(PY) benchmarks/bounces.py
 	$(PY) benchmarks/preflight.py
+	$(PY) benchmarks/clicks.py
 
 clean:
 	rm -rf $(VENV) out .newsletter .pytest_cache .mypy_cache .ruff_cache
