@@ -181,3 +181,9 @@ def test_the_scripted_scene_counts_the_persons_two_items_only(
     assert counts.rules[Rule.CANARY] == 1
     assert counts.rules[Rule.NEAR_CANARY] == 2
     assert counts.rules[Rule.BURST] == len(issue_links(issue))
+
+
+def test_an_event_out_of_time_order_is_judged_against_the_window() -> None:
+    # Two writers' clocks a moment apart: the later row carries the earlier time.
+    assert rules([event(1.0, A), event(0.5, B)]) == [Rule.BURST, Rule.BURST]
+    assert rules([event(5.0, CANARY), event(3.0, A)]) == [Rule.CANARY, Rule.NEAR_CANARY]
