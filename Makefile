@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bounces.py
 	$(PY) benchmarks/preflight.py
 	$(PY) benchmarks/clicks.py
+	$(PY) benchmarks/signup.py
 
 clean:
 	rm -rf $(VENV) out .newsletter .pytest_cache .mypy_cache .ruff_cache

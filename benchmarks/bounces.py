@@ -7,6 +7,10 @@
    factory without one, on issue 14.
 3. The send's rate guard: one run_totals reading on a SQLite outbox of N sent rows, against
    counts() of the same (issue, list) (what `status` reads).
+4. A 60 MB bounce in a Maildir (a qmail bounce returning a 60 MB text), read and classified
+   the way `newsletter bounces` does (MaildirInbox: its first MAX_MAIL_BYTES), against reading
+   the whole mail and classifying that (what it did before). Each side runs in a fresh process:
+   seconds, and the process's peak RSS (imports included).
 
 Run: `.venv/bin/python benchmarks/bounces.py [--rows N]`.
 """
@@ -15,7 +19,10 @@ from __future__ import annotations
 
 import argparse
 import email
+import mailbox
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -84,6 +91,50 @@ def guard(rows: int) -> tuple[float, float]:
     return totals, counts
 
 
+# One side of figure 4, run by a fresh interpreter that imports only what `newsletter bounces`
+# needs to read and classify: prints seconds, peak RSS in MB (imports included) and the verdict.
+_READ_HUGE = """
+import mailbox, re, sys, time
+from pathlib import Path
+from newsletter.bounces.inbox import MaildirInbox
+from newsletter.bounces.reports import read_report
+folder, how = sys.argv[1:]
+start = time.perf_counter()
+if how == "capped":
+    (mail,) = list(MaildirInbox(Path(folder), "").mails())
+    raw = mail.raw
+else:
+    box = mailbox.Maildir(folder, factory=None, create=False)
+    raw = box.get_bytes(next(iter(box.keys())))
+kind = read_report(raw).kind.value
+seconds = time.perf_counter() - start
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec (the parent's peak).
+status = Path("/proc/self/status").read_text()
+print(seconds, int(re.search(r"VmHWM:\\s*(\\d+)", status).group(1)) / 1024, kind)
+"""
+
+
+def huge(megabytes: int = 60) -> list[tuple[float, float, str]]:
+    """(seconds, peak RSS MB, verdict): read as `newsletter bounces` does, then whole."""
+    head = (CORPUS / "qmail-no-mailbox.eml").read_bytes()
+    line = b"Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod.\n"
+    found = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = str(Path(tmp) / "box")
+        box = mailbox.Maildir(folder, create=True)
+        box.add(head + line * (megabytes * 1024 * 1024 // len(line)))
+        for how in ("capped", "whole"):
+            done = subprocess.run(
+                [sys.executable, "-c", _READ_HUGE, folder, how],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            seconds, peak, kind = done.stdout.split()
+            found.append((float(seconds), float(peak), kind))
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=100_000)
@@ -91,6 +142,7 @@ def main() -> None:
     ours, reference = classify()
     tagged, plain = verp()
     totals, counts = guard(args.rows)
+    (ours_s, ours_mb, ours_kind), (whole_s, whole_mb, whole_kind) = huge()
     print("| figure | measured | reference (same run) | ratio |")
     print("| --- | --- | --- | --- |")
     print(
@@ -104,6 +156,12 @@ def main() -> None:
     print(
         f"| rate guard reading, {args.rows:,} sent rows | {totals / 1000:.1f} ms"
         f" | counts() {counts / 1000:.1f} ms | {totals / counts:.1f}× |"
+    )
+    print(
+        f"| a 60 MB bounce from a Maildir, read + classified ({ours_kind})"
+        f" | {ours_s:.2f} s, peak RSS {ours_mb:.0f} MB"
+        f" | the whole mail ({whole_kind}): {whole_s:.2f} s, peak RSS {whole_mb:.0f} MB"
+        f" | {ours_s / whole_s:.3f}× time, {ours_mb / whole_mb:.2f}× memory |"
     )
 
 

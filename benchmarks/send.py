@@ -9,6 +9,10 @@ Ours is the real `newsletter send` (a fresh delivery log, the real message facto
 connection recycling); its time is the send phase its own summary reports, and the whole
 command's wall time is shown too. Peak RSS is the largest `newsletter send` process's.
 
+Then the same send DKIM-signed (a [dkim] table with a throwaway RSA-2048 key) against it
+unsigned, the two run in turn against the same sink, `--repeat` times each; the middle trial by
+the ratio of their whole commands is shown.
+
 Run: `make bench` or `python benchmarks/send.py` (needs the Debian package postfix).
 """
 
@@ -24,6 +28,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory
@@ -97,16 +104,37 @@ def temporary_project(prefix: str) -> Path:
     return copy_project(Path(tempfile.mkdtemp(prefix=prefix)))
 
 
-def make_project(messages: int) -> Path:
+def make_project(messages: int, dkim_key: bytes | None = None) -> Path:
+    """A project with a list of `messages` readers; with `dkim_key` (PEM), a [dkim] table."""
     folder = temporary_project("newsletter-bench-")
     rows = "".join(f"reader{i:05d}@example.com,Reader {i}\n" for i in range(messages))
     (folder / "bench.csv").write_text("email,name\n" + rows, encoding="utf-8")
+    if dkim_key is not None:
+        (folder / "dkim.pem").write_bytes(dkim_key)
+        with (folder / "newsletter.toml").open("a", encoding="utf-8") as config:
+            config.write(
+                '\n[dkim]\ndomain = "news.example.org"\nselector = "bench"\n'
+                'private_key = "dkim.pem"\n'
+            )
     return folder
 
 
-def run_ours(port: int, sessions: int, processes: int, messages: int) -> tuple[float, float, float]:
-    """(msg/s of the send phase, msg/s of the whole command, peak RSS in MB)."""
-    project = make_project(messages)
+def dkim_key() -> bytes:
+    """A throwaway RSA-2048 private key, PEM."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def run_ours(
+    port: int, sessions: int, processes: int, messages: int, dkim: bytes | None = None
+) -> tuple[float, float, float]:
+    """(msg/s of the send phase, msg/s of the whole command, peak RSS in MB); signed with the
+    PEM key `dkim` when given."""
+    project = make_project(messages, dkim)
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEWSLETTER_")}
     env.update(
         NEWSLETTER_SECRET=SECRET,
@@ -143,17 +171,25 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument(
         "--runs",
-        nargs="+",
+        nargs="*",
         default=["1x1", "4x1", "4x2"],
         help="SESSIONSxPROCESSES for newsletter (smtp-source always runs one process)",
     )
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--signed-runs",
+        nargs="*",
+        default=["4x1", "4x2"],
+        help="SESSIONSxPROCESSES sent signed and unsigned in turn (none: skip)",
+    )
     options = parser.parse_args()
     require_postfix()
     size = message_size()
     port = free_port()
     sink = start_sink(port)
     rows = []
+    signed_rows = []
+    key = dkim_key()
     try:
         for run in options.runs:
             sessions, processes = (int(x) for x in run.split("x"))
@@ -167,6 +203,15 @@ def main() -> None:
                 trials.append((max(before, after), ours, whole, rss))
             trials.sort(key=lambda t: t[1] / t[0])
             rows.append((sessions, processes, *trials[len(trials) // 2]))
+        for run in options.signed_runs:
+            sessions, processes = (int(x) for x in run.split("x"))
+            pairs = []
+            for _ in range(options.repeat):
+                unsigned = run_ours(port, sessions, processes, options.messages)
+                signed = run_ours(port, sessions, processes, options.messages, key)
+                pairs.append((unsigned, signed))
+            pairs.sort(key=lambda pair: pair[1][1] / pair[0][1])
+            signed_rows.append((sessions, processes, *pairs[len(pairs) // 2]))
     finally:
         sink.terminate()
         sink.wait()
@@ -184,6 +229,20 @@ def main() -> None:
             f"  {ours / reference:>5.2f}  {whole:>5.0f} m/s  {rss:>5.0f} MB"
         )
     print("ratio = newsletter's send phase / smtp-source, same sink, same run (target >= 0.5)")
+    if not signed_rows:
+        return
+    print()
+    print("DKIM-signed (RSA-2048) against unsigned, the same send in turn (send phase, whole cmd)")
+    print(
+        f"{'sessions':>8}  {'processes':>9}  {'unsigned':>17}  {'signed':>17}"
+        f"  {'signed/unsigned':>15}"
+    )
+    for sessions, processes, unsigned, signed in signed_rows:
+        print(
+            f"{sessions:>8}  {processes:>9}  {unsigned[0]:>5.0f}, {unsigned[1]:>5.0f} m/s"
+            f"  {signed[0]:>5.0f}, {signed[1]:>5.0f} m/s"
+            f"  {signed[0] / unsigned[0]:>6.2f}, {signed[1] / unsigned[1]:>5.2f}"
+        )
 
 
 if __name__ == "__main__":

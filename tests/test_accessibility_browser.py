@@ -1,7 +1,8 @@
 """The email as readers see it, checked by real engines in headless Chromium.
 
-The sample recipient's HTML part (decoded from the message bytes `send` would deliver) at 375 px
-and 680 px, in the light and the dark scheme (`prefers-color-scheme` emulated): axe-core (the
+The sample recipient's HTML part (decoded from the message bytes `send` would deliver) of issue
+14 and of the two weeklies of tests/data/weeklies at 375 px and 680 px, in the light and the dark
+scheme (`prefers-color-scheme` emulated): axe-core (the
 copy `axe-playwright-python` ships) finds no WCAG 2.1 AA violation, every text node has the
 contrast it needs against the background it is really drawn on, every link a reader taps on a
 phone is at least 44 px high, and nothing scrolls sideways. The preview's and `serve`'s pages get
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
+from newsletter.draft import review
 from newsletter.issues import load_issue
 from newsletter.mail.message import sample_message
 from newsletter.models import Issue
@@ -28,7 +30,9 @@ from newsletter.render import render_issue
 from newsletter.settings import Settings
 from support.capture import capture_server, send_test
 from support.preview import running_preview
+from support.project import copy_project
 from support.site import one_click_url, running_service
+from support.weeklies import CHINESE, ENGLISH, add_weekly, route_images, weekly_settings
 
 pytestmark = pytest.mark.browser
 
@@ -40,6 +44,8 @@ WCAG_AA = {
 WIDTHS = (375, 680)
 SCHEMES = ("light", "dark")
 TAP_TARGET = 44  # px, Apple's and WCAG 2.5.5's minimum
+TAP_SELECTOR = "h3, .nl-links, .nl-compact, .nl-more, .nl-viewlink, .nl-footer-text"
+Sizes = dict[str, tuple[int, int]]
 
 
 def email_html(settings: Settings, issue: Issue | None = None) -> str:
@@ -103,13 +109,15 @@ def test_the_email_in_each_width_and_scheme(email_page: Any) -> None:
 
 
 def test_links_are_tap_targets_on_a_phone(browser: Any, email_file: Path) -> None:
-    """Every link outside running text is at least 44 px high at 375 px."""
+    """Every link outside running text (titles, link rows, compact lists, the notice and the
+    lines around the card) is at least 44 px high at 375 px."""
     context = browser.new_context(viewport={"width": 375, "height": 900})
     page = context.new_page()
     page.goto(email_file.as_uri())
     heights = page.evaluate(
+        f"const TAP_TARGETS = {TAP_SELECTOR!r};"
         """[...document.querySelectorAll('a')]
-             .filter((a) => !a.closest('.nl-summary') && a.checkVisibility())
+             .filter((a) => a.closest(TAP_TARGETS) && a.checkVisibility())
              .map((a) => [a.textContent.trim().slice(0, 30), a.getBoundingClientRect().height])"""
     )
     context.close()
@@ -121,7 +129,7 @@ def test_a_regressed_colour_is_caught(browser: Any, email_file: Path, tmp_path: 
     """The contrast walk fails the old footer colour in dark mode (3.6:1), and so does axe."""
     html = email_file.read_text(encoding="utf-8")
     broken, count = re.subn(
-        r"(\.nl-meta, \.nl-date, \.nl-footer-text, [^{]*\{ color: )#9da7b3", r"\g<1>#656d76", html
+        r"(\.nl-meta,\.nl-date,\.nl-footer-text,[^{]*\{color:)#9da7b3", r"\g<1>#656d76", html
     )
     assert count == 1
     path = tmp_path / "broken.html"
@@ -135,6 +143,78 @@ def test_a_regressed_colour_is_caught(browser: Any, email_file: Path, tmp_path: 
     assert {f["color"] for f in failures} == {"#656d76"}
     assert min(f["ratio"] for f in failures) < 4.5
     assert any(v.startswith("color-contrast") for v in found)
+
+
+@pytest.fixture(scope="module")
+def weekly_files(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[int, tuple[Path, Settings, Sizes]]:
+    """Each weekly's HTML part in a file, the settings whose images it links, and the size of
+    each remote image it shows."""
+    root = copy_project(tmp_path_factory.mktemp("weeklies") / "project")
+    files = {}
+    for number in (CHINESE, ENGLISH):
+        path = add_weekly(root, number)
+        settings = weekly_settings(root, number)
+        draft = review(settings, path, "main")
+        page = root / f"email-{number}.html"
+        page.write_text(draft.html, encoding="utf-8")
+        sizes = {
+            image.src: (image.width, image.height)
+            for image in draft.issue.images
+            if image.width and image.height and not image.local
+        }
+        files[number] = (page, settings, sizes)
+    return files
+
+
+@pytest.mark.parametrize("number", [CHINESE, ENGLISH], ids=["chinese", "english"])
+@pytest.mark.parametrize(("width", "scheme"), [(w, s) for w in WIDTHS for s in SCHEMES])
+def test_the_weeklies_in_each_width_and_scheme(
+    browser: Any,
+    weekly_files: dict[int, tuple[Path, Settings, Sizes]],
+    number: int,
+    width: int,
+    scheme: str,
+) -> None:
+    """issue 20: images with their alt text and size, paragraphs, quotes, lists and code, at
+    375 and 680 px, light and dark: axe finds nothing, every text has its contrast, nothing
+    scrolls sideways, every image has loaded at its own aspect, and taps are 44 px."""
+    page_file, settings, sizes = weekly_files[number]
+    context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
+    route_images(context, settings, sizes)
+    page = context.new_page()
+    page.goto(page_file.as_uri())
+    page.wait_for_load_state("load")
+    try:
+        assert violations(page) == []
+        assert contrast_failures(page) == []
+        scroll = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+        assert scroll[0] <= scroll[1], "the email scrolls sideways"
+        images = page.evaluate(
+            """[...document.querySelectorAll('img')].map((img) => [img.alt,
+                 img.complete && img.naturalWidth > 0, img.getBoundingClientRect().width,
+                 img.getBoundingClientRect().height, +img.getAttribute('width'),
+                 +img.getAttribute('height')])"""
+        )
+        assert len(images) == (39 if number == CHINESE else 0)
+        for alt, loaded, shown_w, shown_h, width_attr, height_attr in images:
+            assert alt
+            assert loaded
+            assert shown_w <= width - 2 * 16
+            # Shown at the aspect its width and height attributes give: nothing jumps.
+            assert abs(shown_h / shown_w - height_attr / width_attr) < 0.02
+        if width == 375:
+            heights = page.evaluate(
+                f"const TAP_TARGETS = {TAP_SELECTOR!r};"
+                """[...document.querySelectorAll('a')]
+                     .filter((a) => a.closest(TAP_TARGETS) && a.checkVisibility())
+                     .map((a) => [a.textContent.trim().slice(0, 30),
+                                  a.getBoundingClientRect().height])"""
+            )
+            assert [(text, h) for text, h in heights if h < TAP_TARGET] == []
+    finally:
+        context.close()
 
 
 def axe_clean(browser: Any, url: str, scheme: str, width: int = 1200, click: str = "") -> None:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from newsletter.checks import GMAIL_CLIP, HTML_WARN, check_bidi, run_checks
+from newsletter.checks import (
+    HTML_WARN,
+    check_bidi,
+    check_empty_sections,
+    note_findings,
+    run_checks,
+)
+from newsletter.clip import GMAIL_CLIP, KB
+from newsletter.markup import Note
 from newsletter.models import Issue, Item, Placeholder, RenderedEmail, Section
 
 UNSUBSCRIBE = Placeholder.UNSUBSCRIBE_URL.value
@@ -98,3 +106,65 @@ def test_a_bidi_override_in_a_title_is_flagged_with_its_code_point() -> None:
         "warning: the title 「gnp.<U+202E>exe」 contains a bidirectional control, "
         "which shows the text in another order than it is written [bidi]",
     ]
+
+
+def test_the_issue_files_notes_are_findings_at_their_lines() -> None:
+    notes = [
+        Note("error", "markup", 12, "a table cannot be laid out"),
+        Note("warning", "x", 3, "y"),
+    ]
+    findings = run_checks(
+        issue(), rendered(GOOD), (SAMPLE, "t", 1), note_findings(notes, "issues/1.md")
+    )
+    assert [str(f) for f in findings] == [
+        "error: issues/1.md:12: a table cannot be laid out [markup]",
+        "warning: issues/1.md:3: y [x]",
+    ]
+
+
+def test_a_section_with_nothing_in_it_is_a_warning() -> None:
+    quiet = Issue(
+        number=1, title="T", sections=[Section(title="空栏目"), Section(title="s", intro="x")]
+    )
+    assert [str(f) for f in check_empty_sections(quiet)] == [
+        "warning: the section 1 空栏目 has no text and no items [empty-section]"
+    ]
+
+
+def test_links_in_titles_summaries_and_intros_are_checked() -> None:
+    text = Issue.model_validate(
+        {
+            "number": 1,
+            "title": "T",
+            "intro": "see [a](http://a.example/intro)",
+            "sections": [
+                {
+                    "title": "[S](http://a.example/section)",
+                    "items": [{"title": "x", "summary": "![pic](https://a.example/p.png)"}],
+                }
+            ],
+        }
+    )
+    findings = run_checks(text, rendered(GOOD), (SAMPLE, "t", 1))
+    assert sorted(f.message for f in findings if f.code == "http") == [
+        "link http://a.example/intro is http, not https",
+        "link http://a.example/section is http, not https",
+    ]
+
+
+def test_near_the_clip_the_costly_sections_are_named() -> None:
+    big = rendered(GOOD).model_copy(
+        update={"section_sizes": (50 * KB, 30 * KB), "whole_size": 95 * KB}
+    )
+    two = Issue(number=1, title="T", sections=[Section(title="大"), Section(title="小")])
+    findings = run_checks(two, big, (SAMPLE, "t", 95 * KB))
+    assert ("warning", "section-size") in codes(findings)
+    [costly] = [f for f in findings if f.code == "section-size"]
+    assert costly.message == (
+        "the sections that cost the most (of 95.0 KB): 1 大 50.0 KB, 2 小 30.0 KB"
+    )
+    # Far from it, nothing is said.
+    small = rendered(GOOD).model_copy(update={"section_sizes": (5 * KB,), "whole_size": 9 * KB})
+    assert [
+        f for f in run_checks(two, small, (SAMPLE, "t", 9 * KB)) if f.code == "section-size"
+    ] == []

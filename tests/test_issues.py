@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from newsletter.content import content_text
 from newsletter.errors import IssueError, IssueNotFoundError
-from newsletter.issues import list_issue_numbers, load_issue, load_issue_file
+from newsletter.issues import list_issue_numbers, load_issue, load_issue_file, read_issue_file
+from support.images import gif, jpeg, png, webp
 
 GOOD = """\
 number: 7
@@ -249,3 +252,282 @@ def test_a_subject_with_a_bidi_override_or_20000_characters_is_refused(tmp_path:
     (message,) = messages(write(tmp_path, good.replace("Issue seven", "x" * 20_000)))
     assert message.startswith("issues/7.yaml:2: title: becomes the Subject header and is 20,000")
     assert load_issue_file(write(tmp_path, good.replace("Issue seven", "שלום עולם"))).title
+
+
+# issue 24.3: PyYAML's raw "mapping values are not allowed here" named no value to quote.
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            "title: Rust 1.84: released",
+            'title: the value has ": " in it, which YAML reads as another key; '
+            'put the whole value in quotes: title: "Rust 1.84: released"',
+        ),
+        (
+            "title: [Rust 1.84](https://e.org) is out",
+            "title: the value starts with [, which YAML reads as a list; "
+            'put the whole value in quotes: title: "[Rust 1.84](https://e.org) is out"',
+        ),
+        (
+            "title: `cargo` 1.84",
+            "title: the value starts with `, which YAML reads as a reserved character; "
+            'put the whole value in quotes: title: "`cargo` 1.84"',
+        ),
+        (
+            'title: "Say "hi": now"',
+            'title: the value has " inside the " around it, which ends it early; '
+            "put it in the other kind of quotes: title: 'Say \"hi\": now'",
+        ),
+    ],
+)
+def test_a_value_yaml_misreads_names_the_quotes_to_add(
+    tmp_path: Path, line: str, message: str
+) -> None:
+    text = GOOD.replace("ftp://", "https://").replace("title: Issue seven", line)
+    assert messages(write(tmp_path, text)) == [f"issues/7.yaml:2: {message}"]
+
+
+def test_a_broken_list_is_not_text_to_quote(tmp_path: Path) -> None:
+    (message,) = messages(write(tmp_path, GOOD.replace("sections:\n", "sections: [\n")))
+    assert message.startswith("issues/7.yaml:")
+    assert "is not valid YAML" in message
+    assert "quotes" not in message
+
+
+def test_an_indentation_slip_is_named_as_one(tmp_path: Path) -> None:
+    text = GOOD.replace("ftp://", "https://").replace("title: Issue seven", "  title: x")
+    (message,) = messages(write(tmp_path, text))
+    assert message == (
+        "issues/7.yaml:2: title: is indented differently from the lines around it: keys of one "
+        "mapping start in the same column"
+    )
+
+
+def test_the_file_name_mismatch_comes_with_the_other_errors(tmp_path: Path) -> None:
+    # issue 24.4: it was reported only once every other error was fixed.
+    text = GOOD.replace("number: 7", "number: 8")
+    assert messages(write(tmp_path, text)) == [
+        "issues/7.yaml:14: sections[0].items[1].links[0].url: "
+        "must be an absolute http:// or https:// URL",
+        "issues/7.yaml:1: number: is 8 but the file is named 7.yaml; make them match",
+    ]
+    text = text.replace("sections:", "sections: [\n")
+    problems = messages(write(tmp_path, text))
+    assert problems[0].startswith("issues/7.yaml:")
+    assert "is not valid YAML" in problems[0]
+
+
+def test_a_folded_summary_keeps_its_paragraphs_and_joins_chinese_lines(tmp_path: Path) -> None:
+    # issue 20: `>` put a space between two Chinese characters and lost the paragraph break.
+    text = GOOD.replace("ftp://", "https://").replace(
+        "summary: Some **bold** text.",
+        "summary: >-\n          第一行，\n          第二行。\n\n          Second *paragraph*\n"
+        "          on two lines.",
+    )
+    issue = load_issue_file(write(tmp_path, text))
+    first, second = issue.sections[0].items[0].summary
+    assert content_text([first]) == "第一行，第二行。"
+    assert content_text([second]) == "Second paragraph on two lines."
+
+
+def test_an_error_inside_a_block_summary_names_its_own_line(tmp_path: Path) -> None:
+    text = GOOD.replace("ftp://", "https://").replace(
+        "summary: Some **bold** text.",
+        "summary: |\n          First.\n\n          ![](https://e.org/a.png)",
+    )
+    (message,) = messages(write(tmp_path, text))
+    assert message.startswith("issues/7.yaml:10: sections[0].items[0].summary: has no alt text")
+
+
+MARKDOWN = """\
+---
+number: 7
+date: 2026-08-19
+preheader: Crates, events and a quote
+---
+# Weekly seven
+
+Welcome to issue seven. It has
+two lines that join.
+
+## Updates
+
+613 pull requests were [merged](https://e.org/merged).
+
+### [Announcing `foo` 1.0](https://e.org/foo)
+
+The *first* paragraph.
+
+> A quote with a list:
+>
+> - one
+> - two
+
+### A title with [a link](https://e.org/in-title) inside
+
+![A chart of build times](images/chart.png)
+
+## Links
+
+- [First](https://e.org/1)
+- [Second](https://e.org/2) with words after it
+
+Closing words after the list.
+
+## Quiet
+
+*Nothing this week.*
+
+## Quotes
+
+###
+
+You are the easiest person to fool.
+
+-- A physicist
+"""
+
+
+def write_markdown(tmp_path: Path, text: str = MARKDOWN, name: str = "7.md") -> Path:
+    (tmp_path / "images").mkdir(exist_ok=True)
+    (tmp_path / "images" / "chart.png").write_bytes(png(1200, 600))
+    return write(tmp_path, text, name)
+
+
+def test_a_markdown_issue_is_the_same_model(tmp_path: Path) -> None:
+    issue = load_issue_file(write_markdown(tmp_path))
+    assert issue.title == "Weekly seven"
+    assert str(issue.date) == "2026-08-19"
+    assert content_text(issue.intro) == "Welcome to issue seven. It has two lines that join."
+    updates, links, quiet, quotes = issue.sections
+    assert content_text(updates.intro) == "613 pull requests were merged."
+    foo, titled = updates.items
+    assert foo.url == "https://e.org/foo"
+    assert [type(s).__name__ for s in foo.title.spans] == ["Text", "Code", "Text"]  # type: ignore[union-attr]
+    assert [b.kind for b in foo.summary] == ["paragraph", "quote"]
+    assert titled.url is None
+    assert titled.title is not None
+    assert titled.title.links == ["https://e.org/in-title"]
+    [chart] = titled.summary
+    assert (chart.kind, chart.width, chart.height) == ("image", 1200, 600)  # type: ignore[union-attr]
+    # A list of links right under a section is a compact list of items.
+    first, second, closing = links.items
+    assert (str(first.title), first.url, first.compact) == ("First", "https://e.org/1", True)
+    assert str(second.title) == "Second with words after it"
+    assert closing.title is None
+    assert content_text(closing.summary) == "Closing words after the list."
+    assert quiet.items == []
+    assert content_text(quiet.intro) == "Nothing this week."
+    [quote] = quotes.items
+    assert quote.title is None
+    assert content_text(quote.summary) == "You are the easiest person to fool. -- A physicist"
+
+
+def test_markdown_errors_name_their_lines(tmp_path: Path) -> None:
+    text = MARKDOWN.replace("images/chart.png", "images/missing.png").replace(
+        "[First](https://e.org/1)", "[First](http//e.org/1)"
+    )
+    path = write_markdown(tmp_path, text.replace("number: 7", "number: 8"))
+    assert messages(path) == [
+        "issues/7.yaml:26: sections[0].items[1].summary: images/missing.png: no such file in "
+        f"{tmp_path}",
+        "issues/7.yaml:2: number: is 8 but the file is named 7.md; make them match",
+    ]
+
+
+def test_markdown_that_an_email_cannot_carry_is_a_note_at_its_line(tmp_path: Path) -> None:
+    text = MARKDOWN.replace(
+        "*Nothing this week.*", "*Nothing this week.*\n\n| a | b |\n|---|---|\n| 1 | 2 |"
+    )
+    notes = read_issue_file(write_markdown(tmp_path, text)).notes
+    assert [(n.level, n.line) for n in notes] == [("error", 39)]
+    assert "a table cannot be laid out in an email" in notes[0].message
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            lambda t: t.replace("---\nnumber: 7", "number: 7", 1),
+            [
+                "issues/7.yaml:1: must start with front matter: a line ---, then number: N and "
+                "title: …, then another line ---"
+            ],
+        ),
+        (
+            lambda t: t.replace("preheader:", "sections: []\npreheader:"),
+            [
+                "issues/7.yaml:4: sections: comes from the body's ## headings in a Markdown issue; "
+                "remove it"
+            ],
+        ),
+        (
+            lambda t: t.replace("## Updates\n", ""),
+            [
+                f"issues/7.yaml:{line}: an item (###) comes before the first section (##): open "
+                "a section first, or make it a #### heading"
+                for line in (14, 23)
+            ],
+        ),
+        (
+            lambda t: t.replace("---\n# Weekly", "title: Weekly 7\n---\n# Weekly"),
+            [
+                "issues/7.yaml:7: title: is given twice, as 'Weekly 7' in the front matter and as "
+                "# Weekly seven; keep one"
+            ],
+        ),
+    ],
+)
+def test_markdown_structure_errors(tmp_path: Path, change: Any, expected: list[str]) -> None:
+    assert messages(write_markdown(tmp_path, change(MARKDOWN))) == expected
+
+
+def test_an_issue_with_two_files_is_an_error(tmp_path: Path) -> None:
+    write(tmp_path, GOOD.replace("ftp://", "https://"))
+    write_markdown(tmp_path)
+    assert list_issue_numbers(tmp_path) == [7]
+    with pytest.raises(IssueError, match=r"issue 7 has two files, 7\.yaml and 7\.md"):
+        load_issue(tmp_path, 7)
+
+
+@pytest.mark.parametrize("make", [png, gif, jpeg, webp])
+def test_an_image_under_issues_gets_its_size_from_the_file(tmp_path: Path, make: Any) -> None:
+    suffix = {png: "png", gif: "gif", jpeg: "jpg", webp: "webp"}[make]
+    (tmp_path / f"cover.{suffix}").write_bytes(make(1600, 900))
+    text = GOOD.replace("ftp://", "https://").replace(
+        "sections:", f"cover: {{src: cover.{suffix}, alt: A harbour at dawn}}\nsections:"
+    )
+    cover = load_issue_file(write(tmp_path, text)).cover
+    assert cover is not None
+    assert (cover.src, cover.width, cover.height, cover.local) == (
+        f"cover.{suffix}",
+        1600,
+        900,
+        True,
+    )
+
+
+def test_an_image_that_is_not_one_or_escapes_the_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "fake.png").write_text("not an image", encoding="utf-8")
+    for src, reason in (
+        ("fake.png", "fake.png is not a PNG, JPEG, GIF or WebP image"),
+        ("../secret.png", "must be an https:// URL or a file under issues/"),
+        ("http://e.org/a.png", "must be an https:// URL (mail clients block or warn"),
+        ("notes.txt", "must be a PNG, JPEG, GIF or WebP file"),
+    ):
+        text = GOOD.replace("ftp://", "https://").replace(
+            "sections:", f"cover: {{src: '{src}', alt: x}}\nsections:"
+        )
+        (message,) = messages(write(tmp_path, text))
+        assert message.startswith("issues/7.yaml:3: cover")
+        assert reason in message
+
+
+def test_a_misread_value_in_front_matter_names_its_line_in_the_markdown_file(
+    tmp_path: Path,
+) -> None:
+    text = MARKDOWN.replace("preheader: Crates, events and a quote", "title: Crab 7: the quote")
+    assert messages(write_markdown(tmp_path, text)) == [
+        'issues/7.yaml:4: title: the value has ": " in it, which YAML reads as another key; '
+        'put the whole value in quotes: title: "Crab 7: the quote"'
+    ]

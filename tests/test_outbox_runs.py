@@ -136,3 +136,14 @@ def test_only_one_planner_at_a_time_and_a_live_plan_is_shared(outbox_target: Pat
             assert two.plan_is_current(14, "main")  # w1 planned and still runs
         one.retire("w1")
         assert not two.plan_is_current(14, "main")
+
+
+def test_a_plan_its_live_planner_never_finished_is_not_shared(outbox: Outbox) -> None:
+    # issue 18.3: a planner killed halfway left a plan naming it while its lease still ran;
+    # the next worker shared that half plan and sent only the rows it held.
+    outbox.register("w1", 14, "main", "h", 1, lease=30)
+    start = outbox.start_plan(14, "main", "w1")
+    outbox.add(14, "main", start.generation, planned("a"))
+    assert not outbox.plan_is_current(14, "main")  # w1 is still planning (or dead)
+    outbox.finish_plan(14, "main", start)
+    assert outbox.plan_is_current(14, "main")

@@ -37,7 +37,7 @@ def test_wheel_ships_templates_and_console_script(tmp_path: Path) -> None:
         names = set(archive.namelist())
         entry_points = next(n for n in names if n.endswith("entry_points.txt"))
         scripts = archive.read(entry_points).decode()
-    for name in ("issue.mjml", "issue.txt", "inline.css"):
+    for name in ("issue.mjml", "content.mjml", "issue.txt", "content.txt", "inline.css"):
         assert f"newsletter/default_templates/email/{name}" in names
     assert "newsletter/clicks/templates/report.html" in names  # the click report's page
     assert "newsletter = newsletter.cli.main:main" in scripts

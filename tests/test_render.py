@@ -9,10 +9,12 @@ from pathlib import Path
 
 import mjml
 import pytest
+from pydantic import ValidationError
 
+from newsletter.content import content_text
 from newsletter.errors import TemplateError
 from newsletter.models import Issue, Item, Link, Placeholder, RenderedEmail, Section
-from newsletter.render import render_issue, section_number, site_name
+from newsletter.render import item_number, render_issue, section_number, site_name
 from newsletter.settings import Settings
 
 
@@ -35,8 +37,8 @@ def test_every_title_summary_and_url_reaches_both_parts(
         for index, item in enumerate(section.items):
             assert f"{index}、{item.title}" in page
             assert f"{index}、{item.title}" in rendered.text
-            assert item.summary in page
-            assert item.summary in rendered.text
+            assert content_text(item.summary) in page
+            assert content_text(item.summary) in rendered.text
             for link in item.links:
                 assert html.escape(link.url) in hrefs or link.url in hrefs
                 assert f"{link.label}：{link.url}" in rendered.text
@@ -49,7 +51,7 @@ def test_every_title_summary_and_url_reaches_both_parts(
 def test_titles_link_to_their_first_link(issue: Issue, rendered: RenderedEmail) -> None:
     item = issue.sections[0].items[2]
     assert re.search(
-        rf'<a href="{re.escape(item.links[0].url)}"[^>]*>2、{re.escape(item.title)}</a>',
+        rf'<a href="{re.escape(item.links[0].url)}"[^>]*>2、{re.escape(str(item.title))}</a>',
         rendered.html,
     )
 
@@ -61,7 +63,7 @@ def test_document_shape(rendered: RenderedEmail) -> None:
     assert "<mj-" not in rendered.html
     assert "fonts.googleapis.com" not in rendered.html
     assert "PingFang SC" in rendered.html
-    assert "@media (prefers-color-scheme: dark)" in rendered.html
+    assert "@media (prefers-color-scheme:dark)" in rendered.html
 
 
 def test_responsive_media_rules_keep_important(rendered: RenderedEmail) -> None:
@@ -71,7 +73,7 @@ def test_responsive_media_rules_keep_important(rendered: RenderedEmail) -> None:
 
 
 def test_own_css_is_inlined(rendered: RenderedEmail) -> None:
-    assert re.search(r'<h2 class="nl-section" style="[^"]*font-size: ?22px', rendered.html)
+    assert re.search(r'<h2 style="[^"]*font-size: ?22px', rendered.html)
 
 
 def test_placeholders_survive_including_inside_href(rendered: RenderedEmail) -> None:
@@ -90,23 +92,34 @@ def test_subject_is_the_issue_title(rendered: RenderedEmail) -> None:
 def hostile_issue() -> Issue:
     item = Item(
         title="<b>x</b> & y",
-        summary="<script>alert(1)</script> **bold** [ok](https://e.org/?a=1&b=2) "
-        '[bad](javascript:alert(1)) "q"',
+        summary='see <script>alert(1)</script> **bold** [ok](https://e.org/?a=1&b=2) "q" a < b',
         links=[Link(label="<i>", url="https://e.org/?q=<x>&r='1'")],
     )
-    return Issue(number=9, title="<title>", sections=[Section(title="<s>", items=[item])])
+    return Issue(number=9, title="<title>", sections=[Section(title="a <s> b", items=[item])])
 
 
 def test_hostile_text_comes_out_escaped(inliner_settings: Settings) -> None:
     rendered = render_issue(hostile_issue(), inliner_settings)
-    assert "<script>" not in rendered.html
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in rendered.html
+    # Raw HTML is neither carried nor shown as source: its tags go, the words stay.
+    assert "<script" not in rendered.html
+    assert "&lt;script" not in rendered.html
+    assert "alert(1)" in rendered.html
     assert "<strong>bold</strong>" in rendered.html
-    assert 'href="javascript:' not in rendered.html
     assert "<b>x</b>" not in rendered.html
     assert "<i>" not in rendered.html
+    assert "a &lt; b" in rendered.html
     # The text part is not HTML: readers see the characters themselves.
-    assert "<script>alert(1)</script> bold ok (https://e.org/?a=1&b=2)" in rendered.text
+    assert "see alert(1) bold ok (https://e.org/?a=1&b=2)" in rendered.text
+    assert "x & y" in rendered.text
+
+
+def test_an_unsafe_link_target_and_a_block_of_raw_html_are_refused() -> None:
+    with pytest.raises(ValidationError, match="must be an absolute http://, https:// or mailto:"):
+        Item(title="x", summary="[bad](javascript:alert(1))")
+    with pytest.raises(ValidationError, match=r"raw HTML .* cannot go into the email"):
+        Item(title="x", summary="<script>alert(1)</script>")
+    with pytest.raises(ValidationError, match="is only raw HTML, which the email cannot show"):
+        Section(title="<s>")
 
 
 def test_project_templates_win_over_shipped_defaults(settings: Settings, issue: Issue) -> None:
@@ -151,6 +164,21 @@ def test_section_numbers() -> None:
         "二十一、",
     ]
     assert section_number(3, "en") == "3. "
+    assert section_number(3, "zh-CN", "decimal") == "3、"
+    assert section_number(3, "zh-CN", "none") == ""
+
+
+def test_item_numbers_by_style_and_language() -> None:
+    # issue 20: an English newsletter never gets 、; decimal counts from 1, as readers do.
+    assert [item_number(i, "zh-CN") for i in (0, 1)] == ["0、", "1、"]
+    assert [item_number(i, "zh-CN", "decimal") for i in (0, 1)] == ["1、", "2、"]
+    assert [item_number(i, "en", style) for i in (0, 1) for style in ("chinese", "decimal")] == [
+        "1. ",
+        "1. ",
+        "2. ",
+        "2. ",
+    ]
+    assert item_number(0, "en", "none") == item_number(0, "zh", "none") == ""
 
 
 def test_template_folder_is_copied(project: Path) -> None:
@@ -173,3 +201,31 @@ def test_aria_label_is_the_title_not_rust_escapes(inliner_settings: Settings) ->
     Labels().feed(rendered.html)
     assert labels == [title]
     assert "\\u{e31}" not in rendered.html
+
+
+@pytest.mark.parametrize(
+    ("language", "numbering", "section", "item"),
+    [
+        ("zh-CN", "auto", "一、项目", "0、OneFlow"),
+        ("zh-CN", "decimal", "1、项目", "1、OneFlow"),
+        ("en", "auto", "1. 项目", "1. OneFlow"),
+        ("en", "chinese", "1. 项目", "1. OneFlow"),
+        ("en", "none", "项目", "OneFlow"),
+    ],
+)
+def test_numbering_is_the_newsletters(
+    settings: Settings, issue: Issue, language: str, numbering: str, section: str, item: str
+) -> None:
+    # issue 20: an English newsletter numbered its items from 0 with 、.
+    chosen = settings.model_copy(
+        update={
+            "newsletter": settings.newsletter.model_copy(update={"language": language}),
+            "render": settings.render.model_copy(update={"numbering": numbering}),
+        }
+    )
+    rendered = render_issue(issue, chosen)
+    assert re.search(rf">{re.escape(section)}</h2>", rendered.html)
+    assert f">{item}：从零重新设计" in rendered.html
+    lines = rendered.text.splitlines()
+    assert section in lines
+    assert any(line.startswith(f"{item}：从零重新设计") for line in lines)

@@ -59,7 +59,9 @@ def test_bad_value_names_file_line_and_key(tmp_path: Path) -> None:
 def test_unknown_key_and_bad_toml(tmp_path: Path) -> None:
     path = tmp_path / "newsletter.toml"
     path.write_text("[render]\ninliner = 'premailer'\ninlner = 'x'\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"newsletter.toml:3: render.inlner: Extra inputs"):
+    with pytest.raises(
+        ConfigError, match=r"newsletter.toml:3: render.inlner: is not a known setting"
+    ):
         load_settings(path, environ={})
     path.write_text("[render\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="cannot read"):
@@ -160,16 +162,59 @@ def test_outbox_url_from_the_environment_may_carry_the_password(project: Path) -
     assert settings.outbox_target == url
 
 
-def test_outbox_password_in_the_file_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("postgresql://nl:hunter2@db/nl", "user:PASSWORD@"),
+        ("postgresql://db/nl?password=hunter2", "password="),
+        ("postgres://db/nl?application_name=nl&password=hunter2", "password="),
+        ("postgresql://db/nl?pass%77ord=hunter2", "password="),
+        ("postgresql://db/nl? password =hunter2", "password="),
+        ("postgresql://db/nl?sslpassword=hunter2", "sslpassword="),
+        ("postgresql://db/nl?oauth_client_secret=hunter2", "oauth_client_secret="),
+        ("postgresql://db/nl?scram_client_key=hunter2", "scram_client_key="),
+    ],
+)
+def test_a_secret_in_the_outbox_url_of_the_file_is_refused_in_every_form(
+    tmp_path: Path, url: str, named: str
+) -> None:
+    # issue 18.7: only the user:pw@ form was refused.
     path = tmp_path / "newsletter.toml"
-    path.write_text('[outbox]\nurl = "postgresql://nl:hunter2@db/nl"\n', encoding="utf-8")
+    path.write_text(f'[newsletter]\nname = "x"\n\n[outbox]\nurl = "{url}"\n', encoding="utf-8")
     with pytest.raises(ConfigError) as info:
         load_settings(path, environ={})
-    assert "must not hold the database password" in info.value.message
-    assert "hunter2" not in info.value.message
+    assert info.value.message == (
+        f"{path}:5: outbox.url: must not hold the database password or another secret"
+        f" (it has {named})"
+    )
     assert "PGPASSWORD" in info.value.hint
-    path.write_text('[outbox]\nurl = "postgresql://nl@db/nl"\n', encoding="utf-8")
-    assert load_settings(path, environ={}).outbox_target == "postgresql://nl@db/nl"
+    assert "hunter2" not in info.value.message + info.value.hint
+
+
+def test_an_outbox_url_without_a_secret_loads(tmp_path: Path) -> None:
+    path = tmp_path / "newsletter.toml"
+    for url in (
+        "postgresql://nl@db/nl",
+        "postgresql://nl@db/nl?sslmode=verify-full&passfile=/etc/newsletter/pgpass",
+    ):
+        path.write_text(f'[outbox]\nurl = "{url}"\n', encoding="utf-8")
+        assert load_settings(path, environ={}).outbox_target == url
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("postgresql://nl:hun@ter2@db/nl", "has more than one @ before the database name"),
+        ("postgresql://db?password=hun@ter2", "has an @ after its ?"),
+    ],
+)
+def test_an_outbox_url_libpq_would_misread_is_refused_without_its_secret(
+    project: Path, url: str, reason: str
+) -> None:
+    message = config_error(project / "newsletter.toml", {"NEWSLETTER_OUTBOX__URL": url})
+    assert message.startswith(f"NEWSLETTER_OUTBOX__URL: outbox.url: {reason}")
+    assert "hun" not in message
+    assert "ter2" not in message
 
 
 def test_outbox_url_with_an_unknown_scheme_names_the_line(tmp_path: Path) -> None:
@@ -179,3 +224,92 @@ def test_outbox_url_with_an_unknown_scheme_names_the_line(tmp_path: Path) -> Non
         load_settings(path, environ={})
     assert info.value.message.startswith(f"{path}:2: outbox.url: ")
     assert "postgresql://" in info.value.message
+
+
+# -- the environment's names (issue 18.13) ---------------------------------------------------------
+
+
+def test_a_variable_name_that_is_not_utf8_is_named_not_blamed_on_the_file(project: Path) -> None:
+    # It was `newsletter.toml:33: smtp: Input should be a valid string`.
+    name = b"NEWSLETTER_SMTP__\xff".decode("utf-8", "surrogateescape")
+    message = config_error(project / "newsletter.toml", {name: "1"})
+    assert message == "NEWSLETTER_SMTP__\\xff: the variable's name is not valid UTF-8 text"
+
+
+@pytest.mark.parametrize(
+    ("var", "expected"),
+    [
+        # It was `newsletter.toml: bogus: Extra inputs are not permitted`.
+        ("NEWSLETTER_BOGUS__X", "NEWSLETTER_BOGUS__X: bogus: is not a known setting"),
+        ("NEWSLETTER_SMTP__HOSTT", "NEWSLETTER_SMTP__HOSTT: smtp.hostt: is not a known setting"),
+        ("NEWSLETTER_LISTS__MAIN__PAHT", "NEWSLETTER_LISTS__MAIN__PAHT: lists.main.paht: is not"),
+        ("NEWSLETTER_SMTP____HOST", "NEWSLETTER_SMTP____HOST: the name has an empty key"),
+        ("NEWSLETTER_SMTP__", "NEWSLETTER_SMTP__: the name has an empty key"),
+    ],
+)
+def test_a_bad_variable_name_is_reported_under_that_name(
+    project: Path, var: str, expected: str
+) -> None:
+    message = config_error(project / "newsletter.toml", {var: "1"})
+    assert message.startswith(expected)
+    assert "newsletter.toml" not in message
+
+
+def test_a_table_the_file_has_is_still_the_files_even_with_a_variable_below_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "newsletter.toml"
+    path.write_text('[newsletter]\nname = "x"\n\n[bogus]\ny = 1\n', encoding="utf-8")
+    message = config_error(path, {"NEWSLETTER_BOGUS__X": "1"})
+    assert message == f"{path}:4: bogus: is not a known setting (check its spelling)"
+
+
+# -- placeholder words (issue 18.14) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("table", "line", "field"),
+    [
+        ('[newsletter]\nname = "News __NL_NAME__"', 2, "newsletter.name"),
+        (
+            '[newsletter]\ngreeting_fallback = "__NL_UNSUBSCRIBE_URL__"',
+            2,
+            "newsletter.greeting_fallback",
+        ),
+        (
+            '[newsletter]\nbase_url = "https://evil.example/__NL_UNSUBSCRIBE_URL__"',
+            2,
+            "newsletter.base_url",
+        ),
+        ('[lists.main]\npath = "a.csv"\nname = "x __NL_NAME__"', 3, "lists.main.name"),
+        ('[check]\nlink_skip = ["a.org", "__NL_WEB_URL__"]', 2, "check.link_skip.1"),
+        ('[lists.__NL_NAME__]\npath = "a.csv"', 1, "lists.__NL_NAME__"),
+    ],
+)
+def test_a_placeholder_word_in_the_file_is_refused_at_its_line(
+    tmp_path: Path, table: str, line: int, field: str
+) -> None:
+    path = tmp_path / "newsletter.toml"
+    path.write_text(table + "\n", encoding="utf-8")
+    message = config_error(path)
+    assert message.startswith(f"{path}:{line}: {field}: contains __NL_")
+    assert "words starting with __NL_ are filled in per reader" in message
+
+
+def test_a_placeholder_word_from_the_environment_names_its_variable(project: Path) -> None:
+    env = {"NEWSLETTER_NEWSLETTER__SENDER": "__NL_NAME__ <a@example.org>"}
+    message = config_error(project / "newsletter.toml", env)
+    assert message.startswith(
+        "NEWSLETTER_NEWSLETTER__SENDER: newsletter.sender: contains __NL_NAME__:"
+    )
+
+
+def test_every_placeholder_word_is_reported_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "newsletter.toml"
+    path.write_text('[newsletter]\nname = "__NL_A"\nsample_name = "__NL_B"\n', encoding="utf-8")
+    assert config_error(path).splitlines() == [
+        f"{path}:2: newsletter.name: contains __NL_A: words starting with __NL_ are filled in"
+        " per reader (with their name or unsubscribe link); remove it",
+        f"{path}:3: newsletter.sample_name: contains __NL_B: words starting with __NL_ are"
+        " filled in per reader (with their name or unsubscribe link); remove it",
+    ]

@@ -7,25 +7,23 @@ measured on the message bytes as they will go on the wire, not on Python strings
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from email.message import MIMEPart
 from html.parser import HTMLParser
 from typing import Literal
 from urllib.parse import urlsplit
 
-from newsletter.models import (
-    BIDI_CONTROLS,
-    PLACEHOLDER_PREFIX,
-    Issue,
-    Placeholder,
-    RenderedEmail,
-    Section,
-)
+from newsletter.clip import CUT_AT, GMAIL_CLIP, KB
+from newsletter.content import content_text
+from newsletter.fields import PLACEHOLDER_PREFIX
+from newsletter.markup import Note
+from newsletter.models import BIDI_CONTROLS, Issue, Placeholder, RenderedEmail, Section
 
-KB = 1024
-GMAIL_CLIP = 102 * KB  # Gmail hides everything past ~102 KB of HTML, the footer included
 HTML_WARN = 90 * KB
 STYLE_LIMIT = 16 * KB  # Gmail drops <style> blocks past 16 KB
+COSTLIEST = 3  # sections named when an issue nears the clip
+NAMED = 5  # sections named of those that went online
 _MARKERS = re.compile(r"\{\{|\}\}|\{%|%\}|\{#|#\}|<mj-|" + re.escape(PLACEHOLDER_PREFIX))
 
 
@@ -40,16 +38,22 @@ class Finding:
 
 
 def run_checks(
-    issue: Issue, rendered: RenderedEmail, sample: tuple[str, str, int] | None
+    issue: Issue,
+    rendered: RenderedEmail,
+    sample: tuple[str, str, int] | None,
+    notes: list[Finding] | None = None,
 ) -> list[Finding]:
     """Every check, errors first; `sample` is one recipient's finished message as its decoded
-    HTML part, text part and the HTML part's encoded size (None: a part is missing)."""
-    findings: list[Finding] = []
+    HTML part, text part and the HTML part's encoded size (None: a part is missing); `notes`
+    are the issue file's own findings (note_findings)."""
+    findings: list[Finding] = list(notes or [])
     if sample is None:
         findings.append(Finding("error", "parts", "the message lacks its HTML or text part"))
     else:
         html, text, html_size = sample
-        findings += check_size(html_size)
+        # A cut email is near the clip by design: the clip finding says so instead.
+        findings += check_size(html_size) if rendered.online_from is None else []
+        findings += check_clip(issue, rendered, html_size)
         findings += check_markers(html, "HTML")
         findings += check_markers(text, "text")
     page = _Page()
@@ -59,8 +63,14 @@ def run_checks(
     findings += check_duplicate_urls(issue)
     findings += check_bidi(issue)
     findings += check_images(page)
+    findings += check_empty_sections(issue)
     findings += check_unsubscribe(page, rendered)
     return sorted(findings, key=lambda f: f.level != "error")
+
+
+def note_findings(notes: Iterable[Note], path: str) -> list[Finding]:
+    """What the issue file's source says of itself (markup left out, images without a size)."""
+    return [Finding(n.level, n.code, f"{path}:{n.line}: {n.message}") for n in notes]
 
 
 def encoded_size(part: MIMEPart) -> int:
@@ -84,6 +94,51 @@ def check_size(size: int) -> list[Finding]:
     if size > HTML_WARN:
         return [Finding("warning", "size", f"the encoded HTML part is {shown}, close to 102 KB")]
     return []
+
+
+def check_clip(issue: Issue, rendered: RenderedEmail, size: int) -> list[Finding]:
+    """Where the bytes go when an issue nears the clip, and which sections went online."""
+    findings = []
+    sizes = rendered.section_sizes
+    if rendered.online_from == 0:
+        first = issue.sections[0]
+        findings.append(
+            Finding(
+                "error",
+                "clip",
+                f"the section 1 {first.title} alone takes {sizes[0] / KB:.1f} KB, past Gmail's "
+                "~102 KB clip: the email would carry no section at all, only a link to the web "
+                "version; shorten it, or split it into sections",
+            )
+        )
+    elif rendered.online_from is not None:
+        kept = rendered.online_from
+        online = issue.sections[kept:]
+        names = ", ".join(
+            f"{n} {s.title}" for n, s in enumerate(online[:NAMED], start=kept + 1)
+        ) + (f" and {len(online) - NAMED} more" if len(online) > NAMED else "")
+        findings.append(
+            Finding(
+                "warning",
+                "clip",
+                f"the whole issue would be {rendered.whole_size / KB:.1f} KB, past Gmail's ~102 KB "
+                f"clip: the email keeps sections 1-{kept} and ends with a link to the rest on "
+                f"the web version ({len(online)} section(s): {names}); the text part is whole",
+            )
+        )
+    if sizes and (rendered.online_from is not None or size > HTML_WARN or size > CUT_AT):
+        costly = sorted(range(len(sizes)), key=lambda i: -sizes[i])[:COSTLIEST]
+        shown = ", ".join(
+            f"{i + 1} {issue.sections[i].title} {sizes[i] / KB:.1f} KB" for i in costly
+        )
+        findings.append(
+            Finding(
+                "warning",
+                "section-size",
+                f"the sections that cost the most (of {rendered.whole_size / KB:.1f} KB): {shown}",
+            )
+        )
+    return findings
 
 
 def check_markers(body: str, part: str) -> list[Finding]:
@@ -110,10 +165,8 @@ def check_styles(page: _Page) -> list[Finding]:
 def check_links(page: _Page, issue: Issue) -> list[Finding]:
     findings = []
     placeholders = {p.value for p in Placeholder}
-    hrefs = [href for href, _ in page.links if href not in placeholders]
-    hrefs += [
-        link.url for section in issue.sections for item in section.items for link in item.links
-    ]
+    hrefs = [href for href, _ in page.links if href.split("#")[0] not in placeholders]
+    hrefs += issue.links
     for href in sorted(set(hrefs)):
         parts = urlsplit(href)
         if parts.scheme == "mailto":
@@ -126,8 +179,15 @@ def check_links(page: _Page, issue: Issue) -> list[Finding]:
 
 
 def item_label(section: Section, index: int) -> str:
-    """How findings name an item: `项目 3 「title」` (the section, the item's number in it)."""
-    return f"{section.title} {index} 「{section.items[index].title}」"
+    """How findings name an item: `项目 3 「title」` (the section, the item's number in it); an
+    untitled item by its first words."""
+    item = section.items[index]
+    if item.title is not None:
+        name = item.title.text
+    else:
+        words = content_text(item.summary)
+        name = words if len(words) <= 30 else f"{words[:29]}…"
+    return f"{section.title} {index} 「{name}」"
 
 
 def check_duplicate_urls(issue: Issue) -> list[Finding]:
@@ -137,7 +197,7 @@ def check_duplicate_urls(issue: Issue) -> list[Finding]:
     for section in issue.sections:
         for index, item in enumerate(section.items):
             where = item_label(section, index)
-            for url in dict.fromkeys(link.url for link in item.links):
+            for url in item.own_links:
                 if url in first:
                     findings.append(
                         Finding(
@@ -153,8 +213,10 @@ def check_duplicate_urls(issue: Issue) -> list[Finding]:
 
 def check_bidi(issue: Issue) -> list[Finding]:
     """Titles with bidi embeddings or overrides (the subject refuses them outright)."""
-    titles = [section.title for section in issue.sections]
-    titles += [item.title for section in issue.sections for item in section.items]
+    titles = [section.title.text for section in issue.sections]
+    titles += [
+        item.title.text for section in issue.sections for item in section.items if item.title
+    ]
     return [
         Finding(
             "warning",
@@ -164,6 +226,14 @@ def check_bidi(issue: Issue) -> list[Finding]:
         )
         for title in titles
         if BIDI_CONTROLS.search(title)
+    ]
+
+
+def check_empty_sections(issue: Issue) -> list[Finding]:
+    return [
+        Finding("warning", "empty-section", f"the section {n} {s.title} has no text and no items")
+        for n, s in enumerate(issue.sections, start=1)
+        if not s.intro and not s.items
     ]
 
 

@@ -2,7 +2,10 @@
 validation errors described by where each value came from (a file line or a variable).
 
 Any key can be overridden as NEWSLETTER_<TABLE>__<KEY>. Secrets come only from the environment:
-one stored in the file is an error, and so is a variable whose value is not UTF-8.
+one stored in the file is an error (a database password in [outbox] url too, in whatever form
+libpq would read it), and so is a variable whose name or value is not UTF-8. No value may hold a
+word filled per reader (`__NL_…`). Each fault names where it came from: the file's line, or the
+variable.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from newsletter.dburl import secret_parameters
 from newsletter.errors import ConfigError
+from newsletter.fields import check_placeholders
 
 ENV_PREFIX = "NEWSLETTER_"
 SECRET_ENV = {
@@ -38,9 +43,9 @@ class RawConfig:
     text: str
     sources: dict[tuple[str, ...], str]  # which variable set which key
 
-    def describe(self, exc: ValidationError) -> str:
+    def error(self, exc: ValidationError) -> ConfigError:
         """One line per error: `file:line: field: reason`, or `VARIABLE: field: reason`."""
-        return _describe(exc, self.path, self.text, self.sources)
+        return _error(_describe(exc, self.path, self.text, self.sources), self.sources)
 
 
 def read_config(config: Path | None, env: Mapping[str, str]) -> RawConfig:
@@ -62,8 +67,9 @@ def read_config(config: Path | None, env: Mapping[str, str]) -> RawConfig:
                 f"{path}: `{key}` must not be stored in the file",
                 hint=f"Remove it and set {var} in the environment instead.",
             )
-    _refuse_stored_password(data, path)
+    _refuse_stored_password(data, path, text)
     sources = _overlay_env(data, env)
+    _refuse_placeholders(data, path, text, sources)
     for key, var in SECRET_ENV.items():
         if env.get(var):
             data[key] = _text(var, env[var])
@@ -72,18 +78,73 @@ def read_config(config: Path | None, env: Mapping[str, str]) -> RawConfig:
     return RawConfig(data, path, text, sources)
 
 
-def _refuse_stored_password(data: dict[str, Any], path: Path) -> None:
-    """A database password is a secret too: the URL in the file must not carry one."""
+def _refuse_stored_password(data: dict[str, Any], path: Path, text: str) -> None:
+    """A database password is a secret too: the URL in the file must carry none, in any of the
+    forms libpq reads (`user:PW@`, `?password=`, `?sslpassword=`, ...; see dburl.py)."""
     outbox = data.get("outbox")
     url = outbox.get("url") if isinstance(outbox, dict) else None
-    if isinstance(url, str) and url.startswith(POSTGRES_SCHEMES):
-        netloc = url.split("://", 1)[1].split("/", 1)[0]
-        if ":" in netloc.rpartition("@")[0]:
-            raise ConfigError(
-                f"{path}: [outbox] url must not hold the database password",
-                hint="Remove it from the file; set PGPASSWORD (or ~/.pgpass), or the whole URL"
-                " in NEWSLETTER_OUTBOX__URL.",
-            )
+    found = secret_parameters(url) if isinstance(url, str) else []
+    if found:
+        line = _line_of(text, ["outbox", "url"])
+        where = f"{path}:{line}" if line else str(path)
+        raise ConfigError(
+            f"{where}: outbox.url: must not hold the database password or another secret"
+            f" (it has {', '.join(found)})",
+            hint="Remove it from the file; set PGPASSWORD (or ~/.pgpass), or the whole URL"
+            " in NEWSLETTER_OUTBOX__URL.",
+        )
+
+
+def _refuse_placeholders(
+    data: dict[str, Any], path: Path, text: str, sources: Mapping[tuple[str, ...], str]
+) -> None:
+    """No key or value of the config may hold a word filled per reader (`__NL_NAME__`): the
+    sender's name, a list's name or base_url would carry each reader's unsubscribe link or
+    name into every message, the way a link in an issue file would (see fields.py)."""
+    problems = []
+    for loc, value in _strings(data, ()):
+        try:
+            check_placeholders(value)
+        except ValueError as exc:
+            keys = [str(k) for k in loc if isinstance(k, str)]
+            line = _line_of(text, keys)
+            where = _source_of(loc, sources) or (f"{path}:{line}" if line else str(path))
+            problems.append(f"{where}: {_field(loc)}: {exc}")
+    if problems:
+        raise _error(problems, sources)
+
+
+def _strings(node: Any, loc: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every key and text value under `node`, with where it is; the secrets left out (they
+    never reach a message, and must not be printed)."""
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    if isinstance(node, dict):
+        for key, child in node.items():
+            if not loc and key in SECRET_ENV:
+                continue
+            found.append(((*loc, key), str(key)))
+            found += _strings(child, (*loc, key))
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            found += _strings(child, (*loc, index))
+    elif isinstance(node, str):
+        found.append((loc, node))
+    return found
+
+
+def _name(var: str) -> str:
+    """The variable's name; Python hands undecodable bytes in it over as surrogates, which
+    would reach the config as a key no message could print."""
+    try:
+        var.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = var.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+        raise ConfigError(
+            f"{shown}: the variable's name is not valid UTF-8 text",
+            hint="Unset it; settings are named NEWSLETTER_<TABLE>__<KEY> in ASCII, e.g."
+            " NEWSLETTER_SMTP__HOST.",
+        ) from None
+    return var
 
 
 def _text(var: str, value: str) -> str:
@@ -105,7 +166,12 @@ def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str
     for var, value in env.items():
         if not var.startswith(ENV_PREFIX) or "__" not in var[len(ENV_PREFIX) :]:
             continue
-        keys = [k.lower() for k in var[len(ENV_PREFIX) :].split("__")]
+        keys = [k.lower() for k in _name(var)[len(ENV_PREFIX) :].split("__")]
+        if "" in keys:
+            raise ConfigError(
+                f"{var}: the name has an empty key (two __ in a row, or __ at an end)",
+                hint="Name it NEWSLETTER_<TABLE>__<KEY>, e.g. NEWSLETTER_SMTP__HOST, or unset it.",
+            )
         node = data
         for key in keys[:-1]:
             child = node.setdefault(key, {})
@@ -117,21 +183,51 @@ def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str
     return sources
 
 
+def _error(lines: list[str], sources: Mapping[tuple[str, ...], str]) -> ConfigError:
+    """The lines as one error; its hint names the file only when a line is about the file."""
+    variables = set(sources.values())
+    if all(line.partition(":")[0] in variables for line in lines):
+        return ConfigError(
+            "\n".join(lines), hint="Fix or unset the NEWSLETTER_* variable named above."
+        )
+    return ConfigError("\n".join(lines))
+
+
 def _describe(
     exc: ValidationError, path: Path, text: str, sources: Mapping[tuple[str, ...], str]
-) -> str:
+) -> list[str]:
     lines = []
     for err in exc.errors():
         loc = tuple(str(p) for p in err["loc"])
-        field = ".".join(loc)
-        var = next(
-            (sources[loc[:end]] for end in range(len(loc), 0, -1) if loc[:end] in sources), None
-        )
         line = _line_of(text, list(loc))
+        # A table only a variable made (NEWSLETTER_BOGUS__X makes [bogus]) is that variable's.
+        var = _source_of(loc, sources) or (None if line else _source_below(loc, sources))
         where = var or (f"{path}:{line}" if line else str(path))
-        message = str(err["msg"]).removeprefix("Value error, ")
-        lines.append(f"{where}: {field}: {message}")
-    return "\n".join(lines)
+        lines.append(f"{where}: {_field(loc)}: {_message(err)}")
+    return lines
+
+
+def _message(err: Any) -> str:
+    if err["type"] == "extra_forbidden":
+        return "is not a known setting (check its spelling)"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
+def _field(loc: tuple[str | int, ...]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def _source_of(loc: tuple[str | int, ...], sources: Mapping[tuple[str, ...], str]) -> str | None:
+    """The variable that set the value at `loc`, or the table above it."""
+    keys = tuple(str(p) for p in loc)
+    return next(
+        (sources[keys[:end]] for end in range(len(keys), 0, -1) if keys[:end] in sources), None
+    )
+
+
+def _source_below(loc: tuple[str, ...], sources: Mapping[tuple[str, ...], str]) -> str | None:
+    """A variable that set a key somewhere below `loc`."""
+    return next((var for keys, var in sources.items() if keys[: len(loc)] == loc), None)
 
 
 def _line_of(text: str, loc: list[str]) -> int | None:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
 
-from newsletter.checks import Finding, encoded_size, run_checks
+from newsletter.checks import Finding, encoded_size, note_findings, run_checks
 from newsletter.errors import NewsletterError
-from newsletter.issues import load_issue_file
+from newsletter.issues import read_issue_file
 from newsletter.mail.message import sample_message
 from newsletter.models import Issue, RenderedEmail
 from newsletter.outbox import Outbox, open_outbox, outbox_exists
@@ -54,7 +54,8 @@ class Draft:
 
 def review(settings: Settings, path: Path, list_name: str) -> Draft:
     """Load, render once, build the sample message for `list_name`, parse it once, check it."""
-    issue = load_issue_file(path)
+    source = read_issue_file(path)
+    issue = source.issue
     # The email shows the date a send now would; the Draft keeps the file's own (or none).
     rendered = render_issue(dated_for_sending(settings, issue), settings)
     sample, ephemeral = sample_message(rendered, settings, list_name)
@@ -76,7 +77,7 @@ def review(settings: Settings, path: Path, list_name: str) -> Draft:
         sender=str(message.get("From", "")),
         subject=str(message.get("Subject", "")),
         preheader=preheader_for(issue),
-        findings=run_checks(issue, rendered, parts),
+        findings=run_checks(issue, rendered, parts, note_findings(source.notes, source.display)),
         ephemeral_key=ephemeral,
     )
 

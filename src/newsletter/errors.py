@@ -1,17 +1,21 @@
 """Every error the tool raises on purpose, each saying what went wrong and how to fix it.
 
-The tree (the CLI maps the whole of it to exit code 1, with no traceback)::
+The tree (the CLI maps the whole of it to exit code 1, with no traceback; an OutboxError under
+`send` to 4, a stopped run)::
 
     NewsletterError                 message + hint
     ├── ConfigError                 newsletter.toml or NEWSLETTER_* is wrong
     ├── IssueError                  an issue file cannot be used (one Problem per fault)
-    │   └── IssueNotFoundError      no issues/N.yaml (lists the ones there are)
+    │   └── IssueNotFoundError      no issues/N.yaml or N.md (lists the ones there are)
     ├── TemplateError               a Jinja or MJML template fails to render
     ├── SubscriberListError         a whole list is unusable (missing file, no header row)
+    │   └── ExportFileError         another tool's export cannot be imported as a whole
     ├── UnsafeHeaderError           a header value could inject a header (CR, LF, NUL, =?..?=)
     ├── TokenError                  an unsubscribe token is forged, altered or malformed
     ├── DeliveryError               sending cannot start (another send running, the log unusable)
-    │   └── TransportError          SMTP connect, TLS or AUTH failed for the whole run
+    │   ├── TransportError          SMTP connect, TLS or AUTH failed for the whole run
+    │   └── OutboxError             the delivery log failed once open: disk full, locked, damaged,
+    │                               its database connection lost
     └── InboxError                  the bounce mailbox (IMAP or Maildir) cannot be read
 
 Bad subscriber *rows* are not errors: they are reported and skipped (see subscribers.py). A run
@@ -90,6 +94,13 @@ class SubscriberListError(NewsletterError):
     )
 
 
+class ExportFileError(SubscriberListError):
+    hint = (
+        "Import the file as the other tool exported it (its CSV, or the ZIP it came in); "
+        "--format names the tool when the header does not."
+    )
+
+
 class UnsafeHeaderError(NewsletterError):
     hint = "Remove line breaks, control characters and `=?...?=` sequences from the value."
 
@@ -104,6 +115,14 @@ class DeliveryError(NewsletterError):
 
 class TransportError(DeliveryError):
     hint = "Check [smtp] in newsletter.toml and NEWSLETTER_SMTP_PASSWORD, then re-run."
+
+
+class OutboxError(DeliveryError):
+    """The delivery log failed under a command that had it open. Each backend maps its driver's
+    errors to one (outbox/sqlite.py, outbox/postgres.py), naming the cause; a send that meets
+    one stops, and the re-run recovers as it does after a kill."""
+
+    hint = "Fix the cause named above, then re-run the same command to resume."
 
 
 class InboxError(NewsletterError):

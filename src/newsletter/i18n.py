@@ -23,6 +23,11 @@ EMAIL: dict[str, dict[str, str]] = {
         "link_site_separator": " · ",
         "date_format": "{year}年{month}月{day}日",
         "test_marker": "【测试】",
+        "image": "图片",
+        "list_separator": "、",
+        "rest_online": "本期较长，邮件里放不下全部内容。以下栏目请在网页版阅读：",
+        "rest_online_link": "在网页上阅读其余内容",
+        "rest_more": "等，共 {count} 个栏目",
     },
     "en": {
         "greeting": f"Hi {Placeholder.NAME},",
@@ -34,6 +39,12 @@ EMAIL: dict[str, dict[str, str]] = {
         "date_format": "{month_name} {day}, {year}",
         # Not all capitals: a capitals-only subject is a spam sign (SUBJ_ALL_CAPS).
         "test_marker": "[Test] ",
+        "image": "Image",
+        "list_separator": ", ",
+        "rest_online": "This issue is longer than an email can hold. These sections are on "
+        "the web version: ",
+        "rest_online_link": "Read the rest online",
+        "rest_more": " and {more} more",
     },
 }
 

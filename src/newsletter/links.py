@@ -10,11 +10,17 @@ ISSUE_PATH = "/issues/{number}"
 HOW_TO_UNSUBSCRIBE_PATH = "/unsubscribe"
 UNSUBSCRIBE_PATH = "/unsubscribe/{token}"
 RESUBSCRIBE_PATH = "/resubscribe/{token}"
+FEED_PATH = "/feed.xml"
 
 
 def issue_url(base_url: str, number: int) -> str:
     """An issue's public page: the email's "view in browser" link points here."""
     return base_url.rstrip("/") + ISSUE_PATH.format(number=number)
+
+
+def feed_url(base_url: str) -> str:
+    """The archive's Atom feed."""
+    return base_url.rstrip("/") + FEED_PATH
 
 
 def how_to_unsubscribe_url(base_url: str) -> str:

@@ -1,7 +1,8 @@
 """The data every stage passes on: an Issue in; a RenderedEmail, Subscribers, delivery states out.
 
 All models are frozen and forbid unknown fields, so a typo in an issue file is an error, not a
-silently ignored key.
+silently ignored key. The text inside an issue (titles, summaries, intros) is content.py's typed
+blocks and spans.
 """
 
 from __future__ import annotations
@@ -9,49 +10,24 @@ from __future__ import annotations
 import datetime as dt
 import re
 from enum import StrEnum
-from typing import Annotated
-from urllib.parse import urlsplit
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-# The start of every Placeholder word. In an issue's own text such a word would be filled per
-# reader: a link could carry each reader's unsubscribe URL and name to another site.
-PLACEHOLDER_PREFIX = "__NL_"
-_PLACEHOLDER_WORD = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"\w*")
+from newsletter.content import Block, Content, Image, Inline, Url, content_links, walk_blocks
+from newsletter.fields import PLACEHOLDER_PREFIX as PLACEHOLDER_PREFIX
+from newsletter.fields import check_text, check_url
 
 
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
-
-
-def check_placeholders(value: str) -> str:
-    found = _PLACEHOLDER_WORD.search(value)
-    if found:
-        raise ValueError(
-            f"contains {found.group()}: words starting with {PLACEHOLDER_PREFIX} are filled in "
-            "per reader (with their name or unsubscribe link); remove it"
-        )
-    return value
-
-
-def check_url(value: str) -> str:
-    """An absolute http(s) URL with a host and no whitespace; kept exactly as written."""
-    check_placeholders(value)
-    if any(ch.isspace() for ch in value) or _CONTROL.search(value):
-        raise ValueError("must not contain spaces or control characters")
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https"):
-        raise ValueError("must be an absolute http:// or https:// URL")
-    if not parts.hostname:
-        raise ValueError("has no host name")
-    return value
-
-
-def check_text(value: str) -> str:
-    if _CONTROL.search(value):
-        raise ValueError("must not contain control characters")
-    return check_placeholders(value)
 
 
 # Python's header code breaks lines on all of these (str.splitlines), not only on CR and LF.
@@ -94,7 +70,6 @@ def check_header_text(value: str) -> str:
     return value
 
 
-Url = Annotated[str, AfterValidator(check_url)]
 Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(check_text)]
 # The issue's title becomes the Subject header: refused here, so the error names its line.
 HeaderText = Annotated[Text, AfterValidator(check_header_text)]
@@ -106,19 +81,65 @@ class Link(Frozen):
 
 
 class Item(Frozen):
-    title: Text
-    summary: Annotated[str, AfterValidator(check_text)] = ""
+    """One entry of a section: a title (a link, when `url` is set), text, and its links.
+
+    Either may be missing: an untitled item is a quote or a note; a title-only item is one line
+    of a compact list. In a YAML file the title links to the first of `links` unless `url` says
+    otherwise.
+    """
+
+    title: Inline | None = None
+    url: Url | None = None
+    summary: Content = ()
     links: list[Link] = Field(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _title_links_to_the_first_link(cls, value: Any) -> Any:
+        if isinstance(value, dict) and value.get("url") is None and value.get("links"):
+            first = value["links"][0]
+            url = first.get("url") if isinstance(first, dict) else getattr(first, "url", None)
+            try:
+                return {**value, "url": check_url(url)} if isinstance(url, str) else value
+            except ValueError:
+                return value  # refused where it is written, in links
+        return value
+
+    @model_validator(mode="after")
+    def _has_words(self) -> Item:
+        if self.title is None and not self.summary:
+            raise ValueError("has neither a title nor a summary: give it one")
+        return self
+
     @property
-    def url(self) -> str | None:
-        """The title links to the item's first link."""
-        return self.links[0].url if self.links else None
+    def shown_links(self) -> list[Link]:
+        """The links row: none when it would only repeat the link the title is."""
+        title_is_the_link = self.title is not None and not self.title.links
+        if (
+            title_is_the_link
+            and not self.summary
+            and len(self.links) == 1
+            and self.links[0].url == self.url
+        ):
+            return []
+        return self.links
+
+    @property
+    def compact(self) -> bool:
+        """A title and nothing more: one line of a compact list."""
+        return self.title is not None and not self.summary and not self.shown_links
+
+    @property
+    def own_links(self) -> list[str]:
+        """The item's links, each once: its title's, then its links row."""
+        urls = ([self.url] if self.url else []) + (self.title.links if self.title else [])
+        return list(dict.fromkeys(urls + [link.url for link in self.links]))
 
 
 class Section(Frozen):
-    title: Text
-    items: Annotated[list[Item], Field(min_length=1)]
+    title: Inline
+    intro: Content = ()
+    items: list[Item] = Field(default_factory=list)
 
 
 class Issue(Frozen):
@@ -126,9 +147,39 @@ class Issue(Frozen):
     title: HeaderText
     date: dt.date | None = None
     preheader: Annotated[str, AfterValidator(check_text)] = ""
-    intro: Annotated[str, AfterValidator(check_text)] = ""
-    outro: Annotated[str, AfterValidator(check_text)] = ""
-    sections: Annotated[list[Section], Field(min_length=1)]
+    cover: Image | None = None
+    intro: Content = ()
+    outro: Content = ()
+    sections: list[Section] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _has_content(self) -> Issue:
+        if not self.sections and not self.intro:
+            raise ValueError("has no sections and no intro: there is nothing to send")
+        return self
+
+    def blocks(self) -> list[Block]:
+        """Every block of the issue's text in reading order, nested ones included."""
+        blocks = [*self.intro]
+        for section in self.sections:
+            blocks += [*section.intro, *(b for item in section.items for b in item.summary)]
+        return list(walk_blocks([*blocks, *self.outro]))
+
+    @property
+    def images(self) -> list[Image]:
+        """Every image the issue shows: its cover, then those in its text."""
+        found = [block for block in self.blocks() if isinstance(block, Image)]
+        return ([self.cover] if self.cover else []) + found
+
+    @property
+    def links(self) -> list[str]:
+        """Every link of the issue: items' titles and links, and those in all its text."""
+        urls = [self.cover.href] if self.cover is not None and self.cover.href else []
+        for section in self.sections:
+            urls += section.title.links
+            for item in section.items:
+                urls += item.own_links
+        return urls + content_links(self.blocks())
 
 
 class Placeholder(StrEnum):
@@ -157,6 +208,12 @@ class RenderedEmail(Frozen):
     subject: str
     html: str
     text: str
+    # Gmail's clip (see clip.py): each section's encoded bytes in the whole issue's HTML (when
+    # it is large enough for anyone to ask), that whole part's size, and the first section left
+    # to the web version if the email was cut.
+    section_sizes: tuple[int, ...] = ()
+    whole_size: int = 0
+    online_from: int | None = None
 
 
 class Subscriber(Frozen):

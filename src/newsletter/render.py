@@ -1,34 +1,34 @@
 """An Issue -> RenderedEmail (HTML with CSS inlined + plain text), once per issue.
 
-Jinja renders templates/email/issue.mjml to MJML, mjml-python (MRML) compiles it to HTML, and
-the project's inline.css is inlined by css-inline (default) or premailer. Per-recipient values
-stay as Placeholder words, filled later by message.py without rendering again.
+Jinja renders templates/email/issue.mjml (its content blocks from content.mjml) to MJML, and
+htmlpart.py compiles and inlines it. An issue past Gmail's clip is cut at a section boundary:
+the email ends with a link to the rest on its web page (which renders `whole`); the text part is
+always whole. Per-recipient values stay as Placeholder words, filled later by message.py without
+rendering again.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import re
-from functools import cache
-from html import escape as html_escape
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
-from xml.etree import ElementTree
+from urllib.parse import quote, urlsplit
 
-import css_inline
 import jinja2
-import mjml
 from markupsafe import Markup
 
+from newsletter.clip import CUT_AT, MEASURE_FROM, section_sizes, sections_that_fit, wire_size
+from newsletter.content import Image, content_text, inline_html, inline_text
 from newsletter.errors import TemplateError, display_path
+from newsletter.htmlpart import HTML_TEMPLATE, compile_mjml, inline_css
 from newsletter.i18n import EMAIL, strings_for
-from newsletter.markup import to_html, to_text
-from newsletter.models import Issue, Placeholder, RenderedEmail
+from newsletter.models import Issue, Item, Placeholder, RenderedEmail
 from newsletter.settings import Settings
 
-HTML_TEMPLATE = "issue.mjml"
 TEXT_TEMPLATE = "issue.txt"
 INLINE_CSS = "inline.css"
 
@@ -40,7 +40,11 @@ FONT_STACK = (
 # Outlook desktop (Word) uses the first family only: one it has, that also covers Chinese.
 MSO_FONT_STACK = Markup("'Microsoft YaHei', 'Segoe UI', Arial, sans-serif")
 PREHEADER_LIMIT = 140
+# The card is 600 px wide with 28 px on either side: no image is shown wider.
+CONTENT_WIDTH = 544
 _CJK_DIGITS = "零一二三四五六七八九"
+# The words of the "the rest is online" notice, to estimate its size before it is rendered.
+_NOTICE_BYTES = 900
 
 # Shipped defaults: the wheel carries templates/email/ as newsletter/default_templates/email;
 # a source checkout uses the repo's own folder.
@@ -51,26 +55,71 @@ DEFAULT_TEMPLATE_DIRS = (
 )
 
 
-def render_issue(issue: Issue, settings: Settings) -> RenderedEmail:
-    """Render both parts of `issue`; raise TemplateError naming the template and line on failure."""
-    html, css = compile_issue(issue, settings)
-    html = inline_css(html, css, settings.render.inliner)
+def render_issue(issue: Issue, settings: Settings, *, whole: bool = False) -> RenderedEmail:
+    """Render both parts of `issue`; raise TemplateError naming the template and line on failure.
+
+    An HTML part past the clip (clip.CUT_AT) keeps the sections that fit and links to the rest
+    online, unless `whole` (the web version has it all)."""
     env = template_environment(settings.templates_dir)
+    context = _context(issue, settings)
     # Optional blocks leave runs of blank lines; two (between sections) is the most a reader
     # needs.
-    text = re.sub(
-        r"\n{4,}", "\n\n\n", _render_template(env, TEXT_TEMPLATE, _context(issue, settings))
+    text = re.sub(r"\n{4,}", "\n\n\n", _render_template(env, TEXT_TEMPLATE, context))
+    html = _html(env, context, settings)
+    size = wire_size(html)
+    sizes = section_sizes(html, len(issue.sections), size) if size > MEASURE_FROM else []
+    online_from = None
+    if not whole and size > CUT_AT and sizes:
+        html, online_from = _cut(env, issue, settings, size, sizes)
+    return RenderedEmail(
+        issue_number=issue.number,
+        subject=issue.title,
+        html=html,
+        text=text,
+        section_sizes=tuple(sizes),
+        whole_size=size,
+        online_from=online_from,
     )
-    return RenderedEmail(issue_number=issue.number, subject=issue.title, html=html, text=text)
 
 
-def compile_issue(issue: Issue, settings: Settings) -> tuple[str, str]:
-    """The HTML part before inlining, and the CSS to inline into it."""
-    env = template_environment(settings.templates_dir)
-    html = compile_mjml(_render_template(env, HTML_TEMPLATE, _context(issue, settings)))
+def _cut(
+    env: jinja2.Environment, issue: Issue, settings: Settings, size: int, sizes: list[int]
+) -> tuple[str, int]:
+    """The HTML part with as many sections as fit under the clip, and how many that is: from
+    the measured estimate, one section more or fewer until the next would not fit."""
+    notice = _NOTICE_BYTES + sum(len(str(s.title).encode()) * 2 for s in issue.sections)
+    kept = min(sections_that_fit(size, sizes, notice), len(issue.sections) - 1)
+    fitted: tuple[str, int] | None = None
+    over = False
+    while True:
+        html = _html(env, _context(issue, settings, kept), settings)
+        if wire_size(html) <= CUT_AT:
+            fitted = (html, kept)
+            if over or kept + 1 >= len(issue.sections):
+                return fitted
+            kept += 1
+        else:
+            over = True
+            if fitted is not None:
+                return fitted
+            if kept == 0:
+                return html, 0  # too big even without sections: `check` says so
+            kept -= 1
+
+
+def _html(env: jinja2.Environment, context: dict[str, Any], settings: Settings) -> str:
+    html = compile_mjml(_render_template(env, HTML_TEMPLATE, context))
+    return inline_css(html, _css(env), settings.render.inliner)
+
+
+def _css(env: jinja2.Environment) -> str:
+    return _without_comments(_source(env, INLINE_CSS))
+
+
+@lru_cache(maxsize=8)
+def _without_comments(css: str) -> str:
     # Comments would ride along into the <style> block premailer adds for its css_text.
-    css = re.sub(r"/\*.*?\*/", "", _source(env, INLINE_CSS), flags=re.DOTALL)
-    return html, css
+    return re.sub(r"/\*.*?\*/", "", css, flags=re.DOTALL)
 
 
 @cache
@@ -89,17 +138,13 @@ def template_environment(project_dir: Path) -> jinja2.Environment:
         keep_trailing_newline=True,
         auto_reload=True,
     )
-    env.filters["markdown"] = to_html
-    env.filters["markdown_text"] = to_text
-    env.filters["section_number"] = _section_number_filter
+    env.filters["inline"] = inline_html
+    env.filters["inline_text"] = inline_text
     env.filters["long_date"] = _long_date_filter
     env.filters["site"] = site_name
+    env.filters["quote_lines"] = quote_lines
+    env.filters["compact_css"] = compact_css
     return env
-
-
-@jinja2.pass_context
-def _section_number_filter(ctx: jinja2.runtime.Context, n: int) -> str:
-    return section_number(n, str(ctx["lang"]))
 
 
 @jinja2.pass_context
@@ -118,103 +163,94 @@ def site_name(url: str) -> str:
     return host.removeprefix("www.")
 
 
-def compile_mjml(source: str) -> str:
-    try:
-        # fonts={}: MJML's default links Google Fonts, which many of our readers cannot reach.
-        html: str = mjml.mjml2html(source, disable_comments=True, fonts={})
-    except ValueError as exc:
-        where = _locate_xml_error(source)
-        raise TemplateError(
-            f"{HTML_TEMPLATE}: MJML could not compile the output: {exc}{where}",
-            hint="MJML is strict XML inside mj-text: close every tag, quote every attribute, "
-            "write < as &lt;. `newsletter preview` shows the result as you save.",
-        ) from None
-    return _unescape_aria_label(html)
+@lru_cache(maxsize=32)
+def compact_css(css: str) -> str:
+    """A style sheet without the spaces no client needs: the head is every message's fixed
+    cost."""
+    css = re.sub(r"\s+", " ", re.sub(r"/\*.*?\*/", "", css, flags=re.DOTALL))
+    css = re.sub(r"\s*([{};,>])\s*", r"\1", css)
+    css = re.sub(r":\s+", ":", css)
+    css = re.sub(r"\s*!important", "!important", css).replace(";}", "}")
+    # `}}` closing an @media block would read as a leftover template marker to `check`.
+    return css.replace("}}", "}\n}").strip()
 
 
-# MRML writes mj-title into the body's aria-label with Rust's escape_debug: Thai vowel signs,
-# U+200B and U+202E come out as the literal text `\u{e31}`, a quote as `\"`.
-_ARIA_LABEL = re.compile(r'aria-label="((?:[^"\\]|\\.)*)" aria-roledescription="email"')
-_RUST_ESCAPE = re.compile(r"\\(?:u\{([0-9a-fA-F]{1,6})\}|(.))")
-_RUST_CHARS = {"n": "\n", "r": "\r", "t": "\t", "0": "\0"}
+def quote_lines(text: str, prefix: str = "> ") -> str:
+    """Each line of `text` behind `prefix` (a quote in the plain-text part)."""
+    return "\n".join(f"{prefix}{line}".rstrip() for line in text.split("\n"))
 
 
-def _unescape_aria_label(html: str) -> str:
-    def character(match: re.Match[str]) -> str:
-        code, char = match.groups()
-        value = chr(int(code, 16)) if code else _RUST_CHARS.get(char, char)
-        return html_escape(value)
-
-    def label(match: re.Match[str]) -> str:
-        text = _RUST_ESCAPE.sub(character, match.group(1))
-        return f'aria-label="{text}" aria-roledescription="email"'
-
-    return _ARIA_LABEL.sub(label, html)
+def numbering_style(settings: Settings) -> str:
+    """`chinese` (一、 and 0、), `decimal` (1. or 1、) or `none`; `auto` picks by language."""
+    style = settings.render.numbering
+    if style == "auto":
+        return "chinese" if _is_chinese(settings.newsletter.language) else "decimal"
+    return style
 
 
-def _locate_xml_error(source: str) -> str:
-    """MRML's errors carry no position; an XML parser finds the first one in the Jinja output."""
-    try:
-        # The project's own template output, and only parsed to point at an error.
-        ElementTree.fromstring(source)  # noqa: S314
-    except ElementTree.ParseError as exc:
-        line, column = exc.position
-        text = source.splitlines()[line - 1].strip() if line <= len(source.splitlines()) else ""
-        return f" (line {line}, column {column} of the generated MJML: {text[:120]!r})"
-    return ""
+def _is_chinese(language: str) -> bool:
+    return language.lower().startswith("zh")
 
 
-def inline_css(html: str, css: str, inliner: str) -> str:
-    """Inline `css` into style attributes, keeping every <style> block (and its @media rules)."""
-    if inliner == "premailer":
-        return _inline_with_premailer(html, css)
-    engine = css_inline.CSSInliner(
-        inline_style_tags=False,
-        keep_style_tags=True,
-        keep_link_tags=True,
-        load_remote_stylesheets=False,
-        extra_css=css,
-    )
-    result: str = engine.inline(html)
-    return result
-
-
-_STYLE_OPEN = re.compile(r"<style\b", re.IGNORECASE)
-_IGNORE = '<style data-premailer="ignore"'
-
-
-def _inline_with_premailer(html: str, css: str) -> str:
-    import premailer  # imported here: slow to import and only used when configured
-
-    # cssutils logs a warning for every mso- property in MJML's CSS.
-    logging.getLogger("CSSUTILS").setLevel(logging.CRITICAL)
-    doctype = html[: html.index(">") + 1] if html.lstrip().lower().startswith("<!doctype") else ""
-    marked = _STYLE_OPEN.sub(_IGNORE, html)
-    out: str = premailer.Premailer(
-        marked,
-        css_text=css,
-        keep_style_tags=True,
-        strip_important=False,
-        allow_network=False,
-        disable_validation=True,
-        cssutils_logging_level=logging.CRITICAL,
-    ).transform()
-    out = out.replace(_IGNORE, "<style")
-    # premailer drops MJML's lowercase doctype (premailer#156).
-    if doctype and not out.lstrip().lower().startswith("<!doctype"):
-        out = f"{doctype}\n{out}"
-    return out
-
-
-def section_number(n: int, language: str) -> str:
-    """1 -> "一、" in Chinese, "1. " otherwise (the seed numbers sections 一、二、…)."""
-    if not language.lower().startswith("zh"):
-        return f"{n}. "
+def section_number(n: int, language: str, style: str = "chinese") -> str:
+    """Section `n`'s label: "一、" (chinese), "1、" or "1. " (decimal), "" (none)."""
+    if style == "none":
+        return ""
+    if style == "decimal" or not _is_chinese(language):
+        return f"{n}、" if _is_chinese(language) else f"{n}. "
     if n < 10:
         return f"{_CJK_DIGITS[n]}、"
     tens, ones = divmod(n, 10)
     word = ("" if tens == 1 else _CJK_DIGITS[tens]) + "十" + (_CJK_DIGITS[ones] if ones else "")
     return f"{word}、"
+
+
+def item_number(index: int, language: str, style: str = "chinese") -> str:
+    """The label of a section's `index`-th titled item (from 0): "0、" (chinese, as the seed
+    numbers them), "1、"/"1. " (decimal, from 1), "" (none). Only Chinese gets 、."""
+    if style == "none":
+        return ""
+    if not _is_chinese(language):
+        return f"{index + 1}. "
+    return f"{index}、" if style == "chinese" else f"{index + 1}、"
+
+
+@dataclass(frozen=True)
+class Group:
+    """Items as the templates lay them out: a compact list of title-only items, or full ones."""
+
+    compact: bool
+    entries: list[tuple[Item, str]]  # each item with its number label
+
+
+def item_groups(items: Iterable[Item], language: str, style: str) -> list[Group]:
+    groups: list[Group] = []
+    titled = 0
+    for item in items:
+        label = ""
+        if item.title is not None:
+            label = item_number(titled, language, style)
+            titled += 1
+        if groups and groups[-1].compact and item.compact:
+            groups[-1].entries.append((item, label))
+        else:
+            groups.append(Group(item.compact, [(item, label)]))
+    return groups
+
+
+def image_size(image: Image) -> tuple[int, int] | None:
+    """The size the email shows `image` at (the column's width at most), if it is known."""
+    if not image.width or not image.height:
+        return None
+    width = min(image.width, CONTENT_WIDTH)
+    return width, max(1, round(image.height * width / image.width))
+
+
+def image_url(image: Image, base_url: str) -> str:
+    """An https image as it is; a file under issues/ where `newsletter serve` publishes it."""
+    if not image.local:
+        return image.src
+    return f"{base_url.rstrip('/')}/issues/{quote(image.src)}"
 
 
 def dated(issue: Issue, first_sent: dt.date | None) -> Issue:
@@ -227,10 +263,20 @@ def dated(issue: Issue, first_sent: dt.date | None) -> Issue:
 
 def preheader_for(issue: Issue) -> str:
     """The inbox preview line: the issue's own, else the first two titles of each section, as
-    many whole titles as fit in PREHEADER_LIMIT characters, with "…" when some were left out."""
+    many whole titles as fit in PREHEADER_LIMIT characters, with "…" when some were left out
+    (no titles: the section titles, else the intro's first words)."""
     if issue.preheader:
         return issue.preheader
-    titles = [item.title for section in issue.sections for item in section.items[:2]]
+    titles = [
+        item.title.text
+        for section in issue.sections
+        for item in [i for i in section.items if i.title is not None][:2]
+        if item.title is not None
+    ]
+    titles = titles or [section.title.text for section in issue.sections]
+    if not titles:
+        intro = content_text(issue.intro)
+        return intro if len(intro) <= PREHEADER_LIMIT else f"{intro[: PREHEADER_LIMIT - 1]}…"
     line = ""
     for count, title in enumerate(titles, start=1):
         longer = f"{line} · {title}" if line else title
@@ -242,16 +288,35 @@ def preheader_for(issue: Issue) -> str:
     return line
 
 
-def _context(issue: Issue, settings: Settings) -> dict[str, Any]:
+def _context(issue: Issue, settings: Settings, online_from: int | None = None) -> dict[str, Any]:
     language = settings.newsletter.language
+    style = numbering_style(settings)
+    base_url = settings.newsletter.base_url
+    sections = issue.sections if online_from is None else issue.sections[:online_from]
     return {
         "issue": issue,
+        "sections": [
+            (
+                n,
+                section,
+                section_number(n, language, style),
+                item_groups(section.items, language, style),
+            )
+            for n, section in enumerate(sections, start=1)
+        ],
+        "online": [
+            (n, section, section_number(n, language, style))
+            for n, section in enumerate(issue.sections, start=1)
+            if online_from is not None and n > online_from
+        ],
         "newsletter_name": settings.newsletter.name,
         "lang": language,
         "font_stack": FONT_STACK,
         "mso_font_stack": MSO_FONT_STACK,
         "preheader": preheader_for(issue),
         "text": strings_for(EMAIL, language, name=settings.newsletter.name),
+        "image_size": image_size,
+        "image_url": lambda image: image_url(image, base_url),
         "placeholders": {
             "name": Placeholder.NAME.value,
             "unsubscribe_url": Placeholder.UNSUBSCRIBE_URL.value,

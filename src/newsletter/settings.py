@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from newsletter.configfile import POSTGRES_SCHEMES, SQLITE_SCHEME, read_config
+from newsletter.dburl import check_unambiguous
 from newsletter.errors import ConfigError
 
 # The list a command means when none is named.
@@ -92,6 +93,9 @@ class NewsletterSettings(Section):
 
 class RenderSettings(Section):
     inliner: Literal["css-inline", "premailer"] = "css-inline"
+    # Section and item numbers: "chinese" (一、, and items from 0、), "decimal" (from 1), "none";
+    # "auto" is chinese for a Chinese newsletter, decimal otherwise.
+    numbering: Literal["auto", "chinese", "decimal", "none"] = "auto"
 
 
 class PathSettings(Section):
@@ -146,12 +150,73 @@ class DkimSettings(Section):
     ed25519_selector: str = ""
 
 
+def ip_networks(entries: list[str]) -> list[str]:
+    """Networks as written ("10.1.0.0/16", "192.168.1.5", "fd00::/8") -> their canonical form;
+    ValueError names the entry that is not one."""
+    networks = []
+    for entry in entries:
+        try:
+            networks.append(str(ipaddress.ip_network(entry.strip(), strict=False)))
+        except ValueError:
+            raise ValueError(
+                f"{entry!r}: not an IP network (e.g. 10.1.0.0/16, 192.168.1.5, fd00::/8)"
+            ) from None
+    return networks
+
+
 class ServeSettings(Section):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8025
     # The web archive shows "all" issue files, or only those "sent" to a subscriber list (a
     # draft stays private; a staging send makes its page reachable, not listed).
     publish: Literal["all", "sent"] = "all"
+    # Seconds a request's head may take to arrive, and then its body: a client that sends it a
+    # byte at a time is cut off (see web/site/deadlines.py).
+    timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
+    # Connections open at once; one more closes the one that has waited longest for a request.
+    max_connections: Annotated[int, Field(ge=1, le=100_000)] = 1000
+    # The proxies whose X-Forwarded-For is believed (networks: "10.0.0.0/8", "::1"); the
+    # client's address is read right to left through them. Default: a proxy on this host.
+    trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1/32", "::1/128"])
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, value: list[str]) -> list[str]:
+        return ip_networks(value)
+
+
+class SignupSettings(Section):
+    """The defences in front of every signup endpoint (see README, "Signup")."""
+
+    # Proof of work (ALTCHA, PBKDF2/SHA-256): iterations per try; a browser makes ~256 tries.
+    work_cost: Annotated[int, Field(ge=100, le=1_000_000)] = 5000
+    challenge_expiry: Annotated[float, Field(ge=30, le=3600)] = 600.0  # seconds
+    # Token buckets: sustained signups per minute and the burst, per client and for the site.
+    per_client_per_minute: Annotated[float, Field(gt=0)] = 5.0
+    per_client_burst: Annotated[int, Field(ge=1)] = 5
+    site_per_minute: Annotated[float, Field(gt=0)] = 120.0
+    site_burst: Annotated[int, Field(ge=1)] = 60
+    # At most one confirmation mail per mailbox in this many hours, whatever is posted.
+    confirmation_window: Annotated[float, Field(gt=0, le=24 * 30)] = 24.0
+    # The domain check: MX or A/AAAA records looked up (false: syntax and the lists only),
+    # through these nameservers ("IP" or "IP:PORT"; empty: the system's resolver).
+    check_dns: bool = True
+    nameservers: list[str] = Field(default_factory=list)
+    dns_timeout: Annotated[float, Field(gt=0, le=30)] = 3.0
+    refuse_disposable: bool = True  # domains on the disposable-email-domains list
+    blocked_domains: list[str] = Field(default_factory=list)  # and any others (subdomains too)
+
+    @field_validator("nameservers")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            nameserver_address(entry)
+        return value
+
+    @field_validator("blocked_domains")
+    @classmethod
+    def _domains(cls, value: list[str]) -> list[str]:
+        return [d.strip().lower().rstrip(".") for d in value if d.strip()]
 
 
 class BouncesSettings(Section):
@@ -204,7 +269,8 @@ class OutboxSettings(Section):
                 "must be empty (the SQLite file in .newsletter/), sqlite:///FILE"
                 " or postgresql://USER@HOST:PORT/DATABASE"
             )
-        return url
+        # An @ that libpq reads elsewhere than it looks would print part of the password.
+        return check_unambiguous(url)
 
 
 class CheckSettings(Section):
@@ -240,17 +306,7 @@ class CheckSettings(Section):
     @field_validator("allow_private")
     @classmethod
     def _networks(cls, value: bool | list[str]) -> bool | list[str]:
-        if isinstance(value, bool):
-            return value
-        networks = []
-        for entry in value:
-            try:
-                networks.append(str(ipaddress.ip_network(entry.strip(), strict=False)))
-            except ValueError:
-                raise ValueError(
-                    f"{entry!r}: not an IP network (e.g. 10.1.0.0/16, 192.168.1.5, fd00::/8)"
-                ) from None
-        return networks
+        return value if isinstance(value, bool) else ip_networks(value)
 
 
 def nameserver_address(entry: str) -> tuple[str, int]:
@@ -280,6 +336,7 @@ class Settings(Section):
     send: SendSettings = SendSettings()
     dkim: DkimSettings | None = None
     serve: ServeSettings = ServeSettings()
+    signup: SignupSettings = SignupSettings()
     bounces: BouncesSettings = BouncesSettings()
     outbox: OutboxSettings = OutboxSettings()
     check: CheckSettings = CheckSettings()
@@ -317,7 +374,7 @@ class Settings(Section):
     @property
     def outbox_target(self) -> Path | str:
         """Where the outbox is: the SQLite file, or the PostgreSQL URL (password included:
-        never print it; Outbox.display is the printable form)."""
+        never print it; Outbox.display, from dburl.redact, is the printable form)."""
         url = self.outbox.url
         return url if url.startswith(POSTGRES_SCHEMES) else self.database
 
@@ -338,4 +395,4 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
     try:
         return Settings.model_validate(raw.data)
     except ValidationError as exc:
-        raise ConfigError(raw.describe(exc)) from None
+        raise raw.error(exc) from None

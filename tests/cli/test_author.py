@@ -6,6 +6,7 @@ import datetime as dt
 import email
 import email.policy
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -109,7 +110,28 @@ def test_check_warns_on_http_and_errors_on_oversize(project: Path) -> None:
     code, out, _ = run("check", "--issue", "14")
     assert code == 1
     assert "warning: link http://doi.org/10.1039/D1SC02087K is http, not https [http]" in out
-    assert "over Gmail's ~102 KB clipping limit" in out
+    assert re.search(
+        r"error: the section 1 项目 alone takes 1\d\d\.\d KB, past Gmail's ~102 KB clip", out
+    )
+
+
+def test_check_passes_an_issue_cut_at_the_clip_and_says_what_went_online(project: Path) -> None:
+    # issue 20: past the clip the email ends at a section with the rest online: not an error.
+    text = (project / "issues" / "14.yaml").read_text(encoding="utf-8")
+    long_summary = "很长的摘要。" * 3000
+    text = text.replace("可以为高通量合成反应的实验人员节省大量的成本和时间。", long_summary)
+    text = text.replace("随着软件从1.0进化到2.0", long_summary + "随着软件从1.0进化到2.0")
+    (project / "issues" / "14.yaml").write_text(text, encoding="utf-8")
+    code, out, _ = run("check", "--issue", "14")
+    assert code == 0, out
+    assert re.search(
+        r"warning: the whole issue would be 1\d\d\.\d KB, past Gmail's ~102 KB clip: the email "
+        r"keeps sections 1-1 and ends with a link to the rest on the web version "
+        r"\(1 section\(s\): 2 分析\); the text part is whole \[clip\]",
+        out,
+    )
+    assert re.search(r"warning: the sections that cost the most \(of 1\d\d\.\d KB\): 1 项目 ", out)
+    assert "spam score 0.0" in out
 
 
 def test_broken_template_is_a_clear_error(project: Path) -> None:

@@ -171,6 +171,6 @@ async def test_a_hostile_greeting_is_one_clean_error_line(project: Path) -> None
     assert done.code == 1, done.err
     assert_clean(done)
     assert (
-        "the server refused us: 554 5.7.1 Zugang f\ufffdr ?]0;owned? Sie \ufffd2J verweigert"
-        in done.err
+        "the server refused the session at connect: 554 5.7.1 Zugang f\ufffdr ?]0;owned? Sie"
+        " \ufffd2J verweigert" in done.err
     )

@@ -8,6 +8,7 @@ import email
 import email.header
 import email.policy
 import email.utils
+import hashlib
 import random
 import re
 from email.message import EmailMessage, Message
@@ -236,11 +237,26 @@ def test_message_id_is_stable_and_unique(settings: Settings) -> None:
         secret=SECRET,
     )
     one, two = reader(), reader("X", "x@example.com")
-    assert a.build(one).message_id == b.build(one).message_id == a.build(one).message_id
+    assert (
+        a.build(one).message_id == a.build(one).message_id == a.message_id_of("li.lei@example.com")
+    )
     assert a.message_id(one) == a.message_id(reader("other name", "LI.LEI@example.com"))
     ids = {a.message_id(one), a.message_id(two), staging.message_id(one)}
     ids.add(other_issue.message_id(one))
-    assert len(ids) == 4
+    ids.add(b.message_id(one))  # keyed: another secret, another Message-ID
+    assert len(ids) == 5
+
+
+def test_nobody_can_compute_a_message_id_without_the_secret(settings: Settings) -> None:
+    """Issue 18: the Message-ID was sha256(issue, list, address), all of it public or guessable,
+    so a stranger could quote every reader's Message-ID in a forged complaint."""
+    factory = MessageFactory(rendered(), settings, "main", secret=SECRET)
+    address = "li.lei@example.com"
+    unkeyed = hashlib.sha256(f"14\nmain\n{address}".encode()).hexdigest()[:32]
+    keyed = factory.message_id_of(address)
+    assert keyed != f"<{unkeyed}@news.example.org>"
+    assert re.fullmatch(r"<[0-9a-f]{32}@news\.example\.org>", keyed)
+    assert unkeyed not in keyed
 
 
 def test_a_stored_message_id_is_used_as_it_is(factory: MessageFactory) -> None:
@@ -368,7 +384,7 @@ def test_this_python_would_inject_where_we_do_not(settings: Settings) -> None:
 
 
 def test_tampered_header_block_is_caught_before_it_leaves(factory: MessageFactory) -> None:
-    factory._middle += b"Bcc: victim@example.com\r\n"
+    factory._middle = [*factory._middle, b"Bcc: victim@example.com\r\n"]
     with pytest.raises(UnsafeHeaderError, match="nothing was sent"):
         factory.build(reader())
 

@@ -9,6 +9,7 @@ import email.header
 import pytest
 
 from newsletter.errors import UnsafeHeaderError
+from newsletter.mail.canonical import relaxed_lines
 from newsletter.mail.mime import (
     FOLD_AT,
     Base64,
@@ -50,6 +51,86 @@ def test_encoders_fill_values_between_segments_exactly(encoder: type) -> None:
     else:
         # The last line break belongs to the boundary that follows the part.
         assert binascii.a2b_qp(body) == expected + b"\r\n"
+
+
+SPACED = [
+    b"Hi  there,\r\n\tindented\r\n    more\r\nDear ",
+    b",  welcome \r\n" + b"word  word\tword   \r\n" * 30 + b"a long line " * 20,
+    b" end\r\n",
+]
+
+
+@pytest.mark.parametrize("encoder", [Base64, QuotedPrintable])
+@pytest.mark.parametrize(
+    "values", [[b"", b""], [b"Li  Lei", b"x" * 200], [b" \t ", b"  "], ["李雷".encode(), b"."]]
+)
+def test_relaxed_lines_are_the_relaxed_form_of_the_lines(
+    encoder: type, values: list[bytes]
+) -> None:
+    coder = encoder(SPACED)
+    lines, relaxed = coder.encode_relaxed(values)
+    assert lines == coder.encode(values)
+    assert b"".join(relaxed) == relaxed_lines(b"".join(lines))
+    if encoder is Base64:
+        assert relaxed is lines  # base64 lines are their own relaxed form
+    # The leading lines are the same for every recipient (the signer hashes them once).
+    assert b"".join(relaxed).startswith(coder.leading)
+
+
+def test_the_leading_lines_are_those_before_the_first_value() -> None:
+    first = b"line one\r\nline  two\r\n" * 10 + b"Dear "
+    qp = QuotedPrintable([first, b"\r\n"])
+    # Up to the soft break that ends the segment before the value ("Dear " ends in "=20").
+    assert qp.leading == relaxed_lines(binascii.b2a_qp(first, istext=True) + b"=\r\n")
+    assert qp.leading.endswith(b"Dear=20=\r\n")
+    b64 = Base64([first, b"\r\n"])
+    full = len(first) // 57 * 57
+    assert b64.leading == b"".join(
+        base64.b64encode(first[i : i + 57]) + b"\r\n" for i in range(0, full, 57)
+    )
+    assert len(b64.leading) > 200
+    # No value at all: every line is the same for everyone.
+    assert Base64([first]).leading == b"".join(Base64([first]).encode([]))
+    assert QuotedPrintable([b"a\r\nb"]).leading == b"".join(QuotedPrintable([b"a\r\nb"]).encode([]))
+    assert QuotedPrintable([b"Hi ", b"\r\n"]).leading == b"Hi=20=\r\n"
+    assert QuotedPrintable([b"", b"\r\n"]).leading == b""
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 40, 73, 74, 75, 76, 77, 150, 151, 152, 300])
+@pytest.mark.parametrize("unit", ["x", "é", "x ", "=", ".", " "])
+def test_quoted_printable_values_of_any_length_keep_lines_short_and_decode_exactly(
+    size: int, unit: str
+) -> None:
+    segments = [b"Hi ", b", welcome\r\n" + b"long static line " * 10, b" end", b""]
+    value = (unit * size).encode()[:size] if unit != "é" else ("é" * size).encode()
+    coder = QuotedPrintable(segments)
+    body = b"".join(coder.encode([value, value, b"tail"]))
+    lines = body.split(b"\r\n")[:-1]
+    assert all(len(line) <= 76 for line in lines)
+    assert b"\n" not in body.replace(b"\r\n", b"")
+    assert binascii.a2b_qp(body) == b"Hi " + value + segments[1] + value + b" end" + b"tail\r\n"
+
+
+def test_quoted_printable_encodes_only_the_values_per_recipient(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from newsletter.mail import mime
+
+    coder = QuotedPrintable([b"Hi ", b", welcome\r\n" + b"a long line " * 500, b"\r\n"])
+    encoded: list[bytes] = []
+    real = mime._qp
+
+    def counting(data: bytes) -> bytes:
+        encoded.append(data)
+        return real(data)
+
+    monkeypatch.setattr(mime, "_qp", counting)
+    first = coder.encode([b"Li Lei", b"https://x.example/u/1"])
+    second = coder.encode([b"Ann", b"https://x.example/u/2"])
+    assert encoded == [b"Li Lei", b"https://x.example/u/1", b"Ann", b"https://x.example/u/2"]
+    # The static segments are the same bytes objects in every message, encoded once.
+    assert first[0] is second[0]
+    assert first[2] is second[2]
 
 
 def test_unstructured_ascii_folds_at_spaces_and_non_ascii_as_encoded_words() -> None:

@@ -1,35 +1,61 @@
-"""The reply table: SMTP codes and texts in, an outcome and its scope out."""
+"""The reply table: SMTP codes and texts at a transaction's stage in, an outcome and its scope
+out. (faults.py's tests feed it from real servers; these pin the table itself.)"""
 
 from __future__ import annotations
 
 import pytest
 
-from newsletter.send.replies import Outcome, Scope, classify, reply_text
+from newsletter.send.replies import Outcome, Scope, Stage, accepts, classify, reply_text
 
 
 @pytest.mark.parametrize(
     ("code", "reply", "stage", "outcome", "scope"),
     [
-        (550, "5.4.5 Daily user sending quota exceeded", "data", Outcome.STOPPED, Scope.ACCOUNT),
-        (454, "4.7.0 Throttling failure", "rcpt", Outcome.THROTTLED, Scope.ACCOUNT),
-        (421, "4.7.0 Try again later, closing", "mail", Outcome.RETRY, Scope.CONNECTION),
+        (
+            550,
+            "5.4.5 Daily user sending quota exceeded",
+            Stage.BODY,
+            Outcome.STOPPED,
+            Scope.ACCOUNT,
+        ),
+        (454, "4.7.0 Throttling failure", Stage.RCPT, Outcome.THROTTLED, Scope.ACCOUNT),
+        (421, "4.7.0 Try again later, closing", Stage.MAIL, Outcome.RETRY, Scope.CONNECTION),
         (
             421,
             "4.7.28 rate limited, too many messages",
-            "data",
+            Stage.BODY,
             Outcome.THROTTLED,
             Scope.ACCOUNT,
         ),
-        (553, "5.7.1 sender not allowed", "mail", Outcome.STOPPED, Scope.ACCOUNT),
-        (451, "4.3.0 try later", "rcpt", Outcome.DEFERRED, Scope.RECIPIENT),
-        (550, "5.1.1 user unknown", "rcpt", Outcome.REJECTED, Scope.RECIPIENT),
+        (553, "5.7.1 sender not allowed", Stage.MAIL, Outcome.STOPPED, Scope.ACCOUNT),
+        (451, "4.1.8 sender domain unresolved", Stage.MAIL, Outcome.THROTTLED, Scope.ACCOUNT),
+        (451, "4.3.0 try later", Stage.RCPT, Outcome.DEFERRED, Scope.RECIPIENT),
+        (550, "5.1.1 user unknown", Stage.RCPT, Outcome.REJECTED, Scope.RECIPIENT),
+        (452, "4.3.1 insufficient storage", Stage.DATA, Outcome.DEFERRED, Scope.RECIPIENT),
+        (554, "5.7.1 spam", Stage.BODY, Outcome.REJECTED, Scope.RECIPIENT),
+        (250, "ok", Stage.DATA, Outcome.RETRY, Scope.CONNECTION),  # not DATA's 354: out of step
     ],
 )
 def test_classify_by_scope(
-    code: int, reply: str, stage: str, outcome: Outcome, scope: Scope
+    code: int, reply: str, stage: Stage, outcome: Outcome, scope: Scope
 ) -> None:
     result = classify(code, reply, stage)
     assert (result.outcome, result.scope) == (outcome, scope)
+
+
+@pytest.mark.parametrize("stage", [Stage.CONNECT, Stage.EHLO, Stage.STARTTLS, Stage.AUTH])
+def test_a_reply_while_the_session_opens_is_not_the_tables_to_judge(stage: Stage) -> None:
+    # It refuses the session, not a message: faults.py maps it (a 554 greeting once marked the
+    # row about to go out `rejected`).
+    with pytest.raises(ValueError, match="about the session"):
+        classify(554, "5.7.1 no service", stage)
+
+
+def test_the_replies_that_accept_each_command() -> None:
+    assert [c for c in (250, 251, 354) if accepts(Stage.MAIL, c)] == [250]
+    assert [c for c in (250, 251, 354) if accepts(Stage.RCPT, c)] == [250, 251]
+    assert [c for c in (250, 251, 354) if accepts(Stage.DATA, c)] == [354]
+    assert [c for c in (250, 251, 354) if accepts(Stage.BODY, c)] == [250]
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,12 @@
-"""smtp.Pool against real aiosmtpd servers: outcomes by scope, TLS, AUTH, recycling; every test
-once with the server offering PIPELINING and once without."""
+"""smtp.Pool against real aiosmtpd servers: sessions reconnected and recycled after what they
+met, marks, TLS and AUTH that work; every test once with the server offering PIPELINING and
+once without. (What each fault maps to, stage by stage, is test_faults.py's table.)"""
 
 from __future__ import annotations
 
 import asyncio
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -224,18 +223,6 @@ async def test_slow_data_times_out_as_unknown() -> None:
     assert 0.3 <= waited < 0.9  # the 0.3 s timeout, not the server's 1 s pause
 
 
-async def test_connection_refused_is_a_retry() -> None:
-    handler = FaultyHandler()
-    async with start(handler) as server:
-        settings = plain(server)
-    pool = Pool(settings, password=None, size=1)
-    result = await pool.send(make_message(1), Marks())
-    assert (result.outcome, result.scope) == (Outcome.RETRY, Scope.CONNECTION)
-    assert "cannot connect" in result.reply
-    with pytest.raises(TransportError, match="cannot connect"):
-        await pool.check()
-
-
 async def test_recycles_after_messages_per_connection() -> None:
     handler = FaultyHandler()
     async with start(handler) as server:
@@ -247,7 +234,6 @@ async def test_recycles_after_messages_per_connection() -> None:
 
 
 async def test_pool_runs_sessions_concurrently() -> None:
-    import asyncio
 
     handler = FaultyHandler([Fault("data", sleep=0.3)])
     async with start(handler) as server:
@@ -260,15 +246,6 @@ async def test_pool_runs_sessions_concurrently() -> None:
     assert all(r.outcome == Outcome.SENT for r in results)
     assert handler.sessions == 4
     assert elapsed < 1.0  # four 0.3 s uploads in parallel, not 1.2 s in series
-
-
-async def test_quota_reply_stops() -> None:
-    handler = FaultyHandler([Fault("rcpt", reply="550 5.4.5 Daily user sending quota exceeded")])
-    async with start(handler) as server:
-        pool = Pool(plain(server), password=None, size=1)
-        result = await pool.send(make_message(1), Marks())
-        await pool.close()
-    assert result.outcome == Outcome.STOPPED
 
 
 async def test_non_ascii_recipient_needs_smtputf8() -> None:
@@ -335,55 +312,6 @@ async def test_implicit_tls_with_auth(server_tls: ssl.SSLContext, ca_file: Path)
     assert handler.by_message_id["<m1@test.example>"] == 1
 
 
-async def test_wrong_password_is_a_transport_error(
-    server_tls: ssl.SSLContext, ca_file: Path
-) -> None:
-    handler = FaultyHandler()
-    async with start(handler, tls=server_tls, auth=Authenticator("news", "right")) as server:
-        settings = plain(server, security="tls", username="news", ca_file=ca_file)
-        pool = Pool(settings, password=SecretStr("wrong"), size=1)
-        with pytest.raises(TransportError, match="AUTH refused") as info:
-            await pool.check()
-        await pool.close()
-    assert "wrong" not in str(info.value)
-    assert handler.received == []
-
-
-async def test_untrusted_certificate_is_refused(server_tls: ssl.SSLContext) -> None:
-    handler = FaultyHandler()
-    async with start(handler, tls=server_tls) as server:
-        # No ca_file: the system store does not trust the throwaway CA.
-        pool = Pool(plain(server, security="tls"), password=None, size=1)
-        with pytest.raises(TransportError, match="not trusted"):
-            await pool.send(make_message(1), Marks())
-        await pool.close()
-    assert handler.received == []
-
-
-async def test_starttls_certificate_for_another_host_is_refused(
-    ca: trustme.CA, ca_file: Path
-) -> None:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert("mail.other.example").configure_cert(ctx)
-    handler = FaultyHandler()
-    async with start(handler, starttls=ctx) as server:
-        pool = Pool(plain(server, security="starttls", ca_file=ca_file), password=None, size=1)
-        with pytest.raises(TransportError, match="not trusted"):
-            await pool.check()
-        await pool.close()
-    assert handler.received == []
-
-
-async def test_starttls_required_but_not_offered_is_refused() -> None:
-    handler = FaultyHandler()
-    async with start(handler) as server:
-        pool = Pool(plain(server, security="starttls"), password=None, size=1)
-        with pytest.raises(TransportError, match="STARTTLS"):
-            await pool.check()
-        await pool.close()
-    assert handler.received == []
-
-
 def test_username_without_password_is_refused_up_front() -> None:
     settings = SmtpSettings(host="127.0.0.1", port=2525, security="none", username="news")
     with pytest.raises(TransportError, match="NEWSLETTER_SMTP_PASSWORD"):
@@ -404,113 +332,3 @@ async def test_an_envelope_address_that_could_inject_is_refused_not_sent() -> No
     assert after.outcome == Outcome.SENT
     assert marks.calls == 1
     assert list(handler.by_recipient) == ["r2@example.com"]
-
-
-# -- a hostile server at setup, before wire.py takes over: aiosmtplib reads these replies ----
-
-Answer = bytes | Callable[[asyncio.StreamWriter], Awaitable[None]]
-
-
-@asynccontextmanager
-async def dialogue(greeting: bytes, answers: dict[bytes, Answer]) -> AsyncIterator[int]:
-    """A real TCP server on loopback: `greeting`, then each command answered by its first word
-    (`answers[b"EHLO"]`: bytes, or a coroutine that writes the answer), 250 otherwise."""
-
-    async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            writer.write(greeting)
-            while line := await reader.readline():
-                answer = answers.get(
-                    line.split()[0].upper() if line.split() else b"", b"250 ok\r\n"
-                )
-                if isinstance(answer, bytes):
-                    writer.write(answer)
-                    await writer.drain()
-                else:
-                    await answer(writer)
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(session, "127.0.0.1", 0)
-    try:
-        yield server.sockets[0].getsockname()[1]
-    finally:
-        server.close()
-
-
-def loopback(port: int, **kw: object) -> SmtpSettings:
-    return SmtpSettings.model_validate(
-        {"host": "127.0.0.1", "port": port, "security": "none", "timeout": 5, **kw}
-    )
-
-
-def storable(text: str) -> str:
-    text.encode("utf-8")  # a UnicodeEncodeError here is issue 18.2's traceback
-    return text
-
-
-LATIN1 = b"Zugang f\xfcr \x1b]0;owned\x07 Sie verweigert \x9b31m"
-DECODED = "Zugang f\ufffdr \x1b]0;owned\x07 Sie verweigert \ufffd31m"
-
-
-async def test_a_refused_greeting_that_is_not_utf8_is_storable_text() -> None:
-    async with dialogue(b"554 5.7.1 " + LATIN1 + b"\r\n", {}) as port:
-        pool = Pool(loopback(port), password=None, size=1)
-        with pytest.raises(TransportError) as info:
-            await pool.check()
-        result = await pool.send(make_message(1), Marks())
-        await pool.close()
-    assert storable(info.value.message).endswith(f"the server refused us: 554 5.7.1 {DECODED}")
-    assert (result.code, storable(result.reply)) == (554, f"5.7.1 {DECODED}")
-
-
-@pytest.mark.parametrize(
-    ("security", "answers", "said"),
-    [
-        (
-            "starttls",
-            {
-                b"EHLO": b"250-test\r\n250 STARTTLS\r\n",
-                b"STARTTLS": b"454 4.7.0 " + LATIN1 + b"\r\n",
-            },
-            f"STARTTLS refused: 454 4.7.0 {DECODED}",
-        ),
-        (
-            "none",
-            {b"EHLO": b"250-test\r\n250 AUTH PLAIN\r\n", b"AUTH": b"535 5.7.8 " + LATIN1 + b"\r\n"},
-            f"AUTH refused for user 'news': 535 5.7.8 {DECODED}",
-        ),
-    ],
-    ids=["starttls", "auth"],
-)
-async def test_a_refusal_at_setup_that_is_not_utf8_is_one_clear_error(
-    security: str, answers: dict[bytes, Answer], said: str
-) -> None:
-    async with dialogue(b"220 hostile ESMTP\r\n", answers) as port:
-        settings = loopback(port, security=security, username="news")
-        pool = Pool(settings, password=SecretStr("pw"), size=1)
-        with pytest.raises(TransportError) as info:
-            await pool.check()
-        await pool.close()
-    assert storable(info.value.message).endswith(said)
-
-
-async def endless_ehlo(writer: asyncio.StreamWriter) -> None:
-    while True:
-        writer.write(b"250-SIZE 10240000\r\n" * 256)
-        await writer.drain()
-
-
-# issue 18.4 at setup: aiosmtplib caps the replies it reads (32 KB); over it is a connection
-# fault, not a refusal with code -1.
-async def test_an_endless_reply_at_setup_is_a_connection_fault() -> None:
-    async with dialogue(b"220 hostile ESMTP\r\n", {b"EHLO": endless_ehlo}) as port:
-        pool = Pool(loopback(port, timeout=60), password=None, size=1)
-        with pytest.raises(TransportError, match="cannot connect: Response too long"):
-            await asyncio.wait_for(pool.check(), 10)
-        result = await asyncio.wait_for(pool.send(make_message(1), Marks()), 10)
-        await pool.close()
-    assert (result.outcome, result.scope, result.code) == (Outcome.RETRY, Scope.CONNECTION, None)
-    assert result.reply == "cannot connect: Response too long"

@@ -3,7 +3,8 @@
 `dsn(original, ...)` is a Postfix-style RFC 3464 report addressed to the message's envelope
 sender (its Return-Path), quoting the original headers; `complaint(original, ...)` an RFC 5965
 ARF report as a mailbox provider's feedback loop sends it; `vacation(original)` an RFC 3834
-auto-reply. All three come back as bytes a mailbox stores.
+auto-reply. All three come back as bytes a mailbox stores. `signed(raw, key, domain)` adds the
+DKIM signature a provider's mail system puts on them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,13 @@ import datetime as dt
 import email
 from email.message import Message
 from email.utils import format_datetime, make_msgid
+
+import dkim
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from support.dkimkeys import pem
+
+SELECTOR = "fbl"  # the selector every test provider publishes its key under
 
 _NOW = dt.datetime(2026, 11, 30, 8, 30, tzinfo=dt.UTC)
 
@@ -34,13 +42,14 @@ def dsn(
     action: str = "failed",
     diagnostic: str = "550 5.1.1 <{rcpt}>: Recipient address rejected: User unknown",
     to: str | None = None,
+    sender_address: str = "MAILER-DAEMON@mx.example.net",
 ) -> bytes:
     """A delivery status notification for the message in `raw` (as the capture server stored
-    it: with Return-Path and Delivered-To)."""
+    it: with Return-Path and Delivered-To), from `sender_address`."""
     msg, sender, rcpt = _original(raw)
     said = diagnostic.format(rcpt=rcpt)
     lines = [
-        "From: MAILER-DAEMON@mx.example.net (Mail Delivery System)",
+        f"From: {sender_address} (Mail Delivery System)",
         f"To: {to or sender}",
         "Subject: Undelivered Mail Returned to Sender",
         f"Date: {format_datetime(_NOW)}",
@@ -75,11 +84,16 @@ def dsn(
     return "\r\n".join(lines).encode()
 
 
-def complaint(raw: bytes, *, to: str = "bounces@news.example.org") -> bytes:
+def complaint(
+    raw: bytes,
+    *,
+    to: str = "bounces@news.example.org",
+    sender_address: str = "feedback@fbl.example.net",
+) -> bytes:
     """An ARF abuse report about the message in `raw`, recipient given in clear."""
     msg, sender, rcpt = _original(raw)
     lines = [
-        "From: feedback@fbl.example.net",
+        f"From: {sender_address}",
         f"To: {to}",
         "Subject: Abuse report",
         f"Date: {format_datetime(_NOW)}",
@@ -127,3 +141,17 @@ def vacation(raw: bytes) -> bytes:
         "",
     ]
     return "\r\n".join(lines).encode()
+
+
+def signed(raw: bytes, key: rsa.RSAPrivateKey, domain: str, **options: object) -> bytes:
+    """`raw` with a DKIM-Signature of `domain` (selector SELECTOR) on top, From signed."""
+    headers = [b"From", b"To", b"Subject", b"Date", b"Message-ID"]
+    signature = dkim.sign(
+        raw,
+        SELECTOR.encode(),
+        domain.encode(),
+        pem(key),
+        include_headers=headers,
+        **options,  # type: ignore[arg-type]
+    )
+    return bytes(signature) + raw

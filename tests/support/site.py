@@ -32,7 +32,6 @@ from newsletter.models import Subscriber
 from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
 from newsletter.web.site.app import create_app, server_config
-from newsletter.web.site.guard import BODY_TIMEOUT
 
 SECRET = "serve-tests-secret-0123456789abcdef"
 ALICE = "alice@example.net"
@@ -72,7 +71,7 @@ class RunningService:
 
 @contextmanager
 def running_service(
-    project: Path, *, body_timeout: float = BODY_TIMEOUT, **env: str
+    project: Path, *, body_timeout: float | None = None, **env: str
 ) -> Iterator[RunningService]:
     """Serve `project` until the block ends. `env` adds NEWSLETTER_* settings."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -91,6 +90,7 @@ def running_service(
         lg.setLevel(logging.DEBUG)
     config = server_config(
         create_app(settings, key.secret, previous=key.previous, body_timeout=body_timeout),
+        settings.serve,
         log_level="debug",
         log_config=None,
     )

@@ -1,11 +1,13 @@
 """Real SMTP servers for tests: aiosmtpd on 127.0.0.1, port 0, failing on purpose where told.
 
 `FaultyHandler` counts every accepted message by Message-ID (so a test can prove nobody got two
-copies) and applies `Fault`s: reply with a code at RCPT or at the end of DATA, sleep, hold the
-reply until the test lets it go, or drop the connection mid-DATA (after storing the message or
-not). `start` runs it in the current event loop, optionally behind implicit TLS or STARTTLS and
-AUTH. `python tests/support/smtp.py PORTFILE LOG`
-runs a counting server in its own process for the crash tests.
+copies) and applies `Fault`s: reply with a code to the greeting, EHLO, RCPT, DATA or the end of
+the body, sleep, hold the reply until the test lets it go, or drop the connection mid-DATA (after
+storing the message or not). `start` runs it in the current event loop, optionally behind
+implicit TLS or STARTTLS and AUTH. `dialogue` is a raw asyncio server for what aiosmtpd will
+not do (a greeting or a reply that is not SMTP, a server that says nothing).
+`python tests/support/smtp.py PORTFILE LOG` runs a counting server in its own process for the
+crash tests.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import sys
 import time
 import warnings
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +37,9 @@ _HEADERS = email.parser.BytesHeaderParser(policy=email.policy.compat32)
 class Fault:
     """What to do to recipients `match` picks, `times` times each (then behave)."""
 
-    stage: str  # "rcpt", "data-command" (before its 354) or "data" (after the body)
+    # "greeting", "ehlo" (matched against the session's number, "1" for the first), "rcpt",
+    # "data-command" (before its 354) or "data" (after the body)
+    stage: str
     # e.g. "451 4.2.0 try later"; bytes go out as they are (a hostile or non-UTF-8 server)
     reply: str | bytes | None = None
     sleep: float = 0.0
@@ -135,7 +139,35 @@ class FaultyHandler:
 
 
 class _SMTP(SMTP):
-    """aiosmtpd with one more place to fail: the DATA command itself, before the 354 reply."""
+    """aiosmtpd with more places to fail: the greeting, EHLO, and the DATA command itself,
+    before the 354 reply."""
+
+    number = 0  # this session's, counted from 1 as the server accepted them
+
+    def _session_fault(self, stage: str) -> Fault | None:
+        handler = self.event_handler
+        faults = handler.faults if isinstance(handler, FaultyHandler) else []
+        return next((f for f in faults if f.applies(stage, str(self.number))), None)
+
+    async def _handle_client(self) -> None:
+        fault = self._session_fault("greeting")
+        if fault is None:
+            await super()._handle_client()
+            return
+        if fault.reply:
+            await self.push(fault.reply)
+        assert self.transport is not None
+        self.transport.close()
+
+    async def smtp_EHLO(self, hostname: str) -> None:  # noqa: N802 (aiosmtpd's method name)
+        fault = self._session_fault("ehlo")
+        if fault is None:
+            await super().smtp_EHLO(hostname)
+        elif fault.drop:
+            assert self.transport is not None
+            self.transport.close()
+        elif fault.reply:
+            await self.push(fault.reply)
 
     async def smtp_DATA(self, arg: str) -> None:  # noqa: N802 (aiosmtpd's method name)
         handler = self.event_handler
@@ -209,6 +241,7 @@ async def start(
         )
         sessions.append(smtp)
         handler.connections += 1
+        smtp.number = handler.connections
         return smtp
 
     server = await loop.create_server(factory, "127.0.0.1", 0, ssl=tls)
@@ -221,6 +254,42 @@ async def start(
             if smtp.transport is not None:
                 smtp.transport.abort()
         await server.wait_closed()
+
+
+Answer = bytes | Callable[[asyncio.StreamWriter], Awaitable[None]]
+
+
+@asynccontextmanager
+async def dialogue(greeting: bytes | None, answers: dict[bytes, Answer]) -> AsyncIterator[int]:
+    """A real TCP server on loopback: `greeting` (None: never a word), then each command
+    answered by its first word (`answers[b"EHLO"]`: bytes, or a coroutine that writes the
+    answer), 250 otherwise. Yields its port."""
+
+    async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            if greeting is None:
+                await reader.read()
+                return
+            writer.write(greeting)
+            while line := await reader.readline():
+                answer = answers.get(
+                    line.split()[0].upper() if line.split() else b"", b"250 ok\r\n"
+                )
+                if isinstance(answer, bytes):
+                    writer.write(answer)
+                    await writer.drain()
+                else:
+                    await answer(writer)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(session, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
 
 
 async def _main(portfile: Path, log: Path, delay: float) -> None:

@@ -1,8 +1,9 @@
 """The bounce mailbox in, a Tally out: each mail read, classified, applied to the outbox, and
-moved (or flagged) only when it was understood and matched a send.
+moved (or flagged) only when it was understood, matched a send and was not held for review.
 
 This is `newsletter bounces`: one pass over the mailbox, one line per mail through `report`,
-counts that add up to the number of mails read.
+counts that add up to the number of mails read. Each mail is judged on its own: one that cannot
+be parsed is "not understood" and left where it was, and the run goes on to the next.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def collect(
     tally = Tally()
     for mail in inbox.mails():
         parsed = read_report(mail.raw)
-        decision = policy.apply(parsed)
+        decision = policy.apply(parsed, mail.raw)
         tally.read += 1
         tally.verdicts[decision.verdict] += 1
         tally.suppressed += decision.suppressed
@@ -47,15 +48,18 @@ def collect(
 
 
 def describe(report: Report, decision: Decision) -> str:
-    """One line per mail: verdict, whom it is about, the status, what was done."""
+    """One line per mail: verdict, whom it is about, the status, what was done (or why not)."""
     verdict = decision.verdict
     if not decision.rows:
         label = verdict.value if not report.understood else f"{report.kind.value} ({verdict.value})"
-        return f"{label:<16} from {report.sender[:40]} {report.subject[:60]!r}"
+        why = f": {report.problem}" if report.problem else ""
+        return f"{label:<16} from {report.sender[:40]} {report.subject[:60]!r}{why}"
     row = decision.rows[0]
     finding = decision.finding
     status = finding.status if finding and finding.status else "-"
     done = "; ".join(f"suppressed on {s.list} ({s.reason})" for s in decision.suppressed)
+    if verdict is Verdict.HELD and finding is not None:
+        done = f"{finding.kind.value} not applied: {decision.held[:200]}"
     return f"{verdict.value:<16} {row.recipient} issue {row.issue} list {row.list} {status}" + (
         f": {done}" if done else ""
     )

@@ -6,12 +6,18 @@ go to the `processed` folder (created when missing), or with `processed = ""` ar
 (on IMAP) given the keyword NewsletterProcessed, which later runs skip. A mail that was not
 understood stays exactly where and as it was: the reading uses BODY.PEEK, so not even its
 Seen flag changes.
+
+Anyone can mail the bounce address, so only the first MAX_MAIL_BYTES of each mail are read
+(IMAP fetches that partial body, a Maildir file is read that far): the report parts and the
+quoted original's headers come first, and a 60 MB mail costs no more than its first megabyte.
+Filing moves the whole mail as it is (IMAP MOVE, or renaming the Maildir file), never re-read.
 """
 
 from __future__ import annotations
 
 import imaplib
 import mailbox
+import os
 import re
 import ssl
 from collections.abc import Iterator, Sequence
@@ -27,13 +33,15 @@ from newsletter.errors import InboxError
 from newsletter.settings import BouncesSettings, Settings
 
 KEYWORD = "NewsletterProcessed"
+MAX_MAIL_BYTES = 1 << 20
 _PASSWORD_ENV = SECRET_ENV["bounces_password"]
 _UIDS = re.compile(rb"\d+")
 
 
 @dataclass(frozen=True)
 class Mail:
-    """One mail as the mailbox holds it; `ref` is its IMAP UID or Maildir key."""
+    """One mail as the mailbox holds it, its first MAX_MAIL_BYTES; `ref` is its IMAP UID or
+    its Maildir file (`new/NAME` or `cur/NAME:2,FLAGS`)."""
 
     ref: str
     raw: bytes
@@ -68,7 +76,8 @@ def open_inbox(settings: Settings, maildir: Path | None = None) -> Inbox:
 
 
 class MaildirInbox:
-    """A Maildir folder (what `newsletter mailbox` writes, or a mail server's)."""
+    """A Maildir folder (what `newsletter mailbox` writes, or a mail server's). Its files are
+    read and renamed directly: the mailbox module would parse a whole mail to move it."""
 
     def __init__(self, path: Path, processed: str) -> None:
         if not (path / "cur").is_dir() or not (path / "new").is_dir():
@@ -77,30 +86,50 @@ class MaildirInbox:
                 hint="Pass the Maildir folder itself, e.g. --maildir .newsletter/mailbox.",
             )
         self.where = str(path)
-        self._box = mailbox.Maildir(path, factory=None, create=False)
+        self._path = path
         self._processed = processed
+        self._folder_made = False
 
     def mails(self) -> Iterator[Mail]:
-        for key in sorted(self._box.keys()):
+        found = [
+            f"{sub}/{entry.name}"
+            for sub in ("new", "cur")
+            for entry in os.scandir(self._path / sub)
+            if not entry.name.startswith(".") and entry.is_file()
+        ]
+        for ref in sorted(found, key=lambda r: r[4:].split(":")[0]):
             try:
-                yield Mail(key, self._box.get_bytes(key))
-            except (KeyError, FileNotFoundError):
+                with open(self._path / ref, "rb") as handle:
+                    raw = handle.read(MAX_MAIL_BYTES)
+            except FileNotFoundError:
                 continue  # taken by another reader meanwhile
+            yield Mail(ref, raw)
 
     def file(self, mail: Mail) -> None:
+        sub, _, name = mail.ref.partition("/")
         if not self._processed:
-            message = self._box.get_message(mail.ref)
-            message.add_flag("S")
-            self._box[mail.ref] = message
+            unique, _, info = name.partition(":2,")
+            flags = "".join(sorted(set(info) | {"S"}))
+            self._move(mail.ref, self._path / "cur" / f"{unique}:2,{flags}")
             return
-        # Maildir++ folder (.Name), which Dovecot and other IMAP servers show as a folder. Copy,
-        # then remove: a crash between the two leaves a copy that the processed table ignores.
-        target = self._box.add_folder(self._processed)
-        target.add(self._box.get_message(mail.ref))
-        self._box.discard(mail.ref)
+        # A Maildir++ folder (.Name), which Dovecot and other IMAP servers show as a folder;
+        # one rename moves the mail whole, flags and all.
+        folder = self._path / f".{self._processed}"
+        if not self._folder_made:
+            mailbox.Maildir(self._path, factory=None, create=False).add_folder(self._processed)
+            self._folder_made = True
+        self._move(mail.ref, folder / sub / name)
+
+    def _move(self, ref: str, target: Path) -> None:
+        try:
+            os.rename(self._path / ref, target)
+        except FileNotFoundError:
+            pass  # filed by another reader meanwhile
+        except OSError as exc:
+            raise InboxError(f"{self.where}: cannot move {ref}: {exc.strerror}") from None
 
     def close(self) -> None:
-        self._box.close()
+        pass
 
 
 class ImapInbox:
@@ -150,7 +179,8 @@ class ImapInbox:
             found = self._command(self._imap.uid("SEARCH", criteria), "search")
         for uid in _UIDS.findall(b" ".join(d for d in found if isinstance(d, bytes))):
             with self._guard("fetch"):
-                data = self._command(self._imap.uid("FETCH", uid, "(BODY.PEEK[])"), "fetch")
+                part = f"(BODY.PEEK[]<0.{MAX_MAIL_BYTES}>)"
+                data = self._command(self._imap.uid("FETCH", uid, part), "fetch")
             raw = next((d[1] for d in data if isinstance(d, tuple)), None)
             if isinstance(raw, bytes):
                 yield Mail(uid.decode(), raw)

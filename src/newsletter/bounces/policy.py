@@ -1,9 +1,20 @@
-"""A classified Report in, the outbox rows it is about and who is suppressed out; and the rates
-at which a send stops.
+"""A classified Report in, the one outbox row it is about and who is suppressed out; and the
+rates at which a send stops.
 
 Matching, most trusted first: a VERP tag that verifies with NEWSLETTER_SECRET (from the return
 path, Delivered-To or the quoted X-Newsletter-Tag header), else a quoted Message-ID the outbox
-holds. A report that matches no row suppresses no one: it stays in the mailbox and is counted.
+holds (the first of the first MAX_CANDIDATES quoted that does). A report that matches no row
+suppresses no one: it stays in the mailbox and is counted. One mail acts on at most one row,
+however many tags or Message-IDs it quotes.
+
+A verified tag proves the report is about that message. A Message-ID does not: anyone who saw
+the message (or a reply quoting it) can write one. So a hard or soft bounce or a complaint
+matched only by Message-ID must also prove where it comes from (origin.py: the reader's own
+address, or the mail system or feedback loop of the reader's provider, DKIM-signed), and must
+not name another recipient; otherwise it is held for review: recorded in held_reports, left in
+the mailbox, counted, listed by `newsletter bounces --held`, and applied only if the editor
+accepts it (`--accept ID`; `--dismiss ID` files it without effect). Delays and auto-replies
+change nothing, so they are recorded on a Message-ID alone.
 
 The policy ([bounces] in newsletter.toml):
 
@@ -23,15 +34,22 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from newsletter.bounces.kinds import Kind, find_status, kind_of, worst
 from newsletter.bounces.reports import Finding, Report
 from newsletter.bounces.verp import read_tag
 from newsletter.outbox import Delivery, Outbox
+from newsletter.outbox.bounces import ACCEPTED, DISMISSED, HELD, HeldReport
 from newsletter.outbox.records import BOUNCED, COMPLAINED, now
 from newsletter.settings import BouncesSettings
 
+if TYPE_CHECKING:
+    from newsletter.bounces.origin import DkimKeys, Proof
+
 SMTP_SOURCE = "smtp"
+# Tags and Message-IDs looked at per mail: a mail quoting thousands costs no more than this.
+MAX_CANDIDATES = 20
 
 
 class Verdict(StrEnum):
@@ -43,13 +61,15 @@ class Verdict(StrEnum):
     DELAYED = "delayed"
     AUTO_REPLY = "auto-reply"
     REPEATED = "already counted"
+    DISMISSED = "dismissed"
+    HELD = "held for review"
     UNMATCHED = "no matching send"
     UNKNOWN = "not understood"
 
     @property
     def filed(self) -> bool:
-        """Understood and ours: the mail is moved (or flagged); the rest stay untouched."""
-        return self not in (Verdict.UNMATCHED, Verdict.UNKNOWN)
+        """Understood, ours and settled: the mail is moved (or flagged); the rest stay."""
+        return self not in (Verdict.HELD, Verdict.UNMATCHED, Verdict.UNKNOWN)
 
 
 @dataclass(frozen=True)
@@ -61,55 +81,104 @@ class Suppressed:
 
 
 @dataclass(frozen=True)
+class Match:
+    """The one row a report is about, and whether a verified tag (not a Message-ID) says so."""
+
+    row: Delivery
+    by_tag: bool
+
+
+@dataclass(frozen=True)
 class Decision:
     verdict: Verdict
     rows: tuple[Delivery, ...] = ()
     finding: Finding | None = None
     suppressed: tuple[Suppressed, ...] = ()
+    held: str = ""  # why the report was held for review
 
 
 class Policy:
     """Applies reports to one outbox. `secrets`: NEWSLETTER_SECRET and its previous values (a
-    tag signed before a rotation still matches); without any only Message-IDs can match."""
+    tag signed before a rotation still matches); without any only Message-IDs can match.
+    `keys` looks up DKIM keys to prove a sender; without it no report matched by Message-ID
+    alone is acted on (each is held)."""
 
     def __init__(
-        self, outbox: Outbox, config: BouncesSettings, secrets: Sequence[bytes] = ()
+        self,
+        outbox: Outbox,
+        config: BouncesSettings,
+        secrets: Sequence[bytes] = (),
+        keys: DkimKeys | None = None,
     ) -> None:
         self.outbox = outbox
         self.config = config
         self.secrets = tuple(secrets)
+        self.keys = keys
 
-    def match(self, report: Report) -> list[Delivery]:
-        ids = {read_tag(s, tag) for s in self.secrets for tag in report.tags} - {None}
-        rows = self.outbox.deliveries_by_id(i for i in ids if i is not None)
-        return rows or self.outbox.deliveries_by_message_id(report.message_ids)
+    def match(self, report: Report) -> Match | None:
+        """The row of the first tag that verifies, else of the first quoted Message-ID held."""
+        for tag in report.tags[:MAX_CANDIDATES]:
+            for secret in self.secrets:
+                ident = read_tag(secret, tag)
+                rows = self.outbox.deliveries_by_id([ident]) if ident is not None else []
+                if rows:
+                    return Match(rows[0], by_tag=True)
+        candidates = report.message_ids[:MAX_CANDIDATES]
+        found = {r.message_id: r for r in self.outbox.deliveries_by_message_id(candidates)}
+        for message_id in candidates:
+            if message_id in found:
+                return Match(found[message_id], by_tag=False)
+        return None
 
-    def apply(self, report: Report) -> Decision:
-        """Record `report` against its rows and suppress whom the policy says."""
+    def apply(self, report: Report, raw: bytes = b"") -> Decision:
+        """Record `report` (the mail `raw`, for proving its sender) against its row and
+        suppress whom the policy says, or hold it for review."""
         if not report.understood:
             return Decision(Verdict.UNKNOWN)
-        rows = self.match(report)
-        if not rows:
+        match = self.match(report)
+        if match is None:
             return Decision(Verdict.UNMATCHED)
-        fresh = False
-        suppressed: list[Suppressed] = []
-        finding = None
-        for row in rows:
-            finding = _finding_for(report, row)
-            if not self.outbox.record_bounce(
+        row = match.row
+        finding = _finding_for(report, row)
+        if match.by_tag or not finding.kind.counts:
+            return self._record(report, row, finding)
+        before = self.outbox.held_by_report(report.key, row.id)
+        if before is not None and before.state == DISMISSED:
+            return Decision(Verdict.DISMISSED, (row,), finding)
+        if before is not None and before.state == ACCEPTED:
+            return self._record(report, row, finding)  # recorded when accepted: "already"
+        proof = self._prove(report, row, raw)
+        if proof.proven:
+            if before is not None:  # held on an earlier run (its key server did not answer)
+                self.outbox.decide_held(before.id, ACCEPTED)
+            return self._record(report, row, finding)
+        if before is None:
+            self.outbox.hold_report(
                 report.key,
                 row.id,
                 finding.kind.value,
                 finding.status,
                 finding.diagnostic,
                 report.source,
-            ):
-                continue
-            fresh = True
-            suppressed += self._suppress(row, finding.kind)
-        if not fresh:
-            return Decision(Verdict.REPEATED, tuple(rows), finding)
-        return Decision(Verdict(report.kind.value), tuple(rows), finding, tuple(suppressed))
+                proof.sender or report.sender,
+                proof.why,
+            )
+        return Decision(Verdict.HELD, (row,), finding, held=proof.why)
+
+    def accept(self, held_id: int) -> tuple[HeldReport, list[Suppressed]] | None:
+        """Apply a held report as if it were proven (the editor looked at it): record it and
+        suppress by the policy. None if no report with this id is held. Each step is safe to
+        repeat, so an accept cut short is finished by the next."""
+        held = self.outbox.held_report(held_id)
+        if held is None or held.state != HELD:
+            return None
+        row = held.delivery
+        self.outbox.record_bounce(
+            held.report, row.id, held.kind, held.status, held.detail, held.source
+        )
+        suppressed = self._suppress(row, Kind(held.kind))
+        self.outbox.decide_held(held.id, ACCEPTED)
+        return held, suppressed
 
     def refused(self, row: Delivery, code: int, reply: str) -> Suppressed | None:
         """A 5xx for this recipient at send time is a bounce too: record it (once per row) and
@@ -121,6 +190,31 @@ class Policy:
             return None
         found = self._suppress(row, kind)
         return found[0] if found else None
+
+    def _prove(self, report: Report, row: Delivery, raw: bytes) -> Proof:
+        """Whether a report matched by Message-ID alone may act on `row`."""
+        # dkimpy and the DNS library load only here: a send uses this module for its rate
+        # guard and its refusals, and never proves a sender.
+        from newsletter.bounces.origin import Proof, prove
+
+        named = [f.address for f in report.findings if f.address]
+        if named and row.recipient not in named:
+            why = f"it is about {named[0]}, but the message it quotes went to {row.recipient}"
+            return Proof(False, "", why)
+        return prove(raw, row.recipient, self.keys)
+
+    def _record(self, report: Report, row: Delivery, finding: Finding) -> Decision:
+        if not self.outbox.record_bounce(
+            report.key,
+            row.id,
+            finding.kind.value,
+            finding.status,
+            finding.diagnostic,
+            report.source,
+        ):
+            return Decision(Verdict.REPEATED, (row,), finding)
+        suppressed = tuple(self._suppress(row, finding.kind))
+        return Decision(Verdict(finding.kind.value), (row,), finding, suppressed)
 
     def _suppress(self, row: Delivery, kind: Kind) -> list[Suppressed]:
         reason = None

@@ -14,6 +14,10 @@ In order of trust:
 What ties a report to the message it is about is collected, not trusted: VERP tags (the report's
 own To/Delivered-To, quoted return paths, the quoted X-Newsletter-Tag header) and the quoted
 Message-IDs. policy.py verifies them against the outbox.
+
+Anyone can mail the bounce address, so a mail that cannot be parsed at all (nested a few
+thousand multiparts deep, or anything else that trips the parser) is a Report that was not
+understood, with the reason in `problem`: never an exception that would stop the run.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ _AUTO_SUBJECT = re.compile(
     r"|自動回复|自動応答|不在)",
     re.IGNORECASE,
 )
-_DAEMON_NAMES = ("mailer-daemon", "mailer_daemon", "postmaster", "mail-daemon", "mdaemon")
+DAEMON_NAMES = ("mailer-daemon", "mailer_daemon", "postmaster", "mail-daemon", "mdaemon")
 _DAEMON_LABELS = re.compile(r"mail delivery|mailer.daemon|postmaster|delivery status", re.I)
 _QUOTED_ID = re.compile(
     r"^[ \t>]*(?:X-Original-)?Message-ID:[ \t]*(<[^<>\s]+>)", re.IGNORECASE | re.MULTILINE
@@ -80,6 +84,7 @@ class Report:
     message_ids: tuple[str, ...]
     subject: str
     sender: str
+    problem: str = ""  # why the mail could not be parsed at all, if it could not
 
     @property
     def understood(self) -> bool:
@@ -87,7 +92,38 @@ class Report:
 
 
 def read_report(raw: bytes) -> Report:
-    """Classify one mail exactly as it came from the mailbox."""
+    """Classify one mail exactly as it came from the mailbox; never raises."""
+    try:
+        return _classify(raw)
+    except RecursionError:
+        problem = "cannot be parsed: its parts are nested too deep"
+    except Exception as exc:  # the parser or a detector tripping over hostile input
+        problem = f"cannot be parsed: {type(exc).__name__}"
+    subject, sender = _named(raw)
+    return Report(
+        key="sha256:" + hashlib.sha256(raw).hexdigest(),
+        kind=Kind.UNKNOWN,
+        source="",
+        findings=(),
+        tags=(),
+        message_ids=(),
+        subject=subject,
+        sender=sender,
+        problem=problem,
+    )
+
+
+def _named(raw: bytes) -> tuple[str, str]:
+    """Subject and From of a mail whose parts could not be parsed: the header block alone
+    parses without descending into any part."""
+    try:
+        head = email.parser.BytesHeaderParser().parsebytes(raw)
+        return _decoded(_field(head, "Subject")), _decoded(_field(head, "From"))
+    except Exception:  # as hostile as the rest: then it stays nameless
+        return "", ""
+
+
+def _classify(raw: bytes) -> Report:
     msg = email.message_from_bytes(raw)
     findings, source = _findings(msg)
     kinds = [f.kind for f in findings]
@@ -215,7 +251,7 @@ def _is_auto_reply(msg: Message) -> bool:
 def _from_delivery_system(msg: Message) -> bool:
     sender = _decoded(_field(msg, "From"))
     address = _address(sender)
-    return address.partition("@")[0] in _DAEMON_NAMES or bool(_DAEMON_LABELS.search(sender))
+    return address.partition("@")[0] in DAEMON_NAMES or bool(_DAEMON_LABELS.search(sender))
 
 
 def _originals(msg: Message) -> list[Message]:

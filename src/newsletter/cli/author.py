@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from newsletter.checks import GMAIL_CLIP
 from newsletter.cli.terminal import issue_option, pass_settings, sample_list_option
+from newsletter.clip import GMAIL_CLIP
 from newsletter.configfile import CONFIG_NAME
 from newsletter.draft import Draft, review, write_files
 from newsletter.errors import display_path
@@ -63,10 +63,13 @@ def build(
     if site is not None:
         from newsletter.web.site.archive import write_site
 
-        pages = write_site(settings, site)
+        written = write_site(settings, site)
+        pages = [path for path in written if path.suffix == ".html"]
+        images = sum(1 for path in written if path.suffix not in (".html", ".xml"))
         click.echo(
             f"{display_path(site)}/  web archive: {len(pages)} pages"
             f" ({len(pages) - 2} issue(s), the index and how-to-unsubscribe)"
+            + (f", feed.xml and {images} image(s)" if images else " and feed.xml")
         )
         click.echo(f"publish it at {settings.newsletter.base_url} (newsletter.base_url)")
 

@@ -9,12 +9,14 @@ import click
 
 from newsletter.bounces.collect import collect, describe
 from newsletter.bounces.inbox import open_inbox
+from newsletter.bounces.origin import DkimKeys
 from newsletter.bounces.policy import Policy, Verdict
 from newsletter.cli.terminal import every_list_option, list_counts, pass_settings, printable
 from newsletter.errors import ConfigError, NewsletterError, display_path
 from newsletter.mail.tokens import signing_key
 from newsletter.outbox import EDITOR_SOURCE, open_outbox, outbox_exists
-from newsletter.settings import DEFAULT_LIST, Settings
+from newsletter.outbox.bounces import DISMISSED
+from newsletter.settings import DEFAULT_LIST, Settings, nameserver_address
 from newsletter.subscribers import address_key, check_list
 
 
@@ -115,26 +117,70 @@ def suppressions(settings: Settings, list_name: str | None) -> None:
     default=None,
     help="Read this Maildir folder instead of [bounces] imap (e.g. .newsletter/mailbox).",
 )
+@click.option(
+    "--held", "show_held", is_flag=True, help="List the reports held for review, read nothing."
+)
+@click.option(
+    "--accept",
+    "accept",
+    type=int,
+    multiple=True,
+    metavar="ID",
+    help="Apply a held report as if proven (suppress by the policy); repeatable.",
+)
+@click.option(
+    "--dismiss",
+    "dismiss",
+    type=int,
+    multiple=True,
+    metavar="ID",
+    help="Drop a held report: it changes nothing, and its mail is filed next run; repeatable.",
+)
 @pass_settings
-def bounces(settings: Settings, maildir: Path | None) -> None:
+def bounces(
+    settings: Settings,
+    maildir: Path | None,
+    show_held: bool,
+    accept: tuple[int, ...],
+    dismiss: tuple[int, ...],
+) -> None:
     """Read bounces and complaints from the bounce mailbox ([bounces] imap, or --maildir DIR),
     record each against the send it is about and suppress by the [bounces] policy: a hard bounce
     or a complaint at once (bounced, complained), soft bounces after 3 in a row. Auto-replies
     never count; mail it does not understand stays where it was. Running it twice counts
-    nothing twice."""
+    nothing twice.
+
+    A report tied to its message only by a quoted Message-ID (no verified return-path tag) acts
+    only when its sender is proven (the reader's own address, or their provider's mail system or
+    feedback loop, DKIM-signed); otherwise it is held for review and left in the mailbox:
+    --held lists those, --accept ID applies one, --dismiss ID drops it."""
     key = signing_key(settings, allow_ephemeral=True)
+    secrets = key.previous if key.ephemeral else key.verifying
+    if show_held or accept or dismiss:
+        if maildir is not None:
+            raise click.UsageError("--held, --accept and --dismiss read no mailbox: drop --maildir")
+        if not outbox_exists(settings.outbox_target):
+            if accept or dismiss:
+                raise _not_held((accept + dismiss)[0])
+            click.echo("0 report(s) held for review", err=True)
+            return
+        with open_outbox(settings.outbox_target) as outbox:
+            _review(Policy(outbox, settings.bounces, secrets), show_held, accept, dismiss)
+        return
     inbox = open_inbox(settings, maildir)
     if key.ephemeral:
         click.echo(
             "note: NEWSLETTER_SECRET is not set: return-path tags cannot be verified, so only"
-            " reports that quote a Message-ID can be matched",
+            " reports that quote a Message-ID can be matched (and acted on only when their"
+            " sender is proven)",
             err=True,
         )
+    keys = DkimKeys(
+        [nameserver_address(n) for n in settings.check.nameservers], settings.check.timeout
+    )
     try:
         with open_outbox(settings.outbox_target) as outbox:
-            policy = Policy(
-                outbox, settings.bounces, key.previous if key.ephemeral else key.verifying
-            )
+            policy = Policy(outbox, settings.bounces, secrets, keys)
             tally = collect(inbox, policy, lambda r, d: click.echo(printable(describe(r, d))))
     finally:
         inbox.close()
@@ -143,4 +189,52 @@ def bounces(settings: Settings, maildir: Path | None) -> None:
         f"{inbox.where}: read {tally.read} mail(s)"
         + (f": {counts}" if counts else "")
         + f"; {len(tally.suppressed)} address(es) suppressed; {tally.left} left in the mailbox"
+    )
+    if tally.verdicts[Verdict.HELD]:
+        click.echo(
+            f"{tally.verdicts[Verdict.HELD]} report(s) held for review: their sender is not"
+            " proven; see `newsletter bounces --held`",
+            err=True,
+        )
+
+
+def _review(
+    policy: Policy, show_held: bool, accept: tuple[int, ...], dismiss: tuple[int, ...]
+) -> None:
+    """--held, --accept and --dismiss: the editor's side of the reports held for review."""
+    outbox = policy.outbox
+    for ident in accept:
+        accepted = policy.accept(ident)
+        if accepted is None:
+            raise _not_held(ident)
+        held, done = accepted
+        row = held.delivery
+        what = "; ".join(f"suppressed on {s.list} ({s.reason})" for s in done) or "recorded"
+        click.echo(printable(f"accepted {ident}: {held.kind} {row.recipient}: {what}"))
+    for ident in dismiss:
+        if not outbox.decide_held(ident, DISMISSED):
+            raise _not_held(ident)
+        click.echo(f"dismissed {ident}: its mail is filed on the next `newsletter bounces`")
+    if not show_held:
+        return
+    held_now = outbox.held_reports()
+    for held in held_now:
+        row = held.delivery
+        click.echo(
+            printable(
+                f"{held.id:>5}  {held.created_at[:16]}  {held.kind:<9}  {row.recipient}"
+                f"  issue {row.issue} list {row.list}  from {held.sender or '?'}: {held.reason}"
+            )
+        )
+    click.echo(
+        f"{len(held_now)} report(s) held for review"
+        + (": --accept ID applies one, --dismiss ID drops it" if held_now else ""),
+        err=True,
+    )
+
+
+def _not_held(ident: int) -> NewsletterError:
+    return NewsletterError(
+        f"no report held for review has id {ident}",
+        hint="`newsletter bounces --held` lists them with their ids.",
     )

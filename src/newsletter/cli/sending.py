@@ -13,16 +13,18 @@ import click
 
 from newsletter.cli.terminal import (
     every_list_option,
+    fail,
     issue_option,
     list_counts,
     pass_settings,
     printable,
 )
-from newsletter.errors import DeliveryError, display_path
+from newsletter.errors import DeliveryError, OutboxError, display_path
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox, open_outbox, outbox_exists
 from newsletter.send import run
 from newsletter.send.job import Event, Options, RunReport
+from newsletter.send.lease import why_gone
 from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.spreadsheet import write_csv
 from newsletter.subscribers import ListReport, read_rows
@@ -106,7 +108,8 @@ def send(
       0  every recipient sent (or skipped: unsubscribed)
       1  error before sending (nothing was sent)
       3  finished, but some recipients are rejected, failed, unknown or still deferred
-      4  stopped (circuit breaker, quota, Ctrl-C): re-run the same command to resume
+      4  stopped (circuit breaker, quota, Ctrl-C, a fault of the delivery log): re-run
+         the same command to resume
     """
     if dry_run:
         _dry_run(
@@ -153,8 +156,13 @@ def send(
         retry_failed=retry_failed,
         bounces=settings.bounces,
     )
-    with _SendDisplay(number, list_name, prepared.list_rows) as display:
-        report = run.send(prepared, options, display)
+    try:
+        with _SendDisplay(number, list_name, prepared.list_rows) as display:
+            report = run.send(prepared, options, display)
+    except OutboxError as exc:
+        # The log failed under the run (its disk full, locked, damaged, its connection lost):
+        # a stopped run, which the re-run recovers as after a kill.
+        fail(exc, EXIT_STOPPED)
     # Planning read the list (rejected rows, if this worker planned; a live one may have).
     _report_list(prepared.list_report)
     click.echo(_summary(report))
@@ -335,10 +343,12 @@ def status(
             for state, n in counts.items():
                 if n:
                     click.echo(f"  {state:<9} {n}")
-            for worker in outbox.workers(number, name):
+            clock = outbox.database_time()
+            for worker in outbox.workers(number, name, expired=True):
+                doing = why_gone(worker, clock) or f"sending since {worker.started_at}"
                 click.echo(
-                    f"  worker    {printable(worker.host)} pid {worker.pid}, sending since"
-                    f" {worker.started_at} (last seen {worker.seen_at})"
+                    f"  worker    {printable(worker.host)} pid {worker.pid}, {doing}"
+                    f" (last seen {worker.seen_at})"
                 )
             for line in _after_sending(outbox, number, name, counts):
                 click.echo(line)

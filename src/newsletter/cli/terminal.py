@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from functools import update_wrapper
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -36,12 +36,13 @@ class Group(click.Group):
             )
 
 
-def fail(exc: NewsletterError) -> None:
-    # A message can quote a server's reply or a file's bytes: each of its lines is cleaned.
+def fail(exc: NewsletterError, code: int = 1) -> NoReturn:
+    """What is wrong and how to fix it, on stderr; then exit with `code`. A message can quote a
+    server's reply or a file's bytes: each of its lines is cleaned."""
     click.secho(f"error: {_lines(exc.message)}", fg="red", err=True)
     if exc.hint:
         click.echo(f"hint: {_lines(exc.hint)}", err=True)
-    sys.exit(1)
+    sys.exit(code)
 
 
 def _lines(text: str) -> str:

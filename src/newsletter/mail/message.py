@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import email.utils
 import hashlib
+import hmac
 import html
 import re
 from collections.abc import Iterable
@@ -30,6 +31,7 @@ from newsletter.bounces.verp import TAG_HEADER, make_tag, return_path
 from newsletter.errors import ConfigError, TemplateError, UnsafeHeaderError
 from newsletter.i18n import EMAIL, strings_for
 from newsletter.links import issue_url, unsubscribe_url
+from newsletter.mail.canonical import relaxed_lines
 from newsletter.mail.mime import (
     CRLF,
     MAX_LINE,
@@ -53,9 +55,10 @@ from newsletter.settings import Settings
 from newsletter.subscribers import DOT_ATOM, normalize
 
 if TYPE_CHECKING:
-    from newsletter.mail.signing import DkimSigner
+    from newsletter.mail.signing import IssueSigner
 
 TEST_HEADER = "X-Newsletter-Test"
+_MESSAGE_ID_LABEL = b"newsletter-message-id-v1\n"
 _PLACEHOLDER = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"[A-Z0-9_]*__")
 _PLAIN_ID = re.compile(r"<[!-;=?-~]+>")  # printable ASCII, no spaces or angle brackets inside
 _EML_NAME = re.compile(r"[0-9]{6,}-[A-Za-z0-9@._+-]+\.eml")
@@ -141,10 +144,11 @@ class MessageFactory:
         if re.fullmatch(r"[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*", language):
             tail.append(f"Content-Language: {language}\r\n")
         tail.append(f'Content-Type: multipart/alternative;\r\n boundary="{self._boundary}"\r\n')
-        self._head = _ascii("".join(head))
-        self._middle = _ascii("".join(middle))
-        self._lists = _ascii("".join(lists))
-        self._tail = _ascii("".join(tail))
+        # One bytes object per header field: a signer canonicalizes these once per issue.
+        self._head = [_ascii(field) for field in head]
+        self._middle = [_ascii(field) for field in middle]
+        self._lists = [_ascii(field) for field in lists]
+        self._tail = [_ascii(field) for field in tail]
 
         self._text = _split(rendered.text, "text")
         self._html = _split(rendered.html, "html")
@@ -153,7 +157,7 @@ class MessageFactory:
         self._text_head = part_head("text/plain", self.text_encoder.name, self._boundary)
         self._html_head = part_head("text/html", self.html_encoder.name, self._boundary)
         self._close = _ascii(f"--{self._boundary}--\r\n")
-        self._dkim = _signers(settings)
+        self._signing = self._issue_signer(settings)
         # The header block is checked line by line per message (_check_header_block) and the part
         # heads are ours: the encoders decide whether the body lines are ready for SMTP as built.
         self._smtp_ready = self.text_encoder.smtp_ready and self.html_encoder.smtp_ready
@@ -163,22 +167,26 @@ class MessageFactory:
             b"Subject",
             b"Date",
             b"Message-ID",
-            *_FIELD.findall(self._lists),
+            *_FIELD.findall(b"".join(self._lists)),
             b"List-Unsubscribe",
-            *_FIELD.findall(self._tail),
+            *_FIELD.findall(b"".join(self._tail)),
         ]
-        self._fields[:0] = [b"DKIM-Signature"] * len(self._dkim)
+        self._fields[:0] = [b"DKIM-Signature"] * len(self._signing.signers if self._signing else [])
         at = self._fields.index(b"Message-ID") + 1
         self._tagged_fields = [*self._fields[:at], TAG_HEADER.encode(), *self._fields[at:]]
 
     def message_id(self, subscriber: Subscriber) -> str:
-        """Unique per (issue, list, recipient) and the same on every retry."""
+        """Unique per (issue, list, recipient), the same on every retry, and unguessable."""
         return self.message_id_of(subscriber.envelope)
 
     def message_id_of(self, envelope: str) -> str:
-        """The Message-ID of the recipient at `envelope` (planning has no Subscriber)."""
-        seed = "\n".join([str(self.issue), self.list_name, normalize(envelope)])
-        return f"<{_digest(seed)[:32]}@{self.domain}>"
+        """The Message-ID of the recipient at `envelope` (planning has no Subscriber, and
+        stores it with the row). Keyed with NEWSLETTER_SECRET: the issue number is public and
+        the list name guessable, so an unkeyed hash of them would let anyone compute every
+        reader's Message-ID and quote it in a forged bounce."""
+        seed = "\n".join([str(self.issue), self.list_name, normalize(envelope)]).encode()
+        mac = hmac.digest(self._secret, _MESSAGE_ID_LABEL + seed, "sha256")
+        return f"<{mac[:16].hex()}@{self.domain}>"
 
     def unsubscribe_url(self, subscriber: Subscriber) -> str:
         """The one-click (RFC 8058) and visible unsubscribe link; the token signs list + address."""
@@ -225,30 +233,36 @@ class MessageFactory:
             tag = make_tag(self._secret, row_id)
             sender = return_path(self._return_path, tag)
             tag_line = _ascii(f"{TAG_HEADER}: {tag}\r\n")
-        header = b"".join(
-            [
-                self._head,
-                _ascii(mailbox_header("To", name, subscriber.envelope)),
-                self._middle,
-                _ascii(f"Message-ID: {message_id}\r\n"),
-                tag_line,
-                self._lists,
-                _ascii(f"List-Unsubscribe: <{unsubscribe}>,\r\n <{mailto}>\r\n"),
-                self._tail,
-            ]
-        )
-        body = [
-            CRLF,
-            self._text_head,
-            *self.text_encoder.encode(text_values),
-            self._html_head,
-            *self.html_encoder.encode(html_values),
-            self._close,
+        fields = [
+            *self._head,
+            _ascii(mailbox_header("To", name, subscriber.envelope)),
+            *self._middle,
+            _ascii(f"Message-ID: {message_id}\r\n"),
+            *([tag_line] if tag_line else []),
+            *self._lists,
+            _ascii(f"List-Unsubscribe: <{unsubscribe}>,\r\n <{mailto}>\r\n"),
+            *self._tail,
         ]
-        data = b"".join([header, *body])
-        if self._dkim:
-            # Each signer signs the same bytes (no DKIM-Signature is in another's h=).
-            signature = b"".join(signer.sign(data) for signer in self._dkim)
+        header = b"".join(fields)
+        if self._signing is None:
+            text_lines = self.text_encoder.encode(text_values)
+            html_lines = self.html_encoder.encode(html_values)
+        else:
+            text_lines, text_relaxed = self.text_encoder.encode_relaxed(text_values)
+            html_lines, html_relaxed = self.html_encoder.encode_relaxed(html_values)
+        body = [self._text_head, *text_lines, self._html_head, *html_lines, self._close]
+        data = b"".join([header, CRLF, *body])
+        if self._signing is not None:
+            relaxed: bytes | memoryview
+            if text_relaxed is text_lines and html_relaxed is html_lines:
+                # Lines that are their own relaxed form (base64), between our part heads and
+                # boundaries (relaxed too, _issue_signer checks): the body is its relaxed form.
+                relaxed = memoryview(data)[len(header) + 2 :]
+            else:
+                relaxed = b"".join(
+                    [self._text_head, *text_relaxed, self._html_head, *html_relaxed, self._close]
+                )
+            signature = self._signing.sign(fields, relaxed)
             header = signature + header
             data = signature + data
         self._check_header_block(header, subscriber, tagged=bool(tag_line))
@@ -259,6 +273,20 @@ class MessageFactory:
             data=data,
             smtp_ready=self._smtp_ready,
         )
+
+    def _issue_signer(self, settings: Settings) -> IssueSigner | None:
+        """The DKIM signers [dkim] asks for, with this issue's fixed header fields and the
+        body's leading lines (the key files are read only then)."""
+        if settings.dkim is None:
+            return None
+        from newsletter.mail.signing import DkimSigner, IssueSigner
+
+        ours = (self._text_head, self._html_head, self._close)
+        if any(relaxed_lines(lines) != lines for lines in ours):
+            raise AssertionError("a part head or boundary is not in DKIM's relaxed form")
+        fixed = [*self._head, *self._middle, *self._lists, *self._tail]
+        leading = self._text_head + self.text_encoder.leading
+        return IssueSigner(DkimSigner.from_settings(settings), fixed, leading)
 
     def _check_header_block(self, block: bytes, subscriber: Subscriber, *, tagged: bool) -> None:
         """The last gate: exactly the header fields we wrote, printable ASCII, CRLF, short lines."""
@@ -362,12 +390,3 @@ def _ascii(text: str) -> bytes:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _signers(settings: Settings) -> list[DkimSigner]:
-    """The DKIM signers [dkim] asks for; dkimpy (and the DNS library it loads) only then."""
-    if settings.dkim is None:
-        return []
-    from newsletter.mail.signing import DkimSigner
-
-    return DkimSigner.from_settings(settings)

@@ -1,5 +1,6 @@
 """MIME encoding for message.py: header values as folded RFC 2047 words, and body parts as
-base64 or quoted-printable that re-encode only the lines a per-recipient value touches.
+base64 or quoted-printable that encode per recipient only the lines a value touches (and, for
+DKIM, canonicalize only those lines: the rest is done once per issue).
 
 Nothing here uses the `email` package: on this Python its header folding can be made to inject
 headers (CVE-2024-6923, CVE-2026-1299) and its generator costs milliseconds per message.
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from newsletter.errors import UnsafeHeaderError
+from newsletter.mail.canonical import relaxed_lines
 from newsletter.models import header_problem
 
 CRLF = b"\r\n"
@@ -27,8 +29,15 @@ class Encoder(Protocol):
     # Every line encode() returns ends in CRLF and none starts with "." (nothing for SMTP to
     # dot-stuff), whatever the values.
     smtp_ready: bool
+    # The lines every encode() result starts with, whatever the values, in DKIM's relaxed form.
+    leading: bytes
 
     def encode(self, values: Sequence[bytes]) -> list[bytes]: ...
+
+    def encode_relaxed(self, values: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
+        """encode()'s lines, and the same lines in DKIM's relaxed body form (the same list
+        when the lines are their own relaxed form)."""
+        ...
 
 
 def choose_encoder(segments: list[bytes]) -> Encoder:
@@ -55,6 +64,13 @@ class Base64:
     def __init__(self, segments: list[bytes]) -> None:
         self._segments = segments
         self._cache: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+        if len(segments) == 1:
+            self.leading = b"".join(self.encode([]))
+        else:
+            first = segments[0]
+            full = len(first) // self._IN * self._IN
+            lines = (_b64_line(first[i : i + self._IN]) for i in range(0, full, self._IN))
+            self.leading = b"".join(lines)
 
     def encode(self, values: Sequence[bytes]) -> list[bytes]:
         out: list[bytes] = []
@@ -76,6 +92,11 @@ class Base64:
             out.append(_b64_line(carry))
         return out
 
+    def encode_relaxed(self, values: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
+        # Base64 lines hold no space or tab: each is its own relaxed form.
+        lines = self.encode(values)
+        return lines, lines
+
     def _lines(self, index: int, start: int) -> tuple[bytes, bytes]:
         cached = self._cache.get((index, start))
         if cached is None:
@@ -92,44 +113,66 @@ def _b64_line(chunk: bytes) -> bytes:
 
 
 class QuotedPrintable:
-    """Quoted-printable (76-column soft breaks), re-encoding only the lines a value sits on.
+    """Quoted-printable (76-column soft breaks), encoding per recipient only the values.
 
-    QP starts afresh at every hard line break, so the complete lines of a static segment are
-    encoded once; per recipient only the line(s) holding a value are encoded.
+    A soft line break (``=`` CRLF, which decodes to nothing) before and after each value makes
+    every static segment start a line of its own, so each is encoded once, whatever the values
+    around it; per recipient only the values are encoded, each on lines of its own.
     """
 
     name = "quoted-printable"
     smtp_ready = False  # a line may start with "." (b2a_qp only encodes a lone one)
 
     def __init__(self, segments: list[bytes]) -> None:
-        self._pieces: list[tuple[bytes, bytes, bytes] | None] = []
-        for segment in segments:
-            first, last = segment.find(CRLF), segment.rfind(CRLF)
-            if first < 0:
-                self._pieces.append(None)
-                continue
-            lines = _qp(segment[first + 2 : last + 2])
-            self._pieces.append((segment[: first + 2], lines, segment[last + 2 :]))
-        self._segments = segments
+        last = len(segments) - 1
+        # The body must end with a line break; it belongs to the boundary that follows.
+        self._static = [
+            _qp(segment) + CRLF if index == last else _line_end(_qp(segment))
+            for index, segment in enumerate(segments)
+        ]
+        # Their relaxed forms (DKIM), made when a signer first asks.
+        self._relaxed: list[bytes] | None = None
+        self.leading = relaxed_lines(self._static[0] if last else b"".join(self._static))
 
     def encode(self, values: Sequence[bytes]) -> list[bytes]:
-        out: list[bytes] = []
-        pending = b""
-        for index, pieces in enumerate(self._pieces):
-            if index:
-                pending += values[index - 1]
-            if pieces is None:
-                pending += self._segments[index]
-                continue
-            head, lines, tail = pieces
-            out.append(_qp(pending + head))
-            out.append(lines)
-            pending = tail
-        if pending:
-            out.append(_qp(pending))
-        # The body must end with a line break; it belongs to the boundary that follows.
-        out.append(CRLF)
+        out = [self._static[0]]
+        for value, static in zip(values, self._static[1:], strict=True):
+            if value:
+                out.append(_line_end(_qp(value)))
+            out.append(static)
         return out
+
+    def encode_relaxed(self, values: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
+        if self._relaxed is None:
+            self._relaxed = [relaxed_lines(static) for static in self._static]
+        out, relaxed = [self._static[0]], [self._relaxed[0]]
+        for value, static, canonical in zip(
+            values, self._static[1:], self._relaxed[1:], strict=True
+        ):
+            if value:
+                lines = _line_end(_qp(value))
+                out.append(lines)
+                relaxed.append(relaxed_lines(lines))
+            out.append(static)
+            relaxed.append(canonical)
+        return out, relaxed
+
+
+def _line_end(encoded: bytes) -> bytes:
+    """Encoded quoted-printable that ends its last line: as it is after a CRLF (or when empty),
+    else with a soft break, the line split first if the "=" would take it past 76 columns."""
+    if not encoded or encoded.endswith(CRLF):
+        return encoded
+    start = encoded.rfind(b"\n") + 1
+    if len(encoded) - start > 75:
+        cut = start + 75
+        # Never inside an =XX escape.
+        if encoded[cut - 1 : cut] == b"=":
+            cut -= 1
+        elif encoded[cut - 2 : cut - 1] == b"=":
+            cut -= 2
+        encoded = encoded[:cut] + b"=\r\n" + encoded[cut:]
+    return encoded + b"=\r\n"
 
 
 def _qp(data: bytes) -> bytes:
@@ -167,7 +210,7 @@ def mailbox_header(field: str, name: str, address: str) -> str:
         words = ['"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"']
     else:
         words = encode_words(name, FOLD_AT - len(field) - 2)
-    return _fold(field, [*words, f"<{address}>"])
+    return fold_words(field, [*words, f"<{address}>"])
 
 
 def unstructured_header(field: str, value: str) -> str:
@@ -183,13 +226,13 @@ def unstructured_header(field: str, value: str) -> str:
                 else:
                     lines[-1] += word
             return f"{field}: " + "\r\n".join(lines) + "\r\n"
-    return _fold(field, encode_words(value, room))
+    return fold_words(field, encode_words(value, room))
 
 
 def encode_words(text: str, first_room: int) -> list[str]:
     """RFC 2047 B-encoded words of at most 75 characters, split between whole characters.
 
-    `_fold` always puts whitespace between them: never the `?==?` that some Python versions
+    `fold_words` always puts whitespace between them: never the `?==?` that some Python versions
     produce and some clients then show raw.
     """
     words: list[str] = []
@@ -211,7 +254,7 @@ def _word(data: bytes) -> str:
     return "=?utf-8?b?" + binascii.b2a_base64(data, newline=False).decode("ascii") + "?="
 
 
-def _fold(field: str, words: list[str]) -> str:
+def fold_words(field: str, words: list[str]) -> str:
     """Join words with spaces, breaking the line (CRLF + space) before any word that would
     push it past 78 characters."""
     line = f"{field}: {words[0]}"

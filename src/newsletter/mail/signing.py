@@ -1,5 +1,6 @@
-"""A finished message in, its DKIM-Signature header (RFC 6376, relaxed/relaxed) out: rsa-sha256,
-and ed25519-sha256 (RFC 8463) beside it when [dkim] ed25519_key is set.
+"""A message's header fields and its body in DKIM's relaxed form in, its DKIM-Signature
+headers (RFC 6376, relaxed/relaxed) out: rsa-sha256, and ed25519-sha256 (RFC 8463) beside it when
+[dkim] ed25519_key is set.
 
 Used only when newsletter.toml has a [dkim] table (domain, selector, private_key file). The
 signature covers the headers that identify the mail and its unsubscribe route: Gmail and Yahoo
@@ -9,9 +10,13 @@ fields are signed once more than they occur ("oversigned"), so nobody on the way
 one without breaking the signature; Reply-To, Cc and List-Id likewise even when the message has
 none, so a Reply-To added on the way (to catch the answers) breaks it too.
 
-dkimpy does the DKIM work (parsing, canonicalization, choosing and hashing the signed headers);
-only the RSA operation goes to `cryptography` (OpenSSL): dkimpy's pure-Python RSA would make
-signing, not SMTP, the limit on sending speed (README, Benchmarks).
+Nothing is parsed: MessageFactory hands over the header fields it wrote, one by one, and the body
+lines already canonicalized (mail/canonical.py, mail/mime.py), and IssueSigner prepares once per
+issue what every message shares (the fixed fields' relaxed forms, h= and the fields it picks, the
+hash state after the body's leading lines). Per message that leaves the SHA-256 of the body, a few
+short fields, and the private-key operation, which `cryptography` (OpenSSL) does. The tags are
+those dkimpy's `dkim.sign` writes, in its order, so for the same message, key and second the
+two sign the same bytes: tests/mail/test_signing.py holds the signer to dkimpy's signature.
 """
 
 from __future__ import annotations
@@ -19,49 +24,45 @@ from __future__ import annotations
 import base64
 import hashlib
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-import dkim
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from dkim.canonicalization import (
-    CanonicalizationPolicy,
-    correct_empty_body,
-    strip_trailing_lines,
-)
 
 from newsletter.errors import ConfigError
+from newsletter.mail.canonical import relaxed_field
+from newsletter.mail.mime import fold_words
 from newsletter.settings import Settings
 
+# Lowercased, as they are written into h= (names compare without case).
 SIGNED = (
-    b"From",
-    b"To",
-    b"Subject",
-    b"Date",
-    b"Message-ID",
-    b"Reply-To",
-    b"List-Id",
-    b"List-Unsubscribe",
-    b"List-Unsubscribe-Post",
-    b"MIME-Version",
-    b"Content-Type",
-    b"Content-Language",
-    b"X-Newsletter-Test",
-    b"Feedback-ID",
-    b"X-Newsletter-Tag",
+    b"from",
+    b"to",
+    b"subject",
+    b"date",
+    b"message-id",
+    b"reply-to",
+    b"list-id",
+    b"list-unsubscribe",
+    b"list-unsubscribe-post",
+    b"mime-version",
+    b"content-type",
+    b"content-language",
+    b"x-newsletter-test",
+    b"feedback-id",
+    b"x-newsletter-tag",
 )
-OVERSIGNED = (b"From", b"To", b"Subject", b"List-Unsubscribe", b"List-Unsubscribe-Post")
+OVERSIGNED = (b"from", b"to", b"subject", b"list-unsubscribe", b"list-unsubscribe-post")
 # Signed one more time than they occur even when absent: none can be added later.
-ALWAYS_OVERSIGNED = (b"Reply-To", b"Cc", b"List-Id")
+ALWAYS_OVERSIGNED = (b"reply-to", b"cc", b"list-id")
 HEADER = b"DKIM-Signature"
 _ED_HINT = (
     "Generate one with `openssl genpkey -algorithm ed25519 -out dkim-ed25519.pem` and publish "
     "`v=DKIM1; k=ed25519; p=<the raw 32-byte public key, base64>` at "
     "<ed25519_selector>._domainkey.<domain>."
 )
-_RELAXED = CanonicalizationPolicy.from_c_value(b"relaxed/relaxed")
 _KEY_HINT = (
     "Generate one with `openssl genrsa -out dkim.pem 2048` and publish its public half as a TXT "
     "record at <selector>._domainkey.<domain>."
@@ -139,56 +140,102 @@ class DkimSigner:
         """The half receivers fetch from DNS (`newsletter check --online` compares them)."""
         return self._key.public_key()
 
-    def sign(self, message: bytes, headers: Iterable[bytes] = SIGNED) -> bytes:
-        """The DKIM-Signature header line(s), CRLF-terminated, to put in front of `message`."""
-        # Parse only the header block: splitting a 50 KB body into lines costs a millisecond.
-        head, _, body = message.partition(b"\r\n\r\n")
-        parsed, _ = dkim.rfc822_parse(head + b"\r\n\r\n")
-        present = {name.lower() for name, _ in parsed}
-        include = [h for h in headers if h.lower() in present]
-        include += [h for h in OVERSIGNED if h.lower() in present]
-        include += ALWAYS_OVERSIGNED
-        body_hash = base64.b64encode(hashlib.sha256(canonical_body(body)).digest())
-        fields = [
-            (b"v", b"1"),
-            (b"a", self.algorithm),
-            (b"c", b"relaxed/relaxed"),
-            (b"d", self.domain),
-            (b"s", self.selector),
-            (b"t", str(int(time.time())).encode("ascii")),
-            (b"h", b" : ".join(include)),
-            (b"bh", body_hash),
-            (b"b", b""),
+    def sign(self, signed: bytes, hashed: bytes, body_hash: bytes) -> bytes:
+        """The DKIM-Signature header, CRLF-terminated, for a message whose header fields that
+        h= names (`signed`, see choose_fields) have the relaxed forms `hashed`, in h='s order,
+        and whose relaxed body hashes (SHA-256, base64) to `body_hash`."""
+        tags = [
+            b"v=1",
+            b"a=" + self.algorithm,
+            b"c=relaxed/relaxed",
+            b"d=" + self.domain,
+            b"i=@" + self.domain,
+            b"q=dns/txt",
+            b"s=" + self.selector,
+            b"t=" + str(int(time.time())).encode("ascii"),
+            b"h=" + signed,
+            b"bh=" + body_hash,
+            b"b=",
         ]
-        # b= comes last and is hashed empty, so the signature can be appended afterwards.
-        unsigned: bytes = dkim.fold(b"; ".join(b"=".join(f) for f in fields), namelen=len(HEADER))
-        digest = hashlib.sha256()
-        dkim.hash_headers(
-            digest,
-            _RELAXED,
-            _RELAXED.canonicalize_headers(parsed),
-            [h.lower() for h in include],
-            (HEADER, b" " + unsigned),
-            dict(fields),
-        )
+        # Folded only at its spaces (after a tag's ";" or an h= name's ":"), so the relaxed
+        # form does not depend on where. The header is hashed last, with b= empty and without
+        # its CRLF.
+        text = b"; ".join(tags).decode("ascii")
+        words = text.replace("; ", ";\n").replace(" : ", " :\n").split("\n")
+        unsigned = fold_words(HEADER.decode("ascii"), words).encode("ascii")
+        _, own = relaxed_field(unsigned)
+        digest = hashlib.sha256(hashed + own[:-2]).digest()
         if self._ed_key is not None:
             # RFC 8463: PureEdDSA over the SHA-256 of the canonical headers.
-            raw = self._ed_key.sign(digest.digest())
+            raw = self._ed_key.sign(digest)
         else:
-            raw = self._key.sign(
-                digest.digest(), padding.PKCS1v15(), utils.Prehashed(hashes.SHA256())
-            )
+            raw = self._key.sign(digest, padding.PKCS1v15(), utils.Prehashed(hashes.SHA256()))
         signature = base64.b64encode(raw)
+        # Whitespace inside b= is not part of it (RFC 6376, 3.5): it may break anywhere.
         folded = b"".join(b"\r\n " + signature[i : i + 72] for i in range(0, len(signature), 72))
-        return HEADER + b": " + unsigned + folded + b"\r\n"
+        return unsigned[:-2] + folded + b"\r\n"
 
 
-def canonical_body(body: bytes) -> bytes:
-    """dkimpy's relaxed body canonicalization, skipping its two whole-body regex passes when
-    they cannot change anything: no tab, no double space, no space before a line end (base64
-    and most QP bodies)."""
-    if b"\t" in body or b"  " in body or b" \r\n" in body:
-        result: bytes = _RELAXED.canonicalize_body(body)
-        return result
-    trimmed: bytes = correct_empty_body(strip_trailing_lines(body))
-    return trimmed
+class IssueSigner:
+    """The DKIM signers of one MessageFactory, with what every message of the issue shares made
+    once: the relaxed forms of the header fields that are the same in all of them, h= and the
+    fields it picks for each set of field names, and the SHA-256 state after the leading lines
+    of the body (those before the first line a recipient's values change)."""
+
+    def __init__(
+        self,
+        signers: Sequence[DkimSigner],
+        fixed_fields: Iterable[bytes],
+        body_leading: bytes,
+        headers: Sequence[bytes] = SIGNED,
+    ) -> None:
+        self.signers = list(signers)
+        self._fixed = {field: relaxed_field(field) for field in fixed_fields}
+        self._leading = body_leading
+        self._leading_state = hashlib.sha256(body_leading)
+        self._headers = headers
+        self._choices: dict[tuple[bytes, ...], tuple[bytes, list[int]]] = {}
+
+    def sign(self, fields: Sequence[bytes], body: bytes | memoryview) -> bytes:
+        """One DKIM-Signature header per signer (each over the same bytes: none is in
+        another's h=) for the message whose header fields are `fields`, each as written with
+        its CRLF and in order, and whose body in relaxed form is `body`."""
+        fixed = self._fixed
+        relaxed = [fixed.get(field) or relaxed_field(field) for field in fields]
+        names = tuple(name for name, _ in relaxed)
+        choice = self._choices.get(names)
+        if choice is None:
+            choice = self._choices[names] = choose_fields(names, self._headers)
+        signed, order = choice
+        hashed = b"".join([relaxed[index][1] for index in order])
+        body_hash = self.body_hash(body)
+        return b"".join([signer.sign(signed, hashed, body_hash) for signer in self.signers])
+
+    def body_hash(self, body: bytes | memoryview) -> bytes:
+        """bh=: the base64 SHA-256 of a relaxed body, from the saved state when it starts
+        with the leading lines (else from the start: the result is the same)."""
+        size = len(self._leading)
+        if body[:size] == self._leading:
+            state = self._leading_state.copy()
+            state.update(body[size:])
+        else:
+            state = hashlib.sha256(body)
+        return base64.b64encode(state.digest())
+
+
+def choose_fields(
+    names: Sequence[bytes], headers: Sequence[bytes] = SIGNED
+) -> tuple[bytes, list[int]]:
+    """h= for a message whose header field names (lowercased) are `names`, in order, and the
+    index of the field each entry of h= hashes: the names of `headers` the message has, then the
+    oversigned ones again; for each entry the last instance not yet taken, and nothing when none
+    is left (RFC 6376, 5.4.2), which is what makes an oversigned name lock its field."""
+    present = set(names)
+    include = [name for name in headers if name in present]
+    include += [name for name in OVERSIGNED if name in present]
+    include += ALWAYS_OVERSIGNED
+    instances: dict[bytes, list[int]] = {}
+    for index, name in enumerate(names):
+        instances.setdefault(name, []).append(index)
+    order = [instances[name].pop() for name in include if instances.get(name)]
+    return b" : ".join(include), order

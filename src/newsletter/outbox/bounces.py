@@ -6,11 +6,17 @@ digest of its bytes; `smtp:ID` for a refusal at send time), what it said (kind, 
 detail) and where it came from (dsn, arf, flufl.bounce, smtp). Its primary key is what makes
 reading the same mailbox twice count nothing: `record_bounce` says whether the row is new. The
 deliveries themselves never change: a `sent` row stays `sent`, its bounce beside it.
+
+`held_reports` holds the reports the policy would not act on (no verified tag, sender not
+proven), one per (mail, delivery), until the editor accepts or dismisses one: what it said, who
+sent it and why it was held. Nothing in it counts towards a rate or a soft-bounce streak.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from newsletter.models import DeliveryStatus
 from newsletter.outbox.records import COLUMNS, Delivery, delivery, now
@@ -22,6 +28,27 @@ S = DeliveryStatus
 _WENT_OUT = (S.SENT.value, S.REJECTED.value, S.UNKNOWN.value)
 _BOUNCED = ("hard", "soft")
 _MAX_DETAIL = 1000
+# The states of a held report: waiting for the editor, then accepted (recorded and applied as
+# if proven) or dismissed (the mail is filed next time, nothing done).
+HELD, ACCEPTED, DISMISSED = "held", "accepted", "dismissed"
+_HELD_COLUMNS = "id, report, delivery_id, kind, status, detail, source, sender, reason, state"
+
+
+@dataclass(frozen=True)
+class HeldReport:
+    """One report held for review, and the delivery it would act on."""
+
+    id: int
+    report: str
+    delivery: Delivery
+    kind: str
+    status: str
+    detail: str
+    source: str
+    sender: str
+    reason: str
+    state: str
+    created_at: str
 
 
 class BounceLog(Store):
@@ -30,9 +57,14 @@ class BounceLog(Store):
     def deliveries_by_id(self, ids: Iterable[int]) -> list[Delivery]:
         return [r for i in sorted(set(ids)) for r in self._deliveries("id = ?", (i,))]
 
-    def deliveries_by_message_id(self, message_ids: Iterable[str]) -> list[Delivery]:
-        found = dict.fromkeys(message_ids)
-        return [r for m in found for r in self._deliveries("message_id = ?", (m,))]
+    def deliveries_by_message_id(self, message_ids: Sequence[str]) -> list[Delivery]:
+        """The rows holding any of `message_ids`, in one query (Message-IDs have no index:
+        each query reads the table once, so the caller bounds how many it asks about)."""
+        wanted = list(dict.fromkeys(message_ids))
+        if not wanted:
+            return []
+        marks = ", ".join("?" * len(wanted))
+        return self._deliveries(f"message_id IN ({marks})", tuple(wanted))
 
     def record_bounce(
         self, report: str, delivery_id: int, kind: str, status: str, detail: str, source: str
@@ -91,3 +123,102 @@ class BounceLog(Store):
     def _deliveries(self, where: str, params: tuple[object, ...]) -> list[Delivery]:
         found = self._fetch(f"SELECT {COLUMNS} FROM deliveries WHERE {where}", params)
         return [delivery(r) for r in found]
+
+    def held_by_report(self, report: str, delivery_id: int) -> HeldReport | None:
+        """The held report of this key about this delivery (in whatever state), if any."""
+        found = self._fetch(
+            f"SELECT {_HELD_COLUMNS}, created_at FROM held_reports"
+            " WHERE report = ? AND delivery_id = ?",
+            (report, delivery_id),
+        )
+        held = self._to_held_reports(found)
+        return held[0] if held else None
+
+    def hold_report(
+        self,
+        report: str,
+        delivery_id: int,
+        kind: str,
+        status: str,
+        detail: str,
+        source: str,
+        sender: str,
+        reason: str,
+    ) -> bool:
+        """Keep `report` for review instead of acting on it. False if it was held before."""
+        with self._write():
+            added = self._run(
+                "INSERT INTO held_reports (report, delivery_id, kind, status, detail, source,"
+                " sender, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
+                (
+                    report,
+                    delivery_id,
+                    kind,
+                    status,
+                    detail[:_MAX_DETAIL],
+                    source,
+                    sender[:_MAX_DETAIL],
+                    reason[:_MAX_DETAIL],
+                    now(),
+                ),
+            )
+        return added == 1
+
+    def held_reports(self, state: str = HELD) -> list[HeldReport]:
+        """The reports in `state`, oldest first."""
+        found = self._fetch(
+            f"SELECT {_HELD_COLUMNS}, created_at FROM held_reports WHERE state = ? ORDER BY id",
+            (state,),
+        )
+        return self._to_held_reports(found)
+
+    def held_report(self, held_id: int) -> HeldReport | None:
+        found = self._fetch(
+            f"SELECT {_HELD_COLUMNS}, created_at FROM held_reports WHERE id = ?", (held_id,)
+        )
+        held = self._to_held_reports(found)
+        return held[0] if held else None
+
+    def decide_held(self, held_id: int, state: str) -> bool:
+        """Mark a held report ACCEPTED or DISMISSED; False if it is not (or no longer) held."""
+        with self._write():
+            changed = self._run(
+                "UPDATE held_reports SET state = ?, decided_at = ? WHERE id = ? AND state = ?",
+                (state, now(), held_id, HELD),
+            )
+        return changed == 1
+
+    def _to_held_reports(self, found: list[tuple[Any, ...]]) -> list[HeldReport]:
+        rows = {r.id: r for r in self.deliveries_by_id(int(f[2]) for f in found)}
+        held = []
+        for (
+            ident,
+            report,
+            delivery_id,
+            kind,
+            status,
+            detail,
+            source,
+            sender,
+            reason,
+            state,
+            at,
+        ) in found:
+            if int(delivery_id) in rows:  # a delivery is never deleted; if it were, skip it
+                held.append(
+                    HeldReport(
+                        int(ident),
+                        report,
+                        rows[int(delivery_id)],
+                        kind,
+                        status,
+                        detail,
+                        source,
+                        sender,
+                        reason,
+                        state,
+                        at,
+                    )
+                )
+        return held

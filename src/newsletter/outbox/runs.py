@@ -70,6 +70,7 @@ class Worker:
 class PlanStart:
     generation: int
     before: int
+    planner: str
 
 
 class Runs(Store):
@@ -84,7 +85,9 @@ class Runs(Store):
     # -- planning ---------------------------------------------------------------------------
 
     def plan_is_current(self, issue: int, list_name: str) -> bool:
-        """True if a worker still running planned this send (the others share its plan)."""
+        """True if a worker still running finished planning this send (the others share its
+        plan). A plan whose planner died halfway (its lease may run for a while yet) names no
+        planner: the next worker plans again."""
         found = self._fetch(
             "SELECT 1 FROM plans p JOIN workers w ON w.id = p.planned_by"
             " WHERE p.issue = ? AND p.list = ? AND w.state = 'active'"
@@ -94,14 +97,15 @@ class Runs(Store):
         return bool(found)
 
     def start_plan(self, issue: int, list_name: str, worker: str) -> PlanStart:
-        """A new plan generation; this run's attempt counts start again at zero."""
+        """A new plan generation; this run's attempt counts start again at zero. The plan
+        names its planner only once `finish_plan` has run."""
         with self._write():
             self._run(
                 "INSERT INTO plans (issue, list, generation, planned_at, planned_by)"
-                " VALUES (?, ?, 1, ?, ?) ON CONFLICT (issue, list) DO UPDATE SET"
+                " VALUES (?, ?, 1, ?, '') ON CONFLICT (issue, list) DO UPDATE SET"
                 " generation = plans.generation + 1, planned_at = excluded.planned_at,"
-                " planned_by = excluded.planned_by",
-                (issue, list_name, now(), worker),
+                " planned_by = ''",
+                (issue, list_name, now()),
             )
             (generation,) = self._fetch(
                 "SELECT generation FROM plans WHERE issue = ? AND list = ?", (issue, list_name)
@@ -111,7 +115,7 @@ class Runs(Store):
                 " AND tries > 0",
                 (issue, list_name),
             )
-            return PlanStart(int(generation), self._count(issue, list_name))
+            return PlanStart(int(generation), self._count(issue, list_name), worker)
 
     def add(self, issue: int, list_name: str, generation: int, batch: Sequence[PlannedRow]) -> None:
         """One batch of the list, in one transaction. A recipient already planned keeps its
@@ -162,6 +166,10 @@ class Runs(Store):
                     (S.SKIPPED.value, DEPARTED, stamp, issue, list_name, start.generation),
                 )
             total = self._count(issue, list_name)
+            self._run(
+                "UPDATE plans SET planned_by = ? WHERE issue = ? AND list = ? AND generation = ?",
+                (start.planner, issue, list_name, start.generation),
+            )
         return PlanResult(added=total - start.before, skipped=skipped, total=total)
 
     def _count(self, issue: int, list_name: str) -> int:
@@ -281,9 +289,16 @@ class Runs(Store):
                 )
         return sorted(lost, key=lambda d: d.id)
 
-    def workers(self, issue: int, list_name: str, *, active: bool = True) -> list[Worker]:
-        """The workers of a send (by default those whose lease runs), oldest first."""
-        where = f" AND state = 'active' AND lease_until >= {self.clock}" if active else ""
+    def workers(
+        self, issue: int, list_name: str, *, active: bool = True, expired: bool = False
+    ) -> list[Worker]:
+        """The workers of a send, oldest first: by default those whose lease runs; with
+        `expired`, also the registered ones whose lease ran out and no run has reaped yet
+        (what `status` shows as gone); with `active=False`, every one ever registered."""
+        where = ""
+        if active:
+            where = " AND state = 'active'"
+            where += "" if expired else f" AND lease_until >= {self.clock}"
         rows = self._fetch(
             "SELECT id, issue, list, host, pid, started_at, seen_at, lease_until, state"
             f" FROM workers WHERE issue = ? AND list = ?{where} ORDER BY started_at, id",

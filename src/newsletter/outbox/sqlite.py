@@ -12,18 +12,23 @@ A writer that finds the lock taken (worker processes of one send, `serve` beside
 again after 0.1 ms, doubling up to 5 ms, for up to 30 s: SQLite's own busy handler sleeps a whole
 millisecond at the first conflict, while a commit here holds the lock for some 30 µs, and the
 sleeper blocks its whole event loop meanwhile.
+
+Every sqlite3 error a statement raises once the file is open becomes an OutboxError here
+(`_fault`), by SQLite's result code: the disk full, the lock held past the wait, a damaged
+file, an I/O error, a read-only file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from newsletter.errors import DeliveryError
+from newsletter.errors import DeliveryError, OutboxError, display_path
 from newsletter.outbox.base import Outbox
 from newsletter.outbox.schema import Migration
 from newsletter.outbox.store import Params
@@ -38,50 +43,107 @@ class SqliteOutbox(Outbox):
     errors = sqlite3.Error
 
     _held = False  # a transaction `_run_held` began is open
+    _locked_out = False  # the last wait for the write lock ran out
 
     def __init__(self, target: Path | str, *, migrate: bool = True) -> None:
         path = Path(target)
         self.target = self.path = path
+        self._db = self._connect()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
             if migrate:
                 self.migrate()
-            self._db.execute("PRAGMA busy_timeout=0")  # from now on, _retried waits
+            self._db.execute("PRAGMA busy_timeout=0")  # from now on, _execute waits
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
             raise DeliveryError(
-                f"{path}: cannot open the delivery log: {exc}",
-                hint="Check that the state folder is writable and the file is a newsletter outbox.",
+                f"{self.path}: cannot open the delivery log: {exc}",
+                hint="Check that the state folder is writable and has free space, and that the"
+                " file is a newsletter outbox.",
             ) from None
+        return db
+
+    def _reconnect(self) -> None:
+        self._db = self._connect()
+        self._db.execute("PRAGMA busy_timeout=0")
 
     def close(self) -> None:
-        self.release()
-        self._db.close()
+        try:
+            self.release()
+        finally:
+            self._db.close()
 
     def _run(self, sql: str, params: Params = ()) -> int:
-        count = _retried(self._db.execute, sql, params).rowcount
-        self._settle()
+        try:
+            count = self._execute(sql, params).rowcount
+            self._settle()
+        except sqlite3.Error as exc:
+            raise self._fault(exc) from exc
         return count
 
     def _run_held(self, sql: str, params: Params = ()) -> int:
         # Inside `_write` the block's transaction commits it; outside, one is begun (taking
         # the write lock, so nothing else can be busy) and left open.
-        if not self._held and not self._depth:
-            _retried(self._db.execute, "BEGIN IMMEDIATE", ())
-            self._held = True
-        return self._db.execute(sql, params).rowcount
+        try:
+            if not self._held and not self._depth:
+                self._execute("BEGIN IMMEDIATE")
+                self._held = True
+            return self._db.execute(sql, params).rowcount
+        except sqlite3.Error as exc:
+            raise self._fault(exc) from exc
 
     def release(self) -> None:
         if self._held:
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self._fault(exc) from exc
             self._held = False
-            self._db.execute("COMMIT")
 
     def _fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
-        rows = _retried(self._db.execute, sql, params).fetchall()
-        self._settle()
+        try:
+            rows = self._execute(sql, params).fetchall()
+            self._settle()
+        except sqlite3.Error as exc:
+            raise self._fault(exc) from exc
         return rows
+
+    def _execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
+        """`sql` run, again while another connection holds the write lock (a statement refused
+        as busy did nothing, so running it again is safe), for up to BUSY_TIMEOUT. Once a wait
+        ran out, the next conflicts fail at once until a statement gets through: a run stopping
+        on the lock does not wait that long again for each write on its way out."""
+        try:
+            cursor = self._db.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or self._locked_out:
+                raise
+        else:
+            self._locked_out = False
+            return cursor
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        pause = 0.0001
+        while True:
+            time.sleep(pause)
+            try:
+                cursor = self._db.execute(sql, params)
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+                    raise
+                if time.monotonic() > deadline:
+                    self._locked_out = True
+                    raise
+            else:
+                return cursor
+            pause = min(pause * 2, 0.005)
 
     def _settle(self) -> None:
         # A statement outside `_write` commits at once (a claim's UPDATE ... RETURNING comes
@@ -91,41 +153,82 @@ class SqliteOutbox(Outbox):
 
     def _many(self, sql: str, rows: Iterable[Params]) -> None:
         # Inside _write only (the lock is held): a retry would find `rows` consumed.
-        self._db.executemany(sql, rows)
+        try:
+            self._db.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise self._fault(exc) from exc
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
         # BEGIN IMMEDIATE takes the write lock up front.
-        _retried(self._db.execute, "BEGIN IMMEDIATE", ())
+        try:
+            self._execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._fault(exc) from exc
         try:
             yield
         except BaseException:
-            self._db.execute("ROLLBACK")
+            self._roll_back()
             raise
-        self._db.execute("COMMIT")
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._roll_back()
+            raise self._fault(exc) from exc
+
+    def _roll_back(self) -> None:
+        # SQLite may have rolled back already (a full disk, an I/O error), and the fault that
+        # got us here is the one to report, not a failed ROLLBACK.
+        if self._db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+
+    def _fault(self, exc: sqlite3.Error) -> OutboxError:
+        """The OutboxError that names what `exc` means for the delivery log, and the fix.
+        Outcomes `_run_held` kept open are rolled back with the failed statement: their rows
+        stay `sending`, so the re-run reports them `unknown`, as after a kill."""
+        if self._held:
+            self._held = False
+            self._roll_back()
+        where = display_path(self.path)
+        code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+        if code == sqlite3.SQLITE_FULL:
+            return OutboxError(
+                f"{where}: the disk is full: the delivery log cannot grow",
+                hint="Free space on the disk that holds it, then re-run the same command to"
+                " resume.",
+            )
+        if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            return OutboxError(
+                f"{where}: the delivery log stayed locked by another program for"
+                f" {BUSY_TIMEOUT:.0f} s",
+                hint="Something holds a write transaction open on it (a sqlite3 shell, a backup"
+                " tool, a stuck newsletter command): end it, then re-run the same command.",
+            )
+        if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            return OutboxError(
+                f"{where}: the delivery log is damaged ({exc})",
+                hint="Stop every newsletter command using it and keep a copy of the file; then"
+                " restore a backup, or rebuild it (`sqlite3 FILE .recover | sqlite3 NEW`) and"
+                " check `newsletter status` before sending: rows the damage lost would be"
+                " sent again.",
+            )
+        if code == sqlite3.SQLITE_IOERR:
+            return OutboxError(
+                f"{where}: cannot read or write the delivery log ({exc})",
+                hint="Check the disk that holds it (dmesg, free space), then re-run the same"
+                " command to resume.",
+            )
+        if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_CANTOPEN):
+            return OutboxError(
+                f"{where}: the delivery log cannot be written ({exc})",
+                hint="Make the file and its folder writable by this user, then re-run the same"
+                " command to resume.",
+            )
+        return OutboxError(f"{where}: the delivery log failed: {exc}")
 
     def _migration_lock(self) -> AbstractContextManager[None]:
         return self._write()
 
     def _script(self, migration: Migration) -> str:
         return migration.sqlite
-
-
-def _retried(call: Callable[[str, Params], T], sql: str, params: Params) -> T:
-    """`call(sql, params)`, again while another connection holds the write lock. A statement
-    refused as busy did nothing, so running it again is safe."""
-    try:
-        return call(sql, params)
-    except sqlite3.OperationalError as exc:
-        if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY:
-            raise
-    deadline = time.monotonic() + BUSY_TIMEOUT
-    pause = 0.0001
-    while True:
-        time.sleep(pause)
-        try:
-            return call(sql, params)
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
-                raise
-        pause = min(pause * 2, 0.005)

@@ -10,12 +10,12 @@ migrations of py the database lacks; every backend runs it when it opens.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from newsletter.errors import DeliveryError
+from newsletter.errors import DeliveryError, OutboxError
 from newsletter.outbox.records import now
 from newsletter.outbox.schema import LATEST, MIGRATIONS, TRACKING, Migration, statements
 
@@ -37,12 +37,30 @@ class Store:
     # True where several workers may share a send (PostgreSQL): leases decide who is alive.
     # False for SQLite, where the send lock proves a run is alone.
     shared = False
-    # The driver's own error class (sqlite3.Error, psycopg.Error).
+    # The driver's own error class (sqlite3.Error, psycopg.Error): every one a statement raises
+    # reaches the caller as an OutboxError, mapped by the backend.
     errors: type[Exception] = Exception
     _depth = 0  # how many `_write` blocks are open (the outer one owns the transaction)
 
     def close(self) -> None:
         raise NotImplementedError
+
+    def _reconnect(self) -> None:
+        """Open the connection anew (after `close`), schema as it is."""
+        raise NotImplementedError
+
+    @contextmanager
+    def disconnected(self) -> Iterator[None]:
+        """The connection closed for the block and opened again after it: for a process that
+        forks children which open the outbox themselves. A SQLite connection open across fork
+        leaves the child SQLite's record of the parent's locks and of the file's shared
+        memory, on descriptors that are not the child's: the child's locks would then miss
+        the parent's, and two writers could write at once."""
+        self.close()
+        try:
+            yield
+        finally:
+            self._reconnect()
 
     @property
     def broken(self) -> bool:
@@ -108,7 +126,13 @@ class Store:
     def __exit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close()
+        if et is None:
+            self.close()
+            return
+        # Leaving on an error (a full disk, a lost connection): that error is the one to
+        # report, not closing's own failure to commit on the same disk or connection.
+        with suppress(OutboxError):
+            self.close()
 
     @property
     def display(self) -> str:
@@ -150,7 +174,7 @@ class Store:
     def _up_to_date(self) -> bool:
         try:
             found = self._fetch("SELECT max(version) FROM schema_migrations")
-        except self.errors:  # no table yet
+        except OutboxError:  # no table yet
             return False
         return bool(found[0][0] == LATEST)
 

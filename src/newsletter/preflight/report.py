@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from newsletter.checks import Finding, item_label
-from newsletter.markup import link_urls
+from newsletter.content import Block, content_images, content_links
 from newsletter.models import Issue
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkResult
@@ -37,18 +37,27 @@ def fault_findings(faults: Iterable[Fault], recipients: int) -> list[Finding]:
 
 def item_labels(issue: Issue) -> dict[str, str]:
     """Every http(s) URL of the issue -> where it first appears: `section index 「title」` for an
-    item's links and the links in its summary, `intro`/`outro` for theirs."""
+    item's links and the links in its text, `intro`/`outro` for theirs (images included)."""
     labels: dict[str, str] = {}
-    for url in link_urls(issue.intro):
+    for url in _urls(issue.intro):
         labels.setdefault(url, "intro")
+    if issue.cover is not None:
+        labels.setdefault(issue.cover.src, "cover")
     for section in issue.sections:
+        for url in section.title.links + _urls(section.intro):
+            labels.setdefault(url, str(section.title))
         for index, item in enumerate(section.items):
             where = item_label(section, index)
-            for url in [link.url for link in item.links] + link_urls(item.summary):
+            for url in item.own_links + _urls(item.summary):
                 labels.setdefault(url, where)
-    for url in link_urls(issue.outro):
+    for url in _urls(issue.outro):
         labels.setdefault(url, "outro")
     return {url: where for url, where in labels.items() if url.startswith(("http:", "https:"))}
+
+
+def _urls(blocks: tuple[Block, ...]) -> list[str]:
+    """Links, and the images readers' mail clients fetch."""
+    return content_links(blocks) + [image.src for image in content_images(blocks)]
 
 
 def link_findings(results: Mapping[str, LinkResult], labels: Mapping[str, str]) -> list[Finding]:

@@ -28,14 +28,14 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from newsletter.bounces.policy import Policy, RateGuard
-from newsletter.errors import TransportError
+from newsletter.errors import OutboxError, TransportError
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import UNSUBSCRIBED, Delivery, Outbox
 from newsletter.send.job import Event, Job, Options, RunReport
 from newsletter.send.lease import Lease
 from newsletter.send.pacing import RateLimiter, backoff
 from newsletter.send.replies import Outcome, Result, Scope
-from newsletter.send.smtp import Connection, Pool
+from newsletter.send.smtp import Pool, Session
 
 S = DeliveryStatus
 # Claimed rows a worker holds at most: about a second of sending, so an unsubscribe is honoured
@@ -87,7 +87,7 @@ class Engine:
         self._sent = 0
         self._counts: dict[DeliveryStatus, int] = {}
         self._release_due = False  # a release of held outcomes is scheduled
-        self._fault: Exception | None = None  # a release that failed, raised by run()
+        self._fault: Exception | None = None  # a failed release or renewal, raised by run()
         self._policy = Policy(outbox, options.bounces)
         self._rates = RateGuard(outbox, options.bounces, job.issue, job.list_name)
 
@@ -105,9 +105,11 @@ class Engine:
         self._started = time.monotonic()
         self._share()
         keeper = asyncio.create_task(self._keep_lease())
-        sessions = [asyncio.create_task(self._work(conn)) for conn in self.pool.sessions]
+        sessions = [asyncio.create_task(self._work(session)) for session in self.pool.sessions]
         try:
             await asyncio.gather(*sessions)
+        except OutboxError as exc:  # the first fault the run met names the cause
+            self._fault = self._fault or exc
         finally:
             for task in [*sessions, keeper]:
                 task.cancel()
@@ -119,7 +121,7 @@ class Engine:
         self.report.seconds = time.monotonic() - self._started
         return self.report
 
-    async def _work(self, conn: Connection) -> None:
+    async def _work(self, session: Session) -> None:
         """One session's loop. A row taken ahead and left unsent when the run stops stays
         claimed until the lease is retired, which frees it for the next run."""
         ahead: Ahead | None = None
@@ -129,7 +131,7 @@ class Engine:
                 return
             self._in_flight += 1
             try:
-                ahead = await self._attempt(conn, row, ahead)
+                ahead = await self._attempt(session, row, ahead)
             finally:
                 self._in_flight -= 1
 
@@ -184,11 +186,16 @@ class Engine:
         return None
 
     async def _keep_lease(self) -> None:
-        await asyncio.sleep(self.lease.interval)
-        while self.lease.renew():
-            self._reap()
-            self._share()
+        try:
             await asyncio.sleep(self.lease.interval)
+            while self.lease.renew():
+                self._reap()
+                self._share()
+                await asyncio.sleep(self.lease.interval)
+        except OutboxError as exc:  # raised by run(), as a failed record would have been
+            self._fault = self._fault or exc
+            self.stop(exc.message)
+            return
         self.stop(LEASE_LOST)
 
     def _reap(self) -> None:
@@ -208,8 +215,8 @@ class Engine:
         if workers > 1:  # the others' outcomes too, for the display
             self._counts = self.outbox.counts(self.job.issue, self.job.list_name)
 
-    async def _attempt(self, conn: Connection, row: Delivery, ahead: Ahead | None) -> Ahead | None:
-        """Send `row` on `conn` (`ahead`: taken, paced and built while the last body went
+    async def _attempt(self, session: Session, row: Delivery, ahead: Ahead | None) -> Ahead | None:
+        """Send `row` on `session` (`ahead`: taken, paced and built while the last body went
         out); the row to send next if one was taken ahead meanwhile."""
         if ahead is None:
             await self.per_hour.take()
@@ -241,7 +248,7 @@ class Engine:
             return upcoming.message if upcoming is not None else None
 
         try:
-            result = await conn.send(message, on_accepted, meanwhile)
+            result = await session.send(message, on_accepted, meanwhile)
         except asyncio.CancelledError:
             if accepted:
                 self._record(row, S.UNKNOWN, None, reply="stopped during DATA", attempted=False)

@@ -4,6 +4,7 @@ A worker registers when it starts and renews its lease every third of it; a work
 renewing (killed, frozen, cut off) is reaped by the others once the lease expires. Every renewal
 also reaps the workers whose lease ran out and tells how many share the send, so each one takes
 its share of the run's rate (the rate is the whole run's, whatever the number of workers).
+`why_gone` tells `status` which registered workers are gone without retiring.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import secrets
 import socket
 from dataclasses import dataclass
 
-from newsletter.outbox import Delivery, Outbox
+from newsletter.errors import OutboxError
+from newsletter.outbox import Delivery, Outbox, Worker
 
 
 def worker_id() -> str:
@@ -35,8 +37,14 @@ class Lease:
         )
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.outbox.retire(self.worker)
+    def __exit__(self, et: type[BaseException] | None, *exc: object) -> None:
+        try:
+            self.outbox.retire(self.worker)
+        except OutboxError:
+            if et is None:
+                raise
+            # Leaving on an error of the outbox (its disk full, its connection lost): that one
+            # is reported; the lease expires on its own and `status` says the worker is gone.
 
     @property
     def interval(self) -> float:
@@ -54,3 +62,27 @@ class Lease:
     def sharing(self) -> int:
         """How many workers share the send now (this one included)."""
         return max(1, len(self.outbox.workers(self.issue, self.list_name)))
+
+
+def why_gone(worker: Worker, clock: float) -> str:
+    """Why a worker registered on a send is not sending any more ('' if it may be): its lease
+    expired (`clock` is the database's time), or it ran on this host and its process is not
+    running. A worker that dies without retiring (killed, or stopped by a fault of the outbox)
+    stays registered until the next run reaps it."""
+    if worker.lease_until < clock:
+        return f"gone: its lease expired {clock - worker.lease_until:.0f} s ago"
+    if worker.host == socket.gethostname() and not _running(worker.pid):
+        return f"gone: no process {worker.pid} runs on this host"
+    return ""
+
+
+def _running(pid: int) -> bool:
+    if pid <= 0:  # kill(0) would ask about a whole process group
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

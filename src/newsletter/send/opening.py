@@ -1,10 +1,10 @@
 """Opening an SMTP session: [smtp] settings in, a connected, greeted, secured and logged-in
-aiosmtplib session out, or TransportError for a fault in the setup itself.
-
-A certificate that does not verify, a refused STARTTLS or AUTH, no password for a username: no
-message can go out until the config is fixed, so these are errors of the run, not of a message
-(smtp.py maps what can go wrong with a message). Security is explicit, never guessed: "starttls"
-fails when the server does not offer it, and TLS is verified unless `verify = false`.
+session out (handed to a Wire for its transactions), or OpeningError naming the step that
+failed: connect (TCP, implicit TLS, the greeting), EHLO, STARTTLS and EHLO again, AUTH, each a
+call in that order. What a failure means (a retry, or a TransportError that stops the run) is
+faults.py's to say. Security is explicit, never guessed: "starttls" fails when the server does
+not offer it, and TLS is verified unless `verify = false`. A config that cannot work at all (a
+username without a password, a CA file that does not load) is a TransportError at once.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import aiosmtplib
 from pydantic import SecretStr
 
 from newsletter.errors import TransportError
-from newsletter.send.replies import reply_text
+from newsletter.send.faults import SESSION_ERRORS, OpeningError
+from newsletter.send.replies import Stage
+from newsletter.send.wire import Wire
 from newsletter.settings import SmtpSettings
 
 
@@ -71,73 +73,41 @@ class Opener:
             local_hostname=self._helo,
             timeout=self.smtp.timeout,
             use_tls=self.smtp.security == "tls",
-            start_tls=self.smtp.security == "starttls",
+            start_tls=False,  # a step of its own below, so its failure is named
             tls_context=self._tls,
         )
 
-    async def open(self) -> aiosmtplib.SMTP:
-        """A new session, ready for MAIL. A refused connection or greeting raises aiosmtplib's
-        own errors (a retry for the caller); a setup fault raises TransportError."""
+    async def open(self) -> tuple[aiosmtplib.SMTP, Wire]:
+        """A new session, ready for MAIL: aiosmtplib's client (what the server offers) and the
+        Wire its connection is handed to. Any failure raises OpeningError with its stage."""
         smtp = self.client()
+        stage = Stage.CONNECT
         try:
-            await smtp.connect()
-            if smtp.last_ehlo_response is None and smtp.last_helo_response is None:
-                # The extensions (AUTH, 8BITMIME, SMTPUTF8) must be known before we go on.
-                await smtp.ehlo()
+            await smtp.connect()  # TCP, implicit TLS, the greeting
+            stage = Stage.EHLO
+            # The extensions (STARTTLS, AUTH, 8BITMIME, SMTPUTF8) must be known before we go on.
+            await smtp.ehlo()
+            if self.smtp.security == "starttls":
+                stage = Stage.STARTTLS
+                if not smtp.supports_extension("starttls"):
+                    raise aiosmtplib.SMTPNotSupported(
+                        "[smtp] security is starttls but the server does not offer STARTTLS"
+                    )
+                await smtp.starttls()
+                stage = Stage.EHLO
+                await smtp.ehlo()  # what the server offered before TLS no longer counts
             if self.smtp.username:
-                await self._login(smtp)
-        except (ssl.SSLCertVerificationError, aiosmtplib.SMTPConnectError) as exc:
+                stage = Stage.AUTH
+                if not smtp.supports_extension("auth"):
+                    raise aiosmtplib.SMTPNotSupported(
+                        "[smtp] username is set but the server offers no AUTH"
+                    )
+                password = self._password.get_secret_value() if self._password is not None else ""
+                await smtp.login(self.smtp.username, password)
+            return smtp, Wire.take_over(smtp)
+        except SESSION_ERRORS as exc:
             smtp.close()
-            cert = _cert_error(exc)
-            if cert is None:
-                raise
-            raise TransportError(
-                f"{self.where}: the server's TLS certificate is not trusted: {cert.verify_message}",
-                hint="Fix the server's certificate, or set [smtp] ca_file to its CA.",
-            ) from None
-        except aiosmtplib.SMTPResponseException as exc:
-            smtp.close()
-            if exc.code == aiosmtplib.SMTPStatus.invalid_response:
-                # Not a reply, or one over aiosmtplib's cap: a fault of the connection.
-                raise aiosmtplib.SMTPServerDisconnected(reply_text(exc.message)) from None
-            if self.smtp.security == "starttls" and exc.code in (454, 500, 502, 503):
-                raise TransportError(
-                    f"{self.where}: STARTTLS refused: {exc.code} {reply_text(exc.message)}",
-                    hint="Use the server's submission port, or set [smtp] security to match it.",
-                ) from None
-            raise
+            raise OpeningError(stage, exc, self.where, self.smtp.username or "") from None
         except BaseException:
             smtp.close()
             raise
-        return smtp
-
-    async def _login(self, smtp: aiosmtplib.SMTP) -> None:
-        if not smtp.supports_extension("auth"):
-            raise TransportError(
-                f"{self.where}: [smtp] username is set but the server offers no AUTH",
-                hint="Check [smtp] security (many servers offer AUTH only over TLS) and port.",
-            )
-        password = self._password.get_secret_value() if self._password is not None else ""
-        try:
-            await smtp.login(self.smtp.username, password)
-        except aiosmtplib.SMTPAuthenticationError as exc:
-            raise TransportError(
-                f"{self.where}: AUTH refused for user {self.smtp.username!r}:"
-                f" {exc.code} {reply_text(exc.message)}",
-                hint="Check [smtp] username and NEWSLETTER_SMTP_PASSWORD.",
-            ) from None
-        except aiosmtplib.SMTPException as exc:
-            if isinstance(exc, aiosmtplib.SMTPResponseException):
-                raise
-            raise TransportError(
-                f"{self.where}: cannot log in: {reply_text(exc.message)}"
-            ) from None
-
-
-def _cert_error(exc: BaseException | None) -> ssl.SSLCertVerificationError | None:
-    """aiosmtplib wraps a certificate failure at connect in SMTPConnectError, not at STARTTLS."""
-    while exc is not None:
-        if isinstance(exc, ssl.SSLCertVerificationError):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-    return None

@@ -9,7 +9,8 @@ parent, which keeps the counts and the display.
 
 A worker never outlives its parent: the kernel sends it SIGKILL the moment the parent dies
 (PR_SET_PDEATHSIG; elsewhere a watchdog thread polls the parent), so `kill -9` of a send leaves at
-most the uploads in flight in doubt, exactly as with one process. Ctrl-C reaches the whole process
+most the uploads in flight in doubt, exactly as with one process; and it keeps none of the
+descriptors it inherited but its pipe (children.py). Ctrl-C reaches the whole process
 group; workers ignore SIGINT and take their orders from the parent, which turns the first SIGINT
 or SIGTERM into a graceful stop of every worker and a second one into abandoning the uploads.
 When one worker stops the run (circuit breaker, quota), the parent stops the others.
@@ -22,7 +23,6 @@ import contextlib
 import multiprocessing
 import os
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,6 +34,7 @@ from types import FrameType
 from newsletter.errors import NewsletterError
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox, open_outbox
+from newsletter.send.children import detach
 from newsletter.send.job import Event, Job, Options, RunReport
 from newsletter.send.lease import Lease
 from newsletter.send.planning import announce
@@ -44,7 +45,6 @@ from newsletter.send.worker import deliver, event_loop_factory
 MakePool = Callable[[int], Pool]
 _BATCH = 100
 _BATCH_DELAY = 0.1
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -83,17 +83,18 @@ def run(
     context = multiprocessing.get_context("fork")
     parent = os.getpid()
     workers: dict[Connection, ForkProcess] = {}
-    for share in shares:
-        receive, send = context.Pipe(duplex=False)
-        proc = context.Process(
-            target=_worker,
-            args=(share, job, outbox.target, make_pool, send, parent),
-            name=f"newsletter-send-{share.index}",
-            daemon=True,
-        )
-        proc.start()
-        send.close()
-        workers[receive] = proc
+    with outbox.disconnected():  # each worker opens its own connection, none inherited
+        for share in shares:
+            receive, send = context.Pipe(duplex=False)
+            proc = context.Process(
+                target=_worker,
+                args=(share, job, outbox.target, make_pool, send, parent),
+                name=f"newsletter-send-{share.index}",
+                daemon=True,
+            )
+            proc.start()
+            send.close()
+            workers[receive] = proc
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if not report.stopped:
@@ -164,7 +165,9 @@ def _worker(
     pipe: Connection,
     parent: int,
 ) -> None:
-    _die_with(parent)
+    # Its own pipe's write end only: not the send lock, the parent's outbox connection, the
+    # other workers' pipes (children.py).
+    detach(parent, keep=[pipe.fileno()])
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     # Events go to the parent in batches rather than a pickle and a pipe write per message. A
@@ -193,9 +196,9 @@ def _worker(
         flush()
         if report.stopped:
             pipe.send(("stopped", report.stopped))
-    except NewsletterError as exc:
+    except NewsletterError as exc:  # the outbox failed (its disk full, its connection lost)
         flush()
-        pipe.send(("stopped", exc.message))
+        pipe.send(("stopped", f"{exc.message} ({exc.hint})" if exc.hint else exc.message))
     finally:
         with contextlib.suppress(OSError):
             flush()
@@ -220,24 +223,3 @@ async def _deliver(
         planned=True,
         worker=share.worker,
     )
-
-
-def _die_with(parent: int) -> None:
-    """SIGKILL this process when `parent` dies, however it dies."""
-    import ctypes  # here: only a worker process needs it, and every send would import it
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        armed = False
-    if not armed:
-        threading.Thread(target=_watch, args=(parent,), daemon=True).start()
-    if os.getppid() != parent:  # the parent died before the guard was in place
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _watch(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(0.2)
-    os.kill(os.getpid(), signal.SIGKILL)

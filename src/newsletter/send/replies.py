@@ -1,12 +1,14 @@
-"""SMTP replies in, outcomes out: the one table that says what each reply means for a message.
+"""SMTP replies in, outcomes out: the reply table, what a server's answer to a message's MAIL,
+RCPT, DATA or body means for that message, by scope:
 
-Every aiosmtplib exception and reply is mapped to an `Outcome` here and nowhere else, by scope:
-
-    recipient   4xx -> DEFERRED, 5xx -> REJECTED          (this message only)
-    connection  drop/timeout before DATA's 354 -> RETRY    (reconnect, try again)
-                drop/timeout after the 354 -> UNKNOWN      (the server may have it)
-    account     454, throttling 421 -> THROTTLED            (slow down)
+    recipient   4xx -> DEFERRED, 5xx -> REJECTED           (this message only)
+    connection  421 -> RETRY                                (reconnect, try again)
+    account     454, throttling 4xx -> THROTTLED            (slow down)
                 550 5.4.5 daily quota, sender refused -> STOPPED (end the run)
+
+A reply that refuses the session itself (its greeting, EHLO, STARTTLS or AUTH) is about no
+message, and a connection lost is no reply: faults.py maps those, and calls this table for the
+rest. `Outcome`, `Scope`, `Result` and `Stage` are the words both speak.
 
 `reply_text` is the one decoding of a reply's text, whichever code read it (wire.py, or
 aiosmtplib at setup): what it returns can always be stored and printed.
@@ -34,6 +36,28 @@ class Scope(StrEnum):
     RECIPIENT = "recipient"
     CONNECTION = "connection"
     ACCOUNT = "account"
+
+
+class Stage(StrEnum):
+    """Where a session is: opening it (the first four), then a message's transaction."""
+
+    CONNECT = "connect"  # TCP, implicit TLS and the greeting
+    EHLO = "ehlo"
+    STARTTLS = "starttls"
+    AUTH = "auth"
+    MAIL = "mail"
+    RCPT = "rcpt"
+    DATA = "data"  # the DATA command, up to its 354
+    BODY = "body"  # the message's content, up to the reply to its final "."
+
+    @property
+    def opening(self) -> bool:
+        return self in _OPENING
+
+
+_OPENING = frozenset({Stage.CONNECT, Stage.EHLO, Stage.STARTTLS, Stage.AUTH})
+# The replies that accept each command of a transaction; any other is classified.
+_ACCEPTED = {Stage.MAIL: (250,), Stage.RCPT: (250, 251), Stage.DATA: (354,), Stage.BODY: (250,)}
 
 
 @dataclass(frozen=True)
@@ -68,15 +92,23 @@ _QUOTA = re.compile(r"\b5\.4\.5\b|daily .*(quota|limit)|quota exceeded", re.IGNO
 _THROTTLE = re.compile(r"throttl|rate limit|too many (messages|connections)|slow down", re.I)
 
 
-def classify(code: int, reply: str, stage: str) -> Result:
-    """Map one SMTP reply that is not success to an outcome; `stage` is mail, rcpt or data."""
+def accepts(stage: Stage, code: int) -> bool:
+    """Whether `code` accepts the command of `stage` (a transaction's: MAIL to BODY)."""
+    return code in _ACCEPTED[stage]
+
+
+def classify(code: int, reply: str, stage: Stage) -> Result:
+    """What a reply that does not accept a transaction's command means for its message. A
+    reply while the session opens is no message's: faults.py maps it, never this table."""
+    if stage.opening:
+        raise ValueError(f"a reply at {stage} is about the session, not a message")
     if 500 <= code < 600 and _QUOTA.search(reply):
         return Result(Outcome.STOPPED, Scope.ACCOUNT, code, reply)
     if code == 454 or (400 <= code < 500 and _THROTTLE.search(reply)):
         return Result(Outcome.THROTTLED, Scope.ACCOUNT, code, reply)
     if code == 421:
         return Result(Outcome.RETRY, Scope.CONNECTION, code, reply)
-    if stage == "mail":
+    if stage == Stage.MAIL:
         # Refusing the sender refuses every message of the run.
         if 500 <= code < 600:
             return Result(Outcome.STOPPED, Scope.ACCOUNT, code, reply)

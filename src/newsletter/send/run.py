@@ -10,6 +10,7 @@ the engine in this process or in worker processes; `dry_run` writes what a send 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import functools
 import os
@@ -182,10 +183,11 @@ def send_lock(state_dir: Path, issue: int, list_name: str) -> Iterator[None]:
                 f" (pid {pid})",
                 hint="Wait for it to finish, or stop it (Ctrl-C); then re-run to resume.",
             ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
+        # The pid only tells the next run who holds the lock: a full disk must not stop this
+        # one (written unbuffered, so closing the file has nothing left to fail on).
+        with contextlib.suppress(OSError):
+            os.ftruncate(handle.fileno(), 0)
+            os.pwrite(handle.fileno(), str(os.getpid()).encode(), 0)
         try:
             yield
         finally:

@@ -1,12 +1,11 @@
 """The SMTP client: OutgoingMessages in, one Result per message out.
 
-`Pool` keeps up to N sessions (one SMTP session is strictly serial, so concurrency means several
-sessions), opens them lazily (opening.py: aiosmtplib, with the security set explicitly in
-[smtp]; a fault in the setup raises TransportError), hands each open session to a wire.Wire for
-its mail transactions (pipelined when the server offers it), and recycles each after
-`messages_per_connection` messages or any 421. This is the one place that maps what can happen
-to a message: a reply to `replies.classify`, a dropped connection or a timeout to RETRY before
-the upload and to UNKNOWN during it (the server may have the message).
+`Pool` keeps up to N `Session`s (one SMTP session is strictly serial, so concurrency means
+several sessions), opens them lazily (opening.py: aiosmtplib sets each up, with the security set
+explicitly in [smtp], and hands it to a wire.Wire for its mail transactions, pipelined when the
+server offers it), and recycles each after `messages_per_connection` messages or any 421. What
+a session meets (a reply, a dropped connection, a timeout, a setup that failed) faults.py turns
+into the message's Result, or into the TransportError of a setup fault; here it is only caught.
 
 `send` calls MAIL, RCPT and DATA, and once the server has answered DATA with 354 the caller's
 `on_accepted` (which commits `sending`), then uploads the body: only the upload itself is ever
@@ -24,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,10 +30,11 @@ from pathlib import Path
 import aiosmtplib
 from pydantic import SecretStr
 
-from newsletter.errors import TransportError
 from newsletter.models import OutgoingMessage
+from newsletter.send import faults
+from newsletter.send.faults import SESSION_ERRORS, OpeningError
 from newsletter.send.opening import Opener
-from newsletter.send.replies import Outcome, Result, Scope, classify, reply_text
+from newsletter.send.replies import Result, Stage, accepts
 from newsletter.send.wire import Reply, Wire, stuffed
 from newsletter.settings import SmtpSettings
 
@@ -43,15 +42,12 @@ OnAccepted = Callable[[], None]
 Meanwhile = Callable[[], OutgoingMessage | None] | None
 
 _UNSAFE = re.compile(r"[<>\s\x00-\x1f\x7f]")
-_CONNECTION_ERRORS = (aiosmtplib.SMTPServerDisconnected, aiosmtplib.SMTPTimeoutError, OSError)
-# Each envelope command: the stage its refusal is classified at, and the replies that accept it.
-_MAIL: tuple[str, tuple[int, ...]] = ("mail", (250,))
-_RCPT: tuple[str, tuple[int, ...]] = ("rcpt", (250, 251))
-_DATA: tuple[str, tuple[int, ...]] = ("data", (354,))
+_ENVELOPE = (Stage.MAIL, Stage.RCPT, Stage.DATA)
 
 
-class Connection:
-    """One SMTP session, opened on first use and recycled after `limit` messages or a 421."""
+class Session:
+    """One SMTP session, opened on first use and recycled after `messages_per_connection`
+    messages or a 421."""
 
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
@@ -64,7 +60,6 @@ class Connection:
         # The command timeout of a message's commands, kept by one watchdog per session
         # instead of a timer and a future per command.
         self._deadline = 0.0  # when the awaited reply is overdue; 0 while nothing is awaited
-        self._expired = False
         self._watchdog: asyncio.TimerHandle | None = None
 
     def _arm(self) -> None:
@@ -75,31 +70,21 @@ class Connection:
         if wire is not self._wire:  # that session is gone
             return
         if self._deadline and time.monotonic() > self._deadline:
-            # Closing fails the awaited reply with SMTPServerDisconnected, as a timeout does.
-            self._expired = True
-            wire.close()
+            wire.expire()
             return
         self._watchdog = asyncio.get_running_loop().call_later(
             _watch_interval(self._pool.smtp.timeout), self._watch, wire
         )
 
-    def _lost(self, exc: BaseException) -> str:
-        return "Timed out waiting for server response" if self._expired else _text(exc)
-
-    async def _open(self) -> Wire:
+    async def open(self) -> Wire:
+        """This session's wire, opened now if it is not open; OpeningError if it cannot be."""
         if self._wire is not None and self._wire.is_open:
             return self._wire
-        smtp = await self._pool.opener.open()
-        try:
-            wire = Wire.take_over(smtp)
-        except BaseException:
-            smtp.close()
-            raise
+        smtp, wire = await self._pool.opener.open()
         self._smtp, self._wire = smtp, wire
         self._pipelining = self._pool.smtp.pipelining and smtp.supports_extension("pipelining")
         self._count = 0
         self._deadline = 0.0
-        self._expired = False
         self._watch(wire)
         return wire
 
@@ -114,19 +99,13 @@ class Connection:
         commands = None
         if not ready or wire is None or not wire.is_open:
             try:
-                wire = await self._open()
-            except aiosmtplib.SMTPResponseException as exc:
-                return classify(exc.code, reply_text(exc.message), "connect")
-            except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException, ssl.SSLError) as exc:
-                return Result(
-                    Outcome.RETRY, Scope.CONNECTION, None, f"cannot connect: {_text(exc)}"
-                )
+                wire = await self.open()
+            except OpeningError as failure:
+                return faults.unopened(failure)  # or its TransportError
             try:
                 commands = self._commands(message)
-            except aiosmtplib.SMTPNotSupported as exc:
-                return Result(Outcome.FAILED, Scope.RECIPIENT, None, exc.message)
-            except ValueError as exc:
-                return Result(Outcome.FAILED, Scope.RECIPIENT, None, str(exc))
+            except (aiosmtplib.SMTPNotSupported, ValueError) as exc:
+                return faults.unsendable(exc)
         try:
             return await self._transaction(wire, message, commands, on_accepted, meanwhile)
         finally:
@@ -166,13 +145,9 @@ class Connection:
         """One message on `wire`; `commands` None: its MAIL, RCPT and DATA are out already."""
         try:
             refused = await self._envelope(wire, commands)
-        except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException) as exc:
-            # No 354 yet: the server cannot have the message.
-            text = self._lost(exc)
+        except SESSION_ERRORS as exc:
             await self.close()
-            return Result(
-                Outcome.RETRY, Scope.CONNECTION, None, f"connection lost before DATA's 354: {text}"
-            )
+            return faults.lost(Stage.DATA, exc)  # no 354 yet
         if refused is not None:
             return refused
         try:
@@ -187,30 +162,26 @@ class Connection:
             self._arm()
             wire.write(body, b".\r\n", *self._announce(wire, meanwhile))
             reply = await wire.reply()
-        except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException) as exc:
-            text = self._lost(exc)
+        except SESSION_ERRORS as exc:
             await self.close()
-            return Result(
-                Outcome.UNKNOWN, Scope.CONNECTION, None, f"connection lost during DATA: {text}"
-            )
-        if reply.code != 250:
+            return faults.lost(Stage.BODY, exc)
+        if not accepts(Stage.BODY, reply.code):
             # A reply to the end of the body: the server has decided, nothing in doubt, and the
             # transaction is over (no RSET; one would land in an announced message's body).
-            result = classify(reply.code, reply.message, "data")
+            result = faults.refused(Stage.BODY, reply)
             if result.code == 421:
                 await self.close()
             return result
         self._count += 1
         if self._count >= self._pool.smtp.messages_per_connection:
             await self.close(polite=True)
-        return Result(Outcome.SENT, Scope.RECIPIENT, reply.code, reply.message)
+        return faults.delivered(reply)
 
     async def _envelope(self, wire: Wire, commands: tuple[bytes, bytes] | None) -> Result | None:
         """MAIL, RCPT and DATA up to the server's 354: None then, else the refusal (with the
         transaction ended). One write and one wait when the server offers PIPELINING; only the
         wait when they went out behind the last body (`commands` None)."""
         mail, rcpt = commands or (b"", b"")
-        steps = ((mail, _MAIL), (rcpt, _RCPT), (b"DATA\r\n", _DATA))
         replies: list[Reply] = []
         if self._pipelining:
             self._arm()
@@ -218,15 +189,15 @@ class Connection:
                 wire.write(mail, rcpt, b"DATA\r\n")
             replies = [await wire.reply(), await wire.reply(), await wire.reply()]
         else:
-            for command, (_, accepted) in steps:
+            for command, stage in zip((mail, rcpt, b"DATA\r\n"), _ENVELOPE, strict=True):
                 self._arm()
                 wire.write(command)
                 replies.append(reply := await wire.reply())
-                if reply.code not in accepted:
+                if not accepts(stage, reply.code):
                     break
-        for reply, (_, (stage, accepted)) in zip(replies, steps, strict=False):
-            if reply.code not in accepted:
-                result = classify(reply.code, reply.message, stage)
+        for reply, stage in zip(replies, _ENVELOPE, strict=False):
+            if not accepts(stage, reply.code):
+                result = faults.refused(stage, reply)
                 if replies[-1].code == 354:
                     # A refused envelope, yet the server waits for a body: no body, no session.
                     await self.close()
@@ -263,7 +234,7 @@ class Connection:
             wire.write(b"RSET\r\n")
             if (await wire.reply()).code == 421:
                 await self.close()
-        except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException):
+        except SESSION_ERRORS:
             await self.close()
         return result
 
@@ -281,7 +252,7 @@ class Connection:
             try:
                 wire.write(b"QUIT\r\n")
                 await asyncio.wait_for(wire.reply(), 5)
-            except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException):
+            except SESSION_ERRORS:
                 pass
         wire.close()
 
@@ -300,13 +271,13 @@ class Pool:
     ) -> None:
         self.smtp = smtp
         self.opener = Opener(smtp, password=password, helo=helo, root=root)
-        self._idle: asyncio.Queue[Connection] = asyncio.Queue()
-        self._all = [Connection(self) for _ in range(size)]
-        for conn in self._all:
-            self._idle.put_nowait(conn)
+        self._idle: asyncio.Queue[Session] = asyncio.Queue()
+        self._all = [Session(self) for _ in range(size)]
+        for session in self._all:
+            self._idle.put_nowait(session)
 
     @property
-    def sessions(self) -> list[Connection]:
+    def sessions(self) -> list[Session]:
         """Every session, for a caller that keeps one task per session (the engine): a
         message announced on a session must be sent on it."""
         return list(self._all)
@@ -321,31 +292,25 @@ class Pool:
     async def check(self) -> None:
         """Open one session now, so a wrong host, certificate or password stops the run before
         any message is planned to go out."""
-        conn = await self._idle.get()
+        session = await self._idle.get()
         try:
-            await conn._open()
-        except TransportError:
-            raise
-        except aiosmtplib.SMTPResponseException as exc:
-            raise TransportError(
-                f"{self.where}: the server refused us: {exc.code} {reply_text(exc.message)}"
-            ) from None
-        except (*_CONNECTION_ERRORS, aiosmtplib.SMTPException, ssl.SSLError) as exc:
-            raise TransportError(f"{self.where}: cannot connect: {_text(exc)}") from None
+            await session.open()
+        except OpeningError as failure:
+            raise faults.check_failed(failure) from None
         finally:
-            self._idle.put_nowait(conn)
+            self._idle.put_nowait(session)
 
     async def send(
         self, message: OutgoingMessage, on_accepted: OnAccepted, meanwhile: Meanwhile = None
     ) -> Result:
-        conn = await self._idle.get()
+        session = await self._idle.get()
         try:
-            return await conn.send(message, on_accepted, meanwhile)
+            return await session.send(message, on_accepted, meanwhile)
         finally:
-            self._idle.put_nowait(conn)
+            self._idle.put_nowait(session)
 
     async def close(self) -> None:
-        await asyncio.gather(*(conn.close(polite=True) for conn in self._all))
+        await asyncio.gather(*(session.close(polite=True) for session in self._all))
 
 
 def _path(address: str, encoding: str) -> bytes:
@@ -359,9 +324,3 @@ def _path(address: str, encoding: str) -> bytes:
 def _watch_interval(timeout: float) -> float:
     """How often a session's watchdog looks: a timeout fires at most a quarter late."""
     return min(max(timeout / 4, 0.01), 1.0)
-
-
-def _text(exc: BaseException) -> str:
-    """What an exception says, as reply text (aiosmtplib's may quote the server)."""
-    text = getattr(exc, "message", "") or str(exc)
-    return reply_text(text) or type(exc).__name__

@@ -7,9 +7,10 @@ every reply, so MAIL, RCPT and DATA can go out in one write when the server offe
 (RFC 2920): two round trips less per message, for us and for the server.
 
 A lost connection, an EOF, a reply that is not SMTP or one over the caps below raises
-aiosmtplib's SMTPServerDisconnected, so smtp.py maps every failure of a session in one place,
-whichever code spoke to the server. What a server sends is bounded: a line, a reply (its bytes
-and its lines) and the replies not read yet, so one that never ends a reply cannot fill memory.
+aiosmtplib's SMTPServerDisconnected, and a reply overdue (`expire`) its SMTPReadTimeoutError, so
+faults.py maps every failure of a session the same way, whichever code spoke to the server.
+What a server sends is bounded: a line, a reply (its bytes and its lines) and the replies not
+read yet, so one that never ends a reply cannot fill memory.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Wire(asyncio.Protocol):
         self._size = 0  # their bytes
         self._replies: deque[Reply] = deque()
         self._waiter: asyncio.Future[None] | None = None
-        self._error: aiosmtplib.SMTPServerDisconnected | None = None
+        self._error: aiosmtplib.SMTPException | None = None
 
     @classmethod
     def take_over(cls, smtp: aiosmtplib.SMTP) -> Wire:
@@ -136,10 +137,19 @@ class Wire(asyncio.Protocol):
     def close(self) -> None:
         self._transport.close()
 
+    def expire(self) -> None:
+        """The awaited reply is overdue: the session is closed, and the wait fails with a
+        timeout (not a lost connection)."""
+        self._fail_with(aiosmtplib.SMTPReadTimeoutError("Timed out waiting for server response"))
+
     def _fail(self, why: str, cause: BaseException | None = None) -> None:
+        error = aiosmtplib.SMTPServerDisconnected(why)
+        error.__cause__ = cause
+        self._fail_with(error)
+
+    def _fail_with(self, error: aiosmtplib.SMTPException) -> None:
         if self._error is None:
-            self._error = aiosmtplib.SMTPServerDisconnected(why)
-            self._error.__cause__ = cause
+            self._error = error
         self._transport.close()
         self._wake()
 

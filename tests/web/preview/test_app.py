@@ -29,6 +29,7 @@ from newsletter.web.listen import bind_socket
 from newsletter.web.preview import workspace as preview_module
 from newsletter.web.preview.pages import email_document
 from support.preview import RunningPreview, running_preview
+from support.weeklies import CHINESE, add_weekly
 
 TITLE = "AI系统内容推荐第14期"
 
@@ -117,7 +118,7 @@ def test_dark_toggle_forces_the_emails_own_dark_rules(preview: RunningPreview) -
     dark = get(preview, "/issues/14/email.html?scheme=dark").text
     assert "prefers-color-scheme" not in light + dark
     # The dark block's first rule, switched on in dark and off in light.
-    rule = ".nl-page, .nl-page > table"
+    rule = ".nl-page,.nl-page>table"
     assert re.search(r"@media \(min-width: 0px\)\s*\{\s*" + re.escape(rule), dark)
     assert re.search(r"@media \(max-width: -1px\)\s*\{\s*" + re.escape(rule), light)
 
@@ -436,3 +437,20 @@ def test_checks_show_the_spam_score_when_spamassassin_answers(preview: RunningPr
     assert "spam score 1000.0 (SpamAssassin " in page
     assert "which it calls spam: +1000.0 GTUBE" in page
     assert '<span id="check-count" data-live class="bad">2</span>' in page
+
+
+def test_the_email_frame_shows_the_images_under_issues_from_the_folder(project: Path) -> None:
+    # issue 20: the email links them where `serve` publishes them, which the preview is not.
+    add_weekly(project, CHINESE)
+    with running_preview(project) as preview:
+        frame = get(preview, "/issues/21/email.html").text
+        assert 'src="/files/images/cover.png"' in frame
+        assert "news.example.org/issues/images/" not in frame
+        image = get(preview, "/files/images/cover.png")
+        assert image.status_code == 200
+        assert image.headers["content-type"] == "image/png"
+        for path in ("/files/21.md", "/files/%2e%2e/newsletter.toml", "/files/images/none.png"):
+            assert get(preview, path).status_code == 404, path
+        # What a reader gets is unchanged: the sample message links base_url.
+        source = get(preview, "/issues/21/source.html").text
+        assert 'src="https://news.example.org/issues/images/cover.png"' in source

@@ -32,6 +32,7 @@ from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.settings import Settings
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.guard import redact
+from support.images import png
 from support.sendcli import environment, newsletter
 from support.site import (
     ALICE,
@@ -43,6 +44,7 @@ from support.site import (
     running_service,
 )
 from support.smtp import FaultyHandler, start
+from support.weeklies import CHINESE, add_weekly
 
 ONE_CLICK = {"List-Unsubscribe": "One-Click"}
 
@@ -510,8 +512,8 @@ def test_the_archive_shows_issue_14_with_every_title_and_nothing_personal(
     page = httpx.get(web_url)
     assert page.status_code == 200
     issue = load_issue(settings.issues_dir, 14)
-    titles = [issue.title] + [s.title for s in issue.sections]
-    titles += [item.title for s in issue.sections for item in s.items]
+    titles = [issue.title] + [str(s.title) for s in issue.sections]
+    titles += [str(item.title) for s in issue.sections for item in s.items]
     assert len(titles) > 10
     import html as html_lib
 
@@ -780,7 +782,7 @@ def test_build_site_writes_the_same_pages_as_serve(project: Path, settings: Sett
     assert code == 0, err
     assert (
         out.splitlines()[0]
-        == "site/  web archive: 3 pages (1 issue(s), the index and how-to-unsubscribe)"
+        == "site/  web archive: 3 pages (1 issue(s), the index and how-to-unsubscribe) and feed.xml"
     )
     archive = Archive(settings)
     site = project / "site"
@@ -809,3 +811,41 @@ def test_build_site_stops_on_a_broken_issue(project: Path) -> None:
     assert code == 1
     assert "issues/15.yaml" in err
     assert not (project / "site").exists()
+
+
+def test_serve_publishes_the_images_under_issues_that_an_issue_shows(project: Path) -> None:
+    # issue 20: an image under issues/ is linked at base_url/issues/SRC in the email.
+    add_weekly(project, CHINESE)
+    (project / "issues" / "images" / "unused.png").write_bytes(png(10, 10))
+    with running_service(project) as service:
+        cover = httpx.get(f"{service.url}/issues/images/cover.png")
+        assert cover.status_code == 200
+        assert cover.headers["content-type"] == "image/png"
+        assert cover.content == (project / "issues" / "images" / "cover.png").read_bytes()
+        assert httpx.get(f"{service.url}/issues/21").status_code == 200
+        for path in (
+            "/issues/21.md",
+            "/issues/14.yaml",
+            "/issues/images/unused.png",
+            "/issues/images/%2e%2e/%2e%2e/newsletter.toml",
+            "/issues/images/../21.md",
+        ):
+            assert httpx.get(f"{service.url}{path}").status_code == 404, path
+    with running_service(project, NEWSLETTER_SERVE__PUBLISH="sent") as service:
+        # A draft's images stay private, like its page.
+        assert httpx.get(f"{service.url}/issues/images/cover.png").status_code == 404
+
+
+def test_build_site_writes_the_images_the_emails_link(project: Path) -> None:
+    add_weekly(project, CHINESE)
+    code, out, err = cli_run("build", "--site", "site")
+    assert code == 0, err
+    assert out.splitlines()[0] == (
+        "site/  web archive: 4 pages (2 issue(s), the index and how-to-unsubscribe),"
+        " feed.xml and 6 image(s)"
+    )
+    for name in ("cover.png", "harbour.png", "stop-1.png", "stop-2.png", "lamp.png", "kiosk.png"):
+        written = project / "site" / "issues" / "images" / name
+        assert written.read_bytes() == (project / "issues" / "images" / name).read_bytes()
+    page = (project / "site" / "issues" / "21" / "index.html").read_text(encoding="utf-8")
+    assert 'src="https://news.example.org/issues/images/cover.png"' in page

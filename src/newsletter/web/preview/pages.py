@@ -26,8 +26,9 @@ from starlette.responses import (
     StreamingResponse,
 )
 
-from newsletter.checks import GMAIL_CLIP, KB
+from newsletter.clip import GMAIL_CLIP, KB
 from newsletter.errors import IssueNotFoundError, NewsletterError, display_path
+from newsletter.fields import IMAGE_TYPES
 from newsletter.preflight.background import BackgroundChecks, BackgroundRuns
 from newsletter.send.mailbox import (
     LISTED_LIMIT,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from newsletter.web.preview.workspace import Hub, IssueView, Workspace
 
 UI_DIR = Path(__file__).resolve().parent / "templates"
+FILES_PATH = "/files/"  # the issues folder's images, for the email frame
 Scheme = Literal["light", "dark"]
 
 # Always-true and always-false stand-ins for the email's prefers-color-scheme queries.
@@ -72,12 +74,13 @@ def render_page(template: str, **context: Any) -> str:
     return _env.get_template(template).render(**context)
 
 
-def email_document(html: str, scheme: Scheme) -> str:
+def email_document(html: str, scheme: Scheme, image_base: str = "") -> str:
     """The email for the preview frame, its dark-mode rules forced on or off.
 
     Browsers apply `@media (prefers-color-scheme: dark)` from the viewer's OS setting; rewriting
     the queries makes the toggle decide instead, using the email's own rules. Links open in a new
-    tab: most sites refuse to be framed.
+    tab: most sites refuse to be framed. Images under issues/ are linked where `serve` publishes
+    them (`image_base`, base_url/issues/): the preview shows them from the folder itself.
     """
 
     def decide(match: re.Match[str]) -> str:
@@ -94,6 +97,8 @@ def email_document(html: str, scheme: Scheme) -> str:
         ]
         end = closed.end()
     html = "".join([*pieces, html[end:]])
+    if image_base:
+        html = html.replace(f'src="{image_base}', f'src="{FILES_PATH}')
     base = '<base target="_blank">'
     if head := _HEAD.search(html):
         return f"{html[: head.end()]}{base}{html[head.end() :]}"
@@ -221,9 +226,24 @@ class Pages:
     async def email(self, request: Request) -> Response:
         scheme: Scheme = "dark" if request.query_params.get("scheme") == "dark" else "light"
         headers = {**NO_STORE, "Content-Security-Policy": EMAIL_POLICY}
+        settings = self.workspace.settings
+        base = f"{settings.newsletter.base_url.rstrip('/')}/issues/" if settings else ""
         return self._part(
-            request, lambda v: HTMLResponse(email_document(v.html, scheme), headers=headers)
+            request,
+            lambda v: HTMLResponse(email_document(v.html, scheme, base), headers=headers),
         )
+
+    async def image(self, request: Request) -> Response:
+        """An image under the issues folder, for the email frame (see email_document)."""
+        settings = self.workspace.settings
+        src = str(request.path_params["path"])
+        if settings is None or not src.lower().endswith(IMAGE_TYPES):
+            return PlainTextResponse("no such image\n", status_code=404)
+        folder = settings.issues_dir.resolve()
+        path = (folder / src).resolve()
+        if not path.is_relative_to(folder) or not path.is_file():
+            return PlainTextResponse("no such image\n", status_code=404)
+        return FileResponse(path, headers=NO_STORE)
 
     async def text(self, request: Request) -> Response:
         return self._part(request, lambda v: PlainTextResponse(v.text, headers=NO_STORE))

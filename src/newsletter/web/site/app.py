@@ -4,6 +4,8 @@ Routes (all answers carry the security headers; see `Guard`):
 
     GET  /                       the archive: every issue (number, title, date)
     GET  /issues/{n}             issue n as a web page, from the email's own rendering
+    GET  /feed.xml               the archive's Atom feed (feed.py)
+    GET  /issues/{image}         an image under issues/ that a published issue shows
     GET  /unsubscribe            public page: how to unsubscribe (the archive's footer link)
     GET  /unsubscribe/{token}    confirm page with one button; never unsubscribes (scanners GET)
     POST /unsubscribe/{token}    body exactly List-Unsubscribe=One-Click: suppress, answer 200
@@ -35,7 +37,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
@@ -44,11 +46,13 @@ from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
 from newsletter.i18n import PAGES, strings_for
 from newsletter.mail.tokens import signing_key, verify
 from newsletter.outbox import Outbox, Suppression, outbox_exists
-from newsletter.settings import Settings
+from newsletter.settings import ServeSettings, Settings
 from newsletter.web.listen import LOOPBACK_NAMES, NO_STORE
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.connection import OutboxThread
-from newsletter.web.site.guard import BODY_TIMEOUT, MAX_BODY, Guard, error_log
+from newsletter.web.site.deadlines import deadline_protocol, fit_descriptors
+from newsletter.web.site.feed import MEDIA_TYPE as FEED_MEDIA_TYPE
+from newsletter.web.site.guard import MAX_BODY, Guard, error_log
 from newsletter.web.site.pages import render_page
 
 T = TypeVar("T")
@@ -105,6 +109,17 @@ class Service:
             error_log.error("issue %d cannot be shown: %s", number, exc.message)
             raise HTTPException(500) from None
         return HTMLResponse(html, headers={**PUBLIC, "content-security-policy": ISSUE_CSP})
+
+    async def feed(self, request: Request) -> Response:
+        xml = await run_in_threadpool(self.archive.feed)
+        return Response(xml, media_type=f"{FEED_MEDIA_TYPE}; charset=utf-8", headers=PUBLIC)
+
+    async def image(self, request: Request) -> Response:
+        """An image under issues/ that a published issue shows (the emails link it here)."""
+        path = await run_in_threadpool(self.archive.image_file, request.path_params["path"])
+        if path is None:
+            raise HTTPException(404)
+        return FileResponse(path, headers=PUBLIC)
 
     async def how_to_unsubscribe(self, request: Request) -> Response:
         # Relative links throughout: they stay right when a proxy serves us below a path prefix.
@@ -242,12 +257,13 @@ def create_app(
     secret: bytes,
     *,
     previous: Sequence[bytes] = (),
-    body_timeout: float = BODY_TIMEOUT,
+    body_timeout: float | None = None,
     outbox: OutboxThread | None = None,
 ) -> Guard:
     """The service as an ASGI app; `secret` must be the key the sender signs tokens with,
     `previous` the earlier ones whose tokens are still out there. `outbox` is the connection
-    the caller closes (by default one of the app's own, opened at the first request)."""
+    the caller closes (by default one of the app's own, opened at the first request); a body
+    must have arrived `body_timeout` seconds after its head (default: [serve] timeout)."""
     outbox = outbox or OutboxThread(settings.outbox_target)
     service = Service(settings, (secret, *previous), outbox)
     app = Starlette(
@@ -255,6 +271,8 @@ def create_app(
             Route("/", service.index),
             Route("/issues/{number:int}", service.issue),
             Route("/issues/{number:int}/", service.issue),
+            Route("/feed.xml", service.feed),
+            Route("/issues/{path:path}", service.image),
             Route("/unsubscribe", service.how_to_unsubscribe),
             Route("/unsubscribe/{token}", service.confirm, methods=["GET"]),
             Route("/unsubscribe/{token}", service.one_click, methods=["POST"]),
@@ -266,12 +284,17 @@ def create_app(
     )
     # The proxy passes the public name on (base_url's host); loopback names for health checks.
     hosts = [urlsplit(settings.newsletter.base_url).hostname or "", *LOOPBACK_NAMES]
-    return Guard(app, hosts=hosts, body_timeout=body_timeout)
+    timeout = settings.serve.timeout if body_timeout is None else body_timeout
+    return Guard(app, hosts=hosts, body_timeout=timeout)
 
 
-def server_config(app: ASGIApp, **overrides: Any) -> uvicorn.Config:
-    """uvicorn as `serve` runs it (tests pass log settings in `overrides`)."""
+def server_config(app: ASGIApp, serve: ServeSettings, **overrides: Any) -> uvicorn.Config:
+    """uvicorn as `serve` runs it (tests pass log settings in `overrides`), with `serve`'s
+    deadline per request and cap on connections (see deadlines.py). Not uvicorn's own
+    `limit_concurrency`: it counts idle connections too, so slow clients would lock everyone
+    out; the connection cap closes the idlest one instead."""
     options: dict[str, Any] = {
+        "http": deadline_protocol(serve.timeout, serve.max_connections),
         # uvicorn's own access log prints the raw path, token included: Guard's replaces it.
         "access_log": False,
         # Behind the TLS proxy on this host: client address and scheme from X-Forwarded-*.
@@ -304,7 +327,17 @@ def serve(settings: Settings, sock: socket.socket) -> None:
         ours.setLevel(logging.INFO)
         ours.propagate = False
     app = create_app(settings, key.secret, previous=key.previous, outbox=outbox)
-    server = uvicorn.Server(server_config(app))
+    limits = settings.serve
+    room = fit_descriptors(limits.max_connections)
+    if room < limits.max_connections:
+        error_log.warning(
+            "[serve] max_connections is %d, but the limit on open files leaves room for %d:"
+            " raise it (systemd: LimitNOFILE=) or lower max_connections",
+            limits.max_connections,
+            room,
+        )
+        limits = limits.model_copy(update={"max_connections": room})
+    server = uvicorn.Server(server_config(app, limits))
     # uvicorn shuts down gracefully, then raises the signal again for the caller; a service
     # stopped by SIGTERM (systemd) or Ctrl-C has ended normally, so the second one is ignored.
     previous = signal.signal(signal.SIGTERM, lambda *_: None)

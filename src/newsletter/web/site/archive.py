@@ -1,4 +1,5 @@
-"""The web archive: issue files in, public HTML pages out (for `serve` and `build --site`).
+"""The web archive: issue files in, public HTML pages and their images out (for `serve` and
+`build --site`).
 
 The index lists each issue's number, title and date (the file's `date`, else the day it was
 first sent to a subscriber list). An issue page is the email itself from the same rendering
@@ -19,11 +20,13 @@ from pathlib import Path
 
 from newsletter.draft import sent_dates
 from newsletter.errors import NewsletterError
+from newsletter.fields import IMAGE_TYPES
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
 from newsletter.links import how_to_unsubscribe_url, issue_url
 from newsletter.models import Issue, Placeholder
 from newsletter.render import dated, render_issue
 from newsletter.settings import Settings
+from newsletter.web.site.feed import FEED_ENTRIES, FeedEntry, add_link_tag, atom_feed
 from newsletter.web.site.guard import error_log
 from newsletter.web.site.pages import render_page
 
@@ -112,12 +115,53 @@ class Archive:
         stamp = (*_stamp(path), *_folder_stamp(self.settings.templates_dir), day)
         cached = self._pages.get(path)
         if cached is None or cached[0] != stamp:
-            rendered = render_issue(dated(self.issue(number), sent), self.settings)
-            cached = self._pages[path] = (stamp, fill_public(rendered.html, self.settings, number))
+            # The web version is the whole issue, also when the email is cut at Gmail's clip.
+            rendered = render_issue(dated(self.issue(number), sent), self.settings, whole=True)
+            page = add_link_tag(fill_public(rendered.html, self.settings, number), self.settings)
+            cached = self._pages[path] = (stamp, page)
         return cached[1]
+
+    def feed(self) -> str:
+        """The Atom feed of the newest issues the index lists (see feed.py)."""
+        entries, _ = self.entries()  # a broken file is left out, as on the index
+        items = []
+        for entry in entries[:FEED_ENTRIES]:
+            try:
+                modified = _stamp(issue_path(self.settings.issues_dir, entry.number))[0]
+            except OSError:
+                continue  # removed since the index was read
+            day = dt.datetime.fromtimestamp(modified / 1e9, dt.UTC)
+            items.append(FeedEntry(self.issue(entry.number), entry.date, day))
+        return atom_feed(self.settings, items)
 
     def how_to_unsubscribe_page(self, archive_href: str = "./") -> str:
         return render_page("how_to_unsubscribe.html", self.settings, archive_href=archive_href)
+
+    def image_file(self, src: str) -> Path | None:
+        """The file of image `src` (`images/cover.png`) under issues/, if an issue anyone may
+        open shows it; else None. Nothing else in the folder is served: not the issue files,
+        not an unpublished draft's images."""
+        if not src.lower().endswith(IMAGE_TYPES) or src not in self.published_images():
+            return None
+        path = (self.settings.issues_dir / src).resolve()
+        if not path.is_relative_to(self.settings.issues_dir.resolve()) or not path.is_file():
+            return None
+        return path
+
+    def published_images(self) -> set[str]:
+        """The images under issues/ of every issue whose page anyone may open."""
+        found: set[str] = set()
+        numbers = list_issue_numbers(self.settings.issues_dir)
+        if self.settings.serve.publish == "sent":
+            sent = self._dates(True)  # read once, not per issue
+            numbers = [n for n in numbers if n in sent]
+        for number in numbers:
+            try:
+                issue = self.issue(number)
+            except NewsletterError:
+                continue
+            found |= {image.src for image in issue.images if image.local}
+        return found
 
 
 _PLACEHOLDER = re.compile("|".join(re.escape(p.value) for p in Placeholder))
@@ -135,8 +179,9 @@ def fill_public(rendered_html: str, settings: Settings, number: int) -> str:
 
 
 def write_site(settings: Settings, folder: Path) -> list[Path]:
-    """The archive as static files for any static host: index.html, issues/N/index.html and
-    unsubscribe/index.html. A broken issue file stops the build with its file:line error."""
+    """The archive as static files for any static host: index.html, issues/N/index.html,
+    unsubscribe/index.html and feed.xml. A broken issue file stops the build with its file:line
+    error."""
     archive = Archive(settings)
     pages: dict[str, str] = {}
     for number in archive.numbers():
@@ -145,12 +190,21 @@ def write_site(settings: Settings, folder: Path) -> list[Path]:
     # Relative links, so the site works from any folder of any host (and from file://).
     pages["index.html"] = archive.index_page("issues/{number}/index.html")
     pages["unsubscribe/index.html"] = archive.how_to_unsubscribe_page("../index.html")
+    pages["feed.xml"] = archive.feed()
     written = []
     for name, content in pages.items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(path, content)
         written.append(path)
+    # The emails' images under issues/ go where the emails link them: base_url/issues/SRC.
+    for src in sorted(archive.published_images()):
+        source = archive.image_file(src)
+        if source is not None:
+            path = folder / "issues" / src
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic_bytes(path, source.read_bytes())
+            written.append(path)
     return written
 
 
@@ -158,6 +212,12 @@ def _write_atomic(path: Path, content: str) -> None:
     # A host serving the folder while it is rebuilt never sees half a page.
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(content, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _write_atomic_bytes(path: Path, content: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(content)
     os.replace(tmp, path)
 
 

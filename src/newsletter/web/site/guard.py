@@ -2,11 +2,12 @@
 
 Guard wraps the whole ASGI app, so it also sees the answers Starlette's own error handling makes:
 it answers only to the Host names it is given (400 otherwise: no Host header reflected into a
-redirect or a page), refuses bodies over MAX_BODY (413) and bodies that stop arriving before
-their Content-Length (408 after BODY_TIMEOUT), makes every redirect relative, adds the security
-headers every page needs, turns an unhandled exception into a plain 500 for the client and a
-traceback in the server log, and writes the access log: one JSON object per request, its path
-with every unsubscribe token redacted and without the query string.
+redirect or a page), refuses bodies over MAX_BODY (413) and bodies not all there BODY_TIMEOUT
+seconds after the request's head (408: a deadline, not a pause between chunks), makes every
+redirect relative, adds the security headers every page needs, turns an unhandled exception
+into a plain 500 for the client and a traceback in the server log, and writes the access log:
+one JSON object per request, its path with every unsubscribe token redacted and without the
+query string. (Its head's deadline, and the cap on connections, are deadlines.py's.)
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # A one-click body is 26 bytes; multipart framing adds ~200. Anything near this is not one.
 MAX_BODY = 4096
-# Seconds a request body may take to arrive: a client that announces more than it sends would
-# otherwise hold its connection (and a worker) open for ever.
+# Seconds a request body may take to arrive, in all: a client that announces more than it sends,
+# or sends it a byte at a time, would otherwise hold its connection open for ever.
 BODY_TIMEOUT = 10.0
 
 PAGE_CSP = (
@@ -85,6 +86,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
+        deadline = started + self.body_timeout
         sent = {"status": 0, "bytes": 0}
         received = 0
         body_done = False
@@ -94,7 +96,10 @@ class Guard:
             if body_done:
                 return await receive()  # only http.disconnect is left to wait for
             try:
-                message = await asyncio.wait_for(receive(), self.body_timeout)
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    raise TimeoutError
+                message = await asyncio.wait_for(receive(), left)
             except TimeoutError:
                 raise HTTPException(408, headers={"connection": "close"}) from None
             body_done = not message.get("more_body", False)

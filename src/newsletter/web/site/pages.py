@@ -3,7 +3,8 @@
 The pages `newsletter serve` and `newsletter build --site` show around the emails themselves: the
 archive index, the unsubscribe confirm/done pages and the error pages. They are Jinja templates in
 templates/ with autoescape on; every value (titles, addresses, list names) is escaped. The pages
-load nothing (no scripts, fonts or images), so a strict Content-Security-Policy holds.
+load nothing (no scripts, fonts or images), so a strict Content-Security-Policy holds; each
+names the archive's Atom feed in a <link rel="alternate">.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from newsletter.i18n import PAGES, has_strings, strings_for
+from newsletter.links import feed_url
 from newsletter.settings import Settings
 from newsletter.web.listen import page_environment
 
@@ -29,5 +31,6 @@ def render_page(template: str, settings: Settings, **context: Any) -> str:
         lang=lang,
         t=strings_for(PAGES, language),
         newsletter_name=settings.newsletter.name,
+        feed_href=feed_url(settings.newsletter.base_url),
         **context,
     )

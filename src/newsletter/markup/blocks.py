@@ -1,0 +1,177 @@
+"""Block tokens in; block data out (paragraphs, headings, images, quotes, lists, code, rules),
+each block's line recorded, and a Note for whatever an email cannot carry (raw HTML, tables)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from newsletter.markup.spans import SpanReader, trimmed
+from newsletter.markup.tokens import Data, Loc, Note, closing, too_deep
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
+
+# Lists and quotes inside lists and quotes: deeper than this is read one level up.
+MAX_DEPTH = 3
+
+
+class Reader:
+    """markdown-it's token stream -> block and span data, collecting Notes on the way."""
+
+    def __init__(self, first_line: int) -> None:
+        self.first_line = first_line
+        self.notes: list[Note] = []
+        self.inline = SpanReader(self.note)
+
+    def line_of(self, token: Token) -> int:
+        return self.first_line + (token.map[0] if token.map else 0)
+
+    def note(self, level: Literal["error", "warning"], code: str, line: int, text: str) -> None:
+        self.notes.append(Note(level, code, line, text))
+
+    def blocks(self, tokens: list[Token], at: Loc, depth: int, lines: dict[Loc, int]) -> list[Data]:
+        """The blocks in `tokens`, their lines recorded in `lines` under `at` + their index."""
+        if depth == 0:
+            deep = too_deep(tokens)
+            if deep is not None:
+                self.note(
+                    "error",
+                    "markup",
+                    self.line_of(deep),
+                    "quotes or lists are nested so deep here that Markdown stops reading them "
+                    "and what is inside is lost; nest them less",
+                )
+        out: list[Data] = []
+        index = 0
+        while index < len(tokens):
+            token = tokens[index]
+            end = closing(tokens, index) if token.nesting == 1 else index
+            line = self.line_of(token)
+            found = self.block(tokens, index, end, at, len(out), depth, lines)
+            for block in found:
+                lines.setdefault((*at, len(out)), line)
+                out.append(block)
+            index = end + 1
+        return out
+
+    def block(
+        self,
+        tokens: list[Token],
+        index: int,
+        end: int,
+        at: Loc,
+        place: int,
+        depth: int,
+        lines: dict[Loc, int],
+    ) -> list[Data]:
+        token = tokens[index]
+        kind, line = token.type, self.line_of(token)
+        if kind == "paragraph_open":
+            return self.paragraph(tokens[index + 1], line)
+        if kind == "heading_open":
+            spans = self.title(tokens[index + 1].children or [], line)
+            return (
+                [{"kind": "heading", "level": int(token.tag[1]), "spans": spans}] if spans else []
+            )
+        if kind in ("bullet_list_open", "ordered_list_open"):
+            return self.list_block(tokens, index, end, (*at, place), depth, lines)
+        if kind == "blockquote_open":
+            inner_at = (*at, place, "blocks") if depth < MAX_DEPTH else at
+            inner = self.blocks(tokens[index + 1 : end], inner_at, depth + 1, lines)
+            if depth >= MAX_DEPTH:
+                self.note("warning", "markup", line, "a quote nested this deep is shown unquoted")
+                return inner
+            return [{"kind": "quote", "blocks": inner}] if inner else []
+        if kind in ("fence", "code_block"):
+            language = token.info.split()[0] if token.info.strip() else ""
+            return [
+                {"kind": "code_block", "text": token.content.rstrip("\n"), "language": language}
+            ]
+        if kind == "hr":
+            return [{"kind": "rule"}]
+        if kind == "html_block":
+            if not token.content.lstrip().startswith("<!--"):
+                snippet = token.content.strip().splitlines()[0][:60]
+                self.note(
+                    "error",
+                    "markup",
+                    line,
+                    f"raw HTML ({snippet}) cannot go into the email and is left out; "
+                    "write it in Markdown",
+                )
+            return []
+        if kind == "table_open":
+            self.note(
+                "error",
+                "markup",
+                line,
+                "a table cannot be laid out in an email (it would not fit a phone) and is left "
+                "out; write its rows as a list",
+            )
+            return []
+        return []
+
+    def list_block(
+        self,
+        tokens: list[Token],
+        index: int,
+        end: int,
+        at: Loc,
+        depth: int,
+        lines: dict[Loc, int],
+    ) -> list[Data]:
+        opening = tokens[index]
+        entries: list[list[Data]] = []
+        tight = True
+        cursor = index + 1
+        nested = depth >= MAX_DEPTH or self._lists_above(at) >= 2
+        while cursor < end:
+            item_end = closing(tokens, cursor)
+            inner = tokens[cursor + 1 : item_end]
+            tight = tight and all(t.hidden for t in inner if t.type == "paragraph_open")
+            entry_at = at if nested else (*at, "items", len(entries))
+            entries.append(self.blocks(inner, entry_at, depth + 1, lines))
+            cursor = item_end + 1
+        if nested:
+            self.note(
+                "warning",
+                "markup",
+                self.line_of(opening),
+                "lists nest one level in an email: this third level is shown as paragraphs",
+            )
+            return [block for entry in entries for block in entry]
+        entries = [entry for entry in entries if entry]
+        if not entries:
+            return []
+        start = int(opening.attrGet("start") or 1) if opening.type == "ordered_list_open" else 1
+        ordered = opening.type == "ordered_list_open"
+        return [
+            {"kind": "list", "ordered": ordered, "start": start, "tight": tight, "items": entries}
+        ]
+
+    @staticmethod
+    def _lists_above(at: Loc) -> int:
+        return sum(1 for part in at if part == "items")
+
+    def paragraph(self, inline: Token, line: int) -> list[Data]:
+        """A paragraph's spans; an image among them becomes a block of its own, splitting it."""
+        out: list[Data] = []
+        run: list[Data] = []
+        for piece in self.inline.spans(inline.children or [], line, allow_images=True):
+            if piece.get("kind") == "image":
+                _flush(run, out)
+                out.append(piece)
+            else:
+                run.append(piece)
+        _flush(run, out)
+        return out
+
+    def title(self, children: list[Token], line: int) -> list[Data]:
+        return self.inline.title(children, line)
+
+
+def _flush(run: list[Data], out: list[Data]) -> None:
+    spans = trimmed(run)
+    if spans and not all(s.get("kind") == "break" for s in spans):
+        out.append({"kind": "paragraph", "spans": spans})
+    run.clear()

@@ -1,0 +1,281 @@
+"""A real `newsletter serve` process against slow clients on real sockets (issue 18.11): a body or
+a head sent a byte at a time, and more idle connections than it may hold. Each is cut off at
+its deadline, and a normal client is answered at once all the while."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from newsletter.mail.tokens import sign
+from newsletter.outbox import open_outbox
+from support.project import copy_project
+from support.site import ALICE, SECRET
+
+TIMEOUT = 1.0  # [serve] timeout for these servers
+CAP = 40  # [serve] max_connections
+SLACK = 3.0  # what a loaded CI machine may add to a deadline
+ONE_CLICK = b"List-Unsubscribe=One-Click"
+
+
+@dataclass
+class Serve:
+    project: Path
+    host: str
+    port: int
+    process: subprocess.Popen[str]
+
+    @property
+    def base(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def connect(self) -> socket.socket:
+        sock = socket.create_connection((self.host, self.port), timeout=30)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def normal_client(self) -> float:
+        """A GET and a one-click POST, as a browser and a mailbox provider send them; the
+        seconds the slower took."""
+        slowest = 0.0
+        token = sign(SECRET, "main", "bob@example.net")
+        for method, path, body in (
+            ("GET", "/healthz", None),
+            ("POST", f"/unsubscribe/{token}", {"List-Unsubscribe": "One-Click"}),
+        ):
+            started = time.monotonic()
+            answer = httpx.request(method, self.base + path, data=body, timeout=10)
+            assert answer.status_code == 200, answer.text
+            slowest = max(slowest, time.monotonic() - started)
+        return slowest
+
+
+@contextmanager
+def serve(root: Path, **settings: str) -> Iterator[Serve]:
+    project = copy_project(root)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEWSLETTER_")}
+    env.update(
+        NEWSLETTER_SECRET=SECRET,
+        NEWSLETTER_NEWSLETTER__BASE_URL="http://127.0.0.1",
+        NEWSLETTER_SERVE__TIMEOUT=str(TIMEOUT),
+        NEWSLETTER_SERVE__MAX_CONNECTIONS=str(CAP),
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(settings)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "newsletter", "serve", "--port", "0"],
+        cwd=project,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        match = re.search(r"at http://(127\.0\.0\.1):(\d+)/", process.stderr.readline())
+        assert match
+        running = Serve(project, match.group(1), int(match.group(2)), process)
+        # The server's log is read all along, so a full pipe never blocks it.
+        threading.Thread(target=process.stderr.read, daemon=True).start()
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                httpx.get(running.base + "/healthz", timeout=5)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        yield running
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    with serve(tmp_path_factory.mktemp("slow") / "project") as running:
+        yield running
+
+
+def until_closed(sock: socket.socket, limit: float) -> tuple[bytes, float]:
+    """What the server sends until it closes the connection, and when it closed it (seconds
+    from now; `limit` when it never did)."""
+    started = time.monotonic()
+    sock.settimeout(0.05)
+    data = b""
+    while time.monotonic() - started < limit:
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data, time.monotonic() - started
+
+
+def is_closed(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        while chunk := sock.recv(65536):
+            del chunk  # an answer (408) before the close
+        return True
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
+def dribble(sock: socket.socket, data: bytes, every: float, stop: threading.Event) -> None:
+    """Send `data` one byte each `every` seconds until the server closes or `stop` is set."""
+    for byte in data:
+        if stop.wait(every):
+            return
+        try:
+            sock.sendall(bytes([byte]))
+        except OSError:
+            return
+
+
+def test_a_body_sent_a_byte_at_a_time_gets_408_at_its_deadline(server: Serve) -> None:
+    # It was a 10 s timeout per chunk: one byte every 5 s kept the request open for hours.
+    token = sign(SECRET, "main", ALICE)
+    stop = threading.Event()
+    with server.connect() as sock:
+        sock.sendall(
+            f"POST /unsubscribe/{token} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\n"
+            f"Content-Length: {len(ONE_CLICK)}\r\n\r\n".encode()
+        )
+        # 26 bytes, 0.25 s apart: under the timeout each, 6.5 s in all.
+        sender = threading.Thread(target=dribble, args=(sock, ONE_CLICK, 0.25, stop))
+        sender.start()
+        assert server.normal_client() < SLACK
+        answer, waited = until_closed(sock, 8)
+        stop.set()
+        sender.join()
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert TIMEOUT - 0.3 < waited < TIMEOUT + SLACK
+    with open_outbox(server.project / ".newsletter" / "outbox.sqlite3") as outbox:
+        assert not outbox.is_suppressed("main", ALICE)
+
+
+def test_a_body_no_route_reads_is_cut_off_too(server: Serve) -> None:
+    # /healthz answers without reading the body: the connection then waits for the body's end.
+    stop = threading.Event()
+    with server.connect() as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4000\r\n\r\n")
+        sender = threading.Thread(target=dribble, args=(sock, b"x" * 4000, 0.2, stop))
+        sender.start()
+        answer, waited = until_closed(sock, 10)
+        stop.set()
+        sender.join()
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert waited < TIMEOUT + SLACK
+
+
+def test_a_head_sent_a_byte_at_a_time_gets_408_at_its_deadline(server: Serve) -> None:
+    # It was never timed out.
+    stop = threading.Event()
+    with server.connect() as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        headers = b"User-Agent: " + b"x" * 200 + b"\r\n\r\n"
+        sender = threading.Thread(target=dribble, args=(sock, headers, 0.1, stop))
+        sender.start()
+        assert server.normal_client() < SLACK
+        answer, waited = until_closed(sock, 10)
+        stop.set()
+        sender.join()
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert TIMEOUT - 0.3 < waited < TIMEOUT + SLACK
+
+
+def test_more_idle_connections_than_the_cap_close_the_idlest_and_a_client_gets_in(
+    server: Serve,
+) -> None:
+    # It held every one (1,100 in the report) for as long as the client liked.
+    idle: list[socket.socket] = []
+    try:
+        for n in range(5 * CAP):
+            sock = server.connect()
+            if n % 2:
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # a head never finished
+            idle.append(sock)
+            if n % CAP == CAP - 1:
+                assert server.normal_client() < SLACK
+        time.sleep(0.3)
+        still_open = [sock for sock in idle if not is_closed(sock)]
+        assert len(still_open) <= CAP
+        # The newest stay; the oldest were closed to make room.
+        assert not set(idle[-CAP // 2 :]) - set(still_open)
+        assert server.normal_client() < SLACK
+        time.sleep(TIMEOUT + SLACK)
+        assert [sock for sock in idle if not is_closed(sock)] == []
+    finally:
+        for sock in idle:
+            sock.close()
+    assert server.normal_client() < SLACK
+
+
+def test_when_every_connection_is_busy_a_newcomer_gets_503(tmp_path: Path) -> None:
+    with serve(tmp_path / "project", NEWSLETTER_SERVE__MAX_CONNECTIONS="3") as small:
+        token = sign(SECRET, "main", ALICE)
+        busy = []
+        try:
+            for _ in range(3):  # heads in, bodies awaited: requests in progress
+                sock = small.connect()
+                sock.sendall(
+                    f"POST /unsubscribe/{token} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    "Content-Length: 26\r\n\r\n".encode()
+                )
+                busy.append(sock)
+            time.sleep(0.2)
+            with small.connect() as newcomer:
+                newcomer.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                answer, waited = until_closed(newcomer, 5)
+            assert answer.startswith(b"HTTP/1.1 503 ")
+            assert waited < SLACK
+            for sock in busy:  # Guard's deadline frees them
+                assert until_closed(sock, TIMEOUT + SLACK)[0].startswith(b"HTTP/1.1 408 ")
+        finally:
+            for sock in busy:
+                sock.close()
+        assert small.normal_client() < SLACK
+
+
+FIT = """
+import resource
+from newsletter.web.site.deadlines import RESERVE, fit_descriptors
+resource.setrlimit(resource.RLIMIT_NOFILE, (200, 300))
+print(fit_descriptors(100), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+print(fit_descriptors(200), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+print(fit_descriptors(1000), resource.getrlimit(resource.RLIMIT_NOFILE)[0], RESERVE)
+"""
+
+
+def test_the_cap_fits_the_limit_on_open_files() -> None:
+    # A process out of descriptors stops accepting (asyncio retries a second later): the cap
+    # must stay below the limit, raised as far as the hard limit lets it.
+    out = subprocess.run(
+        [sys.executable, "-c", FIT], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    reserve = int(out[2].split()[2])
+    assert out[0] == "100 200"  # room enough: nothing changed
+    assert out[1] == f"200 {200 + reserve}"  # the soft limit raised to fit
+    assert out[2].split()[:2] == [str(300 - reserve), "300"]  # the hard limit: fewer
