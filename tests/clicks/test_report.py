@@ -84,12 +84,12 @@ def test_the_report_holds_the_issues_lines_in_order(issue: Issue) -> None:
     report = report_for(issue)
     assert report.issue == 14
     assert report.people_are == "readers"
-    assert [s.total.title for s in report.sections] == [s.title for s in issue.sections]
+    assert [s.total.title for s in report.sections] == [str(s.title) for s in issue.sections]
     first = report.sections[0]
     assert [line.label for line in first.lines] == [
         f"1.{n + 1}" for n in range(len(issue.sections[0].items))
     ]
-    assert first.lines[0].title == issue.sections[0].items[0].title
+    assert first.lines[0].title == str(issue.sections[0].items[0].title)
     assert (first.lines[0].people, first.lines[0].machines) == (40, 100)
     assert report.intro is None
     assert report.outro is None
