@@ -394,6 +394,17 @@ def next_event(lines: Iterator[str], name: str = "version") -> str:
     raise AssertionError("the event stream ended")
 
 
+def quiet(preview: RunningPreview, seconds: float = 1.0) -> None:
+    """Return once no file change has been published for `seconds`."""
+    deadline = time.monotonic() + 10
+    count, since = preview.server.hub.count, time.monotonic()
+    while time.monotonic() - since < seconds:
+        assert time.monotonic() < deadline, "the watcher never went quiet"
+        time.sleep(0.05)
+        if preview.server.hub.count != count:
+            count, since = preview.server.hub.count, time.monotonic()
+
+
 def wait_for(preview: RunningPreview, path: str, needle: str, status: int | None = None) -> str:
     """The page once it shows `needle`: the watcher notices a save within milliseconds."""
     deadline = time.monotonic() + 5
@@ -423,7 +434,11 @@ def test_checks_show_the_spam_score_when_spamassassin_answers(preview: RunningPr
         pytest.skip("spamassassin is not installed (apt-get install spamassassin)")
     gtube = "XJS\\*C4JDBQADN1.NSBN3\\*2IDNEN\\*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL\\*C.34X"
     preview.rewrite("sections:", f"intro: {gtube}\nsections:")
-    wait_for(preview, "/issues/14/text.txt", "GTUBE")  # the save is seen: no version event later
+    wait_for(preview, "/issues/14/text.txt", "GTUBE")
+    # A save in place can reach the watcher as two changes (the truncation, then the text),
+    # the second after the page already shows it: wait until the files are quiet, so a version
+    # event on the stream below could only come from the score.
+    quiet(preview)
     with httpx.stream("GET", preview.url + "/events", timeout=30) as stream:
         lines = stream.iter_lines()
         version = next_event(lines)
