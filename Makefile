@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/serve.py
 	$(PY) benchmarks/bounces.py
 	$(PY) benchmarks/preflight.py
+	$(PY) benchmarks/clicks.py
 	$(PY) benchmarks/signup.py
 
 clean:

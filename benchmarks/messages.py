@@ -10,8 +10,8 @@
    SHA-256 of that recipient's body, what any signer must spend. Also with an Ed25519 signature
    beside the RSA one, and for the same issue with its non-ASCII letters replaced by ASCII ones
    (quoted-printable parts, whose lines are canonicalized, where base64 lines are not).
-3. Unsubscribe tokens: making and checking one (AES-SIV), against one HMAC-SHA256 over the same
-   list and address in the same run (what the first, readable token format cost).
+3. Unsubscribe and click tokens: making and checking one (AES-SIV), against one HMAC-SHA256 over
+   the same list and address in the same run (what the first, readable token format cost).
 4. A generated 1,000,000-row CSV loaded by read_subscribers in a child process: wall seconds and
    the child's peak RSS (so nothing of this process's own memory is counted).
 
@@ -39,9 +39,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa, utils
 
 from newsletter.issues import load_issue
+from newsletter.mail.clicktokens import LinkTokens, click_token, verify_click
 from newsletter.mail.message import MessageFactory
 from newsletter.mail.tokens import sign, verify
 from newsletter.models import Placeholder, RenderedEmail, Subscriber
+from newsletter.places import CANARY, Place, Region, issue_links
 from newsletter.render import render_issue
 from newsletter.settings import DkimSettings, Settings, load_settings
 
@@ -133,7 +135,8 @@ def time_each(build: Callable[[Subscriber], object], subscribers: list[Subscribe
 
 def bench_messages(recipients: int, naive_recipients: int) -> list[tuple[str, str]]:
     settings = load_settings(ROOT / "newsletter.toml", environ={})
-    rendered = render_issue(load_issue(settings.issues_dir, 14), settings)
+    issue = load_issue(settings.issues_dir, 14)
+    rendered = render_issue(issue, settings)
     factory = MessageFactory(rendered, settings, "main", secret=SECRET)
     subscribers = people(recipients)
     time_each(factory.build, subscribers[:200])  # warm the per-offset line caches
@@ -143,6 +146,10 @@ def bench_messages(recipients: int, naive_recipients: int) -> list[tuple[str, st
             lambda s: naive_build(rendered, settings, s, factory), subscribers[:naive_recipients]
         )
     )
+    # What `per-reader` click tracking adds per message: a token for each link and the canary.
+    links = [(link.place, link.url) for link in issue_links(issue)] + [(CANARY, "")]
+    tokens = LinkTokens(SECRET, 14, links)
+    per_reader = statistics.median(time_each(lambda s: tokens.for_row(12_345), subscribers[:5000]))
     size = statistics.mean(len(factory.build(s).data) for s in subscribers[:100])
     naive_size = statistics.mean(
         len(naive_build(rendered, settings, s, factory)) for s in subscribers[:100]
@@ -157,6 +164,10 @@ def bench_messages(recipients: int, naive_recipients: int) -> list[tuple[str, st
         (f"factory.build, median of {recipients:,}", f"{fast:.0f} µs  (target < 300 µs)"),
         (f"naive EmailMessage, median of {naive_recipients:,}", f"{naive:.0f} µs"),
         ("ratio naive / factory", f"{naive / fast:.1f}x  (target >= 10x)"),
+        (
+            f"per-reader click tokens of one message ({len(links)} links)",
+            f"{per_reader:.0f} µs  ({per_reader / fast:.2f}x factory.build)",
+        ),
         ("message size factory / naive", f"{size / 1024:.1f} KB / {naive_size / 1024:.1f} KB"),
     ]
 
@@ -253,11 +264,38 @@ def bench_tokens(count: int = 20_000) -> list[tuple[str, str]]:
     )
     made = min(each(lambda: sign(SECRET, "main", address)) for _ in range(3))
     checked = min(each(lambda: verify(SECRET, token)) for _ in range(3))
+    # Click tokens for links deep in a long issue, for the 1,000,000th row of a list.
+    url, row = "https://github.com/Oneflow-Inc/oneflow", 10**6
+    place = Place(Region.LINKS, 11, 39, 2)
+    links = [(Place(Region.LINKS, 11, n // 3, n % 3), url) for n in range(30)]
+    tokens = LinkTokens(SECRET, 14, links)
+    per_link = min(each(lambda: tokens.for_row(row)) for _ in range(3)) / len(links)
+    box_link = min(each(lambda: tokens.for_list("main")) for _ in range(3)) / len(links)
+    alone = min(each(lambda: click_token(SECRET, 14, place, url, row=row)) for _ in range(3))
+    click = click_token(SECRET, 14, place, url, row=row)
+    aggregate = click_token(SECRET, 14, place, url, list_name="main")
+    checked_row = min(each(lambda: verify_click(SECRET, click)) for _ in range(3))
+    checked_box = min(each(lambda: verify_click(SECRET, aggregate)) for _ in range(3))
     return [
         ("reference: one HMAC-SHA256 of list + address", f"{reference:.1f} µs"),
         ("token made (AES-SIV)", f"{made:.1f} µs  ({made / reference:.1f}x the reference)"),
         ("token checked", f"{checked:.1f} µs  ({checked / reference:.1f}x the reference)"),
         ("token length", f"{len(token)} characters"),
+        (
+            "click tokens of a message (30 links), per link: per-reader / aggregate",
+            f"{per_link:.2f} / {box_link:.1f} µs  "
+            f"({per_link / reference:.2f}x / {box_link / reference:.1f}x the reference)",
+        ),
+        ("a per-reader click token made alone", f"{alone:.1f} µs"),
+        (
+            "click token checked: per-reader / aggregate",
+            f"{checked_row:.1f} / {checked_box:.1f} µs  "
+            f"({checked_row / reference:.1f}x / {checked_box / reference:.1f}x the reference)",
+        ),
+        (
+            "click token length, per-reader / aggregate",
+            f"{len(click)} / {len(aggregate)} characters",
+        ),
     ]
 
 

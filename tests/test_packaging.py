@@ -39,4 +39,5 @@ def test_wheel_ships_templates_and_console_script(tmp_path: Path) -> None:
         scripts = archive.read(entry_points).decode()
     for name in ("issue.mjml", "content.mjml", "issue.txt", "content.txt", "inline.css"):
         assert f"newsletter/default_templates/email/{name}" in names
+    assert "newsletter/clicks/templates/report.html" in names  # the click report's page
     assert "newsletter = newsletter.cli.main:main" in scripts

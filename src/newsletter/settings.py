@@ -256,6 +256,28 @@ class BouncesSettings(Section):
     min_sample: Annotated[int, Field(ge=1)] = 100  # attempts before the rates apply
 
 
+class TrackingSettings(Section):
+    """What readers read (README, "What readers read"): off unless turned on."""
+
+    # "off": links go straight to their sites; "aggregate": counts per link, nothing about a
+    # person kept; "per-reader": counts per reader, by outbox row.
+    clicks: Literal["off", "aggregate", "per-reader"] = "off"
+    # Seconds: a request this soon after that recipient's delivery, within this of the same
+    # message's canary request, or this close to a request for another link of it, is a machine.
+    delivery_window: Annotated[float, Field(ge=0, le=3600)] = 10.0
+    canary_window: Annotated[float, Field(ge=0, le=3600)] = 10.0
+    burst_window: Annotated[float, Field(ge=0, le=3600)] = 2.0
+
+
+class PrivacySettings(Section):
+    # A count below this is shown as "< 5" in every report (text, CSV, HTML, charts).
+    min_count: Annotated[int, Field(ge=1, le=1000)] = 5
+    retention_days: Annotated[int, Field(ge=1)] = 180  # click events older than this are deleted
+    # The address a click came from: "truncate" keeps its network (IPv4 /24, IPv6 /48), "hash"
+    # a keyed digest that changes every day, "none" nothing.
+    ip: Literal["truncate", "hash", "none"] = "truncate"
+
+
 class OutboxSettings(Section):
     # "" is the SQLite file outbox.sqlite3 in [paths] state; `sqlite:///FILE` another file
     # (relative to the project root); `postgresql://USER@HOST:PORT/DB` a shared PostgreSQL.
@@ -306,17 +328,7 @@ class CheckSettings(Section):
     @field_validator("allow_private")
     @classmethod
     def _networks(cls, value: bool | list[str]) -> bool | list[str]:
-        if isinstance(value, bool):
-            return value
-        networks = []
-        for entry in value:
-            try:
-                networks.append(str(ipaddress.ip_network(entry.strip(), strict=False)))
-            except ValueError:
-                raise ValueError(
-                    f"{entry!r}: not an IP network (e.g. 10.1.0.0/16, 192.168.1.5, fd00::/8)"
-                ) from None
-        return networks
+        return value if isinstance(value, bool) else ip_networks(value)
 
 
 def nameserver_address(entry: str) -> tuple[str, int]:
@@ -350,6 +362,8 @@ class Settings(Section):
     bounces: BouncesSettings = BouncesSettings()
     outbox: OutboxSettings = OutboxSettings()
     check: CheckSettings = CheckSettings()
+    tracking: TrackingSettings = TrackingSettings()
+    privacy: PrivacySettings = PrivacySettings()
     secret: SecretStr | None = None
     secret_previous: SecretStr | None = None
     smtp_password: SecretStr | None = None

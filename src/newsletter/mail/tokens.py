@@ -1,6 +1,11 @@
-"""Unsubscribe tokens: (list name, address) in, an opaque URL-safe token out, and back again.
+"""The keys NEWSLETTER_SECRET gives, and unsubscribe tokens: (list name, address) in, an opaque
+URL-safe token out, and back again.
 
-A token is two base64url fields joined by a dot, ``KID.BOX``:
+Every token of the tool (these, the click tokens of mail/clicktokens.py) comes from this module's
+keys: the secret and its rotation, one derived key per purpose, so no kind of token verifies as
+another.
+
+An unsubscribe token is two base64url fields joined by a dot, ``KID.BOX``:
 
 * ``KID``  6 bytes of HMAC(key, "key id"): names the key without revealing it, so a token made
            with a key that is no longer configured fails with a clear reason, not as "forged".
@@ -111,13 +116,27 @@ def _ephemeral_secret() -> bytes:
 @functools.lru_cache(maxsize=8)  # a send signs one token per recipient with the same key
 def key_id(secret: Secret) -> str:
     """The short public name of a key, as it appears at the start of every token."""
-    return _b64(hmac.digest(_key(secret), _KID_LABEL, "sha256")[:6])
+    return b64(key_id_bytes(secret))
 
 
 @functools.lru_cache(maxsize=8)
-def _box(secret: Secret) -> AESSIV:
-    # AES-256-SIV takes a 512-bit key; the secret itself is never used as one.
-    return AESSIV(hmac.digest(_key(secret), _BOX_LABEL, hashlib.sha512))
+def key_id_bytes(secret: Secret) -> bytes:
+    """The 6 bytes `key_id` spells; a token may carry a prefix of them."""
+    return hmac.digest(_key(secret), _KID_LABEL, "sha256")[:6]
+
+
+@functools.lru_cache(maxsize=16)
+def siv_box(secret: Secret, label: bytes = _BOX_LABEL) -> AESSIV:
+    """AES-256-SIV under the key derived from `secret` for the purpose `label`."""
+    # AES-256-SIV takes a 512-bit key; the secret itself is never used as one, and each purpose
+    # (its label) gets a key of its own.
+    return AESSIV(hmac.digest(_key(secret), label, hashlib.sha512))
+
+
+@functools.lru_cache(maxsize=16)
+def derived_key(secret: Secret, label: bytes) -> bytes:
+    """A 256-bit key derived from `secret` for the purpose `label` (never the secret itself)."""
+    return hmac.digest(_key(secret), label, hashlib.sha256)
 
 
 def sign(secret: Secret, list_name: str, address: str) -> str:
@@ -125,8 +144,8 @@ def sign(secret: Secret, list_name: str, address: str) -> str:
     if "\n" in list_name or "\n" in address:
         raise ValueError("list name and address must not contain a newline")
     kid = key_id(secret)
-    box = _box(secret).encrypt(f"{list_name}\n{address}".encode(), [_VERSION, kid.encode()])
-    return f"{kid}.{_b64(box)}"
+    box = siv_box(secret).encrypt(f"{list_name}\n{address}".encode(), [_VERSION, kid.encode()])
+    return f"{kid}.{b64(box)}"
 
 
 def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
@@ -135,8 +154,7 @@ def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
     if len(token) > _MAX_TOKEN or not token.isascii():
         raise TokenError("the unsubscribe token is malformed")
     parts = token.split(".")
-    # Only the exact encoding sign() writes: no padding, no characters base64 would skip.
-    if len(parts) not in (2, 3) or not all(_FIELD.fullmatch(part) for part in parts):
+    if len(parts) not in (2, 3) or not all(canonical(part) for part in parts):
         raise TokenError("the unsubscribe token is malformed")
     candidates = (keys,) if isinstance(keys, bytes | str) else tuple(keys)
     secret = next((k for k in candidates if hmac.compare_digest(parts[0], key_id(k))), None)
@@ -148,7 +166,7 @@ def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
     try:
         if len(parts) == 2:
             kid, box = parts
-            plain = _box(secret).decrypt(_unb64(box), [_VERSION, kid.encode()])
+            plain = siv_box(secret).decrypt(unb64(box), [_VERSION, kid.encode()])
         else:
             plain = _verify_v1(secret, *parts)
         list_name, sep, address = plain.decode("utf-8").partition("\n")
@@ -164,18 +182,28 @@ def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
 def _verify_v1(secret: Secret, kid: str, payload: str, mac: str) -> bytes:
     """The first format's payload, if its MAC is right (links in issues sent before v2)."""
     message = _VERSION_1 + kid.encode("ascii") + b"." + payload.encode("ascii")
-    if not hmac.compare_digest(mac, _b64(hmac.digest(_key(secret), message, "sha256"))):
+    if not hmac.compare_digest(mac, b64(hmac.digest(_key(secret), message, "sha256"))):
         raise InvalidTag
-    return _unb64(payload)
+    return unb64(payload)
+
+
+def canonical(field: str) -> bool:
+    """Only the exact encoding _b64 writes: no padding, no characters base64 would skip, and no
+    other spelling of the same bytes (the last character's unused bits set)."""
+    if not _FIELD.fullmatch(field) or len(field) % 4 == 1:
+        return False
+    return b64(unb64(field)) == field
 
 
 def _key(secret: Secret) -> bytes:
     return secret.encode("utf-8") if isinstance(secret, str) else secret
 
 
-def _b64(data: bytes) -> str:
+def b64(data: bytes) -> str:
+    """URL-safe base64 without padding: the spelling of every token field."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def _unb64(text: str) -> bytes:
+def unb64(text: str) -> bytes:
+    """The bytes of a field `canonical` accepted."""
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
