@@ -3,6 +3,7 @@ run in its own state, and a stop with one line when its capture server's port is
 
 from __future__ import annotations
 
+import importlib.util
 import mailbox
 import os
 import re
@@ -10,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -17,6 +19,15 @@ from support.heldport import other_smtp_server
 from support.project import REPO, copy_project
 
 VENV = Path(sys.prefix)
+
+
+def demo_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("demo", REPO / "tools" / "demo.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture
@@ -113,3 +124,26 @@ def test_the_demo_stops_with_one_line_when_its_port_is_taken(clone: Path) -> Non
     assert connections == 0  # never as much as connected to the other server
     assert not (clone / "out" / "demo" / "14").exists()
     assert not (clone / ".newsletter").exists()
+
+
+def test_the_demo_keeps_only_the_secret_of_the_shell_s_newsletter_settings(tmp_path: Path) -> None:
+    demo = demo_module()
+    shell = {
+        "PATH": "/bin",
+        "NEWSLETTER_SECRET": "my-own-secret-0123456789",
+        "NEWSLETTER_SMTP__HOST": "smtp.example.org",
+        "NEWSLETTER_SMTP_PASSWORD": "hunter2",
+        "NEWSLETTER_LISTS__STAGING__PATH": "real-staging.csv",
+    }
+    env = demo.demo_environment(shell, tmp_path / "state")
+    assert env["PATH"] == "/bin"
+    assert env["NEWSLETTER_SECRET"] == "my-own-secret-0123456789"
+    assert "NEWSLETTER_SMTP__HOST" not in env
+    assert "NEWSLETTER_SMTP_PASSWORD" not in env
+    assert "NEWSLETTER_LISTS__STAGING__PATH" not in env
+    assert env["NEWSLETTER_PATHS__STATE"] == str(tmp_path / "state")
+    assert env["NEWSLETTER_OUTBOX__URL"] == f"sqlite:///{tmp_path / 'state' / 'outbox.sqlite3'}"
+    assert env["NEWSLETTER_BOUNCES__RETURN_PATH"] == "bounces@news.example.org"
+    # An empty one is no secret: the demo's publicly known key signs instead.
+    empty = demo.demo_environment({"NEWSLETTER_SECRET": ""}, tmp_path)
+    assert empty["NEWSLETTER_SECRET"] == demo.DEMO_SECRET
