@@ -16,7 +16,11 @@ from newsletter.settings import Settings
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
-    "--port", type=click.IntRange(0, 65535), default=1025, show_default=True, help="SMTP port."
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=1025,
+    show_default=True,
+    help="SMTP port; 0 picks a free one (the first line names it).",
 )
 @click.option(
     "--bounce",
@@ -31,7 +35,10 @@ def mailbox(settings: Settings, host: str, port: int, bounce: tuple[str, ...]) -
     .newsletter/mailbox/ and printed as one line. The shipped newsletter.toml sends to it.
     With --bounce, mail to those addresses is answered with a delivery status notification
     in the same Maildir, which `newsletter bounces --maildir .newsletter/mailbox` reads.
-    Ctrl-C stops it."""
+
+    Its first line, printed once it listens, names the address and port it listens on. A port
+    it cannot listen on (another program holds it) is one error line and exit code 1. Ctrl-C
+    or SIGTERM stops it."""
     folder = settings.state_dir / "mailbox"
 
     def ready(bound: int) -> None:
