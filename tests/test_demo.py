@@ -63,14 +63,16 @@ def make_demo(root: Path, port: int, **environ: str) -> subprocess.CompletedProc
 
 
 def the_loop(output: str) -> list[str]:
-    """The run's lines with what differs from run to run (clock, port, speed) taken out, sorted:
-    the capture server's lines interleave with the send's as they come."""
+    """The run's lines with what differs from run to run (clock, port, speed, and the size of the
+    bounce, whose Message-ID holds a pid and a random number) taken out, sorted: the capture
+    server's lines interleave with the send's as they come."""
     output = re.sub(r"\d\d:\d\d:\d\d(\.\d+)?", "TIME", output)
     output = re.sub(r"\d{4}-\d\d-\d\dT\S+", "STAMP", output)
     output = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", output)
     output = re.sub(r"--port \d+", "--port PORT", output)
     output = re.sub(r"in \d+\.\d s, \d+ msg/s", "in S, R msg/s", output)
     output = re.sub(r"in \d+\.\d s", "in S", output)
+    output = re.sub(r"\d+ bytes  'Undelivered", "SIZE bytes  'Undelivered", output)
     return sorted(output.splitlines())
 
 
