@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"i18n", "clip"},
     {"issues", "subscribers", "checks", "htmlpart", "places"},
     {"importers"},
-    {"render", "outbox", "spamscore"},
+    {"render", "linkslots", "outbox", "spamscore"},
     {"bounces"},
     {"mail", "spreadsheet"},
     {"clicks"},
