@@ -4,7 +4,10 @@ A MessageFactory is built once per (issue, list): it checks and encodes every he
 same for all recipients, splits the text and HTML on the Placeholder words, and chooses each
 part's transfer encoding (base64 for CJK-heavy parts, quoted-printable when that is smaller).
 `build(subscriber)` then only fills the values (HTML-escaped in the HTML part), encodes the few
-lines that changed, and joins bytes: no EmailMessage, no re-rendering per recipient.
+lines that changed, and joins bytes: no EmailMessage, no re-rendering per recipient. With
+`[tracking] clicks` on, the rendered parts hold a slot per link (linkslots.py): in `aggregate`
+mode they are filled once, here, with the list's click URLs (nothing per reader); in
+`per-reader` mode `build` fills each with the outbox row's (mail/tracking.py).
 
 The output is ``multipart/alternative`` (text, then HTML), UTF-8, CRLF line ends, no line over
 78 octets in the headers where folding allows and never over 998 anywhere. Header values that
@@ -20,7 +23,7 @@ import hashlib
 import hmac
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -31,6 +34,7 @@ from newsletter.bounces.verp import TAG_HEADER, make_tag, return_path
 from newsletter.errors import ConfigError, TemplateError, UnsafeHeaderError
 from newsletter.i18n import EMAIL, strings_for
 from newsletter.links import issue_url, unsubscribe_url
+from newsletter.linkslots import SLOT_WORD
 from newsletter.mail.canonical import relaxed_lines
 from newsletter.mail.mime import (
     CRLF,
@@ -43,6 +47,7 @@ from newsletter.mail.mime import (
     unstructured_header,
 )
 from newsletter.mail.tokens import sign, signing_key
+from newsletter.mail.tracking import PROBE_ROW, ClickLinks
 from newsletter.models import (
     PLACEHOLDER_PREFIX,
     OutgoingMessage,
@@ -51,6 +56,7 @@ from newsletter.models import (
     Subscriber,
     header_problem,
 )
+from newsletter.places import Place
 from newsletter.settings import Settings
 from newsletter.subscribers import DOT_ATOM, normalize
 
@@ -64,6 +70,8 @@ _PLAIN_ID = re.compile(r"<[!-;=?-~]+>")  # printable ASCII, no spaces or angle b
 _EML_NAME = re.compile(r"[0-9]{6,}-[A-Za-z0-9@._+-]+\.eml")
 _FIELD = re.compile(rb"^([!-9;-~]+):", re.MULTILINE)
 _BLOCK = re.compile(rb"(?:[!-9;-~]+:[ \t][\x20-\x7e]*\r\n(?:[ \t][\x20-\x7e]*\r\n)*)+")
+# A slot of the rendered parts: a Placeholder word, or a link's slot number.
+Slot = Placeholder | int
 
 
 class MessageFactory:
@@ -78,7 +86,11 @@ class MessageFactory:
         secret: bytes,
         test: bool | None = None,
         date: dt.datetime | None = None,
+        links: Sequence[tuple[Place, str]] = (),
+        sample: bool = False,
     ) -> None:
+        """`links`: what each link slot of `rendered` stands for (render_for_sending's);
+        `sample`: the message of no reader (its click tokens name row 0)."""
         mailing_list = settings.mailing_list(list_name)
         self.issue = rendered.issue_number
         self.list_name = list_name
@@ -150,8 +162,25 @@ class MessageFactory:
         self._lists = [_ascii(field) for field in lists]
         self._tail = [_ascii(field) for field in tail]
 
-        self._text = _split(rendered.text, "text")
-        self._html = _split(rendered.html, "html")
+        self._text = _split(rendered.text, "text", len(links))
+        self._html = _split(rendered.html, "html", len(links))
+        # Tracked links: every message's alike (aggregate, a sample) filled in here, once.
+        self._clicks: ClickLinks | None = None
+        if links:
+            clicks = ClickLinks(secret, self.issue, links, self._base_url)
+            if settings.tracking.clicks == "per-reader" and not sample:
+                self._clicks = clicks
+                self._click_prefix = clicks.prefix.encode()
+                self._click_prefix_html = html.escape(clicks.prefix).encode()
+            else:
+                tokens = (
+                    clicks.list_tokens(list_name)
+                    if settings.tracking.clicks == "aggregate" and not sample
+                    else clicks.row_tokens(PROBE_ROW)
+                )
+                urls = [clicks.prefix + token for token in tokens]
+                self._text = _fill_links(*self._text, [url.encode() for url in urls])
+                self._html = _fill_links(*self._html, [html.escape(u).encode() for u in urls])
         self.text_encoder = choose_encoder(self._text[0])
         self.html_encoder = choose_encoder(self._html[0])
         self._text_head = part_head("text/plain", self.text_encoder.name, self._boundary)
@@ -219,13 +248,35 @@ class MessageFactory:
         shown = name or self._fallback_name
         values = Placeholder.values(name=shown, unsubscribe_url=unsubscribe, web_url=self.web_url)
         fixed = self._fixed
-        text_values = [
-            fixed[slot][0] if slot in fixed else values[slot].encode() for slot in self._text[1]
-        ]
-        html_values = [
-            fixed[slot][1] if slot in fixed else html.escape(values[slot]).encode()
-            for slot in self._html[1]
-        ]
+        if self._clicks is None:
+            text_values = [
+                fixed[slot][0] if slot in fixed else values[slot].encode()  # type: ignore[index]
+                for slot in self._text[1]
+            ]
+            html_values = [
+                fixed[slot][1] if slot in fixed else html.escape(values[slot]).encode()  # type: ignore[index]
+                for slot in self._html[1]
+            ]
+        else:
+            # Tokens are base64url: nothing in them to escape.
+            tokens = [t.encode() for t in self._clicks.row_tokens(row_id or PROBE_ROW)]
+            prefix, prefix_html = self._click_prefix, self._click_prefix_html
+            text_values = [
+                prefix + tokens[slot]
+                if isinstance(slot, int)
+                else fixed[slot][0]
+                if slot in fixed
+                else values[slot].encode()
+                for slot in self._text[1]
+            ]
+            html_values = [
+                prefix_html + tokens[slot]
+                if isinstance(slot, int)
+                else fixed[slot][1]
+                if slot in fixed
+                else html.escape(values[slot]).encode()
+                for slot in self._html[1]
+            ]
         mailto = f"mailto:{self._mailto}?subject=unsubscribe%20{token}"
         sender = self._return_path or self.sender
         tag_line = b""
@@ -304,12 +355,18 @@ class MessageFactory:
 
 
 def sample_message(
-    rendered: RenderedEmail, settings: Settings, list_name: str
+    rendered: RenderedEmail,
+    settings: Settings,
+    list_name: str,
+    links: Sequence[tuple[Place, str]] = (),
 ) -> tuple[OutgoingMessage, bool]:
     """The sample recipient's message (`build`, `check`, the preview), and whether its
-    unsubscribe link is signed with a throwaway key because NEWSLETTER_SECRET is unset."""
+    unsubscribe link is signed with a throwaway key because NEWSLETTER_SECRET is unset.
+    `links`: what the link slots of `rendered` stand for (render_for_sending's)."""
     key = signing_key(settings, allow_ephemeral=True)
-    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
+    factory = MessageFactory(
+        rendered, settings, list_name, secret=key.secret, links=links, sample=True
+    )
     address = settings.newsletter.sample_email
     sample = Subscriber(envelope=address, name=settings.newsletter.sample_name)
     return factory.build(sample), key.ephemeral
@@ -340,24 +397,46 @@ def write_eml_files(
 # -- placeholders and small helpers ---------------------------------------------------------------
 
 
-def _split(content: str, part: str) -> tuple[list[bytes], list[Placeholder]]:
-    """CRLF-normalised UTF-8 bytes between the Placeholder words, and the words in order."""
+def _split(content: str, part: str, links: int = 0) -> tuple[list[bytes], list[Slot]]:
+    """CRLF-normalised UTF-8 bytes between the Placeholder words and the `links` link slots,
+    and the slots in order."""
     normal = content.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\r\n")
     segments: list[bytes] = []
-    slots: list[Placeholder] = []
+    slots: list[Slot] = []
     start = 0
     for match in _PLACEHOLDER.finditer(normal):
         word = match.group()
-        if word not in Placeholder._value2member_map_:
+        link = SLOT_WORD.fullmatch(word)
+        slot: Slot
+        if link is not None and int(link.group(1)) < links:
+            slot = int(link.group(1))
+        elif word in Placeholder._value2member_map_:
+            slot = Placeholder(word)
+        else:
             raise TemplateError(
                 f"the rendered {part} part contains {word}, which is not a known placeholder",
                 hint=f"Use only {', '.join(p.value for p in Placeholder)} in templates.",
             )
         segments.append(normal[start : match.start()].encode())
-        slots.append(Placeholder(word))
+        slots.append(slot)
         start = match.end()
     segments.append(normal[start:].encode())
     return segments, slots
+
+
+def _fill_links(
+    segments: list[bytes], slots: list[Slot], urls: list[bytes]
+) -> tuple[list[bytes], list[Slot]]:
+    """The link slots filled with `urls` for good: the segments around each joined."""
+    joined = [segments[0]]
+    left: list[Slot] = []
+    for slot, segment in zip(slots, segments[1:], strict=True):
+        if isinstance(slot, int):
+            joined[-1] += urls[slot] + segment
+        else:
+            left.append(slot)
+            joined.append(segment)
+    return joined, left
 
 
 # -- headers -------------------------------------------------------------------------------------
