@@ -13,12 +13,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from email.message import MIMEPart
-from functools import cache
 from html.parser import HTMLParser
 from typing import Literal
 from urllib.parse import urlsplit
-
-from publicsuffixlist import PublicSuffixList
 
 from newsletter.clip import CUT_AT, GMAIL_CLIP, KB
 from newsletter.content import content_text
@@ -26,6 +23,7 @@ from newsletter.fields import PLACEHOLDER_PREFIX
 from newsletter.i18n import quote
 from newsletter.markup import Note
 from newsletter.models import BIDI_CONTROLS, Issue, Placeholder, RenderedEmail, Section
+from newsletter.orgdomain import organizational_domain
 from newsletter.settings import Settings
 from newsletter.silence import Silence
 
@@ -249,18 +247,6 @@ def check_tracked_host(settings: Settings) -> list[Finding]:
             '[tracking] clicks "off"',
         )
     ]
-
-
-def organizational_domain(domain: str) -> str:
-    """news.example.org -> example.org; a name with no registrable part stays as it is."""
-    name = domain.lower().rstrip(".")
-    return _suffixes().privatesuffix(name) or name
-
-
-@cache
-def _suffixes() -> PublicSuffixList:
-    # The list ships with the package: parsed once per process, with no network.
-    return PublicSuffixList()
 
 
 def item_label(section: Section, index: int, language: str) -> str:

@@ -4,10 +4,8 @@ A MessageFactory is built once per (issue, list): it checks and encodes every he
 same for all recipients, splits the text and HTML on the Placeholder words, and chooses each
 part's transfer encoding (base64 for CJK-heavy parts, quoted-printable when that is smaller).
 `build(subscriber)` then only fills the values (HTML-escaped in the HTML part), encodes the few
-lines that changed, and joins bytes: no EmailMessage, no re-rendering per recipient. With
-`[tracking] clicks` on, the rendered parts hold a slot per link (linkslots.py): in `aggregate`
-mode they are filled once, here, with the list's click URLs (nothing per reader); in
-`per-reader` mode `build` fills each with the outbox row's (mail/tracking.py).
+lines that changed, and joins bytes: no EmailMessage, no re-rendering per recipient. Tracked
+links are slots too (mail/tracking.py): filled here once, or per reader in `per-reader` mode.
 
 The output is ``multipart/alternative`` (text, then HTML), UTF-8, CRLF line ends, no line over
 78 octets in the headers where folding allows and never over 998 anywhere. Header values that
@@ -47,7 +45,7 @@ from newsletter.mail.mime import (
     unstructured_header,
 )
 from newsletter.mail.tokens import sign, signing_key
-from newsletter.mail.tracking import PROBE_ROW, ClickLinks
+from newsletter.mail.tracking import PROBE_ROW, ClickLinks, Slot, fold_links
 from newsletter.models import (
     PLACEHOLDER_PREFIX,
     OutgoingMessage,
@@ -70,8 +68,6 @@ _PLAIN_ID = re.compile(r"<[!-;=?-~]+>")  # printable ASCII, no spaces or angle b
 _EML_NAME = re.compile(r"[0-9]{6,}-[A-Za-z0-9@._+-]+\.eml")
 _FIELD = re.compile(rb"^([!-9;-~]+):", re.MULTILINE)
 _BLOCK = re.compile(rb"(?:[!-9;-~]+:[ \t][\x20-\x7e]*\r\n(?:[ \t][\x20-\x7e]*\r\n)*)+")
-# A slot of the rendered parts: a Placeholder word, or a link's slot number.
-Slot = Placeholder | int
 
 
 class MessageFactory:
@@ -100,10 +96,6 @@ class MessageFactory:
         self._base_url = settings.newsletter.base_url
         self.web_url = issue_url(self._base_url, rendered.issue_number)
         _check_url(self.web_url, "newsletter.base_url")
-        # The same for every recipient: encoded (and escaped) once per issue.
-        self._fixed = {
-            Placeholder.WEB_URL: (self.web_url.encode(), html.escape(self.web_url).encode())
-        }
 
         sender_name, self.sender = _parse_mailbox(settings.newsletter.sender, "newsletter.sender")
         self.domain = self.sender.rpartition("@")[2]
@@ -164,23 +156,15 @@ class MessageFactory:
 
         self._text = _split(rendered.text, "text", len(links))
         self._html = _split(rendered.html, "html", len(links))
-        # Tracked links: every message's alike (aggregate, a sample) filled in here, once.
-        self._clicks: ClickLinks | None = None
-        if links:
-            clicks = ClickLinks(secret, self.issue, links, self._base_url)
-            if settings.tracking.clicks == "per-reader" and not sample:
-                self._clicks = clicks
-                self._click_prefix = clicks.prefix.encode()
-                self._click_prefix_html = html.escape(clicks.prefix).encode()
-            else:
-                tokens = (
-                    clicks.list_tokens(list_name)
-                    if settings.tracking.clicks == "aggregate" and not sample
-                    else clicks.row_tokens(PROBE_ROW)
-                )
-                urls = [clicks.prefix + token for token in tokens]
-                self._text = _fill_links(*self._text, [url.encode() for url in urls])
-                self._html = _fill_links(*self._html, [html.escape(u).encode() for u in urls])
+        # Tracked links: when every message gets the same (aggregate, a sample), filled here.
+        self._clicks = ClickLinks(secret, self.issue, links, self._base_url) if links else None
+        same = self._clicks and self._clicks.for_every_message(
+            settings.tracking.clicks, list_name, sample=sample
+        )
+        if same:
+            self._text = fold_links(*self._text, [url.encode() for url in same])
+            self._html = fold_links(*self._html, [html.escape(url).encode() for url in same])
+            self._clicks = None
         self.text_encoder = choose_encoder(self._text[0])
         self.html_encoder = choose_encoder(self._html[0])
         self._text_head = part_head("text/plain", self.text_encoder.name, self._boundary)
@@ -247,36 +231,16 @@ class MessageFactory:
             raise UnsafeHeaderError(f"stored Message-ID {message_id!r} is not a plain <id@domain>")
         shown = name or self._fallback_name
         values = Placeholder.values(name=shown, unsubscribe_url=unsubscribe, web_url=self.web_url)
-        fixed = self._fixed
-        if self._clicks is None:
-            text_values = [
-                fixed[slot][0] if slot in fixed else values[slot].encode()  # type: ignore[index]
-                for slot in self._text[1]
-            ]
-            html_values = [
-                fixed[slot][1] if slot in fixed else html.escape(values[slot]).encode()  # type: ignore[index]
-                for slot in self._html[1]
-            ]
-        else:
+        text_of: dict[Slot, bytes] = {slot: value.encode() for slot, value in values.items()}
+        html_of: dict[Slot, bytes] = {slot: html.escape(v).encode() for slot, v in values.items()}
+        if self._clicks is not None:
             # Tokens are base64url: nothing in them to escape.
-            tokens = [t.encode() for t in self._clicks.row_tokens(row_id or PROBE_ROW)]
-            prefix, prefix_html = self._click_prefix, self._click_prefix_html
-            text_values = [
-                prefix + tokens[slot]
-                if isinstance(slot, int)
-                else fixed[slot][0]
-                if slot in fixed
-                else values[slot].encode()
-                for slot in self._text[1]
-            ]
-            html_values = [
-                prefix_html + tokens[slot]
-                if isinstance(slot, int)
-                else fixed[slot][1]
-                if slot in fixed
-                else html.escape(values[slot]).encode()
-                for slot in self._html[1]
-            ]
+            prefix, prefix_html = self._clicks.prefix_text, self._clicks.prefix_html
+            for n, token in enumerate(self._clicks.row_tokens(row_id or PROBE_ROW)):
+                text_of[n] = prefix + token.encode()
+                html_of[n] = prefix_html + token.encode()
+        text_values = [text_of[slot] for slot in self._text[1]]
+        html_values = [html_of[slot] for slot in self._html[1]]
         mailto = f"mailto:{self._mailto}?subject=unsubscribe%20{token}"
         sender = self._return_path or self.sender
         tag_line = b""
@@ -422,21 +386,6 @@ def _split(content: str, part: str, links: int = 0) -> tuple[list[bytes], list[S
         start = match.end()
     segments.append(normal[start:].encode())
     return segments, slots
-
-
-def _fill_links(
-    segments: list[bytes], slots: list[Slot], urls: list[bytes]
-) -> tuple[list[bytes], list[Slot]]:
-    """The link slots filled with `urls` for good: the segments around each joined."""
-    joined = [segments[0]]
-    left: list[Slot] = []
-    for slot, segment in zip(slots, segments[1:], strict=True):
-        if isinstance(slot, int):
-            joined[-1] += urls[slot] + segment
-        else:
-            left.append(slot)
-            joined.append(segment)
-    return joined, left
 
 
 # -- headers -------------------------------------------------------------------------------------

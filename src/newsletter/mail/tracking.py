@@ -11,6 +11,7 @@ names no reader: the sample message (`build`, `check`, the preview) and the redi
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,12 +20,14 @@ from newsletter.links import click_url, issue_url
 from newsletter.linkslots import SLOT_WORD, add_slots
 from newsletter.mail.clicktokens import LinkTokens
 from newsletter.mail.tokens import Secret
-from newsletter.models import Issue, RenderedEmail
+from newsletter.models import Issue, Placeholder, RenderedEmail
 from newsletter.places import Place
 from newsletter.render import render_issue
 from newsletter.settings import Settings
 
 PROBE_ROW = 0  # the row of no reader (see the module docstring)
+# A slot of the rendered parts: a Placeholder word, or a link's slot number.
+Slot = Placeholder | int
 _CUTS = 4  # renders at most, when the links outgrow the clip: each cuts by what was over
 _STAND_IN = b"\0" * 32  # a key for measuring only: a token's length does not depend on it
 
@@ -73,6 +76,18 @@ class ClickLinks:
     ) -> None:
         self._tokens = LinkTokens(secret, issue, links)
         self.prefix = click_url(base_url, "")
+        # Bytes as the parts hold them: base_url is plain ASCII (the factory checks it).
+        self.prefix_text = self.prefix.encode()
+        self.prefix_html = html.escape(self.prefix).encode()
+
+    def for_every_message(self, mode: str, list_name: str, *, sample: bool) -> list[str] | None:
+        """The URLs every message of the list gets: the list's (`aggregate`), no reader's (a
+        sample); None when each reader gets their own (`per-reader`)."""
+        if sample:
+            return [self.prefix + token for token in self.row_tokens(PROBE_ROW)]
+        if mode == "aggregate":
+            return [self.prefix + token for token in self.list_tokens(list_name)]
+        return None
 
     def list_tokens(self, list_name: str) -> list[str]:
         """`aggregate`: what every reader of `list_name` gets."""
@@ -81,3 +96,19 @@ class ClickLinks:
     def row_tokens(self, row: int) -> list[str]:
         """`per-reader`: the message of outbox row `row` (PROBE_ROW: no reader's)."""
         return self._tokens.for_row(row)
+
+
+def fold_links(
+    segments: list[bytes], slots: list[Slot], urls: list[bytes]
+) -> tuple[list[bytes], list[Slot]]:
+    """The link slots of a part (between `segments`) filled with `urls` for good: each one's
+    segments joined around it, the other slots left."""
+    joined = [segments[0]]
+    left: list[Slot] = []
+    for slot, segment in zip(slots, segments[1:], strict=True):
+        if isinstance(slot, int):
+            joined[-1] += urls[slot] + segment
+        else:
+            left.append(slot)
+            joined.append(segment)
+    return joined, left
