@@ -15,7 +15,7 @@ from typing import cast
 from newsletter.clicks.events import ClickEvent
 from newsletter.clicks.report import ClickReport, Delivery, Mode, build_report
 from newsletter.clicks.rules import Windows, label
-from newsletter.clicks.tally import tally
+from newsletter.clicks.tally import ClickCounts, tally
 from newsletter.models import Issue
 from newsletter.outbox import Outbox
 from newsletter.places import outline
@@ -49,4 +49,17 @@ def delivery(outbox: Outbox, issue: int, list_name: str) -> Delivery:
         bounced=figures.bounced,
         complained=figures.complained,
         unsubscribed=figures.unsubscribed,
+    )
+
+
+def unsent_report(settings: Settings, issue: Issue, list_name: str) -> ClickReport:
+    """The report of a send that has not happened (no delivery log yet): nothing measured."""
+    counts = ClickCounts({}, {}, {}, {}, 0, 0, {}, 0)
+    return build_report(
+        outline(issue),
+        counts,
+        Delivery(sent=0, per_minute={}),
+        list_name=list_name,
+        mode="off",
+        min_count=settings.privacy.min_count,
     )
