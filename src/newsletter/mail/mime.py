@@ -73,23 +73,30 @@ class Base64:
             self.leading = b"".join(lines)
 
     def encode(self, values: Sequence[bytes]) -> list[bytes]:
+        # The hot path of a message with many values (tracked links): names bound locally,
+        # no call per line but the encoder's own.
         out: list[bytes] = []
+        append = out.append
+        b2a = binascii.b2a_base64
+        cache = self._cache
+        size = self._IN
         carry = b""
         for index, segment in enumerate(self._segments):
             if index:
                 carry += values[index - 1]
-                while len(carry) >= self._IN:
-                    out.append(_b64_line(carry[: self._IN]))
-                    carry = carry[self._IN :]
-            need = self._IN - len(carry)
+                while len(carry) >= size:
+                    append(b2a(carry[:size], newline=False) + CRLF)
+                    carry = carry[size:]
+            need = size - len(carry)
             if len(segment) < need:
                 carry += segment
                 continue
-            out.append(_b64_line(carry + segment[:need]))
-            lines, carry = self._lines(index, need)
-            out.append(lines)
+            append(b2a(carry + segment[:need], newline=False) + CRLF)
+            cached = cache.get((index, need)) or self._lines(index, need)
+            append(cached[0])
+            carry = cached[1]
         if carry:
-            out.append(_b64_line(carry))
+            append(b2a(carry, newline=False) + CRLF)
         return out
 
     def encode_relaxed(self, values: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
