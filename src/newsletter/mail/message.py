@@ -20,8 +20,9 @@ import email.utils
 import hashlib
 import hmac
 import html
+import operator
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -67,6 +68,7 @@ _PLACEHOLDER = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"[A-Z0-9_]*__")
 _PLAIN_ID = re.compile(r"<[!-;=?-~]+>")  # printable ASCII, no spaces or angle brackets inside
 _EML_NAME = re.compile(r"[0-9]{6,}-[A-Za-z0-9@._+-]+\.eml")
 _FIELD = re.compile(rb"^([!-9;-~]+):", re.MULTILINE)
+_WORDS = tuple(Placeholder)
 _BLOCK = re.compile(rb"(?:[!-9;-~]+:[ \t][\x20-\x7e]*\r\n(?:[ \t][\x20-\x7e]*\r\n)*)+")
 
 
@@ -165,8 +167,15 @@ class MessageFactory:
             self._text = fold_links(*self._text, [url.encode() for url in same])
             self._html = fold_links(*self._html, [html.escape(url).encode() for url in same])
             self._clicks = None
-        self.text_encoder = choose_encoder(self._text[0])
-        self.html_encoder = choose_encoder(self._html[0])
+        elif self._clicks is not None:
+            clicks = self._clicks
+            self._text = clicks.prefixed(*self._text, clicks.prefix_text), self._text[1]
+            self._html = clicks.prefixed(*self._html, clicks.prefix_html), self._html[1]
+        self._text_pick, self._html_pick = _picker(self._text[1]), _picker(self._html[1])
+        text_fixed = self._fixed_lengths(self._text[1])
+        html_fixed = self._fixed_lengths(self._html[1])
+        self.text_encoder = choose_encoder(self._text[0], text_fixed)
+        self.html_encoder = choose_encoder(self._html[0], html_fixed)
         self._text_head = part_head("text/plain", self.text_encoder.name, self._boundary)
         self._html_head = part_head("text/html", self.html_encoder.name, self._boundary)
         self._close = _ascii(f"--{self._boundary}--\r\n")
@@ -231,16 +240,19 @@ class MessageFactory:
             raise UnsafeHeaderError(f"stored Message-ID {message_id!r} is not a plain <id@domain>")
         shown = name or self._fallback_name
         values = Placeholder.values(name=shown, unsubscribe_url=unsubscribe, web_url=self.web_url)
-        text_of: dict[Slot, bytes] = {slot: value.encode() for slot, value in values.items()}
-        html_of: dict[Slot, bytes] = {slot: html.escape(v).encode() for slot, v in values.items()}
+        words = [values[word] for word in _WORDS]
+        tokens: list[bytes] = []
+        fixed = False
         if self._clicks is not None:
-            # Tokens are base64url: nothing in them to escape.
-            prefix, prefix_html = self._clicks.prefix_text, self._clicks.prefix_html
-            for n, token in enumerate(self._clicks.row_tokens(row_id or PROBE_ROW)):
-                text_of[n] = prefix + token.encode()
-                html_of[n] = prefix_html + token.encode()
-        text_values = [text_of[slot] for slot in self._text[1]]
-        html_values = [html_of[slot] for slot in self._html[1]]
+            row = row_id or PROBE_ROW
+            fixed = self._clicks.fixed_length(row)
+            tokens = self._clicks.row_bytes(row)  # base64url: nothing to escape
+        # Every value once, words then tokens; each part picks its slots' in one call.
+        text_all = [word.encode() for word in words]
+        html_all = [html.escape(word).encode() for word in words]
+        text_all += tokens
+        html_all += tokens
+        text_values, html_values = self._text_pick(text_all), self._html_pick(html_all)
         mailto = f"mailto:{self._mailto}?subject=unsubscribe%20{token}"
         sender = self._return_path or self.sender
         tag_line = b""
@@ -260,11 +272,11 @@ class MessageFactory:
         ]
         header = b"".join(fields)
         if self._signing is None:
-            text_lines = self.text_encoder.encode(text_values)
-            html_lines = self.html_encoder.encode(html_values)
+            text_lines = self.text_encoder.encode(text_values, fixed=fixed)
+            html_lines = self.html_encoder.encode(html_values, fixed=fixed)
         else:
-            text_lines, text_relaxed = self.text_encoder.encode_relaxed(text_values)
-            html_lines, html_relaxed = self.html_encoder.encode_relaxed(html_values)
+            text_lines, text_relaxed = self.text_encoder.encode_relaxed(text_values, fixed=fixed)
+            html_lines, html_relaxed = self.html_encoder.encode_relaxed(html_values, fixed=fixed)
         body = [self._text_head, *text_lines, self._html_head, *html_lines, self._close]
         data = b"".join([header, CRLF, *body])
         if self._signing is not None:
@@ -288,6 +300,19 @@ class MessageFactory:
             data=data,
             smtp_ready=self._smtp_ready,
         )
+
+    def _fixed_lengths(self, slots: list[Slot]) -> dict[int, int]:
+        """The slots whose bytes have one length in every message: the web version's, and the
+        per-reader click URLs (the encoder takes runs of them at once)."""
+        found: dict[int, int] = {}
+        length = self._clicks.token_length if self._clicks is not None else None
+        web = {len(self.web_url.encode()), len(html.escape(self.web_url).encode())}
+        for n, slot in enumerate(slots):
+            if isinstance(slot, int) and length is not None:
+                found[n] = length
+            elif slot is Placeholder.WEB_URL and len(web) == 1:
+                found[n] = len(self.web_url.encode())
+        return found
 
     def _issue_signer(self, settings: Settings) -> IssueSigner | None:
         """The DKIM signers [dkim] asks for, with this issue's fixed header fields and the
@@ -386,6 +411,20 @@ def _split(content: str, part: str, links: int = 0) -> tuple[list[bytes], list[S
         start = match.end()
     segments.append(normal[start:].encode())
     return segments, slots
+
+
+def _picker(slots: list[Slot]) -> Callable[[Sequence[bytes]], Sequence[bytes]]:
+    """What takes a part's values, in its slots' order, from [*words (_WORDS' order), *tokens]
+    (a C call, where a lookup per slot is a Python step per link)."""
+    where = [
+        _WORDS.index(slot) if isinstance(slot, Placeholder) else len(_WORDS) + slot
+        for slot in slots
+    ]
+    if len(where) == 1:
+        return lambda values: (values[where[0]],)
+    if not where:
+        return lambda values: ()
+    return operator.itemgetter(*where)
 
 
 # -- headers -------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from newsletter.clip import CUT_AT, wire_size
 from newsletter.links import click_url, issue_url
 from newsletter.linkslots import SLOT_WORD, add_slots
-from newsletter.mail.clicktokens import LinkTokens
+from newsletter.mail.clicktokens import BLOCK_TOKEN, MAX_BLOCK_ROW, LinkTokens
 from newsletter.mail.tokens import Secret
 from newsletter.models import Issue, Placeholder, RenderedEmail
 from newsletter.places import Place
@@ -79,6 +79,9 @@ class ClickLinks:
         # Bytes as the parts hold them: base_url is plain ASCII (the factory checks it).
         self.prefix_text = self.prefix.encode()
         self.prefix_html = html.escape(self.prefix).encode()
+        # Every token of a row's message has one length (a block's), but for rows past a
+        # block's room: what lets the encoder take them a run at a time.
+        self.token_length = BLOCK_TOKEN if self._tokens.blocks else None
 
     def for_every_message(self, mode: str, list_name: str, *, sample: bool) -> list[str] | None:
         """The URLs every message of the list gets: the list's (`aggregate`), no reader's (a
@@ -96,6 +99,24 @@ class ClickLinks:
     def row_tokens(self, row: int) -> list[str]:
         """`per-reader`: the message of outbox row `row` (PROBE_ROW: no reader's)."""
         return self._tokens.for_row(row)
+
+    def row_bytes(self, row: int) -> list[bytes]:
+        """`row_tokens` as ASCII bytes: what follows `prefix` in each of the message's links
+        (per-reader parts hold the prefix in their fixed bytes, `prefixed`)."""
+        return self._tokens.row_bytes(row)
+
+    def prefixed(self, segments: list[bytes], slots: list[Slot], prefix: bytes) -> list[bytes]:
+        """A part's segments with `prefix` (the text part's or the HTML part's spelling of
+        BASE/r/) at the end of each one before a link's slot: the slot is then its token."""
+        out = list(segments)
+        for n, slot in enumerate(slots):
+            if isinstance(slot, int):
+                out[n] += prefix
+        return out
+
+    def fixed_length(self, row: int) -> bool:
+        """Whether row `row`'s tokens all have `token_length` characters."""
+        return self.token_length is not None and row <= MAX_BLOCK_ROW
 
 
 def fold_links(
