@@ -3,7 +3,16 @@ bounded batches, the newer stay; a forgotten reader's events go with them, no on
 
 from __future__ import annotations
 
-from newsletter.clicks.retention import DAY, forget_reader, prune_clicks
+import asyncio
+import time
+
+from newsletter.clicks.retention import (
+    DAY,
+    PRUNE_EVERY,
+    RetentionDuty,
+    forget_reader,
+    prune_clicks,
+)
 from newsletter.outbox import Outbox
 from newsletter.outbox.clicks import ClickRecord, StoredClick
 from newsletter.places import Place, Region
@@ -48,3 +57,33 @@ def test_a_forgotten_reader_takes_their_events(outbox: Outbox) -> None:
     )
     assert forget_reader(outbox, "ann@example.com") == 1
     assert [e.row for e in outbox.clicks.events(14, "main")] == [rows["bob@example.com"], None]
+
+
+def test_the_worker_duty_prunes_until_done_then_waits(
+    outbox: Outbox, settings: Settings, outbox_target: object
+) -> None:
+    days = settings.privacy.retention_days
+    outbox.clicks.add([click(time.time() - (days + 2) * DAY - n) for n in range(7)])
+    outbox.clicks.add([click(time.time())])
+    chosen = settings.model_copy(
+        update={"outbox": settings.outbox.model_copy(update={"url": _url(outbox_target)})}
+    )
+    said: list[str] = []
+    duty = RetentionDuty(chosen, said.append)
+
+    async def rounds() -> list[float]:
+        await duty.start()
+        try:
+            return [await duty.run_once(), await duty.run_once()]
+        finally:
+            await duty.stop()
+
+    waits = asyncio.run(rounds())
+    assert waits == [PRUNE_EVERY, PRUNE_EVERY]
+    assert duty.deleted == 7
+    assert said == [f"click retention: 7 event(s) older than {days} days deleted"]
+    assert outbox.clicks.count(14, "main") == 1
+
+
+def _url(target: object) -> str:
+    return target if isinstance(target, str) else f"sqlite:///{target}"
