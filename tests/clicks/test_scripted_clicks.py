@@ -97,6 +97,14 @@ def test_a_person_two_items_and_every_machine_told_apart(
         mail = received(project)
         assert {PERSON, SCANNER, CANARY_HIT, GATEWAY} <= set(mail)
         issue = load_issue(service.settings.issues_dir, 14)
+        # The send recorded the links its messages carry, before the first one went out.
+        with open_outbox(service.settings.outbox_target) as outbox:
+            recorded = outbox.sent_links.links(14, "main")
+            assert outbox.sent_links.mode(14, "main") == mode
+        assert recorded is not None
+        assert {place: url for place, url in recorded.items() if place != CANARY} == {
+            link.place: link.url for link in issue_links(issue) if link.url.startswith("http")
+        }
         allowed = {link.url for link in issue_links(issue)} | {issue_url(service.url, 14)}
         locations: list[str] = []
         time.sleep(1.2)  # past the delivery window
