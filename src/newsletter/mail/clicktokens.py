@@ -62,6 +62,7 @@ _MAX_TOKEN = 256
 _MAX_VARINT = 9  # bytes: 63 bits
 _HINT = "Use the link exactly as it came in the email."
 _URL_SAFE = bytes.maketrans(b"+/", b"-_")
+_ZEROS = [bytes(_BLOCK - _ROW_AT - n) for n in range(_ROW_MAX + 1)]  # after a row of n bytes
 
 
 class ClickTarget(NamedTuple):
@@ -141,21 +142,23 @@ class LinkTokens:
         """`per-reader`: the tokens of the message of outbox row `row`."""
         return [token.decode("ascii") for token in self.row_bytes(row)]
 
-    def row_bytes(self, row: int) -> list[bytes]:
+    def row_bytes(self, row: int) -> Sequence[bytes]:
         """`for_row`'s tokens as ASCII bytes, as a message's body holds them."""
-        number = _varint(row)
         if not self._links:
-            return []
-        if self._fits and len(number) <= _ROW_MAX:
+            return ()
+        if self._fits and 0 <= row <= MAX_BLOCK_ROW:
             # Every block is head (6 bytes) + the row + zeros: the row's tail joins them all.
-            tail = number + bytes(_BLOCK - _ROW_AT - len(number))
+            number = _varint(row)
+            tail = number + _ZEROS[len(number)]
             sealed = self._encipher.update(tail.join(self._blocks) + tail)
             kid = self._block_kid
             raw = kid + kid.join(self._split_blocks(sealed))
             # 18 bytes a token: its base64 is whole, with no padding, wherever it starts.
             text = binascii.b2a_base64(raw, newline=False).translate(_URL_SAFE)
-            return list(self._split_tokens(text))
+            tokens: Sequence[bytes] = self._split_tokens(text)
+            return tokens
         # A place or a row too large for a block: every token of the message is a box.
+        number = _varint(row)
         return [self._seal(head + number).encode("ascii") for head in self._row_heads]
 
     def _seal(self, plain: bytes) -> str:

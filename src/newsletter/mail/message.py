@@ -35,6 +35,7 @@ from newsletter.i18n import EMAIL, strings_for
 from newsletter.links import issue_url, unsubscribe_url
 from newsletter.linkslots import SLOT_WORD
 from newsletter.mail.canonical import relaxed_lines
+from newsletter.mail.clicktokens import MAX_BLOCK_ROW
 from newsletter.mail.mime import (
     CRLF,
     MAX_LINE,
@@ -169,6 +170,8 @@ class MessageFactory:
             self._clicks = None
         elif self._clicks is not None:
             clicks = self._clicks
+            self._row_tokens = clicks.row_bytes
+            self._fixed_rows = MAX_BLOCK_ROW if clicks.token_length is not None else -1
             self._text = clicks.prefixed(*self._text, clicks.prefix_text), self._text[1]
             self._html = clicks.prefixed(*self._html, clicks.prefix_html), self._html[1]
         self._text_pick, self._html_pick = _picker(self._text[1]), _picker(self._html[1])
@@ -241,12 +244,12 @@ class MessageFactory:
         shown = name or self._fallback_name
         values = Placeholder.values(name=shown, unsubscribe_url=unsubscribe, web_url=self.web_url)
         words = [values[word] for word in _WORDS]
-        tokens: list[bytes] = []
+        tokens: Sequence[bytes] = ()
         fixed = False
         if self._clicks is not None:
             row = row_id or PROBE_ROW
-            fixed = self._clicks.fixed_length(row)
-            tokens = self._clicks.row_bytes(row)  # base64url: nothing to escape
+            fixed = row <= self._fixed_rows
+            tokens = self._row_tokens(row)  # base64url: nothing to escape
         # Every value once, words then tokens; each part picks its slots' in one call.
         text_all = [word.encode() for word in words]
         html_all = [html.escape(word).encode() for word in words]

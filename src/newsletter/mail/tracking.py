@@ -12,13 +12,13 @@ names no reader: the sample message (`build`, `check`, the preview) and the redi
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from newsletter.clip import CUT_AT, wire_size
 from newsletter.links import click_url, issue_url
 from newsletter.linkslots import SLOT_WORD, add_slots
-from newsletter.mail.clicktokens import BLOCK_TOKEN, MAX_BLOCK_ROW, LinkTokens
+from newsletter.mail.clicktokens import BLOCK_TOKEN, LinkTokens
 from newsletter.mail.tokens import Secret
 from newsletter.models import Issue, Placeholder, RenderedEmail
 from newsletter.places import Place
@@ -76,6 +76,10 @@ class ClickLinks:
     ) -> None:
         self._tokens = LinkTokens(secret, issue, links)
         self.prefix = click_url(base_url, "")
+        # `row_tokens` as ASCII bytes: what follows `prefix` in each of a message's links (the
+        # per-reader parts hold the prefix in their fixed bytes, `prefixed`); bound, not
+        # wrapped: it runs once a message.
+        self.row_bytes: Callable[[int], Sequence[bytes]] = self._tokens.row_bytes
         # Bytes as the parts hold them: base_url is plain ASCII (the factory checks it).
         self.prefix_text = self.prefix.encode()
         self.prefix_html = html.escape(self.prefix).encode()
@@ -100,11 +104,6 @@ class ClickLinks:
         """`per-reader`: the message of outbox row `row` (PROBE_ROW: no reader's)."""
         return self._tokens.for_row(row)
 
-    def row_bytes(self, row: int) -> list[bytes]:
-        """`row_tokens` as ASCII bytes: what follows `prefix` in each of the message's links
-        (per-reader parts hold the prefix in their fixed bytes, `prefixed`)."""
-        return self._tokens.row_bytes(row)
-
     def prefixed(self, segments: list[bytes], slots: list[Slot], prefix: bytes) -> list[bytes]:
         """A part's segments with `prefix` (the text part's or the HTML part's spelling of
         BASE/r/) at the end of each one before a link's slot: the slot is then its token."""
@@ -113,10 +112,6 @@ class ClickLinks:
             if isinstance(slot, int):
                 out[n] += prefix
         return out
-
-    def fixed_length(self, row: int) -> bool:
-        """Whether row `row`'s tokens all have `token_length` characters."""
-        return self.token_length is not None and row <= MAX_BLOCK_ROW
 
 
 def fold_links(
