@@ -21,6 +21,7 @@ import datetime as dt
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -49,22 +50,13 @@ _LINK_CACHE = 256  # sends whose links are kept in memory
 _HEADERS = {"cache-control": "no-store", "referrer-policy": "no-referrer"}
 
 
-class Resolved:
+class Resolved(NamedTuple):
     """What the outbox says of a token: the send's list, its links, and the row's delivery."""
 
-    __slots__ = ("delivered_at", "links", "list_name", "row")
-
-    def __init__(
-        self,
-        list_name: str | None,
-        links: Mapping[Place, str] | None,
-        row: int | None = None,
-        delivered_at: float | None = None,
-    ) -> None:
-        self.list_name = list_name
-        self.links = links
-        self.row = row
-        self.delivered_at = delivered_at
+    list_name: str | None
+    links: Mapping[Place, str] | None
+    row: int | None = None
+    delivered_at: float | None = None  # the row's 250, in Unix seconds
 
 
 class Redirects:
