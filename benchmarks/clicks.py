@@ -9,9 +9,13 @@ family) in a child process of its own, so its peak RSS is its own:
 * reference: one pass over the same events counting them per place (collections.Counter), the
   floor of any report that reads every event once;
 * labelling and tally (clicks/rules.py, clicks/tally.py), the report value, and its three views
-  (text, CSV, HTML with both charts).
+  (text, CSV, HTML with both charts), the events in memory;
+* the same events in a SQLite outbox (the send's rows sent over the same 30 minutes): what
+  `newsletter report` does, the events streamed from the store in time order
+  (clicks/gather.py: read, label, tally, the delivery figures, the report value) and the three
+  views, against a bare pass of the same query over the same rows (sqlite3, nothing built).
 
-The events are built before the clock starts (the store will stream them from its query).
+The events are built, and stored, before the clock starts.
 Run: `.venv/bin/python benchmarks/clicks.py [--events N]`.
 """
 
@@ -23,19 +27,24 @@ import io
 import json
 import random
 import resource
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 from newsletter.clicks.events import ClickEvent
+from newsletter.clicks.gather import gather_report
 from newsletter.clicks.page import render_html
 from newsletter.clicks.report import Delivery, build_report
 from newsletter.clicks.rules import label
 from newsletter.clicks.tables import render_text, write_report_csv
 from newsletter.clicks.tally import tally
 from newsletter.issues import load_issue
+from newsletter.outbox import open_outbox
+from newsletter.outbox.clicks import ClickRecord, StoredClick
 from newsletter.places import CANARY, issue_links, outline
 from newsletter.settings import load_settings
 
@@ -123,11 +132,80 @@ def child(count: int, mode: str) -> dict[str, float]:
     }
 
 
+def store(count: int, mode: str, path: Path) -> None:
+    """`count` generated events, and the send's rows sent over its 30 minutes, in a SQLite
+    outbox at `path` (a child of its own: the report's child then starts with nothing held)."""
+    events, per_minute = generate(count, per_reader=mode == "per-reader")
+    with open_outbox(path) as outbox:
+        outbox.plan(14, "main", [f"reader{n}@example.com" for n in range(sum(per_minute.values()))])
+        ((first,),) = outbox._fetch("SELECT min(id) FROM deliveries")
+        done = first
+        for minute, sent in sorted(per_minute.items()):
+            outbox._run(
+                "UPDATE deliveries SET state = 'sent', sent_at = ? WHERE id >= ? AND id < ?",
+                (minute.isoformat(), done, done + sent),
+            )
+            done += sent
+        batch: list[StoredClick] = []
+        for event in events:
+            row = None if event.row is None else event.row + first
+            batch.append(StoredClick(14, "main", ClickRecord(*event._replace(row=row))))
+            if len(batch) == 50_000:
+                outbox.clicks.add(batch)
+                batch = []
+        outbox.clicks.add(batch)
+        outbox.sent_links.record(14, "main", mode, [])
+
+
+def child_report(path: Path) -> dict[str, float]:
+    """What `newsletter report` does with the outbox at `path`, timed, beside one bare pass of
+    the same query."""
+    settings = load_settings(ROOT / "newsletter.toml", environ={})
+    issue = load_issue(settings.issues_dir, 14)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    db = sqlite3.connect(path)
+    start = time.perf_counter()
+    cursor = db.execute(
+        "SELECT at, region, section, item, link, method, prefetch, agent, ip, since_delivery,"
+        " delivery_id FROM clicks WHERE issue = 14 AND list = 'main' ORDER BY at, id"
+    )
+    events = sum(1 for _ in cursor)
+    reference = time.perf_counter() - start
+    db.close()
+    start = time.perf_counter()
+    with open_outbox(path) as outbox:
+        report = gather_report(outbox, settings, issue, "main")
+    gathered = time.perf_counter() - start
+    start = time.perf_counter()
+    render_text(report)
+    write_report_csv(report, io.StringIO())
+    render_html(report, language="zh-CN")
+    views = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {
+        "events": events,
+        "reference": reference,
+        "gathered": gathered,
+        "views": views,
+        "sent": report.sent,
+        "start_mb": before / 1024,
+        "peak_mb": peak / 1024,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--child", choices=["per-reader", "aggregate"])
+    parser.add_argument("--store", type=Path, help="(a child) store the events here")
+    parser.add_argument("--report", type=Path, help="(a child) report the outbox here")
     args = parser.parse_args()
+    if args.report:
+        print(json.dumps(child_report(args.report)))
+        return
+    if args.child and args.store:
+        store(args.events, args.child, args.store)
+        return
     if args.child:
         print(json.dumps(child(args.events, args.child)))
         return
@@ -151,6 +229,26 @@ def main() -> None:
             f" | {r['views'] * 1000:.0f} ms ({r['page_kb']:.0f} KB HTML)"
             f" | {r['people']:,.0f} / {r['machines']:,.0f}"
             f" | {r['peak_mb']:.0f} MB ({r['after_events_mb']:.0f} MB) |"
+        )
+
+    print(
+        "\n| mode, from a SQLite outbox | events | reference: the query read once | "
+        "newsletter report's value | × reference | text + CSV + HTML | peak RSS |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for mode in ("per-reader", "aggregate"):
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "outbox.sqlite3"
+            events, base = ["--events", str(args.events)], [sys.executable, __file__]
+            subprocess.run([*base, *events, "--child", mode, "--store", str(path)], check=True)
+            out = subprocess.run(
+                [*base, "--report", str(path)], capture_output=True, text=True, check=True
+            ).stdout
+        r = json.loads(out)
+        print(
+            f"| {mode} | {r['events']:,.0f} | {r['reference']:.2f} s | {r['gathered']:.2f} s"
+            f" | {r['gathered'] / r['reference']:.1f}× | {r['views'] * 1000:.0f} ms"
+            f" | {r['peak_mb']:.0f} MB ({r['start_mb']:.0f} MB after imports) |"
         )
 
 

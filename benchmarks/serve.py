@@ -1,16 +1,24 @@
-"""`newsletter serve` over real HTTP: one-click unsubscribes and archive pages (run: `make bench`).
+"""`newsletter serve` over real HTTP: one-click unsubscribes, archive pages and tracked links'
+redirects (run: `make bench`).
 
 A real `newsletter serve` process on 127.0.0.1 serves a throwaway copy of the project. One
 keep-alive client times each request kind interleaved in the same run; GET /healthz (the same
 stack: uvicorn, Guard, routing, an empty answer) is the reference the others are a ratio of.
 A one-click POST is a distinct token each time, so every one verifies an HMAC and commits a
 suppression to SQLite. Then N clients at once POST distinct tokens, for throughput.
+
+The redirect (GET /r/TOKEN, `[tracking] clicks = "per-reader"`), on SQLite and on PostgreSQL
+(the tests' throwaway cluster: fsync off), after a send of issue 14 to ROWS readers recorded in
+the outbox: one keep-alive client alternates it with GET /healthz (median and p99); then 64
+clients at once ask for distinct tokens (a random reader and link each), and the same clients
+for /healthz. Every request is a click event: the run checks that the outbox kept them all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -22,21 +30,33 @@ from pathlib import Path
 
 import httpx
 
+from newsletter.issues import load_issue
+from newsletter.mail.clicktokens import LinkTokens
 from newsletter.mail.tokens import sign
+from newsletter.mail.tracking import render_for_sending
+from newsletter.models import DeliveryStatus
 from newsletter.outbox import open_outbox
+from newsletter.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the project copy in tests/support/
+from support.postgres import start_cluster  # noqa: E402
 from support.project import copy_project  # noqa: E402
 
 SECRET = "benchmark-secret-0123456789abcdef"
 RUNS = 300
 BURST = 1000
 CLIENTS = 16
+REDIRECT_RUNS = 1000
+REDIRECT_BURST = 5000
+REDIRECT_CLIENTS = 64
+ROWS = 2000
 
 
-def start_server(project: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    env = {**os.environ, "NEWSLETTER_SECRET": SECRET, "PYTHONUNBUFFERED": "1"}
+def start_server(
+    project: Path, log: Path, extra: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    env = {**os.environ, "NEWSLETTER_SECRET": SECRET, "PYTHONUNBUFFERED": "1", **(extra or {})}
     with log.open("wb") as handle:
         process = subprocess.Popen(
             [sys.executable, "-m", "newsletter", "serve", "--port", "0"],
@@ -139,5 +159,116 @@ def main() -> None:
     )
 
 
+def tracked_send(project: Path, env: dict[str, str]) -> list[str]:
+    """Issue 14 'sent' to ROWS readers with per-reader tracking: its links recorded, the rows
+    sent; the click URL paths of every reader's every link (the canary's included)."""
+    settings = load_settings(project / "newsletter.toml", environ=env)
+    issue = load_issue(settings.issues_dir, 14)
+    links = render_for_sending(issue, settings, "main").links
+    with open_outbox(settings.outbox_target) as outbox:
+        outbox.sent_links.record(14, "main", "per-reader", links)
+        outbox.plan(14, "main", [f"reader{n:05d}@example.com" for n in range(ROWS)])
+        rows = [row.id for row in outbox.rows(14, "main")]
+        for row in rows:
+            outbox.record(row, DeliveryStatus.SENT)
+    tokens = LinkTokens(SECRET, 14, links)
+    return [f"/r/{token}" for row in rows for token in tokens.for_row(row)]
+
+
+async def many(base: str, paths: list[str], expect: int) -> float:
+    """`paths` asked by REDIRECT_CLIENTS keep-alive connections at once; the seconds it took.
+    A bare HTTP/1.1 client on asyncio streams: httpx's own pool costs more per request than the
+    server does, and would measure itself."""
+    host, port = base.removeprefix("http://").split(":")
+    queue = list(paths)
+    status = f"HTTP/1.1 {expect} ".encode()
+
+    async def client() -> None:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            while queue:
+                path = queue.pop()
+                writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+                head = await reader.readuntil(b"\r\n\r\n")
+                assert head.startswith(status), head[:40]
+                length = re.search(rb"(?i)content-length: *(\d+)", head)
+                await reader.readexactly(int(length.group(1)) if length else 0)
+        finally:
+            writer.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(REDIRECT_CLIENTS)))
+    return time.perf_counter() - start
+
+
+def redirects(label: str, outbox_url: str | None) -> str:
+    """One backend's redirect figures, as a table row."""
+    with tempfile.TemporaryDirectory() as tmp:
+        project = Path(tmp) / "project"
+        project.mkdir()
+        copy_project(project)
+        env = {"NEWSLETTER_TRACKING__CLICKS": "per-reader"}
+        if outbox_url:
+            env["NEWSLETTER_OUTBOX__URL"] = outbox_url
+        paths = tracked_send(project, env)
+        rng = random.Random(23)
+        rng.shuffle(paths)
+        process, base = start_server(project, Path(tmp) / "serve.log", env)
+        try:
+            reference: list[float] = []
+            redirect: list[float] = []
+            with httpx.Client(base_url=base) as client:
+                for path in paths[:50]:  # warm up: the outbox connection, the links cache
+                    client.get(path), client.get("/healthz")
+                for path in paths[50 : 50 + REDIRECT_RUNS]:
+                    reference.append(timed(lambda: client.get("/healthz")))
+                    redirect.append(timed(lambda p=path: client.get(p), expect=302))
+            burst_paths = paths[50 + REDIRECT_RUNS : 50 + REDIRECT_RUNS + REDIRECT_BURST]
+            burst = asyncio.run(many(base, burst_paths, 302))
+            health = asyncio.run(many(base, ["/healthz"] * len(burst_paths), 200))
+            asked = 50 + REDIRECT_RUNS + len(burst_paths)
+        finally:
+            process.terminate()
+            process.wait(15)
+        settings = load_settings(project / "newsletter.toml", environ=env)
+        with open_outbox(settings.outbox_target) as outbox:
+            kept = outbox.clicks.count(14, "main")
+    assert kept == asked, (kept, asked)
+    ref_median, ref_p99 = statistics.median(reference), percentile(reference, 99)
+    median, p99 = statistics.median(redirect), percentile(redirect, 99)
+    per_second, health_per_second = len(burst_paths) / burst, len(burst_paths) / health
+    return (
+        f"| {label} | {ref_median:.2f} / {ref_p99:.2f} | {median:.2f} / {p99:.2f} | "
+        f"{median / ref_median:.1f}× | {per_second:,.0f} ({per_second / health_per_second:.2f}× "
+        f"of {health_per_second:,.0f} /healthz) | {kept:,} of {asked:,} |"
+    )
+
+
+def percentile(values: list[float], pct: int) -> float:
+    return statistics.quantiles(values, n=100)[pct - 1]
+
+
+def main_redirects() -> None:
+    rows = [redirects("SQLite", None)]
+    cluster = start_cluster()
+    try:
+        rows.append(redirects("PostgreSQL", cluster.create_database()))
+    finally:
+        cluster.stop()
+    print(
+        f"\nGET /r/TOKEN, per-reader tracking, a send of issue 14 to {ROWS:,} readers: one "
+        f"keep-alive client, {REDIRECT_RUNS} of each interleaved (ms); then "
+        f"{REDIRECT_BURST:,} distinct tokens from {REDIRECT_CLIENTS} clients at once\n"
+    )
+    print(
+        "| outbox | GET /healthz median / p99 | GET /r/TOKEN median / p99 | median × /healthz "
+        "| redirects/s, 64 clients | click events kept |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
+    for line in rows:
+        print(line)
+
+
 if __name__ == "__main__":
     main()
+    main_redirects()

@@ -9,12 +9,14 @@ from newsletter.checks import (
     Finding,
     check_bidi,
     check_empty_sections,
+    check_tracked_host,
     note_findings,
 )
 from newsletter.checks import run_checks as run_all
 from newsletter.clip import GMAIL_CLIP, KB
 from newsletter.markup import Note
 from newsletter.models import Issue, Item, Placeholder, RenderedEmail, Section
+from newsletter.settings import Settings
 
 UNSUBSCRIBE = Placeholder.UNSUBSCRIBE_URL.value
 # The checks as a Chinese newsletter runs them (its quotation marks are 「」).
@@ -241,3 +243,25 @@ def test_near_the_clip_the_costly_sections_are_named() -> None:
     assert [
         f for f in run_checks(two, small, (SAMPLE, "t", 9 * KB)) if f.code == "section-size"
     ] == []
+
+
+def test_tracked_links_outside_the_senders_domain_are_a_warning(settings: Settings) -> None:
+    def with_(base_url: str, clicks: str = "per-reader", sender: str = "") -> Settings:
+        newsletter = settings.newsletter.model_copy(
+            update={"base_url": base_url, "sender": sender or settings.newsletter.sender}
+        )
+        tracking = settings.tracking.model_copy(update={"clicks": clicks})
+        return settings.model_copy(update={"newsletter": newsletter, "tracking": tracking})
+
+    (finding,) = check_tracked_host(with_("https://clicks.tracker.example.net"))
+    assert finding.level == "warning"
+    assert finding.code == "tracked-host"
+    assert "clicks.tracker.example.net, outside the sender's domain example.org" in finding.message
+    assert check_tracked_host(with_("https://news.example.org")) == []
+    assert check_tracked_host(with_("https://links.example.org")) == []  # the same organization
+    assert (
+        check_tracked_host(with_("https://x.example.co.uk", sender="a <a@news.example.co.uk>"))
+        == []
+    )
+    assert check_tracked_host(with_("https://example.co.uk", sender="a <a@other.co.uk>"))
+    assert check_tracked_host(with_("https://clicks.tracker.example.net", clicks="off")) == []

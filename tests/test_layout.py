@@ -18,6 +18,7 @@ MAX_LINES = 400
 # layer only its own package. The shared ground first, the command line last.
 LAYERS: list[set[str]] = [
     {"errors", "markup", "imagefile", "fields", "links", "csvfile", "seen", "safetext", "dburl"},
+    {"orgdomain"},
     {"silence"},
     {"configfile"},
     {"settings"},
@@ -26,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"i18n", "clip"},
     {"issues", "subscribers", "checks", "htmlpart", "places"},
     {"importers"},
-    {"render", "outbox", "spamscore"},
+    {"render", "linkslots", "outbox", "spamscore"},
     {"bounces"},
     {"mail", "spreadsheet"},
     {"clicks"},
@@ -138,6 +139,8 @@ def test_no_module_is_too_long(module: str) -> None:
 # Modules allowed past MAX_LINES, each one concept that splitting would scatter.
 ONE_LONG_CONCEPT: dict[str, str] = {
     "settings": "the schema of newsletter.toml: one typed class per table, validated together",
+    "mail.message": "one message's bytes: every header field and both parts, checked and filled "
+    "per reader on the send's hot path",
 }
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from newsletter.checks import (
     Finding,
     Silenced,
+    check_tracked_host,
     encoded_size,
     note_findings,
     run_checks,
@@ -28,9 +29,10 @@ from newsletter.checks import (
 from newsletter.errors import NewsletterError
 from newsletter.issues import read_issue_file
 from newsletter.mail.message import sample_message
+from newsletter.mail.tracking import render_for_sending
 from newsletter.models import Issue, RenderedEmail
 from newsletter.outbox import Outbox, open_outbox, outbox_exists
-from newsletter.render import dated, preheader_for, render_issue
+from newsletter.render import dated, preheader_for
 from newsletter.settings import Settings
 
 
@@ -39,7 +41,7 @@ class Draft:
     """One issue as the sample recipient gets it, and what the checks say about it."""
 
     issue: Issue
-    rendered: RenderedEmail
+    rendered: RenderedEmail  # its tracked links, if any, as slots (linkslots.py)
     message: bytes  # the sample recipient's .eml, exactly as it would be uploaded
     html: str
     text: str
@@ -67,8 +69,9 @@ def review(settings: Settings, path: Path, list_name: str) -> Draft:
     source = read_issue_file(path)
     issue = source.issue
     # The email shows the date a send now would; the Draft keeps the file's own (or none).
-    rendered = render_issue(dated_for_sending(settings, issue), settings)
-    sample, ephemeral = sample_message(rendered, settings, list_name)
+    sending = render_for_sending(dated_for_sending(settings, issue), settings, list_name)
+    rendered = sending.rendered
+    sample, ephemeral = sample_message(rendered, settings, list_name, sending.links)
     message = email.message_from_bytes(sample.data, policy=email.policy.default)
     assert isinstance(message, EmailMessage)
     html_part, text_part = message.get_body(("html",)), message.get_body(("plain",))
@@ -78,6 +81,7 @@ def review(settings: Settings, path: Path, list_name: str) -> Draft:
     parts = None if html_part is None or text_part is None else (html, text, html_size)
     notes = note_findings(source.notes, source.display)
     findings = run_checks(issue, rendered, parts, notes, language=settings.newsletter.language)
+    findings += check_tracked_host(settings)
     shown, silenced = silence_findings(findings, issue.silence)
     return Draft(
         issue=issue,

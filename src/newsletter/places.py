@@ -182,6 +182,24 @@ def issue_links(issue: Issue) -> list[IssueLink]:
     return found
 
 
+def text_links(issue: Issue) -> list[IssueLink]:
+    """Every link the plain-text part writes, in its order, each named by the place it stands
+    for: the HTML's, but that the text part writes an item's URL under its title only when the
+    links row does not hold it. It writes the links row whole, also the one the HTML leaves out
+    (it would only repeat the title's one link): that line is the title's place."""
+    found = []
+    for link in issue_links(issue):
+        place = link.place
+        if place.region is Region.TITLE:
+            item = issue.sections[place.section].items[place.item]
+            inner = item.title.links if item.title is not None else []
+            in_row = item.url in {row.url for row in item.links}
+            if place.link >= len(inner) and in_row and item.shown_links:
+                continue  # the row's own line (a LINKS place) writes it
+        found.append(link)
+    return found
+
+
 def link_at(issue: Issue, place: Place) -> str | None:
     """The URL the issue has at `place`, or None (the canary, or a place the issue does not
     have: a token from before the file was edited)."""

@@ -62,7 +62,10 @@ CHECKS: dict[str, Check] = {
             "the score is the whole message's: a rule that scores next time would be hidden too",
         ),
         # The sender's setup, and what the links answer today (check --online).
-        *(Check(name, False, _SENDER) for name in ("spf", "dkim", "dmarc", "mx", "one-click")),
+        *(
+            Check(name, False, _SENDER)
+            for name in ("spf", "dkim", "dmarc", "mx", "one-click", "tracked-host", "redirect")
+        ),
         *(Check(name, False, _LINKS) for name in ("link-check", "link-moved")),
     )
 }

@@ -162,3 +162,14 @@ def test_nothing_sent_gives_no_rate(issue: Issue, sent: int) -> None:
     )
     assert {o.rate for o in report.outcomes} == {"n/a"}
     assert report.sent_over_time == ()
+
+
+def test_min_count_1_hides_nothing(issue: Issue) -> None:
+    """Under 1 is 0: "< 1" would tell it anyway, and hiding it would hide a neighbour too."""
+    report = report_for(issue, min_count=1)
+    first = report.sections[0]
+    assert first.lines[2].people == 0
+    assert [line.people for line in first.lines[:3]] == [40, 3, 0]
+    assert dict(report.rules)[Rule.PREFETCH] == 0
+    zero = report_for(issue, min_count=1, delivery=Delivery(sent=10, per_minute={}))
+    assert {o.count for o in zero.outcomes} == {0}

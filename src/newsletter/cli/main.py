@@ -30,6 +30,7 @@ COMMANDS = {
     "bounces": "lists",
     "send": "sending",
     "status": "sending",
+    "report": "reports",
     "outbox": "database",
     "mailbox": "servers",
     "serve": "servers",
@@ -71,6 +72,7 @@ def cli(ctx: click.Context, config: Path | None) -> None:
       newsletter check --issue 14              pre-send checks
       newsletter send --issue 14 --list staging   a test send
       newsletter send --issue 14               deliver to the main list
+      newsletter report --issue 14             what readers read (with [tracking] on)
     """
     ctx.ensure_object(dict)["config"] = config
 

@@ -101,7 +101,10 @@ class ClickReport:
 
 def hide_small(values: Sequence[int], groups: Sequence[Sequence[int]], limit: int) -> set[int]:
     """The indexes of `values` to hide: each under `limit`, then in every group (a sum and its
-    parts, as indexes) the smallest shown one wherever exactly one is hidden, until none is."""
+    parts, as indexes) the smallest shown one wherever exactly one is hidden, until none is.
+    A limit of 1 hides nothing: a figure under it is 0, which "< 1" would tell anyway."""
+    if limit <= 1:
+        return set()
     hidden = {index for index, value in enumerate(values) if value < limit}
     changed = True
     while changed:
@@ -226,9 +229,10 @@ def _spots(outline: Outline) -> list[list[Spot]]:
 
 
 def _outcome(name: str, count: int, sent: int, limit: int) -> Outcome:
+    hide = count < limit and limit > 1  # as hide_small: a limit of 1 hides nothing
     if sent <= 0:
-        return Outcome(name, Below(limit) if count < limit else count, "n/a")
-    if count < limit:
+        return Outcome(name, Below(limit) if hide else count, "n/a")
+    if hide:
         # An upper bound, so rounded up: "< 0.13 %" for 5 of 4,000 (0.125 %).
         return Outcome(name, Below(limit), f"< {_percent(limit, sent, ROUND_CEILING)}")
     return Outcome(name, count, _percent(count, sent, ROUND_HALF_UP))

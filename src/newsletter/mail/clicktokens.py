@@ -28,6 +28,7 @@ import binascii
 import functools
 import hashlib
 import hmac
+import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -52,13 +53,16 @@ _BOX_KID = 3  # bytes of the key id: enough to pick among a few keys; a collisio
 _BLOCK_KID = 2
 _BLOCK_VERSION = 1
 _BLOCK = 16
-_BLOCK_TOKEN = 24  # characters: (2 + 16) bytes in base64, no padding
+BLOCK_TOKEN = 24  # characters: (2 + 16) bytes in base64, no padding
 _ROW_AT, _ROW_MAX = 6, 4  # a block's row: from byte 6, a varint of at most 4 bytes
+MAX_BLOCK_ROW = (1 << 7 * _ROW_MAX) - 1  # the last row whose tokens are blocks
 _DIGEST = 4  # bytes of the URL's SHA-256
 _SIV_TAG = 16
 _MAX_TOKEN = 256
 _MAX_VARINT = 9  # bytes: 63 bits
 _HINT = "Use the link exactly as it came in the email."
+_URL_SAFE = bytes.maketrans(b"+/", b"-_")
+_ZEROS = [bytes(_BLOCK - _ROW_AT - n) for n in range(_ROW_MAX + 1)]  # after a row of n bytes
 
 
 class ClickTarget(NamedTuple):
@@ -117,6 +121,15 @@ class LinkTokens:
         self._fits = len(self._blocks) == len(blocks)
         # One encryptor per object: ECB holds no state between blocks; a factory is one thread's.
         self._encipher = _block_cipher(secret).encryptor()
+        # A message's blocks and tokens cut apart in one call each (a message is on the hot path).
+        self._split_blocks = struct.Struct(f"{_BLOCK}s" * len(self._blocks)).unpack
+        self._split_tokens = struct.Struct(f"{BLOCK_TOKEN}s" * len(self._blocks)).unpack
+
+    @property
+    def blocks(self) -> bool:
+        """Whether every place fits a block: then a row's tokens (up to MAX_BLOCK_ROW) are
+        BLOCK_TOKEN characters each."""
+        return self._fits
 
     def for_list(self, list_name: str) -> list[str]:
         """`aggregate`: the tokens every reader of `list_name` gets."""
@@ -127,19 +140,26 @@ class LinkTokens:
 
     def for_row(self, row: int) -> list[str]:
         """`per-reader`: the tokens of the message of outbox row `row`."""
-        number = _varint(row)
+        return [token.decode("ascii") for token in self.row_bytes(row)]
+
+    def row_bytes(self, row: int) -> Sequence[bytes]:
+        """`for_row`'s tokens as ASCII bytes, as a message's body holds them."""
         if not self._links:
-            return []
-        if self._fits and len(number) <= _ROW_MAX:
+            return ()
+        if self._fits and 0 <= row <= MAX_BLOCK_ROW:
             # Every block is head (6 bytes) + the row + zeros: the row's tail joins them all.
-            tail = number + bytes(_BLOCK - _ROW_AT - len(number))
+            number = _varint(row)
+            tail = number + _ZEROS[len(number)]
             sealed = self._encipher.update(tail.join(self._blocks) + tail)
             kid = self._block_kid
-            raw = kid + kid.join([sealed[n : n + _BLOCK] for n in range(0, len(sealed), _BLOCK)])
-            text = b64(raw)
-            return [text[n : n + _BLOCK_TOKEN] for n in range(0, len(text), _BLOCK_TOKEN)]
+            raw = kid + kid.join(self._split_blocks(sealed))
+            # 18 bytes a token: its base64 is whole, with no padding, wherever it starts.
+            text = binascii.b2a_base64(raw, newline=False).translate(_URL_SAFE)
+            tokens: Sequence[bytes] = self._split_tokens(text)
+            return tokens
         # A place or a row too large for a block: every token of the message is a box.
-        return [self._seal(head + number) for head in self._row_heads]
+        number = _varint(row)
+        return [self._seal(head + number).encode("ascii") for head in self._row_heads]
 
     def _seal(self, plain: bytes) -> str:
         # No associated data: the key is this purpose's alone, and the key id only picks it, so
@@ -153,7 +173,7 @@ def verify_click(keys: Secret | Sequence[Secret], token: str) -> ClickTarget:
     if len(token) > _MAX_TOKEN or not token.isascii() or not canonical(token):
         raise TokenError("the link's token is malformed", hint=_HINT)
     raw = unb64(token)
-    block = len(token) == _BLOCK_TOKEN
+    block = len(token) == BLOCK_TOKEN
     if not block and len(raw) < _BOX_KID + _SIV_TAG + 5 + _DIGEST:
         raise TokenError("the link's token is malformed", hint=_HINT)
     size = _BLOCK_KID if block else _BOX_KID

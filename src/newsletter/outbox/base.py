@@ -21,7 +21,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 
 from newsletter.models import DeliveryStatus
+from newsletter.outbox.backend import StoreBackend
 from newsletter.outbox.bounces import BounceLog
+from newsletter.outbox.clicks import Clicks
 from newsletter.outbox.records import (
     COLUMNS,
     DUE,
@@ -34,6 +36,8 @@ from newsletter.outbox.records import (
     now,
 )
 from newsletter.outbox.runs import Planned, Runs
+from newsletter.outbox.sendfigures import SendFigures
+from newsletter.outbox.sentlinks import SentLinks
 from newsletter.subscribers import normalize
 
 S = DeliveryStatus
@@ -55,6 +59,19 @@ _SENDING = S.SENDING.value
 
 class Outbox(Runs, BounceLog):
     """The delivery log at `target`: a SQLite file Path or a PostgreSQL URL."""
+
+    # The stores of what readers read, each over this outbox's connection (outbox/backend.py).
+    @property
+    def clicks(self) -> Clicks:
+        return Clicks(StoreBackend(self))
+
+    @property
+    def sent_links(self) -> SentLinks:
+        return SentLinks(StoreBackend(self))
+
+    @property
+    def send_figures(self) -> SendFigures:
+        return SendFigures(StoreBackend(self))
 
     def plan(
         self,

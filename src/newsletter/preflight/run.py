@@ -1,7 +1,8 @@
 """Settings, an issue and the sample message in, the online checks' OnlineReport out.
 
-One run: the sender's DNS (SPF, DKIM, DMARC, MX), the one-click endpoint under base_url, and
-every link of the issue, all at once, within `[check] run_timeout`: what is not done by then is
+One run: the sender's DNS (SPF, DKIM, DMARC, MX), the one-click endpoint under base_url, the
+redirects of the tracked links (with `[tracking] clicks` on), and every link of the issue, all
+at once, within `[check] run_timeout`: what is not done by then is
 reported as out of time. The sender's TXT record is asked first: when the resolver fails every
 question (lookup.py tells that from one missing record), then or at any later point, the run
 stops at once and the report carries one line saying why (exit codes stay those of the offline
@@ -23,12 +24,14 @@ from typing import Any
 from newsletter.checks import Finding
 from newsletter.errors import ConfigError, SubscriberListError
 from newsletter.mail.signing import DkimSigner
+from newsletter.mail.tokens import signing_key
 from newsletter.models import Issue
 from newsletter.preflight import auth, report, spf
 from newsletter.preflight.cache import FILE_NAME, Cache
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkChecker, LinkResult
 from newsletter.preflight.lookup import Lookup, NetworkDownError, UnreachableError
+from newsletter.preflight.redirects import check_redirects
 from newsletter.settings import Settings
 
 HOW_TO_PATH = "/unsubscribe"  # serve's public how-to page: a GET of it changes nothing
@@ -149,6 +152,10 @@ async def _run(
         ("MX", auth.check_mail_domain(lookup, from_domain, "From (bounces)")),
         ("One-click", _endpoint(settings.newsletter.base_url, checker, deadline)),
     ]
+    if settings.tracking.clicks != "off":
+        key = signing_key(settings, allow_ephemeral=True)
+        secret = None if key.ephemeral else key.secret
+        jobs.append(("Redirect", check_redirects(settings, issue, checker, secret, deadline)))
     if settings.dkim is not None:
         public = dkim_public_key(settings, cache)
         check = auth.check_dkim(lookup, settings.dkim.domain, settings.dkim.selector, public)

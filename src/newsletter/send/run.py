@@ -25,8 +25,8 @@ from newsletter.errors import DeliveryError, display_path
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory, write_eml_files
 from newsletter.mail.tokens import signing_key
+from newsletter.mail.tracking import SendRendering, render_for_sending
 from newsletter.outbox import Outbox, open_outbox, outbox_exists
-from newsletter.render import render_issue
 from newsletter.send.job import Event, Job, Options, RunReport
 from newsletter.send.lease import Lease, worker_id
 from newsletter.send.planning import announce, plan, recover
@@ -46,6 +46,8 @@ class Prepared:
     list_rows: int  # lines after the header: what the confirmation shows
     sender: str
     server: str
+    # The email's tracked links (none when [tracking] clicks is off): see record_tracked_links.
+    tracked: SendRendering | None = None
 
     @property
     def staging(self) -> bool:
@@ -58,8 +60,10 @@ def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
     mailing_list = settings.mailing_list(list_name)
     key = signing_key(settings, allow_ephemeral=False)
     issue = dated_for_sending(settings, load_issue(settings.issues_dir, number))
-    rendered = render_issue(issue, settings)
-    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
+    sending = render_for_sending(issue, settings, list_name)
+    factory = MessageFactory(
+        sending.rendered, settings, list_name, secret=key.secret, links=sending.links
+    )
     report = ListReport(settings.resolve(mailing_list.path))
     check_header(report.path)
 
@@ -76,6 +80,7 @@ def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
         list_rows=count_rows(report.path),
         sender=settings.newsletter.sender,
         server=f"{smtp.host}:{smtp.port} ({smtp.security})",
+        tracked=sending,
     )
 
 
@@ -98,6 +103,7 @@ def send(
     settings, job = prepared.settings, prepared.job
     make_pool = functools.partial(smtp_pool, settings)
     with open_outbox(settings.outbox_target) as outbox, _alone(settings, outbox, job):
+        record_tracked_links(prepared, outbox)
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             if options.processes <= 1:
                 return runner.run(_send(job, make_pool, outbox, options, progress))
@@ -115,6 +121,17 @@ def send(
         report.recovered[:0] = recovered
         report.planned, report.plan_seconds = planning.planned, planning.plan_seconds
         return report
+
+
+def record_tracked_links(prepared: Prepared, outbox: Outbox) -> None:
+    """The hook of what readers read (README): before the first message of a run goes out,
+    the outbox holds the links its messages carry, by place, so `serve` redirects every
+    click token to the link that message had. Nothing when [tracking] clicks is off."""
+    tracked = prepared.tracked
+    if tracked is None or not tracked.links:
+        return
+    mode = prepared.settings.tracking.clicks
+    outbox.sent_links.record(prepared.job.issue, prepared.job.list_name, mode, tracked.links)
 
 
 def _alone(settings: Settings, outbox: Outbox, job: Job) -> AbstractContextManager[None]:
@@ -208,8 +225,10 @@ def dry_run(settings: Settings, number: int, list_name: str, out: Path) -> DryRu
     mailing_list = settings.mailing_list(list_name)
     key = signing_key(settings, allow_ephemeral=True)
     issue = dated_for_sending(settings, load_issue(settings.issues_dir, number))
-    rendered = render_issue(issue, settings)
-    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
+    sending = render_for_sending(issue, settings, list_name)
+    factory = MessageFactory(
+        sending.rendered, settings, list_name, secret=key.secret, links=sending.links
+    )
     suppressed: frozenset[str] = frozenset()
     if outbox_exists(settings.outbox_target):
         with open_outbox(settings.outbox_target) as outbox:

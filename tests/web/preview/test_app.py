@@ -24,11 +24,15 @@ from click.testing import CliRunner
 from newsletter import draft
 from newsletter.cli.main import cli
 from newsletter.errors import IssueNotFoundError, NewsletterError
-from newsletter.settings import Settings
+from newsletter.outbox import open_outbox
+from newsletter.outbox.clicks import ClickRecord, StoredClick
+from newsletter.places import Place, Region
+from newsletter.settings import Settings, load_settings
 from newsletter.web.listen import bind_socket
 from newsletter.web.preview import workspace as preview_module
 from newsletter.web.preview.pages import email_document
 from support.preview import RunningPreview, running_preview
+from support.tracked import tracked_send
 from support.weeklies import CHINESE, add_weekly
 
 TITLE = "AI系统内容推荐第14期"
@@ -283,7 +287,7 @@ def test_a_bug_in_the_pipeline_is_shown_not_fatal(
     def broken(*_: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(draft, "render_issue", broken)
+    monkeypatch.setattr(draft, "render_for_sending", broken)
     view = preview_module.build_view(settings, 14)
     assert view.error is not None
     assert view.error.message == "unexpected RuntimeError while rendering: boom"
@@ -483,3 +487,54 @@ def test_the_email_frame_shows_the_images_under_issues_from_the_folder(project: 
         # What a reader gets is unchanged: the sample message links base_url.
         source = get(preview, "/issues/21/source.html").text
         assert 'src="https://news.example.org/issues/images/cover.png"' in source
+
+
+def test_the_report_tab_is_newsletter_report(project: Path) -> None:
+    config = project / "newsletter.toml"
+    config.write_text(
+        config.read_text(encoding="utf-8") + '\n[tracking]\nclicks = "per-reader"\n',
+        encoding="utf-8",
+    )
+    with running_preview(project) as preview:
+        page = get(preview, "/issues/14")
+        assert 'data-set="tab:report"' in page.text
+        assert 'src="/issues/14/report.html"' in page.text
+        before = get(preview, "/issues/14/report.html")
+        assert before.status_code == 200
+        assert "not measured" in before.text
+        assert not (project / ".newsletter" / "outbox.sqlite3").exists()  # nothing created
+        environ = {"NEWSLETTER_SECRET": "preview-tests-secret-0123456789abcdef"}
+        settings = load_settings(config, environ=environ)
+        readers = [f"reader{n}@example.com" for n in range(7)]
+        sent = tracked_send(settings, readers)
+        first_item = Place(Region.TITLE, 0, 0)
+        with open_outbox(settings.outbox_target) as outbox:
+            outbox.clicks.add(
+                [
+                    StoredClick(
+                        14,
+                        "main",
+                        ClickRecord(
+                            time.time(),
+                            first_item,
+                            "GET",
+                            False,
+                            "browser:firefox",
+                            "",
+                            3600.0,
+                            s.row,
+                        ),
+                    )
+                    for s in sent
+                ]
+            )
+        after = get(preview, "/issues/14/report.html")
+    assert after.status_code == 200
+    assert "script-src" not in after.headers["content-security-policy"]
+    assert after.headers["content-security-policy"].startswith("default-src 'none'")
+    assert "<script" not in after.text
+    assert "per reader" in after.text
+    # Seven readers of 1.1, no machine: the line of the report.
+    assert re.search(
+        r'<td class="place">1\.1</td><th[^>]*>[^<]*</th><td class="n">7</td>', after.text
+    )

@@ -10,6 +10,7 @@ Routes (all answers carry the security headers; see `Guard`):
     GET  /unsubscribe/{token}    confirm page with one button; never unsubscribes (scanners GET)
     POST /unsubscribe/{token}    body exactly List-Unsubscribe=One-Click: suppress, answer 200
     POST /resubscribe/{token}    body exactly Resubscribe=Yes: undo the reader's own unsubscribe
+    *    /r/{token}              a tracked link: its event kept, a redirect to it (redirect.py)
     GET  /healthz, /robots.txt
 
 The token is the only credential (mailbox providers POST without cookies), so it is verified
@@ -49,11 +50,13 @@ from newsletter.outbox import Outbox, Suppression, outbox_exists
 from newsletter.settings import ServeSettings, Settings
 from newsletter.web.listen import LOOPBACK_NAMES, NO_STORE
 from newsletter.web.site.archive import Archive
+from newsletter.web.site.clickwriter import ClickWriter
 from newsletter.web.site.connection import OutboxThread
 from newsletter.web.site.deadlines import deadline_protocol, fit_descriptors
 from newsletter.web.site.feed import MEDIA_TYPE as FEED_MEDIA_TYPE
 from newsletter.web.site.guard import MAX_BODY, Guard, error_log
 from newsletter.web.site.pages import render_page
+from newsletter.web.site.redirect import METHODS, Redirects
 
 T = TypeVar("T")
 
@@ -68,7 +71,7 @@ ISSUE_CSP = (
     "base-uri 'none'; frame-ancestors 'none'"
 )
 PUBLIC = {"cache-control": "public, max-age=300"}
-ROBOTS = "User-agent: *\nDisallow: /unsubscribe/\nDisallow: /resubscribe/\n"
+ROBOTS = "User-agent: *\nDisallow: /unsubscribe/\nDisallow: /resubscribe/\nDisallow: /r/\n"
 
 
 @dataclass(frozen=True)
@@ -83,11 +86,19 @@ class Target:
 class Service:
     """The endpoints; those about a reader share the process's one outbox connection."""
 
-    def __init__(self, settings: Settings, keys: Sequence[bytes], outbox: OutboxThread) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        keys: Sequence[bytes],
+        outbox: OutboxThread,
+        clicks: ClickWriter | None = None,
+    ) -> None:
         self.settings = settings
         self.keys = keys
         self.outbox = outbox
         self.archive = Archive(settings, self._sent_dates)
+        self.clicks = clicks or ClickWriter(outbox)
+        self.redirects = Redirects(settings, keys, outbox, self.archive, self.clicks)
 
     def page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         """A page about one reader (or an error): never kept by a cache on the way."""
@@ -259,13 +270,15 @@ def create_app(
     previous: Sequence[bytes] = (),
     body_timeout: float | None = None,
     outbox: OutboxThread | None = None,
+    clicks: ClickWriter | None = None,
 ) -> Guard:
     """The service as an ASGI app; `secret` must be the key the sender signs tokens with,
     `previous` the earlier ones whose tokens are still out there. `outbox` is the connection
     the caller closes (by default one of the app's own, opened at the first request); a body
-    must have arrived `body_timeout` seconds after its head (default: [serve] timeout)."""
+    must have arrived `body_timeout` seconds after its head (default: [serve] timeout);
+    `clicks` writes the click events (the caller flushes it; by default the app's own)."""
     outbox = outbox or OutboxThread(settings.outbox_target)
-    service = Service(settings, (secret, *previous), outbox)
+    service = Service(settings, (secret, *previous), outbox, clicks)
     app = Starlette(
         routes=[
             Route("/", service.index),
@@ -277,6 +290,7 @@ def create_app(
             Route("/unsubscribe/{token}", service.confirm, methods=["GET"]),
             Route("/unsubscribe/{token}", service.one_click, methods=["POST"]),
             Route("/resubscribe/{token}", service.resubscribe, methods=["POST"]),
+            Route("/r/{token}", service.redirects.click, methods=METHODS),
             Route("/healthz", service.healthz),
             Route("/robots.txt", service.robots),
         ],
@@ -326,7 +340,8 @@ def serve(settings: Settings, sock: socket.socket) -> None:
         ours.addHandler(handler)
         ours.setLevel(logging.INFO)
         ours.propagate = False
-    app = create_app(settings, key.secret, previous=key.previous, outbox=outbox)
+    clicks = ClickWriter(outbox)
+    app = create_app(settings, key.secret, previous=key.previous, outbox=outbox, clicks=clicks)
     limits = settings.serve
     room = fit_descriptors(limits.max_connections)
     if room < limits.max_connections:
@@ -346,4 +361,5 @@ def serve(settings: Settings, sock: socket.socket) -> None:
             server.run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
+        clicks.flush_from_thread()  # the events of the last moments, before the connection goes
         outbox.close()

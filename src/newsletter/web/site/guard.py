@@ -4,10 +4,11 @@ Guard wraps the whole ASGI app, so it also sees the answers Starlette's own erro
 it answers only to the Host names it is given (400 otherwise: no Host header reflected into a
 redirect or a page), refuses bodies over MAX_BODY (413) and bodies not all there BODY_TIMEOUT
 seconds after the request's head (408: a deadline, not a pause between chunks), makes every
-redirect relative, adds the security headers every page needs, turns an unhandled exception
-into a plain 500 for the client and a traceback in the server log, and writes the access log:
-one JSON object per request, its path with every unsubscribe token redacted and without the
-query string. (Its head's deadline, and the cap on connections, are deadlines.py's.)
+redirect relative (but a tracked link's: EXTERNAL_LOCATION), adds the security headers every
+page needs, turns an unhandled exception into a plain 500 for the client and a traceback in the
+server log, and writes the access log: one JSON object per request, its path with every token
+(unsubscribe, click) redacted and without the query string. (Its head's deadline, and the cap
+on connections, are deadlines.py's.)
 """
 
 from __future__ import annotations
@@ -47,7 +48,11 @@ SECURITY_HEADERS = {
 access_log = logging.getLogger("newsletter.access")
 error_log = logging.getLogger("newsletter.serve")
 
-_TOKEN_ROUTE = re.compile(r"^/(unsubscribe|resubscribe)/[^/]+")
+_TOKEN_ROUTE = re.compile(r"^/(unsubscribe|resubscribe|r)/[^/]+")
+# A route whose redirect leaves the site by design (a tracked link's, to the URL the issue has
+# at that place) says so with this header; Guard takes it out and leaves the Location as it is.
+EXTERNAL_LOCATION = "x-newsletter-external-location"
+_EXTERNAL = EXTERNAL_LOCATION.encode()
 # Anything shaped like a token (KID.BOX, or the first format's KID.PAYLOAD.MAC), wherever it
 # appears in a path.
 _TOKEN_SHAPE = re.compile(
@@ -111,11 +116,14 @@ class Guard:
         async def guarded_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 sent["status"] = message["status"]
+                given = message.get("headers", [])
+                external = any(name.lower() == _EXTERNAL for name, _ in given)
                 headers = [
                     (name, relative_location(scope["path"], value.decode("latin-1")).encode())
-                    if name.lower() == b"location"
+                    if name.lower() == b"location" and not external
                     else (name, value)
-                    for name, value in message.get("headers", [])
+                    for name, value in given
+                    if name.lower() != _EXTERNAL
                 ]
                 present = {name.lower() for name, _ in headers}
                 extra = [(k, v) for k, v in SECURITY_HEADERS.items() if k not in present]
