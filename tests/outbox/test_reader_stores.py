@@ -16,7 +16,7 @@ from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.forgotten import Forgotten
 from newsletter.outbox.roster import Roster, Status
-from newsletter.outbox.sitemail import Kind, MailState, SiteMailQueue
+from newsletter.outbox.mailqueue import Kind, MailState, SiteMailQueue
 from newsletter.signup.pending import ConfirmationRule
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)

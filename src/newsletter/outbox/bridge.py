@@ -2,7 +2,7 @@
 
 Issue 19 rebuilds the outbox as a backend (statements, transactions) with one small store per
 table family composed onto it. The stores of subscribers, consent, claims, forgotten people and
-site mail (roster.py, consent.py, claims.py, forgotten.py, sitemail.py) are written for that
+site mail (roster.py, consent.py, claims.py, forgotten.py, mailqueue.py) are written for that
 composition already: each takes a `Backend` and keeps its SQL inside. Until it lands, this
 module lets them run on today's Outbox: `backend_of(outbox)` hands them its statements under the
 names the new backend gives them. When the composition merges, the stores take

@@ -31,7 +31,7 @@ from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.consent import ConsentLedger
 from newsletter.outbox.forgotten import Forgotten
 from newsletter.outbox.roster import Roster
-from newsletter.outbox.sitemail import SiteMailQueue
+from newsletter.outbox.mailqueue import SiteMailQueue
 from newsletter.signup.pending import mailbox_key
 
 _WRAP_LABEL = b"newsletter forgotten-address key wrap v1"
