@@ -34,6 +34,7 @@ LAYERS: list[set[str]] = [
     {"preflight"},
     {"signup"},
     {"send"},
+    {"worker"},
     {"web"},
     {"cli"},
 ]

@@ -97,10 +97,18 @@ PAGES: dict[str, dict[str, str]] = {
         "signup_consent": "我同意{name}向这个地址发送邮件通讯。每封邮件都可以一键退订。",
         "signup_working": "正在准备表单（几秒钟的计算，用来挡住机器人）……",
         "signup_failed": "表单没能准备好。请刷新页面重试。",
-        "signup_needs_script": "这个表单需要启用 JavaScript：它在浏览器里做一点计算，用来挡住机器人。",
+        "signup_needs_script": (
+            "这个表单需要启用 JavaScript：它在浏览器里做一点计算，用来挡住机器人。"
+        ),
         "sent_title": "请查收确认邮件",
-        "sent_lead": "如果这个地址能收到我们的邮件，一封确认邮件正在发往那里。点开邮件里的链接即可完成订阅；在你确认之前，我们不会再发任何邮件。",
-        "sent_where": "请在收件箱里查找来自 {sender} 的邮件，几分钟内会到；如果没看到，也请看看垃圾邮件或「推广」文件夹。",
+        "sent_lead": (
+            "如果这个地址能收到我们的邮件，一封确认邮件正在发往那里。点开邮件里的链接即可完成订"
+            "阅；在你确认之前，我们不会再发任何邮件。"
+        ),
+        "sent_where": (
+            "请在收件箱里查找来自 {sender} 的邮件，几分钟内会到；如果没看到，也请看看垃圾邮件或"
+            "「推广」文件夹。"
+        ),
         "sent_already": "如果你已经订阅过，就不会再收到确认邮件，通讯照常寄出。",
         "try_again_title": "请再试一次",
         "try_again_lead": "表单已过期或没有完成准备。请刷新页面后重新提交。",
@@ -115,7 +123,9 @@ PAGES: dict[str, dict[str, str]] = {
         "link_expired_title": "链接已过期",
         "link_expired_lead": "这个确认链接已经过期。请重新订阅，我们会发一封新的确认邮件。",
         "link_invalid_lead": "这个链接无效、不完整或已被改动。请使用邮件里的链接，或重新订阅。",
-        "link_stale_lead": "这个链接已被更新的一封邮件取代，或订阅已被取消。请使用最近一封邮件里的链接。",
+        "link_stale_lead": (
+            "这个链接已被更新的一封邮件取代，或订阅已被取消。请使用最近一封邮件里的链接。"
+        ),
         "manage_link": "管理订阅",
         "prefs_title": "管理订阅",
         "prefs_lead": "选择这个地址要接收的通讯。",
@@ -230,7 +240,9 @@ SITE_MAIL: dict[str, dict[str, str]] = {
     "zh": {
         "confirm_subject": "请确认订阅{name}",
         "confirm_heading": "确认订阅",
-        "confirm_lead": "有人在{name}的网站上用这个地址订阅了「{list}」。如果是你，请点击下面的按钮确认。",
+        "confirm_lead": (
+            "有人在{name}的网站上用这个地址订阅了「{list}」。如果是你，请点击下面的按钮确认。"
+        ),
         "confirm_button": "确认订阅",
         "confirm_ignore": "如果不是你，请忽略这封邮件：不确认，我们就不会再发邮件到这个地址。",
         "expiry": "链接在 {hours} 小时内有效。",

@@ -33,6 +33,7 @@ COMMANDS = {
     "outbox": "database",
     "mailbox": "servers",
     "serve": "servers",
+    "worker": "servers",
 }
 
 

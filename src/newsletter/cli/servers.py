@@ -1,4 +1,5 @@
-"""The long-running services: `mailbox` (the capture server) and `serve` (the public site)."""
+"""The long-running services: `mailbox` (the capture server), `serve` (the public site) and
+`worker` (the site's mail)."""
 
 from __future__ import annotations
 
@@ -88,3 +89,33 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
             err=True,
         )
     serve_site(settings, sock)
+
+
+@click.command()
+@click.option("--once", is_flag=True, help="Send what is due now, then exit (for cron or a test).")
+@pass_settings
+def worker(settings: Settings, once: bool) -> None:
+    """Run the worker: it sends the site's mail (signup confirmations, welcome mails, address
+    changes) within a second of the signup, through [smtp], and records each once.
+
+    Needs NEWSLETTER_SECRET (the confirmation links are signed with it) and the same outbox as
+    `serve`. On SQLite one worker per project; with a PostgreSQL outbox run any number, on any
+    machines. Prints one line per mail. SIGTERM or Ctrl-C finishes the mail in hand and stops;
+    a second one stops at once.
+    """
+    from newsletter.worker import run_worker  # SMTP and the outbox: only when used
+
+    key = signing_key(settings, allow_ephemeral=False)
+
+    def log(line: str) -> None:
+        click.echo(printable(line))
+
+    def ready() -> None:
+        click.echo(
+            f"Worker started: site mail from the outbox through {settings.smtp.host}:"
+            f"{settings.smtp.port}  (Ctrl-C to stop)",
+            err=True,
+        )
+
+    run_worker(settings, key, log=log, once=once, ready=ready)
+    click.echo("Worker stopped.", err=True)

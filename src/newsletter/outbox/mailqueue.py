@@ -122,7 +122,7 @@ class SiteMailQueue:
         False when the mail is no longer `owner`'s (its claim expired): send no body."""
         with self.backend.transaction():
             marked = self.backend.run(
-                "UPDATE site_mail SET state = 'sending', attempts = attempts + 1, updated_at = ?"
+                "UPDATE site_mail SET state = 'sending', updated_at = ?"
                 " WHERE id = ? AND owner = ? AND state = 'claimed'",
                 (now(), mail_id, owner),
             )
@@ -138,14 +138,16 @@ class SiteMailQueue:
         *,
         retry_in: float = 0.0,
     ) -> bool:
-        """The mail's outcome, once: `state` (DUE: try again in `retry_in` seconds). False when
-        the mail is no longer `owner`'s (its claim ran out: what was recorded stands)."""
+        """The mail's outcome, once: `state` (DUE: try again in `retry_in` seconds); each
+        outcome counts an attempt. False when the mail is no longer `owner`'s (its claim ran
+        out: what was recorded stands)."""
         stamp = now()
         db = self.backend
         with db.transaction():
             recorded = db.run(
-                f"UPDATE site_mail SET state = ?, smtp_code = ?, smtp_reply = ?, owner = NULL,"
+                "UPDATE site_mail SET state = ?, smtp_code = ?, smtp_reply = ?, owner = NULL,"
                 f" lease_until = NULL, due_at = {db.clock} + ?, updated_at = ?,"
+                " attempts = attempts + 1,"
                 " sent_at = CASE WHEN ? THEN ? ELSE sent_at END"
                 " WHERE id = ? AND owner = ? AND state IN ('claimed', 'sending')",
                 (

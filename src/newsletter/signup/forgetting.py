@@ -30,8 +30,8 @@ from newsletter.outbox.bridge import Backend
 from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.consent import ConsentLedger
 from newsletter.outbox.forgotten import Forgotten
-from newsletter.outbox.roster import Roster
 from newsletter.outbox.mailqueue import SiteMailQueue
+from newsletter.outbox.roster import Roster
 from newsletter.signup.pending import mailbox_key
 
 _WRAP_LABEL = b"newsletter forgotten-address key wrap v1"
