@@ -15,8 +15,8 @@ from newsletter.outbox.bridge import backend_of
 from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.forgotten import Forgotten
-from newsletter.outbox.roster import Roster, Status
 from newsletter.outbox.mailqueue import Kind, MailState, SiteMailQueue
+from newsletter.outbox.roster import Roster, Status
 from newsletter.signup.pending import ConfirmationRule
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)

@@ -16,8 +16,8 @@ from newsletter.outbox.bridge import backend_of
 from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.forgotten import FORGOTTEN_REPLY, Forgotten
-from newsletter.outbox.roster import Roster
 from newsletter.outbox.mailqueue import Kind, SiteMailQueue
+from newsletter.outbox.roster import Roster
 from newsletter.signup.forgetting import forget, forgotten_test, hashing_key, unforget
 from newsletter.signup.pending import ConfirmationRule
 
