@@ -5,8 +5,9 @@ table family composed onto it. The stores of subscribers, consent, claims, forgo
 site mail (roster.py, consent.py, claims.py, forgotten.py, mailqueue.py) are written for that
 composition already: each takes a `Backend` and keeps its SQL inside. Until it lands, this
 module lets them run on today's Outbox: `backend_of(outbox)` hands them its statements under the
-names the new backend gives them. When the composition merges, the stores take
-`outbox.backend` and this module goes.
+names the new backend gives them, and `suppressions_of(outbox)` its suppressions under the
+names of the new suppressions store. When the composition merges, the stores take
+`outbox.backend`, the callers `outbox.suppressions`, and this module goes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from newsletter.outbox.base import Outbox
+from newsletter.outbox.records import Suppression
 from newsletter.outbox.store import Params, Store
 
 
@@ -68,3 +71,44 @@ class _StoreBackend:
 def backend_of(outbox: Store) -> Backend:
     """The Backend the stores of this issue run on, for `outbox`."""
     return _StoreBackend(outbox)
+
+
+class Suppressions(Protocol):
+    """Issue 19's suppressions store, as the code of this issue uses it."""
+
+    def add(self, list_name: str, address: str, source: str) -> bool: ...
+
+    def remove(
+        self, list_name: str, address: str, *, sources: Iterable[str] | None = None
+    ) -> bool: ...
+
+    def contains(self, list_name: str, address: str) -> bool: ...
+
+    def get(self, list_name: str, address: str) -> Suppression | None: ...
+
+    def addresses(self, list_name: str) -> frozenset[str]: ...
+
+
+class _OutboxSuppressions:
+    def __init__(self, outbox: Outbox) -> None:
+        self._outbox = outbox
+
+    def add(self, list_name: str, address: str, source: str) -> bool:
+        return self._outbox.suppress(list_name, address, source)
+
+    def remove(self, list_name: str, address: str, *, sources: Iterable[str] | None = None) -> bool:
+        return self._outbox.unsuppress(list_name, address, sources=sources)
+
+    def contains(self, list_name: str, address: str) -> bool:
+        return self._outbox.is_suppressed(list_name, address)
+
+    def get(self, list_name: str, address: str) -> Suppression | None:
+        return self._outbox.suppression(list_name, address)
+
+    def addresses(self, list_name: str) -> frozenset[str]:
+        return self._outbox.suppressed(list_name)
+
+
+def suppressions_of(outbox: Outbox) -> Suppressions:
+    """The suppressions of `outbox`, under the new store's names."""
+    return _OutboxSuppressions(outbox)

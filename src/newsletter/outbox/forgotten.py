@@ -8,9 +8,9 @@ holds. `forget_keys` holds the wrapped key by the id of the secret that wraps it
 survives a rotation of NEWSLETTER_SECRET.
 
 `scrub_deliveries` and `drop_suppressions` reach into the delivery log's own tables (issue 19's
-deliveries and suppressions stores will own these two statements): the rows stay, so every
-send's counts still add up, but the address and name leave them; rows still waiting become
-`skipped` (they must never go out now).
+deliveries and suppressions stores will own these statements, and the two reads of a person's
+rows beside them): the rows stay, so every send's counts still add up, but the address and name
+leave them; rows still waiting become `skipped` (they must never go out now).
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ class Forgotten:
     def remove(self, digest: str) -> bool:
         with self.backend.transaction():
             return self.backend.run("DELETE FROM forgotten WHERE digest = ?", (digest,)) == 1
+
+    def contains(self, digest: str) -> bool:
+        return bool(self.backend.fetch("SELECT 1 FROM forgotten WHERE digest = ?", (digest,)))
 
     def when(self, digest: str) -> str | None:
         rows = self.backend.fetch("SELECT created_at FROM forgotten WHERE digest = ?", (digest,))
@@ -90,6 +93,23 @@ class Forgotten:
                 " WHERE recipient = ?",
                 (marker, stamp, key),
             )
+
+    def deliveries(self, key: str) -> list[tuple[int, str, str, str | None, str]]:
+        """(issue, list, state, sent_at, updated_at) of every delivery row of the person."""
+        rows = self.backend.fetch(
+            "SELECT issue, list, state, sent_at, updated_at FROM deliveries WHERE recipient = ?"
+            " ORDER BY issue, list",
+            (key,),
+        )
+        return [(int(i), str(li), str(st), s, str(u)) for i, li, st, s, u in rows]
+
+    def suppressions(self, key: str) -> list[tuple[str, str, str]]:
+        """(list, source, created_at) of every suppression of the person."""
+        rows = self.backend.fetch(
+            "SELECT list, source, created_at FROM suppressions WHERE address = ? ORDER BY list",
+            (key,),
+        )
+        return [(str(li), str(so), str(c)) for li, so, c in rows]
 
     def drop_suppressions(self, key: str) -> int:
         """The person's suppressions: the digest stands in for them on every list."""

@@ -10,6 +10,9 @@ Routes (all answers carry the security headers; see `Guard`):
     GET  /unsubscribe/{token}    confirm page with one button; never unsubscribes (scanners GET)
     POST /unsubscribe/{token}    body exactly List-Unsubscribe=One-Click: suppress, answer 200
     POST /resubscribe/{token}    body exactly Resubscribe=Yes: undo the reader's own unsubscribe
+    GET  /signup, POST /signup, POST /api/signup, ...   signup (signup.py)
+    GET, POST /confirm/{token}, /move/{token}   the site mail's links (confirm.py)
+    GET, POST /preferences/{token}   the reader's lists and address (preferences.py)
     GET  /healthz, /robots.txt
 
 The token is the only credential (mailbox providers POST without cookies), so it is verified
@@ -44,23 +47,26 @@ from starlette.types import ASGIApp
 from newsletter.draft import sent_dates
 from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
 from newsletter.i18n import PAGES, strings_for
-from newsletter.mail.tokens import signing_key, verify
+from newsletter.mail.tokens import SigningKey, signing_key, verify
 from newsletter.outbox import Outbox, Suppression, outbox_exists
 from newsletter.settings import ServeSettings, Settings
+from newsletter.signup.intake import READER_SOURCES
 from newsletter.web.listen import LOOPBACK_NAMES, NO_STORE
 from newsletter.web.site.archive import Archive
+from newsletter.web.site.clientip import trusted_networks
+from newsletter.web.site.confirm import LinkPages
 from newsletter.web.site.connection import OutboxThread
 from newsletter.web.site.deadlines import deadline_protocol, fit_descriptors
 from newsletter.web.site.feed import MEDIA_TYPE as FEED_MEDIA_TYPE
 from newsletter.web.site.guard import MAX_BODY, Guard, error_log
 from newsletter.web.site.pages import render_page
+from newsletter.web.site.preferences import PreferencePages
+from newsletter.web.site.signup import Defences, SignupPages
 
 T = TypeVar("T")
 
 ONE_CLICK = [("List-Unsubscribe", "One-Click")]
 RESUBSCRIBE = [("Resubscribe", "Yes")]
-# Suppressions a reader may undo with their token; the editor's own (`cli`) they may not.
-READER_SOURCES = ("one-click", "web")
 
 # An issue page is the email: its inline styles, and images from anywhere over HTTPS.
 ISSUE_CSP = (
@@ -68,7 +74,10 @@ ISSUE_CSP = (
     "base-uri 'none'; frame-ancestors 'none'"
 )
 PUBLIC = {"cache-control": "public, max-age=300"}
-ROBOTS = "User-agent: *\nDisallow: /unsubscribe/\nDisallow: /resubscribe/\n"
+ROBOTS = (
+    "User-agent: *\nDisallow: /unsubscribe/\nDisallow: /resubscribe/\nDisallow: /confirm/\n"
+    "Disallow: /move/\nDisallow: /preferences/\nDisallow: /api/\n"
+)
 
 
 @dataclass(frozen=True)
@@ -132,7 +141,12 @@ class Service:
         if found is not None:
             return self._done(request, target, found)
         # No form action: the browser posts back to this very URL, whatever proxy path it has.
-        return self.page("confirm.html", address=target.address, list_label=target.list_label)
+        return self.page(
+            "confirm.html",
+            address=target.address,
+            list_label=target.list_label,
+            preferences_href=_preferences_href(request),
+        )
 
     async def one_click(self, request: Request) -> Response:
         target = self._target(request)
@@ -185,6 +199,7 @@ class Service:
             can_undo=found is None or found.source in READER_SOURCES,
             # Relative, so it also works when a proxy serves us below a path prefix.
             resubscribe_action=f"../resubscribe/{token}",
+            preferences_href=_preferences_href(request),
         )
 
     def _target(self, request: Request) -> Target:
@@ -248,6 +263,11 @@ async def _expect_form(request: Request, expected: list[tuple[str, str]]) -> Non
         raise HTTPException(400)
 
 
+def _preferences_href(request: Request) -> str:
+    """The preference page of the token in the path (relative, as every link of ours)."""
+    return f"../preferences/{request.path_params['token']}"
+
+
 def _wants_html(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
@@ -265,9 +285,29 @@ def create_app(
     the caller closes (by default one of the app's own, opened at the first request); a body
     must have arrived `body_timeout` seconds after its head (default: [serve] timeout)."""
     outbox = outbox or OutboxThread(settings.outbox_target)
-    service = Service(settings, (secret, *previous), outbox)
+    keys = (secret, *previous)
+    service = Service(settings, keys, outbox)
+    defences = Defences(
+        settings, SigningKey(secret, ephemeral=False, previous=tuple(previous)), outbox
+    )
+    signup = SignupPages(settings, defences)
+    links = LinkPages(settings, keys, defences)
+    preferences = PreferencePages(settings, keys, defences)
     app = Starlette(
         routes=[
+            Route("/signup", signup.page, methods=["GET"]),
+            Route("/signup", signup.post, methods=["POST"]),
+            Route("/signup/challenge", signup.challenge, methods=["GET"]),
+            Route("/signup/embed", signup.embed, methods=["GET"]),
+            Route("/api/signup", signup.api, methods=["POST"]),
+            Route("/api/signup", signup.api_options, methods=["OPTIONS"]),
+            Route("/static/{name}", signup.static, methods=["GET"]),
+            Route("/confirm/{token}", links.confirm_page, methods=["GET"]),
+            Route("/confirm/{token}", links.confirm, methods=["POST"]),
+            Route("/move/{token}", links.move_page, methods=["GET"]),
+            Route("/move/{token}", links.move, methods=["POST"]),
+            Route("/preferences/{token}", preferences.page, methods=["GET"]),
+            Route("/preferences/{token}", preferences.post, methods=["POST"]),
             Route("/", service.index),
             Route("/issues/{number:int}", service.issue),
             Route("/issues/{number:int}/", service.issue),
@@ -285,7 +325,8 @@ def create_app(
     # The proxy passes the public name on (base_url's host); loopback names for health checks.
     hosts = [urlsplit(settings.newsletter.base_url).hostname or "", *LOOPBACK_NAMES]
     timeout = settings.serve.timeout if body_timeout is None else body_timeout
-    return Guard(app, hosts=hosts, body_timeout=timeout)
+    trusted = trusted_networks(tuple(settings.serve.trusted_proxies))
+    return Guard(app, hosts=hosts, body_timeout=timeout, trusted=trusted)
 
 
 def server_config(app: ASGIApp, serve: ServeSettings, **overrides: Any) -> uvicorn.Config:
@@ -297,8 +338,9 @@ def server_config(app: ASGIApp, serve: ServeSettings, **overrides: Any) -> uvico
         "http": deadline_protocol(serve.timeout, serve.max_connections),
         # uvicorn's own access log prints the raw path, token included: Guard's replaces it.
         "access_log": False,
-        # Behind the TLS proxy on this host: client address and scheme from X-Forwarded-*.
-        "proxy_headers": True,
+        # The client's address comes from X-Forwarded-For only through [serve] trusted_proxies
+        # (clientip.py), read from the socket's peer: uvicorn's own reading stays off.
+        "proxy_headers": False,
         "server_header": False,
         "log_level": "info",
         "lifespan": "off",

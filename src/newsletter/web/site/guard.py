@@ -6,8 +6,9 @@ redirect or a page), refuses bodies over MAX_BODY (413) and bodies not all there
 seconds after the request's head (408: a deadline, not a pause between chunks), makes every
 redirect relative, adds the security headers every page needs, turns an unhandled exception
 into a plain 500 for the client and a traceback in the server log, and writes the access log:
-one JSON object per request, its path with every unsubscribe token redacted and without the
-query string. (Its head's deadline, and the cap on connections, are deadlines.py's.)
+one JSON object per request, its client the address clientip.py reads through `[serve]
+trusted_proxies`, its path with every token redacted and without the query string. (Its
+head's deadline, and the cap on connections, are deadlines.py's.)
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from newsletter.web.site.clientip import IPNetwork, scope_client_ip
 
 # A one-click body is 26 bytes; multipart framing adds ~200. Anything near this is not one.
 MAX_BODY = 4096
@@ -47,7 +50,7 @@ SECURITY_HEADERS = {
 access_log = logging.getLogger("newsletter.access")
 error_log = logging.getLogger("newsletter.serve")
 
-_TOKEN_ROUTE = re.compile(r"^/(unsubscribe|resubscribe)/[^/]+")
+_TOKEN_ROUTE = re.compile(r"^/(unsubscribe|resubscribe|confirm|move|preferences)/[^/]+")
 # Anything shaped like a token (KID.BOX, or the first format's KID.PAYLOAD.MAC), wherever it
 # appears in a path.
 _TOKEN_SHAPE = re.compile(
@@ -75,8 +78,10 @@ class Guard:
         hosts: Iterable[str],
         max_body: int = MAX_BODY,
         body_timeout: float = BODY_TIMEOUT,
+        trusted: Sequence[IPNetwork] = (),
     ) -> None:
         self.app = app
+        self.trusted = tuple(trusted)
         self.hosts = frozenset(h.lower() for h in hosts)
         self.max_body = max_body
         self.body_timeout = body_timeout
@@ -133,7 +138,13 @@ class Guard:
             nonlocal logged
             if not logged:
                 logged = True
-                _log_access(scope, sent["status"], sent["bytes"], time.perf_counter() - started)
+                _log_access(
+                    scope,
+                    scope_client_ip(scope, self.trusted),
+                    sent["status"],
+                    sent["bytes"],
+                    time.perf_counter() - started,
+                )
 
         try:
             length = _content_length(scope)
@@ -190,12 +201,11 @@ async def _plain(send: Send, status: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _log_access(scope: Scope, status: int, size: int, seconds: float) -> None:
+def _log_access(scope: Scope, client: str | None, status: int, size: int, seconds: float) -> None:
     state = scope.get("state") or {}
-    client = scope.get("client")
     record = {
         "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
-        "client": client[0] if client else None,
+        "client": client,
         "method": scope["method"],
         "path": redact(scope["path"]),
         "status": status,
