@@ -70,7 +70,8 @@ def add(settings: Settings, address: str, name: str, list_name: str) -> None:
             before = Roster(backend).add(
                 list_name, envelope, key, mailbox_key(envelope), clean, "cli"
             )
-            ConsentLedger(backend).record(ConsentEvent(list_name, key, "add", source="cli"))
+            if before is not Status.CONFIRMED:
+                ConsentLedger(backend).record(ConsentEvent(list_name, key, "add", source="cli"))
         suppressed = suppressions_of(outbox).get(list_name, key)
     state = {
         None: "added to",
