@@ -157,14 +157,14 @@ def _helo(settings: Settings) -> str:
 
 
 async def run_duties(duties: Sequence[Duty], stop: asyncio.Event, *, once: bool = False) -> None:
-    """Every duty in a loop of its own until `stop` is set (or, `once`, one look each)."""
+    """Every duty in a loop of its own until `stop` is set (or, `once`, until nothing is due)."""
 
     async def loop(duty: Duty) -> None:
         await duty.start()
         try:
             while not stop.is_set():
                 wait = await duty.run_once()
-                if once:
+                if once and wait > 0:  # nothing more due now
                     return
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), wait)
