@@ -41,7 +41,7 @@ def _mail_to(project: Path, address: str, timeout: float = 30.0) -> list[EmailMe
     while True:
         box = maildir.Maildir(project / ".newsletter" / "mailbox", create=True)
         found = []
-        for key in box.keys():
+        for key in box.iterkeys():
             parsed = email.message_from_bytes(box.get_bytes(key), policy=email.policy.default)
             assert isinstance(parsed, EmailMessage)
             if address in str(parsed["To"]):
