@@ -24,6 +24,7 @@ from newsletter.mail.tokens import signing_key
 from newsletter.outbox import EDITOR_SOURCE, open_outbox, outbox_exists
 from newsletter.outbox.bounces import DISMISSED
 from newsletter.outbox.bridge import backend_of
+from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.roster import Roster, Status
 from newsletter.settings import DEFAULT_LIST, Settings, nameserver_address
 from newsletter.subscribers import address_key, check_list
@@ -112,7 +113,9 @@ def unsubscribe(settings: Settings, address: str, list_name: str, undo: bool) ->
             click.echo(f"{key} {state} on {list_name!r}")
             return
         before = outbox.suppression(list_name, key)
-        outbox.suppress(list_name, key, EDITOR_SOURCE)
+        if outbox.suppress(list_name, key, EDITOR_SOURCE):
+            event = ConsentEvent(list_name, key, "unsubscribe", source="cli")
+            ConsentLedger(backend_of(outbox)).record(event)
     if before is None:
         state = "unsubscribed"
     elif before.source == EDITOR_SOURCE:

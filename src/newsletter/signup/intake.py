@@ -140,6 +140,10 @@ class Intake:
             return ip[:64]
         return stored_ip(ip, mode, key=self._ip_key)
 
+    def note(self, outbox: Outbox, list_name: str, key: str, event: str, request: Request) -> None:
+        """One more event of a change made elsewhere (an unsubscribe through its link)."""
+        ConsentLedger(backend_of(outbox)).record(self.event(list_name, key, event, request))
+
     def forgotten(self, backend: Backend, key: str) -> bool:
         if self._hashing is None:
             self._hashing = hashing_key(backend, self.key)

@@ -337,3 +337,16 @@ def test_no_signup_list_no_signup_page(project: Path) -> None:
         assert httpx.get(f"{site.url}/signup").status_code == 404
         assert httpx.post(f"{site.url}/api/signup", json={}).status_code == 404
         assert "nl-subscribe" not in httpx.get(f"{site.url}/issues/14").text
+
+
+def test_an_unsubscribe_and_its_undo_are_on_the_record(site: RunningService) -> None:
+    token = sign(SECRET, "main", ANN)
+    httpx.post(f"{site.url}/unsubscribe/{token}", data={"List-Unsubscribe": "One-Click"})
+    httpx.post(f"{site.url}/unsubscribe/{token}", data={"List-Unsubscribe": "One-Click"})
+    httpx.post(f"{site.url}/resubscribe/{token}", data={"Resubscribe": "Yes"})
+    events = ledger(_target(site), ANN)
+    assert [(e.event, e.source) for e in events] == [
+        ("unsubscribe", "/unsubscribe (one-click)"),  # once: the second changed nothing
+        ("resubscribe", "/resubscribe"),
+    ]
+    assert events[0].ip == "127.0.0.0/24"

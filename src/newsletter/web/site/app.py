@@ -92,10 +92,13 @@ class Target:
 class Service:
     """The endpoints; those about a reader share the process's one outbox connection."""
 
-    def __init__(self, settings: Settings, keys: Sequence[bytes], outbox: OutboxThread) -> None:
+    def __init__(
+        self, settings: Settings, keys: Sequence[bytes], outbox: OutboxThread, defences: Defences
+    ) -> None:
         self.settings = settings
         self.keys = keys
         self.outbox = outbox
+        self.defences = defences  # the signup's: its consent ledger notes unsubscribes too
         self.archive = Archive(settings, self._sent_dates)
 
     def page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -154,8 +157,14 @@ class Service:
         # Browsers send Origin with every form POST; mailbox providers' one-click POSTs do not.
         source = "web" if "origin" in request.headers else "one-click"
 
+        asker = self.defences.asker(request, f"/unsubscribe ({source})")
+
         def record(ob: Outbox) -> tuple[bool, Suppression | None]:
             added = ob.suppress(target.list_name, target.address, source)
+            if added:
+                self.defences.intake.note(
+                    ob, target.list_name, target.address, "unsubscribe", asker
+                )
             return added, ob.suppression(target.list_name, target.address)
 
         added, found = await self._outbox(record)
@@ -169,8 +178,13 @@ class Service:
         target = self._target(request)
         await _expect_form(request, RESUBSCRIBE)
 
+        asker = self.defences.asker(request, "/resubscribe")
+
         def undo(ob: Outbox) -> bool:
-            ob.unsuppress(target.list_name, target.address, sources=READER_SOURCES)
+            if ob.unsuppress(target.list_name, target.address, sources=READER_SOURCES):
+                self.defences.intake.note(
+                    ob, target.list_name, target.address, "resubscribe", asker
+                )
             return ob.is_suppressed(target.list_name, target.address)
 
         request.state.list = target.list_name
@@ -286,10 +300,9 @@ def create_app(
     must have arrived `body_timeout` seconds after its head (default: [serve] timeout)."""
     outbox = outbox or OutboxThread(settings.outbox_target)
     keys = (secret, *previous)
-    service = Service(settings, keys, outbox)
-    defences = Defences(
-        settings, SigningKey(secret, ephemeral=False, previous=tuple(previous)), outbox
-    )
+    signing = SigningKey(secret, ephemeral=False, previous=tuple(previous))
+    defences = Defences(settings, signing, outbox)
+    service = Service(settings, keys, outbox, defences)
     signup = SignupPages(settings, defences)
     links = LinkPages(settings, keys, defences)
     preferences = PreferencePages(settings, keys, defences)
