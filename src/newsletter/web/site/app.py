@@ -303,24 +303,11 @@ def create_app(
     signing = SigningKey(secret, ephemeral=False, previous=tuple(previous))
     defences = Defences(settings, signing, outbox)
     service = Service(settings, keys, outbox, defences)
-    signup = SignupPages(settings, defences)
-    links = LinkPages(settings, keys, defences)
-    preferences = PreferencePages(settings, keys, defences)
     app = Starlette(
         routes=[
-            Route("/signup", signup.page, methods=["GET"]),
-            Route("/signup", signup.post, methods=["POST"]),
-            Route("/signup/challenge", signup.challenge, methods=["GET"]),
-            Route("/signup/embed", signup.embed, methods=["GET"]),
-            Route("/api/signup", signup.api, methods=["POST"]),
-            Route("/api/signup", signup.api_options, methods=["OPTIONS"]),
-            Route("/static/{name}", signup.static, methods=["GET"]),
-            Route("/confirm/{token}", links.confirm_page, methods=["GET"]),
-            Route("/confirm/{token}", links.confirm, methods=["POST"]),
-            Route("/move/{token}", links.move_page, methods=["GET"]),
-            Route("/move/{token}", links.move, methods=["POST"]),
-            Route("/preferences/{token}", preferences.page, methods=["GET"]),
-            Route("/preferences/{token}", preferences.post, methods=["POST"]),
+            *SignupPages(settings, defences).routes(),
+            *LinkPages(settings, keys, defences).routes(),
+            *PreferencePages(settings, keys, defences).routes(),
             Route("/", service.index),
             Route("/issues/{number:int}", service.issue),
             Route("/issues/{number:int}/", service.issue),

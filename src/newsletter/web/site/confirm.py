@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
 
 from newsletter.errors import LinkExpiredError, TokenError
 from newsletter.i18n import PAGES, strings_for
@@ -42,6 +43,14 @@ class LinkPages:
         self.keys = keys
         self.defences = defences
         self.words = strings_for(PAGES, settings.newsletter.language)
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/confirm/{token}", self.confirm_page, methods=["GET"]),
+            Route("/confirm/{token}", self.confirm, methods=["POST"]),
+            Route("/move/{token}", self.move_page, methods=["GET"]),
+            Route("/move/{token}", self.move, methods=["POST"]),
+        ]
 
     async def confirm_page(self, request: Request) -> Response:
         target = self._target(request, Purpose.CONFIRM)

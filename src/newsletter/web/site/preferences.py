@@ -20,6 +20,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
 
 from newsletter.errors import TokenError
 from newsletter.i18n import PAGES, strings_for
@@ -40,6 +41,12 @@ class PreferencePages:
         self.keys = keys
         self.defences = defences
         self.words = strings_for(PAGES, settings.newsletter.language)
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/preferences/{token}", self.page, methods=["GET"]),
+            Route("/preferences/{token}", self.post, methods=["POST"]),
+        ]
 
     async def page(self, request: Request) -> Response:
         list_name, key = self._target(request)

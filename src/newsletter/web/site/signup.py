@@ -31,6 +31,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
 
 from newsletter.i18n import PAGES, strings_for
 from newsletter.links import signup_url
@@ -185,6 +186,17 @@ class SignupPages:
         self.settings = settings
         self.defences = defences
         self.words = strings_for(PAGES, settings.newsletter.language)
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/signup", self.page, methods=["GET"]),
+            Route("/signup", self.post, methods=["POST"]),
+            Route("/signup/challenge", self.challenge, methods=["GET"]),
+            Route("/signup/embed", self.embed, methods=["GET"]),
+            Route("/api/signup", self.api, methods=["POST"]),
+            Route("/api/signup", self.api_options, methods=["OPTIONS"]),
+            Route("/static/{name}", self.static, methods=["GET"]),
+        ]
 
     def _lists(self) -> list[tuple[str, str]]:
         lists = self.settings.lists
