@@ -350,3 +350,28 @@ def test_an_unsubscribe_and_its_undo_are_on_the_record(site: RunningService) -> 
         ("resubscribe", "/resubscribe"),
     ]
     assert events[0].ip == "127.0.0.0/24"
+
+
+def test_the_domain_check_runs_before_anything_is_written(project: Path) -> None:
+    from support.dnszone import dns_server
+
+    zone = {("mx.example.org", "MX"): ["10 mail.mx.example.org"]}
+    with dns_server(zone, {}) as (port, _):
+        config = project / "newsletter.toml"
+        config.write_text(
+            config.read_text()
+            + f'\n[signup]\nnameservers = ["127.0.0.1:{port}"]\ndns_timeout = 2\n',
+            encoding="utf-8",
+        )
+        env = {k: v for k, v in SIGNUP_ENV.items() if k != "NEWSLETTER_SIGNUP__CHECK_DNS"}
+        with running_service(project, **env) as site:
+            missing = post_signup(site.url, "ann@nowhere.example.org")
+            disposable = post_signup(site.url, "ann@mailinator.com")
+            fine = post_signup(site.url, "ann@mx.example.org")
+            target = site.settings.outbox_target
+    assert missing.status_code == 400
+    assert "nowhere.example.org does not exist" in missing.text
+    assert disposable.status_code == 400
+    assert "mailinator.com hands out disposable addresses" in disposable.text
+    assert fine.status_code == 200
+    assert [m.recipient for m in queued(target)] == ["ann@mx.example.org"]
