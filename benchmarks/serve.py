@@ -170,7 +170,7 @@ def unsubscribes() -> None:
 SIGNUP_RUNS = 300
 LATENCY_RUNS = 20
 BOMB_POSTS, BOMB_ADDRESSES, BOMB_COST = 1000, 100, 500
-BULK = 50_000
+BULK = 200_000
 
 
 def signup_env(cost: int) -> dict[str, str]:
@@ -389,7 +389,7 @@ def signups() -> None:
             if started is not None:
                 sink, sink_port = started
                 bulk = bulk_send(project, sink_port)
-                time.sleep(3.0)  # planning done, the send under way
+                time.sleep(6.0)  # planning done, the send under way
                 busy = latencies(base, captured, "busy", during=bulk)
                 still_sending = bulk.poll() is None
         finally:

@@ -147,7 +147,8 @@ def import_(
     suppressions (never as recipients). Every refused row is printed as file:line: field:
     reason. All rows or none: a file damaged halfway imports nothing.
 
-    Exit 0: every row imported or suppressed; 1: some rows were refused (the others are in)."""
+    Exit 0: no row was invalid (duplicates and the rows a tool marks erased or unconfirmed
+    are refused and listed, as expected); 1: some rows were invalid (the others are in)."""
     settings.mailing_list(list_name)
     export = read_export(file, tool, unsubscribed=unsubscribed)
     for part in export.parts:
@@ -225,7 +226,7 @@ def _write(out: Path, rows: object) -> int:
 @click.option("--undo", is_flag=True, help="Lift an erasure's hash: ADDRESS may be mailed again.")
 @pass_settings
 def forget(settings: Settings, address: str, yes: bool, undo: bool) -> None:
-    """Erase everything kept about ADDRESS (GDPR Art. 17): their subscriptions on every list,
+    """Erase everything kept about ADDRESS (GDPR Article 17): their subscriptions on every list,
     consent events, site mail, suppressions, and their address in the delivery log. Kept: a
     keyed hash of the address, so they are never mailed again (a CSV that still names them
     included), and the delivery log's rows without the address, so the sends' counts add up."""
@@ -264,7 +265,7 @@ def forget(settings: Settings, address: str, yes: bool, undo: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: the record to hand over.")
 @pass_settings
 def show(settings: Settings, address: str, as_json: bool) -> None:
-    """Print everything kept about ADDRESS (GDPR Art. 15): lists and status, every consent
+    """Print everything kept about ADDRESS (GDPR Article 15): lists and status, every consent
     event (when, from where, what they agreed to), the site's mail to them, suppressions, and
     every issue sent to them. --json writes the record as one object to give the person."""
     _, key, _ = _address(address)

@@ -64,7 +64,9 @@ def mailbox(settings: Settings, host: str, port: int, bounce: tuple[str, ...]) -
 )
 @pass_settings
 def serve(settings: Settings, host: str | None, port: int | None) -> None:
-    """Run the public web service: one-click unsubscribe (RFC 8058) and the web archive.
+    """Run the public web service: one-click unsubscribe (RFC 8058), the web archive, and the
+    signup and preference pages of lists with `signup = true` (`newsletter worker` sends their
+    confirmations).
 
     Meant to run behind a TLS-terminating reverse proxy at newsletter.base_url (see README).
     Needs NEWSLETTER_SECRET, the same one `send` signs unsubscribe links with (after changing
