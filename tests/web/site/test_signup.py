@@ -375,3 +375,18 @@ def test_the_domain_check_runs_before_anything_is_written(project: Path) -> None
     assert "mailinator.com hands out disposable addresses" in disposable.text
     assert fine.status_code == 200
     assert [m.recipient for m in queued(target)] == ["ann@mx.example.org"]
+
+
+def test_signup_and_confirmation_on_postgresql(project: Path, postgres_url: str) -> None:
+    with running_service(project, **SIGNUP_ENV, NEWSLETTER_OUTBOX__URL=postgres_url) as site:
+        assert site.settings.outbox_target == postgres_url
+        first = post_signup(site.url, ANN)
+        again = post_signup(site.url, "Ann+x@example.org")
+        assert _text(first) == _text(again)
+        link = _confirm_link(site, ANN)
+        assert httpx.get(link).status_code == 200
+        assert member(postgres_url, ANN).status is Status.PENDING  # type: ignore[union-attr]
+        assert httpx.post(link, data={"Confirm": "Yes"}).status_code == 200
+    assert member(postgres_url, ANN).status is Status.CONFIRMED  # type: ignore[union-attr]
+    assert [m.recipient for m in queued(postgres_url)] == [ANN]
+    assert [e.event for e in ledger(postgres_url, ANN)] == ["signup", "confirm"]
