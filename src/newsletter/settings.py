@@ -211,7 +211,7 @@ class ServeSettings(Section):
 
 
 class SignupSettings(Section):
-    """The defences in front of every signup endpoint (see README, "Signup")."""
+    """Signup: its defences, its links and its mail (see README, "Readers join")."""
 
     # Proof of work (ALTCHA, PBKDF2/SHA-256): iterations per try; a browser makes ~256 tries.
     work_cost: Annotated[int, Field(ge=100, le=1_000_000)] = 5000

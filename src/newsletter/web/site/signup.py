@@ -129,6 +129,8 @@ class Defences:
             if form.verdict is FormVerdict.BAD_ADDRESS:
                 return Answer(Verdict.BAD_ADDRESS, form.reason, detail=form.reason, email=posted)
             return Answer(Verdict.MALFORMED, detail=form.reason)
+        # On the event loop: a worker thread for the derivation measured slower (benchmarks/
+        # serve.py), the GIL going back and forth between the loop and the pool.
         work = self.work.verify(form.payload)
         if not work.accepted:
             return Answer(Verdict.TRY_AGAIN, detail=f"work {work.verdict}", email=posted)
