@@ -208,7 +208,8 @@ def test_forget_erases_and_says_what_it_kept(project: Path) -> None:
     run(project, "unsubscribe", "ann@example.org", "--list", "staging")
     done = run(project, "subscribers", "forget", "ann@example.org", "--yes")
     assert done.exit_code == 0, done.output
-    assert "ann@example.org erased: 1 subscription(s), 1 consent event(s)" in done.output
+    # The consent events: the editor's add, and the editor's unsubscribe from staging.
+    assert "ann@example.org erased: 1 subscription(s), 2 consent event(s)" in done.output
     assert "1 suppression(s)" in done.output
     assert "kept: a keyed hash of the address" in done.output
     shown = run(project, "subscribers", "show", "ann@example.org")
