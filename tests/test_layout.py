@@ -35,6 +35,7 @@ LAYERS: list[set[str]] = [
     {"preflight"},
     {"signup"},
     {"send"},
+    {"worker"},
     {"web"},
     {"cli"},
 ]

@@ -116,6 +116,15 @@ def _cut(
             kept -= 1
 
 
+def render_parts(settings: Settings, name: str, context: dict[str, Any]) -> tuple[str, str]:
+    """Templates NAME.txt and NAME.mjml (the site's own mail: confirm, welcome, change) with
+    `context` -> (text, HTML with the CSS inlined), by the same pipeline as an issue."""
+    env = template_environment(settings.templates_dir)
+    text = re.sub(r"\n{3,}", "\n\n", _render_template(env, f"{name}.txt", context))
+    html = compile_mjml(_render_template(env, f"{name}.mjml", context))
+    return text, inline_css(html, _css(env), settings.render.inliner)
+
+
 def _html(env: jinja2.Environment, context: dict[str, Any], settings: Settings) -> str:
     html = compile_mjml(_render_template(env, HTML_TEMPLATE, context))
     return inline_css(html, _css(env), settings.render.inliner)

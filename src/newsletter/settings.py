@@ -127,10 +127,13 @@ class PathSettings(Section):
 
 
 class ListSettings(Section):
-    path: Path
+    # The list's CSV, if it has one: its recipients are the CSV's rows plus the list's confirmed
+    # subscribers in the outbox (signups, imports, `newsletter subscribers add`).
+    path: Path | None = None
     name: str = ""
     id: str = ""
     staging: bool = False
+    signup: bool = False  # readers may sign up on `newsletter serve`'s signup page
 
 
 class SmtpSettings(Section):
@@ -208,7 +211,7 @@ class ServeSettings(Section):
 
 
 class SignupSettings(Section):
-    """The defences in front of every signup endpoint (see README, "Signup")."""
+    """Signup: its defences, its links and its mail (see README, "Readers join")."""
 
     # Proof of work (ALTCHA, PBKDF2/SHA-256): iterations per try; a browser makes ~256 tries.
     work_cost: Annotated[int, Field(ge=100, le=1_000_000)] = 5000
@@ -227,6 +230,14 @@ class SignupSettings(Section):
     dns_timeout: Annotated[float, Field(gt=0, le=30)] = 3.0
     refuse_disposable: bool = True  # domains on the disposable-email-domains list
     blocked_domains: list[str] = Field(default_factory=list)  # and any others (subdomains too)
+    # Hours a confirmation (or address-change) link works.
+    confirm_expiry: Annotated[float, Field(gt=0, le=24 * 30)] = 48.0
+    # A welcome mail (templates/email/welcome.*) once a reader confirms.
+    welcome: bool = False
+    # What the form says the reader agrees to (default: the page's own words, in the
+    # newsletter's language), and its version: the consent ledger keeps both's record.
+    consent_text: str = ""
+    consent_version: Annotated[str, Field(min_length=1, max_length=40)] = "1"
 
     @field_validator("nameservers")
     @classmethod
@@ -276,6 +287,10 @@ class PrivacySettings(Section):
     # The address a click came from: "truncate" keeps its network (IPv4 /24, IPv6 /48), "hash"
     # a keyed digest that changes every day, "none" nothing.
     ip: Literal["truncate", "hash", "none"] = "truncate"
+    # The address a signup, a confirmation or a preference change came from, in the consent
+    # ledger: "keep" it whole (what proves consent best), or as `ip` says ("truncate", "hash",
+    # "none"); unset, as `ip`.
+    consent_ip: Literal["keep", "truncate", "hash", "none"] | None = None
 
 
 class OutboxSettings(Section):
@@ -293,6 +308,17 @@ class OutboxSettings(Section):
             )
         # An @ that libpq reads elsewhere than it looks would print part of the password.
         return check_unambiguous(url)
+
+
+class WorkerSettings(Section):
+    """`newsletter worker`: the long-running process that sends the site's mail."""
+
+    poll: Annotated[float, Field(ge=0.05, le=60)] = 0.5  # seconds between looks for due mail
+    # Seconds a worker's claim on a site mail lasts without renewal (renewed every third of
+    # it); a dead worker's claimed mail goes back to the others after it.
+    lease: Annotated[float, Field(ge=1, le=3600)] = 30.0
+    max_attempts: Annotated[int, Field(ge=1, le=100)] = 8  # then a deferred mail fails
+    concurrency: Annotated[int, Field(ge=1, le=16)] = 2  # SMTP sessions for the site's mail
 
 
 class CheckSettings(Section):
@@ -362,6 +388,7 @@ class Settings(Section):
     bounces: BouncesSettings = BouncesSettings()
     outbox: OutboxSettings = OutboxSettings()
     check: CheckSettings = CheckSettings()
+    worker: WorkerSettings = WorkerSettings()
     tracking: TrackingSettings = TrackingSettings()
     privacy: PrivacySettings = PrivacySettings()
     secret: SecretStr | None = None
@@ -399,6 +426,11 @@ class Settings(Section):
         never print it; Outbox.display, from dburl.redact, is the printable form)."""
         url = self.outbox.url
         return url if url.startswith(POSTGRES_SCHEMES) else self.database
+
+    @property
+    def signup_lists(self) -> list[str]:
+        """The lists readers may sign up to on the site, in the config's order."""
+        return [name for name, chosen in self.lists.items() if chosen.signup]
 
     def mailing_list(self, name: str) -> ListSettings:
         try:

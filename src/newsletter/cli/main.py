@@ -34,6 +34,7 @@ COMMANDS = {
     "outbox": "database",
     "mailbox": "servers",
     "serve": "servers",
+    "worker": "servers",
 }
 
 

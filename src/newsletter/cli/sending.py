@@ -20,14 +20,16 @@ from newsletter.cli.terminal import (
     printable,
 )
 from newsletter.errors import DeliveryError, OutboxError, display_path
+from newsletter.mail.tokens import signing_key
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox, open_outbox, outbox_exists
 from newsletter.send import run
 from newsletter.send.job import Event, Options, RunReport
 from newsletter.send.lease import why_gone
+from newsletter.send.recipients import Recipients, RecipientsReport
 from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.spreadsheet import write_csv
-from newsletter.subscribers import ListReport, read_rows
+from newsletter.subscribers import ListReport
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -136,7 +138,7 @@ def send(
         skipped = counted.suppressed
         click.echo(
             f"About to send issue {number} to the {list_name!r} list:\n"
-            f"  recipients  {counted.valid}"
+            f"  recipients  {counted.recipients}"
             + (f" ({skipped} more unsubscribed: skipped)" if skipped else "")
             + "\n"
             f"  SMTP server {prepared.server}\n"
@@ -175,17 +177,19 @@ def send(
         sys.exit(EXIT_INCOMPLETE)
 
 
-def _recipients(settings: Settings, prepared: run.Prepared) -> ListReport:
-    """Who will get a message, for the question only: the list read once more (row by row),
-    suppressed addresses counted apart (they get a `skipped` row, no message)."""
+def _recipients(settings: Settings, prepared: run.Prepared) -> RecipientsReport:
+    """Who will get a message, for the question only: the list read once more (row by row, its
+    CSV and its subscribers in the outbox), suppressed addresses counted apart (they get a
+    `skipped` row, no message)."""
     suppressed: frozenset[str] = frozenset()
     if outbox_exists(settings.outbox_target):
         with open_outbox(settings.outbox_target) as outbox:
             suppressed = outbox.suppressed(prepared.job.list_name)
-    report = ListReport(prepared.list_report.path)
-    for _ in read_rows(report.path, report, suppressed=suppressed):
+    key = signing_key(settings, allow_ephemeral=False)
+    recipients = Recipients(settings, prepared.job.list_name, key, check=False)
+    for _ in recipients.stream(suppressed=suppressed):
         pass
-    return report
+    return recipients.report
 
 
 def _dry_run(settings: Settings, number: int, list_name: str, out: Path) -> None:

@@ -22,6 +22,13 @@ working, new ones are made with the new secret.
 
 The token sits in a URL path that mailbox providers POST to without cookies (RFC 8058), so it alone
 must prove the request.
+
+Links in the site's own mail (a signup's confirmation, an address change's) carry a link token,
+``KID.BOX`` too, under a key of their own: the purpose, the list, the address, the nonce the
+database keeps for that link, any detail (a change's old address) and an expiry, encrypted and
+authenticated with the purpose as associated data. It is single-purpose (a confirmation link
+never verifies as a change, nor either as an unsubscribe token) and expires (`[signup]
+confirm_expiry`); the nonce makes it single-use where the database forgets it once used.
 """
 
 from __future__ import annotations
@@ -34,13 +41,14 @@ import hmac
 import re
 import secrets
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import NamedTuple
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
 from newsletter.configfile import SECRET_ENV
-from newsletter.errors import ConfigError, TokenError
+from newsletter.errors import ConfigError, LinkExpiredError, TokenError
 from newsletter.settings import Settings
 
 _VERSION = b"newsletter-unsubscribe-v2"
@@ -177,6 +185,68 @@ def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
     if not sep or not list_name or not address:
         raise TokenError("the unsubscribe token is malformed")
     return list_name, address
+
+
+class Purpose(StrEnum):
+    """What a link token may do; each verifies only as itself."""
+
+    CONFIRM = "confirm"  # confirm a signup
+    CHANGE = "change"  # confirm a new address from the preference page
+
+
+_LINK_VERSION = b"newsletter-link-v1"
+_LINK_LABEL = b"newsletter link token encryption v1"
+
+
+class LinkTarget(NamedTuple):
+    """What a genuine link token names."""
+
+    purpose: Purpose
+    list_name: str
+    address: str  # the address key the link acts for (a change: the new address)
+    nonce: str
+    expires_at: int  # Unix seconds
+    detail: str = ""  # a change: the old address key
+
+
+def sign_link(secret: Secret, target: LinkTarget) -> str:
+    """An opaque token for `target` (no field may hold a newline)."""
+    fields = [target.list_name, target.address, target.nonce, target.detail]
+    if any("\n" in f for f in fields):
+        raise ValueError("a link token's fields must not contain a newline")
+    kid = key_id(secret)
+    plain = "\n".join([*fields, str(int(target.expires_at))]).encode()
+    box = siv_box(secret, _LINK_LABEL).encrypt(plain, _link_data(kid, target.purpose))
+    return f"{kid}.{b64(box)}"
+
+
+def verify_link(
+    keys: Secret | Sequence[Secret], token: str, purpose: Purpose, now: float
+) -> LinkTarget:
+    """The target of a link token made for `purpose` with any of `keys`; TokenError if it is
+    not genuine (or for another purpose), LinkExpiredError once it is past its expiry."""
+    parts = token.split(".")
+    if len(token) > _MAX_TOKEN or len(parts) != 2 or not all(canonical(p) for p in parts):
+        raise TokenError("the link is malformed")
+    candidates = (keys,) if isinstance(keys, bytes | str) else tuple(keys)
+    secret = next((k for k in candidates if hmac.compare_digest(parts[0], key_id(k))), None)
+    if secret is None:
+        raise TokenError("the link was made with another key (was NEWSLETTER_SECRET changed?)")
+    try:
+        plain = siv_box(secret, _LINK_LABEL).decrypt(unb64(parts[1]), _link_data(parts[0], purpose))
+        list_name, address, nonce, detail, expires = plain.decode("utf-8").split("\n")
+        expires_at = int(expires)
+    except InvalidTag:
+        raise TokenError("the link is forged, altered or for something else") from None
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise TokenError("the link is malformed") from None
+    if expires_at < now:
+        raise LinkExpiredError("the link has expired")
+    return LinkTarget(purpose, list_name, address, nonce, expires_at, detail)
+
+
+def _link_data(kid: str, purpose: Purpose) -> list[bytes]:
+    return [_LINK_VERSION, kid.encode(), purpose.value.encode()]
 
 
 def _verify_v1(secret: Secret, kid: str, payload: str, mac: str) -> bytes:

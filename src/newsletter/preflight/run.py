@@ -26,6 +26,9 @@ from newsletter.errors import ConfigError, SubscriberListError
 from newsletter.mail.signing import DkimSigner
 from newsletter.mail.tokens import signing_key
 from newsletter.models import Issue
+from newsletter.outbox import open_outbox, outbox_exists
+from newsletter.outbox.bridge import backend_of
+from newsletter.outbox.roster import Roster, Status
 from newsletter.preflight import auth, report, spf
 from newsletter.preflight.cache import FILE_NAME, Cache
 from newsletter.preflight.faults import Fault
@@ -67,9 +70,17 @@ def check_online(settings: Settings, issue: Issue, message: bytes, list_name: st
 
 
 def list_size(settings: Settings, list_name: str) -> int:
-    """Rows of the list's CSV, header and blank lines left out: the bulk-sender line needs the
-    size, not validated addresses, so a million-row list costs one read, not a parse."""
-    path = settings.resolve(settings.mailing_list(list_name).path)
+    """Rows of the list's CSV, header and blank lines left out, and its confirmed subscribers
+    in the outbox: the bulk-sender line needs the size, not validated addresses, so a
+    million-row list costs one read, not a parse."""
+    members = 0
+    if outbox_exists(settings.outbox_target):
+        with open_outbox(settings.outbox_target) as outbox:
+            members = Roster(backend_of(outbox)).counts(list_name)[Status.CONFIRMED]
+    csv = settings.mailing_list(list_name).path
+    if csv is None:
+        return members
+    path = settings.resolve(csv)
     try:
         with path.open("rb") as handle:
             rows = sum(1 for line in handle if line.strip())
@@ -77,7 +88,7 @@ def list_size(settings: Settings, list_name: str) -> int:
         raise SubscriberListError(f"{path}: no such subscriber list") from None
     except OSError as exc:
         raise SubscriberListError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return max(rows - 1, 0)
+    return max(rows - 1, 0) + members
 
 
 def tls_context(settings: Settings) -> ssl.SSLContext:

@@ -21,19 +21,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from newsletter.draft import dated_for_sending
-from newsletter.errors import DeliveryError, display_path
+from newsletter.errors import DeliveryError
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory, write_eml_files
 from newsletter.mail.tokens import signing_key
 from newsletter.mail.tracking import SendRendering, render_for_sending
+from newsletter.models import Subscriber
 from newsletter.outbox import Outbox, open_outbox, outbox_exists
 from newsletter.send.job import Event, Job, Options, RunReport
 from newsletter.send.lease import Lease, worker_id
 from newsletter.send.planning import announce, plan, recover
+from newsletter.send.recipients import Recipients
 from newsletter.send.smtp import Pool
 from newsletter.send.worker import deliver, event_loop_factory
 from newsletter.settings import Settings
-from newsletter.subscribers import ListReport, ListRow, check_header, read_rows, read_subscribers
+from newsletter.subscribers import ListReport
 
 
 @dataclass(frozen=True)
@@ -57,41 +59,33 @@ class Prepared:
 def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
     """Load the issue, render it once, read the list and build the message factory; any
     problem raises before anything is sent."""
-    mailing_list = settings.mailing_list(list_name)
     key = signing_key(settings, allow_ephemeral=False)
     issue = dated_for_sending(settings, load_issue(settings.issues_dir, number))
     sending = render_for_sending(issue, settings, list_name)
     factory = MessageFactory(
         sending.rendered, settings, list_name, secret=key.secret, links=sending.links
     )
-    report = ListReport(settings.resolve(mailing_list.path))
-    check_header(report.path)
-
-    def stream() -> Iterator[ListRow]:
-        # Suppressed readers stay in: planning gives each a `skipped` row saying why, so the
-        # log accounts for every address on the list.
-        return read_rows(report.path, report)
-
+    # The CSV (if any) and the confirmed subscribers in the outbox, less forgotten people.
+    # Suppressed readers stay in: planning gives each a `skipped` row saying why, so the log
+    # accounts for every address on the list.
+    recipients = Recipients(settings, list_name, key)
     smtp = settings.smtp
     return Prepared(
         settings=settings,
-        job=Job(number, list_name, stream, factory.build, factory.message_id_of, report),
-        list_report=report,
-        list_rows=count_rows(report.path),
+        job=Job(
+            number,
+            list_name,
+            recipients.stream,
+            factory.build,
+            factory.message_id_of,
+            recipients.report,
+        ),
+        list_report=recipients.report,
+        list_rows=recipients.rows,
         sender=settings.newsletter.sender,
         server=f"{smtp.host}:{smtp.port} ({smtp.security})",
         tracked=sending,
     )
-
-
-def count_rows(path: Path) -> int:
-    """Lines after the header, counted in bytes (a million-row list in milliseconds)."""
-    lines, last = 0, b"\n"
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            lines += chunk.count(b"\n")
-            last = chunk[-1:]
-    return max(lines + (last != b"\n") - 1, 0)
 
 
 def send(
@@ -222,7 +216,6 @@ class DryRun:
 def dry_run(settings: Settings, number: int, list_name: str, out: Path) -> DryRun:
     """The same issue, list and suppressions as a real send, written to `out` as .eml files:
     no SMTP, and the delivery log is only read (a dry run never creates it)."""
-    mailing_list = settings.mailing_list(list_name)
     key = signing_key(settings, allow_ephemeral=True)
     issue = dated_for_sending(settings, load_issue(settings.issues_dir, number))
     sending = render_for_sending(issue, settings, list_name)
@@ -233,7 +226,10 @@ def dry_run(settings: Settings, number: int, list_name: str, out: Path) -> DryRu
     if outbox_exists(settings.outbox_target):
         with open_outbox(settings.outbox_target) as outbox:
             suppressed = outbox.suppressed(list_name)
-    report = ListReport(Path(display_path(settings.resolve(mailing_list.path))))
-    stream = read_subscribers(report.path, report, suppressed=suppressed)
+    recipients = Recipients(settings, list_name, key)
+    stream = (
+        Subscriber(envelope=row.envelope, name=row.name, line=row.line or None)
+        for row in recipients.stream(suppressed=suppressed)
+    )
     written, removed = write_eml_files(factory, stream, out)
-    return DryRun(written, removed, report, key.ephemeral)
+    return DryRun(written, removed, recipients.report, key.ephemeral)
