@@ -33,6 +33,7 @@ LAYERS: list[set[str]] = [
     {"clicks"},
     {"draft"},
     {"preflight"},
+    {"gate"},
     {"signup"},
     {"send"},
     {"worker"},

@@ -25,7 +25,6 @@ NOT_FOR_SEND = [
     "newsletter.cli.lists",
     "newsletter.cli.servers",
     "newsletter.bounces.inbox",
-    "newsletter.spamscore",
     "newsletter.send.processes",  # --processes only
     "ctypes",
     "markdown_it",

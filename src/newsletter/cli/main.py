@@ -29,7 +29,7 @@ COMMANDS = {
     "suppressions": "lists",
     "bounces": "lists",
     "send": "sending",
-    "status": "sending",
+    "status": "status",
     "report": "reports",
     "outbox": "database",
     "mailbox": "servers",

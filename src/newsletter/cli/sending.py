@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from collections.abc import Mapping
@@ -11,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from newsletter.cli.gatekeeping import confirmation, judge
 from newsletter.cli.terminal import (
-    every_list_option,
     fail,
     issue_option,
     list_counts,
@@ -20,15 +19,15 @@ from newsletter.cli.terminal import (
     printable,
 )
 from newsletter.errors import DeliveryError, OutboxError, display_path
+from newsletter.gate import inspect_send
 from newsletter.mail.tokens import signing_key
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox, open_outbox, outbox_exists
+from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.send import run
 from newsletter.send.job import Event, Options, RunReport
-from newsletter.send.lease import why_gone
 from newsletter.send.recipients import Recipients, RecipientsReport
+from newsletter.send.testsend import consider
 from newsletter.settings import DEFAULT_LIST, Settings
-from newsletter.spreadsheet import write_csv
 from newsletter.subscribers import ListReport
 
 if TYPE_CHECKING:
@@ -83,12 +82,30 @@ EXIT_STOPPED = 4
     default=None,
     help="Folder for --dry-run (default: out/ISSUE-LIST); an earlier dry run's files are replaced.",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Send even though `check` finds errors (they are still shown).",
+)
+@click.option(
+    "--again",
+    is_flag=True,
+    help="A test send (staging list): send it again even if the message did not change.",
+)
+@click.option(
+    "--online/--offline",
+    default=None,
+    help="Run the online checks before sending too (default: [check] online).",
+)
 @pass_settings
 def send(
     settings: Settings,
     number: int,
     list_name: str,
     yes: bool,
+    force: bool,
+    again: bool,
+    online: bool | None,
     concurrency: int | None,
     rate: float | None,
     resend_unknown: bool,
@@ -99,8 +116,13 @@ def send(
 ) -> None:
     """Deliver an issue to every subscriber of a list over SMTP, recording each delivery.
 
+    Runs `check` first (offline; online too with --online or [check] online) and refuses on
+    an error unless --force. Sending to a list that is not a staging list asks first, showing
+    the subject, the recipients, the size against Gmail's clip and the spam score.
+
     Re-running the same command resumes: sent and rejected recipients are never sent again,
-    deferred ones are retried. Sending to a list that is not a staging list asks first.
+    deferred ones are retried. A test send (a `staging = true` list) goes out again when the
+    message changed since the last test, or with --again; unchanged, it sends nothing.
 
     With --dry-run nothing is sent and nothing is logged: every recipient's message is written
     to --out as an .eml file, exactly the bytes the SMTP server would get.
@@ -113,14 +135,31 @@ def send(
       4  stopped (circuit breaker, quota, Ctrl-C, a fault of the delivery log): re-run
          the same command to resume
     """
+    staging = settings.mailing_list(list_name).staging
+    if again and not staging:
+        raise click.UsageError(
+            f"--again repeats a test send; {list_name!r} is not a staging list, and a real"
+            " list gets each issue exactly once (re-running resumes it)"
+        )
     if dry_run:
+        if force or again:
+            raise click.UsageError("--force and --again are for a send, not --dry-run")
         _dry_run(
             settings, number, list_name, out or settings.root / "out" / f"{number}-{list_name}"
         )
         return
     if out is not None:
         raise click.UsageError("--out is only used with --dry-run")
-    prepared = run.prepare(settings, number, list_name)
+    verdict = inspect_send(settings, number, list_name, online=online)
+    judge(verdict, force=force)
+    test = None
+    if staging:
+        test = consider(settings, number, list_name, verdict.fingerprint, again=again)
+        if test.message:
+            click.echo(f"issue {number} -> {list_name}: {test.message}")
+        if not test.go:
+            return
+    prepared = run.prepare(settings, number, list_name, test)
     if settings.smtp.security != "none" and not settings.smtp.verify:
         click.secho(
             "warning: [smtp] verify = false: the server's TLS certificate is not checked, so "
@@ -135,15 +174,7 @@ def send(
                 hint="Re-run with --yes to confirm (no terminal to ask on).",
             )
         counted = _recipients(settings, prepared)
-        skipped = counted.suppressed
-        click.echo(
-            f"About to send issue {number} to the {list_name!r} list:\n"
-            f"  recipients  {counted.recipients}"
-            + (f" ({skipped} more unsubscribed: skipped)" if skipped else "")
-            + "\n"
-            f"  SMTP server {prepared.server}\n"
-            f"  sender      {prepared.sender}"
-        )
+        click.echo(confirmation(verdict, counted, server=prepared.server, sender=prepared.sender))
         if not click.confirm("Send now?", default=False):
             click.echo("Nothing sent.")
             sys.exit(1)
@@ -308,86 +339,3 @@ class _SendDisplay:
             )
         else:
             click.echo(f"{self.label}: {done}/{total} done, {states}, {rate:.0f} msg/s")
-
-
-@click.command()
-@issue_option
-@every_list_option
-@click.option(
-    "--csv",
-    "csv_path",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    default=None,
-    help="Also write every row to this CSV file (- for stdout).",
-)
-@click.option("--all", "show_all", is_flag=True, help="List every row that is not sent.")
-@pass_settings
-def status(
-    settings: Settings, number: int, list_name: str | None, csv_path: Path | None, show_all: bool
-) -> None:
-    """Show an issue's delivery log: counts per state, the workers sending it now, then each
-    recipient not sent with the server's reply."""
-    known = outbox_exists(settings.outbox_target)
-    if list_name is not None and list_name not in settings.lists:
-        # A list since dropped from the config still has its rows in the log.
-        with open_outbox(settings.outbox_target) if known else contextlib.nullcontext() as outbox:
-            if outbox is None or list_name not in outbox.lists_of(number):
-                settings.mailing_list(list_name)  # raises, naming the lists there are
-    if not known:
-        click.echo(f"issue {number}: nothing sent yet (no delivery log)")
-        return
-    limit = None if show_all else 50
-    with open_outbox(settings.outbox_target) as outbox:
-        names = [list_name] if list_name else outbox.lists_of(number)
-        if not names:
-            click.echo(f"issue {number}: nothing sent yet")
-        for name in names:
-            counts = outbox.counts(number, name)
-            click.echo(f"issue {number} -> {name}: {sum(counts.values())} recipients")
-            for state, n in counts.items():
-                if n:
-                    click.echo(f"  {state:<9} {n}")
-            clock = outbox.database_time()
-            for worker in outbox.workers(number, name, expired=True):
-                doing = why_gone(worker, clock) or f"sending since {worker.started_at}"
-                click.echo(
-                    f"  worker    {printable(worker.host)} pid {worker.pid}, {doing}"
-                    f" (last seen {worker.seen_at})"
-                )
-            for line in _after_sending(outbox, number, name, counts):
-                click.echo(line)
-            waiting = [s for s in DeliveryStatus if s != DeliveryStatus.SENT]
-            rows = outbox.rows(number, name, waiting)
-            for row in rows[:limit]:
-                code = row.smtp_code or ""
-                reply = printable(f"{code} {row.smtp_reply}".strip())
-                click.echo(f"  {row.state:<9} {printable(row.recipient)}  {reply}")
-            if limit is not None and len(rows) > limit:
-                click.echo(f"  ... and {len(rows) - limit} more (--all, or --csv FILE)")
-        if csv_path is not None:
-            rows = [r for name in names for r in outbox.rows(number, name)]
-            if str(csv_path) == "-":
-                write_csv(rows, sys.stdout)
-            else:
-                with csv_path.open("w", encoding="utf-8", newline="") as handle:
-                    n = write_csv(rows, handle)
-                click.echo(f"wrote {n} rows to {display_path(csv_path)}", err=True)
-
-
-def _after_sending(
-    outbox: Outbox, number: int, name: str, counts: dict[DeliveryStatus, int]
-) -> list[str]:
-    """What came back after the relay's 250 (`newsletter bounces`, and refusals at send time):
-    hard bounces over the messages answered, complaints over the messages sent. Nothing before
-    any message was answered."""
-    answered = counts[DeliveryStatus.SENT] + counts[DeliveryStatus.REJECTED]
-    if not answered:
-        return []
-    reports = outbox.bounce_counts(number, name)
-    sent = counts[DeliveryStatus.SENT]
-    hard, soft, complained = (reports.get(k, 0) for k in ("hard", "soft", "complaint"))
-    return [
-        f"  bounced   {hard} ({hard / max(answered, 1):.1%} of {answered} answered)"
-        + (f", and {soft} soft" if soft else ""),
-        f"  complained {complained} ({complained / max(sent, 1):.2%} of {sent} sent)",
-    ]

@@ -33,6 +33,7 @@ from newsletter.send.lease import Lease, worker_id
 from newsletter.send.planning import announce, plan, recover
 from newsletter.send.recipients import Recipients
 from newsletter.send.smtp import Pool
+from newsletter.send.testsend import TestDecision, begin
 from newsletter.send.worker import deliver, event_loop_factory
 from newsletter.settings import Settings
 from newsletter.subscribers import ListReport
@@ -50,20 +51,29 @@ class Prepared:
     server: str
     # The email's tracked links (none when [tracking] clicks is off): see record_tracked_links.
     tracked: SendRendering | None = None
+    # A staging list's test: which one this run sends (send/testsend.py); None for a real list.
+    test: TestDecision | None = None
 
     @property
     def staging(self) -> bool:
         return self.settings.mailing_list(self.job.list_name).staging
 
 
-def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
+def prepare(
+    settings: Settings, number: int, list_name: str, test: TestDecision | None = None
+) -> Prepared:
     """Load the issue, render it once, read the list and build the message factory; any
-    problem raises before anything is sent."""
+    problem raises before anything is sent. `test`: the test of a staging list to send."""
     key = signing_key(settings, allow_ephemeral=False)
     issue = dated_for_sending(settings, load_issue(settings.issues_dir, number))
     sending = render_for_sending(issue, settings, list_name)
     factory = MessageFactory(
-        sending.rendered, settings, list_name, secret=key.secret, links=sending.links
+        sending.rendered,
+        settings,
+        list_name,
+        secret=key.secret,
+        links=sending.links,
+        test_round=test.round if test is not None else 1,
     )
     # The CSV (if any) and the confirmed subscribers in the outbox, less forgotten people.
     # Suppressed readers stay in: planning gives each a `skipped` row saying why, so the log
@@ -85,6 +95,7 @@ def prepare(settings: Settings, number: int, list_name: str) -> Prepared:
         sender=settings.newsletter.sender,
         server=f"{smtp.host}:{smtp.port} ({smtp.security})",
         tracked=sending,
+        test=test,
     )
 
 
@@ -97,6 +108,8 @@ def send(
     settings, job = prepared.settings, prepared.job
     make_pool = functools.partial(smtp_pool, settings)
     with open_outbox(settings.outbox_target) as outbox, _alone(settings, outbox, job):
+        if prepared.test is not None:
+            begin(prepared.test, job.issue, job.list_name, outbox)
         record_tracked_links(prepared, outbox)
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             if options.processes <= 1:

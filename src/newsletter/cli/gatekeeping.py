@@ -1,0 +1,79 @@
+"""What `send` says before it sends: a SendVerdict (and the test decision) in; the refusal, the
+warnings and the confirmation's lines out, on the terminal.
+
+The verdict is gate.py's; this module only words it: an error refuses the send (exit 1, nothing
+planned) unless --force, each error named as `check` names it; the warnings go to stderr on every
+send, so a log of a `--yes` send shows them too; the confirmation a real list asks for shows the
+subject, the list, who gets a message (suppressed readers apart, counted), the encoded size
+against Gmail's clip, the spam score, the server and the sender.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from newsletter.cli.terminal import printable
+from newsletter.gate import SendVerdict
+from newsletter.send.recipients import RecipientsReport
+
+_SHOWN = 20  # findings shown in full; the rest counted (check shows them all)
+
+
+def judge(verdict: SendVerdict, *, force: bool) -> None:
+    """Refuse a send whose checks found errors (exit 1, on stderr) unless `force`; show the
+    warnings either way."""
+    errors, warnings = verdict.errors, verdict.warnings
+    for finding in errors[:_SHOWN]:
+        click.secho(str(finding), fg="red", err=True)
+    for finding in warnings[:_SHOWN]:
+        click.secho(str(finding), fg="yellow", err=True)
+    hidden = max(len(errors) - _SHOWN, 0) + max(len(warnings) - _SHOWN, 0)
+    if hidden:
+        click.echo(f"... and {hidden} more (`newsletter check --issue {verdict.number}`)", err=True)
+    if verdict.online is not None and verdict.online.skipped:
+        click.echo(verdict.online.summary(), err=True)
+    click.echo(f"check: issue {verdict.number}: {verdict.tally()}", err=True)
+    if not errors:
+        return
+    if force:
+        click.secho(
+            f"warning: --force: sending issue {verdict.number} despite {len(errors)} error(s)",
+            fg="yellow",
+            err=True,
+        )
+        return
+    click.secho(
+        f"error: refusing to send issue {verdict.number} to the {verdict.list_name!r} list:"
+        f" `check` found {len(errors)} error(s), above; nothing was planned or sent",
+        fg="red",
+        err=True,
+    )
+    click.echo(
+        "hint: Fix the issue and run `newsletter check` again; --force sends it as it is.",
+        err=True,
+    )
+    sys.exit(1)
+
+
+def confirmation(
+    verdict: SendVerdict, counted: RecipientsReport, *, server: str, sender: str
+) -> str:
+    """The lines a real send shows before asking."""
+    skipped = counted.suppressed
+    recipients = f"{counted.recipients}" + (
+        f" ({skipped} more unsubscribed: skipped)" if skipped else ""
+    )
+    warned = len(verdict.warnings)
+    checks = verdict.tally() + (" (shown above)" if warned or verdict.errors else "")
+    return (
+        f"About to send issue {verdict.number} to the {verdict.list_name!r} list:\n"
+        f"  subject     {printable(verdict.subject)}\n"
+        f"  recipients  {recipients}\n"
+        f"  HTML part   {verdict.size_line()}\n"
+        f"  spam        {verdict.spam_line()}\n"
+        f"  checks      {checks}\n"
+        f"  SMTP server {server}\n"
+        f"  sender      {sender}"
+    )

@@ -1,0 +1,137 @@
+"""The delivery log as the editor reads it: `status`, per issue and list: the counts per state,
+the workers sending it now, what came back (bounces, complaints, the unsubscribes the issue
+brought), a staging list's tests one by one, then each recipient not sent with the reply."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import click
+
+from newsletter.cli.terminal import every_list_option, issue_option, pass_settings, printable
+from newsletter.errors import display_path
+from newsletter.models import DeliveryStatus
+from newsletter.outbox import Outbox, open_outbox, outbox_exists
+from newsletter.outbox.bridge import backend_of
+from newsletter.outbox.testsends import TestSends
+from newsletter.send.lease import why_gone
+from newsletter.send.testsend import local_time
+from newsletter.settings import Settings
+from newsletter.spreadsheet import write_csv
+
+
+@click.command()
+@issue_option
+@every_list_option
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Also write every row to this CSV file (- for stdout).",
+)
+@click.option("--all", "show_all", is_flag=True, help="List every row that is not sent.")
+@pass_settings
+def status(
+    settings: Settings, number: int, list_name: str | None, csv_path: Path | None, show_all: bool
+) -> None:
+    """Show an issue's delivery log: counts per state, the workers sending it now, what came
+    back (bounces, complaints, the unsubscribes the issue brought), a staging list's tests,
+    then each recipient not sent with the server's reply.
+
+    An unsubscribe is the issue's when it came after that reader's message of the issue and
+    before their next one on the list; a complaint is the issue's when it names the message
+    (its VERP tag or Message-ID)."""
+    known = outbox_exists(settings.outbox_target)
+    if list_name is not None and list_name not in settings.lists:
+        # A list since dropped from the config still has its rows in the log.
+        with open_outbox(settings.outbox_target) if known else contextlib.nullcontext() as outbox:
+            if outbox is None or list_name not in outbox.lists_of(number):
+                settings.mailing_list(list_name)  # raises, naming the lists there are
+    if not known:
+        click.echo(f"issue {number}: nothing sent yet (no delivery log)")
+        return
+    limit = None if show_all else 50
+    with open_outbox(settings.outbox_target) as outbox:
+        names = [list_name] if list_name else outbox.lists_of(number)
+        if not names:
+            click.echo(f"issue {number}: nothing sent yet")
+        for name in names:
+            counts = outbox.counts(number, name)
+            click.echo(f"issue {number} -> {name}: {sum(counts.values())} recipients")
+            for state, n in counts.items():
+                if n:
+                    click.echo(f"  {state:<9} {n}")
+            for line in _tests(settings, outbox, number, name):
+                click.echo(line)
+            clock = outbox.database_time()
+            for worker in outbox.workers(number, name, expired=True):
+                doing = why_gone(worker, clock) or f"sending since {worker.started_at}"
+                click.echo(
+                    f"  worker    {printable(worker.host)} pid {worker.pid}, {doing}"
+                    f" (last seen {worker.seen_at})"
+                )
+            for line in _after_sending(outbox, number, name, counts):
+                click.echo(line)
+            waiting = [s for s in DeliveryStatus if s != DeliveryStatus.SENT]
+            rows = outbox.rows(number, name, waiting)
+            for row in rows[:limit]:
+                code = row.smtp_code or ""
+                reply = printable(f"{code} {row.smtp_reply}".strip())
+                click.echo(f"  {row.state:<9} {printable(row.recipient)}  {reply}")
+            if limit is not None and len(rows) > limit:
+                click.echo(f"  ... and {len(rows) - limit} more (--all, or --csv FILE)")
+        if csv_path is not None:
+            rows = [r for name in names for r in outbox.rows(number, name)]
+            if str(csv_path) == "-":
+                write_csv(rows, sys.stdout)
+            else:
+                with csv_path.open("w", encoding="utf-8", newline="") as handle:
+                    n = write_csv(rows, handle)
+                click.echo(f"wrote {n} rows to {display_path(csv_path)}", err=True)
+
+
+def _after_sending(
+    outbox: Outbox, number: int, name: str, counts: dict[DeliveryStatus, int]
+) -> list[str]:
+    """What came back after the relay's 250 (`newsletter bounces`, and refusals at send time):
+    hard bounces over the messages answered, complaints over the messages sent. Nothing before
+    any message was answered."""
+    answered = counts[DeliveryStatus.SENT] + counts[DeliveryStatus.REJECTED]
+    if not answered:
+        return []
+    reports = outbox.bounce_counts(number, name)
+    sent = counts[DeliveryStatus.SENT]
+    hard, soft, complained = (reports.get(k, 0) for k in ("hard", "soft", "complaint"))
+    left = outbox.send_figures.of(number, name).unsubscribed
+    return [
+        f"  bounced   {hard} ({hard / max(answered, 1):.1%} of {answered} answered)"
+        + (f", and {soft} soft" if soft else ""),
+        f"  complained {complained} ({complained / max(sent, 1):.2%} of {sent} sent)",
+        f"  unsubscribed {left} ({left / max(sent, 1):.2%} of {sent} sent)",
+    ]
+
+
+def _tests(settings: Settings, outbox: Outbox, number: int, name: str) -> list[str]:
+    """A staging list's tests, each its own run: when it began, why, and what it did (the
+    latest one's counts are the lines above)."""
+    chosen = settings.lists.get(name)
+    if chosen is None or not chosen.staging:
+        return []
+    tests = TestSends(backend_of(outbox)).history(number, name)
+    lines = []
+    for test in tests:
+        when = local_time(settings, test.started_at)
+        why = {"first": "", "changed": ", the message changed", "again": ", --again"}.get(
+            test.reason, ""
+        )
+        if test.sent is None:
+            done = "the counts above"
+        else:
+            done = f"{test.sent} of {test.recipients} sent" + (
+                f", {test.outcome}" if test.outcome else ""
+            )
+        lines.append(f"  test {test.round:<4} at {when}{why}: {done}")
+    return lines

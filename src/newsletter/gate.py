@@ -1,0 +1,113 @@
+"""The check before a send: settings, an issue number and a list in; a SendVerdict out.
+
+A send runs the same checks as `newsletter check` (draft.review's findings on the sample message
+of that list, SpamAssassin's score of it, and the online checks when asked or when `[check]
+online` is on) and takes them as one value: whether the send may go, the errors that refuse it,
+and what its confirmation shows (the subject, the encoded HTML size against Gmail's clip, the
+spam score's line, the warnings). Nothing here prints, asks or exits: `send` calls it before
+anything is planned, and a scheduled send calls it again before it starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from newsletter.checks import Finding
+from newsletter.clip import GMAIL_CLIP, KB
+from newsletter.draft import review
+from newsletter.issues import issue_path
+from newsletter.models import RenderedEmail
+from newsletter.settings import Settings
+from newsletter.spamscore import SpamResult, score_message, spam_findings
+
+if TYPE_CHECKING:
+    from newsletter.preflight.run import OnlineReport
+
+
+@dataclass(frozen=True)
+class SendVerdict:
+    """What the checks said about sending `number` to `list_name` now."""
+
+    number: int
+    list_name: str
+    subject: str
+    html_size: int  # the sample's HTML part on the wire, after its transfer encoding
+    html_encoding: str
+    spam: SpamResult
+    findings: tuple[Finding, ...]  # errors first; the warnings the issue silences are not here
+    silenced: int  # warnings the issue file's `silence:` held back
+    online: OnlineReport | None  # None: the online checks were not asked for
+    ephemeral_key: bool  # NEWSLETTER_SECRET unset: the sample was signed with a throwaway key
+    fingerprint: str  # the rendered message's (see `fingerprint`): a test repeats when it changes
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.level == "error")
+
+    @property
+    def warnings(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.level != "error")
+
+    @property
+    def passed(self) -> bool:
+        """No error: the send may go without --force."""
+        return not self.errors
+
+    def size_line(self) -> str:
+        """The HTML part against the clip, as the confirmation shows it."""
+        return (
+            f"{self.html_size / KB:.1f} KB encoded ({self.html_encoding}), "
+            f"{self.html_size / GMAIL_CLIP:.0%} of Gmail's ~102 KB clip"
+        )
+
+    def spam_line(self) -> str:
+        """The score in a line; without SpamAssassin, that it was not measured (never an error)."""
+        return self.spam.summary()
+
+    def tally(self) -> str:
+        """`2 error(s), 1 warning(s), 1 silenced`, as `check` ends."""
+        silenced = f", {self.silenced} silenced" if self.silenced else ""
+        return f"{len(self.errors)} error(s), {len(self.warnings)} warning(s){silenced}"
+
+
+def inspect_send(
+    settings: Settings, number: int, list_name: str, *, online: bool | None = None
+) -> SendVerdict:
+    """Run `check`'s checks on the message `list_name` would get. `online`: True or False
+    forces the online checks on or off; None takes `[check] online`. Raises what loading the
+    issue raises (a bad file is a NewsletterError naming its lines)."""
+    draft = review(settings, issue_path(settings.issues_dir, number), list_name)
+    spam = score_message(draft.message)
+    findings = [*draft.findings, *spam_findings(spam)]
+    report = None
+    if settings.check.online if online is None else online:
+        from newsletter.preflight.run import check_online  # the network stack: only when asked
+
+        report = check_online(settings, draft.issue, draft.message, list_name)
+        findings += report.findings
+    findings.sort(key=lambda f: f.level != "error")
+    return SendVerdict(
+        number=number,
+        list_name=list_name,
+        subject=draft.subject,
+        html_size=draft.html_size,
+        html_encoding=draft.html_encoding,
+        spam=spam,
+        findings=tuple(findings),
+        silenced=sum(len(s.findings) for s in draft.silenced),
+        online=report,
+        ephemeral_key=draft.ephemeral_key,
+        fingerprint=fingerprint(draft.rendered),
+    )
+
+
+def fingerprint(rendered: RenderedEmail) -> str:
+    """The rendered message before any reader's values are filled in: its subject, HTML and
+    text (the date it shows included). Equal fingerprints, the same email."""
+    digest = hashlib.sha256()
+    for part in (str(rendered.issue_number), rendered.subject, rendered.html, rendered.text):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
