@@ -18,7 +18,6 @@ from newsletter.checks import Finding
 from newsletter.clip import GMAIL_CLIP, KB
 from newsletter.draft import review
 from newsletter.issues import issue_path
-from newsletter.models import RenderedEmail
 from newsletter.settings import Settings
 from newsletter.spamscore import SpamResult, score_message, spam_findings
 
@@ -99,15 +98,27 @@ def inspect_send(
         silenced=sum(len(s.findings) for s in draft.silenced),
         online=report,
         ephemeral_key=draft.ephemeral_key,
-        fingerprint=fingerprint(draft.rendered),
+        fingerprint=fingerprint(draft.message),
     )
 
 
-def fingerprint(rendered: RenderedEmail) -> str:
-    """The rendered message before any reader's values are filled in: its subject, HTML and
-    text (the date it shows included). Equal fingerprints, the same email."""
-    digest = hashlib.sha256()
-    for part in (str(rendered.issue_number), rendered.subject, rendered.html, rendered.text):
-        digest.update(part.encode())
-        digest.update(b"\0")
-    return digest.hexdigest()
+# Header fields of the sample message that differ each time it is built, the same email or not.
+_EVERY_TIME = (b"date:", b"message-id:", b"dkim-signature:")
+
+
+def fingerprint(message: bytes) -> str:
+    """The sample message as the list gets it (its subject with a test marker, its headers
+    from the config, its HTML and text, the date it shows) less the fields that differ on every
+    build (Date, Message-ID, DKIM-Signature). Equal fingerprints, the same email."""
+    head, _, body = message.partition(b"\r\n\r\n")
+    kept: list[bytes] = []
+    skipping = False
+    for line in head.split(b"\r\n"):
+        if line[:1] in (b" ", b"\t"):  # a folded field's next line
+            if not skipping:
+                kept.append(line)
+            continue
+        skipping = line.lower().startswith(_EVERY_TIME)
+        if not skipping:
+            kept.append(line)
+    return hashlib.sha256(b"\r\n".join(kept) + b"\r\n\r\n" + body).hexdigest()
