@@ -80,8 +80,9 @@ async def test_warnings_are_shown_and_do_not_stop_a_send(project: Path) -> None:
         )
     assert done.code == 0, done.err
     # Issue 14's one warning, kept on purpose (README): the same paper under two items.
-    assert "[duplicate-url]" in done.err
-    assert "check: issue 14: 0 error(s), 1 warning(s)" in done.err
+    assert "[duplicate-url]" in done.out
+    assert "check: issue 14: 0 error(s), 1 warning(s)" in done.out
+    assert "[duplicate-url]" not in done.err  # stderr is for what went wrong
     assert len(handler.by_recipient) == 5
 
 

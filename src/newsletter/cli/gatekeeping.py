@@ -2,8 +2,8 @@
 warnings and the confirmation's lines out, on the terminal.
 
 The verdict is gate.py's; this module only words it: an error refuses the send (exit 1, nothing
-planned) unless --force, each error named as `check` names it; the warnings go to stderr on every
-send, so a log of a `--yes` send shows them too; the confirmation a real list asks for shows the
+planned) unless --force, each error named on stderr as `check` names it; the warnings and the
+tally go to stdout on every send, as `check` prints them, so a log of a `--yes` send has them; the confirmation a real list asks for shows the
 subject, the list, who gets a message (suppressed readers apart, counted), the encoded size
 against Gmail's clip, the spam score, the server and the sender.
 """
@@ -28,13 +28,13 @@ def judge(verdict: SendVerdict, *, force: bool) -> None:
     for finding in errors[:_SHOWN]:
         click.secho(str(finding), fg="red", err=True)
     for finding in warnings[:_SHOWN]:
-        click.secho(str(finding), fg="yellow", err=True)
+        click.secho(str(finding), fg="yellow")
     hidden = max(len(errors) - _SHOWN, 0) + max(len(warnings) - _SHOWN, 0)
     if hidden:
-        click.echo(f"... and {hidden} more (`newsletter check --issue {verdict.number}`)", err=True)
+        click.echo(f"... and {hidden} more (`newsletter check --issue {verdict.number}`)")
     if verdict.online is not None and verdict.online.skipped:
-        click.echo(verdict.online.summary(), err=True)
-    click.echo(f"check: issue {verdict.number}: {verdict.tally()}", err=True)
+        click.echo(verdict.online.summary())
+    click.echo(f"check: issue {verdict.number}: {verdict.tally()}")
     if not errors:
         return
     if force:

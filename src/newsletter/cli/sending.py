@@ -129,8 +129,9 @@ def send(
 
     \b
     Exit codes:
-      0  every recipient sent (or skipped: unsubscribed)
-      1  error before sending (nothing was sent)
+      0  every recipient sent (or skipped: unsubscribed); a test send unchanged
+         since the latest test (nothing sent)
+      1  error before sending, `check`'s errors included (nothing was sent)
       3  finished, but some recipients are rejected, failed, unknown or still deferred
       4  stopped (circuit breaker, quota, Ctrl-C, a fault of the delivery log): re-run
          the same command to resume
