@@ -1,11 +1,12 @@
-"""What `send` says before it sends: a SendVerdict (and the test decision) in; the refusal, the
-warnings and the confirmation's lines out, on the terminal.
+"""What `send` says before it sends: a SendVerdict in; the refusal, the warnings and the
+confirmation's lines out, on the terminal.
 
-The verdict is gate.py's; this module only words it: an error refuses the send (exit 1, nothing
-planned) unless --force, each error named on stderr as `check` names it; the warnings and the
-tally go to stdout on every send, as `check` prints them, so a log of a `--yes` send has them; the confirmation a real list asks for shows the
-subject, the list, who gets a message (suppressed readers apart, counted), the encoded size
-against Gmail's clip, the spam score, the server and the sender.
+The verdict is gate.py's; this module only words it. An error refuses the send (exit 1, nothing
+planned) unless --force, each error named on stderr as `check` names it. The warnings and the
+tally go to stdout on every send, as `check` prints them, so a log of a `--yes` send has them.
+The confirmation a real list asks for shows the subject, the list, who gets a message
+(suppressed readers apart, counted), the encoded size against Gmail's clip, the spam score,
+the server and the sender.
 """
 
 from __future__ import annotations
