@@ -35,6 +35,7 @@ LAYERS: list[set[str]] = [
     {"preflight"},
     {"signup"},
     {"send"},
+    {"schedule"},
     {"worker"},
     {"web"},
     {"cli"},

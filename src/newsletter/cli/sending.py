@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from newsletter.cli.scheduling import at_options
 from newsletter.cli.terminal import (
     every_list_option,
     fail,
@@ -84,6 +85,7 @@ EXIT_STOPPED = 4
     help="Folder for --dry-run (default: out/ISSUE-LIST); an earlier dry run's files are replaced.",
 )
 @pass_settings
+@at_options
 def send(
     settings: Settings,
     number: int,
@@ -104,6 +106,8 @@ def send(
 
     With --dry-run nothing is sent and nothing is logged: every recipient's message is written
     to --out as an .eml file, exactly the bytes the SMTP server would get.
+
+    With --at TIME it is scheduled instead: checked now, started then by `newsletter worker`.
 
     \b
     Exit codes:
