@@ -16,7 +16,7 @@ from newsletter.errors import ScheduleError
 from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.outbox.bridge import backend_of
 from newsletter.outbox.schedules import OPEN, Schedule, Schedules
-from newsletter.schedule.booking import book_send
+from newsletter.schedule.booking import book_send, booked_by
 from newsletter.schedule.when import describe, span
 from newsletter.settings import Settings
 
@@ -177,7 +177,7 @@ def cancel(settings: Settings, number: int, list_name: str | None) -> None:
         raise ScheduleError(f"issue {number} has no scheduled send (no outbox yet)")
     with open_outbox(settings.outbox_target) as outbox:
         schedules = Schedules(backend_of(outbox))
-        cancelled = schedules.cancel(number, list_name)
+        cancelled = schedules.cancel(number, list_name, booked_by())
         running = [
             s
             for s in schedules.listing(issue=number, limit=1000)

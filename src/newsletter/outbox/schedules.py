@@ -115,7 +115,7 @@ class Schedules:
         )
         return _schedule(rows[0]) if rows else None
 
-    def cancel(self, issue: int, list_name: str | None) -> list[Schedule]:
+    def cancel(self, issue: int, list_name: str | None, by: str) -> list[Schedule]:
         """The waiting schedules of `issue` (on `list_name`, or every list) cancelled; those
         cancelled. A started one is not: its send is under way."""
         stamp = now()
@@ -125,9 +125,9 @@ class Schedules:
             where, params = f"{where} AND list = ?", (issue, list_name)
         with self.backend.transaction():
             rows = self.backend.fetch(
-                "UPDATE schedules SET state = 'cancelled', outcome = 'cancelled',"
+                "UPDATE schedules SET state = 'cancelled', outcome = ?,"
                 f" finished_at = ?, updated_at = ? WHERE {where} RETURNING {_COLUMNS}",
-                (stamp, stamp, *params),
+                (f"cancelled by {by}", stamp, stamp, *params),
             )
         return [_schedule(r) for r in rows]
 

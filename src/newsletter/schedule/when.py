@@ -152,9 +152,11 @@ def describe(timestamp: float, zone_name: str) -> str:
         zone, name = UTC, zone_name
     moment = dt.datetime.fromtimestamp(timestamp, UTC)
     local = moment.astimezone(zone)
-    utc = f"{moment:%Y-%m-%d %H:%M} UTC" if local.date() != moment.date() else f"{moment:%H:%M} UTC"
-    if name == "UTC":
-        return f"{moment:%Y-%m-%d %H:%M} UTC"
+    if local.utcoffset() == dt.timedelta(0):
+        named = "" if name in ("UTC", "Etc/UTC") else f" ({name})"
+        return f"{moment:%Y-%m-%d %H:%M} UTC{named}"
+    same_day = local.date() == moment.date()
+    utc = f"{moment:%H:%M} UTC" if same_day else f"{moment:%Y-%m-%d %H:%M} UTC"
     return f"{local:%Y-%m-%d %H:%M} {_offset(local)} ({name}), {utc}"
 
 
