@@ -12,38 +12,42 @@ leaves a send that stops as after Ctrl-C, recorded, for the next worker to resum
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from newsletter.send.children import die_with
 
 EXIT_INCOMPLETE = 3  # `newsletter send`'s codes (README, "Errors and exit codes")
 EXIT_STOPPED = 4
-KEPT = 20  # last lines of each stream kept for the outcome
+KEPT = 20  # last lines kept for the outcome
+READ_EVERY = 0.2  # seconds between two reads of the send's output
+CHUNK = 65536
 
 
 @dataclass
 class Finished:
     code: int  # the exit code, or -N for a signal
-    out: deque[str] = field(default_factory=lambda: deque(maxlen=KEPT))
-    err: deque[str] = field(default_factory=lambda: deque(maxlen=KEPT))
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=KEPT))
 
     def summary(self) -> str:
         """The send's own summary line (`issue N -> L: 40 sent (…)`), else its last line."""
-        for line in reversed(self.out):
+        for line in reversed(self.lines):
             if " -> " in line and line.startswith("issue "):
                 return line
-        return self.out[-1] if self.out else ""
+        return self.lines[-1] if self.lines else ""
 
     def error(self) -> str:
         """What the send said went wrong: its `error:`/`stopped:` line and its hint."""
-        lines = [line for line in self.err if line.startswith(("error:", "hint:", "stopped:"))]
-        return " ".join(lines) or (self.err[-1] if self.err else f"exit code {self.code}")
+        lines = [line for line in self.lines if line.startswith(("error:", "hint:", "stopped:"))]
+        return " ".join(lines) or (self.lines[-1] if self.lines else f"exit code {self.code}")
 
 
 def send_command(config: Path | None, issue: int, list_name: str) -> list[str]:
@@ -55,10 +59,17 @@ def send_command(config: Path | None, issue: int, list_name: str) -> list[str]:
 
 
 class SendProcess:
-    """A running `newsletter send`: `stop` passes a SIGTERM on, `wait` gives how it ended."""
+    """A running `newsletter send`: `stop` passes a SIGTERM on, `wait` gives how it ended.
 
-    def __init__(self, proc: asyncio.subprocess.Process, log: Callable[[str], None]) -> None:
+    Its output goes to an unlinked temporary file that the worker reads as it grows, not to a
+    pipe: a worker killed with -9 would take a pipe's reading end with it, and the send's next
+    line (its `stopped:`) would then fail it in the middle of its uploads."""
+
+    def __init__(
+        self, proc: asyncio.subprocess.Process, output: IO[bytes], log: Callable[[str], None]
+    ) -> None:
         self.proc = proc
+        self.output = output
         self.log = log
         self.finished = Finished(0)
         self.signalled = False
@@ -68,16 +79,23 @@ class SendProcess:
         cls, command: list[str], log: Callable[[str], None], prefix: str
     ) -> SendProcess:
         parent = os.getpid()
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=lambda: die_with(parent, signal.SIGTERM),
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        output = tempfile.TemporaryFile()  # noqa: SIM115 (closed by wait, or below)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=output,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=lambda: die_with(parent, signal.SIGTERM),
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        except BaseException:
+            output.close()
+            raise
+        return cls(
+            proc, output, lambda line: log(line if line.startswith(prefix) else prefix + line)
         )
-        return cls(proc, lambda line: log(line if line.startswith(prefix) else prefix + line))
 
     def stop(self) -> None:
         """SIGTERM: the send lets its uploads finish, records them and exits (code 4)."""
@@ -86,24 +104,28 @@ class SendProcess:
             self.proc.send_signal(signal.SIGTERM)
 
     async def wait(self) -> Finished:
-        assert self.proc.stdout is not None
-        assert self.proc.stderr is not None
-        await asyncio.gather(
-            self._read(self.proc.stdout, self.finished.out),
-            self._read(self.proc.stderr, self.finished.err),
-        )
-        self.finished.code = await self.proc.wait()
-        return self.finished
+        offset, rest = 0, b""
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(self.proc.wait()), READ_EVERY)
+                exited = self.proc.returncode is not None
+                while chunk := os.pread(self.output.fileno(), CHUNK, offset):
+                    offset += len(chunk)
+                    *lines, rest = (rest + chunk).split(b"\n")
+                    if len(rest) > CHUNK:  # a line without an end: taken as it is
+                        lines, rest = [*lines, rest], b""
+                    for line in lines:
+                        self._line(line)
+                if exited:
+                    self._line(rest)
+                    self.finished.code = self.proc.returncode or 0
+                    return self.finished
+        finally:
+            self.output.close()
 
-    async def _read(self, stream: asyncio.StreamReader, kept: deque[str]) -> None:
-        while True:
-            try:
-                raw = await stream.readline()
-            except ValueError:  # a line past the reader's limit: take what is there
-                raw = await stream.read(65536)
-            if not raw:
-                return
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            if line:
-                kept.append(line)
-                self.log(line)
+    def _line(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", "replace").rstrip("\r")
+        if line:
+            self.finished.lines.append(line)
+            self.log(line)
