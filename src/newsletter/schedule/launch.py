@@ -5,8 +5,15 @@ The worker starts the very command an editor would type, `newsletter send --issu
 --yes`, as a child process: the same preparation, checks, lock, leases, in-doubt protocol and
 exit codes, and nothing of the send's state in the worker. The child is in a session of its own
 (a Ctrl-C on the worker's terminal reaches the worker only, which passes one SIGTERM on) and gets
-SIGTERM the moment the worker dies, however it dies (PR_SET_PDEATHSIG): a worker killed with -9
-leaves a send that stops as after Ctrl-C, recorded, for the next worker to resume.
+one SIGTERM the moment the worker dies, however it dies: a worker killed with -9 leaves a send
+that stops as after Ctrl-C, its uploads finished and recorded, for the next worker to resume.
+
+One, not several: the kernel's parent-death signal (PR_SET_PDEATHSIG) is sent each time the
+child's parent thread exits and it passes to another thread of the same process, so a child of
+the worker (which has threads) could get a SIGTERM per thread, and a send takes a second one as
+"abandon the uploads". So the send's parent is `relay`, a one-threaded process of this module
+between the two: it dies with the worker (SIGKILL), the send with it (SIGTERM, once), and it
+passes on the worker's SIGTERM and the send's exit code.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 from collections import deque
@@ -34,7 +42,7 @@ CHUNK = 65536
 
 @dataclass
 class Finished:
-    code: int  # the exit code, or -N for a signal
+    code: int  # the exit code; 128 + N: ended by signal N
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=KEPT))
 
     def summary(self) -> str:
@@ -82,12 +90,15 @@ class SendProcess:
         output = tempfile.TemporaryFile()  # noqa: SIM115 (closed by wait, or below)
         try:
             proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "newsletter.schedule.launch",
                 *command,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=output,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=lambda: die_with(parent, signal.SIGTERM),
+                preexec_fn=lambda: die_with(parent),
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         except BaseException:
@@ -119,7 +130,8 @@ class SendProcess:
                         self._line(line)
                 if exited:
                     self._line(rest)
-                    self.finished.code = self.proc.returncode or 0
+                    code = self.proc.returncode or 0
+                    self.finished.code = 128 - code if code < 0 else code  # relay's killed
                     return self.finished
         finally:
             self.output.close()
@@ -129,3 +141,19 @@ class SendProcess:
         if line:
             self.finished.lines.append(line)
             self.log(line)
+
+
+def relay(command: list[str]) -> int:
+    """Run `command` as the one child of this one-threaded process: it gets SIGTERM once when
+    this process dies; a SIGTERM to this process is passed on. Its exit code (128 + N for
+    signal N)."""
+    parent = os.getpid()
+    child = subprocess.Popen(command, preexec_fn=lambda: die_with(parent, signal.SIGTERM))
+    signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    code = child.wait()
+    return 128 - code if code < 0 else code
+
+
+if __name__ == "__main__":
+    sys.exit(relay(sys.argv[1:]))

@@ -150,14 +150,17 @@ def describe(timestamp: float, zone_name: str) -> str:
         zone, name = zone_of(zone_name or None)
     except ScheduleError:
         zone, name = UTC, zone_name
-    moment = dt.datetime.fromtimestamp(timestamp, UTC)
+    moment = dt.datetime.fromtimestamp(round(timestamp), UTC)
     local = moment.astimezone(zone)
+    clock = "%H:%M:%S" if moment.second else "%H:%M"
     if local.utcoffset() == dt.timedelta(0):
         named = "" if name in ("UTC", "Etc/UTC") else f" ({name})"
-        return f"{moment:%Y-%m-%d %H:%M} UTC{named}"
-    same_day = local.date() == moment.date()
-    utc = f"{moment:%H:%M} UTC" if same_day else f"{moment:%Y-%m-%d %H:%M} UTC"
-    return f"{local:%Y-%m-%d %H:%M} {_offset(local)} ({name}), {utc}"
+        return f"{moment:%Y-%m-%d} {moment.strftime(clock)} UTC{named}"
+    day = "" if local.date() == moment.date() else f"{moment:%Y-%m-%d} "
+    return (
+        f"{local:%Y-%m-%d} {local.strftime(clock)} {_offset(local)} ({name}),"
+        f" {day}{moment.strftime(clock)} UTC"
+    )
 
 
 def span(seconds: float) -> str:
