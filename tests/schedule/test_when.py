@@ -70,6 +70,16 @@ def test_a_past_time_is_an_error() -> None:
         check_future(moment, moment.timestamp + 3 * 3600)
 
 
+def test_the_machines_zone_keeps_its_daylight_saving_rules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    with pytest.raises(ScheduleError, match="happens twice in Europe/Berlin"):
+        parse_moment("2026-10-25 02:30", None)
+    monkeypatch.setenv("TZ", ":Asia/Shanghai")
+    assert parse_moment("2026-12-02 08:00", "").zone == "Asia/Shanghai"
+
+
 def test_grace_is_a_duration() -> None:
     assert ScheduleSettings().grace == 6 * 3600
     assert ScheduleSettings(grace="1h30m").grace == 5400  # type: ignore[arg-type]

@@ -122,7 +122,7 @@ def worker(settings: Settings, once: bool) -> None:
 
     def ready() -> None:
         click.echo(
-            f"Worker started: site mail from the outbox through {settings.smtp.host}:"
+            f"Worker started: scheduled sends and site mail through {settings.smtp.host}:"
             f"{settings.smtp.port}  (Ctrl-C to stop)",
             err=True,
         )
