@@ -111,6 +111,16 @@ def test_an_issue_that_fails_check_is_not_scheduled(project: Path) -> None:
     assert not (project / ".newsletter" / "outbox.sqlite3").exists() or not schedules(project)
 
 
+def test_an_issue_or_list_that_is_not_there(project: Path) -> None:
+    code, _, err = run("send", "--issue", "99", "--at", ahead(3), "--yes")
+    assert code == 1
+    assert "99" in err
+    assert "Traceback" not in err
+    code, _, err = run("send", "--issue", "14", "--list", "nope", "--at", ahead(3), "--yes")
+    assert code == 1
+    assert "no list named 'nope'" in err
+
+
 def test_a_second_schedule_of_the_same_send_is_refused(project: Path) -> None:
     assert run("send", "--issue", "14", "--at", ahead(3), "--yes")[0] == 0
     code, _, err = run("send", "--issue", "14", "--at", ahead(4), "--yes")

@@ -211,7 +211,10 @@ async def test_late_past_the_grace_is_missed_within_it_is_sent_cancelled_never(
     assert "  missed  (booked by t)" in listing.out
 
 
-async def test_an_issue_that_fails_check_at_its_time_is_not_sent(project: Path) -> None:
+@pytest.mark.parametrize("broken", ["markers", "gone"])
+async def test_an_issue_that_fails_check_at_its_time_is_not_sent(
+    project: Path, broken: str
+) -> None:
     write_list(project / "big.csv", 5)
     target = _sqlite(project)
     handler = FaultyHandler()
@@ -219,12 +222,15 @@ async def test_an_issue_that_fails_check_at_its_time_is_not_sent(project: Path) 
         env = _env(server.port, target)
         await _book(project, env, 3)
         path = project / "issues" / "14.yaml"
-        path.write_text(
-            path.read_text(encoding="utf-8").replace(
-                "title: AI系统内容推荐第14期", 'title: "AI系统内容推荐第14期 {{ name }}"'
-            ),
-            encoding="utf-8",
-        )
+        if broken == "gone":
+            path.unlink()
+        else:
+            path.write_text(
+                path.read_text(encoding="utf-8").replace(
+                    "title: AI系统内容推荐第14期", 'title: "AI系统内容推荐第14期 {{ name }}"'
+                ),
+                encoding="utf-8",
+            )
         await asyncio.sleep(3.1)
         done = await newsletter(["worker", "--once"], env, project, timeout=90)
         listing = await newsletter(["schedule"], env, project)
@@ -234,6 +240,8 @@ async def test_an_issue_that_fails_check_at_its_time_is_not_sent(project: Path) 
     assert schedule.state is ScheduleState.FAILED
     assert schedule.started_at is None
     assert "the issue fails `newsletter check` now" in schedule.outcome
-    assert "[markers]" in schedule.outcome
+    expected = "[markers]" if broken == "markers" else "issues/14.yaml: no such issue"
+    assert expected in schedule.outcome
     assert "  failed  (booked by " in listing.out
-    assert "[markers]" in listing.out
+    assert expected in listing.out
+    assert "Traceback" not in done.out + done.err

@@ -16,7 +16,6 @@ from newsletter.errors import ScheduleError
 from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.outbox.bridge import backend_of
 from newsletter.outbox.schedules import OPEN, Schedule, Schedules
-from newsletter.schedule.booking import book_send, booked_by
 from newsletter.schedule.when import describe, span
 from newsletter.settings import Settings
 
@@ -104,6 +103,8 @@ def schedule_send(
         ):
             click.echo("Nothing scheduled.")
             sys.exit(1)
+    from newsletter.schedule.booking import book_send  # the checks: only when booking
+
     booked = book_send(settings, number, list_name, at, zone)
     for warning in booked.warnings:
         click.secho(printable(str(warning)), fg="yellow")
@@ -175,6 +176,8 @@ def cancel(settings: Settings, number: int, list_name: str | None) -> None:
     its worker, or let it finish."""
     if not outbox_exists(settings.outbox_target):
         raise ScheduleError(f"issue {number} has no scheduled send (no outbox yet)")
+    from newsletter.schedule.booking import booked_by
+
     with open_outbox(settings.outbox_target) as outbox:
         schedules = Schedules(backend_of(outbox))
         cancelled = schedules.cancel(number, list_name, booked_by())

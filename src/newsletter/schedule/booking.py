@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from newsletter.checks import Finding
 from newsletter.draft import review
-from newsletter.errors import NewsletterError, ScheduleError
+from newsletter.errors import ScheduleError
 from newsletter.issues import issue_path
 from newsletter.outbox import open_outbox
 from newsletter.outbox.bridge import backend_of
@@ -34,11 +34,8 @@ class Booked:
 def check_issue(settings: Settings, number: int, list_name: str) -> list[Finding]:
     """The findings `newsletter check --issue N --list L` prints, offline (the file, the
     render, the sample message, SpamAssassin when installed); errors first. A file that does
-    not load is one error."""
-    try:
-        draft = review(settings, issue_path(settings.issues_dir, number), list_name)
-    except NewsletterError as exc:
-        return [Finding("error", "issue", exc.message)]
+    not load raises its IssueError, every problem at its line."""
+    draft = review(settings, issue_path(settings.issues_dir, number), list_name)
     findings = [*draft.findings, *spam_findings(score_message(draft.message))]
     return sorted(findings, key=lambda f: f.level != "error")
 

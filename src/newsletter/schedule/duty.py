@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
-from newsletter.errors import DeliveryError, OutboxError
+from newsletter.errors import DeliveryError, NewsletterError, OutboxError
 from newsletter.outbox import Outbox, open_outbox
 from newsletter.outbox.bridge import backend_of
 from newsletter.outbox.schedules import Schedule, Schedules, ScheduleState
@@ -123,6 +123,12 @@ class ScheduleDuty:
         except OutboxError as exc:
             # The claim stays until its lease runs out; then a worker (this one too) resumes.
             self.log(f"{_label(schedule)}: the outbox failed: {exc.message}")
+        except Exception as exc:  # e.g. no process could be started: said, not left claimed
+            outcome = f"the worker could not start the send: {type(exc).__name__}: {exc}"
+            self.log(f"{_label(schedule)}: failed: {outcome}")
+            with contextlib.suppress(OutboxError):
+                assert self.schedules is not None
+                self.schedules.finish(schedule.id, self.owner, ScheduleState.FAILED, outcome)
         finally:
             self.running.pop(schedule.id, None)
             self.sends.pop(schedule.id, None)
@@ -132,10 +138,13 @@ class ScheduleDuty:
         assert self.schedules is not None
         verb = "resuming" if schedule.started_at else "starting"
         self.log(f"{label}: due {describe(schedule.due_at, schedule.zone)}: checking the issue")
-        findings = await asyncio.to_thread(
-            check_issue, self.settings, schedule.issue, schedule.list
-        )
-        refused = refusal(findings)
+        try:
+            findings = await asyncio.to_thread(
+                check_issue, self.settings, schedule.issue, schedule.list
+            )
+            refused = refusal(findings)
+        except NewsletterError as exc:  # the file is gone, or does not load
+            refused = exc.message
         if refused is not None:
             outcome = f"not sent: the issue fails `newsletter check` now: {refused}"
             self.schedules.finish(schedule.id, self.owner, ScheduleState.FAILED, outcome)
@@ -154,6 +163,8 @@ class ScheduleDuty:
         command = send_command(self.config, schedule.issue, schedule.list)
         send = await SendProcess.start(command, self.log, f"{label}: ")
         self.sends[schedule.id] = send
+        if self.stopping:  # SIGTERM came while it started
+            send.stop()
         finished = await send.wait()
         self._record(schedule, finished, send.signalled)
 
