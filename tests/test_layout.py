@@ -36,6 +36,7 @@ LAYERS: list[set[str]] = [
     {"gate"},
     {"signup"},
     {"send"},
+    {"schedule"},
     {"worker"},
     {"web"},
     {"cli"},

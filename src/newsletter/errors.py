@@ -131,5 +131,9 @@ class OutboxError(DeliveryError):
     hint = "Fix the cause named above, then re-run the same command to resume."
 
 
+class ScheduleError(NewsletterError):
+    """A scheduled send that cannot be booked as given: its time, its zone, its issue."""
+
+
 class InboxError(NewsletterError):
     hint = "Check [bounces] imap in newsletter.toml and NEWSLETTER_BOUNCES_PASSWORD, then re-run."

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -321,6 +322,31 @@ class WorkerSettings(Section):
     concurrency: Annotated[int, Field(ge=1, le=16)] = 2  # SMTP sessions for the site's mail
 
 
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)\s*([dhms]))", re.IGNORECASE)
+_UNIT = {"d": 86_400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(value: object) -> object:
+    """ "6h", "90m", "1d12h", "45s" (or a number of seconds) -> seconds."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip().replace(" ", "")
+    if text and re.fullmatch(f"{_DURATION.pattern}+", text, re.IGNORECASE):
+        return sum(float(n) * _UNIT[u.lower()] for n, u in _DURATION.findall(text))
+    raise ValueError(f"{value!r} is not a duration such as 6h, 90m, 1d12h or 3600 (seconds)")
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+
+
+class ScheduleSettings(Section):
+    """Scheduled sends (`newsletter send --at`), started by `newsletter worker`."""
+
+    # A send whose time passed while no worker ran starts when one comes back, unless it is
+    # more than this late: then it is reported `missed`, not sent (news goes stale).
+    grace: Duration = 6 * 3600.0
+
+
 class CheckSettings(Section):
     """`newsletter check --online`: the sender's DNS and every link of the issue."""
 
@@ -389,6 +415,7 @@ class Settings(Section):
     outbox: OutboxSettings = OutboxSettings()
     check: CheckSettings = CheckSettings()
     worker: WorkerSettings = WorkerSettings()
+    schedule: ScheduleSettings = ScheduleSettings()
     tracking: TrackingSettings = TrackingSettings()
     privacy: PrivacySettings = PrivacySettings()
     secret: SecretStr | None = None

@@ -7,7 +7,8 @@ and says how long until the next look is worth it), and stops when the worker do
 the site's mail (send/courier.py: confirmations within a second of the signup, whatever else
 the worker or a bulk send is doing, since each duty has its own outbox connection and SMTP
 sessions), and click retention (clicks/retention.py: events past `[privacy] retention_days`
-deleted as they age). Scheduled sends are meant to be one more duty beside them.
+deleted as they age), and scheduled sends (schedule/duty.py: each due send started by exactly
+one worker, as `newsletter send` runs it, after the issue passed its check again).
 
 On SQLite one worker runs per project (a lock the kernel drops when the process dies); on
 PostgreSQL any number, on any machines: leases on the database's clock decide who sends what.
@@ -36,6 +37,7 @@ from newsletter.mail.tokens import SigningKey
 from newsletter.outbox import Outbox, open_outbox
 from newsletter.outbox.bridge import backend_of
 from newsletter.outbox.mailqueue import SiteMail
+from newsletter.schedule.duty import ScheduleDuty
 from newsletter.send.courier import Courier
 from newsletter.send.smtp import Pool
 from newsletter.settings import Settings
@@ -182,14 +184,21 @@ def run_worker(
     log: Log,
     once: bool = False,
     ready: Callable[[], None] | None = None,
+    config: Path | None = None,
 ) -> None:
-    """Run the worker's duties until SIGTERM or SIGINT (or, `once`, one look each)."""
+    """Run the worker's duties until SIGTERM or SIGINT (or, `once`, one look each). `config`
+    is the file the worker was started with: the sends it starts read the same one."""
     with _alone(settings):
-        asyncio.run(_main(settings, key, log, once, ready))
+        asyncio.run(_main(settings, key, log, once, ready, config))
 
 
 async def _main(
-    settings: Settings, key: SigningKey, log: Log, once: bool, ready: Callable[[], None] | None
+    settings: Settings,
+    key: SigningKey,
+    log: Log,
+    once: bool,
+    ready: Callable[[], None] | None,
+    config: Path | None,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -203,13 +212,20 @@ async def _main(
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, on_signal)
     owner = worker_owner()
-    duties: list[Duty] = [SiteMailDuty(settings, key, owner, log), RetentionDuty(settings, log)]
+    duties: list[Duty] = [
+        SiteMailDuty(settings, key, owner, log),
+        RetentionDuty(settings, log),
+        ScheduleDuty(settings, owner, log, config=config, once=once),
+    ]
     if ready is not None:
         ready()
     try:
         await run_duties(duties, stop, once=once)
     except asyncio.CancelledError:
-        log("stopped at once: a site mail being uploaded is left unknown")
+        log(
+            "stopped at once: a site mail being uploaded is left unknown; a scheduled send"
+            " stops as after a second Ctrl-C and is resumed once its lease runs out"
+        )
     finally:
         for number in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(number)

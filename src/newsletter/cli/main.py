@@ -30,6 +30,7 @@ COMMANDS = {
     "bounces": "lists",
     "send": "sending",
     "status": "status",
+    "schedule": "scheduling",
     "report": "reports",
     "outbox": "database",
     "mailbox": "servers",
@@ -73,6 +74,7 @@ def cli(ctx: click.Context, config: Path | None) -> None:
       newsletter check --issue 14              pre-send checks
       newsletter send --issue 14 --list staging   a test send
       newsletter send --issue 14               deliver to the main list
+      newsletter send --issue 14 --at "2026-12-02 08:00"   ... at that time (a worker sends it)
       newsletter report --issue 14             what readers read (with [tracking] on)
     """
     ctx.ensure_object(dict)["config"] = config

@@ -1,4 +1,4 @@
-"""Sending and its log: `send` (with its progress display) and `status`."""
+"""Sending: `send` (with its progress display); `send --at` hands over to scheduling.py."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from newsletter.cli.gatekeeping import confirmation, judge
+from newsletter.cli.scheduling import at_options
 from newsletter.cli.terminal import (
     fail,
     issue_option,
@@ -98,6 +99,7 @@ EXIT_STOPPED = 4
     help="Run the online checks before sending too (default: [check] online).",
 )
 @pass_settings
+@at_options
 def send(
     settings: Settings,
     number: int,
@@ -126,6 +128,8 @@ def send(
 
     With --dry-run nothing is sent and nothing is logged: every recipient's message is written
     to --out as an .eml file, exactly the bytes the SMTP server would get.
+
+    With --at TIME it is scheduled instead: checked now, started then by `newsletter worker`.
 
     \b
     Exit codes:

@@ -1,5 +1,5 @@
 """The long-running services: `mailbox` (the capture server), `serve` (the public site) and
-`worker` (the site's mail)."""
+`worker` (the site's mail, scheduled sends)."""
 
 from __future__ import annotations
 
@@ -94,16 +94,24 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
 
 
 @click.command()
-@click.option("--once", is_flag=True, help="Send what is due now, then exit (for cron or a test).")
+@click.option(
+    "--once",
+    is_flag=True,
+    help="Do what is due now (scheduled sends to their end), then exit (for cron or a test).",
+)
 @pass_settings
 def worker(settings: Settings, once: bool) -> None:
     """Run the worker: it sends the site's mail (signup confirmations, welcome mails, address
-    changes) within a second of the signup, through [smtp], and records each once.
+    changes) within a second of the signup, and starts each scheduled send (`newsletter send
+    --at`) when it falls due, after checking the issue again.
 
-    Needs NEWSLETTER_SECRET (the confirmation links are signed with it) and the same outbox as
-    `serve`. On SQLite one worker per project; with a PostgreSQL outbox run any number, on any
-    machines. Prints one line per mail. SIGTERM or Ctrl-C finishes the mail in hand and stops;
-    a second one stops at once.
+    Needs NEWSLETTER_SECRET (the links are signed with it) and the same outbox as `serve`. On
+    SQLite one worker per project; with a PostgreSQL outbox run any number, on any machines:
+    exactly one of them starts each scheduled send. A send whose time passed while no worker
+    ran starts when one comes back, unless it is more than [schedule] grace late (then it is
+    `missed`, not sent). Prints one line per mail and per step of a send. SIGTERM or Ctrl-C
+    finishes the mail in hand, stops the sends (their uploads finish) and hands them back to
+    be resumed; a second one stops at once. Exit code 0 when stopped.
     """
     from newsletter.worker import run_worker  # SMTP and the outbox: only when used
 
@@ -114,10 +122,11 @@ def worker(settings: Settings, once: bool) -> None:
 
     def ready() -> None:
         click.echo(
-            f"Worker started: site mail from the outbox through {settings.smtp.host}:"
+            f"Worker started: scheduled sends and site mail through {settings.smtp.host}:"
             f"{settings.smtp.port}  (Ctrl-C to stop)",
             err=True,
         )
 
-    run_worker(settings, key, log=log, once=once, ready=ready)
+    config = click.get_current_context().find_root().obj.get("config")
+    run_worker(settings, key, log=log, once=once, ready=ready, config=config)
     click.echo("Worker stopped.", err=True)

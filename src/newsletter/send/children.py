@@ -38,25 +38,25 @@ def detach(parent: int, keep: Iterable[int]) -> None:
         signal.set_wakeup_fd(-1)
 
 
-def die_with(parent: int) -> None:
-    """SIGKILL this process when `parent` dies, however it dies."""
+def die_with(parent: int, signum: int = signal.SIGKILL) -> None:
+    """`signum` (SIGKILL) to this process when `parent` dies, however it dies."""
     import ctypes  # here: only a child needs it, and every send would import it
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        armed = libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
     except (OSError, AttributeError):
         armed = False
     if not armed:
-        threading.Thread(target=_watch, args=(parent,), daemon=True).start()
+        threading.Thread(target=_watch, args=(parent, signum), daemon=True).start()
     if os.getppid() != parent:  # the parent died before the guard was in place
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signum)
 
 
-def _watch(parent: int) -> None:
+def _watch(parent: int, signum: int) -> None:
     while os.getppid() == parent:
         time.sleep(0.2)
-    os.kill(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signum)
 
 
 def drop_descriptors(keep: Iterable[int]) -> None:

@@ -1,0 +1,1 @@
+"""Scheduled sends: `newsletter send --at` books one, `newsletter worker` starts it when due."""

@@ -1,0 +1,89 @@
+"""Booking a scheduled send: settings, an issue, a list and the editor's time in; the schedule
+recorded in the outbox out, or a ScheduleError saying why not.
+
+Each refusal is a named step, in order: the list must exist, the time must name one instant
+(when.py) still to come, the issue must pass `check` (offline; the worker checks it again before
+it starts), and no other schedule of the same send (issue and list) may wait or run.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+import time
+from dataclasses import dataclass
+
+from newsletter.checks import Finding
+from newsletter.errors import ScheduleError
+from newsletter.gate import inspect_send
+from newsletter.outbox import open_outbox
+from newsletter.outbox.bridge import backend_of
+from newsletter.outbox.schedules import Schedule, Schedules
+from newsletter.schedule.when import Moment, check_future, describe, parse_moment
+from newsletter.settings import Settings
+
+
+@dataclass(frozen=True)
+class Booked:
+    schedule: Schedule
+    warnings: list[Finding]  # what check warned of (shown, not refused)
+
+
+def check_issue(settings: Settings, number: int, list_name: str) -> list[Finding]:
+    """The findings `newsletter send` checks first (gate.py: the file, the render, the sample
+    message, SpamAssassin when installed, the online checks when `[check] online`); errors
+    first. A file that does not load raises its IssueError, every problem at its line."""
+    return list(inspect_send(settings, number, list_name).findings)
+
+
+def refusal(findings: list[Finding]) -> str | None:
+    """Why the findings stop a send (their errors, one a line), or None."""
+    errors = [str(f) for f in findings if f.level == "error"]
+    if not errors:
+        return None
+    return f"{len(errors)} check error(s):\n" + "\n".join(errors)
+
+
+def booked_by() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "?"
+    return f"{user}@{socket.gethostname()}"
+
+
+def book_send(
+    settings: Settings,
+    number: int,
+    list_name: str,
+    at: str,
+    zone_name: str | None,
+    *,
+    now: float | None = None,
+) -> Booked:
+    """The send of issue `number` to `list_name` scheduled for `at` (in `zone_name`, else
+    `[newsletter] timezone`, else the machine's zone)."""
+    settings.mailing_list(list_name)  # an unknown list names the ones there are
+    moment: Moment = parse_moment(at, zone_name or settings.newsletter.timezone or None)
+    check_future(moment, time.time() if now is None else now)
+    findings = check_issue(settings, number, list_name)
+    refused = refusal(findings)
+    if refused is not None:
+        raise ScheduleError(
+            f"issue {number} fails `newsletter check`, so it is not scheduled: {refused}",
+            hint=f"Fix the issue file, run `newsletter check --issue {number}`, then schedule"
+            " it again.",
+        )
+    with open_outbox(settings.outbox_target) as outbox:
+        schedules = Schedules(backend_of(outbox))
+        schedule = schedules.book(number, list_name, moment.timestamp, moment.zone, booked_by())
+        if schedule is None:
+            other = schedules.pending(number, list_name)
+            when = describe(other.due_at, other.zone) if other else "already"
+            state = other.state.value if other else "waiting"
+            raise ScheduleError(
+                f"issue {number} to {list_name!r} is already scheduled ({state}, {when})",
+                hint=f"One schedule per send: `newsletter schedule cancel --issue {number}"
+                f" --list {list_name}` first to move it.",
+            )
+    return Booked(schedule, [f for f in findings if f.level == "warning"])

@@ -1,0 +1,243 @@
+"""The worker's duty of scheduled sends: the settings and the outbox's schedules in; each due
+send started by exactly one worker, re-checked first, its outcome recorded, out.
+
+Each look, in order: schedules that never started and are now past `[schedule] grace` are
+`missed` (reported, never sent: news that is a day late is not what the editor scheduled); then
+every due schedule is claimed under a lease (PostgreSQL: SKIP LOCKED, so of any number of
+workers exactly one takes it; a claim whose lease ran out, its worker dead, is taken again and
+the send resumed); each claimed one is checked as `newsletter check` checks it (offline), and an
+issue that now fails is `failed` with the errors; else the send runs as `newsletter send` runs
+(launch.py), the lease renewed while it does. A stopping worker (SIGTERM) passes the signal to
+its sends, which finish their uploads and stop, and hands their schedules back for the next
+worker to resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+
+from newsletter.errors import DeliveryError, NewsletterError, OutboxError
+from newsletter.outbox import Outbox, open_outbox
+from newsletter.outbox.bridge import backend_of
+from newsletter.outbox.schedules import Schedule, Schedules, ScheduleState
+from newsletter.schedule.booking import check_issue, refusal
+from newsletter.schedule.launch import (
+    EXIT_INCOMPLETE,
+    EXIT_STOPPED,
+    Finished,
+    SendProcess,
+    send_command,
+)
+from newsletter.schedule.when import describe, span
+from newsletter.send.run import send_lock
+from newsletter.settings import Settings
+
+Log = Callable[[str], None]
+FAULT_PAUSE = 5.0
+LOCK_WAIT = 60.0  # seconds a SQLite send waits for a dying send's lock before trying later
+
+
+class ScheduleDuty:
+    """Scheduled sends (start, run_once -> seconds until the next look, stop)."""
+
+    name = "scheduled sends"
+
+    def __init__(
+        self,
+        settings: Settings,
+        owner: str,
+        log: Log,
+        *,
+        config: Path | None = None,
+        once: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.owner = owner
+        self.log = log
+        self.config = config
+        self.once = once
+        self.outbox: Outbox | None = None
+        self.schedules: Schedules | None = None
+        self.running: dict[int, asyncio.Task[None]] = {}
+        self.sends: dict[int, SendProcess] = {}
+        self.stopping = False
+        self._renewing: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        schedules = self._connect()
+        if self.outbox is not None and not self.outbox.shared:
+            # SQLite allows one worker: a schedule another one held is a dead worker's.
+            schedules.release_others(self.owner)
+        self._renewing = asyncio.create_task(self._renew())
+
+    async def run_once(self) -> float:
+        poll = self.settings.worker.poll
+        try:
+            if self.outbox is None or self.outbox.broken:
+                self._connect()
+            assert self.schedules is not None
+            self._miss(self.schedules)
+            while not self.stopping and (
+                claimed := self.schedules.claim(self.owner, self.settings.worker.lease)
+            ):
+                self.running[claimed.id] = asyncio.create_task(self._run(claimed))
+            wait = self.schedules.next_due()
+        except OutboxError as exc:
+            self.log(f"scheduled sends: the outbox failed: {exc.message}; again in 5 s")
+            return FAULT_PAUSE
+        if self.once and self.running:
+            await asyncio.gather(*self.running.values(), return_exceptions=True)
+        return poll if wait is None else min(poll, wait)
+
+    async def stop(self) -> None:
+        """Every send this worker runs is told to stop (SIGTERM: its uploads finish and are
+        recorded), and its schedule handed back once it has."""
+        self.stopping = True
+        for send in list(self.sends.values()):
+            send.stop()
+        if self.running:
+            await asyncio.gather(*self.running.values(), return_exceptions=True)
+        if self._renewing is not None:
+            self._renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewing
+        if self.outbox is not None:
+            with contextlib.suppress(OutboxError):
+                self.outbox.close()
+
+    def _miss(self, schedules: Schedules) -> None:
+        grace = self.settings.schedule.grace
+        reason = (
+            f"not sent: no worker ran within [schedule] grace ({span(grace)}) after its time;"
+            " send it by hand (`newsletter send`) or schedule it again"
+        )
+        for missed in schedules.miss(grace, reason):
+            self.log(f"{_label(missed)}: missed: {reason}")
+
+    async def _run(self, schedule: Schedule) -> None:
+        try:
+            await self._start(schedule)
+        except OutboxError as exc:
+            # The claim stays until its lease runs out; then a worker (this one too) resumes.
+            self.log(f"{_label(schedule)}: the outbox failed: {exc.message}")
+        except Exception as exc:  # e.g. no process could be started: said, not left claimed
+            outcome = f"the worker could not start the send: {type(exc).__name__}: {exc}"
+            self.log(f"{_label(schedule)}: failed: {outcome}")
+            with contextlib.suppress(OutboxError):
+                assert self.schedules is not None
+                self.schedules.finish(schedule.id, self.owner, ScheduleState.FAILED, outcome)
+        finally:
+            self.running.pop(schedule.id, None)
+            self.sends.pop(schedule.id, None)
+
+    async def _start(self, schedule: Schedule) -> None:
+        label = _label(schedule)
+        assert self.schedules is not None
+        verb = "resuming" if schedule.started_at else "starting"
+        self.log(f"{label}: due {describe(schedule.due_at, schedule.zone)}: checking the issue")
+        try:
+            findings = await asyncio.to_thread(
+                check_issue, self.settings, schedule.issue, schedule.list
+            )
+            refused = refusal(findings)
+        except NewsletterError as exc:  # the file is gone, or does not load
+            refused = exc.message
+        if refused is not None:
+            outcome = f"not sent: the issue fails `newsletter check` now: {refused}"
+            self.schedules.finish(schedule.id, self.owner, ScheduleState.FAILED, outcome)
+            self.log(f"{label}: {outcome}")
+            return
+        if not await self._lock_free(schedule):
+            self.schedules.release(schedule.id, self.owner, "waiting for another send's lock")
+            return
+        if self.stopping:
+            self.schedules.release(schedule.id, self.owner)
+            return
+        if not self.schedules.launched(schedule.id, self.owner):
+            self.log(f"{label}: no longer this worker's (its lease ran out): left to the other")
+            return
+        self.log(f"{label}: {verb} the send (worker {self.owner})")
+        command = send_command(self.config, schedule.issue, schedule.list)
+        send = await SendProcess.start(command, self.log, f"{label}: ")
+        self.sends[schedule.id] = send
+        if self.stopping:  # SIGTERM came while it started
+            send.stop()
+        finished = await send.wait()
+        self._record(schedule, finished, send.signalled)
+
+    def _record(self, schedule: Schedule, finished: Finished, signalled: bool) -> None:
+        assert self.schedules is not None
+        label, code = _label(schedule), finished.code
+        if code == EXIT_STOPPED and signalled:
+            outcome = f"handed back: worker {self.owner} stopped during the send"
+            self.schedules.release(schedule.id, self.owner, outcome)
+            self.log(f"{label}: {outcome}; the next worker resumes it")
+            return
+        if code in (0, EXIT_INCOMPLETE):
+            state, outcome = ScheduleState.DONE, finished.summary()
+            if code == EXIT_INCOMPLETE:
+                outcome += (
+                    f"; not every recipient was sent: `newsletter status --issue"
+                    f" {schedule.issue} --list {schedule.list}`"
+                )
+        elif code == EXIT_STOPPED:
+            state, outcome = (
+                ScheduleState.STOPPED,
+                (
+                    f"{finished.error()} (resume: `newsletter send --issue {schedule.issue}"
+                    f" --list {schedule.list}`)"
+                ),
+            )
+        elif code < 0:
+            state, outcome = (
+                ScheduleState.STOPPED,
+                (
+                    f"the send process was killed (signal {-code}); resume: `newsletter send"
+                    f" --issue {schedule.issue} --list {schedule.list}`"
+                ),
+            )
+        else:
+            state, outcome = ScheduleState.FAILED, f"the send refused: {finished.error()}"
+        if not self.schedules.finish(schedule.id, self.owner, state, outcome):
+            self.log(f"{label}: no longer this worker's; its outcome was not recorded")
+        self.log(f"{label}: {state.value}: {outcome}")
+
+    async def _lock_free(self, schedule: Schedule) -> bool:
+        """SQLite: wait (a while) for the send lock of a send still stopping (the dead
+        worker's child finishing its uploads). PostgreSQL has none: sends share by leases."""
+        if self.outbox is None or self.outbox.shared:
+            return True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LOCK_WAIT
+        while True:
+            try:
+                with send_lock(self.settings.state_dir, schedule.issue, schedule.list):
+                    return True
+            except DeliveryError:
+                if loop.time() > deadline or self.stopping:
+                    return False
+                await asyncio.sleep(0.5)
+
+    async def _renew(self) -> None:
+        """The claims kept alive while the sends run, a third of the lease apart."""
+        while True:
+            await asyncio.sleep(self.settings.worker.lease / 3)
+            if self.schedules is None or self.outbox is None or self.outbox.broken:
+                continue
+            with contextlib.suppress(OutboxError):
+                self.schedules.renew(self.owner, self.settings.worker.lease)
+
+    def _connect(self) -> Schedules:
+        if self.outbox is not None:
+            with contextlib.suppress(Exception):
+                self.outbox.close()
+        self.outbox = open_outbox(self.settings.outbox_target)
+        self.schedules = Schedules(backend_of(self.outbox))
+        return self.schedules
+
+
+def _label(schedule: Schedule) -> str:
+    return f"issue {schedule.issue} -> {schedule.list}"

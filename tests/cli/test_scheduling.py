@@ -1,0 +1,180 @@
+"""`send --at`, `schedule` and `schedule cancel` on the command line: a booking says when in its
+zone and UTC; every bad input is one error line and an exit code, never a traceback."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from newsletter.cli.main import cli
+from newsletter.outbox import open_outbox
+from newsletter.outbox.bridge import backend_of
+from newsletter.outbox.schedules import Schedules, ScheduleState
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
+    return result.exit_code, result.stdout, result.stderr
+
+
+def ahead(hours: float) -> str:
+    """A time `hours` from now on Shanghai's clock (UTC+8 all year)."""
+    moment = dt.datetime.now(dt.UTC) + dt.timedelta(hours=hours)
+    return moment.astimezone(dt.timezone(dt.timedelta(hours=8))).strftime("%Y-%m-%d %H:%M")
+
+
+def schedules(project: Path) -> list[tuple[int, str, ScheduleState]]:
+    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
+        rows = Schedules(backend_of(outbox)).listing()
+    return [(r.issue, r.list, r.state) for r in rows]
+
+
+def test_a_booking_says_when_in_its_zone_and_in_utc(project: Path) -> None:
+    at = ahead(20)
+    code, out, err = run(
+        "send", "--issue", "14", "--at", at, "--timezone", "Asia/Shanghai", "--yes"
+    )
+    assert code == 0, err
+    assert f"scheduled: issue 14 -> main at {at} +08:00 (Asia/Shanghai)" in out
+    assert " UTC (in 20" in out  # "in 20.0 h" or "in 19.9 h"
+    assert "[duplicate-url]" in out  # check's warning, shown, not refused
+    assert schedules(project) == [(14, "main", ScheduleState.DUE)]
+    code, listing, _ = run("schedule")
+    assert code == 0
+    assert f"issue 14 -> main  {at} +08:00 (Asia/Shanghai)" in listing
+    assert "  due  (booked by " in listing
+
+
+def test_the_zone_defaults_to_the_newsletters(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NEWSLETTER_NEWSLETTER__TIMEZONE", "Asia/Shanghai")
+    at = ahead(5)
+    code, out, err = run("send", "--issue", "14", "--list", "staging", "--at", at)
+    assert code == 0, err  # a staging list asks nothing
+    assert "+08:00 (Asia/Shanghai)" in out
+
+
+def test_a_real_list_needs_yes_without_a_terminal(project: Path) -> None:
+    code, _, err = run("send", "--issue", "14", "--at", ahead(5))
+    assert code == 1
+    assert "refusing to schedule issue 14 to the 'main' list without confirmation" in err
+    assert schedules(project) == []
+
+
+@pytest.mark.parametrize(
+    ("at", "zone", "expected"),
+    [
+        ("2020-01-01 08:00", "Asia/Shanghai", "error: --at: 2020-01-01 08:00 +08:00"),
+        ("2027-03-28 02:30", "Europe/Berlin", "does not happen in Europe/Berlin"),
+        ("2027-10-31 02:30", "Europe/Berlin", "happens twice in Europe/Berlin"),
+        ("2027-12-02 08:00", "Asia/Beijing", "'Asia/Beijing' is not a time zone"),
+        ("tomorrow 8am", "Asia/Shanghai", "not a time this command reads"),
+        ("2027-02-29 08:00", "UTC", "day is out of range for month"),
+    ],
+)
+def test_a_bad_time_or_zone_is_one_error(project: Path, at: str, zone: str, expected: str) -> None:
+    code, out, err = run("send", "--issue", "14", "--at", at, "--timezone", zone, "--yes")
+    assert code == 1, out
+    assert expected in err
+    assert err.count("error:") == 1
+    assert "hint:" in err
+    assert "Traceback" not in err
+    assert not (project / ".newsletter" / "outbox.sqlite3").exists() or not schedules(project)
+
+
+def test_the_past_error_says_how_long_ago(project: Path) -> None:
+    _, _, err = run(
+        "send", "--issue", "14", "--at", "2020-01-01 08:00", "--timezone", "UTC", "--yes"
+    )
+    assert "2020-01-01 08:00 UTC was " in err
+    assert "days ago" in err
+    assert "Give a time in the future" in err
+
+
+def test_an_issue_that_fails_check_is_not_scheduled(project: Path) -> None:
+    path = project / "issues" / "14.yaml"
+    path.write_text(
+        path.read_text(encoding="utf-8").replace(
+            "title: AI系统内容推荐第14期", 'title: "AI系统内容推荐第14期 {{ name }}"'
+        ),
+        encoding="utf-8",
+    )
+    code, _, err = run("send", "--issue", "14", "--at", ahead(3), "--yes")
+    assert code == 1
+    assert "issue 14 fails `newsletter check`, so it is not scheduled" in err
+    assert "[markers]" in err
+    assert not (project / ".newsletter" / "outbox.sqlite3").exists() or not schedules(project)
+
+
+def test_an_issue_or_list_that_is_not_there(project: Path) -> None:
+    code, _, err = run("send", "--issue", "99", "--at", ahead(3), "--yes")
+    assert code == 1
+    assert "99" in err
+    assert "Traceback" not in err
+    code, _, err = run("send", "--issue", "14", "--list", "nope", "--at", ahead(3), "--yes")
+    assert code == 1
+    assert "no list named 'nope'" in err
+
+
+def test_a_second_schedule_of_the_same_send_is_refused(project: Path) -> None:
+    assert run("send", "--issue", "14", "--at", ahead(3), "--yes")[0] == 0
+    code, _, err = run("send", "--issue", "14", "--at", ahead(4), "--yes")
+    assert code == 1
+    assert "issue 14 to 'main' is already scheduled (due, " in err
+    assert "newsletter schedule cancel --issue 14 --list main" in err
+    # Another list is another send.
+    assert run("send", "--issue", "14", "--list", "staging", "--at", ahead(4))[0] == 0
+    assert len(schedules(project)) == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--dry-run"], "--at and --dry-run do not go together"),
+        (["--rate", "5"], "--rate is not kept for a scheduled send"),
+        (["--processes", "2"], "--processes is not kept"),
+    ],
+)
+def test_options_that_do_not_go_with_at(project: Path, extra: list[str], expected: str) -> None:
+    code, _, err = run("send", "--issue", "14", "--at", ahead(3), "--yes", *extra)
+    assert code == 2
+    assert expected in err
+    assert not (project / ".newsletter" / "outbox.sqlite3").exists()
+
+
+def test_timezone_without_at(project: Path) -> None:
+    code, _, err = run("send", "--issue", "14", "--timezone", "UTC", "--yes")
+    assert code == 2
+    assert "give --at TIME with it" in err
+
+
+def test_cancel_cancels_what_waits_and_says_when_nothing_does(project: Path) -> None:
+    assert run("send", "--issue", "14", "--at", ahead(3), "--yes")[0] == 0
+    assert run("send", "--issue", "14", "--list", "staging", "--at", ahead(3))[0] == 0
+    code, out, err = run("schedule", "cancel", "--issue", "14", "--list", "main")
+    assert code == 0, err
+    assert out.startswith("cancelled: issue 14 -> main (")
+    assert sorted(schedules(project)) == [
+        (14, "main", ScheduleState.CANCELLED),
+        (14, "staging", ScheduleState.DUE),
+    ]
+    code, _, err = run("schedule", "cancel", "--issue", "14", "--list", "main")
+    assert code == 1
+    assert "issue 14 to 'main' has no scheduled send waiting to be cancelled" in err
+    # Cancelled, the send may be booked again.
+    assert run("send", "--issue", "14", "--at", ahead(6), "--yes")[0] == 0
+    _, listing, _ = run("schedule", "--issue", "14")
+    assert listing.index("  due  ") < listing.index("  cancelled  ")
+    assert "    cancelled by " in listing
+
+
+def test_schedule_with_no_outbox(project: Path) -> None:
+    assert run("schedule") == (0, "no scheduled sends (no outbox yet)\n", "")
+    code, _, err = run("schedule", "cancel", "--issue", "14")
+    assert code == 1
+    assert "no scheduled send" in err

@@ -1,0 +1,93 @@
+"""The schedules store on both backends: one open schedule per send, exactly one claimer of a
+due one among several connections, a dead claimer's schedule taken again once its lease ran out,
+the missed ones, and outcomes fenced to the worker that holds the claim."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from newsletter.outbox import Outbox, open_outbox
+from newsletter.outbox.bridge import backend_of
+from newsletter.outbox.schedules import Schedules, ScheduleState
+
+
+def _store(outbox: Outbox) -> Schedules:
+    return Schedules(backend_of(outbox))
+
+
+def test_one_open_schedule_per_send(outbox: Outbox) -> None:
+    store = _store(outbox)
+    first = store.book(15, "main", time.time() + 60, "Asia/Shanghai", "ann@laptop")
+    assert first is not None
+    assert first.state is ScheduleState.DUE
+    assert store.book(15, "main", time.time() + 120, "UTC", "ann@laptop") is None
+    assert store.book(15, "staging", time.time() + 120, "UTC", "ann@laptop") is not None
+    assert [s.list for s in store.cancel(15, "main", "ann@laptop")] == ["main"]
+    again = store.book(15, "main", time.time() + 120, "UTC", "ann@laptop")
+    assert again is not None  # the cancelled one no longer holds the send
+    assert store.pending(15, "main") == again
+
+
+def test_exactly_one_connection_claims_a_due_schedule(outbox_target: Path | str) -> None:
+    boxes = [open_outbox(outbox_target) for _ in range(3)]
+    try:
+        stores = [_store(box) for box in boxes]
+        assert stores[0].book(15, "main", time.time() - 1, "UTC", "t") is not None
+        assert stores[0].book(16, "main", time.time() + 3600, "UTC", "t") is not None
+        claims = [store.claim(f"w{i}", 30) for i, store in enumerate(stores)]
+        won = [c for c in claims if c is not None]
+        assert len(won) == 1
+        assert won[0].issue == 15  # the one not due yet stays
+        assert won[0].owner in ("w0", "w1", "w2")
+    finally:
+        for box in boxes:
+            box.close()
+
+
+def test_a_claim_whose_lease_ran_out_is_taken_again_and_resumed(outbox: Outbox) -> None:
+    store = _store(outbox)
+    store.book(15, "main", time.time() - 1, "UTC", "t")
+    claimed = store.claim("dead", 0.2)
+    assert claimed is not None
+    assert store.launched(claimed.id, "dead")
+    assert store.claim("alive", 30) is None  # the lease still runs
+    time.sleep(0.4)
+    taken = store.claim("alive", 30)
+    assert taken is not None
+    assert taken.started_at is not None  # it had started: resumed, never missed
+    assert store.launched(taken.id, "alive")
+    # The dead worker's late outcome is not recorded over the live one's claim.
+    assert not store.finish(taken.id, "dead", ScheduleState.DONE, "late")
+    assert not store.release(taken.id, "dead")
+    assert store.finish(taken.id, "alive", ScheduleState.DONE, "issue 15 -> main: 3 sent")
+    (done,) = store.listing()
+    assert done.state is ScheduleState.DONE
+    assert done.started_by == "dead, alive"
+    assert done.owner is None
+
+
+def test_past_the_grace_a_schedule_that_never_started_is_missed(outbox: Outbox) -> None:
+    store = _store(outbox)
+    store.book(15, "main", time.time() - 7 * 3600, "UTC", "t")
+    store.book(16, "main", time.time() - 3600, "UTC", "t")
+    started = store.book(17, "main", time.time() - 9 * 3600, "UTC", "t")
+    assert started is not None
+    assert store.claim("w", 30) is not None  # the oldest first: 17
+    store.launched(started.id, "w")
+    store.release(started.id, "w", "handed back")
+    missed = store.miss(6 * 3600, "not sent: late")
+    assert [m.issue for m in missed] == [15]
+    states = {s.issue: s.state for s in store.listing()}
+    assert states == {15: ScheduleState.MISSED, 16: ScheduleState.DUE, 17: ScheduleState.DUE}
+
+
+def test_release_others_hands_back_every_claim_but_ours(outbox: Outbox) -> None:
+    store = _store(outbox)
+    store.book(15, "main", time.time() - 1, "UTC", "t")
+    assert store.claim("gone", 3600) is not None
+    assert store.release_others("me") == 1
+    assert store.next_due() == 0.0
+    claimed = store.claim("me", 30)
+    assert claimed is not None
+    assert claimed.owner == "me"
