@@ -144,6 +144,8 @@ ONE_LONG_CONCEPT: dict[str, str] = {
     "settings": "the schema of newsletter.toml: one typed class per table, validated together",
     "mail.message": "one message's bytes: every header field and both parts, checked and filled "
     "per reader on the send's hot path",
+    "outbox.schema": "the database's history: every table of every migration, in order, for both "
+    "backends (a migration once shipped is never edited)",
 }
 
 
