@@ -120,7 +120,7 @@ def main() -> None:
             process.terminate()
             process.wait(10)
         with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-            stored = len(outbox.suppressions("main"))
+            stored = len(outbox.suppressions.all("main"))
         assert stored == RUNS + BURST, stored
         log = (Path(tmp) / "serve.log").read_text(errors="replace")
         assert tokens[0] not in log

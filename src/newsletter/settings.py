@@ -36,7 +36,9 @@ from newsletter.errors import ConfigError
 DEFAULT_LIST = "main"
 
 
-class Section(BaseModel):
+class SettingsTable(BaseModel):
+    """A table of newsletter.toml: frozen, and a key it does not know is an error."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
@@ -78,7 +80,7 @@ def check_base_url(value: str) -> str:
     return value
 
 
-class NewsletterSettings(Section):
+class NewsletterSettings(SettingsTable):
     name: str = "Newsletter"
     language: Annotated[str, AfterValidator(check_language)] = "en"
     sender: Annotated[str, AfterValidator(check_mailbox)] = "Newsletter <newsletter@example.org>"
@@ -91,27 +93,27 @@ class NewsletterSettings(Section):
     sample_email: str = "reader@example.org"
 
 
-class RenderSettings(Section):
+class RenderSettings(SettingsTable):
     inliner: Literal["css-inline", "premailer"] = "css-inline"
     # Section and item numbers: "chinese" (一、, and items from 0、), "decimal" (from 1), "none";
     # "auto" is chinese for a Chinese newsletter, decimal otherwise.
     numbering: Literal["auto", "chinese", "decimal", "none"] = "auto"
 
 
-class PathSettings(Section):
+class PathSettings(SettingsTable):
     issues: Path = Path("issues")
     templates: Path = Path("templates/email")
     state: Path = Path(".newsletter")
 
 
-class ListSettings(Section):
+class ListSettings(SettingsTable):
     path: Path
     name: str = ""
     id: str = ""
     staging: bool = False
 
 
-class SmtpSettings(Section):
+class SmtpSettings(SettingsTable):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=1, le=65535)] = 1025
     security: Literal["starttls", "tls", "none"] = "starttls"
@@ -125,7 +127,7 @@ class SmtpSettings(Section):
     pipelining: bool = True
 
 
-class SendSettings(Section):
+class SendSettings(SettingsTable):
     concurrency: Annotated[int, Field(ge=1, le=64)] = 4
     rate: Annotated[float, Field(ge=0)] = 0.0
     rate_per_hour: Annotated[int, Field(ge=0)] = 0
@@ -141,7 +143,7 @@ class SendSettings(Section):
     lease: Annotated[float, Field(ge=1, le=3600)] = 30.0
 
 
-class DkimSettings(Section):
+class DkimSettings(SettingsTable):
     domain: str
     selector: str
     private_key: Path
@@ -164,7 +166,7 @@ def ip_networks(entries: list[str]) -> list[str]:
     return networks
 
 
-class ServeSettings(Section):
+class ServeSettings(SettingsTable):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8025
     # The web archive shows "all" issue files, or only those "sent" to a subscriber list (a
@@ -185,7 +187,7 @@ class ServeSettings(Section):
         return ip_networks(value)
 
 
-class SignupSettings(Section):
+class SignupSettings(SettingsTable):
     """The defences in front of every signup endpoint (see README, "Signup")."""
 
     # Proof of work (ALTCHA, PBKDF2/SHA-256): iterations per try; a browser makes ~256 tries.
@@ -219,7 +221,7 @@ class SignupSettings(Section):
         return [d.strip().lower().rstrip(".") for d in value if d.strip()]
 
 
-class BouncesSettings(Section):
+class BouncesSettings(SettingsTable):
     # VERP: each message's envelope sender becomes bounces+TAG@domain when this is set.
     return_path: str = ""
     # imaps://user@host[:port]/FOLDER; the password comes from NEWSLETTER_BOUNCES_PASSWORD.
@@ -234,10 +236,13 @@ class BouncesSettings(Section):
     min_sample: Annotated[int, Field(ge=1)] = 100  # attempts before the rates apply
 
 
-class OutboxSettings(Section):
+class OutboxSettings(SettingsTable):
     # "" is the SQLite file outbox.sqlite3 in [paths] state; `sqlite:///FILE` another file
     # (relative to the project root); `postgresql://USER@HOST:PORT/DB` a shared PostgreSQL.
     url: str = ""
+    # What a commit survives: "process" (this process killed: SQLite synchronous=NORMAL,
+    # PostgreSQL synchronous_commit=off) or "power" (a power cut: FULL, on); see "Durability".
+    durability: Literal["process", "power"] = "process"
 
     @field_validator("url")
     @classmethod
@@ -251,7 +256,7 @@ class OutboxSettings(Section):
         return check_unambiguous(url)
 
 
-class CheckSettings(Section):
+class CheckSettings(SettingsTable):
     """`newsletter check --online`: the sender's DNS and every link of the issue."""
 
     online: bool = False
@@ -314,7 +319,7 @@ def nameserver_address(entry: str) -> tuple[str, int]:
     return str(ip), int(port)
 
 
-class Settings(Section):
+class Settings(SettingsTable):
     root: Path = Path()
     newsletter: NewsletterSettings = NewsletterSettings()
     render: RenderSettings = RenderSettings()

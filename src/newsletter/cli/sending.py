@@ -21,17 +21,18 @@ from newsletter.cli.terminal import (
 )
 from newsletter.errors import DeliveryError, OutboxError, display_path
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox, open_outbox, outbox_exists
-from newsletter.send import run
+from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
+from newsletter.send import coordinator, preparation
 from newsletter.send.job import Event, Options, RunReport
 from newsletter.send.lease import why_gone
 from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.spreadsheet import write_csv
-from newsletter.subscribers import ListReport, read_rows
+from newsletter.subscribers import ListReport
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
+EXIT_DONE = 0
 EXIT_INCOMPLETE = 3
 EXIT_STOPPED = 4
 
@@ -118,7 +119,16 @@ def send(
         return
     if out is not None:
         raise click.UsageError("--out is only used with --dry-run")
-    prepared = run.prepare(settings, number, list_name)
+    options = Options.merged(
+        settings,
+        concurrency=concurrency,
+        rate=rate,
+        processes=processes,
+        resend_unknown=resend_unknown,
+        retry_failed=retry_failed,
+    )
+    ask = not settings.mailing_list(list_name).staging and not yes
+    prepared = preparation.prepare(settings, number, list_name, survey=ask and sys.stdin.isatty())
     if settings.smtp.security != "none" and not settings.smtp.verify:
         click.secho(
             "warning: [smtp] verify = false: the server's TLS certificate is not checked, so "
@@ -126,70 +136,60 @@ def send(
             fg="yellow",
             err=True,
         )
-    if not prepared.staging and not yes:
-        if not sys.stdin.isatty():
-            raise DeliveryError(
-                f"refusing to send issue {number} to the {list_name!r} list without confirmation",
-                hint="Re-run with --yes to confirm (no terminal to ask on).",
-            )
-        counted = _recipients(settings, prepared)
-        skipped = counted.suppressed
-        click.echo(
-            f"About to send issue {number} to the {list_name!r} list:\n"
-            f"  recipients  {counted.valid}"
-            + (f" ({skipped} more unsubscribed: skipped)" if skipped else "")
-            + "\n"
-            f"  SMTP server {prepared.server}\n"
-            f"  sender      {prepared.sender}"
-        )
-        if not click.confirm("Send now?", default=False):
-            click.echo("Nothing sent.")
-            sys.exit(1)
-    options = Options(
-        **{
-            **settings.send.model_dump(),
-            "concurrency": concurrency or settings.send.concurrency,
-            "rate": settings.send.rate if rate is None else rate,
-            "processes": processes or settings.send.processes,
-        },
-        resend_unknown=resend_unknown,
-        retry_failed=retry_failed,
-        bounces=settings.bounces,
-    )
+    if ask:
+        _confirm(prepared)
     try:
-        with _SendDisplay(number, list_name, prepared.list_rows) as display:
-            report = run.send(prepared, options, display)
+        with _SendDisplay(number, list_name) as display:
+            report = coordinator.send(prepared, options, display)
     except OutboxError as exc:
         # The log failed under the run (its disk full, locked, damaged, its connection lost):
         # a stopped run, which the re-run recovers as after a kill.
-        fail(exc, EXIT_STOPPED)
-    # Planning read the list (rejected rows, if this worker planned; a live one may have).
-    _report_list(prepared.list_report)
+        fail(exc, exit_code(exc))
+    # What reading the list found (rejected rows), if this worker planned.
+    if report.list_report is not None:
+        _report_list(report.list_report)
     click.echo(_summary(report))
     if report.stopped:
         click.secho(f"stopped: {printable(report.stopped)}", fg="yellow", err=True)
         click.echo("hint: Re-run the same command to resume.", err=True)
-        sys.exit(EXIT_STOPPED)
-    if not report.complete:
+    elif not report.complete:
         click.echo(f"hint: `newsletter status --issue {number} --list {list_name}`", err=True)
-        sys.exit(EXIT_INCOMPLETE)
+    sys.exit(exit_code(report))
 
 
-def _recipients(settings: Settings, prepared: run.Prepared) -> ListReport:
-    """Who will get a message, for the question only: the list read once more (row by row),
-    suppressed addresses counted apart (they get a `skipped` row, no message)."""
-    suppressed: frozenset[str] = frozenset()
-    if outbox_exists(settings.outbox_target):
-        with open_outbox(settings.outbox_target) as outbox:
-            suppressed = outbox.suppressed(prepared.job.list_name)
-    report = ListReport(prepared.list_report.path)
-    for _ in read_rows(report.path, report, suppressed=suppressed):
-        pass
-    return report
+def exit_code(outcome: RunReport | OutboxError) -> int:
+    """The one mapping of a send's end to its exit code (an error before sending, 1, is the
+    terminal layer's): 0 complete, 3 finished with recipients not sent, 4 stopped."""
+    if isinstance(outcome, OutboxError) or outcome.stopped:
+        return EXIT_STOPPED
+    return EXIT_DONE if outcome.complete else EXIT_INCOMPLETE
+
+
+def _confirm(prepared: preparation.Prepared) -> None:
+    """Ask on the terminal, from what prepare read; without one, refuse (--yes says yes)."""
+    job, counted = prepared.job, prepared.recipients
+    if counted is None:
+        raise DeliveryError(
+            f"refusing to send issue {job.issue} to the {job.list_name!r} list without"
+            " confirmation",
+            hint="Re-run with --yes to confirm (no terminal to ask on).",
+        )
+    skipped = counted.suppressed
+    click.echo(
+        f"About to send issue {job.issue} to the {job.list_name!r} list:\n"
+        f"  recipients  {counted.valid}"
+        + (f" ({skipped} more unsubscribed: skipped)" if skipped else "")
+        + "\n"
+        f"  SMTP server {prepared.server}\n"
+        f"  sender      {prepared.sender}"
+    )
+    if not click.confirm("Send now?", default=False):
+        click.echo("Nothing sent.")
+        sys.exit(1)
 
 
 def _dry_run(settings: Settings, number: int, list_name: str, out: Path) -> None:
-    result = run.dry_run(settings, number, list_name, out)
+    result = preparation.dry_run(settings, number, list_name, out)
     if result.ephemeral_key:
         click.echo(
             "note: NEWSLETTER_SECRET is not set: unsubscribe links are signed with a throwaway key",
@@ -213,14 +213,16 @@ def _report_list(report: ListReport) -> None:
 
 def _summary(report: RunReport) -> str:
     plan = report.planned
-    planned = (
-        f"planned: {plan.total} recipients ({plan.added} new, {plan.skipped} skipped)"
-        f" in {report.plan_seconds:.1f} s\n"
-        if plan is not None
-        else "planned: shared the plan of a worker already sending\n"
-    )
+    planned = ""
+    if plan is not None:
+        planned = (
+            f"planned: {plan.total} recipients ({plan.added} new, {plan.skipped} skipped)"
+            f" in {report.plan_seconds:.1f} s\n"
+        )
+    elif report.plan_shared:
+        planned = "planned: shared the plan of a worker already sending\n"
     counts = report.counts
-    parts = [f"{counts[s]} {s}" for s in DeliveryStatus if counts[s]]
+    parts = [f"{counts[s]} {s}" for s in DeliveryStatus if counts.get(s)]
     sent = report.this_run[DeliveryStatus.SENT]
     rate = sent / report.seconds if report.seconds > 0 else 0.0
     return planned + (
@@ -233,9 +235,8 @@ class _SendDisplay:
     """A rich progress bar on a terminal (redrawn ten times a second at most); otherwise a line
     per problem and one every 5 s. A sent message costs a counter, not a redraw."""
 
-    def __init__(self, number: int, list_name: str, total: int) -> None:
+    def __init__(self, number: int, list_name: str) -> None:
         self.label = f"issue {number} -> {list_name}"
-        self.total = total
         self.started = time.monotonic()
         self.last_line = self.started
         self.sent = 0
@@ -263,7 +264,8 @@ class _SendDisplay:
                 TimeRemainingColumn(),
             )
             self.progress.start()
-            self.task = self.progress.add_task(self.label, total=self.total, states="", rate="")
+            # The total is the log's rows, known from the first event on.
+            self.task = self.progress.add_task(self.label, total=None, states="", rate="")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -326,25 +328,25 @@ def status(
     known = outbox_exists(settings.outbox_target)
     if list_name is not None and list_name not in settings.lists:
         # A list since dropped from the config still has its rows in the log.
-        with open_outbox(settings.outbox_target) if known else contextlib.nullcontext() as outbox:
-            if outbox is None or list_name not in outbox.lists_of(number):
+        with open_project_outbox(settings) if known else contextlib.nullcontext() as outbox:
+            if outbox is None or list_name not in outbox.deliveries.lists_of(number):
                 settings.mailing_list(list_name)  # raises, naming the lists there are
     if not known:
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
     limit = None if show_all else 50
-    with open_outbox(settings.outbox_target) as outbox:
-        names = [list_name] if list_name else outbox.lists_of(number)
+    with open_project_outbox(settings) as outbox:
+        names = [list_name] if list_name else outbox.deliveries.lists_of(number)
         if not names:
             click.echo(f"issue {number}: nothing sent yet")
         for name in names:
-            counts = outbox.counts(number, name)
+            counts = outbox.deliveries.counts(number, name)
             click.echo(f"issue {number} -> {name}: {sum(counts.values())} recipients")
             for state, n in counts.items():
                 if n:
                     click.echo(f"  {state:<9} {n}")
-            clock = outbox.database_time()
-            for worker in outbox.workers(number, name, expired=True):
+            clock = outbox.backend.database_time()
+            for worker in outbox.leases.workers(number, name, expired=True):
                 doing = why_gone(worker, clock) or f"sending since {worker.started_at}"
                 click.echo(
                     f"  worker    {printable(worker.host)} pid {worker.pid}, {doing}"
@@ -353,7 +355,7 @@ def status(
             for line in _after_sending(outbox, number, name, counts):
                 click.echo(line)
             waiting = [s for s in DeliveryStatus if s != DeliveryStatus.SENT]
-            rows = outbox.rows(number, name, waiting)
+            rows = outbox.deliveries.rows(number, name, waiting)
             for row in rows[:limit]:
                 code = row.smtp_code or ""
                 reply = printable(f"{code} {row.smtp_reply}".strip())
@@ -361,7 +363,7 @@ def status(
             if limit is not None and len(rows) > limit:
                 click.echo(f"  ... and {len(rows) - limit} more (--all, or --csv FILE)")
         if csv_path is not None:
-            rows = [r for name in names for r in outbox.rows(number, name)]
+            rows = [r for name in names for r in outbox.deliveries.rows(number, name)]
             if str(csv_path) == "-":
                 write_csv(rows, sys.stdout)
             else:
@@ -379,7 +381,7 @@ def _after_sending(
     answered = counts[DeliveryStatus.SENT] + counts[DeliveryStatus.REJECTED]
     if not answered:
         return []
-    reports = outbox.bounce_counts(number, name)
+    reports = outbox.bounces.counts(number, name)
     sent = counts[DeliveryStatus.SENT]
     hard, soft, complained = (reports.get(k, 0) for k in ("hard", "soft", "complaint"))
     return [

@@ -1,10 +1,14 @@
-"""The outbox in PostgreSQL through psycopg 3: a `postgresql://` URL in, the Outbox interface out.
+"""The outbox in PostgreSQL through psycopg 3: a `postgresql://` URL in, a Backend out.
 
 Many machines share one database: each statement outside a transaction commits at once
 (autocommit), and a write transaction serialises with the others on a transaction-level advisory
-lock, the same guarantee SQLite's BEGIN IMMEDIATE gives on one machine. The password comes from
-the URL in the environment (NEWSLETTER_OUTBOX__URL), PGPASSWORD or ~/.pgpass, never the config
-file, and is never printed.
+lock, the same guarantee SQLite's BEGIN IMMEDIATE gives on one machine. A batch (the journal's
+group commit) goes out in pipeline mode: its statements and the commit in one round trip, as one
+implicit transaction, without that lock (its statements touch only rows its worker holds).
+`synchronous_commit` follows the durability: off for "process" (the server acknowledges a commit
+before its WAL reaches the disk: it survives this process being killed, not a crash of the
+server's machine), on for "power". The password comes from the URL in the environment
+(NEWSLETTER_OUTBOX__URL), PGPASSWORD or ~/.pgpass, never the config file, and is never printed.
 
 Every psycopg error a statement raises once connected becomes an OutboxError here (`_fault`): the
 connection lost (a restart, a failover, pg_terminate_backend), the server's disk full, a
@@ -14,9 +18,9 @@ read-only standby, a missing privilege, a cancelled statement, damaged data.
 from __future__ import annotations
 
 import functools
-import hashlib
-from collections.abc import Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
@@ -24,13 +28,25 @@ from psycopg import errors as pg
 
 from newsletter.dburl import redact, scrub
 from newsletter.errors import DeliveryError, OutboxError
-from newsletter.outbox.base import Outbox
+from newsletter.outbox.backend import Backend, Durability, Params, Statement
 from newsletter.outbox.schema import Migration
-from newsletter.outbox.store import Params
 
-# Advisory lock keys (one 64-bit number each, shared by every newsletter on the database).
+# Advisory lock keys (one 64-bit number each, shared by every newsletter on the database); a
+# send's planning lock is a hash of its (issue, list) (plans.py).
 WRITE_LOCK = 0x6E6C_0001
 MIGRATION_LOCK = 0x6E6C_0002
+
+
+class _Reported(logging.Filter):
+    """psycopg logs a warning when a pipeline whose connection is lost fails to end, and raises
+    the error that lost it: that error is mapped (`_fault`) and reported once; the warning
+    would be a second line on the user's terminal, unmapped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("error ignored terminating <psycopg.Pipeline")
+
+
+logging.getLogger("psycopg").addFilter(_Reported())
 
 
 @functools.lru_cache(maxsize=256)
@@ -39,18 +55,20 @@ def _sql(query: str) -> str:
     return query.replace("%", "%%").replace("?", "%s")
 
 
-class PostgresOutbox(Outbox):
-    backend = "postgres"
+class PostgresBackend(Backend):
+    name = "postgres"
     clock = "extract(epoch from clock_timestamp())::float8"
     skip_locked = "FOR UPDATE SKIP LOCKED"
     shared = True
-    errors = psycopg.Error
 
     target: str
 
-    def __init__(self, target: str, *, migrate: bool = True) -> None:
+    def __init__(
+        self, target: str, *, durability: Durability = "process", migrate: bool = True
+    ) -> None:
         self.target = target
-        self._reconnect()
+        self.durability = durability
+        self.reconnect()
         try:
             if migrate:
                 self.migrate()
@@ -65,7 +83,7 @@ class PostgresOutbox(Outbox):
     def close(self) -> None:
         self._db.close()
 
-    def _reconnect(self) -> None:
+    def reconnect(self) -> None:
         try:
             self._db = psycopg.connect(self.target, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
@@ -76,31 +94,58 @@ class PostgresOutbox(Outbox):
                 hint="Check [outbox] url (NEWSLETTER_OUTBOX__URL), that the server runs and"
                 " that this user may connect (password in PGPASSWORD or ~/.pgpass).",
             ) from None
+        # A server ending the session (a restart, pg_terminate_backend) says why in a FATAL
+        # message; in pipeline mode libpq hands it to the notice handler, not the error.
+        self._farewell = ""
+        self._db.add_notice_handler(self._noticed)
+        synchronous = "on" if self.durability == "power" else "off"
+        self.run(f"SET synchronous_commit = {synchronous}")
+
+    def _noticed(self, notice: psycopg.errors.Diagnostic) -> None:
+        if notice.severity in ("FATAL", "PANIC") and notice.message_primary:
+            self._farewell = notice.message_primary
 
     @property
     def broken(self) -> bool:
         return self._db.broken
 
-    def _run(self, sql: str, params: Params = ()) -> int:
+    def run(self, sql: str, params: Params = ()) -> int:
         try:
             return self._db.execute(_sql(sql), params).rowcount
         except psycopg.Error as exc:
             raise self._fault(exc) from exc
 
-    def _fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
+    def fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         try:
             return self._db.execute(_sql(sql), params).fetchall()
         except psycopg.Error as exc:
             raise self._fault(exc) from exc
 
-    def _many(self, sql: str, rows: Iterable[Params]) -> None:
+    def many(self, sql: str, rows: Iterable[Params]) -> None:
         try:
             with self._db.cursor() as cur:
                 cur.executemany(_sql(sql), rows)
         except psycopg.Error as exc:
             raise self._fault(exc) from exc
 
-    def _transaction(self) -> AbstractContextManager[None]:
+    def commit(self, batch: Sequence[Statement]) -> list[int]:
+        # Up to the pipeline's Sync the statements are one implicit transaction: one commit,
+        # and the server skips the rest (and rolls back) once one fails.
+        try:
+            with self._db.pipeline():
+                cursors = [self._db.execute(_sql(sql), params) for sql, params in batch]
+            return [cursor.rowcount for cursor in cursors]
+        except psycopg.Error as exc:
+            raise self._fault(exc) from exc
+
+    def try_lock(self, key: int) -> bool:
+        (taken,) = self.fetch("SELECT pg_try_advisory_lock(?)", (key,))[0]
+        return bool(taken)
+
+    def unlock(self, key: int) -> None:
+        self.run("SELECT pg_advisory_unlock(?)", (key,))
+
+    def _begin(self) -> AbstractContextManager[None]:
         return self._locked(WRITE_LOCK)
 
     def _migration_lock(self) -> AbstractContextManager[None]:
@@ -111,7 +156,7 @@ class PostgresOutbox(Outbox):
         """A transaction holding the advisory lock `key` from its start."""
         try:
             with self._db.transaction():
-                self._run("SELECT pg_advisory_xact_lock(?)", (key,))
+                self.run("SELECT pg_advisory_xact_lock(?)", (key,))
                 yield
         except psycopg.Error as exc:  # BEGIN, COMMIT or the rollback: the block's are mapped
             raise self._fault(exc) from exc
@@ -142,6 +187,12 @@ class PostgresOutbox(Outbox):
                 hint="Have the database repaired (REINDEX, or a restore) and check `newsletter"
                 " status` before sending: rows the damage lost would be sent again.",
             )
+        if isinstance(exc, pg.TransactionRollback):  # a deadlock, a serialization failure
+            return OutboxError(
+                f"{where}: the outbox database ended a transaction that waited on another"
+                f" ({detail})",
+                hint=f"Another program holds rows of this send: {retry}",
+            )
         if isinstance(exc, pg.QueryCanceled | pg.LockNotAvailable):
             return OutboxError(
                 f"{where}: the outbox database cancelled a statement ({detail})",
@@ -149,6 +200,8 @@ class PostgresOutbox(Outbox):
                 f" pg_cancel_backend: {retry}",
             )
         if self._db.broken or isinstance(exc, psycopg.OperationalError):
+            if self._farewell and self._farewell not in detail:
+                detail = f"{scrub(self._farewell, self.target)}: {detail}"
             return OutboxError(
                 f"{where}: lost the connection to the outbox database ({detail})",
                 hint="The server restarted, failed over or ended this session"
@@ -158,26 +211,6 @@ class PostgresOutbox(Outbox):
 
     def _script(self, migration: Migration) -> str:
         return migration.postgres
-
-    @contextmanager
-    def plan_lock(self, issue: int, list_name: str) -> Iterator[None]:
-        # A session lock: the plan commits batch by batch under it, and a planner that dies
-        # drops its connection and with it the lock.
-        key = plan_key(issue, list_name)
-        self._run("SELECT pg_advisory_lock(?)", (key,))
-        try:
-            yield
-        except BaseException:
-            with suppress(OutboxError):  # a lost session took its lock with it
-                self._run("SELECT pg_advisory_unlock(?)", (key,))
-            raise
-        self._run("SELECT pg_advisory_unlock(?)", (key,))
-
-
-def plan_key(issue: int, list_name: str) -> int:
-    """The advisory lock of one send's planning: 64 bits of a hash of (issue, list)."""
-    digest = hashlib.sha256(f"newsletter plan {issue} {list_name}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def _first_line(exc: BaseException) -> str:

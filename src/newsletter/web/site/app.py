@@ -128,7 +128,7 @@ class Service:
 
     async def confirm(self, request: Request) -> Response:
         target = self._target(request)
-        found = await self._outbox(lambda ob: ob.suppression(target.list_name, target.address))
+        found = await self._outbox(lambda ob: ob.suppressions.get(target.list_name, target.address))
         if found is not None:
             return self._done(request, target, found)
         # No form action: the browser posts back to this very URL, whatever proxy path it has.
@@ -141,8 +141,8 @@ class Service:
         source = "web" if "origin" in request.headers else "one-click"
 
         def record(ob: Outbox) -> tuple[bool, Suppression | None]:
-            added = ob.suppress(target.list_name, target.address, source)
-            return added, ob.suppression(target.list_name, target.address)
+            added = ob.suppressions.add(target.list_name, target.address, source)
+            return added, ob.suppressions.get(target.list_name, target.address)
 
         added, found = await self._outbox(record)
         request.state.event = "unsubscribed" if added else "already-unsubscribed"
@@ -156,8 +156,8 @@ class Service:
         await _expect_form(request, RESUBSCRIBE)
 
         def undo(ob: Outbox) -> bool:
-            ob.unsuppress(target.list_name, target.address, sources=READER_SOURCES)
-            return ob.is_suppressed(target.list_name, target.address)
+            ob.suppressions.remove(target.list_name, target.address, sources=READER_SOURCES)
+            return ob.suppressions.contains(target.list_name, target.address)
 
         request.state.list = target.list_name
         if await self._outbox(undo):
@@ -264,7 +264,7 @@ def create_app(
     `previous` the earlier ones whose tokens are still out there. `outbox` is the connection
     the caller closes (by default one of the app's own, opened at the first request); a body
     must have arrived `body_timeout` seconds after its head (default: [serve] timeout)."""
-    outbox = outbox or OutboxThread(settings.outbox_target)
+    outbox = outbox or OutboxThread(settings.outbox_target, settings.outbox.durability)
     service = Service(settings, (secret, *previous), outbox)
     app = Starlette(
         routes=[
@@ -315,7 +315,7 @@ def server_config(app: ASGIApp, serve: ServeSettings, **overrides: Any) -> uvico
 def serve(settings: Settings, sock: socket.socket) -> None:
     """Serve on the listening `sock` until SIGINT/SIGTERM; NEWSLETTER_SECRET must be set."""
     key = signing_key(settings, allow_ephemeral=False)
-    outbox = OutboxThread(settings.outbox_target)
+    outbox = OutboxThread(settings.outbox_target, settings.outbox.durability)
     outbox.open()
     # The access log (JSON lines) and our errors (with tracebacks) go to stderr: journald or
     # the container runtime adds the time and keeps them.

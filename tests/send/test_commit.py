@@ -1,0 +1,115 @@
+"""The engine's commit step on both backends: what every session records in one turn of the
+event loop is one commit; a mark is awaited until it is durable, an outcome joins the next
+commit and is told once it is; a failed commit fails the marks waiting for it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from newsletter.errors import OutboxError
+from newsletter.models import DeliveryStatus as S
+from newsletter.outbox import Delivery, Outbox, open_outbox
+from newsletter.send.commit import GroupCommit
+from support.outbox import plan
+
+W = "w1"
+
+
+def claimed(outbox: Outbox, n: int) -> list[Delivery]:
+    plan(outbox, 14, "main", [f"r{i}@example.com" for i in range(n)])
+    outbox.leases.register(W, 14, "main", "host", 1, 30)
+    return outbox.leases.claim(14, "main", W, 100, max_tries=5, at=time.time() + 1)
+
+
+class Counted:
+    """The outbox's journal, counting its commits."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.journal = outbox.journal(W)
+        self.commits: list[int] = []  # entries per commit
+        commit = self.journal.commit
+
+        def counted() -> list[bool]:
+            self.commits.append(len(self.journal))
+            return commit()
+
+        self.journal.commit = counted  # type: ignore[method-assign]
+
+
+def committed(outbox: Outbox) -> list[S]:
+    with open_outbox(outbox.target) as other:
+        return [r.state for r in other.deliveries.rows(14, "main")]
+
+
+async def test_the_sessions_of_one_turn_share_one_commit(outbox: Outbox) -> None:
+    rows = claimed(outbox, 4)
+    counted = Counted(outbox)
+    faults: list[OutboxError] = []
+    commit = GroupCommit(counted.journal, faults.append)
+    told: list[tuple[int, bool]] = []
+    # In one turn of the loop row 0's outcome comes in and three sessions reach DATA's 354.
+
+    async def outcome() -> bool:
+        commit.record(rows[0].id, S.SENT, lambda ok: told.append((rows[0].id, ok)), code=250)
+        assert told == []  # not before its commit
+        return True
+
+    sessions = [commit.mark(r.id, f"<{r.id}@x>") for r in rows[1:]]
+    assert await asyncio.gather(outcome(), *sessions) == [True, True, True, True]
+    assert counted.commits == [4]  # one commit carried the outcome and the three marks
+    assert told == [(rows[0].id, True)]
+    assert committed(outbox) == [S.SENT, S.SENDING, S.SENDING, S.SENDING]
+    # An outcome alone is committed at the end of the turn, without anyone waiting for it.
+    commit.record(rows[1].id, S.DEFERRED, lambda ok: told.append((rows[1].id, ok)), code=451)
+    assert committed(outbox)[1] == S.SENDING
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert committed(outbox)[1] == S.DEFERRED
+    assert counted.commits == [4, 1]
+    assert faults == []
+
+
+async def test_a_row_that_is_no_longer_this_workers_is_refused(outbox: Outbox) -> None:
+    (row,) = claimed(outbox, 1)
+    outbox.deliveries.recover(14, "main")  # another run took the send over: no owner now
+    commit = GroupCommit(outbox.journal(W), lambda exc: None)
+    told: list[bool] = []
+    assert await commit.mark(row.id, "<a@x>") is False
+    commit.record(row.id, S.SENT, told.append)
+    commit.flush()
+    assert told == [False]
+    assert committed(outbox) == [S.PENDING]
+
+
+async def test_a_failed_commit_fails_its_marks_and_is_reported_once(outbox: Outbox) -> None:
+    rows = claimed(outbox, 2)
+    faults: list[OutboxError] = []
+    commit = GroupCommit(outbox.journal(W), faults.append)
+    told: list[bool] = []
+    commit.record(rows[0].id, S.SENT, told.append)
+    outbox.close()  # the log gone under the run (a lost connection, a closed file)
+    with pytest.raises(OutboxError):
+        await commit.mark(rows[1].id, "<b@x>")
+    assert len(faults) == 1
+    assert told == []  # never committed: the row stays `sending` for the next run to judge
+    outbox.backend.reconnect()
+    assert committed(outbox) == [S.PENDING, S.PENDING]
+
+
+async def test_a_mark_whose_session_was_cancelled_is_still_committed_in_order(
+    outbox: Outbox,
+) -> None:
+    """A session abandoned while its mark waits: the mark is still committed with the others
+    (the engine then records the row deferred behind it, in the same or the next commit)."""
+    rows = claimed(outbox, 2)
+    commit = GroupCommit(outbox.journal(W), lambda exc: None)
+    waiting: Any = asyncio.ensure_future(commit.mark(rows[0].id, "<a@x>"))
+    await asyncio.sleep(0)  # the mark is queued, its commit scheduled
+    waiting.cancel()
+    assert await commit.mark(rows[1].id, "<b@x>") is True
+    assert waiting.cancelled()
+    assert committed(outbox) == [S.SENDING, S.SENDING]
