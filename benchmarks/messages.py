@@ -4,15 +4,17 @@
    placeholders, re-encode the lines they touch, join bytes) against the naive way in the same
    run (a fresh EmailMessage with set_content/add_alternative and as_bytes per recipient).
    Median microseconds per message; the naive way runs on fewer recipients since it is slow.
-2. DKIM (throwaway keys): what signing adds to MessageFactory.build (signed minus unsigned, the
+2. Click tracking: the same build with `[tracking] clicks` per-reader and aggregate against off
+   (the factory fills one click token per link per message in per-reader mode), interleaved.
+3. DKIM (throwaway keys): what signing adds to MessageFactory.build (signed minus unsigned, the
    two factories built from the same settings), against the floor measured in the same run and on
    the same recipients, interleaved: one RSA-2048 signature with `cryptography` (OpenSSL) plus the
    SHA-256 of that recipient's body, what any signer must spend. Also with an Ed25519 signature
    beside the RSA one, and for the same issue with its non-ASCII letters replaced by ASCII ones
    (quoted-printable parts, whose lines are canonicalized, where base64 lines are not).
-3. Unsubscribe tokens: making and checking one (AES-SIV), against one HMAC-SHA256 over the same
-   list and address in the same run (what the first, readable token format cost).
-4. A generated 1,000,000-row CSV loaded by read_subscribers in a child process: wall seconds and
+4. Unsubscribe and click tokens: making and checking one (AES-SIV), against one HMAC-SHA256 over
+   the same list and address in the same run (what the first, readable token format cost).
+5. A generated 1,000,000-row CSV loaded by read_subscribers in a child process: wall seconds and
    the child's peak RSS (so nothing of this process's own memory is counted).
 
 Run: `.venv/bin/python benchmarks/messages.py [--rows N] [--recipients N]`.
@@ -39,9 +41,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa, utils
 
 from newsletter.issues import load_issue
+from newsletter.mail.clicktokens import LinkTokens, click_token, verify_click
 from newsletter.mail.message import MessageFactory
 from newsletter.mail.tokens import sign, verify
+from newsletter.mail.tracking import render_for_sending
 from newsletter.models import Placeholder, RenderedEmail, Subscriber
+from newsletter.places import Place, Region
 from newsletter.render import render_issue
 from newsletter.settings import DkimSettings, Settings, load_settings
 
@@ -133,7 +138,8 @@ def time_each(build: Callable[[Subscriber], object], subscribers: list[Subscribe
 
 def bench_messages(recipients: int, naive_recipients: int) -> list[tuple[str, str]]:
     settings = load_settings(ROOT / "newsletter.toml", environ={})
-    rendered = render_issue(load_issue(settings.issues_dir, 14), settings)
+    issue = load_issue(settings.issues_dir, 14)
+    rendered = render_issue(issue, settings)
     factory = MessageFactory(rendered, settings, "main", secret=SECRET)
     subscribers = people(recipients)
     time_each(factory.build, subscribers[:200])  # warm the per-offset line caches
@@ -158,6 +164,46 @@ def bench_messages(recipients: int, naive_recipients: int) -> list[tuple[str, st
         (f"naive EmailMessage, median of {naive_recipients:,}", f"{naive:.0f} µs"),
         ("ratio naive / factory", f"{naive / fast:.1f}x  (target >= 10x)"),
         ("message size factory / naive", f"{size / 1024:.1f} KB / {naive_size / 1024:.1f} KB"),
+    ]
+
+
+def bench_tracking(recipients: int) -> list[tuple[str, str]]:
+    """factory.build with `[tracking] clicks` on against off, on the same recipients and rows,
+    interleaved: per-reader fills one token per link (one AES call makes them all), aggregate
+    fills nothing more per reader."""
+    settings = load_settings(ROOT / "newsletter.toml", environ={})
+    issue = load_issue(settings.issues_dir, 14)
+    factories = {}
+    for mode in ("off", "per-reader", "aggregate"):
+        chosen = settings.model_copy(
+            update={"tracking": settings.tracking.model_copy(update={"clicks": mode})}
+        )
+        sending = render_for_sending(issue, chosen, "main")
+        factories[mode] = MessageFactory(
+            sending.rendered, chosen, "main", secret=SECRET, links=sending.links
+        )
+    links = len(render_for_sending(issue, chosen, "main").links)
+    subscribers = people(recipients)
+    clock = time.perf_counter_ns
+    times: dict[str, list[float]] = {mode: [] for mode in factories}
+    for round_ in range(2):  # the first round warms the per-offset line caches
+        for row, subscriber in enumerate(subscribers, start=1):
+            for mode, factory in factories.items():
+                start = clock()
+                factory.build(subscriber, None, row)
+                if round_:
+                    times[mode].append((clock() - start) / 1000)
+    off, per_reader, aggregate = (statistics.median(times[m]) for m in factories)
+    return [
+        (
+            f"tracking off / per-reader / aggregate, build ({links} links), median of "
+            f"{recipients:,}",
+            f"{off:.0f} / {per_reader:.0f} / {aggregate:.0f} µs",
+        ),
+        (
+            "  per-reader / off, aggregate / off",
+            f"{per_reader / off:.2f}x  (target <= 1.5x), {aggregate / off:.2f}x",
+        ),
     ]
 
 
@@ -253,11 +299,38 @@ def bench_tokens(count: int = 20_000) -> list[tuple[str, str]]:
     )
     made = min(each(lambda: sign(SECRET, "main", address)) for _ in range(3))
     checked = min(each(lambda: verify(SECRET, token)) for _ in range(3))
+    # Click tokens for links deep in a long issue, for the 1,000,000th row of a list.
+    url, row = "https://github.com/Oneflow-Inc/oneflow", 10**6
+    place = Place(Region.LINKS, 11, 39, 2)
+    links = [(Place(Region.LINKS, 11, n // 3, n % 3), url) for n in range(30)]
+    tokens = LinkTokens(SECRET, 14, links)
+    per_link = min(each(lambda: tokens.for_row(row)) for _ in range(3)) / len(links)
+    box_link = min(each(lambda: tokens.for_list("main")) for _ in range(3)) / len(links)
+    alone = min(each(lambda: click_token(SECRET, 14, place, url, row=row)) for _ in range(3))
+    click = click_token(SECRET, 14, place, url, row=row)
+    aggregate = click_token(SECRET, 14, place, url, list_name="main")
+    checked_row = min(each(lambda: verify_click(SECRET, click)) for _ in range(3))
+    checked_box = min(each(lambda: verify_click(SECRET, aggregate)) for _ in range(3))
     return [
         ("reference: one HMAC-SHA256 of list + address", f"{reference:.1f} µs"),
         ("token made (AES-SIV)", f"{made:.1f} µs  ({made / reference:.1f}x the reference)"),
         ("token checked", f"{checked:.1f} µs  ({checked / reference:.1f}x the reference)"),
         ("token length", f"{len(token)} characters"),
+        (
+            "click tokens of a message (30 links), per link: per-reader / aggregate",
+            f"{per_link:.2f} / {box_link:.1f} µs  "
+            f"({per_link / reference:.2f}x / {box_link / reference:.1f}x the reference)",
+        ),
+        ("a per-reader click token made alone", f"{alone:.1f} µs"),
+        (
+            "click token checked: per-reader / aggregate",
+            f"{checked_row:.1f} / {checked_box:.1f} µs  "
+            f"({checked_row / reference:.1f}x / {checked_box / reference:.1f}x the reference)",
+        ),
+        (
+            "click token length, per-reader / aggregate",
+            f"{len(click)} / {len(aggregate)} characters",
+        ),
     ]
 
 
@@ -320,6 +393,7 @@ def main() -> None:
     parser.add_argument("--signed-recipients", type=int, default=2_000)
     args = parser.parse_args()
     table = bench_messages(args.recipients, args.naive_recipients)
+    table += bench_tracking(args.recipients)
     table += bench_dkim(args.signed_recipients)
     table += bench_tokens()
     table += bench_loading(args.rows)

@@ -77,10 +77,11 @@ def server_side(cost: int, repeats: int) -> None:
     print(f"accepted signups a second, one core, verification alone: {1e6 / accepted:,.0f}\n")
 
 
-def browser_side(cost: int, count: int) -> None:
+def browser_cost(cost: int, count: int) -> tuple[list[float], list[float]] | None:
+    """ms per challenge at `cost`: our script in headless Chromium, and the altcha package's
+    Python solver on the same challenges; None without Chromium."""
     if not Path(CHROMIUM).exists():
-        print(f"browser: skipped (no Chromium at {CHROMIUM})\n")
-        return
+        return None
     from playwright.sync_api import sync_playwright
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -103,6 +104,15 @@ def browser_side(cost: int, count: int) -> None:
             solve_challenge(Challenge.from_dict(made))
             reference.append((time.perf_counter() - started) * 1000)
         browser.close()
+    return ours, reference
+
+
+def browser_side(cost: int, count: int) -> None:
+    measured = browser_cost(cost, count)
+    if measured is None:
+        print(f"browser: skipped (no Chromium at {CHROMIUM})\n")
+        return
+    ours, reference = measured
     print(f"the browser's cost of a challenge, cost {cost}, {count} challenges (ms)")
     print("| solver | median | p90 | max |")
     print("| --- | --- | --- | --- |")

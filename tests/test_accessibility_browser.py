@@ -25,6 +25,7 @@ from axe_playwright_python.sync_playwright import Axe
 from newsletter.draft import review
 from newsletter.issues import load_issue
 from newsletter.mail.message import sample_message
+from newsletter.mail.tracking import render_for_sending
 from newsletter.models import Issue
 from newsletter.render import render_issue
 from newsletter.settings import Settings
@@ -106,6 +107,37 @@ def test_the_email_in_each_width_and_scheme(email_page: Any) -> None:
     assert contrast_failures(email_page) == []
     width = email_page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
     assert width[0] <= width[1], "the email scrolls sideways"
+
+
+@pytest.mark.parametrize("mode", ["aggregate", "per-reader"])
+def test_a_tracked_email_and_its_canary(
+    browser: Any, settings: Settings, tmp_path: Path, mode: str
+) -> None:
+    """The hidden canary is nothing anyone sees, taps or hears: axe finds nothing in a tracked
+    email, and the canary has no box and no place in the tab order."""
+    tracked = settings.model_copy(
+        update={"tracking": settings.tracking.model_copy(update={"clicks": mode})}
+    )
+    sending = render_for_sending(load_issue(settings.issues_dir, 14), tracked, "main")
+    sample, _ = sample_message(sending.rendered, tracked, "main", sending.links)
+    parsed = email.message_from_bytes(sample.data, policy=email.policy.default)
+    assert isinstance(parsed, EmailMessage)
+    part = parsed.get_body(("html",))
+    assert part is not None
+    path = tmp_path / "tracked.html"
+    path.write_text(str(part.get_content()), encoding="utf-8")
+    context = browser.new_context(viewport={"width": 375, "height": 900})
+    page = context.new_page()
+    page.goto(path.as_uri())
+    assert violations(page) == []
+    canary = page.evaluate(
+        """(() => { const a = document.querySelector('a[href*="/r/"]');
+             const box = a.getBoundingClientRect();
+             return [a.checkVisibility(), box.width * box.height, a.tabIndex, a.textContent];
+           })()"""
+    )
+    context.close()
+    assert canary == [False, 0, -1, ""]
 
 
 def test_links_are_tap_targets_on_a_phone(browser: Any, email_file: Path) -> None:

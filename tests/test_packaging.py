@@ -39,4 +39,10 @@ def test_wheel_ships_templates_and_console_script(tmp_path: Path) -> None:
         scripts = archive.read(entry_points).decode()
     for name in ("issue.mjml", "content.mjml", "issue.txt", "content.txt", "inline.css"):
         assert f"newsletter/default_templates/email/{name}" in names
+    for kind in ("site", "confirm", "welcome", "change"):  # the site's own mail
+        for part in ("mjml", "txt"):
+            assert f"newsletter/default_templates/email/{kind}.{part}" in names
+    for name in ("static/proof-of-work.js", "static/confirm.js", "templates/signup.html"):
+        assert f"newsletter/web/site/{name}" in names  # the signup's scripts and pages
+    assert "newsletter/clicks/templates/report.html" in names  # the click report's page
     assert "newsletter = newsletter.cli.main:main" in scripts

@@ -17,6 +17,7 @@ import pytest
 from newsletter.draft import review
 from newsletter.issues import load_issue
 from newsletter.mail.message import sample_message
+from newsletter.mail.tracking import render_for_sending
 from newsletter.render import render_issue
 from newsletter.settings import Settings
 from newsletter.spamscore import (
@@ -162,3 +163,18 @@ def test_the_weeklies_score_nothing_but_links_inside_chinese_text(project: Path)
     assert isinstance(result, SpamScore), result
     assert {rule.name for rule in result.scored} <= {"HTML_OBFUSCATE_05_10"}, result.summary()
     assert result.score < 1.0
+
+
+@pytest.mark.usefixtures("spamassassin")
+@pytest.mark.parametrize("mode", ["aggregate", "per-reader"])
+def test_tracked_links_and_the_canary_score_nothing(settings: Settings, mode: str) -> None:
+    tracked = settings.model_copy(
+        update={"tracking": settings.tracking.model_copy(update={"clicks": mode})}
+    )
+    sending = render_for_sending(load_issue(settings.issues_dir, 14), tracked, "main")
+    data = sample_message(sending.rendered, tracked, "main", sending.links)[0].data
+    assert len(sending.links) > 20  # the links are tracked, the canary among them
+    result = score_message(data)
+    assert isinstance(result, SpamScore), result
+    assert result.score <= 0.0, result.summary()
+    assert result.scored == ()

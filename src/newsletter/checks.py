@@ -1,7 +1,10 @@
 """Pre-send lint: an Issue, its RenderedEmail and a sample message's parts -> a list of Findings.
 
 Errors block a send (`newsletter check` exits 1); warnings are printed and do not. Sizes are
-measured on the message bytes as they will go on the wire, not on Python strings.
+measured on the message bytes as they will go on the wire, not on Python strings. A check says a
+thing once: one finding per repeated URL, one for every empty section, naming each place; the
+newsletter's own words are quoted in its language. `silence_findings` then sets apart the
+warnings the issue file silenced (silence.py), so `check` can say what it did not show.
 """
 
 from __future__ import annotations
@@ -17,13 +20,17 @@ from urllib.parse import urlsplit
 from newsletter.clip import CUT_AT, GMAIL_CLIP, KB
 from newsletter.content import content_text
 from newsletter.fields import PLACEHOLDER_PREFIX
+from newsletter.i18n import quote
 from newsletter.markup import Note
 from newsletter.models import BIDI_CONTROLS, Issue, Placeholder, RenderedEmail, Section
+from newsletter.orgdomain import organizational_domain
+from newsletter.settings import Settings
+from newsletter.silence import Silence
 
 HTML_WARN = 90 * KB
 STYLE_LIMIT = 16 * KB  # Gmail drops <style> blocks past 16 KB
 COSTLIEST = 3  # sections named when an issue nears the clip
-NAMED = 5  # sections named of those that went online
+NAMED = 5  # sections named of those that went online, or of the empty ones
 _MARKERS = re.compile(r"\{\{|\}\}|\{%|%\}|\{#|#\}|<mj-|" + re.escape(PLACEHOLDER_PREFIX))
 
 
@@ -32,9 +39,22 @@ class Finding:
     level: Literal["error", "warning"]
     code: str
     message: str
+    subject: str = ""  # the one URL the finding is about, for a silence that names URLs
 
     def __str__(self) -> str:
         return f"{self.level}: {self.message} [{self.code}]"
+
+
+@dataclass(frozen=True)
+class Silenced:
+    """One entry of the issue file's `silence:` and the warnings it kept from being shown."""
+
+    silence: Silence
+    findings: tuple[Finding, ...]
+
+    def __str__(self) -> str:
+        count = len(self.findings)
+        return f"{self.silence} ({count if count else 'nothing to silence'})"
 
 
 def run_checks(
@@ -42,10 +62,12 @@ def run_checks(
     rendered: RenderedEmail,
     sample: tuple[str, str, int] | None,
     notes: list[Finding] | None = None,
+    *,
+    language: str,
 ) -> list[Finding]:
     """Every check, errors first; `sample` is one recipient's finished message as its decoded
     HTML part, text part and the HTML part's encoded size (None: a part is missing); `notes`
-    are the issue file's own findings (note_findings)."""
+    are the issue file's own findings (note_findings); `language` the newsletter's."""
     findings: list[Finding] = list(notes or [])
     if sample is None:
         findings.append(Finding("error", "parts", "the message lacks its HTML or text part"))
@@ -60,12 +82,37 @@ def run_checks(
     page.feed(rendered.html)
     findings += check_styles(page)
     findings += check_links(page, issue)
-    findings += check_duplicate_urls(issue)
-    findings += check_bidi(issue)
+    findings += check_duplicate_urls(issue, language)
+    findings += check_bidi(issue, language)
     findings += check_images(page)
-    findings += check_empty_sections(issue)
+    findings += check_empty_sections(issue, language)
     findings += check_unsubscribe(page, rendered)
     return sorted(findings, key=lambda f: f.level != "error")
+
+
+def silence_findings(
+    findings: list[Finding], silences: Iterable[Silence]
+) -> tuple[list[Finding], list[Silenced]]:
+    """The findings to show, and what each silence kept back. Only warnings are silenced: an
+    error is what stops a send, and the issue file cannot name the checks that protect readers
+    (silence.CHECKS)."""
+    silences = list(silences)
+    kept: list[Finding] = []
+    held: dict[Silence, list[Finding]] = {s: [] for s in silences}
+    for finding in findings:
+        by = next(
+            (
+                s
+                for s in silences
+                if finding.level == "warning" and s.covers(finding.code, finding.subject)
+            ),
+            None,
+        )
+        if by is None:
+            kept.append(finding)
+        else:
+            held[by].append(finding)
+    return kept, [Silenced(s, tuple(held[s])) for s in silences]
 
 
 def note_findings(notes: Iterable[Note], path: str) -> list[Finding]:
@@ -164,8 +211,9 @@ def check_styles(page: _Page) -> list[Finding]:
 
 def check_links(page: _Page, issue: Issue) -> list[Finding]:
     findings = []
-    placeholders = {p.value for p in Placeholder}
-    hrefs = [href for href, _ in page.links if href.split("#")[0] not in placeholders]
+    # The reader's own links and the tracked links' slots are words filled in per message;
+    # the issue's links are checked as the issue has them.
+    hrefs = [href for href, _ in page.links if not href.startswith(PLACEHOLDER_PREFIX)]
     hrefs += issue.links
     for href in sorted(set(hrefs)):
         parts = urlsplit(href)
@@ -174,44 +222,83 @@ def check_links(page: _Page, issue: Issue) -> list[Finding]:
         if parts.scheme not in ("http", "https") or not parts.netloc:
             findings.append(Finding("error", "link", f"link {href!r} is not an absolute URL"))
         elif parts.scheme == "http":
-            findings.append(Finding("warning", "http", f"link {href} is http, not https"))
+            findings.append(Finding("warning", "http", f"link {href} is http, not https", href))
     return findings
 
 
-def item_label(section: Section, index: int) -> str:
-    """How findings name an item: `项目 3 「title」` (the section, the item's number in it); an
-    untitled item by its first words."""
+def check_tracked_host(settings: Settings) -> list[Finding]:
+    """With `[tracking] clicks` on, every link of the email names base_url's host: a host
+    outside the sender's organizational domain is what filters look at (DMARC alignment), and
+    what tracking services are known by."""
+    if settings.tracking.clicks == "off":
+        return []
+    host = (urlsplit(settings.newsletter.base_url).hostname or "").lower().rstrip(".")
+    sender = settings.newsletter.sender.rpartition("@")[2].strip(" >").lower().rstrip(".")
+    if not host or not sender or organizational_domain(host) == organizational_domain(sender):
+        return []
+    return [
+        Finding(
+            "warning",
+            "tracked-host",
+            f"tracked links point at {host}, outside the sender's domain "
+            f"{organizational_domain(sender)}: spam filters score links whose domain is not "
+            f"the From domain's. Serve `newsletter serve` on a host under "
+            f"{organizational_domain(sender)} and set [newsletter] base_url to it, or turn "
+            '[tracking] clicks "off"',
+        )
+    ]
+
+
+def item_label(section: Section, index: int, language: str) -> str:
+    """How findings name an item: `「title」 in 「section」` (the marks are the newsletter
+    language's); an untitled item by its first words."""
+    return f"{item_name(section, index, language)} in {quote(section.title.text, language)}"
+
+
+def item_name(section: Section, index: int, language: str) -> str:
     item = section.items[index]
     if item.title is not None:
         name = item.title.text
     else:
         words = content_text(item.summary)
         name = words if len(words) <= 30 else f"{words[:29]}…"
-    return f"{section.title} {index} 「{name}」"
+    return quote(name, language)
 
 
-def check_duplicate_urls(issue: Issue) -> list[Finding]:
-    """The same URL under two different items is usually a copy-paste slip."""
-    first: dict[str, str] = {}
-    findings = []
+def check_duplicate_urls(issue: Issue, language: str) -> list[Finding]:
+    """The same URL under two different items is usually a copy-paste slip. One finding per
+    URL, naming every item it is under once (by section), however many times it repeats."""
+    places: dict[str, dict[str, dict[str, int]]] = {}  # url -> section -> item name -> times
     for section in issue.sections:
+        where = quote(section.title.text, language)
         for index, item in enumerate(section.items):
-            where = item_label(section, index)
+            name = item_name(section, index, language)
             for url in item.own_links:
-                if url in first:
-                    findings.append(
-                        Finding(
-                            "warning",
-                            "duplicate-url",
-                            f"{url} is linked under two items: {first[url]} and {where}",
-                        )
-                    )
-                else:
-                    first[url] = where
+                names = places.setdefault(url, {}).setdefault(where, {})
+                names[name] = names.get(name, 0) + 1
+    findings = []
+    for url, sections in places.items():
+        count = sum(sum(names.values()) for names in sections.values())
+        if count < 2:
+            continue
+        shown = "; ".join(
+            f"{_listed([_times(n, k) for n, k in names.items()])} in {where}"
+            for where, names in sections.items()
+        )
+        message = f"{url} is linked under {count} items: {shown}"
+        findings.append(Finding("warning", "duplicate-url", message, url))
     return findings
 
 
-def check_bidi(issue: Issue) -> list[Finding]:
+def _times(name: str, count: int) -> str:
+    return name if count == 1 else f"{name} ({count} times)"
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def check_bidi(issue: Issue, language: str) -> list[Finding]:
     """Titles with bidi embeddings or overrides (the subject refuses them outright)."""
     titles = [section.title.text for section in issue.sections]
     titles += [
@@ -221,20 +308,29 @@ def check_bidi(issue: Issue) -> list[Finding]:
         Finding(
             "warning",
             "bidi",
-            f"the title 「{BIDI_CONTROLS.sub(_code_point, title)}」 contains a bidirectional "
-            "control, which shows the text in another order than it is written",
+            f"the title {quote(BIDI_CONTROLS.sub(_code_point, title), language)} contains a "
+            "bidirectional control, which shows the text in another order than it is written",
         )
         for title in titles
         if BIDI_CONTROLS.search(title)
     ]
 
 
-def check_empty_sections(issue: Issue) -> list[Finding]:
-    return [
-        Finding("warning", "empty-section", f"the section {n} {s.title} has no text and no items")
-        for n, s in enumerate(issue.sections, start=1)
-        if not s.intro and not s.items
-    ]
+def check_empty_sections(issue: Issue, language: str) -> list[Finding]:
+    """One finding for every section with nothing in it: an issue just started by `newsletter
+    new` has only its sections' titles, and says so in one line."""
+    empty = [(n, s) for n, s in enumerate(issue.sections, start=1) if not s.intro and not s.items]
+    if not empty:
+        return []
+    names = ", ".join(f"{n} {quote(s.title.text, language)}" for n, s in empty[:NAMED])
+    names += f" and {len(empty) - NAMED} more" if len(empty) > NAMED else ""
+    if len(empty) == 1:
+        message = f"the section {names} has no text and no items"
+    elif len(empty) == len(issue.sections) and not issue.intro:
+        message = f"all {len(empty)} sections are still empty ({names}): the issue has no text yet"
+    else:
+        message = f"{len(empty)} sections have no text and no items: {names}"
+    return [Finding("warning", "empty-section", message)]
 
 
 def _code_point(match: re.Match[str]) -> str:

@@ -3,7 +3,9 @@ sizes and check findings.
 
 `build`, `check` and the preview all show an issue through `review`, so they see the same
 pipeline as `send` (issue file -> dated -> render -> one sample recipient's message) and the
-sample is parsed once. `write_files` puts a review on disk for `newsletter build`.
+sample is parsed once. The warnings the issue file silences are set apart there, so every one of
+them shows what was silenced the same way. `write_files` puts a review on disk for `newsletter
+build`.
 """
 
 from __future__ import annotations
@@ -15,13 +17,22 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
 
-from newsletter.checks import Finding, encoded_size, note_findings, run_checks
+from newsletter.checks import (
+    Finding,
+    Silenced,
+    check_tracked_host,
+    encoded_size,
+    note_findings,
+    run_checks,
+    silence_findings,
+)
 from newsletter.errors import NewsletterError
 from newsletter.issues import read_issue_file
 from newsletter.mail.message import sample_message
+from newsletter.mail.tracking import render_for_sending
 from newsletter.models import Issue, RenderedEmail
 from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
-from newsletter.render import dated, preheader_for, render_issue
+from newsletter.render import dated, preheader_for
 from newsletter.settings import Settings
 
 
@@ -30,7 +41,7 @@ class Draft:
     """One issue as the sample recipient gets it, and what the checks say about it."""
 
     issue: Issue
-    rendered: RenderedEmail
+    rendered: RenderedEmail  # its tracked links, if any, as slots (linkslots.py)
     message: bytes  # the sample recipient's .eml, exactly as it would be uploaded
     html: str
     text: str
@@ -40,7 +51,8 @@ class Draft:
     sender: str
     subject: str
     preheader: str
-    findings: list[Finding]
+    findings: list[Finding]  # what the checks say, but for the warnings the issue silences
+    silenced: list[Silenced]  # each `silence:` entry with the warnings it held back
     ephemeral_key: bool  # NEWSLETTER_SECRET unset: the sample's unsubscribe link won't verify
 
     @property
@@ -57,8 +69,9 @@ def review(settings: Settings, path: Path, list_name: str) -> Draft:
     source = read_issue_file(path)
     issue = source.issue
     # The email shows the date a send now would; the Draft keeps the file's own (or none).
-    rendered = render_issue(dated_for_sending(settings, issue), settings)
-    sample, ephemeral = sample_message(rendered, settings, list_name)
+    sending = render_for_sending(dated_for_sending(settings, issue), settings, list_name)
+    rendered = sending.rendered
+    sample, ephemeral = sample_message(rendered, settings, list_name, sending.links)
     message = email.message_from_bytes(sample.data, policy=email.policy.default)
     assert isinstance(message, EmailMessage)
     html_part, text_part = message.get_body(("html",)), message.get_body(("plain",))
@@ -66,6 +79,10 @@ def review(settings: Settings, path: Path, list_name: str) -> Draft:
     text = str(text_part.get_content()) if text_part else ""
     html_size = encoded_size(html_part) if html_part else 0
     parts = None if html_part is None or text_part is None else (html, text, html_size)
+    notes = note_findings(source.notes, source.display)
+    findings = run_checks(issue, rendered, parts, notes, language=settings.newsletter.language)
+    findings += check_tracked_host(settings)
+    shown, silenced = silence_findings(findings, issue.silence)
     return Draft(
         issue=issue,
         rendered=rendered,
@@ -77,7 +94,8 @@ def review(settings: Settings, path: Path, list_name: str) -> Draft:
         sender=str(message.get("From", "")),
         subject=str(message.get("Subject", "")),
         preheader=preheader_for(issue),
-        findings=run_checks(issue, rendered, parts, note_findings(source.notes, source.display)),
+        findings=shown,
+        silenced=silenced,
         ephemeral_key=ephemeral,
     )
 

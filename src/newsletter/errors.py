@@ -109,6 +109,12 @@ class TokenError(NewsletterError):
     hint = "Use the unsubscribe link exactly as it came in the email."
 
 
+class LinkExpiredError(TokenError):
+    """A genuine confirmation link past its expiry ([signup] confirm_expiry)."""
+
+    hint = "Sign up again: a new confirmation mail comes with a new link."
+
+
 class DeliveryError(NewsletterError):
     pass
 

@@ -88,6 +88,58 @@ PAGES: dict[str, dict[str, str]] = {
         "error_title": "出错了",
         "error_lead": "服务器出了点问题，你的请求没有完成。请稍后再试。",
         "back_to_archive": "返回往期回顾",
+        "subscribe_link": "订阅",
+        "signup_title": "订阅{name}",
+        "signup_lead": "留下邮箱，新一期发布时会发到你的收件箱。",
+        "signup_list": "订阅哪一份",
+        "signup_email": "邮箱地址",
+        "signup_button": "订阅",
+        "signup_consent": "我同意{name}向这个地址发送邮件通讯。每封邮件都可以一键退订。",
+        "signup_working": "正在准备表单（几秒钟的计算，用来挡住机器人）……",
+        "signup_failed": "表单没能准备好。请刷新页面重试。",
+        "signup_needs_script": (
+            "这个表单需要启用 JavaScript：它在浏览器里做一点计算，用来挡住机器人。"
+        ),
+        "sent_title": "请查收确认邮件",
+        "sent_lead": (
+            "如果这个地址能收到我们的邮件，一封确认邮件正在发往那里。点开邮件里的链接即可完成订"
+            "阅；在你确认之前，我们不会再发任何邮件。"
+        ),
+        "sent_where": (
+            "请在收件箱里查找来自 {sender} 的邮件，几分钟内会到；如果没看到，也请看看垃圾邮件或"
+            "「推广」文件夹。"
+        ),
+        "sent_already": "如果你已经订阅过，就不会再收到确认邮件，通讯照常寄出。",
+        "try_again_title": "请再试一次",
+        "try_again_lead": "表单已过期或没有完成准备。请刷新页面后重新提交。",
+        "bad_address_lead": "这不是一个可用的邮箱地址：{reason}",
+        "slow_down_title": "请稍后再试",
+        "slow_down_lead": "短时间内的请求太多了。请过几分钟再试。",
+        "join_title": "确认订阅",
+        "join_lead": "点击下面的按钮，确认订阅「{list}」。",
+        "join_button": "确认订阅",
+        "joined_title": "订阅成功",
+        "joined_lead": "你已订阅「{list}」。下一期会发到你的邮箱。",
+        "link_expired_title": "链接已过期",
+        "link_expired_lead": "这个确认链接已经过期。请重新订阅，我们会发一封新的确认邮件。",
+        "link_invalid_lead": "这个链接无效、不完整或已被改动。请使用邮件里的链接，或重新订阅。",
+        "link_stale_lead": (
+            "这个链接已被更新的一封邮件取代，或订阅已被取消。请使用最近一封邮件里的链接。"
+        ),
+        "manage_link": "管理订阅",
+        "prefs_title": "管理订阅",
+        "prefs_lead": "选择这个地址要接收的通讯。",
+        "prefs_save": "保存",
+        "prefs_saved": "已保存。",
+        "prefs_change_title": "更换邮箱地址",
+        "prefs_change_lead": "我们会先给新地址发一封确认邮件；确认之后，通讯改寄到新地址。",
+        "prefs_change_button": "更换地址",
+        "prefs_change_sent": "一封确认邮件正在发往新地址。点开其中的链接，更换才会生效。",
+        "move_title": "确认新地址",
+        "move_lead": "点击下面的按钮，把订阅改到这个地址。",
+        "move_button": "确认更换",
+        "moved_title": "地址已更换",
+        "moved_lead": "以后的通讯会寄到这个地址。",
     },
     "en": {
         "archive": "Archive",
@@ -125,8 +177,132 @@ PAGES: dict[str, dict[str, str]] = {
         "error_lead": "The server had a problem and your request was not completed. Please try "
         "again later.",
         "back_to_archive": "Back to the archive",
+        "subscribe_link": "Subscribe",
+        "signup_title": "Subscribe to {name}",
+        "signup_lead": "Leave your address and each new issue comes to your inbox.",
+        "signup_list": "Which newsletter",
+        "signup_email": "Email address",
+        "signup_button": "Subscribe",
+        "signup_consent": "I agree that {name} may send its newsletter to this address. Every "
+        "email has a one-click unsubscribe link.",
+        "signup_working": "Preparing the form (a few seconds of work that keeps robots out)…",
+        "signup_failed": "The form could not be prepared. Reload the page to try again.",
+        "signup_needs_script": "This form needs JavaScript: your browser does a little work "
+        "that keeps robots out.",
+        "sent_title": "Check your inbox",
+        "sent_lead": "If this address can receive our mail, a confirmation is on its way to it. "
+        "Follow the link in it to confirm; until you do, nothing else is sent.",
+        "sent_where": "Look for a mail from {sender} in your inbox within a few minutes; if it "
+        "is not there, look in the spam or promotions folder too.",
+        "sent_already": "Already subscribed? Then no confirmation comes, and the newsletter "
+        "keeps coming as before.",
+        "try_again_title": "Please try again",
+        "try_again_lead": "The form expired or was not ready. Reload the page and send it again.",
+        "bad_address_lead": "This is not an address mail can reach: {reason}",
+        "slow_down_title": "Please wait a moment",
+        "slow_down_lead": "Too many requests in a short time. Try again in a few minutes.",
+        "join_title": "Confirm your subscription",
+        "join_lead": "Press the button to confirm your subscription to {list}.",
+        "join_button": "Confirm",
+        "joined_title": "Subscribed",
+        "joined_lead": "You are subscribed to {list}. The next issue comes to your inbox.",
+        "link_expired_title": "This link has expired",
+        "link_expired_lead": "This confirmation link has expired. Sign up again and a new "
+        "confirmation comes.",
+        "link_invalid_lead": "This link is invalid, incomplete or was altered. Use the link in "
+        "the email, or sign up again.",
+        "link_stale_lead": "A newer email replaced this link, or the subscription was cancelled. "
+        "Use the link in the most recent email.",
+        "manage_link": "Manage your subscription",
+        "prefs_title": "Manage your subscription",
+        "prefs_lead": "Choose what this address receives.",
+        "prefs_save": "Save",
+        "prefs_saved": "Saved.",
+        "prefs_change_title": "Change your address",
+        "prefs_change_lead": "The new address gets a confirmation first; once it is confirmed, "
+        "the newsletter goes there instead.",
+        "prefs_change_button": "Change address",
+        "prefs_change_sent": "A confirmation is on its way to the new address. The change takes "
+        "effect once you follow its link.",
+        "move_title": "Confirm your new address",
+        "move_lead": "Press the button to move your subscription to this address.",
+        "move_button": "Confirm",
+        "moved_title": "Address changed",
+        "moved_lead": "From now on the newsletter comes to this address.",
     },
 }
+
+
+# The words of the site's own mail: confirmations, welcome mails, address changes. None of them
+# holds anything a visitor typed (no name, no address): a form cannot put text in front of the
+# person whose address it names.
+SITE_MAIL: dict[str, dict[str, str]] = {
+    "zh": {
+        "confirm_subject": "请确认订阅{name}",
+        "confirm_heading": "确认订阅",
+        "confirm_lead": (
+            "有人在{name}的网站上用这个地址订阅了「{list}」。如果是你，请点击下面的按钮确认。"
+        ),
+        "confirm_button": "确认订阅",
+        "confirm_ignore": "如果不是你，请忽略这封邮件：不确认，我们就不会再发邮件到这个地址。",
+        "expiry": "链接在 {hours} 小时内有效。",
+        "welcome_subject": "欢迎订阅{name}",
+        "welcome_heading": "欢迎！",
+        "welcome_lead": "你已订阅「{list}」。新一期发布时会寄到这个地址。",
+        "welcome_archive": "往期内容在这里：",
+        "change_subject": "请确认{name}的新地址",
+        "change_heading": "确认新地址",
+        "change_lead": "有人要求把「{list}」的订阅改到这个地址。如果是你，请点击下面的按钮确认。",
+        "change_button": "确认新地址",
+        "change_ignore": "如果不是你，请忽略这封邮件：地址不会被更改。",
+        "footer_signup": "你收到这封邮件，是因为这个地址被填写在{name}的订阅表单里。",
+        "stop": "不要再给我发邮件",
+        "link_fallback": "按钮无法点击时，请打开这个链接：",
+    },
+    "en": {
+        "confirm_subject": "Confirm your subscription to {name}",
+        "confirm_heading": "Confirm your subscription",
+        "confirm_lead": "This address was entered on {name}'s site to subscribe to {list}. If "
+        "that was you, press the button to confirm.",
+        "confirm_button": "Confirm subscription",
+        "confirm_ignore": "If it was not you, ignore this mail: without a confirmation, nothing "
+        "more is sent to this address.",
+        "expiry": "The link works for {hours} hours.",
+        "welcome_subject": "Welcome to {name}",
+        "welcome_heading": "Welcome!",
+        "welcome_lead": "You are subscribed to {list}. Each new issue comes to this address.",
+        "welcome_archive": "Earlier issues are here:",
+        "change_subject": "Confirm your new address for {name}",
+        "change_heading": "Confirm your new address",
+        "change_lead": "Someone asked to move the subscription to {list} to this address. If "
+        "that was you, press the button to confirm.",
+        "change_button": "Confirm new address",
+        "change_ignore": "If it was not you, ignore this mail: nothing changes.",
+        "footer_signup": "You receive this email because this address was entered on the "
+        "signup form of {name}.",
+        "stop": "Do not email me again",
+        "link_fallback": "If the button does not work, open this link:",
+    },
+}
+
+
+# How `check` and the preview quote the newsletter's own words (a title) in a finding.
+FINDINGS: dict[str, dict[str, str]] = {
+    "zh": {"quoted": "「{text}」"},
+    "en": {"quoted": "“{text}”"},
+}
+
+
+# A new issue's title when the last one's does not carry its number (`newsletter new`).
+ISSUE_TITLE: dict[str, dict[str, str]] = {
+    "zh": {"title": "{name}第{number}期"},
+    "en": {"title": "{name} {number}"},
+}
+
+
+def quote(text: str, language: str) -> str:
+    """`text` in the quotation marks of `language` (English ones for a language without)."""
+    return strings_for(FINDINGS, language)["quoted"].replace("{text}", text)
 
 
 def primary(language: str) -> str:

@@ -15,15 +15,18 @@ from typing import Annotated, Any
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
+    field_validator,
     model_validator,
 )
 
 from newsletter.content import Block, Content, Image, Inline, Url, content_links, walk_blocks
 from newsletter.fields import PLACEHOLDER_PREFIX as PLACEHOLDER_PREFIX
 from newsletter.fields import check_text, check_url
+from newsletter.silence import Silence, read_silence
 
 
 class Frozen(BaseModel):
@@ -151,6 +154,17 @@ class Issue(Frozen):
     intro: Content = ()
     outro: Content = ()
     sections: list[Section] = Field(default_factory=list)
+    # The checks whose warnings the editor has judged for this issue (see silence.py).
+    silence: tuple[Annotated[Silence, BeforeValidator(read_silence)], ...] = ()
+
+    @field_validator("silence")
+    @classmethod
+    def _each_check_once(cls, value: tuple[Silence, ...]) -> tuple[Silence, ...]:
+        names = [s.check for s in value]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"names {', '.join(twice)} twice; keep one entry for each")
+        return value
 
     @model_validator(mode="after")
     def _has_content(self) -> Issue:

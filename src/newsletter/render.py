@@ -55,11 +55,14 @@ DEFAULT_TEMPLATE_DIRS = (
 )
 
 
-def render_issue(issue: Issue, settings: Settings, *, whole: bool = False) -> RenderedEmail:
+def render_issue(
+    issue: Issue, settings: Settings, *, whole: bool = False, budget: int = CUT_AT
+) -> RenderedEmail:
     """Render both parts of `issue`; raise TemplateError naming the template and line on failure.
 
-    An HTML part past the clip (clip.CUT_AT) keeps the sections that fit and links to the rest
-    online, unless `whole` (the web version has it all)."""
+    An HTML part past the clip (`budget`, clip.CUT_AT unless the links will grow: tracked
+    links, mail/tracking.py) keeps the sections that fit and links to the rest online, unless
+    `whole` (the web version has it all)."""
     env = template_environment(settings.templates_dir)
     context = _context(issue, settings)
     # Optional blocks leave runs of blank lines; two (between sections) is the most a reader
@@ -67,10 +70,11 @@ def render_issue(issue: Issue, settings: Settings, *, whole: bool = False) -> Re
     text = re.sub(r"\n{4,}", "\n\n\n", _render_template(env, TEXT_TEMPLATE, context))
     html = _html(env, context, settings)
     size = wire_size(html)
-    sizes = section_sizes(html, len(issue.sections), size) if size > MEASURE_FROM else []
+    measure = size > min(MEASURE_FROM, budget)
+    sizes = section_sizes(html, len(issue.sections), size) if measure else []
     online_from = None
-    if not whole and size > CUT_AT and sizes:
-        html, online_from = _cut(env, issue, settings, size, sizes)
+    if not whole and size > budget and sizes:
+        html, online_from = _cut(env, issue, settings, size, sizes, budget)
     return RenderedEmail(
         issue_number=issue.number,
         subject=issue.title,
@@ -83,17 +87,22 @@ def render_issue(issue: Issue, settings: Settings, *, whole: bool = False) -> Re
 
 
 def _cut(
-    env: jinja2.Environment, issue: Issue, settings: Settings, size: int, sizes: list[int]
+    env: jinja2.Environment,
+    issue: Issue,
+    settings: Settings,
+    size: int,
+    sizes: list[int],
+    budget: int,
 ) -> tuple[str, int]:
-    """The HTML part with as many sections as fit under the clip, and how many that is: from
-    the measured estimate, one section more or fewer until the next would not fit."""
+    """The HTML part with as many sections as fit in `budget`, and how many that is: from the
+    measured estimate, one section more or fewer until the next would not fit."""
     notice = _NOTICE_BYTES + sum(len(str(s.title).encode()) * 2 for s in issue.sections)
-    kept = min(sections_that_fit(size, sizes, notice), len(issue.sections) - 1)
+    kept = min(sections_that_fit(size, sizes, notice, budget), len(issue.sections) - 1)
     fitted: tuple[str, int] | None = None
     over = False
     while True:
         html = _html(env, _context(issue, settings, kept), settings)
-        if wire_size(html) <= CUT_AT:
+        if wire_size(html) <= budget:
             fitted = (html, kept)
             if over or kept + 1 >= len(issue.sections):
                 return fitted
@@ -105,6 +114,15 @@ def _cut(
             if kept == 0:
                 return html, 0  # too big even without sections: `check` says so
             kept -= 1
+
+
+def render_parts(settings: Settings, name: str, context: dict[str, Any]) -> tuple[str, str]:
+    """Templates NAME.txt and NAME.mjml (the site's own mail: confirm, welcome, change) with
+    `context` -> (text, HTML with the CSS inlined), by the same pipeline as an issue."""
+    env = template_environment(settings.templates_dir)
+    text = re.sub(r"\n{3,}", "\n\n", _render_template(env, f"{name}.txt", context))
+    html = compile_mjml(_render_template(env, f"{name}.mjml", context))
+    return text, inline_css(html, _css(env), settings.render.inliner)
 
 
 def _html(env: jinja2.Environment, context: dict[str, Any], settings: Settings) -> str:

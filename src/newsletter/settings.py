@@ -9,10 +9,12 @@ Relative paths in the file are relative to the file's folder, the project root.
 
 from __future__ import annotations
 
+import datetime as dt
 import email.utils
 import ipaddress
 import os
 import re
+import zoneinfo
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
@@ -80,6 +82,18 @@ def check_base_url(value: str) -> str:
     return value
 
 
+def check_timezone(value: str) -> str:
+    """An IANA time zone name; empty means the machine's."""
+    if value:
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"{value!r} is not a time zone such as Asia/Shanghai or Europe/Berlin"
+            ) from None
+    return value
+
+
 class NewsletterSettings(SettingsTable):
     name: str = "Newsletter"
     language: Annotated[str, AfterValidator(check_language)] = "en"
@@ -91,6 +105,14 @@ class NewsletterSettings(SettingsTable):
     greeting_fallback: str = "friend"
     sample_name: str = "Sample Reader"
     sample_email: str = "reader@example.org"
+    # Where the newsletter's days begin and end (Asia/Shanghai); empty: the machine's zone.
+    timezone: Annotated[str, AfterValidator(check_timezone)] = ""
+
+    def today(self) -> dt.date:
+        """The newsletter's date now: in its time zone, else the machine's."""
+        if self.timezone:
+            return dt.datetime.now(zoneinfo.ZoneInfo(self.timezone)).date()
+        return dt.date.today()
 
 
 class RenderSettings(SettingsTable):
@@ -107,10 +129,13 @@ class PathSettings(SettingsTable):
 
 
 class ListSettings(SettingsTable):
-    path: Path
+    # The list's CSV, if it has one: its recipients are the CSV's rows plus the list's confirmed
+    # subscribers in the outbox (signups, imports, `newsletter subscribers add`).
+    path: Path | None = None
     name: str = ""
     id: str = ""
     staging: bool = False
+    signup: bool = False  # readers may sign up on `newsletter serve`'s signup page
 
 
 class SmtpSettings(SettingsTable):
@@ -188,7 +213,7 @@ class ServeSettings(SettingsTable):
 
 
 class SignupSettings(SettingsTable):
-    """The defences in front of every signup endpoint (see README, "Signup")."""
+    """Signup: its defences, its links and its mail (see README, "Readers join")."""
 
     # Proof of work (ALTCHA, PBKDF2/SHA-256): iterations per try; a browser makes ~256 tries.
     work_cost: Annotated[int, Field(ge=100, le=1_000_000)] = 5000
@@ -207,6 +232,14 @@ class SignupSettings(SettingsTable):
     dns_timeout: Annotated[float, Field(gt=0, le=30)] = 3.0
     refuse_disposable: bool = True  # domains on the disposable-email-domains list
     blocked_domains: list[str] = Field(default_factory=list)  # and any others (subdomains too)
+    # Hours a confirmation (or address-change) link works.
+    confirm_expiry: Annotated[float, Field(gt=0, le=24 * 30)] = 48.0
+    # A welcome mail (templates/email/welcome.*) once a reader confirms.
+    welcome: bool = False
+    # What the form says the reader agrees to (default: the page's own words, in the
+    # newsletter's language), and its version: the consent ledger keeps both's record.
+    consent_text: str = ""
+    consent_version: Annotated[str, Field(min_length=1, max_length=40)] = "1"
 
     @field_validator("nameservers")
     @classmethod
@@ -236,6 +269,32 @@ class BouncesSettings(SettingsTable):
     min_sample: Annotated[int, Field(ge=1)] = 100  # attempts before the rates apply
 
 
+class TrackingSettings(SettingsTable):
+    """What readers read (README, "What readers read"): off unless turned on."""
+
+    # "off": links go straight to their sites; "aggregate": counts per link, nothing about a
+    # person kept; "per-reader": counts per reader, by outbox row.
+    clicks: Literal["off", "aggregate", "per-reader"] = "off"
+    # Seconds: a request this soon after that recipient's delivery, within this of the same
+    # message's canary request, or this close to a request for another link of it, is a machine.
+    delivery_window: Annotated[float, Field(ge=0, le=3600)] = 10.0
+    canary_window: Annotated[float, Field(ge=0, le=3600)] = 10.0
+    burst_window: Annotated[float, Field(ge=0, le=3600)] = 2.0
+
+
+class PrivacySettings(SettingsTable):
+    # A count below this is shown as "< 5" in every report (text, CSV, HTML, charts).
+    min_count: Annotated[int, Field(ge=1, le=1000)] = 5
+    retention_days: Annotated[int, Field(ge=1)] = 180  # click events older than this are deleted
+    # The address a click came from: "truncate" keeps its network (IPv4 /24, IPv6 /48), "hash"
+    # a keyed digest that changes every day, "none" nothing.
+    ip: Literal["truncate", "hash", "none"] = "truncate"
+    # The address a signup, a confirmation or a preference change came from, in the consent
+    # ledger: "keep" it whole (what proves consent best), or as `ip` says ("truncate", "hash",
+    # "none"); unset, as `ip`.
+    consent_ip: Literal["keep", "truncate", "hash", "none"] | None = None
+
+
 class OutboxSettings(SettingsTable):
     # "" is the SQLite file outbox.sqlite3 in [paths] state; `sqlite:///FILE` another file
     # (relative to the project root); `postgresql://USER@HOST:PORT/DB` a shared PostgreSQL.
@@ -254,6 +313,17 @@ class OutboxSettings(SettingsTable):
             )
         # An @ that libpq reads elsewhere than it looks would print part of the password.
         return check_unambiguous(url)
+
+
+class WorkerSettings(SettingsTable):
+    """`newsletter worker`: the long-running process that sends the site's mail."""
+
+    poll: Annotated[float, Field(ge=0.05, le=60)] = 0.5  # seconds between looks for due mail
+    # Seconds a worker's claim on a site mail lasts without renewal (renewed every third of
+    # it); a dead worker's claimed mail goes back to the others after it.
+    lease: Annotated[float, Field(ge=1, le=3600)] = 30.0
+    max_attempts: Annotated[int, Field(ge=1, le=100)] = 8  # then a deferred mail fails
+    concurrency: Annotated[int, Field(ge=1, le=16)] = 2  # SMTP sessions for the site's mail
 
 
 class CheckSettings(SettingsTable):
@@ -289,17 +359,7 @@ class CheckSettings(SettingsTable):
     @field_validator("allow_private")
     @classmethod
     def _networks(cls, value: bool | list[str]) -> bool | list[str]:
-        if isinstance(value, bool):
-            return value
-        networks = []
-        for entry in value:
-            try:
-                networks.append(str(ipaddress.ip_network(entry.strip(), strict=False)))
-            except ValueError:
-                raise ValueError(
-                    f"{entry!r}: not an IP network (e.g. 10.1.0.0/16, 192.168.1.5, fd00::/8)"
-                ) from None
-        return networks
+        return value if isinstance(value, bool) else ip_networks(value)
 
 
 def nameserver_address(entry: str) -> tuple[str, int]:
@@ -333,6 +393,9 @@ class Settings(SettingsTable):
     bounces: BouncesSettings = BouncesSettings()
     outbox: OutboxSettings = OutboxSettings()
     check: CheckSettings = CheckSettings()
+    worker: WorkerSettings = WorkerSettings()
+    tracking: TrackingSettings = TrackingSettings()
+    privacy: PrivacySettings = PrivacySettings()
     secret: SecretStr | None = None
     secret_previous: SecretStr | None = None
     smtp_password: SecretStr | None = None
@@ -368,6 +431,11 @@ class Settings(SettingsTable):
         never print it; Outbox.display, from dburl.redact, is the printable form)."""
         url = self.outbox.url
         return url if url.startswith(POSTGRES_SCHEMES) else self.database
+
+    @property
+    def signup_lists(self) -> list[str]:
+        """The lists readers may sign up to on the site, in the config's order."""
+        return [name for name, chosen in self.lists.items() if chosen.signup]
 
     def mailing_list(self, name: str) -> ListSettings:
         try:

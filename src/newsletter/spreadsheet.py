@@ -1,11 +1,11 @@
-"""Delivery rows in; CSV a spreadsheet can open safely out (`newsletter status --csv`): no cell
-runs as a formula, and none carries a control character (the CSV also goes to terminals, with
-`--csv -`, and to viewers that act on escapes)."""
+"""Rows in; CSV a spreadsheet can open safely out (`newsletter status --csv`, the click report):
+no cell runs as a formula, and none carries a control character (the CSV also goes to
+terminals, with `--csv -`, and to viewers that act on escapes)."""
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TextIO
 
 from newsletter.outbox import Delivery
@@ -26,12 +26,18 @@ CSV_COLUMNS = (
 def write_csv(rows: Iterable[Delivery], handle: TextIO) -> int:
     """The log as CSV for a spreadsheet; every cell is neutralised against formula injection
     and cleaned of control characters (a multi-line reply becomes one line)."""
+    cells = ([getattr(row, column) for column in CSV_COLUMNS] for row in rows)
+    return write_rows(CSV_COLUMNS, cells, handle)
+
+
+def write_rows(columns: Sequence[str], rows: Iterable[Sequence[object]], handle: TextIO) -> int:
+    """A header and rows as CSV, each cell made safe as write_csv's are; the rows written."""
     writer = csv.writer(handle)
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow(columns)
     n = 0
     for row in rows:
         # Neutralised first, on the text as it came: a leading tab or CR is still seen.
-        writer.writerow([printable(neutralise(getattr(row, column))) for column in CSV_COLUMNS])
+        writer.writerow([printable(neutralise(cell)) for cell in row])
         n += 1
     return n
 

@@ -62,9 +62,9 @@ def test_check_passes_issue_14_with_the_duplicate_link_warning(project: Path) ->
     code, out, _ = run("check", "--issue", "14")
     assert code == 0
     assert out.splitlines()[0] == (
-        "warning: https://arxiv.org/pdf/2110.15032.pdf is linked under two items: "
-        "项目 0 「OneFlow：从零重新设计分布式深度学习框架」 and "
-        "项目 1 「高效并行训练AI大模型——“夸父”AI系统 (Colossal-AI)」 [duplicate-url]"
+        "warning: https://arxiv.org/pdf/2110.15032.pdf is linked under 2 items: "
+        "「OneFlow：从零重新设计分布式深度学习框架」 and "
+        "「高效并行训练AI大模型——“夸父”AI系统 (Colossal-AI)」 in 「项目」 [duplicate-url]"
     )
     assert "HTML part: " in out
     assert "of Gmail's ~102 KB clipping limit" in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import email.header
+import random
 
 import pytest
 
@@ -166,3 +167,29 @@ def test_part_head_names_type_charset_and_encoding() -> None:
         b'--b1\r\nContent-Type: text/plain; charset="utf-8"\r\n'
         b"Content-Transfer-Encoding: base64\r\n\r\n"
     )
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_runs_of_fixed_length_values_encode_as_each_alone(seed: int) -> None:
+    """The same lines, byte for byte, whether the values of fixed length (tracked links) are
+    taken a run at a time or each alone: every offset a run can start at, short and long
+    segments, values that span lines, runs at the start and the end."""
+    rng = random.Random(seed)
+    count = rng.randint(2, 30)
+    segments = [
+        rng.randbytes(rng.choice((0, 1, 3, 20, 56, 57, 58, 130, 400))) for _ in range(count + 1)
+    ]
+    fixed = {n: rng.choice((1, 24, 51, 57, 60, 120)) for n in range(count) if rng.random() < 0.7}
+    runs = Base64(segments, fixed)
+    alone = Base64(segments)
+    for _ in range(12):
+        values = [
+            rng.randbytes(fixed[n]) if n in fixed else rng.randbytes(rng.randint(0, 70))
+            for n in range(count)
+        ]
+        made = b"".join(runs.encode(values, fixed=True))
+        assert made == b"".join(alone.encode(values))
+        assert base64.b64decode(made) == b"".join(
+            piece for pair in zip(segments, [*values, b""], strict=True) for piece in pair
+        )
+        assert all(len(line) <= 76 for line in made.split(b"\r\n"))

@@ -8,8 +8,17 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from newsletter.errors import ConfigError, TokenError
-from newsletter.mail.tokens import key_id, sign, signing_key, verify
+from newsletter.errors import ConfigError, LinkExpiredError, TokenError
+from newsletter.mail.tokens import (
+    LinkTarget,
+    Purpose,
+    key_id,
+    sign,
+    sign_link,
+    signing_key,
+    verify,
+    verify_link,
+)
 from newsletter.settings import Settings, load_settings
 from support.site import first_format_token
 
@@ -161,3 +170,49 @@ def test_ephemeral_key_is_random_but_stable_within_the_process() -> None:
     assert len(first.secret) == 32
     token = sign(first.secret, "main", "a@example.com")
     assert verify(second.secret, token) == ("main", "a@example.com")
+
+
+# -- link tokens (the site's own mail) --------------------------------------------------------
+
+
+def _link(purpose: Purpose = Purpose.CONFIRM, expires: int = 2_000_000_000) -> LinkTarget:
+    return LinkTarget(purpose, "main", "ann@example.org", "nonce-1", expires, "")
+
+
+def test_a_link_token_round_trips_and_shows_nothing() -> None:
+    token = sign_link(SECRET, _link())
+    assert "ann" not in token
+    assert "main" not in token
+    assert verify_link([SECRET + "-new", SECRET], token, Purpose.CONFIRM, 1.0) == _link()
+
+
+def test_a_link_token_is_single_purpose() -> None:
+    confirm = sign_link(SECRET, _link())
+    with pytest.raises(TokenError, match="forged, altered or for something else"):
+        verify_link(SECRET, confirm, Purpose.CHANGE, 1.0)
+    with pytest.raises(TokenError):
+        verify(SECRET, confirm)  # nor an unsubscribe token
+    with pytest.raises(TokenError):
+        verify_link(SECRET, sign(SECRET, "main", "ann@example.org"), Purpose.CONFIRM, 1.0)
+
+
+def test_a_link_token_expires() -> None:
+    token = sign_link(SECRET, _link(expires=1000))
+    assert verify_link(SECRET, token, Purpose.CONFIRM, 1000.0).expires_at == 1000
+    with pytest.raises(LinkExpiredError, match="expired"):
+        verify_link(SECRET, token, Purpose.CONFIRM, 1000.5)
+
+
+@pytest.mark.parametrize("position", [0, 9, 20, -1])
+def test_an_altered_link_token_fails(position: int) -> None:
+    token = sign_link(SECRET, _link())
+    swapped = "A" if token[position] != "A" else "B"
+    with pytest.raises(TokenError):
+        verify_link(
+            SECRET, token[:position] + swapped + token[position + 1 :], Purpose.CONFIRM, 1.0
+        )
+
+
+def test_link_fields_may_not_hold_a_newline() -> None:
+    with pytest.raises(ValueError, match="newline"):
+        sign_link(SECRET, _link()._replace(nonce="a\nb"))

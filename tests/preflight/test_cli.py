@@ -37,10 +37,10 @@ def test_online_names_each_broken_link_and_keeps_exit_codes(
     code, out, err = run("check", "--issue", "15", "--online")
     assert code == 1, err
     lines = out.splitlines()
-    assert lines[0] == f"error: 项目 1 「坏」: {missing}: 404 [link-check]"
+    assert lines[0] == f"error: 「坏」 in 「项目」: {missing}: 404 [link-check]"
     assert lines[1].startswith("HTML part: ")
     assert lines[2].startswith("spam score ")  # issue 11's offline check, before the online ones
-    assert lines[3] == f"note: 项目 2 「搬」: {found} → {https_site.url('/ok')} (302 → 200)"
+    assert lines[3] == f"note: 「搬」 in 「项目」: {found} → {https_site.url('/ok')} (302 → 200)"
     assert lines[4].startswith("online: 3 link(s): 2 answering, 1 failing, 0 not fetched ")
     assert lines[5:] == ["issue 15: 1 error(s), 0 warning(s)"]
     # Offline, the same issue passes: the broken link is an online finding only.

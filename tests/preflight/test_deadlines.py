@@ -64,8 +64,8 @@ def test_check_online_ends_at_run_timeout_and_says_what_was_left(
     lines = result.stdout.splitlines()
     timed_out = [line for line in lines if "timeout after 2 s" in line]
     late = [line for line in lines if "out of time: the run's 3 s ([check] run_timeout)" in line]
-    assert timed_out == [f"warning: 项目 0 「慢」: {urls[0]}: timeout after 2 s [link-check]"]
-    assert [line.split(" 「慢」: ")[1].split(": out of time")[0] for line in late] == urls[1:]
+    assert timed_out == [f"warning: 「慢」 in 「项目」: {urls[0]}: timeout after 2 s [link-check]"]
+    assert [line.split(" in 「项目」: ")[1].split(": out of time")[0] for line in late] == urls[1:]
     assert all(line.startswith("warning: ") for line in late)
     assert any(", 3 out of time, " in line for line in lines if line.startswith("online: "))
     assert took < DRIBBLE / 2

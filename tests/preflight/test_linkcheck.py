@@ -110,8 +110,8 @@ def test_link_skip_fetches_nothing(http_site: Site) -> None:
     assert results[url].skipped
     assert checker.fetched == 0
     assert report.link_findings(results, {}) == []
-    assert report.link_notes(results, {url: "项目 0 「甲」"}) == [
-        f"项目 0 「甲」: {url}: not fetched ([check] link_skip)"
+    assert report.link_notes(results, {url: "「甲」 in 「项目」"}) == [
+        f"「甲」 in 「项目」: {url}: not fetched ([check] link_skip)"
     ]
     summary = OnlineReport(links=results).summary()
     assert summary.startswith("online: 1 link(s): 0 answering, 0 failing, 1 not fetched")
@@ -152,17 +152,17 @@ def test_findings_name_the_item(http_site: Site) -> None:
             ],
         }
     )
-    labels = report.item_labels(issue)
+    labels = report.item_labels(issue, "zh-CN")
     results, _ = check(list(labels))
     findings = report.link_findings(results, labels)
     assert [str(f) for f in findings] == [
-        f"error: 项目 1 「坏」: {http_site.url('/missing')}: 404 [link-check]",
-        f"warning: 项目 2 「搬」: {http_site.url('/moved')}: moved permanently to "
+        f"error: 「坏」 in 「项目」: {http_site.url('/missing')}: 404 [link-check]",
+        f"warning: 「搬」 in 「项目」: {http_site.url('/moved')}: moved permanently to "
         f"{http_site.url('/ok')}; link the new address [link-moved]",
     ]
     # The permanent redirect is a warning above; only the temporary one is a note.
     assert report.link_notes(results, labels) == [
-        f"项目 3 「慢」: {http_site.url('/found')} → {http_site.url('/ok')} (302 → 200)",
+        f"「慢」 in 「项目」: {http_site.url('/found')} → {http_site.url('/ok')} (302 → 200)",
     ]
 
 
@@ -206,9 +206,9 @@ def test_every_url_of_the_issue_is_labelled() -> None:
             ],
         }
     )
-    assert report.item_labels(issue) == {
+    assert report.item_labels(issue, "zh-CN") == {
         "https://blog.example/a": "intro",
-        "https://a.example/": "分析 0 「甲」",
-        "https://paper.example/1": "分析 0 「甲」",
+        "https://a.example/": "「甲」 in 「分析」",
+        "https://paper.example/1": "「甲」 in 「分析」",
         "https://next.example/": "outro",
     }

@@ -39,7 +39,7 @@ def test_online_results_in_the_checks_tab(
             if "Checking" not in text or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-    assert f"error 项目 1 「坏」: {missing}: 404 link-check" in " ".join(text.split())
+    assert f"error 「坏」 in 「项目」: {missing}: 404 link-check" in " ".join(text.split())
     assert "online: 2 link(s): 1 answering, 1 failing, 0 not fetched" in text
     # The offline checks find nothing here; the tab counts the online findings too
     # (the 404, and the unauthenticated test domain's warnings).
@@ -68,7 +68,9 @@ def test_a_late_result_reloads_the_page(
             time.sleep(0.2)
             version, _, text = checks_pane(preview, 15)
     assert version != first_version  # the open pages were told to fetch themselves again
-    assert f"warning 项目 0 「慢」: {slow}: timeout after 2 s link-check" in " ".join(text.split())
+    assert f"warning 「慢」 in 「项目」: {slow}: timeout after 2 s link-check" in " ".join(
+        text.split()
+    )
 
 
 def test_off_says_how_to_turn_it_on(project: Path) -> None:

@@ -54,10 +54,10 @@ def test_good_domain_and_its_links(
     )
     first = online(project, 15, recipients=9)
     assert [str(f) for f in first.findings] == [
-        f"error: 项目 1 「坏」: {https_site.url('/missing?run')}: 404 [link-check]"
+        f"error: 「坏」 in 「项目」: {https_site.url('/missing?run')}: 404 [link-check]"
     ]
     assert first.notes == [
-        f"项目 2 「搬」: {https_site.url('/found?run')} → {https_site.url('/ok')} (302 → 200)"
+        f"「搬」 in 「项目」: {https_site.url('/found?run')} → {https_site.url('/ok')} (302 → 200)"
     ]
     assert first.dns_queries > 0
     assert first.fetched == 6  # three HEADs, GET /missing, HEAD /ok after the 302, /unsubscribe

@@ -12,8 +12,8 @@ from newsletter.outbox import Outbox
 from newsletter.seen import SeenKeys
 from newsletter.send.job import Job
 from newsletter.send.planning import plan
-from newsletter.send.preparation import CsvRoster
 from send.test_engine import build
+from support.outbox import CsvListing
 
 N = 600
 
@@ -36,7 +36,7 @@ def test_duplicates_past_the_table_are_reported_and_counted(
     monkeypatch.setattr(SeenKeys, "TABLE", 64)  # a run every 32 addresses (the reader forks)
     path = tmp_path / "list.csv"
     write(path)
-    job = Job(14, "main", CsvRoster(path), build)
+    job = Job(14, "main", CsvListing(path), build)
     with outbox.plans.lock(14, "main"):
         planned, report = plan(job, outbox, "planner", keep=lambda: None)
     assert report is not None

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
+from pathlib import Path
 
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import DUE, Delivery, Outbox, Planned, PlanResult
@@ -14,7 +15,7 @@ from newsletter.send.coordinator import Interrupts, Run
 from newsletter.send.job import Event, Job, Listed, Options, RunReport
 from newsletter.send.lease import worker_id
 from newsletter.send.smtp import Pool
-from newsletter.subscribers import ListReport, fold_address
+from newsletter.subscribers import ListReport, fold_address, read_rows
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,17 @@ class Listing:
 
     def read(self) -> tuple[Iterable[Listed], ListReport | None]:
         return self.subscribers(), None
+
+
+@dataclass(frozen=True)
+class CsvListing:
+    """A list file alone (no outbox subscribers), read anew and reported on afresh each time."""
+
+    path: Path
+
+    def read(self) -> tuple[Iterable[Listed], ListReport]:
+        report = ListReport(self.path)
+        return read_rows(self.path, report), report
 
 
 def plan(

@@ -31,7 +31,8 @@ from newsletter.mail.tokens import key_id, signing_key
 from newsletter.models import Subscriber
 from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
-from newsletter.web.site.app import create_app, server_config
+from newsletter.web.site.app import create_app
+from newsletter.web.site.server import server_config
 
 SECRET = "serve-tests-secret-0123456789abcdef"
 ALICE = "alice@example.net"

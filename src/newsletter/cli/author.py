@@ -1,4 +1,4 @@
-"""The editor's commands: `build`, `check` and `preview` of one issue."""
+"""The editor's commands: `new` issue, and `build`, `check` and `preview` of one."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from newsletter.configfile import CONFIG_NAME
 from newsletter.draft import Draft, review, write_files
 from newsletter.errors import display_path
 from newsletter.issues import issue_path
+from newsletter.issues.skeleton import start_issue, write_skeleton
 from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.spamscore import score_message, spam_findings
 
@@ -26,6 +27,45 @@ def review_issue(settings: Settings, number: int, list_name: str) -> Draft:
             err=True,
         )
     return draft
+
+
+@click.command()
+@click.option(
+    "--number",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The new issue's number (default: the one after the highest in issues/).",
+)
+@click.option(
+    "--from",
+    "start_from",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Take the sections of this issue (default: the highest).",
+)
+@pass_settings
+def new(settings: Settings, number: int | None, start_from: int | None) -> None:
+    """Write the next issue file and print its path; it opens nothing.
+
+    The file gets the next number, today's date (in [newsletter] timezone, else the
+    machine's), the last issue's title with the number moved on, and its sections with no
+    items, in its format (Markdown or YAML). An issue that exists is never overwritten.
+    """
+    skeleton = start_issue(
+        settings.issues_dir,
+        settings.newsletter.today(),
+        number=number,
+        start_from=start_from,
+        name=settings.newsletter.name,
+        language=settings.newsletter.language,
+    )
+    write_skeleton(skeleton)
+    click.echo(display_path(skeleton.path))
+    click.echo(
+        f"issue {skeleton.number}: the {len(skeleton.sections)} section(s) of issue "
+        f"{skeleton.source.issue.number} ({skeleton.source.display}), with nothing in them yet",
+        err=True,
+    )
 
 
 @click.command()
@@ -96,6 +136,9 @@ def _build_issue(settings: Settings, number: int, list_name: str, out: Path | No
 def check(settings: Settings, number: int, list_name: str, online: bool | None) -> None:
     """Pre-send checks. Exit 0: no errors (warnings allowed); 1: errors.
 
+    Warnings the issue file silences (its `silence:` key) are counted and named, not shown;
+    errors are never silenced.
+
     Also scores the sample message with SpamAssassin (`spamassassin -L -t`, local rules) when
     it is installed: a warning above 0.0, an error from 5.0.
     """
@@ -121,8 +164,14 @@ def check(settings: Settings, number: int, list_name: str, online: bool | None) 
         for note in report.notes:
             click.echo(f"note: {note}")
         click.echo(report.summary())
+    if draft.silenced:
+        click.echo(f"silenced by the issue file: {', '.join(str(s) for s in draft.silenced)}")
     errors = sum(f.level == "error" for f in findings)
-    click.echo(f"issue {number}: {errors} error(s), {len(findings) - errors} warning(s)")
+    silenced = sum(len(s.findings) for s in draft.silenced)
+    click.echo(
+        f"issue {number}: {errors} error(s), {len(findings) - errors} warning(s)"
+        + (f", {silenced} silenced" if silenced else "")
+    )
     if errors:
         sys.exit(1)
 

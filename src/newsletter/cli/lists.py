@@ -1,4 +1,5 @@
-"""The editor's commands on lists: `subscribers`, `unsubscribe`, `suppressions` and `bounces`."""
+"""The editor's commands on lists: `subscribers` (its subcommands are readers.py's),
+`unsubscribe`, `suppressions` and `bounces`."""
 
 from __future__ import annotations
 
@@ -11,42 +12,73 @@ from newsletter.bounces.collect import collect, describe
 from newsletter.bounces.inbox import open_inbox
 from newsletter.bounces.origin import DkimKeys
 from newsletter.bounces.policy import Policy, Verdict
-from newsletter.cli.terminal import every_list_option, list_counts, pass_settings, printable
+from newsletter.cli.terminal import (
+    Group,
+    every_list_option,
+    list_counts,
+    pass_settings,
+    printable,
+)
 from newsletter.errors import ConfigError, NewsletterError, display_path
 from newsletter.mail.tokens import signing_key
 from newsletter.outbox import EDITOR_SOURCE, open_project_outbox, outbox_exists
 from newsletter.outbox.bounces import DISMISSED
+from newsletter.outbox.consent import ConsentEvent
+from newsletter.outbox.roster import Status
 from newsletter.settings import DEFAULT_LIST, Settings, nameserver_address
 from newsletter.subscribers import address_key, check_list
 
 
-@click.command()
+class _Subcommands(Group):
+    """`subscribers`' subcommands, from readers.py, imported only when one runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return ["add", "remove", "import", "export", "forget", "show"]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        from newsletter.cli.readers import SUBCOMMANDS
+
+        return SUBCOMMANDS.get(cmd_name)
+
+
+@click.group(cls=_Subcommands, invoke_without_command=True)
 @every_list_option
 @pass_settings
-def subscribers(settings: Settings, list_name: str | None) -> None:
-    """Check subscriber lists: every rejected row (file:line: field: reason), then the counts
-    of valid, duplicate, invalid, unsubscribed and suppressed rows.
+@click.pass_context
+def subscribers(ctx: click.Context, settings: Settings, list_name: str | None) -> None:
+    """Check the lists, or (with a command) manage the subscribers in the outbox.
 
-    Suppressed means unsubscribed through a link (the delivery log's suppression list).
-    Exit 0: every row is usable; 1: some rows were rejected (they are skipped when sending).
+    Alone: every rejected row of each list's CSV (file:line: field: reason), then per list the
+    counts of valid, duplicate, invalid, unsubscribed and suppressed rows, and of its
+    subscribers in the outbox (confirmed, pending, left). Suppressed means unsubscribed through
+    a link (the delivery log's suppression list). Exit 0: every row is usable; 1: some rows were
+    rejected (they are skipped when sending).
     """
+    if ctx.invoked_subcommand is not None:
+        return
     names = [list_name] if list_name else sorted(settings.lists)
     if not names:
         raise ConfigError("no lists in the config", hint="Add a [lists.main] table with a `path`.")
     rejected = 0
     for name in names:
-        path = settings.resolve(settings.mailing_list(name).path)
+        csv = settings.mailing_list(name).path
         suppressed: frozenset[str] = frozenset()
+        members: dict[Status, int] = {}
         if outbox_exists(settings.outbox_target):
             with open_project_outbox(settings) as outbox:
                 suppressed = outbox.suppressions.addresses(name)
-        report = check_list(
-            Path(display_path(path)),
-            suppressed=suppressed,
-            on_reject=lambda problem: click.echo(printable(str(problem))),
-        )
-        click.echo(list_counts(name, report))
-        rejected += report.rejected_count
+                members = outbox.roster.counts(name)
+        if csv is not None:
+            report = check_list(
+                Path(display_path(settings.resolve(csv))),
+                suppressed=suppressed,
+                on_reject=lambda problem: click.echo(printable(str(problem))),
+            )
+            click.echo(list_counts(name, report))
+            rejected += report.rejected_count
+        if members or csv is None or settings.mailing_list(name).signup:
+            counts = ", ".join(f"{members.get(s, 0)} {s}" for s in Status)
+            click.echo(f"{name} (subscribers in the outbox): {counts}")
     if rejected:
         click.echo(f"{rejected} row(s) rejected: fix them, or they are skipped when sending")
         sys.exit(1)
@@ -80,7 +112,9 @@ def unsubscribe(settings: Settings, address: str, list_name: str, undo: bool) ->
             click.echo(f"{key} {state} on {list_name!r}")
             return
         before = outbox.suppressions.get(list_name, key)
-        outbox.suppressions.add(list_name, key, EDITOR_SOURCE)
+        if outbox.suppressions.add(list_name, key, EDITOR_SOURCE):
+            event = ConsentEvent(list_name, key, "unsubscribe", source="cli")
+            outbox.consent.record(event)
     if before is None:
         state = "unsubscribed"
     elif before.source == EDITOR_SOURCE:

@@ -20,6 +20,7 @@ from newsletter.cli.terminal import Group
 
 # Every command, in the order help lists them: name -> the cli module that defines it.
 COMMANDS = {
+    "new": "author",
     "build": "author",
     "check": "author",
     "preview": "author",
@@ -29,9 +30,11 @@ COMMANDS = {
     "bounces": "lists",
     "send": "sending",
     "status": "sending",
+    "report": "reports",
     "outbox": "database",
     "mailbox": "servers",
     "serve": "servers",
+    "worker": "servers",
 }
 
 
@@ -65,10 +68,12 @@ def cli(ctx: click.Context, config: Path | None) -> None:
 
     \b
     The editor's day:
+      newsletter new                           start the next issue from the last
       newsletter preview --issue 14            look at it live in a browser
       newsletter check --issue 14              pre-send checks
       newsletter send --issue 14 --list staging   a test send
       newsletter send --issue 14               deliver to the main list
+      newsletter report --issue 14             what readers read (with [tracking] on)
     """
     ctx.ensure_object(dict)["config"] = config
 

@@ -177,7 +177,7 @@ def _confirm(prepared: preparation.Prepared) -> None:
     skipped = counted.suppressed
     click.echo(
         f"About to send issue {job.issue} to the {job.list_name!r} list:\n"
-        f"  recipients  {counted.valid}"
+        f"  recipients  {counted.recipients}"
         + (f" ({skipped} more unsubscribed: skipped)" if skipped else "")
         + "\n"
         f"  SMTP server {prepared.server}\n"

@@ -1,4 +1,5 @@
-"""The long-running services: `mailbox` (the capture server) and `serve` (the public site)."""
+"""The long-running services: `mailbox` (the capture server), `serve` (the public site) and
+`worker` (the site's mail)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from newsletter.settings import Settings
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
-    "--port", type=click.IntRange(0, 65535), default=1025, show_default=True, help="SMTP port."
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=1025,
+    show_default=True,
+    help="SMTP port; 0 picks a free one (the first line names it).",
 )
 @click.option(
     "--bounce",
@@ -31,7 +36,10 @@ def mailbox(settings: Settings, host: str, port: int, bounce: tuple[str, ...]) -
     .newsletter/mailbox/ and printed as one line. The shipped newsletter.toml sends to it.
     With --bounce, mail to those addresses is answered with a delivery status notification
     in the same Maildir, which `newsletter bounces --maildir .newsletter/mailbox` reads.
-    Ctrl-C stops it."""
+
+    Its first line, printed once it listens, names the address and port it listens on. A port
+    it cannot listen on (another program holds it) is one error line and exit code 1. Ctrl-C
+    or SIGTERM stops it."""
     folder = settings.state_dir / "mailbox"
 
     def ready(bound: int) -> None:
@@ -56,7 +64,9 @@ def mailbox(settings: Settings, host: str, port: int, bounce: tuple[str, ...]) -
 )
 @pass_settings
 def serve(settings: Settings, host: str | None, port: int | None) -> None:
-    """Run the public web service: one-click unsubscribe (RFC 8058) and the web archive.
+    """Run the public web service: one-click unsubscribe (RFC 8058), the web archive, and the
+    signup and preference pages of lists with `signup = true` (`newsletter worker` sends their
+    confirmations).
 
     Meant to run behind a TLS-terminating reverse proxy at newsletter.base_url (see README).
     Needs NEWSLETTER_SECRET, the same one `send` signs unsubscribe links with (after changing
@@ -65,7 +75,7 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
     """
     # starlette + uvicorn: imported only when used
     from newsletter.web.listen import bind_socket, url_of
-    from newsletter.web.site.app import serve as serve_site
+    from newsletter.web.site.server import serve as serve_site
 
     signing_key(settings, allow_ephemeral=False)  # no secret: fail before binding the port
     sock = bind_socket(host or settings.serve.host, settings.serve.port if port is None else port)
@@ -81,3 +91,33 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
             err=True,
         )
     serve_site(settings, sock)
+
+
+@click.command()
+@click.option("--once", is_flag=True, help="Send what is due now, then exit (for cron or a test).")
+@pass_settings
+def worker(settings: Settings, once: bool) -> None:
+    """Run the worker: it sends the site's mail (signup confirmations, welcome mails, address
+    changes) within a second of the signup, through [smtp], and records each once.
+
+    Needs NEWSLETTER_SECRET (the confirmation links are signed with it) and the same outbox as
+    `serve`. On SQLite one worker per project; with a PostgreSQL outbox run any number, on any
+    machines. Prints one line per mail. SIGTERM or Ctrl-C finishes the mail in hand and stops;
+    a second one stops at once.
+    """
+    from newsletter.worker import run_worker  # SMTP and the outbox: only when used
+
+    key = signing_key(settings, allow_ephemeral=False)
+
+    def log(line: str) -> None:
+        click.echo(printable(line))
+
+    def ready() -> None:
+        click.echo(
+            f"Worker started: site mail from the outbox through {settings.smtp.host}:"
+            f"{settings.smtp.port}  (Ctrl-C to stop)",
+            err=True,
+        )
+
+    run_worker(settings, key, log=log, once=once, ready=ready)
+    click.echo("Worker stopped.", err=True)

@@ -4,7 +4,8 @@ A MessageFactory is built once per (issue, list): it checks and encodes every he
 same for all recipients, splits the text and HTML on the Placeholder words, and chooses each
 part's transfer encoding (base64 for CJK-heavy parts, quoted-printable when that is smaller).
 `build(subscriber)` then only fills the values (HTML-escaped in the HTML part), encodes the few
-lines that changed, and joins bytes: no EmailMessage, no re-rendering per recipient.
+lines that changed, and joins bytes: no EmailMessage, no re-rendering per recipient. Tracked
+links are slots too (mail/tracking.py): filled here once, or per reader in `per-reader` mode.
 
 The output is ``multipart/alternative`` (text, then HTML), UTF-8, CRLF line ends, no line over
 78 octets in the headers where folding allows and never over 998 anywhere. Header values that
@@ -19,8 +20,9 @@ import email.utils
 import hashlib
 import hmac
 import html
+import operator
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -31,7 +33,9 @@ from newsletter.bounces.verp import TAG_HEADER, make_tag, return_path
 from newsletter.errors import ConfigError, TemplateError, UnsafeHeaderError
 from newsletter.i18n import EMAIL, strings_for
 from newsletter.links import issue_url, unsubscribe_url
+from newsletter.linkslots import SLOT_WORD
 from newsletter.mail.canonical import relaxed_lines
+from newsletter.mail.clicktokens import MAX_BLOCK_ROW
 from newsletter.mail.mime import (
     CRLF,
     MAX_LINE,
@@ -43,6 +47,7 @@ from newsletter.mail.mime import (
     unstructured_header,
 )
 from newsletter.mail.tokens import sign, signing_key
+from newsletter.mail.tracking import PROBE_ROW, ClickLinks, Slot, fold_links
 from newsletter.models import (
     PLACEHOLDER_PREFIX,
     OutgoingMessage,
@@ -51,6 +56,7 @@ from newsletter.models import (
     Subscriber,
     header_problem,
 )
+from newsletter.places import Place
 from newsletter.settings import Settings
 from newsletter.subscribers import DOT_ATOM, fold_address
 
@@ -63,6 +69,7 @@ _PLACEHOLDER = re.compile(re.escape(PLACEHOLDER_PREFIX) + r"[A-Z0-9_]*__")
 _PLAIN_ID = re.compile(r"<[!-;=?-~]+>")  # printable ASCII, no spaces or angle brackets inside
 _EML_NAME = re.compile(r"[0-9]{6,}-[A-Za-z0-9@._+-]+\.eml")
 _FIELD = re.compile(rb"^([!-9;-~]+):", re.MULTILINE)
+_WORDS = tuple(Placeholder)
 _BLOCK = re.compile(rb"(?:[!-9;-~]+:[ \t][\x20-\x7e]*\r\n(?:[ \t][\x20-\x7e]*\r\n)*)+")
 
 
@@ -78,7 +85,11 @@ class MessageFactory:
         secret: bytes,
         test: bool | None = None,
         date: dt.datetime | None = None,
+        links: Sequence[tuple[Place, str]] = (),
+        sample: bool = False,
     ) -> None:
+        """`links`: what each link slot of `rendered` stands for (render_for_sending's);
+        `sample`: the message of no reader (its click tokens name row 0)."""
         mailing_list = settings.mailing_list(list_name)
         self.issue = rendered.issue_number
         self.list_name = list_name
@@ -88,10 +99,6 @@ class MessageFactory:
         self._base_url = settings.newsletter.base_url
         self.web_url = issue_url(self._base_url, rendered.issue_number)
         _check_url(self.web_url, "newsletter.base_url")
-        # The same for every recipient: encoded (and escaped) once per issue.
-        self._fixed = {
-            Placeholder.WEB_URL: (self.web_url.encode(), html.escape(self.web_url).encode())
-        }
 
         sender_name, self.sender = _parse_mailbox(settings.newsletter.sender, "newsletter.sender")
         self.domain = self.sender.rpartition("@")[2]
@@ -150,10 +157,28 @@ class MessageFactory:
         self._lists = [_ascii(field) for field in lists]
         self._tail = [_ascii(field) for field in tail]
 
-        self._text = _split(rendered.text, "text")
-        self._html = _split(rendered.html, "html")
-        self.text_encoder = choose_encoder(self._text[0])
-        self.html_encoder = choose_encoder(self._html[0])
+        self._text = _split(rendered.text, "text", len(links))
+        self._html = _split(rendered.html, "html", len(links))
+        # Tracked links: when every message gets the same (aggregate, a sample), filled here.
+        self._clicks = ClickLinks(secret, self.issue, links, self._base_url) if links else None
+        same = self._clicks and self._clicks.for_every_message(
+            settings.tracking.clicks, list_name, sample=sample
+        )
+        if same:
+            self._text = fold_links(*self._text, [url.encode() for url in same])
+            self._html = fold_links(*self._html, [html.escape(url).encode() for url in same])
+            self._clicks = None
+        elif self._clicks is not None:
+            clicks = self._clicks
+            self._row_tokens = clicks.row_bytes
+            self._fixed_rows = MAX_BLOCK_ROW if clicks.token_length is not None else -1
+            self._text = clicks.prefixed(*self._text, clicks.prefix_text), self._text[1]
+            self._html = clicks.prefixed(*self._html, clicks.prefix_html), self._html[1]
+        self._text_pick, self._html_pick = _picker(self._text[1]), _picker(self._html[1])
+        text_fixed = self._fixed_lengths(self._text[1])
+        html_fixed = self._fixed_lengths(self._html[1])
+        self.text_encoder = choose_encoder(self._text[0], text_fixed)
+        self.html_encoder = choose_encoder(self._html[0], html_fixed)
         self._text_head = part_head("text/plain", self.text_encoder.name, self._boundary)
         self._html_head = part_head("text/html", self.html_encoder.name, self._boundary)
         self._close = _ascii(f"--{self._boundary}--\r\n")
@@ -218,14 +243,19 @@ class MessageFactory:
             raise UnsafeHeaderError(f"stored Message-ID {message_id!r} is not a plain <id@domain>")
         shown = name or self._fallback_name
         values = Placeholder.values(name=shown, unsubscribe_url=unsubscribe, web_url=self.web_url)
-        fixed = self._fixed
-        text_values = [
-            fixed[slot][0] if slot in fixed else values[slot].encode() for slot in self._text[1]
-        ]
-        html_values = [
-            fixed[slot][1] if slot in fixed else html.escape(values[slot]).encode()
-            for slot in self._html[1]
-        ]
+        words = [values[word] for word in _WORDS]
+        tokens: Sequence[bytes] = ()
+        fixed = False
+        if self._clicks is not None:
+            row = row_id or PROBE_ROW
+            fixed = row <= self._fixed_rows
+            tokens = self._row_tokens(row)  # base64url: nothing to escape
+        # Every value once, words then tokens; each part picks its slots' in one call.
+        text_all = [word.encode() for word in words]
+        html_all = [html.escape(word).encode() for word in words]
+        text_all += tokens
+        html_all += tokens
+        text_values, html_values = self._text_pick(text_all), self._html_pick(html_all)
         mailto = f"mailto:{self._mailto}?subject=unsubscribe%20{token}"
         sender = self._return_path or self.sender
         tag_line = b""
@@ -245,11 +275,11 @@ class MessageFactory:
         ]
         header = b"".join(fields)
         if self._signing is None:
-            text_lines = self.text_encoder.encode(text_values)
-            html_lines = self.html_encoder.encode(html_values)
+            text_lines = self.text_encoder.encode(text_values, fixed=fixed)
+            html_lines = self.html_encoder.encode(html_values, fixed=fixed)
         else:
-            text_lines, text_relaxed = self.text_encoder.encode_relaxed(text_values)
-            html_lines, html_relaxed = self.html_encoder.encode_relaxed(html_values)
+            text_lines, text_relaxed = self.text_encoder.encode_relaxed(text_values, fixed=fixed)
+            html_lines, html_relaxed = self.html_encoder.encode_relaxed(html_values, fixed=fixed)
         body = [self._text_head, *text_lines, self._html_head, *html_lines, self._close]
         data = b"".join([header, CRLF, *body])
         if self._signing is not None:
@@ -273,6 +303,19 @@ class MessageFactory:
             data=data,
             smtp_ready=self._smtp_ready,
         )
+
+    def _fixed_lengths(self, slots: list[Slot]) -> dict[int, int]:
+        """The slots whose bytes have one length in every message: the web version's, and the
+        per-reader click URLs (the encoder takes runs of them at once)."""
+        found: dict[int, int] = {}
+        length = self._clicks.token_length if self._clicks is not None else None
+        web = {len(self.web_url.encode()), len(html.escape(self.web_url).encode())}
+        for n, slot in enumerate(slots):
+            if isinstance(slot, int) and length is not None:
+                found[n] = length
+            elif slot is Placeholder.WEB_URL and len(web) == 1:
+                found[n] = len(self.web_url.encode())
+        return found
 
     def _issue_signer(self, settings: Settings) -> IssueSigner | None:
         """The DKIM signers [dkim] asks for, with this issue's fixed header fields and the
@@ -304,12 +347,18 @@ class MessageFactory:
 
 
 def sample_message(
-    rendered: RenderedEmail, settings: Settings, list_name: str
+    rendered: RenderedEmail,
+    settings: Settings,
+    list_name: str,
+    links: Sequence[tuple[Place, str]] = (),
 ) -> tuple[OutgoingMessage, bool]:
     """The sample recipient's message (`build`, `check`, the preview), and whether its
-    unsubscribe link is signed with a throwaway key because NEWSLETTER_SECRET is unset."""
+    unsubscribe link is signed with a throwaway key because NEWSLETTER_SECRET is unset.
+    `links`: what the link slots of `rendered` stand for (render_for_sending's)."""
     key = signing_key(settings, allow_ephemeral=True)
-    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
+    factory = MessageFactory(
+        rendered, settings, list_name, secret=key.secret, links=links, sample=True
+    )
     address = settings.newsletter.sample_email
     sample = Subscriber(envelope=address, name=settings.newsletter.sample_name)
     return factory.build(sample), key.ephemeral
@@ -340,24 +389,45 @@ def write_eml_files(
 # -- placeholders and small helpers ---------------------------------------------------------------
 
 
-def _split(content: str, part: str) -> tuple[list[bytes], list[Placeholder]]:
-    """CRLF-normalised UTF-8 bytes between the Placeholder words, and the words in order."""
+def _split(content: str, part: str, links: int = 0) -> tuple[list[bytes], list[Slot]]:
+    """CRLF-normalised UTF-8 bytes between the Placeholder words and the `links` link slots,
+    and the slots in order."""
     normal = content.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\r\n")
     segments: list[bytes] = []
-    slots: list[Placeholder] = []
+    slots: list[Slot] = []
     start = 0
     for match in _PLACEHOLDER.finditer(normal):
         word = match.group()
-        if word not in Placeholder._value2member_map_:
+        link = SLOT_WORD.fullmatch(word)
+        slot: Slot
+        if link is not None and int(link.group(1)) < links:
+            slot = int(link.group(1))
+        elif word in Placeholder._value2member_map_:
+            slot = Placeholder(word)
+        else:
             raise TemplateError(
                 f"the rendered {part} part contains {word}, which is not a known placeholder",
                 hint=f"Use only {', '.join(p.value for p in Placeholder)} in templates.",
             )
         segments.append(normal[start : match.start()].encode())
-        slots.append(Placeholder(word))
+        slots.append(slot)
         start = match.end()
     segments.append(normal[start:].encode())
     return segments, slots
+
+
+def _picker(slots: list[Slot]) -> Callable[[Sequence[bytes]], Sequence[bytes]]:
+    """What takes a part's values, in its slots' order, from [*words (_WORDS' order), *tokens]
+    (a C call, where a lookup per slot is a Python step per link)."""
+    where = [
+        _WORDS.index(slot) if isinstance(slot, Placeholder) else len(_WORDS) + slot
+        for slot in slots
+    ]
+    if len(where) == 1:
+        return lambda values: (values[where[0]],)
+    if not where:
+        return lambda values: ()
+    return operator.itemgetter(*where)
 
 
 # -- headers -------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import binascii
 import re
-from collections.abc import Sequence
+import struct
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from newsletter.errors import UnsafeHeaderError
@@ -32,22 +33,27 @@ class Encoder(Protocol):
     # The lines every encode() result starts with, whatever the values, in DKIM's relaxed form.
     leading: bytes
 
-    def encode(self, values: Sequence[bytes]) -> list[bytes]: ...
+    def encode(self, values: Sequence[bytes], *, fixed: bool = False) -> list[bytes]:
+        """`fixed`: every value the encoder was told has a fixed length has it (see Base64)."""
+        ...
 
-    def encode_relaxed(self, values: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
+    def encode_relaxed(
+        self, values: Sequence[bytes], *, fixed: bool = False
+    ) -> tuple[list[bytes], list[bytes]]:
         """encode()'s lines, and the same lines in DKIM's relaxed body form (the same list
         when the lines are their own relaxed form)."""
         ...
 
 
-def choose_encoder(segments: list[bytes]) -> Encoder:
-    """Base64 or quoted-printable, whichever makes this part smaller (CJK: base64, ~1.4x)."""
+def choose_encoder(segments: list[bytes], fixed: Mapping[int, int] | None = None) -> Encoder:
+    """Base64 or quoted-printable, whichever makes this part smaller (CJK: base64, ~1.4x);
+    `fixed`: the values whose length never changes (a value's index -> its length)."""
     sample = b"".join(segments)
     qp_size = len(binascii.b2a_qp(sample, istext=True))
     base64_size = (len(sample) + 56) // 57 * 78
     if qp_size <= base64_size:
         return QuotedPrintable(segments)
-    return Base64(segments)
+    return Base64(segments, fixed)
 
 
 class Base64:
@@ -55,15 +61,33 @@ class Base64:
 
     A static segment encodes the same way whenever it starts at the same offset modulo 57 (the
     input bytes of one line), so its full lines are encoded once per offset and then reused.
+
+    Values whose length never changes (`fixed`: a value's index -> its length in bytes, such as
+    per-reader click URLs) are taken a run at a time: a run of them and the segments between
+    lands at the same places whenever it starts at the same offset, so which of its lines they
+    touch, and every other line, are worked out once per offset (_Run); per message the touched
+    lines are joined, encoded and cut apart in one call each, however many values the run holds.
     """
 
     name = "base64"
     smtp_ready = True  # the base64 alphabet has no "." and every line gets its CRLF here
     _IN = 57
 
-    def __init__(self, segments: list[bytes]) -> None:
+    def __init__(self, segments: list[bytes], fixed: Mapping[int, int] | None = None) -> None:
         self._segments = segments
         self._cache: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+        # A run's first value -> its last; at least two values make one worth it.
+        self._runs: dict[int, int] = {}
+        self._fixed = dict(fixed or {})
+        index = 0
+        while index < len(segments) - 1:
+            last = index
+            while last + 1 in self._fixed and last in self._fixed:
+                last += 1
+            if index in self._fixed and last > index:
+                self._runs[index] = last
+            index = last + 1
+        self._templates: dict[tuple[int, int], _Run] = {}
         if len(segments) == 1:
             self.leading = b"".join(self.encode([]))
         else:
@@ -72,29 +96,51 @@ class Base64:
             lines = (_b64_line(first[i : i + self._IN]) for i in range(0, full, self._IN))
             self.leading = b"".join(lines)
 
-    def encode(self, values: Sequence[bytes]) -> list[bytes]:
+    def encode(self, values: Sequence[bytes], *, fixed: bool = False) -> list[bytes]:
+        """`fixed`: the caller vouches that every value the constructor's `fixed` names has
+        that length (else each value is taken alone)."""
+        # The hot path: names bound locally, no call per line but the encoder's own.
         out: list[bytes] = []
+        append = out.append
+        b2a = binascii.b2a_base64
+        cache = self._cache
+        runs = self._runs if fixed else {}
+        size = self._IN
         carry = b""
-        for index, segment in enumerate(self._segments):
+        segments = self._segments
+        index = 0
+        while index < len(segments):
+            segment = segments[index]
             if index:
+                last = runs.get(index - 1)
+                if last is not None:
+                    key = (index - 1, len(carry))
+                    run = self._templates.get(key) or self._template(*key, last)
+                    carry = run.fill(carry, values[index - 1 : last + 1], out)
+                    index = last + 2
+                    continue
                 carry += values[index - 1]
-                while len(carry) >= self._IN:
-                    out.append(_b64_line(carry[: self._IN]))
-                    carry = carry[self._IN :]
-            need = self._IN - len(carry)
+                while len(carry) >= size:
+                    append(b2a(carry[:size], newline=False) + CRLF)
+                    carry = carry[size:]
+            need = size - len(carry)
+            index += 1
             if len(segment) < need:
                 carry += segment
                 continue
-            out.append(_b64_line(carry + segment[:need]))
-            lines, carry = self._lines(index, need)
-            out.append(lines)
+            append(b2a(carry + segment[:need], newline=False) + CRLF)
+            cached = cache.get((index - 1, need)) or self._lines(index - 1, need)
+            append(cached[0])
+            carry = cached[1]
         if carry:
-            out.append(_b64_line(carry))
+            append(b2a(carry, newline=False) + CRLF)
         return out
 
-    def encode_relaxed(self, values: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
+    def encode_relaxed(
+        self, values: Sequence[bytes], *, fixed: bool = False
+    ) -> tuple[list[bytes], list[bytes]]:
         # Base64 lines hold no space or tab: each is its own relaxed form.
-        lines = self.encode(values)
+        lines = self.encode(values, fixed=fixed)
         return lines, lines
 
     def _lines(self, index: int, start: int) -> tuple[bytes, bytes]:
@@ -106,6 +152,82 @@ class Base64:
             lines = b"".join(encoded[i : i + 76] + CRLF for i in range(0, len(encoded), 76))
             cached = self._cache[(index, start)] = (lines, segment[end:])
         return cached
+
+    def _template(self, first: int, carry: int, last: int) -> _Run:
+        # The run's bytes: the carry, then each value and the segment after it.
+        pieces: list[int | bytes] = [carry]
+        for index in range(first, last + 1):
+            pieces += [self._fixed[index], self._segments[index + 1]]
+        run = self._templates[(first, carry)] = _Run(pieces, self._IN)
+        return run
+
+
+class _Run:
+    """One run of fixed-length values and the segments between them, from one offset: where
+    its values land, the lines they leave alone (encoded here, once), and the bytes of the
+    ones they touch with a slot for each value, in order."""
+
+    __slots__ = ("cut", "out", "pieces", "unpack")
+
+    def __init__(self, layout: list[int | bytes], size: int) -> None:
+        # Where each value (an int: its length) and each static segment (bytes) lands.
+        spans: list[tuple[int, int, bytes | None]] = []
+        at = 0
+        for item in layout:
+            length = item if isinstance(item, int) else len(item)
+            spans.append((at, at + length, None if isinstance(item, int) else item))
+            at += length
+        lines = at // size
+        dirty = {
+            n
+            for a, b, data in spans
+            if data is None
+            for n in range(a // size, min((b - 1) // size + 1, lines))
+        }
+        touched = sorted(dirty)
+        keep = [(n * size, (n + 1) * size) for n in touched] + [(lines * size, at)]
+
+        def static(a: int, b: int) -> bytes:
+            return b"".join(
+                data[max(a, s) - s : min(b, e) - s]
+                for s, e, data in spans
+                if data and s < b and e > a
+            )
+
+        # The touched lines and the tail, in order, as statics between the values' slots.
+        statics = [b""]
+        for s, e, data in spans:
+            if data is None:
+                statics.append(b"")
+                continue
+            for a, b in keep:
+                if a < e and b > s:
+                    statics[-1] += data[max(a, s) - s : min(b, e) - s]
+        self.pieces = [piece for static_ in statics for piece in (static_, b"")][:-1]
+        self.cut = len(touched) * size
+        self.unpack = struct.Struct("76s" * len(touched)).unpack
+        # The run's full lines: the untouched ones encoded, a slot for each touched one.
+        out: list[bytes] = [b""]
+        for n in range(lines):
+            if n in dirty:
+                out += [b"", CRLF]
+            else:
+                out[-1] += _b64_line(static(n * size, (n + 1) * size))
+        self.out = out
+
+    def fill(self, carry: bytes, values: Sequence[bytes], out: list[bytes]) -> bytes:
+        """The run's lines for one message (`carry`: the bytes before it in its first line)
+        added to `out`; the bytes it leaves for the next line."""
+        pieces = self.pieces
+        pieces[1::2] = [carry, *values]
+        raw = b"".join(pieces)
+        if self.cut:
+            lines = self.out
+            lines[1::2] = self.unpack(
+                binascii.b2a_base64(memoryview(raw)[: self.cut], newline=False)
+            )
+            out += lines  # the pieces, not a copy of the run's bytes: the message joins once
+        return raw[self.cut :]
 
 
 def _b64_line(chunk: bytes) -> bytes:
@@ -134,7 +256,7 @@ class QuotedPrintable:
         self._relaxed: list[bytes] | None = None
         self.leading = relaxed_lines(self._static[0] if last else b"".join(self._static))
 
-    def encode(self, values: Sequence[bytes]) -> list[bytes]:
+    def encode(self, values: Sequence[bytes], *, fixed: bool = False) -> list[bytes]:
         out = [self._static[0]]
         for value, static in zip(values, self._static[1:], strict=True):
             if value:
@@ -142,7 +264,9 @@ class QuotedPrintable:
             out.append(static)
         return out
 
-    def encode_relaxed(self, values: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
+    def encode_relaxed(
+        self, values: Sequence[bytes], *, fixed: bool = False
+    ) -> tuple[list[bytes], list[bytes]]:
         if self._relaxed is None:
             self._relaxed = [relaxed_lines(static) for static in self._static]
         out, relaxed = [self._static[0]], [self._relaxed[0]]

@@ -1,6 +1,11 @@
-"""Unsubscribe tokens: (list name, address) in, an opaque URL-safe token out, and back again.
+"""The keys NEWSLETTER_SECRET gives, and unsubscribe tokens: (list name, address) in, an opaque
+URL-safe token out, and back again.
 
-A token is two base64url fields joined by a dot, ``KID.BOX``:
+Every token of the tool (these, the click tokens of mail/clicktokens.py) comes from this module's
+keys: the secret and its rotation, one derived key per purpose, so no kind of token verifies as
+another.
+
+An unsubscribe token is two base64url fields joined by a dot, ``KID.BOX``:
 
 * ``KID``  6 bytes of HMAC(key, "key id"): names the key without revealing it, so a token made
            with a key that is no longer configured fails with a clear reason, not as "forged".
@@ -17,6 +22,13 @@ working, new ones are made with the new secret.
 
 The token sits in a URL path that mailbox providers POST to without cookies (RFC 8058), so it alone
 must prove the request.
+
+Links in the site's own mail (a signup's confirmation, an address change's) carry a link token,
+``KID.BOX`` too, under a key of their own: the purpose, the list, the address, the nonce the
+database keeps for that link, any detail (a change's old address) and an expiry, encrypted and
+authenticated with the purpose as associated data. It is single-purpose (a confirmation link
+never verifies as a change, nor either as an unsubscribe token) and expires (`[signup]
+confirm_expiry`); the nonce makes it single-use where the database forgets it once used.
 """
 
 from __future__ import annotations
@@ -29,13 +41,14 @@ import hmac
 import re
 import secrets
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import NamedTuple
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
 from newsletter.configfile import SECRET_ENV
-from newsletter.errors import ConfigError, TokenError
+from newsletter.errors import ConfigError, LinkExpiredError, TokenError
 from newsletter.settings import Settings
 
 _VERSION = b"newsletter-unsubscribe-v2"
@@ -111,13 +124,27 @@ def _ephemeral_secret() -> bytes:
 @functools.lru_cache(maxsize=8)  # a send signs one token per recipient with the same key
 def key_id(secret: Secret) -> str:
     """The short public name of a key, as it appears at the start of every token."""
-    return _b64(hmac.digest(_key(secret), _KID_LABEL, "sha256")[:6])
+    return b64(key_id_bytes(secret))
 
 
 @functools.lru_cache(maxsize=8)
-def _box(secret: Secret) -> AESSIV:
-    # AES-256-SIV takes a 512-bit key; the secret itself is never used as one.
-    return AESSIV(hmac.digest(_key(secret), _BOX_LABEL, hashlib.sha512))
+def key_id_bytes(secret: Secret) -> bytes:
+    """The 6 bytes `key_id` spells; a token may carry a prefix of them."""
+    return hmac.digest(_key(secret), _KID_LABEL, "sha256")[:6]
+
+
+@functools.lru_cache(maxsize=16)
+def siv_box(secret: Secret, label: bytes = _BOX_LABEL) -> AESSIV:
+    """AES-256-SIV under the key derived from `secret` for the purpose `label`."""
+    # AES-256-SIV takes a 512-bit key; the secret itself is never used as one, and each purpose
+    # (its label) gets a key of its own.
+    return AESSIV(hmac.digest(_key(secret), label, hashlib.sha512))
+
+
+@functools.lru_cache(maxsize=16)
+def derived_key(secret: Secret, label: bytes) -> bytes:
+    """A 256-bit key derived from `secret` for the purpose `label` (never the secret itself)."""
+    return hmac.digest(_key(secret), label, hashlib.sha256)
 
 
 def sign(secret: Secret, list_name: str, address: str) -> str:
@@ -125,8 +152,8 @@ def sign(secret: Secret, list_name: str, address: str) -> str:
     if "\n" in list_name or "\n" in address:
         raise ValueError("list name and address must not contain a newline")
     kid = key_id(secret)
-    box = _box(secret).encrypt(f"{list_name}\n{address}".encode(), [_VERSION, kid.encode()])
-    return f"{kid}.{_b64(box)}"
+    box = siv_box(secret).encrypt(f"{list_name}\n{address}".encode(), [_VERSION, kid.encode()])
+    return f"{kid}.{b64(box)}"
 
 
 def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
@@ -135,8 +162,7 @@ def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
     if len(token) > _MAX_TOKEN or not token.isascii():
         raise TokenError("the unsubscribe token is malformed")
     parts = token.split(".")
-    # Only the exact encoding sign() writes: no padding, no characters base64 would skip.
-    if len(parts) not in (2, 3) or not all(_FIELD.fullmatch(part) for part in parts):
+    if len(parts) not in (2, 3) or not all(canonical(part) for part in parts):
         raise TokenError("the unsubscribe token is malformed")
     candidates = (keys,) if isinstance(keys, bytes | str) else tuple(keys)
     secret = next((k for k in candidates if hmac.compare_digest(parts[0], key_id(k))), None)
@@ -148,7 +174,7 @@ def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
     try:
         if len(parts) == 2:
             kid, box = parts
-            plain = _box(secret).decrypt(_unb64(box), [_VERSION, kid.encode()])
+            plain = siv_box(secret).decrypt(unb64(box), [_VERSION, kid.encode()])
         else:
             plain = _verify_v1(secret, *parts)
         list_name, sep, address = plain.decode("utf-8").partition("\n")
@@ -161,21 +187,93 @@ def verify(keys: Secret | Sequence[Secret], token: str) -> tuple[str, str]:
     return list_name, address
 
 
+class Purpose(StrEnum):
+    """What a link token may do; each verifies only as itself."""
+
+    CONFIRM = "confirm"  # confirm a signup
+    CHANGE = "change"  # confirm a new address from the preference page
+
+
+_LINK_VERSION = b"newsletter-link-v1"
+_LINK_LABEL = b"newsletter link token encryption v1"
+
+
+class LinkTarget(NamedTuple):
+    """What a genuine link token names."""
+
+    purpose: Purpose
+    list_name: str
+    address: str  # the address key the link acts for (a change: the new address)
+    nonce: str
+    expires_at: int  # Unix seconds
+    detail: str = ""  # a change: the old address key
+
+
+def sign_link(secret: Secret, target: LinkTarget) -> str:
+    """An opaque token for `target` (no field may hold a newline)."""
+    fields = [target.list_name, target.address, target.nonce, target.detail]
+    if any("\n" in f for f in fields):
+        raise ValueError("a link token's fields must not contain a newline")
+    kid = key_id(secret)
+    plain = "\n".join([*fields, str(int(target.expires_at))]).encode()
+    box = siv_box(secret, _LINK_LABEL).encrypt(plain, _link_data(kid, target.purpose))
+    return f"{kid}.{b64(box)}"
+
+
+def verify_link(
+    keys: Secret | Sequence[Secret], token: str, purpose: Purpose, now: float
+) -> LinkTarget:
+    """The target of a link token made for `purpose` with any of `keys`; TokenError if it is
+    not genuine (or for another purpose), LinkExpiredError once it is past its expiry."""
+    parts = token.split(".")
+    if len(token) > _MAX_TOKEN or len(parts) != 2 or not all(canonical(p) for p in parts):
+        raise TokenError("the link is malformed")
+    candidates = (keys,) if isinstance(keys, bytes | str) else tuple(keys)
+    secret = next((k for k in candidates if hmac.compare_digest(parts[0], key_id(k))), None)
+    if secret is None:
+        raise TokenError("the link was made with another key (was NEWSLETTER_SECRET changed?)")
+    try:
+        plain = siv_box(secret, _LINK_LABEL).decrypt(unb64(parts[1]), _link_data(parts[0], purpose))
+        list_name, address, nonce, detail, expires = plain.decode("utf-8").split("\n")
+        expires_at = int(expires)
+    except InvalidTag:
+        raise TokenError("the link is forged, altered or for something else") from None
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise TokenError("the link is malformed") from None
+    if expires_at < now:
+        raise LinkExpiredError("the link has expired")
+    return LinkTarget(purpose, list_name, address, nonce, expires_at, detail)
+
+
+def _link_data(kid: str, purpose: Purpose) -> list[bytes]:
+    return [_LINK_VERSION, kid.encode(), purpose.value.encode()]
+
+
 def _verify_v1(secret: Secret, kid: str, payload: str, mac: str) -> bytes:
     """The first format's payload, if its MAC is right (links in issues sent before v2)."""
     message = _VERSION_1 + kid.encode("ascii") + b"." + payload.encode("ascii")
-    if not hmac.compare_digest(mac, _b64(hmac.digest(_key(secret), message, "sha256"))):
+    if not hmac.compare_digest(mac, b64(hmac.digest(_key(secret), message, "sha256"))):
         raise InvalidTag
-    return _unb64(payload)
+    return unb64(payload)
+
+
+def canonical(field: str) -> bool:
+    """Only the exact encoding _b64 writes: no padding, no characters base64 would skip, and no
+    other spelling of the same bytes (the last character's unused bits set)."""
+    if not _FIELD.fullmatch(field) or len(field) % 4 == 1:
+        return False
+    return b64(unb64(field)) == field
 
 
 def _key(secret: Secret) -> bytes:
     return secret.encode("utf-8") if isinstance(secret, str) else secret
 
 
-def _b64(data: bytes) -> str:
+def b64(data: bytes) -> str:
+    """URL-safe base64 without padding: the spelling of every token field."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def _unb64(text: str) -> bytes:
+def unb64(text: str) -> bytes:
+    """The bytes of a field `canonical` accepted."""
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

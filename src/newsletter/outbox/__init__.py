@@ -5,8 +5,11 @@ out an Outbox: the backend (backend.py; sqlite.py, postgres.py), its schema brou
 (schema.py), and one small store per table family, each a class that takes the backend:
 `deliveries` (the rows), `plans` (the list streamed in), `leases` (workers and their claims),
 `suppressions`, `bounces` (reports and the ones held for review); `journal(owner)` starts the
-marks and outcomes of one worker's send (journal.py: when each becomes durable). A store of a
-later feature is a class of its own over `outbox.backend`, as these are.
+marks and outcomes of one worker's send (journal.py: when each becomes durable). Readers in the
+database: `roster` (subscribers), `consent` (the ledger), `claims` (one confirmation per
+mailbox), `forgotten` (people erased on request), `site_mail` (the worker's queue). What readers
+read: `clicks`, `sent_links` (the links each tracked send carried), `send_figures`. A store of a
+later feature is a class of its own over `outbox.backend`, composed here as these are.
 """
 
 from __future__ import annotations
@@ -20,9 +23,14 @@ from typing import Self
 from newsletter.errors import OutboxError
 from newsletter.outbox.backend import Backend, Durability, is_postgres
 from newsletter.outbox.bounces import Bounces
+from newsletter.outbox.claims import ConfirmationClaims
+from newsletter.outbox.clicks import Clicks
+from newsletter.outbox.consent import ConsentLedger
 from newsletter.outbox.deliveries import Deliveries
+from newsletter.outbox.forgotten import Forgotten
 from newsletter.outbox.journal import Journal
 from newsletter.outbox.leases import Leases
+from newsletter.outbox.mailqueue import SiteMailQueue
 from newsletter.outbox.plans import Planned, PlannedRow, Plans
 from newsletter.outbox.records import (
     DEPARTED,
@@ -35,7 +43,10 @@ from newsletter.outbox.records import (
     Suppression,
     Worker,
 )
+from newsletter.outbox.roster import Roster
 from newsletter.outbox.schema import LATEST, MIGRATIONS, Migration
+from newsletter.outbox.sendfigures import SendFigures
+from newsletter.outbox.sentlinks import SentLinks
 from newsletter.outbox.sqlite import SqliteBackend
 from newsletter.outbox.suppressions import Suppressions
 from newsletter.settings import Settings
@@ -76,6 +87,14 @@ class Outbox:
         self.leases = Leases(backend)
         self.suppressions = Suppressions(backend)
         self.bounces = Bounces(backend)
+        self.roster = Roster(backend)
+        self.consent = ConsentLedger(backend)
+        self.claims = ConfirmationClaims(backend)
+        self.forgotten = Forgotten(backend)
+        self.site_mail = SiteMailQueue(backend)
+        self.clicks = Clicks(backend)
+        self.sent_links = SentLinks(backend)
+        self.send_figures = SendFigures(backend)
 
     def journal(self, owner: str | None) -> Journal:
         return Journal(self.backend, owner)

@@ -178,6 +178,127 @@ CREATE TABLE IF NOT EXISTS held_reports (
 );
 """
 
+# What readers read (outbox/clicks.py, outbox/sentlinks.py): one row per request of a tracked
+# link, and the links each send of an issue to a list carried, by place. A click names its
+# outbox row only in `per-reader` mode (`delivery_id`, NULL otherwise). The indexes: a report
+# reads one (issue, list) in time order; retention deletes by time; forgetting a reader finds
+# their rows' clicks.
+_CLICKS = """
+CREATE TABLE IF NOT EXISTS clicks (
+    id             {id},
+    issue          INTEGER  NOT NULL,
+    list           TEXT     NOT NULL,
+    at             {real}   NOT NULL,
+    region         SMALLINT NOT NULL,
+    section        INTEGER  NOT NULL,
+    item           INTEGER  NOT NULL,
+    link           INTEGER  NOT NULL,
+    method         TEXT     NOT NULL,
+    prefetch       SMALLINT NOT NULL DEFAULT 0,
+    agent          TEXT     NOT NULL DEFAULT '',
+    ip             TEXT     NOT NULL DEFAULT '',
+    since_delivery {real},
+    delivery_id    BIGINT
+);
+CREATE INDEX IF NOT EXISTS clicks_send ON clicks (issue, list, at);
+CREATE INDEX IF NOT EXISTS clicks_at ON clicks (at);
+CREATE INDEX IF NOT EXISTS clicks_delivery ON clicks (delivery_id) WHERE delivery_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS tracked_sends (
+    issue       INTEGER NOT NULL,
+    list        TEXT    NOT NULL,
+    mode        TEXT    NOT NULL,
+    recorded_at TEXT    NOT NULL,
+    PRIMARY KEY (issue, list)
+);
+CREATE TABLE IF NOT EXISTS tracked_links (
+    issue   INTEGER  NOT NULL,
+    list    TEXT     NOT NULL,
+    region  SMALLINT NOT NULL,
+    section INTEGER  NOT NULL,
+    item    INTEGER  NOT NULL,
+    link    INTEGER  NOT NULL,
+    url     TEXT     NOT NULL,
+    PRIMARY KEY (issue, list, region, section, item, link)
+);
+"""
+
+# Readers in the database (issue 22): who signed up, confirmed, changed or left (`subscribers`,
+# one row per list and address), the append-only consent ledger, the one confirmation per
+# mailbox per window (`confirmation_claims`), the keyed hashes of people erased on request
+# (`forgotten`, and the key they are made with, wrapped under each secret), and the site's own
+# mail waiting for `newsletter worker` (`site_mail`). The partial indexes hold only the rows a
+# send reads (confirmed) and the mail due now, whatever the size of the history.
+_READERS = """
+CREATE TABLE IF NOT EXISTS subscribers (
+    id           {id},
+    list         TEXT NOT NULL,
+    address      TEXT NOT NULL,
+    address_key  TEXT NOT NULL,
+    mailbox_key  TEXT NOT NULL,
+    name         TEXT NOT NULL DEFAULT '',
+    status       TEXT NOT NULL,
+    nonce        TEXT NOT NULL DEFAULT '',
+    source       TEXT NOT NULL,
+    created_at   TEXT NOT NULL,
+    confirmed_at TEXT,
+    left_at      TEXT,
+    updated_at   TEXT NOT NULL,
+    UNIQUE (list, address_key)
+);
+CREATE INDEX IF NOT EXISTS subscribers_confirmed ON subscribers (list, address_key)
+    WHERE status = 'confirmed';
+CREATE INDEX IF NOT EXISTS subscribers_person ON subscribers (address_key);
+CREATE TABLE IF NOT EXISTS consent_events (
+    id           {id},
+    list         TEXT NOT NULL,
+    address_key  TEXT NOT NULL,
+    event        TEXT NOT NULL,
+    at           TEXT NOT NULL,
+    ip           TEXT NOT NULL DEFAULT '',
+    user_agent   TEXT NOT NULL DEFAULT '',
+    source       TEXT NOT NULL DEFAULT '',
+    text_hash    TEXT NOT NULL DEFAULT '',
+    text_version TEXT NOT NULL DEFAULT '',
+    evidence     TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS consent_events_person ON consent_events (address_key, id);
+CREATE TABLE IF NOT EXISTS confirmation_claims (
+    mailbox_key TEXT PRIMARY KEY,
+    sent_at     {real} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS forgotten (
+    digest     TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS forget_keys (
+    key_id     TEXT PRIMARY KEY,
+    wrapped    TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS site_mail (
+    id          {id},
+    kind        TEXT NOT NULL,
+    list        TEXT NOT NULL,
+    recipient   TEXT NOT NULL,
+    address_key TEXT NOT NULL,
+    nonce       TEXT NOT NULL DEFAULT '',
+    detail      TEXT NOT NULL DEFAULT '',
+    state       TEXT NOT NULL DEFAULT 'due',
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    due_at      {real} NOT NULL,
+    owner       TEXT,
+    lease_until {real},
+    smtp_code   INTEGER,
+    smtp_reply  TEXT NOT NULL DEFAULT '',
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    sent_at     TEXT
+);
+CREATE INDEX IF NOT EXISTS site_mail_due ON site_mail (due_at, id) WHERE state = 'due';
+CREATE INDEX IF NOT EXISTS site_mail_owner ON site_mail (owner) WHERE owner IS NOT NULL;
+CREATE INDEX IF NOT EXISTS site_mail_person ON site_mail (address_key);
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         1,
@@ -206,6 +327,22 @@ MIGRATIONS: list[Migration] = [
         "bounce reports held for review",
         sqlite=_HELD.format(id="INTEGER PRIMARY KEY"),
         postgres=_HELD.format(id="BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"),
+    ),
+    Migration(
+        6,
+        "click events and the links each tracked send carried",
+        sqlite=_CLICKS.format(id="INTEGER PRIMARY KEY", real="REAL"),
+        postgres=_CLICKS.format(
+            id="BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY", real="DOUBLE PRECISION"
+        ),
+    ),
+    Migration(
+        7,
+        "subscribers, the consent ledger, confirmation claims, forgotten people, site mail",
+        sqlite=_READERS.format(id="INTEGER PRIMARY KEY", real="REAL"),
+        postgres=_READERS.format(
+            id="BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY", real="DOUBLE PRECISION"
+        ),
     ),
 ]
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-from functools import cache
 
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import (
@@ -21,8 +20,8 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
     load_der_public_key,
 )
-from publicsuffixlist import PublicSuffixList
 
+from newsletter.orgdomain import organizational_domain
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.lookup import Lookup
 
@@ -158,12 +157,6 @@ def aligned(from_domain: str, other: str, mode: str) -> bool:
     return organizational_domain(a) == organizational_domain(b)
 
 
-def organizational_domain(domain: str) -> str:
-    """news.example.org -> example.org; a name with no registrable part stays as it is."""
-    name = domain.lower().rstrip(".")
-    return _suffixes().privatesuffix(name) or name
-
-
 def parse_tags(record: str) -> dict[str, str] | None:
     """`k=v; k=v` (DKIM, DMARC) -> dict with lower-case keys; None if a tag has no `=`."""
     tags: dict[str, str] = {}
@@ -183,9 +176,3 @@ def _public_numbers(published: str) -> rsa.RSAPublicNumbers | None:
     except (ValueError, binascii.Error):
         return None
     return key.public_numbers() if isinstance(key, rsa.RSAPublicKey) else None
-
-
-@cache
-def _suffixes() -> PublicSuffixList:
-    # The list ships with the package: loading it (~0.1 s) happens once, with no network.
-    return PublicSuffixList()

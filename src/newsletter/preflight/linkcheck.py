@@ -127,6 +127,55 @@ class LinkChecker:
                 results.update(batch.result())
         return {url: results[url] for url in dict.fromkeys(urls)}
 
+    async def answers(
+        self, urls: Iterable[str], deadline: float | None = None
+    ) -> dict[str, LinkResult]:
+        """One HEAD of each URL, redirects not followed, nothing cached: what our own server
+        answers (`newsletter serve`'s tracked links), `concurrency` at a time. A redirect's
+        target is the result's `target`."""
+        chosen = list(dict.fromkeys(urls))
+        results: dict[str, LinkResult] = {}
+        gate = asyncio.Semaphore(self._config.concurrency)
+        backend = CheckedBackend(self._lookup.addresses, self._config.allow_private)
+
+        async def one(client: httpx.AsyncClient, url: str) -> None:
+            async with gate:
+                try:
+                    status, location = await self._request(client, "HEAD", url)
+                except (TimeoutError, httpx.TimeoutException):
+                    error = f"timeout after {self._config.timeout:g} s"
+                    results[url] = LinkResult(url, error=error)
+                except RefusedError as exc:
+                    results[url] = LinkResult(url, error=f"refused: {exc} ([check] allow_private)")
+                except UnreachableError as exc:
+                    results[url] = LinkResult(url, error=f"DNS: {exc}")
+                except (httpx.HTTPError, OSError) as exc:
+                    results[url] = LinkResult(url, error=describe_failure(exc))
+                else:
+                    hops = [(status, urljoin(url, location))] if location else []
+                    results[url] = LinkResult(url, status, hops)
+
+        try:
+            async with (
+                asyncio.timeout_at(deadline),
+                httpx.AsyncClient(
+                    transport=CheckedTransport(backend, self._tls_context()),
+                    timeout=self._config.timeout,
+                    headers={"User-Agent": USER_AGENT},
+                    trust_env=False,
+                ) as client,
+                asyncio.TaskGroup() as group,
+            ):
+                for url in chosen:
+                    group.create_task(one(client, url))
+        except TimeoutError:
+            late = f"out of time: the run's {self._config.run_timeout:g} s ([check] run_timeout)"
+            for url in chosen:
+                results.setdefault(url, LinkResult(url, error=late, out_of_time=True))
+        except ExceptionGroup as failed:
+            raise failed.exceptions[0] from None  # NetworkDownError, or a bug
+        return {url: results[url] for url in chosen}
+
     def _tls_context(self) -> ssl.SSLContext:
         if self._context is None:
             self._context = self._tls()

@@ -2,7 +2,7 @@
 
 This is where the bulk-sender line is drawn: missing sender authentication is an error for a
 list of more than 5,000 recipients and a warning below it. Links are named by the item they
-belong to, as `项目 3 「title」: URL: 404`.
+belong to, as `「title」 in 「项目」: URL: 404` (the quotation marks are the newsletter's).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Literal
 
 from newsletter.checks import Finding, item_label
 from newsletter.content import Block, content_images, content_links
+from newsletter.i18n import quote
 from newsletter.models import Issue
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkResult
@@ -35,8 +36,8 @@ def fault_findings(faults: Iterable[Fault], recipients: int) -> list[Finding]:
     return findings
 
 
-def item_labels(issue: Issue) -> dict[str, str]:
-    """Every http(s) URL of the issue -> where it first appears: `section index 「title」` for an
+def item_labels(issue: Issue, language: str) -> dict[str, str]:
+    """Every http(s) URL of the issue -> where it first appears: `「title」 in 「section」` for an
     item's links and the links in its text, `intro`/`outro` for theirs (images included)."""
     labels: dict[str, str] = {}
     for url in _urls(issue.intro):
@@ -45,9 +46,9 @@ def item_labels(issue: Issue) -> dict[str, str]:
         labels.setdefault(issue.cover.src, "cover")
     for section in issue.sections:
         for url in section.title.links + _urls(section.intro):
-            labels.setdefault(url, str(section.title))
+            labels.setdefault(url, quote(section.title.text, language))
         for index, item in enumerate(section.items):
-            where = item_label(section, index)
+            where = item_label(section, index, language)
             for url in item.own_links + _urls(item.summary):
                 labels.setdefault(url, where)
     for url in _urls(issue.outro):

@@ -1,7 +1,8 @@
 """Settings, an issue and the sample message in, the online checks' OnlineReport out.
 
-One run: the sender's DNS (SPF, DKIM, DMARC, MX), the one-click endpoint under base_url, and
-every link of the issue, all at once, within `[check] run_timeout`: what is not done by then is
+One run: the sender's DNS (SPF, DKIM, DMARC, MX), the one-click endpoint under base_url, the
+redirects of the tracked links (with `[tracking] clicks` on), and every link of the issue, all
+at once, within `[check] run_timeout`: what is not done by then is
 reported as out of time. The sender's TXT record is asked first: when the resolver fails every
 question (lookup.py tells that from one missing record), then or at any later point, the run
 stops at once and the report carries one line saying why (exit codes stay those of the offline
@@ -23,12 +24,16 @@ from typing import Any
 from newsletter.checks import Finding
 from newsletter.errors import ConfigError, SubscriberListError
 from newsletter.mail.signing import DkimSigner
+from newsletter.mail.tokens import signing_key
 from newsletter.models import Issue
+from newsletter.outbox import open_outbox, outbox_exists
+from newsletter.outbox.roster import Status
 from newsletter.preflight import auth, report, spf
 from newsletter.preflight.cache import FILE_NAME, Cache
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkChecker, LinkResult
 from newsletter.preflight.lookup import Lookup, NetworkDownError, UnreachableError
+from newsletter.preflight.redirects import check_redirects
 from newsletter.settings import Settings
 
 HOW_TO_PATH = "/unsubscribe"  # serve's public how-to page: a GET of it changes nothing
@@ -64,9 +69,17 @@ def check_online(settings: Settings, issue: Issue, message: bytes, list_name: st
 
 
 def list_size(settings: Settings, list_name: str) -> int:
-    """Rows of the list's CSV, header and blank lines left out: the bulk-sender line needs the
-    size, not validated addresses, so a million-row list costs one read, not a parse."""
-    path = settings.resolve(settings.mailing_list(list_name).path)
+    """Rows of the list's CSV, header and blank lines left out, and its confirmed subscribers
+    in the outbox: the bulk-sender line needs the size, not validated addresses, so a
+    million-row list costs one read, not a parse."""
+    members = 0
+    if outbox_exists(settings.outbox_target):
+        with open_outbox(settings.outbox_target) as outbox:
+            members = outbox.roster.counts(list_name)[Status.CONFIRMED]
+    csv = settings.mailing_list(list_name).path
+    if csv is None:
+        return members
+    path = settings.resolve(csv)
     try:
         with path.open("rb") as handle:
             rows = sum(1 for line in handle if line.strip())
@@ -74,7 +87,7 @@ def list_size(settings: Settings, list_name: str) -> int:
         raise SubscriberListError(f"{path}: no such subscriber list") from None
     except OSError as exc:
         raise SubscriberListError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return max(rows - 1, 0)
+    return max(rows - 1, 0) + members
 
 
 def tls_context(settings: Settings) -> ssl.SSLContext:
@@ -149,6 +162,10 @@ async def _run(
         ("MX", auth.check_mail_domain(lookup, from_domain, "From (bounces)")),
         ("One-click", _endpoint(settings.newsletter.base_url, checker, deadline)),
     ]
+    if settings.tracking.clicks != "off":
+        key = signing_key(settings, allow_ephemeral=True)
+        secret = None if key.ephemeral else key.secret
+        jobs.append(("Redirect", check_redirects(settings, issue, checker, secret, deadline)))
     if settings.dkim is not None:
         public = dkim_public_key(settings, cache)
         check = auth.check_dkim(lookup, settings.dkim.domain, settings.dkim.selector, public)
@@ -157,7 +174,7 @@ async def _run(
         jobs.append(("MX", auth.check_mail_domain(lookup, return_path, "Return-Path (bounces)")))
     if reply_domain and reply_domain != from_domain:
         jobs.append(("MX", auth.check_mail_domain(lookup, reply_domain, "Reply-To (replies)")))
-    labels = report.item_labels(issue)
+    labels = report.item_labels(issue, settings.newsletter.language)
     try:
         async with asyncio.TaskGroup() as group:
             links_task = group.create_task(checker.check(labels, deadline))

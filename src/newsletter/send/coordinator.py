@@ -10,8 +10,10 @@ The steps of every run, in this order, each returning its value:
     retire    the worker's unstarted claims freed, its record closed
 
 The RunReport is built once from those values and the log's counts at the end. `send` is the
-command's run: the SMTP server checked first, then the steps, on SQLite under the send lock of
-(issue, list), on PostgreSQL as one of the workers that share the send. `work` is a worker
+command's run: the email's tracked links recorded first (so `serve` redirects every click
+token of this send to the link its message carried), the SMTP server checked, then the steps,
+on SQLite under the send lock of (issue, list), on PostgreSQL as one of the workers that share
+the send. `work` is a worker
 process's run: the same steps less recover, reopen and plan, which its parent did.
 
 Signals (SIGINT, SIGTERM): before anything goes out (the check, the lease, planning) the first
@@ -223,9 +225,20 @@ def send(prepared: Prepared, options: Options, progress: Progress = None) -> Run
     with Interrupts() as interrupts:
         try:
             with open_project_outbox(settings) as outbox, _alone(settings, outbox, job):
+                record_tracked_links(prepared, outbox)
                 return _run(job, outbox, options, progress, interrupts, make_pool)
         except Interrupted as signalled:  # before the lease: nothing planned, nothing sent
             return RunReport(job.issue, job.list_name, {}, stopped=f"stopped by {signalled.name}")
+
+
+def record_tracked_links(prepared: Prepared, outbox: Outbox) -> None:
+    """Before the first message of a run goes out, the outbox holds the links its messages
+    carry, by place (README, "What readers read"). Nothing when [tracking] clicks is off."""
+    tracked = prepared.tracked
+    if tracked is None or not tracked.links:
+        return
+    mode = prepared.settings.tracking.clicks
+    outbox.sent_links.record(prepared.job.issue, prepared.job.list_name, mode, tracked.links)
 
 
 def _run(

@@ -61,8 +61,9 @@ class Listed(Protocol):
     def name(self) -> str: ...
 
 
-class Roster(Protocol):
-    """The list a send reads: read anew each time (a stream, stored a batch at a time)."""
+class ListSource(Protocol):
+    """The list a send reads (send/recipients.py): read anew each time (a stream, stored a
+    batch at a time)."""
 
     def read(self) -> tuple[Iterable[Listed], ListReport | None]:
         """Its rows, and the report that reading them fills (None: not a file, no report)."""
@@ -75,7 +76,7 @@ class Job:
 
     issue: int
     list_name: str
-    subscribers: Roster
+    subscribers: ListSource
     build: Build
     # The Message-ID `build` will give the address: planning stores it with the row.
     message_id: Callable[[str], str] | None = None

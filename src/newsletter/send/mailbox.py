@@ -21,10 +21,12 @@ import email.message
 import email.parser
 import email.policy
 import email.utils
+import errno
 import mailbox as maildir
 import os
 import re
 import signal
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,22 +253,50 @@ async def serve_mailbox(
     port: int = 1025,
     bounce: frozenset[str] = frozenset(),
 ) -> asyncio.Server:
-    """Start the capture server; the caller awaits `serve_forever()` or closes it."""
-    handler = CaptureHandler(directory, report, bounce)
+    """Start the capture server; the caller awaits `serve_forever()` or closes it. A port it
+    cannot listen on is a TransportError saying why, and leaves no Maildir behind."""
     loop = asyncio.get_running_loop()
-    try:
-        return await loop.create_server(
-            lambda: SMTPServer(
-                handler, hostname="newsletter-mailbox", enable_SMTPUTF8=True, decode_data=False
-            ),
-            host,
-            port,
+    handler: CaptureHandler | None = None
+
+    def session() -> SMTPServer:
+        assert handler is not None  # set before the server starts serving
+        return SMTPServer(
+            handler, hostname="newsletter-mailbox", enable_SMTPUTF8=True, decode_data=False
         )
+
+    try:
+        server = await loop.create_server(session, host, port, start_serving=False)
     except OSError as exc:
         raise TransportError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-            hint="Stop whatever uses the port, or pass another --port (and set [smtp] port).",
+            f"cannot listen on {host}:{port}: {listen_failure(exc)}",
+            hint="Stop the program that holds the port, or pass another --port (0 picks a free"
+            " one; the first line names it) and set [smtp] port (NEWSLETTER_SMTP__PORT) to it.",
         ) from None
+    try:
+        handler = CaptureHandler(directory, report, bounce)
+    except BaseException:
+        server.close()
+        raise
+    await server.start_serving()
+    return server
+
+
+def listen_failure(exc: OSError) -> str:
+    """Why a listening socket could not be made, in words (asyncio wraps the errno in a
+    sentence that names the address a second time)."""
+    if isinstance(exc, socket.gaierror):
+        return f"no such address ({exc.strerror})"
+    reason = _LISTEN_FAILURES.get(exc.errno or 0)
+    if reason is not None:
+        return reason
+    return os.strerror(exc.errno).lower() if exc.errno else str(exc)
+
+
+_LISTEN_FAILURES = {
+    errno.EADDRINUSE: "the port is busy: another program listens there",
+    errno.EACCES: "permission denied (a port below 1024 needs privileges)",
+    errno.EADDRNOTAVAIL: "this machine has no such address",
+}
 
 
 def describe_captured(item: Captured) -> str:

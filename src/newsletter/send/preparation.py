@@ -1,42 +1,30 @@
 """A send made ready: settings, an issue number and a list in; a Prepared send (or .eml files) out.
 
-`prepare` loads the issue, renders it once, checks the list and builds the message factory, so
-every problem with them surfaces before the first connection. The list is read once here: its
-header only (planning reads the rows, and reports the bad ones, as it streams them into the
-outbox), or, for a confirmation, every row, counting who will get a message. `dry_run` writes
-what a send would upload, as .eml files. The coordinator (coordinator.py) runs the send.
+`prepare` loads the issue, renders it once (its links slots when [tracking] clicks is on),
+checks the list and builds the message factory, so every problem with them surfaces before the
+first connection. The list's recipients are its CSV (if it has one) and its confirmed
+subscribers in the outbox (recipients.py). The list is read once here: its CSV's header only
+(planning reads the rows, and reports the bad ones, as it streams them into the outbox), or,
+for a confirmation, every recipient, counting who will get a message. `dry_run` writes what a
+send would upload, as .eml files. The coordinator (coordinator.py) runs the send.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from newsletter.draft import dated_for_sending
-from newsletter.errors import display_path
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory, write_eml_files
-from newsletter.mail.tokens import signing_key
+from newsletter.mail.tokens import SigningKey, signing_key
+from newsletter.mail.tracking import SendRendering, render_for_sending
+from newsletter.models import Subscriber
 from newsletter.outbox import open_project_outbox, outbox_exists
-from newsletter.render import render_issue
-from newsletter.send.job import Job, Listed
+from newsletter.send.job import Job
+from newsletter.send.recipients import Recipients, RecipientsReport
 from newsletter.send.smtp import Pool
 from newsletter.settings import Settings
-from newsletter.subscribers import ListReport, check_list_header, read_rows, read_subscribers
-
-
-@dataclass(frozen=True)
-class CsvRoster:
-    """A list file, read anew (and reported on afresh) each time."""
-
-    path: Path
-
-    def read(self) -> tuple[Iterable[Listed], ListReport]:
-        # Suppressed readers stay in: planning gives each a `skipped` row saying why, so the
-        # log accounts for every address on the list.
-        report = ListReport(self.path)
-        return read_rows(self.path, report), report
 
 
 @dataclass(frozen=True)
@@ -49,7 +37,10 @@ class Prepared:
     server: str
     # Who will get a message (suppressed addresses counted apart): read for a confirmation
     # only, None otherwise.
-    recipients: ListReport | None = None
+    recipients: RecipientsReport | None = None
+    # The email's tracked links (none when [tracking] clicks is off): the coordinator records
+    # them before the first message goes out.
+    tracked: SendRendering | None = None
 
     @property
     def staging(self) -> bool:
@@ -58,38 +49,44 @@ class Prepared:
 
 def prepare(settings: Settings, number: int, list_name: str, *, survey: bool = False) -> Prepared:
     """Load the issue, render it once, check the list and build the message factory; any
-    problem raises before anything is sent. `survey` reads the whole list, counting who will
-    get a message (for a confirmation); otherwise only its header is read."""
-    mailing_list = settings.mailing_list(list_name)
+    problem raises before anything is sent. `survey` reads every recipient, counting who will
+    get a message (for a confirmation); otherwise only the CSV's header is read."""
     key = signing_key(settings, allow_ephemeral=False)
     issue = dated_for_sending(settings, load_issue(settings.issues_dir, number))
-    rendered = render_issue(issue, settings)
-    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
-    path = settings.resolve(mailing_list.path)
-    recipients = survey_list(settings, list_name, path) if survey else None
-    if recipients is None:
-        check_list_header(path)
+    sending = render_for_sending(issue, settings, list_name)
+    factory = MessageFactory(
+        sending.rendered, settings, list_name, secret=key.secret, links=sending.links
+    )
+    # Suppressed readers stay in: planning gives each a `skipped` row saying why, so the log
+    # accounts for every address on the list.
+    recipients = Recipients(settings, list_name, key)
     smtp = settings.smtp
     return Prepared(
         settings=settings,
-        job=Job(number, list_name, CsvRoster(path), factory.build, factory.message_id_of),
+        job=Job(number, list_name, recipients, factory.build, factory.message_id_of),
         sender=settings.newsletter.sender,
         server=f"{smtp.host}:{smtp.port} ({smtp.security})",
-        recipients=recipients,
+        recipients=survey_list(settings, list_name, key) if survey else None,
+        tracked=sending,
     )
 
 
-def survey_list(settings: Settings, list_name: str, path: Path) -> ListReport:
-    """Every row read once: who would get a message, suppressed addresses (in the log, if
-    there is one: a survey never creates it) counted apart."""
-    suppressed: frozenset[str] = frozenset()
-    if outbox_exists(settings.outbox_target):
-        with open_project_outbox(settings) as outbox:
-            suppressed = outbox.suppressions.addresses(list_name)
-    report = ListReport(path)
-    for _ in read_rows(path, report, suppressed=suppressed):
+def survey_list(settings: Settings, list_name: str, key: SigningKey) -> RecipientsReport:
+    """Every recipient read once: who would get a message, suppressed addresses (in the log,
+    if there is one: a survey never creates it) counted apart."""
+    rows, report = Recipients(settings, list_name, key, check=False).read(
+        suppressed=_suppressed(settings, list_name)
+    )
+    for _ in rows:
         pass
     return report
+
+
+def _suppressed(settings: Settings, list_name: str) -> frozenset[str]:
+    if not outbox_exists(settings.outbox_target):
+        return frozenset()
+    with open_project_outbox(settings) as outbox:
+        return outbox.suppressions.addresses(list_name)
 
 
 def smtp_pool(settings: Settings, size: int) -> Pool:
@@ -112,23 +109,24 @@ def helo_name(settings: Settings) -> str:
 class DryRun:
     written: int
     removed: int  # .eml files an earlier dry run left in the folder
-    list_report: ListReport
+    list_report: RecipientsReport
     ephemeral_key: bool
 
 
 def dry_run(settings: Settings, number: int, list_name: str, out: Path) -> DryRun:
-    """The same issue, list and suppressions as a real send, written to `out` as .eml files:
-    no SMTP, and the delivery log is only read (a dry run never creates it)."""
-    mailing_list = settings.mailing_list(list_name)
+    """The same issue, recipients and suppressions as a real send, written to `out` as .eml
+    files: no SMTP, and the delivery log is only read (a dry run never creates it)."""
     key = signing_key(settings, allow_ephemeral=True)
     issue = dated_for_sending(settings, load_issue(settings.issues_dir, number))
-    rendered = render_issue(issue, settings)
-    factory = MessageFactory(rendered, settings, list_name, secret=key.secret)
-    suppressed: frozenset[str] = frozenset()
-    if outbox_exists(settings.outbox_target):
-        with open_project_outbox(settings) as outbox:
-            suppressed = outbox.suppressions.addresses(list_name)
-    report = ListReport(Path(display_path(settings.resolve(mailing_list.path))))
-    stream = read_subscribers(report.path, report, suppressed=suppressed)
+    sending = render_for_sending(issue, settings, list_name)
+    factory = MessageFactory(
+        sending.rendered, settings, list_name, secret=key.secret, links=sending.links
+    )
+    rows, report = Recipients(settings, list_name, key).read(
+        suppressed=_suppressed(settings, list_name)
+    )
+    stream = (
+        Subscriber(envelope=row.envelope, name=row.name, line=row.line or None) for row in rows
+    )
     written, removed = write_eml_files(factory, stream, out)
     return DryRun(written, removed, report, key.ephemeral)

@@ -24,11 +24,15 @@ from click.testing import CliRunner
 from newsletter import draft
 from newsletter.cli.main import cli
 from newsletter.errors import IssueNotFoundError, NewsletterError
-from newsletter.settings import Settings
+from newsletter.outbox import open_outbox
+from newsletter.outbox.clicks import ClickRecord, StoredClick
+from newsletter.places import Place, Region
+from newsletter.settings import Settings, load_settings
 from newsletter.web.listen import bind_socket
 from newsletter.web.preview import workspace as preview_module
 from newsletter.web.preview.pages import email_document
 from support.preview import RunningPreview, running_preview
+from support.tracked import tracked_send
 from support.weeklies import CHINESE, add_weekly
 
 TITLE = "AI系统内容推荐第14期"
@@ -72,7 +76,7 @@ def test_issue_page_shows_title_size_checks_and_frame(preview: RunningPreview) -
     assert 'data-state="ok"' in page
     assert 'data-email-src="/issues/14/email.html"' in page
     assert re.search(r"HTML \d+\.\d KB of ~102 KB", page)
-    assert "is linked under two items" in page  # the check result, in view
+    assert "is linked under 2 items" in page  # the check result, in view
     inbox = re.search(r'<div id="inbox-line".*?</div>', page, re.DOTALL)
     assert inbox is not None
     assert "AI系统内容推荐 &lt;digest@news.example.org&gt;" in inbox.group(0)  # From, escaped
@@ -162,6 +166,20 @@ def test_broken_issue_shows_the_error_and_recovers(preview: RunningPreview) -> N
     preview.issue_file.write_text(original, encoding="utf-8")
     page = wait_for(preview, "/issues/14", 'data-state="ok"')
     assert TITLE in page
+
+
+def test_the_checks_tab_shows_what_the_issue_file_silenced(preview: RunningPreview) -> None:
+    # issue 24.6: a silenced warning leaves the list and the counts, and is named as silenced.
+    preview.rewrite("sections:\n", "silence: [duplicate-url]\nsections:\n")
+    page = wait_for(preview, "/issues/14", "Silenced by the issue file")
+    checks = page[page.index('<div id="checks"') :]
+    assert "<summary>Silenced by the issue file: duplicate-url (1)</summary>" in checks
+    shown = checks[: checks.index('<details id="silenced"')]
+    assert "is linked under 2 items" not in shown
+    assert "is linked under 2 items" in checks  # in the silenced list, folded
+    row = re.search(r"<tr class=\"\">(.*?)</tr>", get(preview, "/").text, re.DOTALL)
+    assert row is not None
+    assert re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.DOTALL)[4:] == ["0", "0"]
 
 
 def test_broken_yaml_names_the_line(preview: RunningPreview) -> None:
@@ -269,7 +287,7 @@ def test_a_bug_in_the_pipeline_is_shown_not_fatal(
     def broken(*_: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(draft, "render_issue", broken)
+    monkeypatch.setattr(draft, "render_for_sending", broken)
     view = preview_module.build_view(settings, 14)
     assert view.error is not None
     assert view.error.message == "unexpected RuntimeError while rendering: boom"
@@ -394,6 +412,17 @@ def next_event(lines: Iterator[str], name: str = "version") -> str:
     raise AssertionError("the event stream ended")
 
 
+def quiet(preview: RunningPreview, seconds: float = 1.0) -> None:
+    """Return once no file change has been published for `seconds`."""
+    deadline = time.monotonic() + 10
+    count, since = preview.server.hub.count, time.monotonic()
+    while time.monotonic() - since < seconds:
+        assert time.monotonic() < deadline, "the watcher never went quiet"
+        time.sleep(0.05)
+        if preview.server.hub.count != count:
+            count, since = preview.server.hub.count, time.monotonic()
+
+
 def wait_for(preview: RunningPreview, path: str, needle: str, status: int | None = None) -> str:
     """The page once it shows `needle`: the watcher notices a save within milliseconds."""
     deadline = time.monotonic() + 5
@@ -423,7 +452,11 @@ def test_checks_show_the_spam_score_when_spamassassin_answers(preview: RunningPr
         pytest.skip("spamassassin is not installed (apt-get install spamassassin)")
     gtube = "XJS\\*C4JDBQADN1.NSBN3\\*2IDNEN\\*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL\\*C.34X"
     preview.rewrite("sections:", f"intro: {gtube}\nsections:")
-    wait_for(preview, "/issues/14/text.txt", "GTUBE")  # the save is seen: no version event later
+    wait_for(preview, "/issues/14/text.txt", "GTUBE")
+    # A save in place can reach the watcher as two changes (the truncation, then the text),
+    # the second after the page already shows it: wait until the files are quiet, so a version
+    # event on the stream below could only come from the score.
+    quiet(preview)
     with httpx.stream("GET", preview.url + "/events", timeout=30) as stream:
         lines = stream.iter_lines()
         version = next_event(lines)
@@ -454,3 +487,54 @@ def test_the_email_frame_shows_the_images_under_issues_from_the_folder(project: 
         # What a reader gets is unchanged: the sample message links base_url.
         source = get(preview, "/issues/21/source.html").text
         assert 'src="https://news.example.org/issues/images/cover.png"' in source
+
+
+def test_the_report_tab_is_newsletter_report(project: Path) -> None:
+    config = project / "newsletter.toml"
+    config.write_text(
+        config.read_text(encoding="utf-8") + '\n[tracking]\nclicks = "per-reader"\n',
+        encoding="utf-8",
+    )
+    with running_preview(project) as preview:
+        page = get(preview, "/issues/14")
+        assert 'data-set="tab:report"' in page.text
+        assert 'src="/issues/14/report.html"' in page.text
+        before = get(preview, "/issues/14/report.html")
+        assert before.status_code == 200
+        assert "not measured" in before.text
+        assert not (project / ".newsletter" / "outbox.sqlite3").exists()  # nothing created
+        environ = {"NEWSLETTER_SECRET": "preview-tests-secret-0123456789abcdef"}
+        settings = load_settings(config, environ=environ)
+        readers = [f"reader{n}@example.com" for n in range(7)]
+        sent = tracked_send(settings, readers)
+        first_item = Place(Region.TITLE, 0, 0)
+        with open_outbox(settings.outbox_target) as outbox:
+            outbox.clicks.add(
+                [
+                    StoredClick(
+                        14,
+                        "main",
+                        ClickRecord(
+                            time.time(),
+                            first_item,
+                            "GET",
+                            False,
+                            "browser:firefox",
+                            "",
+                            3600.0,
+                            s.row,
+                        ),
+                    )
+                    for s in sent
+                ]
+            )
+        after = get(preview, "/issues/14/report.html")
+    assert after.status_code == 200
+    assert "script-src" not in after.headers["content-security-policy"]
+    assert after.headers["content-security-policy"].startswith("default-src 'none'")
+    assert "<script" not in after.text
+    assert "per reader" in after.text
+    # Seven readers of 1.1, no machine: the line of the report.
+    assert re.search(
+        r'<td class="place">1\.1</td><th[^>]*>[^<]*</th><td class="n">7</td>', after.text
+    )

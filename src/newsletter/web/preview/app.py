@@ -85,6 +85,7 @@ def create_app(
             Route("/issues/{number:int}/text.txt", pages.text),
             Route("/issues/{number:int}/source.html", pages.source),
             Route("/issues/{number:int}/message.eml", pages.eml),
+            Route("/issues/{number:int}/report.html", pages.report),
             Route("/files/{path:path}", pages.image),
             Route("/mailbox", pages.mailbox),
             Route("/mailbox/{key:str}", pages.message),

@@ -26,9 +26,12 @@ from starlette.responses import (
     StreamingResponse,
 )
 
+from newsletter.clicks.gather import gather_report, unsent_report
+from newsletter.clicks.page import render_html
 from newsletter.clip import GMAIL_CLIP, KB
 from newsletter.errors import IssueNotFoundError, NewsletterError, display_path
 from newsletter.fields import IMAGE_TYPES
+from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.preflight.background import BackgroundChecks, BackgroundRuns
 from newsletter.send.mailbox import (
     LISTED_LIMIT,
@@ -131,6 +134,12 @@ CAPTURED_HEADERS = {
     "X-DNS-Prefetch-Control": "off",
     "X-Content-Type-Options": "nosniff",
 }
+# The click report runs nothing and loads nothing: its charts are inline SVG.
+REPORT_HEADERS = {
+    **NO_STORE,
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+    "frame-ancestors 'self'",
+}
 # The raw message, as text: nothing in it is ever run or rendered as a page.
 RAW_HEADERS = {
     **NO_STORE,
@@ -212,6 +221,7 @@ class Pages:
             state="error" if view.error else "ok",
             email_src="" if view.error else f"/issues/{view.number}/email.html",
             sample=f"{settings.newsletter.sample_name} <{settings.newsletter.sample_email}>",
+            list_name=self.workspace.list_name,
         )
 
     def _part(self, request: Request, part: Callable[[IssueView], Response]) -> Response:
@@ -250,6 +260,31 @@ class Pages:
 
     async def source(self, request: Request) -> Response:
         return self._part(request, lambda v: PlainTextResponse(v.html, headers=NO_STORE))
+
+    async def report(self, request: Request) -> Response:
+        """The Report tab: `newsletter report` of the issue's send to the preview's list, read
+        from the delivery log as it is now (none yet: a report of nothing sent)."""
+        view = self._view(request)
+        if isinstance(view, Response):
+            return view
+        settings = self.workspace.settings
+        if view.issue is None or settings is None:
+            return PlainTextResponse("the issue cannot be read\n", 422, headers=NO_STORE)
+        issue, list_name = view.issue, self.workspace.list_name
+
+        def read() -> str:
+            if not outbox_exists(settings.outbox_target):
+                made = unsent_report(settings, issue, list_name)
+            else:
+                with open_outbox(settings.outbox_target) as outbox:
+                    made = gather_report(outbox, settings, issue, list_name)
+            return render_html(made, language=settings.newsletter.language)
+
+        try:
+            page = await run_in_threadpool(read)
+        except NewsletterError as exc:
+            return self._error_page("Cannot read the delivery log", exc, 500)
+        return HTMLResponse(page, headers=REPORT_HEADERS)
 
     async def eml(self, request: Request) -> Response:
         def respond(view: IssueView) -> Response:

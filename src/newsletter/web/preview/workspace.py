@@ -20,7 +20,7 @@ from pathlib import Path
 
 import watchfiles
 
-from newsletter.checks import Finding
+from newsletter.checks import Finding, Silenced
 from newsletter.draft import review
 from newsletter.errors import NewsletterError
 from newsletter.issues import issue_number_of, issue_path, list_issue_numbers
@@ -51,6 +51,7 @@ class IssueView:
     subject: str = ""
     preheader: str = ""
     findings: list[Finding] = field(default_factory=list)
+    silenced: list[Silenced] = field(default_factory=list)  # what the issue file silenced
     error: NewsletterError | None = None
 
     @property
@@ -135,9 +136,11 @@ class Workspace:
                 self._say(f"issue {number}: cannot render:\n    {problems}")
             else:
                 size = view.html_size / 1024
+                silenced = sum(len(s.findings) for s in view.silenced)
                 self._say(
                     f"issue {number}: rendered in {elapsed:.0f} ms, HTML {size:.1f} KB, "
                     f"{view.errors} error(s), {view.warnings} warning(s)"
+                    + (f", {silenced} silenced" if silenced else "")
                 )
             self._views[number] = view
         return self._views[number]
@@ -178,6 +181,7 @@ def _build_view(settings: Settings, number: int, path: Path, list_name: str) -> 
         subject=draft.subject,
         preheader=draft.preheader,
         findings=draft.findings,
+        silenced=draft.silenced,
     )
 
 

@@ -10,6 +10,10 @@ Routes (all answers carry the security headers; see `Guard`):
     GET  /unsubscribe/{token}    confirm page with one button; never unsubscribes (scanners GET)
     POST /unsubscribe/{token}    body exactly List-Unsubscribe=One-Click: suppress, answer 200
     POST /resubscribe/{token}    body exactly Resubscribe=Yes: undo the reader's own unsubscribe
+    *    /r/{token}              a tracked link: its event kept, a redirect to it (redirect.py)
+    GET  /signup, POST /signup, POST /api/signup, ...   signup (signup.py)
+    GET, POST /confirm/{token}, /move/{token}   the site mail's links (confirm.py)
+    GET, POST /preferences/{token}   the reader's lists and address (preferences.py)
     GET  /healthz, /robots.txt
 
 The token is the only credential (mailbox providers POST without cookies), so it is verified
@@ -20,18 +24,12 @@ next send skips the address.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import logging
-import signal
-import socket
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -39,28 +37,31 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp
 
 from newsletter.draft import sent_dates
 from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
 from newsletter.i18n import PAGES, strings_for
-from newsletter.mail.tokens import signing_key, verify
+from newsletter.mail.tokens import SigningKey, verify
 from newsletter.outbox import Outbox, Suppression, outbox_exists
-from newsletter.settings import ServeSettings, Settings
+from newsletter.settings import Settings
+from newsletter.signup.intake import READER_SOURCES
 from newsletter.web.listen import LOOPBACK_NAMES, NO_STORE
 from newsletter.web.site.archive import Archive
+from newsletter.web.site.clickwriter import ClickWriter
+from newsletter.web.site.clientip import trusted_networks
+from newsletter.web.site.confirm import LinkPages
 from newsletter.web.site.connection import OutboxThread
-from newsletter.web.site.deadlines import deadline_protocol, fit_descriptors
 from newsletter.web.site.feed import MEDIA_TYPE as FEED_MEDIA_TYPE
 from newsletter.web.site.guard import MAX_BODY, Guard, error_log
 from newsletter.web.site.pages import render_page
+from newsletter.web.site.preferences import PreferencePages
+from newsletter.web.site.redirect import METHODS, Redirects
+from newsletter.web.site.signup import Defences, SignupPages
 
 T = TypeVar("T")
 
 ONE_CLICK = [("List-Unsubscribe", "One-Click")]
 RESUBSCRIBE = [("Resubscribe", "Yes")]
-# Suppressions a reader may undo with their token; the editor's own (`cli`) they may not.
-READER_SOURCES = ("one-click", "web")
 
 # An issue page is the email: its inline styles, and images from anywhere over HTTPS.
 ISSUE_CSP = (
@@ -68,7 +69,10 @@ ISSUE_CSP = (
     "base-uri 'none'; frame-ancestors 'none'"
 )
 PUBLIC = {"cache-control": "public, max-age=300"}
-ROBOTS = "User-agent: *\nDisallow: /unsubscribe/\nDisallow: /resubscribe/\n"
+ROBOTS = (
+    "User-agent: *\nDisallow: /unsubscribe/\nDisallow: /resubscribe/\nDisallow: /r/\n"
+    "Disallow: /confirm/\nDisallow: /move/\nDisallow: /preferences/\nDisallow: /api/\n"
+)
 
 
 @dataclass(frozen=True)
@@ -83,11 +87,21 @@ class Target:
 class Service:
     """The endpoints; those about a reader share the process's one outbox connection."""
 
-    def __init__(self, settings: Settings, keys: Sequence[bytes], outbox: OutboxThread) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        keys: Sequence[bytes],
+        outbox: OutboxThread,
+        defences: Defences,
+        clicks: ClickWriter | None = None,
+    ) -> None:
         self.settings = settings
         self.keys = keys
         self.outbox = outbox
+        self.defences = defences  # the signup's: its consent ledger notes unsubscribes too
         self.archive = Archive(settings, self._sent_dates)
+        self.clicks = clicks or ClickWriter(outbox)
+        self.redirects = Redirects(settings, keys, outbox, self.archive, self.clicks)
 
     def page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         """A page about one reader (or an error): never kept by a cache on the way."""
@@ -132,7 +146,12 @@ class Service:
         if found is not None:
             return self._done(request, target, found)
         # No form action: the browser posts back to this very URL, whatever proxy path it has.
-        return self.page("confirm.html", address=target.address, list_label=target.list_label)
+        return self.page(
+            "confirm.html",
+            address=target.address,
+            list_label=target.list_label,
+            preferences_href=_preferences_href(request),
+        )
 
     async def one_click(self, request: Request) -> Response:
         target = self._target(request)
@@ -140,8 +159,14 @@ class Service:
         # Browsers send Origin with every form POST; mailbox providers' one-click POSTs do not.
         source = "web" if "origin" in request.headers else "one-click"
 
+        asker = self.defences.asker(request, f"/unsubscribe ({source})")
+
         def record(ob: Outbox) -> tuple[bool, Suppression | None]:
             added = ob.suppressions.add(target.list_name, target.address, source)
+            if added:
+                self.defences.intake.note(
+                    ob, target.list_name, target.address, "unsubscribe", asker
+                )
             return added, ob.suppressions.get(target.list_name, target.address)
 
         added, found = await self._outbox(record)
@@ -155,8 +180,13 @@ class Service:
         target = self._target(request)
         await _expect_form(request, RESUBSCRIBE)
 
+        asker = self.defences.asker(request, "/resubscribe")
+
         def undo(ob: Outbox) -> bool:
-            ob.suppressions.remove(target.list_name, target.address, sources=READER_SOURCES)
+            if ob.suppressions.remove(target.list_name, target.address, sources=READER_SOURCES):
+                self.defences.intake.note(
+                    ob, target.list_name, target.address, "resubscribe", asker
+                )
             return ob.suppressions.contains(target.list_name, target.address)
 
         request.state.list = target.list_name
@@ -185,6 +215,7 @@ class Service:
             can_undo=found is None or found.source in READER_SOURCES,
             # Relative, so it also works when a proxy serves us below a path prefix.
             resubscribe_action=f"../resubscribe/{token}",
+            preferences_href=_preferences_href(request),
         )
 
     def _target(self, request: Request) -> Target:
@@ -248,6 +279,11 @@ async def _expect_form(request: Request, expected: list[tuple[str, str]]) -> Non
         raise HTTPException(400)
 
 
+def _preferences_href(request: Request) -> str:
+    """The preference page of the token in the path (relative, as every link of ours)."""
+    return f"../preferences/{request.path_params['token']}"
+
+
 def _wants_html(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
@@ -259,15 +295,23 @@ def create_app(
     previous: Sequence[bytes] = (),
     body_timeout: float | None = None,
     outbox: OutboxThread | None = None,
+    clicks: ClickWriter | None = None,
 ) -> Guard:
     """The service as an ASGI app; `secret` must be the key the sender signs tokens with,
     `previous` the earlier ones whose tokens are still out there. `outbox` is the connection
     the caller closes (by default one of the app's own, opened at the first request); a body
-    must have arrived `body_timeout` seconds after its head (default: [serve] timeout)."""
+    must have arrived `body_timeout` seconds after its head (default: [serve] timeout);
+    `clicks` writes the click events (the caller flushes it; by default the app's own)."""
     outbox = outbox or OutboxThread(settings.outbox_target, settings.outbox.durability)
-    service = Service(settings, (secret, *previous), outbox)
+    keys = (secret, *previous)
+    signing = SigningKey(secret, ephemeral=False, previous=tuple(previous))
+    defences = Defences(settings, signing, outbox)
+    service = Service(settings, keys, outbox, defences, clicks)
     app = Starlette(
         routes=[
+            *SignupPages(settings, defences).routes(),
+            *LinkPages(settings, keys, defences).routes(),
+            *PreferencePages(settings, keys, defences).routes(),
             Route("/", service.index),
             Route("/issues/{number:int}", service.issue),
             Route("/issues/{number:int}/", service.issue),
@@ -277,6 +321,7 @@ def create_app(
             Route("/unsubscribe/{token}", service.confirm, methods=["GET"]),
             Route("/unsubscribe/{token}", service.one_click, methods=["POST"]),
             Route("/resubscribe/{token}", service.resubscribe, methods=["POST"]),
+            Route("/r/{token}", service.redirects.click, methods=METHODS),
             Route("/healthz", service.healthz),
             Route("/robots.txt", service.robots),
         ],
@@ -285,65 +330,5 @@ def create_app(
     # The proxy passes the public name on (base_url's host); loopback names for health checks.
     hosts = [urlsplit(settings.newsletter.base_url).hostname or "", *LOOPBACK_NAMES]
     timeout = settings.serve.timeout if body_timeout is None else body_timeout
-    return Guard(app, hosts=hosts, body_timeout=timeout)
-
-
-def server_config(app: ASGIApp, serve: ServeSettings, **overrides: Any) -> uvicorn.Config:
-    """uvicorn as `serve` runs it (tests pass log settings in `overrides`), with `serve`'s
-    deadline per request and cap on connections (see deadlines.py). Not uvicorn's own
-    `limit_concurrency`: it counts idle connections too, so slow clients would lock everyone
-    out; the connection cap closes the idlest one instead."""
-    options: dict[str, Any] = {
-        "http": deadline_protocol(serve.timeout, serve.max_connections),
-        # uvicorn's own access log prints the raw path, token included: Guard's replaces it.
-        "access_log": False,
-        # Behind the TLS proxy on this host: client address and scheme from X-Forwarded-*.
-        "proxy_headers": True,
-        "server_header": False,
-        "log_level": "info",
-        "lifespan": "off",
-        "timeout_graceful_shutdown": 5,
-        **overrides,
-    }
-    config = uvicorn.Config(app, **options)
-    # uvicorn logs raw paths whenever "uvicorn.access" has a handler, whatever access_log says
-    # (a custom logging setup, a test runner's capture): tokens must not come back that way.
-    logging.getLogger("uvicorn.access").disabled = True
-    return config
-
-
-def serve(settings: Settings, sock: socket.socket) -> None:
-    """Serve on the listening `sock` until SIGINT/SIGTERM; NEWSLETTER_SECRET must be set."""
-    key = signing_key(settings, allow_ephemeral=False)
-    outbox = OutboxThread(settings.outbox_target, settings.outbox.durability)
-    outbox.open()
-    # The access log (JSON lines) and our errors (with tracebacks) go to stderr: journald or
-    # the container runtime adds the time and keeps them.
-    ours = logging.getLogger("newsletter")
-    if not ours.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        ours.addHandler(handler)
-        ours.setLevel(logging.INFO)
-        ours.propagate = False
-    app = create_app(settings, key.secret, previous=key.previous, outbox=outbox)
-    limits = settings.serve
-    room = fit_descriptors(limits.max_connections)
-    if room < limits.max_connections:
-        error_log.warning(
-            "[serve] max_connections is %d, but the limit on open files leaves room for %d:"
-            " raise it (systemd: LimitNOFILE=) or lower max_connections",
-            limits.max_connections,
-            room,
-        )
-        limits = limits.model_copy(update={"max_connections": room})
-    server = uvicorn.Server(server_config(app, limits))
-    # uvicorn shuts down gracefully, then raises the signal again for the caller; a service
-    # stopped by SIGTERM (systemd) or Ctrl-C has ended normally, so the second one is ignored.
-    previous = signal.signal(signal.SIGTERM, lambda *_: None)
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            server.run(sockets=[sock])
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        outbox.close()
+    trusted = trusted_networks(tuple(settings.serve.trusted_proxies))
+    return Guard(app, hosts=hosts, body_timeout=timeout, trusted=trusted)

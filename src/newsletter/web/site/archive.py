@@ -28,7 +28,7 @@ from newsletter.render import dated, render_issue
 from newsletter.settings import Settings
 from newsletter.web.site.feed import FEED_ENTRIES, FeedEntry, add_link_tag, atom_feed
 from newsletter.web.site.guard import error_log
-from newsletter.web.site.pages import render_page
+from newsletter.web.site.pages import add_signup_link, render_page
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,7 @@ class Archive:
             # The web version is the whole issue, also when the email is cut at Gmail's clip.
             rendered = render_issue(dated(self.issue(number), sent), self.settings, whole=True)
             page = add_link_tag(fill_public(rendered.html, self.settings, number), self.settings)
+            page = add_signup_link(page, self.settings)
             cached = self._pages[path] = (stamp, page)
         return cached[1]
 

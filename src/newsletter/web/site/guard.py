@@ -4,10 +4,12 @@ Guard wraps the whole ASGI app, so it also sees the answers Starlette's own erro
 it answers only to the Host names it is given (400 otherwise: no Host header reflected into a
 redirect or a page), refuses bodies over MAX_BODY (413) and bodies not all there BODY_TIMEOUT
 seconds after the request's head (408: a deadline, not a pause between chunks), makes every
-redirect relative, adds the security headers every page needs, turns an unhandled exception
-into a plain 500 for the client and a traceback in the server log, and writes the access log:
-one JSON object per request, its path with every unsubscribe token redacted and without the
-query string. (Its head's deadline, and the cap on connections, are deadlines.py's.)
+redirect relative (but a tracked link's: EXTERNAL_LOCATION), adds the security headers every
+page needs, turns an unhandled exception into a plain 500 for the client and a traceback in the
+server log, and writes the access log: one JSON object per request, its client the address
+clientip.py reads through `[serve] trusted_proxies`, its path with every token (unsubscribe,
+click, confirmation, preferences) redacted and without the query string. (Its head's deadline,
+and the cap on connections, are deadlines.py's.)
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from newsletter.web.site.clientip import IPNetwork, scope_client_ip
 
 # A one-click body is 26 bytes; multipart framing adds ~200. Anything near this is not one.
 MAX_BODY = 4096
@@ -47,7 +51,11 @@ SECURITY_HEADERS = {
 access_log = logging.getLogger("newsletter.access")
 error_log = logging.getLogger("newsletter.serve")
 
-_TOKEN_ROUTE = re.compile(r"^/(unsubscribe|resubscribe)/[^/]+")
+_TOKEN_ROUTE = re.compile(r"^/(unsubscribe|resubscribe|r|confirm|move|preferences)/[^/]+")
+# A route whose redirect leaves the site by design (a tracked link's, to the URL the issue has
+# at that place) says so with this header; Guard takes it out and leaves the Location as it is.
+EXTERNAL_LOCATION = "x-newsletter-external-location"
+_EXTERNAL = EXTERNAL_LOCATION.encode()
 # Anything shaped like a token (KID.BOX, or the first format's KID.PAYLOAD.MAC), wherever it
 # appears in a path.
 _TOKEN_SHAPE = re.compile(
@@ -75,8 +83,10 @@ class Guard:
         hosts: Iterable[str],
         max_body: int = MAX_BODY,
         body_timeout: float = BODY_TIMEOUT,
+        trusted: Sequence[IPNetwork] = (),
     ) -> None:
         self.app = app
+        self.trusted = tuple(trusted)
         self.hosts = frozenset(h.lower() for h in hosts)
         self.max_body = max_body
         self.body_timeout = body_timeout
@@ -111,11 +121,14 @@ class Guard:
         async def guarded_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 sent["status"] = message["status"]
+                given = message.get("headers", [])
+                external = any(name.lower() == _EXTERNAL for name, _ in given)
                 headers = [
                     (name, relative_location(scope["path"], value.decode("latin-1")).encode())
-                    if name.lower() == b"location"
+                    if name.lower() == b"location" and not external
                     else (name, value)
-                    for name, value in message.get("headers", [])
+                    for name, value in given
+                    if name.lower() != _EXTERNAL
                 ]
                 present = {name.lower() for name, _ in headers}
                 extra = [(k, v) for k, v in SECURITY_HEADERS.items() if k not in present]
@@ -133,7 +146,13 @@ class Guard:
             nonlocal logged
             if not logged:
                 logged = True
-                _log_access(scope, sent["status"], sent["bytes"], time.perf_counter() - started)
+                _log_access(
+                    scope,
+                    scope_client_ip(scope, self.trusted),
+                    sent["status"],
+                    sent["bytes"],
+                    time.perf_counter() - started,
+                )
 
         try:
             length = _content_length(scope)
@@ -190,12 +209,11 @@ async def _plain(send: Send, status: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _log_access(scope: Scope, status: int, size: int, seconds: float) -> None:
+def _log_access(scope: Scope, client: str | None, status: int, size: int, seconds: float) -> None:
     state = scope.get("state") or {}
-    client = scope.get("client")
     record = {
         "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
-        "client": client[0] if client else None,
+        "client": client,
         "method": scope["method"],
         "path": redact(scope["path"]),
         "status": status,

@@ -1,0 +1,1 @@
+"""What readers read: click events, people told from machines, the report."""

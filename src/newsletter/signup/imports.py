@@ -1,0 +1,162 @@
+"""Another tool's export into the outbox: an Export (importers/) and a list in; its subscribers
+(with their consent), its suppressions and every refused row out, in one transaction.
+
+Per outcome:
+
+- **Imported**: a confirmed subscriber (their consent is the tool's: its times and IPs become
+  the row's and an `import` event's, with the tool's own consent columns, the file and the line,
+  as evidence). A reader who left this list here is not brought back (refused, with when), nor
+  is anyone erased on request; a suppressed address is kept a subscriber and stays suppressed.
+- **Suppressed**: never mailed on the list (source `imported`), with an `unsubscribe` event
+  saying what the tool said (unsubscribed, cleaned, email disabled, ...), unless the editor had
+  suppressed it already.
+- **Refused**: counted and handed to `on_refused` with its file, line and reason.
+
+All of it or nothing: a file found damaged halfway (ExportFileError from the Export), or the
+database failing, leaves the outbox as it was. With `dry_run` nothing is written at all.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from newsletter.errors import Problem
+from newsletter.importers import Export, Imported, ImportReport, Refused, Suppressed
+from newsletter.mail.tokens import SigningKey
+from newsletter.outbox import Outbox
+from newsletter.outbox.consent import ConsentEvent, ConsentLedger
+from newsletter.outbox.roster import Roster, Status
+from newsletter.signup.forgetting import forgotten_test
+from newsletter.signup.pending import mailbox_key
+from newsletter.subscribers import fold_address
+
+IMPORTED = "imported"  # the suppressions' source
+
+
+@dataclass
+class Imports:
+    """What an import did beyond what its Export's report counts."""
+
+    report: ImportReport
+    added: int = 0  # new subscribers on the list
+    updated: int = 0  # already on it: kept, their name filled in if it had none
+    suppressed: int = 0  # suppressions recorded (others were the editor's already)
+    refused: list[Problem] = field(default_factory=list)  # rows refused here (left, erased)
+
+
+def _iso(moment: dt.datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat(timespec="seconds")
+
+
+def import_export(
+    outbox: Outbox,
+    export: Export,
+    list_name: str,
+    key: SigningKey,
+    *,
+    on_refused: Callable[[Problem], None] = lambda _: None,
+    dry_run: bool = False,
+) -> Imports:
+    """Every row of `export` into `list_name` (see the module docstring)."""
+    backend = outbox.backend
+    done = Imports(export.report)
+    forgotten = forgotten_test(backend, key)
+    roster, ledger = Roster(backend), ConsentLedger(backend)
+    suppressions = outbox.suppressions
+
+    def refuse(problem: Problem) -> None:
+        done.refused.append(problem)
+        on_refused(problem)
+
+    with backend.transaction():
+        for outcome in export:
+            if isinstance(outcome, Refused):
+                on_refused(outcome.problem)
+                continue
+            origin = outcome.origin if isinstance(outcome, Suppressed) else outcome.consent.origin
+            if isinstance(outcome, Imported):
+                envelope = outcome.subscriber.envelope
+                address_key = fold_address(envelope)
+                if forgotten(address_key):
+                    refuse(
+                        Problem(
+                            origin.file,
+                            origin.line,
+                            "",
+                            "this person was erased on request;"
+                            " not imported (`newsletter subscribers forget --undo` first, if"
+                            " they asked to come back)",
+                        )
+                    )
+                    continue
+                member = roster.get(list_name, address_key)
+                if member is not None and member.status is Status.LEFT:
+                    refuse(
+                        Problem(
+                            origin.file,
+                            origin.line,
+                            "",
+                            f"left {list_name!r} here on {member.left_at}; not imported"
+                            " (`newsletter subscribers add` brings them back)",
+                        )
+                    )
+                    continue
+                if dry_run:
+                    done.added += member is None
+                    done.updated += member is not None
+                    continue
+                consent = outcome.consent
+                before = roster.add(
+                    list_name,
+                    envelope,
+                    address_key,
+                    mailbox_key(envelope),
+                    outcome.subscriber.name,
+                    IMPORTED,
+                    created_at=_iso(consent.subscribed_at),
+                    confirmed_at=_iso(consent.confirmed_at or consent.subscribed_at),
+                    rejoin=False,
+                )
+                done.added += before is None
+                done.updated += before is not None
+                ledger.record(
+                    ConsentEvent(
+                        list_name,
+                        address_key,
+                        "import",
+                        at=_iso(consent.confirmed_at or consent.subscribed_at) or "",
+                        ip=consent.confirmed_ip or consent.subscribed_ip or "",
+                        source=f"{origin.tool}:{origin}",
+                        evidence={
+                            "tool": origin.tool,
+                            "file": origin.file,
+                            "line": origin.line,
+                            "subscribed_at": _iso(consent.subscribed_at),
+                            "subscribed_ip": consent.subscribed_ip,
+                            "confirmed_at": _iso(consent.confirmed_at),
+                            "confirmed_ip": consent.confirmed_ip,
+                            "columns": dict(consent.evidence),
+                        },
+                    )
+                )
+            else:
+                if dry_run:
+                    done.suppressed += 1
+                    continue
+                if forgotten(outcome.address):
+                    continue  # their hash keeps them from every list already
+                if suppressions.add(list_name, outcome.address, IMPORTED):
+                    done.suppressed += 1
+                ledger.record(
+                    ConsentEvent(
+                        list_name,
+                        outcome.address,
+                        "unsubscribe",
+                        at=_iso(outcome.at) or "",
+                        source=f"{origin.tool}:{origin}",
+                        evidence={"reason": outcome.reason, "detail": outcome.detail},
+                    )
+                )
+    return done

@@ -1,0 +1,178 @@
+"""`GET /r/TOKEN` on `newsletter serve`: a tracked link's request in; a redirect to the link the
+issue has at the token's place, and the request kept as a click event, out.
+
+The token is verified before anything else (mail/clicktokens.py): a forged, altered or unknown
+one is a 404 and redirects nowhere. A genuine one names a place, never a URL, and the URL is
+the one the send recorded for that place (outbox/sentlinks.py), else the issue file's at that
+place, else the issue's web version: so no request can be sent anywhere the issue does not link
+(no open redirect). The canary and a box token whose URL digest no longer matches (the place
+holds another link since) lead to the web version too.
+
+The answer never waits for the event to be written: events go to a ClickWriter, which writes
+them a batch at a time, and a failure to keep one costs the event, never the reader's redirect.
+What is kept follows `[tracking] clicks` now, whatever the token was made with: nothing when it
+is "off", no row when it is "aggregate" (README, "What readers read").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from newsletter.clicks.events import click_event, ip_key
+from newsletter.errors import NewsletterError, TokenError
+from newsletter.links import issue_url
+from newsletter.mail.clicktokens import ClickTarget, verify_click
+from newsletter.mail.tracking import PROBE_ROW
+from newsletter.outbox import Outbox
+from newsletter.outbox.clicks import ClickRecord, StoredClick
+from newsletter.places import Place, Region, link_at
+from newsletter.settings import Settings
+from newsletter.web.site.archive import Archive
+from newsletter.web.site.clickwriter import ClickWriter
+from newsletter.web.site.clientip import scope_client_ip, trusted_networks
+from newsletter.web.site.connection import OutboxThread
+from newsletter.web.site.guard import EXTERNAL_LOCATION, error_log
+
+# Every method: a scanner's HEAD or OPTIONS is an event too, and gets the same answer.
+METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"]
+LINKS_TTL = 30.0  # seconds a send's links are reused before they are read again
+_LINK_CACHE = 256  # sends whose links are kept in memory
+_HEADERS = {"cache-control": "no-store", "referrer-policy": "no-referrer"}
+
+
+class Resolved(NamedTuple):
+    """What the outbox says of a token: the send's list, its links, and the row's delivery."""
+
+    list_name: str | None
+    links: Mapping[Place, str] | None
+    row: int | None = None
+    delivered_at: float | None = None  # the row's 250, in Unix seconds
+
+
+class Redirects:
+    """The /r/ route: verification, the link, the event."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        keys: Sequence[bytes],
+        outbox: OutboxThread,
+        archive: Archive,
+        writer: ClickWriter,
+    ) -> None:
+        self.settings = settings
+        self.keys = keys
+        self.outbox = outbox
+        self.archive = archive
+        self.writer = writer
+        self._ip_key = ip_key(keys[0])
+        self._trusted = trusted_networks(tuple(settings.serve.trusted_proxies))
+        # Touched on the outbox thread only.
+        self._links: OrderedDict[tuple[int, str], tuple[float, Mapping[Place, str] | None]]
+        self._links = OrderedDict()
+
+    async def click(self, request: Request) -> Response:
+        try:
+            target = verify_click(self.keys, request.path_params["token"])
+        except TokenError:
+            raise HTTPException(404) from None
+        at = time.time()
+        try:
+            found = await self.outbox.run(lambda outbox: self._resolve(outbox, target))
+        except NewsletterError as exc:
+            # The outbox out of reach: the reader is sent on all the same.
+            error_log.error("a click could not be looked up: %s", exc.message)
+            found = Resolved(target.list_name, None)
+        url = await self._url(target, found)
+        request.state.event = "click"
+        self._keep(request, target, found, at)
+        return Response(
+            status_code=302, headers={"location": url, EXTERNAL_LOCATION: "1", **_HEADERS}
+        )
+
+    def _resolve(self, outbox: Outbox, target: ClickTarget) -> Resolved:
+        """On the outbox thread: the row's list and delivery (per-reader), the send's links."""
+        if target.row is None or target.row == PROBE_ROW:
+            list_name = target.list_name
+            links = self._send_links(outbox, target.issue, list_name) if list_name else None
+            return Resolved(list_name, links)
+        row = outbox.clicks.delivery(target.row)
+        if row is None or row[0] != target.issue:
+            return Resolved(None, None)  # a forgotten reader's row: nothing of theirs is kept
+        _, list_name, sent_at = row
+        delivered = _epoch(sent_at)
+        return Resolved(
+            list_name, self._send_links(outbox, target.issue, list_name), target.row, delivered
+        )
+
+    def _send_links(self, outbox: Outbox, issue: int, list_name: str) -> Mapping[Place, str] | None:
+        key = (issue, list_name)
+        cached = self._links.get(key)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < LINKS_TTL:
+            self._links.move_to_end(key)
+            return cached[1]
+        links = outbox.sent_links.links(issue, list_name)
+        self._links[key] = (now, links)
+        self._links.move_to_end(key)
+        while len(self._links) > _LINK_CACHE:
+            self._links.popitem(last=False)
+        return links
+
+    async def _url(self, target: ClickTarget, found: Resolved) -> str:
+        """The link the issue has at the token's place (see the module docstring)."""
+        web = issue_url(self.settings.newsletter.base_url, target.issue)
+        if target.place.region is Region.CANARY:
+            return web
+        url = found.links.get(target.place) if found.links is not None else None
+        if url is None:
+            url = await run_in_threadpool(self._file_link, target)
+        if url is None or target.names(url) is False:
+            return web
+        return url
+
+    def _file_link(self, target: ClickTarget) -> str | None:
+        """The issue file's link at the place: before the first send (check --online, the
+        preview's sample), or for a send recorded nowhere."""
+        with contextlib.suppress(NewsletterError):
+            url = link_at(self.archive.issue(target.issue), target.place)
+            if url is not None and url.startswith(("https://", "http://")):
+                return url
+        return None
+
+    def _keep(self, request: Request, target: ClickTarget, found: Resolved, at: float) -> None:
+        mode = self.settings.tracking.clicks
+        if mode == "off" or found.list_name is None or target.row == PROBE_ROW:
+            return  # not measured now, a forgotten reader, or no reader's (a check, a sample)
+        per_reader = mode == "per-reader" and found.row is not None
+        named = target._replace(row=found.row if per_reader else None)
+        event = click_event(
+            at=at,
+            target=named,
+            method=request.method,
+            headers=request.headers,
+            client=scope_client_ip(request.scope, self._trusted) or "",
+            ip_mode=self.settings.privacy.ip,
+            ip_key=self._ip_key,
+            delivered_at=found.delivered_at if per_reader else None,
+        )
+        self.writer.add(StoredClick(target.issue, found.list_name, ClickRecord(*event)))
+
+
+def _epoch(sent_at: str | None) -> float | None:
+    if not sent_at:
+        return None
+    try:
+        return dt.datetime.fromisoformat(sent_at).timestamp()
+    except ValueError:
+        return None
