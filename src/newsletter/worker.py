@@ -33,7 +33,7 @@ from typing import Protocol
 from newsletter.clicks.retention import RetentionDuty
 from newsletter.errors import DeliveryError, OutboxError
 from newsletter.mail.tokens import SigningKey
-from newsletter.outbox import Outbox, open_outbox
+from newsletter.outbox import Outbox, open_project_outbox
 from newsletter.outbox.mailqueue import SiteMail
 from newsletter.send.courier import Courier
 from newsletter.send.smtp import Pool
@@ -139,7 +139,7 @@ class SiteMailDuty:
         )
 
     def _connect(self) -> Outbox:
-        self.outbox = open_outbox(self.settings.outbox_target)
+        self.outbox = open_project_outbox(self.settings)
         return self.outbox
 
     def _reconnect(self) -> None:

@@ -13,7 +13,7 @@ from newsletter.cli.terminal import pass_settings, printable
 from newsletter.errors import ExportFileError, NewsletterError, display_path
 from newsletter.importers import FORMATS, read_export
 from newsletter.mail.tokens import SigningKey, signing_key
-from newsletter.outbox import open_outbox, outbox_exists
+from newsletter.outbox import open_project_outbox, outbox_exists
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.roster import Roster, Status
 from newsletter.settings import DEFAULT_LIST, Settings
@@ -57,7 +57,7 @@ def add(settings: Settings, address: str, name: str, list_name: str) -> None:
     request (`forget`) does not, until `forget --undo`."""
     settings.mailing_list(list_name)
     envelope, key, clean = _address(address, name)
-    with open_outbox(settings.outbox_target) as outbox:
+    with open_project_outbox(settings) as outbox:
         backend = outbox.backend
         if forgotten_test(backend, _key(settings))(key):
             raise NewsletterError(
@@ -102,7 +102,7 @@ def remove(settings: Settings, address: str, list_name: str) -> None:
     if not outbox_exists(settings.outbox_target):
         before = None
     else:
-        with open_outbox(settings.outbox_target) as outbox:
+        with open_project_outbox(settings) as outbox:
             backend = outbox.backend
             with backend.transaction():
                 before = Roster(backend).leave(list_name, key)
@@ -159,7 +159,7 @@ def import_(
         click.echo(printable(str(problem)))
 
     try:
-        with export, open_outbox(settings.outbox_target) as outbox:
+        with export, open_project_outbox(settings) as outbox:
             done = import_export(
                 outbox, export, list_name, _key(settings), on_refused=show_refused, dry_run=dry_run
             )
@@ -206,7 +206,7 @@ def export(settings: Settings, list_name: str, out: Path) -> None:
         rows: list[tuple[str, ...]] = []
         written = _write(out, rows)
     else:
-        with open_outbox(settings.outbox_target) as outbox:
+        with open_project_outbox(settings) as outbox:
             written = _write(out, export_rows(outbox, list_name))
     where = "" if str(out) == "-" else f" to {display_path(out)}"
     click.echo(f"{written} subscriber(s) of {list_name!r} exported{where}", err=True)
@@ -232,7 +232,7 @@ def forget(settings: Settings, address: str, yes: bool, undo: bool) -> None:
     counts add up."""
     _, key, _ = _address(address)
     signing = signing_key(settings, allow_ephemeral=False)
-    with open_outbox(settings.outbox_target) as outbox:
+    with open_project_outbox(settings) as outbox:
         backend = outbox.backend
         if undo:
             lifted = unforget(backend, signing, key)
@@ -271,7 +271,7 @@ def show(settings: Settings, address: str, as_json: bool) -> None:
     _, key, _ = _address(address)
     if not outbox_exists(settings.outbox_target):
         raise NewsletterError(f"nothing is kept about {key}: there is no outbox yet")
-    with open_outbox(settings.outbox_target) as outbox:
+    with open_project_outbox(settings) as outbox:
         record = person_record(outbox, _key(settings), key)
     if as_json:
         click.echo(json.dumps(record.as_json(), ensure_ascii=False, indent=2))

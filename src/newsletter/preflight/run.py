@@ -26,7 +26,7 @@ from newsletter.errors import ConfigError, SubscriberListError
 from newsletter.mail.signing import DkimSigner
 from newsletter.mail.tokens import signing_key
 from newsletter.models import Issue
-from newsletter.outbox import open_outbox, outbox_exists
+from newsletter.outbox import open_project_outbox, outbox_exists
 from newsletter.outbox.roster import Status
 from newsletter.preflight import auth, report, spf
 from newsletter.preflight.cache import FILE_NAME, Cache
@@ -74,7 +74,7 @@ def list_size(settings: Settings, list_name: str) -> int:
     million-row list costs one read, not a parse."""
     members = 0
     if outbox_exists(settings.outbox_target):
-        with open_outbox(settings.outbox_target) as outbox:
+        with open_project_outbox(settings) as outbox:
             members = outbox.roster.counts(list_name)[Status.CONFIRMED]
     csv = settings.mailing_list(list_name).path
     if csv is None:
