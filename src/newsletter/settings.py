@@ -450,7 +450,8 @@ class Settings(SettingsTable):
 
 def load_settings(config: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Read the config file (default ./newsletter.toml, optional) and overlay the environment."""
-    raw = read_config(config, os.environ if environ is None else environ)
+    env = os.environ if environ is None else environ
+    raw = read_config(config, env, tables=Settings.model_fields.keys())
     try:
         return Settings.model_validate(raw.data)
     except ValidationError as exc:
