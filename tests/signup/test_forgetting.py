@@ -14,7 +14,8 @@ from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox
 from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
-from newsletter.outbox.forgotten import FORGOTTEN_REPLY, Forgotten
+from newsletter.outbox.deliveries import FORGOTTEN_REPLY
+from newsletter.outbox.forgotten import Forgotten
 from newsletter.outbox.mailqueue import Kind, SiteMailQueue
 from newsletter.outbox.roster import Roster
 from newsletter.signup.forgetting import forget, forgotten_test, hashing_key, unforget

@@ -17,6 +17,9 @@ from newsletter.outbox.records import COLUMNS, IN_DOUBT, Delivery, delivery, now
 
 S = DeliveryStatus
 _SENDING = S.SENDING.value
+FORGOTTEN_REPLY = "forgotten: erased on request"
+# The rows of a send that may still go out; `sending` is left to the run that holds it.
+_WAITING = "('pending', 'deferred', 'unknown', 'failed')"
 
 
 class Deliveries:
@@ -132,6 +135,34 @@ class Deliveries:
                 "SELECT DISTINCT list FROM deliveries WHERE issue = ? ORDER BY list", (issue,)
             )
         ]
+
+    def of_recipient(self, key: str) -> list[tuple[int, str, str, str | None, str]]:
+        """(issue, list, state, sent_at, updated_at) of every row of the address `key`."""
+        rows = self.backend.fetch(
+            "SELECT issue, list, state, sent_at, updated_at FROM deliveries WHERE recipient = ?"
+            " ORDER BY issue, list",
+            (key,),
+        )
+        return [(int(i), str(li), str(st), s, str(u)) for i, li, st, s, u in rows]
+
+    def forget(self, key: str, digest: str) -> int:
+        """The rows of the address `key` kept without it or the name (GDPR Art. 17: the
+        recipient becomes `forgotten:DIGEST:ROW`, unique as the key was), so every send's
+        counts still add up; rows that could still go out become `skipped`. How many."""
+        marker = f"forgotten:{digest[:16]}:"
+        stamp = now()
+        with self.backend.transaction():
+            self.backend.run(
+                "UPDATE deliveries SET state = 'skipped', smtp_code = NULL, smtp_reply = ?,"
+                f" owner = NULL, updated_at = ? WHERE recipient = ? AND state IN {_WAITING}",
+                (FORGOTTEN_REPLY, stamp, key),
+            )
+            return self.backend.run(
+                "UPDATE deliveries SET recipient = ? || CAST(id AS TEXT), envelope = '', name = '',"
+                " updated_at = ?"
+                " WHERE recipient = ?",
+                (marker, stamp, key),
+            )
 
     def _where(self, where: str, params: tuple[object, ...]) -> list[Delivery]:
         found = self.backend.fetch(f"SELECT {COLUMNS} FROM deliveries WHERE {where}", params)

@@ -82,6 +82,20 @@ class Suppressions:
         )
         return [Suppression(*r) for r in rows]
 
+    def of_address(self, key: str) -> list[tuple[str, str, str]]:
+        """(list, source, created_at) of every suppression of the address `key`."""
+        rows = self.backend.fetch(
+            "SELECT list, source, created_at FROM suppressions WHERE address = ? ORDER BY list",
+            (key,),
+        )
+        return [(str(li), str(so), str(c)) for li, so, c in rows]
+
+    def drop_address(self, key: str) -> int:
+        """Every suppression of the address `key` (it was forgotten: its keyed hash stands in
+        for it on every list); how many."""
+        with self.backend.transaction():
+            return self.backend.run("DELETE FROM suppressions WHERE address = ?", (key,))
+
     def held_by(self, worker: str, list_name: str) -> set[int]:
         """Ids of the rows `worker` holds whose address is suppressed now."""
         return {

@@ -93,8 +93,8 @@ def person_record(outbox: Outbox, key: SigningKey, address_key: str) -> PersonRe
         Roster(backend).of(address_key),
         ConsentLedger(backend).of(address_key),
         SiteMailQueue(backend).of(address_key),
-        forgotten.suppressions(address_key),
-        forgotten.deliveries(address_key),
+        outbox.suppressions.of_address(address_key),
+        outbox.deliveries.of_recipient(address_key),
     )
 
 
