@@ -1,5 +1,6 @@
-"""Test-only ways into the outbox: a small list planned in one go, the rows due, and one mark or
-outcome committed at once (a send goes through the streaming plan and the journal)."""
+"""Test-only ways into the outbox: a list held in memory or a list file alone as what a send reads
+(a real send reads send/recipients.py's), a small list planned in one go, the rows due, and one
+mark or outcome committed at once (a send goes through the streaming plan and the journal)."""
 
 from __future__ import annotations
 
