@@ -13,7 +13,7 @@ import pytest
 from newsletter.errors import OutboxError
 from newsletter.models import DeliveryStatus as S
 from newsletter.outbox import Delivery, Outbox, open_outbox
-from newsletter.send.commit import GroupCommit
+from newsletter.send.commit import DEFER, GroupCommit
 from support.outbox import plan
 
 W = "w1"
@@ -63,7 +63,7 @@ async def test_the_sessions_of_one_turn_share_one_commit(outbox: Outbox) -> None
     assert counted.commits == [4]  # one commit carried the outcome and the three marks
     assert told == [(rows[0].id, True)]
     assert committed(outbox) == [S.SENT, S.SENDING, S.SENDING, S.SENDING]
-    # An outcome alone is committed at the end of the turn, without anyone waiting for it.
+    # An outcome alone is committed a turn later (nothing more came), without anyone waiting.
     commit.record(rows[1].id, S.DEFERRED, lambda ok: told.append((rows[1].id, ok)), code=451)
     assert committed(outbox)[1] == S.SENDING
     await asyncio.sleep(0)
@@ -71,6 +71,21 @@ async def test_the_sessions_of_one_turn_share_one_commit(outbox: Outbox) -> None
     assert committed(outbox)[1] == S.DEFERRED
     assert counted.commits == [4, 1]
     assert faults == []
+
+
+async def test_a_commit_waits_a_few_turns_while_entries_keep_coming(outbox: Outbox) -> None:
+    """While every turn of the loop brings more entries, the commit waits for them, up to
+    DEFER turns; a turn that brings none commits at once."""
+    rows = claimed(outbox, DEFER + 3)
+    counted = Counted(outbox)
+    commit = GroupCommit(counted.journal, lambda exc: None)
+    for row in rows:  # an outcome every turn, for longer than a commit waits
+        commit.record(row.id, S.SENT, lambda ok: None, code=250)
+        await asyncio.sleep(0)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert counted.commits == [DEFER + 1, len(rows) - DEFER - 1]
+    assert committed(outbox) == [S.SENT] * len(rows)
 
 
 async def test_a_row_that_is_no_longer_this_workers_is_refused(outbox: Outbox) -> None:

@@ -62,9 +62,9 @@ class Backend:
         """One statement for each of `rows`; inside `transaction` only."""
         raise NotImplementedError
 
-    def commit(self, batch: Sequence[Statement]) -> list[int]:
+    def commit(self, batch: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
         """Every statement of `batch` in one transaction, with one commit (and on PostgreSQL
-        one round trip); each statement's row count. All of them or none: an error rolls the
+        one round trip); the rows each returned. All of them or none: an error rolls the
         whole batch back. Never inside `transaction`."""
         raise NotImplementedError
 
@@ -78,6 +78,11 @@ class Backend:
         raise NotImplementedError
 
     def _script(self, migration: Migration) -> str:
+        raise NotImplementedError
+
+    def lock_at_once(self, sql: str, params: Params = ()) -> bool:
+        """Inside `transaction`: the rows of `sql` (a SELECT ... FOR UPDATE NOWAIT) locked, or
+        False, with none of them held, if another transaction holds one."""
         raise NotImplementedError
 
     def try_lock(self, key: int) -> bool:

@@ -51,8 +51,13 @@ logging.getLogger("psycopg").addFilter(_Reported())
 
 @functools.lru_cache(maxsize=256)
 def _sql(query: str) -> str:
-    """The shared `?` placeholders as psycopg's `%s` (the schema has no literal `?` or `%`)."""
-    return query.replace("%", "%%").replace("?", "%s")
+    """The shared `?` placeholders as PostgreSQL's own `$1`, `$2`, ... (the schema has no
+    literal `?`). The connection's cursors are RawCursors, which hand them to the server as
+    they are: psycopg converts its own `%s` anew for a statement of more than 50 parameters
+    (a journal's batch), at a cost that outgrew the statement's own."""
+    parts = query.split("?")
+    numbered = [f"{part}${n}" for n, part in enumerate(parts[:-1], start=1)]
+    return "".join(numbered) + parts[-1]
 
 
 class PostgresBackend(Backend):
@@ -85,7 +90,9 @@ class PostgresBackend(Backend):
 
     def reconnect(self) -> None:
         try:
-            self._db = psycopg.connect(self.target, autocommit=True, connect_timeout=10)
+            self._db = psycopg.connect(
+                self.target, autocommit=True, connect_timeout=10, cursor_factory=psycopg.RawCursor
+            )
         except psycopg.Error as exc:
             raise DeliveryError(
                 # libpq's message may quote a value of the URL (a bad %-escape in a password).
@@ -128,15 +135,28 @@ class PostgresBackend(Backend):
         except psycopg.Error as exc:
             raise self._fault(exc) from exc
 
-    def commit(self, batch: Sequence[Statement]) -> list[int]:
+    def commit(self, batch: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
+        if len(batch) == 1:  # a statement alone is its own transaction (autocommit)
+            ((sql, params),) = batch
+            return [self.fetch(sql, params)]
         # Up to the pipeline's Sync the statements are one implicit transaction: one commit,
-        # and the server skips the rest (and rolls back) once one fails.
+        # one round trip, and the server skips the rest (and rolls back) once one fails.
         try:
             with self._db.pipeline():
                 cursors = [self._db.execute(_sql(sql), params) for sql, params in batch]
-            return [cursor.rowcount for cursor in cursors]
+            return [cursor.fetchall() if cursor.description else [] for cursor in cursors]
         except psycopg.Error as exc:
             raise self._fault(exc) from exc
+
+    def lock_at_once(self, sql: str, params: Params = ()) -> bool:
+        try:
+            with self._db.transaction():  # a savepoint: a refusal undoes only itself
+                self._db.execute(_sql(sql), params)
+        except pg.LockNotAvailable:
+            return False
+        except psycopg.Error as exc:
+            raise self._fault(exc) from exc
+        return True
 
     def try_lock(self, key: int) -> bool:
         (taken,) = self.fetch("SELECT pg_try_advisory_lock(?)", (key,))[0]
