@@ -11,8 +11,10 @@ of its trials; the ratios are taken trial by trial, then their median.
 
 Printed: per configuration the send phase (the command's own summary) and the whole command
 (start to exit) in msg/s; then PostgreSQL / SQLite at each durability, "power" / "process" on
-each backend, and two PostgreSQL workers (started together, the time from the first start to
-the last exit) against one.
+each backend, two PostgreSQL workers (started together, the time from the first start to
+the last exit) against one, and the whole command (durability "process") against Postfix's
+smtp-source sending as many messages of the same size over 4 sessions to the same sink, run at
+the start of each trial.
 
 Run: `python benchmarks/outbox.py [--recipients N] [--repeat N]` (needs the Debian packages
 postfix and postgresql).
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scale import Run, environment, finish, fresh_database, make_project, start_send
-from send import free_port, message_size, require_postfix, start_sink
+from send import free_port, message_size, require_postfix, run_source, start_sink
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -80,9 +82,11 @@ def main() -> None:
     project = make_project(options.recipients)
     trials: dict[tuple[str, str, int], list[Trial]] = {c: [] for c in CONFIGS}
     load = []
+    source: list[float] = []  # smtp-source's msg/s, just before each trial's configurations
     try:
         for _ in range(options.repeat):
             load.append(os.getloadavg()[0])
+            source.append(run_source(port, 4, options.recipients, size))
             for config in CONFIGS:
                 trials[config].append(
                     run(project, port, cluster.url(), *config, options.recipients)
@@ -120,6 +124,15 @@ def main() -> None:
         )
     two, one = ("PostgreSQL", "process", 2), ("PostgreSQL", "process", 1)
     print(f"2 PostgreSQL workers / 1          {ratio(two, one)}")
+    print(f"\nsmtp-source (4 sessions)          {statistics.median(source):.0f} m/s")
+    for backend in ("SQLite", "PostgreSQL"):
+        found = trials[(backend, "process", 1)]
+        whole = [t.whole / ref for t, ref in zip(found, source, strict=True)]
+        phase = [t.send_rate / ref for t, ref in zip(found, source, strict=True)]
+        print(
+            f"whole command / smtp-source, {backend:<10} {statistics.median(whole):.2f}"
+            f" (send phase {statistics.median(phase):.2f})   (target >= 1.0)"
+        )
 
 
 if __name__ == "__main__":

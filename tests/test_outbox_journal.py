@@ -177,6 +177,9 @@ def test_durability_means_the_same_on_both_backends(
             assert backend._db.execute("PRAGMA synchronous").fetchone()[0] == sqlite
         else:
             assert backend._db.execute("SHOW synchronous_commit").fetchone()[0] == postgres
+            # The journal's commits go on a connection of their own: the same setting.
+            backend.send_commit([("SELECT 1 WHERE false", [])]).wait()
+            assert backend._journal.execute("SHOW synchronous_commit").fetchone()[0] == postgres
 
 
 def test_a_reaper_never_waits_for_a_worker_writing_its_rows(postgres_url: str) -> None:

@@ -21,7 +21,7 @@ from newsletter.errors import OutboxError
 from newsletter.outbox.backend import Backend, Durability, is_postgres
 from newsletter.outbox.bounces import Bounces
 from newsletter.outbox.deliveries import Deliveries
-from newsletter.outbox.journal import Journal
+from newsletter.outbox.journal import Commit, Journal
 from newsletter.outbox.leases import Leases
 from newsletter.outbox.plans import Planned, PlannedRow, Plans
 from newsletter.outbox.records import (
@@ -49,6 +49,7 @@ __all__ = [
     "MIGRATIONS",
     "UNSUBSCRIBED",
     "Backend",
+    "Commit",
     "Delivery",
     "Durability",
     "Journal",

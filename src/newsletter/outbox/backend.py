@@ -80,6 +80,12 @@ class Backend:
     def _script(self, migration: Migration) -> str:
         raise NotImplementedError
 
+    def send_commit(self, batch: Sequence[Statement]) -> Landing:
+        """`commit`, sent without waiting for its reply where the database is a server
+        (PostgreSQL, on a connection of its own); here, committed before it returns. One at a
+        time: the next is sent once this one has landed."""
+        return Landing(rows=self.commit(batch))
+
     def lock_at_once(self, sql: str, params: Params = ()) -> bool:
         """Inside `transaction`: the rows of `sql` (a SELECT ... FOR UPDATE NOWAIT) locked, or
         False, with none of them held, if another transaction holds one."""
@@ -173,3 +179,26 @@ class Backend:
         except OutboxError:  # no table yet
             return False
         return bool(found[0][0] == LATEST)
+
+
+class Landing:
+    """A commit on its way: `fileno` to watch for its reply (None: landed already), `ready`
+    once it came, `rows` (each statement's) once ready, or `wait` for it."""
+
+    fileno: int | None = None
+
+    def __init__(self, rows: list[list[tuple[Any, ...]]] | None = None) -> None:
+        self._rows = rows
+
+    def ready(self) -> bool:
+        """Whether the reply has come (reads what the socket holds); raises its OutboxError."""
+        return True
+
+    def wait(self) -> list[list[tuple[Any, ...]]]:
+        """The rows, once the reply has come (blocking until it does)."""
+        return self.rows
+
+    @property
+    def rows(self) -> list[list[tuple[Any, ...]]]:
+        assert self._rows is not None, "a commit's rows are read once it has landed"
+        return self._rows

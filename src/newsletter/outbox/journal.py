@@ -21,7 +21,7 @@ over the row, and must stop before uploading a body.
 from __future__ import annotations
 
 from newsletter.models import DeliveryStatus
-from newsletter.outbox.backend import Backend, Statement
+from newsletter.outbox.backend import Backend, Landing, Statement
 from newsletter.outbox.records import now
 
 S = DeliveryStatus
@@ -108,9 +108,14 @@ class Journal:
     def commit(self) -> list[bool]:
         """Every queued entry in one transaction and one commit; for each, in the order
         queued, whether it was written (False: the owner no longer holds the row)."""
+        return self.send().wait()
+
+    def send(self) -> Commit:
+        """`commit`, sent without waiting for the database's reply where it is a server (the
+        worker goes on meanwhile); the entries are durable once the Commit has landed."""
         queued, self._queued = self._queued, []
         if not queued:
-            return []
+            return Commit(queued, [], Landing(rows=[]))
         # A row's second entry in one batch (a mark, then the outcome of an upload abandoned
         # before its body) goes into a statement after the first's, so both apply, in order;
         # and a statement carries at most _MOST entries (PostgreSQL binds at most 65,535 values).
@@ -122,13 +127,8 @@ class Journal:
                 rows.append(set())
             batches[-1].append(index)
             rows[-1].add(entry[0])
-        written_rows = self.backend.commit([self._statement(queued, b) for b in batches])
-        written = [False] * len(queued)
-        for batch, found in zip(batches, written_rows, strict=True):
-            ids = {row[0] for row in found}
-            for index in batch:
-                written[index] = queued[index][0] in ids
-        return written
+        statements = [self._statement(queued, b) for b in batches]
+        return Commit(queued, batches, self.backend.send_commit(statements))
 
     def _statement(self, queued: list[Entry], batch: list[int]) -> Statement:
         chosen = [queued[i] for i in batch]
@@ -137,3 +137,30 @@ class Journal:
         if self.owner is None:
             return _WRITE.format(batch=rows, owned=""), params
         return _WRITE.format(batch=rows, owned=_OWNED), [*params, self.owner]
+
+
+class Commit:
+    """A journal's commit on its way: `landing` to watch, then `written` (or `wait`)."""
+
+    def __init__(self, queued: list[Entry], batches: list[list[int]], landing: Landing) -> None:
+        self.queued = queued
+        self.batches = batches
+        self.landing = landing
+
+    def __len__(self) -> int:
+        return len(self.queued)
+
+    def wait(self) -> list[bool]:
+        """Blocks until the commit has landed; `written`."""
+        self.landing.wait()
+        return self.written()
+
+    def written(self) -> list[bool]:
+        """For each entry, in the order queued, whether it was written (False: the owner no
+        longer holds the row). Once landed only."""
+        written = [False] * len(self.queued)
+        for batch, found in zip(self.batches, self.landing.rows, strict=True):
+            ids = {row[0] for row in found}
+            for index in batch:
+                written[index] = self.queued[index][0] in ids
+        return written
