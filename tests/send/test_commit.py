@@ -156,11 +156,13 @@ async def test_on_postgres_the_loop_goes_on_while_a_commit_is_on_its_way(
         holder.execute("SELECT id FROM deliveries WHERE id = %s FOR UPDATE", (a.id,))
         first = asyncio.ensure_future(commit.mark(a.id, "<a@x>"))
         await asyncio.sleep(0.3)  # the loop runs on
-        assert counted.commits == [1] and not first.done()
+        assert counted.commits == [1]
+        assert not first.done()
         assert outbox.deliveries.counts(14, "main")[S.PENDING] == 2  # its other connection
         second = asyncio.ensure_future(commit.mark(b.id, "<b@x>"))
         await asyncio.sleep(0.1)
-        assert counted.commits == [1] and not second.done()  # waits for the first to land
+        assert counted.commits == [1]  # the second waits for the first to land
+        assert not second.done()
         assert committed(outbox) == [S.PENDING, S.PENDING]
         holder.rollback()
         assert await asyncio.wait_for(first, 5) is True

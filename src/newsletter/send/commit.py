@@ -126,7 +126,7 @@ class GroupCommit:
 
     def _readable(self) -> None:
         assert self._landing is not None
-        commit, waiting, fileno = self._landing
+        commit, waiting, _ = self._landing
         try:
             if not commit.landing.ready():
                 return
