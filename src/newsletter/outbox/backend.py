@@ -5,7 +5,8 @@ their SQL once for both databases (`?` placeholders, ON CONFLICT, RETURNING) and
 Backend: SQLite (sqlite.py) or PostgreSQL (postgres.py). A backend executes one statement
 (committed at once outside a transaction), fetches rows, brackets writes in a transaction that
 holds its write lock from the start, commits a batch of statements at once (the journal's
-group commit), names its clock, and applies the numbered migrations of schema.py the database
+group commit; on PostgreSQL sent without waiting, a Landing to watch for its reply), names its
+clock, and applies the numbered migrations of schema.py the database
 lacks when it opens. Every error of its driver reaches the caller as an OutboxError naming the
 cause (mapped by the backend, in one place each).
 
