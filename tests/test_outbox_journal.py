@@ -10,10 +10,10 @@ import signal
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from newsletter.errors import OutboxError
@@ -48,9 +48,37 @@ def test_an_entry_is_durable_at_its_commit_and_not_before(outbox: Outbox) -> Non
     journal.record(b.id, S.SENT, code=250, reply="queued as B")
     journal.record(a.id, S.DEFERRED, code=451, reply="later", next_attempt_at=1.0)
     assert states(outbox.target)["b@example.com"] == S.SENDING
-    assert journal.commit() == [True, True]  # in the order queued (written in row order)
+    assert journal.commit() == [True, True]  # in the order queued
     assert states(outbox.target) == {"a@example.com": S.DEFERRED, "b@example.com": S.SENT}
     assert journal.commit() == []  # nothing queued, nothing committed
+
+
+def test_every_entry_of_a_batch_applies_in_order(outbox: Outbox) -> None:
+    """One statement writes a batch; a row met twice (a mark, then the outcome of an upload
+    abandoned before its body) is written twice, in order, and so is a batch larger than one
+    statement carries."""
+    a, b = claimed(outbox, "a@example.com", "b@example.com")
+    journal = outbox.journal(W)
+    journal.mark(a.id, "<a@x>")
+    journal.mark(b.id, "<b@x>")
+    journal.record(a.id, S.DEFERRED, reply="stopped before the upload", next_attempt_at=2.0)
+    journal.record(b.id, S.SENT, code=250, reply="queued as B")
+    assert journal.commit() == [True, True, True, True]
+    rows = {r.recipient: r for r in outbox.deliveries.rows(14, "main")}
+    assert (rows["a@example.com"].state, rows["a@example.com"].attempts) == (S.DEFERRED, 1)
+    assert rows["a@example.com"].next_attempt_at == 2.0
+    assert rows["a@example.com"].message_id == "<a@x>"  # the mark's, kept by the outcome
+    assert rows["a@example.com"].sent_at is None
+    assert (rows["b@example.com"].state, rows["b@example.com"].smtp_code) == (S.SENT, 250)
+    assert rows["b@example.com"].smtp_reply == "queued as B"
+    assert rows["b@example.com"].sent_at is not None
+    plan(outbox, 14, "main", [f"r{i}@example.com" for i in range(6000)])
+    many = outbox.leases.claim(14, "main", W, 7000, max_tries=5, at=time.time() + 1)
+    assert len(many) == 6000
+    for row in many:
+        journal.mark(row.id, f"<{row.id}@x>")
+    assert journal.commit() == [True] * len(many)
+    assert sum(s == S.SENDING for s in states(outbox.target).values()) == len(many)
 
 
 # What a process killed at each instant of one message leaves, and what the next run makes of it.
@@ -110,7 +138,7 @@ def test_a_batch_is_all_or_nothing(outbox: Outbox) -> None:
     with pytest.raises(OutboxError):
         outbox.backend.commit([good, bad])
     assert states(outbox.target) == {"a@example.com": S.PENDING}
-    assert outbox.backend.commit([good]) == [1]  # the connection goes on
+    assert outbox.backend.commit([good, good]) == [[], []]  # the connection goes on
     assert states(outbox.target) == {"a@example.com": S.SENT}
 
 
@@ -149,64 +177,48 @@ def test_durability_means_the_same_on_both_backends(
             assert backend._db.execute("PRAGMA synchronous").fetchone()[0] == sqlite
         else:
             assert backend._db.execute("SHOW synchronous_commit").fetchone()[0] == postgres
+            # The journal's commits go on a connection of their own: the same setting.
+            backend.send_commit([("SELECT 1 WHERE false", [])]).wait()
+            assert backend._journal.execute("SHOW synchronous_commit").fetchone()[0] == postgres
 
 
-def test_a_reaper_and_a_waking_worker_never_deadlock(postgres_url: str) -> None:
-    """A worker paused past its lease wakes and commits an outcome and a mark while another
-    worker reaps it. The reaper locks the worker's rows in id order before it changes any, the
-    order the journal writes them in, so one waits for the other; in any other order each
-    could hold a row the other needs (PostgreSQL ends one of them: an error, a stopped run)."""
-    with open_outbox(postgres_url) as waking, open_outbox(postgres_url) as reaper:
+def test_a_reaper_never_waits_for_a_worker_writing_its_rows(postgres_url: str) -> None:
+    """A worker paused past its lease wakes and commits an outcome and a mark (one statement,
+    which reaches its rows in whatever order its plan takes) while another worker reaps it. The
+    reaper takes all of the worker's rows at once or none: if the worker holds one, it leaves
+    the worker for its next try. Waiting for that row while holding another, which the
+    worker's commit might need next, could make the two wait in a circle (PostgreSQL then
+    ends one of them: an error, and a stopped run)."""
+    with (
+        open_outbox(postgres_url) as waking,
+        open_outbox(postgres_url) as reaper,
+        psycopg.connect(postgres_url, autocommit=True) as holder,
+    ):
+        reaper.backend.run("SET lock_timeout = '3s'")  # a reaper that waits fails, not hangs
         a, b = claimed(waking, "a@example.com", "b@example.com", lease=0.2)
         first = waking.journal(W)
         first.mark(a.id, "<a@x>")
         assert first.commit() == [True]  # a is being uploaded, b claimed and waiting
-        time.sleep(0.4)
-        # The reaper pauses after its first change to the rows, so the worker's commit comes
-        # in between.
-        paused, go = threading.Event(), threading.Event()
-        run: Callable[..., int] = reaper.backend.run
-
-        def pausing(sql: str, params: Any = ()) -> int:
-            count = run(sql, params)
-            if sql.startswith("UPDATE deliveries SET owner = NULL") and not paused.is_set():
-                paused.set()
-                go.wait(5)
-            return count
-
-        reaper.backend.run = pausing  # type: ignore[method-assign]
-        errors: list[BaseException] = []
-        reaped: list[Delivery] = []
+        time.sleep(0.4)  # the lease runs out
+        journal = waking.journal(W)
+        journal.record(a.id, S.SENT, code=250)  # its late reply
+        journal.mark(b.id, "<b@x>")  # and its next upload
         written: list[bool] = []
-
-        def reap() -> None:
-            try:
-                reaped.extend(reaper.leases.reap(14, "main"))
-            except BaseException as exc:
-                errors.append(exc)
-
-        def wake() -> None:
-            journal = waking.journal(W)
-            journal.record(a.id, S.SENT, code=250)
-            journal.mark(b.id, "<b@x>")
-            try:
-                written.extend(journal.commit())
-            except BaseException as exc:
-                errors.append(exc)
-
-        reaping = threading.Thread(target=reap)
-        reaping.start()
-        assert paused.wait(10)
-        woken = threading.Thread(target=wake)
-        woken.start()
-        time.sleep(0.3)  # the worker's commit waits for a row the reaper holds
-        go.set()
-        reaping.join(15)
-        woken.join(15)
-    assert errors == []
-    assert [r.recipient for r in reaped] == ["a@example.com"]
-    assert written == [False, False]  # neither row was the worker's any more
-    assert states(postgres_url) == {"a@example.com": S.UNKNOWN, "b@example.com": S.PENDING}
+        woken = threading.Thread(target=lambda: written.extend(journal.commit()))
+        with holder.transaction():
+            # Someone else holds b for a moment, so the worker's commit holds a and waits.
+            holder.execute("SELECT id FROM deliveries WHERE id = %s FOR UPDATE", (b.id,))
+            woken.start()
+            time.sleep(0.3)
+            assert woken.is_alive()
+            started = time.monotonic()
+            assert reaper.leases.reap(14, "main") == []  # the worker is busy: next time
+            assert time.monotonic() - started < 0.2  # it did not wait for the worker
+            assert [w.id for w in reaper.leases.workers(14, "main", expired=True)] == [W]
+        woken.join(10)
+        assert written == [True, True]  # written before the reaper took the rows
+        assert [r.recipient for r in reaper.leases.reap(14, "main")] == ["b@example.com"]
+    assert states(postgres_url) == {"a@example.com": S.SENT, "b@example.com": S.UNKNOWN}
 
 
 def test_the_sqlite_file_is_only_written_through_one_transaction_per_commit(

@@ -8,12 +8,13 @@ import asyncio
 import time
 from typing import Any
 
+import psycopg
 import pytest
 
 from newsletter.errors import OutboxError
 from newsletter.models import DeliveryStatus as S
-from newsletter.outbox import Delivery, Outbox, open_outbox
-from newsletter.send.commit import GroupCommit
+from newsletter.outbox import Commit, Delivery, Outbox, open_outbox
+from newsletter.send.commit import DEFER, GroupCommit
 from support.outbox import plan
 
 W = "w1"
@@ -31,13 +32,22 @@ class Counted:
     def __init__(self, outbox: Outbox) -> None:
         self.journal = outbox.journal(W)
         self.commits: list[int] = []  # entries per commit
-        commit = self.journal.commit
+        send = self.journal.send
 
-        def counted() -> list[bool]:
+        def counted() -> Commit:
             self.commits.append(len(self.journal))
-            return commit()
+            return send()
 
-        self.journal.commit = counted  # type: ignore[method-assign]
+        self.journal.send = counted  # type: ignore[method-assign]
+
+
+async def landed(told: list[Any], n: int) -> None:
+    """Until `n` outcomes were told (on PostgreSQL the reply comes while the loop runs)."""
+    for _ in range(500):
+        if len(told) >= n:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{len(told)} of {n} outcomes told")
 
 
 def committed(outbox: Outbox) -> list[S]:
@@ -63,14 +73,31 @@ async def test_the_sessions_of_one_turn_share_one_commit(outbox: Outbox) -> None
     assert counted.commits == [4]  # one commit carried the outcome and the three marks
     assert told == [(rows[0].id, True)]
     assert committed(outbox) == [S.SENT, S.SENDING, S.SENDING, S.SENDING]
-    # An outcome alone is committed at the end of the turn, without anyone waiting for it.
+    # An outcome alone is committed a turn later (nothing more came), without anyone waiting.
     commit.record(rows[1].id, S.DEFERRED, lambda ok: told.append((rows[1].id, ok)), code=451)
     assert committed(outbox)[1] == S.SENDING
     await asyncio.sleep(0)
     await asyncio.sleep(0)
+    assert counted.commits == [4, 1]  # sent
+    await landed(told, 2)
+    assert told[1] == (rows[1].id, True)
     assert committed(outbox)[1] == S.DEFERRED
-    assert counted.commits == [4, 1]
     assert faults == []
+
+
+async def test_a_commit_waits_a_few_turns_while_entries_keep_coming(outbox: Outbox) -> None:
+    """While every turn of the loop brings more entries, the commit waits for them, up to
+    DEFER turns; a turn that brings none commits at once."""
+    rows = claimed(outbox, DEFER + 3)
+    counted = Counted(outbox)
+    commit = GroupCommit(counted.journal, lambda exc: None)
+    for row in rows:  # an outcome every turn, for longer than a commit waits
+        commit.record(row.id, S.SENT, lambda ok: None, code=250)
+        await asyncio.sleep(0)
+    assert counted.commits == [DEFER + 1]  # sent (and on SQLite landed) as the last came
+    commit.flush()  # the end of the run: the rest, landed
+    assert counted.commits == [DEFER + 1, len(rows) - DEFER - 1]
+    assert committed(outbox) == [S.SENT] * len(rows)
 
 
 async def test_a_row_that_is_no_longer_this_workers_is_refused(outbox: Outbox) -> None:
@@ -113,3 +140,32 @@ async def test_a_mark_whose_session_was_cancelled_is_still_committed_in_order(
     assert await commit.mark(rows[1].id, "<b@x>") is True
     assert waiting.cancelled()
     assert committed(outbox) == [S.SENDING, S.SENDING]
+
+
+async def test_on_postgres_the_loop_goes_on_while_a_commit_is_on_its_way(
+    postgres_url: str,
+) -> None:
+    """The commit goes out on a connection of its own and the loop is not blocked while the
+    server works on it; its marks are told only once it has landed (durable), and what comes
+    meanwhile waits for the next commit, sent after it (one on its way at a time)."""
+    with open_outbox(postgres_url) as outbox, psycopg.connect(postgres_url) as holder:
+        a, b = claimed(outbox, 2)
+        counted = Counted(outbox)
+        commit = GroupCommit(counted.journal, lambda exc: None)
+        # Another transaction holds row a: the server cannot finish the commit until it ends.
+        holder.execute("SELECT id FROM deliveries WHERE id = %s FOR UPDATE", (a.id,))
+        first = asyncio.ensure_future(commit.mark(a.id, "<a@x>"))
+        await asyncio.sleep(0.3)  # the loop runs on
+        assert counted.commits == [1]
+        assert not first.done()
+        assert outbox.deliveries.counts(14, "main")[S.PENDING] == 2  # its other connection
+        second = asyncio.ensure_future(commit.mark(b.id, "<b@x>"))
+        await asyncio.sleep(0.1)
+        assert counted.commits == [1]  # the second waits for the first to land
+        assert not second.done()
+        assert committed(outbox) == [S.PENDING, S.PENDING]
+        holder.rollback()
+        assert await asyncio.wait_for(first, 5) is True
+        assert await asyncio.wait_for(second, 5) is True
+        assert counted.commits == [1, 1]
+        assert committed(outbox) == [S.SENDING, S.SENDING]

@@ -28,7 +28,7 @@ from newsletter.outbox.clicks import Clicks
 from newsletter.outbox.consent import ConsentLedger
 from newsletter.outbox.deliveries import Deliveries
 from newsletter.outbox.forgotten import Forgotten
-from newsletter.outbox.journal import Journal
+from newsletter.outbox.journal import Commit, Journal
 from newsletter.outbox.leases import Leases
 from newsletter.outbox.mailqueue import SiteMailQueue
 from newsletter.outbox.plans import Planned, PlannedRow, Plans
@@ -60,6 +60,7 @@ __all__ = [
     "MIGRATIONS",
     "UNSUBSCRIBED",
     "Backend",
+    "Commit",
     "Delivery",
     "Durability",
     "Journal",

@@ -5,7 +5,8 @@ their SQL once for both databases (`?` placeholders, ON CONFLICT, RETURNING) and
 Backend: SQLite (sqlite.py) or PostgreSQL (postgres.py). A backend executes one statement
 (committed at once outside a transaction), fetches rows, brackets writes in a transaction that
 holds its write lock from the start, commits a batch of statements at once (the journal's
-group commit), names its clock, and applies the numbered migrations of schema.py the database
+group commit; on PostgreSQL sent without waiting, a Landing to watch for its reply), names its
+clock, and applies the numbered migrations of schema.py the database
 lacks when it opens. Every error of its driver reaches the caller as an OutboxError naming the
 cause (mapped by the backend, in one place each).
 
@@ -62,9 +63,9 @@ class Backend:
         """One statement for each of `rows`; inside `transaction` only."""
         raise NotImplementedError
 
-    def commit(self, batch: Sequence[Statement]) -> list[int]:
+    def commit(self, batch: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
         """Every statement of `batch` in one transaction, with one commit (and on PostgreSQL
-        one round trip); each statement's row count. All of them or none: an error rolls the
+        one round trip); the rows each returned. All of them or none: an error rolls the
         whole batch back. Never inside `transaction`."""
         raise NotImplementedError
 
@@ -78,6 +79,17 @@ class Backend:
         raise NotImplementedError
 
     def _script(self, migration: Migration) -> str:
+        raise NotImplementedError
+
+    def send_commit(self, batch: Sequence[Statement]) -> Landing:
+        """`commit`, sent without waiting for its reply where the database is a server
+        (PostgreSQL, on a connection of its own); here, committed before it returns. One at a
+        time: the next is sent once this one has landed."""
+        return Landing(rows=self.commit(batch))
+
+    def lock_at_once(self, sql: str, params: Params = ()) -> bool:
+        """Inside `transaction`: the rows of `sql` (a SELECT ... FOR UPDATE NOWAIT) locked, or
+        False, with none of them held, if another transaction holds one."""
         raise NotImplementedError
 
     def try_lock(self, key: int) -> bool:
@@ -168,3 +180,26 @@ class Backend:
         except OutboxError:  # no table yet
             return False
         return bool(found[0][0] == LATEST)
+
+
+class Landing:
+    """A commit on its way: `fileno` to watch for its reply (None: landed already), `ready`
+    once it came, `rows` (each statement's) once ready, or `wait` for it."""
+
+    fileno: int | None = None
+
+    def __init__(self, rows: list[list[tuple[Any, ...]]] | None = None) -> None:
+        self._rows = rows
+
+    def ready(self) -> bool:
+        """Whether the reply has come (reads what the socket holds); raises its OutboxError."""
+        return True
+
+    def wait(self) -> list[list[tuple[Any, ...]]]:
+        """The rows, once the reply has come (blocking until it does)."""
+        return self.rows
+
+    @property
+    def rows(self) -> list[list[tuple[Any, ...]]]:
+        assert self._rows is not None, "a commit's rows are read once it has landed"
+        return self._rows

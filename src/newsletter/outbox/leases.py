@@ -71,14 +71,15 @@ class Leases:
             ]
             lost: list[Delivery] = []
             for worker in dict.fromkeys(dead):
+                # Every row of the worker at once, or none: a worker writing one of its rows
+                # right now (paused past its lease, then woken) is reaped at the next try.
+                # Waiting for that row while holding another of the worker's, which the
+                # worker's commit might need next, could make the two wait in a circle.
+                if db.shared and not db.lock_at_once(
+                    "SELECT id FROM deliveries WHERE owner = ? FOR UPDATE NOWAIT", (worker,)
+                ):
+                    continue
                 db.run("UPDATE workers SET state = 'dead' WHERE id = ?", (worker,))
-                if db.shared:
-                    # Its rows locked in id order, the order a worker's journal writes them
-                    # in: a paused worker committing as it wakes waits, never deadlocks.
-                    db.fetch(
-                        "SELECT id FROM deliveries WHERE owner = ? ORDER BY id FOR UPDATE",
-                        (worker,),
-                    )
                 db.run(
                     "UPDATE deliveries SET owner = NULL WHERE owner = ?"
                     " AND state IN ('pending', 'deferred')",

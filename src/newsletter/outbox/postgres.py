@@ -4,7 +4,10 @@ Many machines share one database: each statement outside a transaction commits a
 (autocommit), and a write transaction serialises with the others on a transaction-level advisory
 lock, the same guarantee SQLite's BEGIN IMMEDIATE gives on one machine. A batch (the journal's
 group commit) goes out in pipeline mode: its statements and the commit in one round trip, as one
-implicit transaction, without that lock (its statements touch only rows its worker holds).
+implicit transaction, without that lock (its statements touch only rows its worker holds). The
+journal's commits during a send (`send_commit`) go on a second connection, opened when the first
+is sent, as one prepared statement sent without waiting: the worker's event loop watches the
+socket for the reply and goes on meanwhile, and its other statements need not wait behind it.
 `synchronous_commit` follows the durability: off for "process" (the server acknowledges a commit
 before its WAL reaches the disk: it survives this process being killed, not a crash of the
 server's machine), on for "power". The password comes from the URL in the environment
@@ -19,16 +22,18 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+import selectors
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
 from psycopg import errors as pg
+from psycopg import pq
 
 from newsletter.dburl import redact, scrub
 from newsletter.errors import DeliveryError, OutboxError
-from newsletter.outbox.backend import Backend, Durability, Params, Statement
+from newsletter.outbox.backend import Backend, Durability, Landing, Params, Statement
 from newsletter.outbox.schema import Migration
 
 # Advisory lock keys (one 64-bit number each, shared by every newsletter on the database); a
@@ -51,8 +56,13 @@ logging.getLogger("psycopg").addFilter(_Reported())
 
 @functools.lru_cache(maxsize=256)
 def _sql(query: str) -> str:
-    """The shared `?` placeholders as psycopg's `%s` (the schema has no literal `?` or `%`)."""
-    return query.replace("%", "%%").replace("?", "%s")
+    """The shared `?` placeholders as PostgreSQL's own `$1`, `$2`, ... (the schema has no
+    literal `?`). The connection's cursors are RawCursors, which hand them to the server as
+    they are: psycopg converts its own `%s` anew for a statement of more than 50 parameters
+    (a journal's batch), at a cost that outgrew the statement's own."""
+    parts = query.split("?")
+    numbered = [f"{part}${n}" for n, part in enumerate(parts[:-1], start=1)]
+    return "".join(numbered) + parts[-1]
 
 
 class PostgresBackend(Backend):
@@ -81,11 +91,20 @@ class PostgresBackend(Backend):
         return redact(self.target)
 
     def close(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
         self._db.close()
 
     def reconnect(self) -> None:
+        self._db = self._connect()
+        self._journal: psycopg.Connection[Any] | None = None
+        self._statements: dict[str, bytes] = {}  # prepared on the journal's connection
+
+    def _connect(self) -> psycopg.Connection[Any]:
         try:
-            self._db = psycopg.connect(self.target, autocommit=True, connect_timeout=10)
+            db = psycopg.connect(
+                self.target, autocommit=True, connect_timeout=10, cursor_factory=psycopg.RawCursor
+            )
         except psycopg.Error as exc:
             raise DeliveryError(
                 # libpq's message may quote a value of the URL (a bad %-escape in a password).
@@ -97,9 +116,14 @@ class PostgresBackend(Backend):
         # A server ending the session (a restart, pg_terminate_backend) says why in a FATAL
         # message; in pipeline mode libpq hands it to the notice handler, not the error.
         self._farewell = ""
-        self._db.add_notice_handler(self._noticed)
+        db.add_notice_handler(self._noticed)
         synchronous = "on" if self.durability == "power" else "off"
-        self.run(f"SET synchronous_commit = {synchronous}")
+        try:
+            db.execute(f"SET synchronous_commit = {synchronous}")
+        except psycopg.Error as exc:
+            db.close()
+            raise self._fault(exc) from exc
+        return db
 
     def _noticed(self, notice: psycopg.errors.Diagnostic) -> None:
         if notice.severity in ("FATAL", "PANIC") and notice.message_primary:
@@ -128,15 +152,61 @@ class PostgresBackend(Backend):
         except psycopg.Error as exc:
             raise self._fault(exc) from exc
 
-    def commit(self, batch: Sequence[Statement]) -> list[int]:
+    def commit(self, batch: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
+        if len(batch) == 1:  # a statement alone is its own transaction (autocommit)
+            ((sql, params),) = batch
+            return [self.fetch(sql, params)]
         # Up to the pipeline's Sync the statements are one implicit transaction: one commit,
-        # and the server skips the rest (and rolls back) once one fails.
+        # one round trip, and the server skips the rest (and rolls back) once one fails.
+        return self._commit_on(self._db, batch)
+
+    def _commit_on(
+        self, db: psycopg.Connection[Any], batch: Sequence[Statement]
+    ) -> list[list[tuple[Any, ...]]]:
         try:
-            with self._db.pipeline():
-                cursors = [self._db.execute(_sql(sql), params) for sql, params in batch]
-            return [cursor.rowcount for cursor in cursors]
+            with db.pipeline():
+                cursors = [db.execute(_sql(sql), params) for sql, params in batch]
+            return [cursor.fetchall() if cursor.description else [] for cursor in cursors]
         except psycopg.Error as exc:
             raise self._fault(exc) from exc
+
+    def send_commit(self, batch: Sequence[Statement]) -> Landing:
+        # On a connection of its own, so the run's other statements (claims, renewals) need
+        # not wait for a reply in flight; its statements touch only rows this worker holds.
+        if self._db.closed:  # closed under the run: no new connection behind its back
+            raise self._fault(psycopg.OperationalError("the connection is closed"))
+        if self._journal is None:
+            self._journal = self._connect()
+        if len(batch) > 1:  # a row twice in one batch (rare): in one pipeline, waited for
+            return Landing(rows=self._commit_on(self._journal, batch))
+        ((sql, params),) = batch
+        try:
+            return _Sent(self._journal.pgconn, self._prepared(sql), params, self._fault)
+        except psycopg.Error as exc:
+            raise self._fault(exc) from exc
+
+    def _prepared(self, sql: str) -> bytes:
+        """The name of `sql` prepared on the journal's connection (parsed and planned once
+        for each size of batch, not at every commit)."""
+        name = self._statements.get(sql)
+        if name is None:
+            assert self._journal is not None
+            name = f"journal_{len(self._statements)}".encode()
+            result = self._journal.pgconn.prepare(name, _sql(sql).encode())
+            if result.status != pq.ExecStatus.COMMAND_OK:
+                raise self._fault(_error(result))
+            self._statements[sql] = name
+        return name
+
+    def lock_at_once(self, sql: str, params: Params = ()) -> bool:
+        try:
+            with self._db.transaction():  # a savepoint: a refusal undoes only itself
+                self._db.execute(_sql(sql), params)
+        except pg.LockNotAvailable:
+            return False
+        except psycopg.Error as exc:
+            raise self._fault(exc) from exc
+        return True
 
     def try_lock(self, key: int) -> bool:
         (taken,) = self.fetch("SELECT pg_try_advisory_lock(?)", (key,))[0]
@@ -199,7 +269,8 @@ class PostgresBackend(Backend):
                 hint="A statement_timeout or lock_timeout of the server, or an administrator's"
                 f" pg_cancel_backend: {retry}",
             )
-        if self._db.broken or isinstance(exc, psycopg.OperationalError):
+        broken = self._db.broken or (self._journal is not None and self._journal.broken)
+        if broken or isinstance(exc, psycopg.OperationalError):
             if self._farewell and self._farewell not in detail:
                 detail = f"{scrub(self._farewell, self.target)}: {detail}"
             return OutboxError(
@@ -211,6 +282,81 @@ class PostgresBackend(Backend):
 
     def _script(self, migration: Migration) -> str:
         return migration.postgres
+
+
+class _Sent(Landing):
+    """One statement sent on the journal's connection, its reply read as it comes (libpq's
+    own calls, non-blocking: psycopg's would wait for it). Its parameters go as text and the
+    statement casts each; the rows it returns are integers (the journal's ids)."""
+
+    def __init__(
+        self,
+        conn: pq.abc.PGconn,
+        name: bytes,
+        params: Params,
+        fault: Callable[[psycopg.Error], OutboxError],
+    ) -> None:
+        """Sent; psycopg's errors (the caller maps them) until it is, `fault`'s after."""
+        super().__init__()
+        self.conn = conn
+        self.fault = fault
+        self.fileno = conn.socket
+        conn.nonblocking = 1
+        conn.send_query_prepared(name, [None if v is None else str(v).encode() for v in params])
+        if conn.flush():  # what the socket's buffer did not take at once
+            with selectors.DefaultSelector() as selector:
+                selector.register(self.fileno, selectors.EVENT_WRITE)
+                while conn.flush():
+                    selector.select()
+
+    def ready(self) -> bool:
+        if self._rows is not None:
+            return True
+        try:
+            self.conn.consume_input()
+            if self.conn.is_busy():
+                return False
+            self._rows = self._read()
+        except psycopg.Error as exc:
+            raise self.fault(exc) from exc
+        return True
+
+    def wait(self) -> list[list[tuple[Any, ...]]]:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.conn.socket, selectors.EVENT_READ)
+            while not self.ready():
+                selector.select()
+        return self.rows
+
+    def _read(self) -> list[list[tuple[Any, ...]]]:
+        failed: psycopg.Error | None = None
+        rows: list[tuple[Any, ...]] = []
+        while (result := self.conn.get_result()) is not None:
+            if result.status == pq.ExecStatus.TUPLES_OK:
+                rows = [
+                    tuple(
+                        None if (v := result.get_value(i, j)) is None else int(v)
+                        for j in range(result.nfields)
+                    )
+                    for i in range(result.ntuples)
+                ]
+            elif result.status != pq.ExecStatus.COMMAND_OK and failed is None:
+                failed = _error(result)
+        if failed is not None:
+            raise failed
+        if self.conn.status != pq.ConnStatus.OK:
+            raise psycopg.OperationalError("the connection to the server was lost")
+        return [rows]
+
+
+def _error(result: pq.abc.PGresult) -> psycopg.Error:
+    """The psycopg error a failed result stands for (its class named by its SQLSTATE)."""
+    state = result.error_field(pq.DiagnosticField.SQLSTATE)
+    try:
+        kind = pg.lookup(state.decode()) if state else psycopg.DatabaseError
+    except KeyError:
+        kind = psycopg.DatabaseError
+    return kind(result.error_message.decode(errors="replace").strip(), info=result)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -99,12 +99,18 @@ class SqliteBackend(Backend):
         except sqlite3.Error as exc:
             raise self._fault(exc) from exc
 
-    def commit(self, batch: Sequence[Statement]) -> list[int]:
+    def commit(self, batch: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
+        if len(batch) == 1:  # a statement alone is its own transaction
+            ((sql, params),) = batch
+            return [self.fetch(sql, params)]
         with self._begin():
             try:
-                return [self._db.execute(sql, params).rowcount for sql, params in batch]
+                return [self._db.execute(sql, params).fetchall() for sql, params in batch]
             except sqlite3.Error as exc:
                 raise self._fault(exc) from exc
+
+    def lock_at_once(self, sql: str, params: Params = ()) -> bool:
+        return True  # the transaction holds the whole file's write lock already
 
     def try_lock(self, key: int) -> bool:
         return True  # the send lock's flock already excludes every other send of (issue, list)

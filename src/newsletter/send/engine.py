@@ -121,7 +121,7 @@ class Engine:
         finally:
             for task in [*sessions, keeper]:
                 task.cancel()
-            self.commit.flush()  # what the last turn recorded
+            self.commit.flush()  # what the last turns recorded
             await self.pool.close()
         if self._fault is not None:
             raise self._fault
