@@ -38,6 +38,9 @@ from newsletter.render import render_issue
 from newsletter.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the test-only planning helpers in tests/support/
+from support.outbox import due, plan  # noqa: E402
+
 CORPUS = ROOT / "tests" / "data" / "bounces"
 SECRET = b"benchmark-secret-0123456789abcdef"
 
@@ -81,12 +84,14 @@ def guard(rows: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as folder:
         outbox = open_outbox(Path(folder) / "outbox.sqlite3")
         readers = [f"reader{i}@example.org" for i in range(rows)]
-        outbox.plan(14, "main", readers)
+        plan(outbox, 14, "main", readers)
         since = now()
-        for row in outbox.due(14, "main"):
-            outbox.record(row.id, DeliveryStatus.SENT, code=250, reply="ok")
-        totals = median_us(lambda: outbox.run_totals(14, "main", since), 15)
-        counts = median_us(lambda: outbox.counts(14, "main"), 15)
+        journal = outbox.journal(None)
+        for row in due(outbox, 14, "main"):
+            journal.record(row.id, DeliveryStatus.SENT, code=250, reply="ok")
+        journal.commit()
+        totals = median_us(lambda: outbox.bounces.run_totals(14, "main", since), 15)
+        counts = median_us(lambda: outbox.deliveries.counts(14, "main"), 15)
         outbox.close()
     return totals, counts
 

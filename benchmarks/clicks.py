@@ -49,6 +49,9 @@ from newsletter.places import CANARY, issue_links, outline
 from newsletter.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the test-only planning helpers in tests/support/
+from support.outbox import plan  # noqa: E402
+
 START = 1_800_000_000.0
 SEND_SECONDS = 1_800.0
 EDGE, SAFARI = "browser:edge", "browser:safari"
@@ -137,11 +140,13 @@ def store(count: int, mode: str, path: Path) -> None:
     outbox at `path` (a child of its own: the report's child then starts with nothing held)."""
     events, per_minute = generate(count, per_reader=mode == "per-reader")
     with open_outbox(path) as outbox:
-        outbox.plan(14, "main", [f"reader{n}@example.com" for n in range(sum(per_minute.values()))])
-        ((first,),) = outbox._fetch("SELECT min(id) FROM deliveries")
+        plan(
+            outbox, 14, "main", [f"reader{n}@example.com" for n in range(sum(per_minute.values()))]
+        )
+        ((first,),) = outbox.backend.fetch("SELECT min(id) FROM deliveries")
         done = first
         for minute, sent in sorted(per_minute.items()):
-            outbox._run(
+            outbox.backend.run(
                 "UPDATE deliveries SET state = 'sent', sent_at = ? WHERE id >= ? AND id < ?",
                 (minute.isoformat(), done, done + sent),
             )

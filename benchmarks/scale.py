@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from support.postgres import start_cluster  # noqa: E402
 
-SUMMARY = re.compile(r"\((\d+) sent by this run in ([\d.]+) s")
+SUMMARY = re.compile(r"\((\d+) sent by this run in ([\d.]+) s, (\d+) msg/s")
 PLANNED = re.compile(r"planned: (\d+) recipients .* in ([\d.]+) s")
 
 
@@ -107,10 +107,10 @@ def finish(proc: subprocess.Popen[bytes], started: float) -> Run:
     summary, planned = SUMMARY.search(out), PLANNED.search(out)
     if code != 0 or summary is None:
         raise SystemExit(f"newsletter send failed ({code}):\n{out[-2000:]}\n{err[-2000:]}")
-    sent, seconds = int(summary.group(1)), float(summary.group(2))
+    sent, rate = int(summary.group(1)), float(summary.group(3))
     return Run(
         sent=sent,
-        send_rate=sent / seconds if seconds else 0.0,
+        send_rate=rate,
         plan_seconds=float(planned.group(2)) if planned else 0.0,
         wall=wall,
         rss_mb=usage.ru_maxrss / 1024,

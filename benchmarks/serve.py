@@ -61,7 +61,8 @@ from newsletter.outbox import open_outbox
 from newsletter.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the project copy in tests/support/
+sys.path.insert(0, str(ROOT / "tests"))  # the project copy, the planning helpers
+from support.outbox import plan, record  # noqa: E402
 from support.postgres import start_cluster  # noqa: E402
 from support.project import copy_project  # noqa: E402
 
@@ -162,7 +163,7 @@ def unsubscribes() -> None:
             process.terminate()
             process.wait(10)
         with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-            stored = len(outbox.suppressions("main"))
+            stored = len(outbox.suppressions.all("main"))
         assert stored == RUNS + BURST, stored
         log = (Path(tmp) / "serve.log").read_text(errors="replace")
         assert tokens[0] not in log
@@ -189,10 +190,10 @@ def tracked_send(project: Path, env: dict[str, str]) -> list[str]:
     links = render_for_sending(issue, settings, "main").links
     with open_outbox(settings.outbox_target) as outbox:
         outbox.sent_links.record(14, "main", "per-reader", links)
-        outbox.plan(14, "main", [f"reader{n:05d}@example.com" for n in range(ROWS)])
-        rows = [row.id for row in outbox.rows(14, "main")]
+        plan(outbox, 14, "main", [f"reader{n:05d}@example.com" for n in range(ROWS)])
+        rows = [row.id for row in outbox.deliveries.rows(14, "main")]
         for row in rows:
-            outbox.record(row, DeliveryStatus.SENT)
+            record(outbox, row, DeliveryStatus.SENT)
     tokens = LinkTokens(SECRET, 14, links)
     return [f"/r/{token}" for row in rows for token in tokens.for_row(row)]
 

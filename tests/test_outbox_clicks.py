@@ -10,6 +10,7 @@ from newsletter.outbox import Outbox
 from newsletter.outbox.clicks import ClickRecord, StoredClick
 from newsletter.outbox.records import BOUNCED, EDITOR_SOURCE
 from newsletter.places import CANARY, Place, Region
+from support.outbox import plan, record
 
 ITEM = Place(Region.TITLE, 0, 1)
 LINKS = Place(Region.LINKS, 1, 0, 2)
@@ -67,10 +68,10 @@ def test_old_events_are_deleted_oldest_first_in_bounded_batches(outbox: Outbox) 
 
 
 def test_a_forgotten_reader_takes_their_clicks_and_no_one_elses(outbox: Outbox) -> None:
-    outbox.plan(14, "main", ["ann@example.com", "bob@example.com"])
-    outbox.plan(14, "staging", ["ann@example.com"])
-    rows = {(d.list, d.recipient): d.id for d in outbox.rows(14, "main")}
-    rows |= {(d.list, d.recipient): d.id for d in outbox.rows(14, "staging")}
+    plan(outbox, 14, "main", ["ann@example.com", "bob@example.com"])
+    plan(outbox, 14, "staging", ["ann@example.com"])
+    rows = {(d.list, d.recipient): d.id for d in outbox.deliveries.rows(14, "main")}
+    rows |= {(d.list, d.recipient): d.id for d in outbox.deliveries.rows(14, "staging")}
     ann, bob = rows[("main", "ann@example.com")], rows[("main", "bob@example.com")]
     ann_staging = rows[("staging", "ann@example.com")]
     outbox.clicks.add(
@@ -105,11 +106,11 @@ def test_a_sends_links_are_replaced_by_its_next_run(outbox: Outbox) -> None:
 
 
 def _sent(outbox: Outbox, issue: int, addresses: list[str], at: str) -> dict[str, int]:
-    outbox.plan(issue, "main", addresses)
-    ids = {d.recipient: d.id for d in outbox.rows(issue, "main")}
+    plan(outbox, issue, "main", addresses)
+    ids = {d.recipient: d.id for d in outbox.deliveries.rows(issue, "main")}
     for address in addresses:
-        outbox.record(ids[address], S.SENT)
-        outbox._run("UPDATE deliveries SET sent_at = ? WHERE id = ?", (at, ids[address]))
+        record(outbox, ids[address], S.SENT)
+        outbox.backend.run("UPDATE deliveries SET sent_at = ? WHERE id = ?", (at, ids[address]))
     return ids
 
 
@@ -117,11 +118,11 @@ def test_a_sends_figures_per_minute_and_what_readers_did(outbox: Outbox) -> None
     readers = [f"r{n}@example.com" for n in range(6)]
     ids = _sent(outbox, 14, readers[:4], "2026-11-01T09:00:10.000+00:00")
     ids |= _sent(outbox, 14, readers[4:], "2026-11-01T09:02:59.999+00:00")
-    outbox.plan(14, "main", ["late@example.com"])  # planned, never sent
-    outbox.record_bounce("r1", ids[readers[1]], "hard", "5.1.1", "", "dsn")
-    outbox.record_bounce("r1b", ids[readers[1]], "soft", "4.2.2", "", "dsn")
-    outbox.record_bounce("r2", ids[readers[2]], "complaint", "", "", "arf")
-    outbox.record_bounce("r3", ids[readers[3]], "delayed", "4.4.1", "", "dsn")
+    plan(outbox, 14, "main", ["late@example.com"])  # planned, never sent
+    outbox.bounces.record("r1", ids[readers[1]], "hard", "5.1.1", "", "dsn")
+    outbox.bounces.record("r1b", ids[readers[1]], "soft", "4.2.2", "", "dsn")
+    outbox.bounces.record("r2", ids[readers[2]], "complaint", "", "", "arf")
+    outbox.bounces.record("r3", ids[readers[3]], "delayed", "4.4.1", "", "dsn")
     # Issue 15 goes to r0 and r4 later; r0 leaves after it, r4 between the two issues.
     later = _sent(outbox, 15, [readers[0], readers[4]], "2026-11-08T09:00:00.000+00:00")
     assert later
@@ -131,8 +132,10 @@ def test_a_sends_figures_per_minute_and_what_readers_did(outbox: Outbox) -> None
         (readers[5], "2026-11-03T00:00:00.000+00:00", EDITOR_SOURCE),
         (readers[1], "2026-11-01T10:00:00.000+00:00", BOUNCED),
     ]:
-        outbox.suppress("main", address, source)
-        outbox._run("UPDATE suppressions SET created_at = ? WHERE address = ?", (when, address))
+        outbox.suppressions.add("main", address, source)
+        outbox.backend.run(
+            "UPDATE suppressions SET created_at = ? WHERE address = ?", (when, address)
+        )
     figures = outbox.send_figures.of(14, "main")
     assert figures.sent == 6
     assert figures.per_minute == {"2026-11-01T09:00": 4, "2026-11-01T09:02": 2}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from newsletter.models import DeliveryStatus as S
 from newsletter.outbox import DEPARTED, IN_DOUBT, UNSUBSCRIBED, Outbox, Planned, open_outbox
+from support.outbox import mark_sending, record
 
 
 def planned(*names: str) -> list[Planned]:
@@ -17,21 +18,21 @@ def planned(*names: str) -> list[Planned]:
 
 
 def plan(outbox: Outbox, *batches: list[Planned], worker: str = "w0") -> tuple[int, int, int]:
-    start = outbox.start_plan(14, "main", worker)
+    start = outbox.plans.start(14, "main", worker)
     for batch in batches:
-        outbox.add(14, "main", start.generation, batch)
-    result = outbox.finish_plan(14, "main", start)
+        outbox.plans.add(14, "main", start.generation, batch)
+    result = outbox.plans.finish(14, "main", start)
     return result.added, result.skipped, result.total
 
 
 def claim(outbox: Outbox, worker: str, limit: int = 100, max_tries: int = 5) -> list[str]:
-    rows = outbox.claim(14, "main", worker, limit, max_tries=max_tries, at=time.time())
+    rows = outbox.leases.claim(14, "main", worker, limit, max_tries=max_tries, at=time.time())
     return [r.recipient.split("@")[0] for r in rows]
 
 
 def test_the_row_is_the_snapshot_and_batches_dedupe(outbox: Outbox) -> None:
     assert plan(outbox, planned("a", "b"), planned("b", "c")) == (3, 0, 3)
-    rows = {r.recipient: r for r in outbox.rows(14, "main")}
+    rows = {r.recipient: r for r in outbox.deliveries.rows(14, "main")}
     assert (rows["a@example.com"].envelope, rows["a@example.com"].name) == (
         "A@example.com",
         "Reader a",
@@ -40,22 +41,22 @@ def test_the_row_is_the_snapshot_and_batches_dedupe(outbox: Outbox) -> None:
     # A second plan keeps the snapshot: a renamed reader keeps the name the row was planned with.
     renamed = [Planned("a@example.com", "a@example.com", "New name", "<a@x>")]
     assert plan(outbox, renamed, planned("b", "c")) == (0, 0, 3)
-    assert outbox.rows(14, "main")[0].name == "Reader a"
+    assert outbox.deliveries.rows(14, "main")[0].name == "Reader a"
 
 
 def test_a_reader_who_left_or_unsubscribed_between_runs_is_skipped(outbox: Outbox) -> None:
     plan(outbox, planned("a", "b", "c", "d"))
-    (first,) = outbox.claim(14, "main", "w0", 1, max_tries=5, at=time.time())
-    outbox.mark_sending(first.id, None)
-    outbox.record(first.id, S.SENT, code=250)
-    outbox.suppress("main", "C@example.com", "one-click")
+    (first,) = outbox.leases.claim(14, "main", "w0", 1, max_tries=5, at=time.time())
+    mark_sending(outbox, first.id, None)
+    record(outbox, first.id, S.SENT, code=250)
+    outbox.suppressions.add("main", "C@example.com", "one-click")
     assert plan(outbox, planned("b", "c")) == (0, 2, 4)  # a sent, b waits, c off, d gone
-    state = {r.recipient[0]: (r.state, r.smtp_reply) for r in outbox.rows(14, "main")}
+    state = {r.recipient[0]: (r.state, r.smtp_reply) for r in outbox.deliveries.rows(14, "main")}
     assert state["a"][0] == S.SENT  # a sent row stays sent, wherever its reader went
     assert state["b"] == (S.PENDING, "")
     assert state["c"] == (S.SKIPPED, UNSUBSCRIBED)
     assert state["d"] == (S.SKIPPED, DEPARTED)
-    counts = outbox.counts(14, "main")
+    counts = outbox.deliveries.counts(14, "main")
     assert sum(counts.values()) == 4
 
 
@@ -69,81 +70,81 @@ def test_two_workers_never_claim_the_same_row(outbox_target: Path | str) -> None
         assert second == list("efgh")
         assert rest == list("ij")
         assert claim(two, "w2") == []
-        assert one.held_by_others(14, "main", "w1") == 4
+        assert one.leases.held_by_others(14, "main", "w1") == 4
 
 
 def test_an_outcome_frees_the_row_and_deferred_rows_wait_their_turn(outbox: Outbox) -> None:
     plan(outbox, planned("a", "b"))
-    a, b = outbox.claim(14, "main", "w1", 10, max_tries=2, at=time.time())
-    outbox.record(a.id, S.DEFERRED, code=451, next_attempt_at=time.time() + 60)
-    outbox.record(b.id, S.DEFERRED, code=451, next_attempt_at=time.time() - 1)
+    a, b = outbox.leases.claim(14, "main", "w1", 10, max_tries=2, at=time.time())
+    record(outbox, a.id, S.DEFERRED, code=451, next_attempt_at=time.time() + 60)
+    record(outbox, b.id, S.DEFERRED, code=451, next_attempt_at=time.time() - 1)
     assert claim(outbox, "w1", max_tries=2) == ["b"]  # a is not due yet
-    outbox.record(b.id, S.DEFERRED, code=451, next_attempt_at=time.time() - 1)
+    record(outbox, b.id, S.DEFERRED, code=451, next_attempt_at=time.time() - 1)
     assert claim(outbox, "w1", max_tries=2) == []  # b was tried twice in this run
-    due = outbox.next_due(14, "main", max_tries=2)
+    due = outbox.leases.next_due(14, "main", max_tries=2)
     assert due is not None
     assert due > time.time() + 50
     plan(outbox, planned("a", "b"))  # a new run: attempts count from zero again
-    assert outbox.claim(14, "main", "w1", 10, max_tries=2, at=time.time() + 61) != []
+    assert outbox.leases.claim(14, "main", "w1", 10, max_tries=2, at=time.time() + 61) != []
 
 
 def test_a_dead_workers_rows_go_back_or_become_unknown(outbox_target: Path | str) -> None:
     with open_outbox(outbox_target) as alive, open_outbox(outbox_target) as dying:
         plan(alive, planned(*"abcdef"))
-        alive.register("w1", 14, "main", "host1", 1, lease=30)
-        dying.register("w2", 14, "main", "host2", 2, lease=0.2)
-        assert [w.id for w in alive.workers(14, "main")] == ["w1", "w2"]
-        rows = dying.claim(14, "main", "w2", 3, max_tries=5, at=time.time())
-        assert dying.mark_sending(rows[0].id, None, owner="w2")  # a upload in flight
-        dying.record(rows[1].id, S.SENT, code=250)  # b done
+        alive.leases.register("w1", 14, "main", "host1", 1, lease=30)
+        dying.leases.register("w2", 14, "main", "host2", 2, lease=0.2)
+        assert [w.id for w in alive.leases.workers(14, "main")] == ["w1", "w2"]
+        rows = dying.leases.claim(14, "main", "w2", 3, max_tries=5, at=time.time())
+        assert mark_sending(dying, rows[0].id, None, owner="w2")  # a upload in flight
+        record(dying, rows[1].id, S.SENT, code=250)  # b done
         # c claimed, never started. Then w2 stops renewing (killed).
         time.sleep(0.4)
-        assert [w.id for w in alive.workers(14, "main")] == ["w1"]
-        lost = alive.reap(14, "main")
+        assert [w.id for w in alive.leases.workers(14, "main")] == ["w1"]
+        lost = alive.leases.reap(14, "main")
         assert [(r.recipient, r.state, r.smtp_reply) for r in lost] == [
             ("a@example.com", S.UNKNOWN, IN_DOUBT)
         ]
         assert claim(alive, "w1") == ["c", "d", "e", "f"]
         # The dead worker cannot start an upload of a row that is no longer its own.
-        assert not dying.mark_sending(rows[2].id, None, owner="w2")
+        assert not mark_sending(dying, rows[2].id, None, owner="w2")
         # Nor record a late outcome over it: a 451 would make a row w1 holds (c) due again,
         # and the upload it had in flight (a) stays `unknown`, as it was reported.
-        assert not dying.record(rows[2].id, S.DEFERRED, code=451, owner="w2")
-        assert not dying.record(rows[0].id, S.SENT, code=250, owner="w2")
-        assert [d.state for d in alive.deliveries_by_id([rows[0].id])] == [S.UNKNOWN]
-        assert not dying.renew("w2", lease=30)
-        assert alive.renew("w1", lease=30)
-        assert alive.reap(14, "main") == []
-        alive.retire("w1")
-        assert alive.workers(14, "main") == []
+        assert not record(dying, rows[2].id, S.DEFERRED, code=451, owner="w2")
+        assert not record(dying, rows[0].id, S.SENT, code=250, owner="w2")
+        assert [d.state for d in alive.deliveries.by_id([rows[0].id])] == [S.UNKNOWN]
+        assert not dying.leases.renew("w2", lease=30)
+        assert alive.leases.renew("w1", lease=30)
+        assert alive.leases.reap(14, "main") == []
+        alive.leases.retire("w1")
+        assert alive.leases.workers(14, "main") == []
         assert claim(alive, "w3") == ["c", "d", "e", "f"]  # retiring freed the unstarted rows
 
 
 def test_suppressed_rows_a_worker_holds_are_found_at_once(outbox: Outbox) -> None:
     plan(outbox, planned("a", "b", "c"))
-    rows = outbox.claim(14, "main", "w1", 10, max_tries=5, at=time.time())
-    outbox.suppress("main", "b@example.com", "one-click")
-    assert outbox.suppressed_among("w1", "main") == {rows[1].id}
+    rows = outbox.leases.claim(14, "main", "w1", 10, max_tries=5, at=time.time())
+    outbox.suppressions.add("main", "b@example.com", "one-click")
+    assert outbox.suppressions.held_by("w1", "main") == {rows[1].id}
 
 
 def test_only_one_planner_at_a_time_and_a_live_plan_is_shared(outbox_target: Path | str) -> None:
     with open_outbox(outbox_target) as one, open_outbox(outbox_target) as two:
-        assert not one.plan_is_current(14, "main")
-        one.register("w1", 14, "main", "h", 1, lease=30)
-        with one.plan_lock(14, "main"):
+        assert not one.plans.is_current(14, "main")
+        one.leases.register("w1", 14, "main", "h", 1, lease=30)
+        with one.plans.lock(14, "main"):
             plan(one, planned("a"), worker="w1")
-        with two.plan_lock(14, "main"):
-            assert two.plan_is_current(14, "main")  # w1 planned and still runs
-        one.retire("w1")
-        assert not two.plan_is_current(14, "main")
+        with two.plans.lock(14, "main"):
+            assert two.plans.is_current(14, "main")  # w1 planned and still runs
+        one.leases.retire("w1")
+        assert not two.plans.is_current(14, "main")
 
 
 def test_a_plan_its_live_planner_never_finished_is_not_shared(outbox: Outbox) -> None:
     # issue 18.3: a planner killed halfway left a plan naming it while its lease still ran;
     # the next worker shared that half plan and sent only the rows it held.
-    outbox.register("w1", 14, "main", "h", 1, lease=30)
-    start = outbox.start_plan(14, "main", "w1")
-    outbox.add(14, "main", start.generation, planned("a"))
-    assert not outbox.plan_is_current(14, "main")  # w1 is still planning (or dead)
-    outbox.finish_plan(14, "main", start)
-    assert outbox.plan_is_current(14, "main")
+    outbox.leases.register("w1", 14, "main", "h", 1, lease=30)
+    start = outbox.plans.start(14, "main", "w1")
+    outbox.plans.add(14, "main", start.generation, planned("a"))
+    assert not outbox.plans.is_current(14, "main")  # w1 is still planning (or dead)
+    outbox.plans.finish(14, "main", start)
+    assert outbox.plans.is_current(14, "main")

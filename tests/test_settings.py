@@ -313,3 +313,19 @@ def test_every_placeholder_word_is_reported_at_once(tmp_path: Path) -> None:
         f"{path}:3: newsletter.sample_name: contains __NL_B: words starting with __NL_ are"
         " filled in per reader (with their name or unsubscribe link); remove it",
     ]
+
+
+def test_one_underscore_after_a_table_is_refused_not_ignored(project: Path) -> None:
+    # NEWSLETTER_SMTP_HOST=mx.example.org was silently unused: the send went to the file's host.
+    with pytest.raises(ConfigError) as caught:
+        load_settings(project / "newsletter.toml", environ={"NEWSLETTER_SMTP_HOST": "mx.test"})
+    assert str(caught.value).startswith("NEWSLETTER_SMTP_HOST: not a setting")
+    assert caught.value.hint == "Name it NEWSLETTER_SMTP__HOST, or unset it."
+    # The secrets and variables that are not settings keep their single underscores.
+    environ = {
+        "NEWSLETTER_SMTP_PASSWORD": "pw",
+        "NEWSLETTER_SECRET_PREVIOUS": "old",
+        "NEWSLETTER_CHROMIUM": "/bin/true",
+        "NEWSLETTER_PG_BIN": "/bin",
+    }
+    load_settings(project / "newsletter.toml", environ=environ)

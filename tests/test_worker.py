@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from newsletter.outbox import open_outbox
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.mailqueue import Kind, MailState, SiteMailQueue
+from newsletter.outbox.mailqueue import Kind, MailState
 from support.sendcli import environment, finish, newsletter, spawn, wait_for
 from support.smtp import Fault, FaultyHandler, start
 
@@ -24,7 +23,7 @@ pytestmark = pytest.mark.slow
 def _queue(target: Path | str, n: int) -> list[str]:
     addresses = [f"reader{i:03d}@example.org" for i in range(n)]
     with open_outbox(target) as outbox:
-        queue = SiteMailQueue(backend_of(outbox))
+        queue = outbox.site_mail
         for address in addresses:
             queue.queue(Kind.CONFIRM, "main", address, address, nonce="n")
     return addresses
@@ -32,7 +31,7 @@ def _queue(target: Path | str, n: int) -> list[str]:
 
 def _states(target: Path | str) -> dict[str, MailState]:
     with open_outbox(target) as outbox:
-        rows = backend_of(outbox).fetch("SELECT recipient, state FROM site_mail")
+        rows = outbox.backend.fetch("SELECT recipient, state FROM site_mail")
     return {str(r): MailState(str(s)) for r, s in rows}
 
 

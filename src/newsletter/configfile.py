@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +48,14 @@ class RawConfig:
         return _error(_describe(exc, self.path, self.text, self.sources), self.sources)
 
 
-def read_config(config: Path | None, env: Mapping[str, str]) -> RawConfig:
-    """The file's table with the environment laid over it, and the project root set."""
+def read_config(
+    config: Path | None, env: Mapping[str, str], tables: Collection[str] = ()
+) -> RawConfig:
+    """The file's table with the environment laid over it, and the project root set.
+
+    `tables` are the config's table names: a variable that names one with a single underscore
+    (NEWSLETTER_SMTP_HOST) is a typo of NEWSLETTER_SMTP__HOST, refused rather than ignored."""
+    _refuse_single_underscore(env, tables)
     path = config if config is not None else Path(CONFIG_NAME)
     data: dict[str, Any] = {}
     text = ""
@@ -158,6 +164,22 @@ def _text(var: str, value: str) -> str:
             hint=f"Set {var} again, as UTF-8 (for a secret: a long random ASCII value).",
         ) from None
     return value
+
+
+def _refuse_single_underscore(env: Mapping[str, str], tables: Collection[str]) -> None:
+    """An override with one underscore after its table would otherwise be silently unused: the
+    send would go to the file's server while the operator believes it goes to theirs."""
+    for var in env:
+        rest = var[len(ENV_PREFIX) :].lower() if var.startswith(ENV_PREFIX) else ""
+        if not rest or "__" in rest or var in SECRET_ENV.values():
+            continue
+        table, _, key = rest.partition("_")
+        if key and table in tables and table not in SECRET_ENV and table != "root":
+            fixed = f"{ENV_PREFIX}{table.upper()}__{key.upper()}"
+            raise ConfigError(
+                f"{_name(var)}: not a setting (one underscore between table and key)",
+                hint=f"Name it {fixed}, or unset it.",
+            )
 
 
 def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, ...], str]:

@@ -31,7 +31,7 @@ from newsletter.issues import read_issue_file
 from newsletter.mail.message import sample_message
 from newsletter.mail.tracking import render_for_sending
 from newsletter.models import Issue, RenderedEmail
-from newsletter.outbox import Outbox, open_outbox, outbox_exists
+from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
 from newsletter.render import dated, preheader_for
 from newsletter.settings import Settings
 
@@ -122,10 +122,10 @@ def sent_dates(
     if outbox is None:
         if not outbox_exists(settings.outbox_target):
             return {}
-        with open_outbox(settings.outbox_target) as opened:
+        with open_project_outbox(settings) as opened:
             return sent_dates(settings, include_staging=include_staging, outbox=opened)
     lists = [n for n, chosen in settings.lists.items() if include_staging or not chosen.staging]
-    first = outbox.first_sent(lists)
+    first = outbox.deliveries.first_sent(lists)
     return {issue: dt.datetime.fromisoformat(when).date() for issue, when in first.items()}
 
 

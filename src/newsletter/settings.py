@@ -39,7 +39,9 @@ from newsletter.errors import ConfigError
 DEFAULT_LIST = "main"
 
 
-class Section(BaseModel):
+class SettingsTable(BaseModel):
+    """A table of newsletter.toml: frozen, and a key it does not know is an error."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
@@ -93,7 +95,7 @@ def check_timezone(value: str) -> str:
     return value
 
 
-class NewsletterSettings(Section):
+class NewsletterSettings(SettingsTable):
     name: str = "Newsletter"
     language: Annotated[str, AfterValidator(check_language)] = "en"
     sender: Annotated[str, AfterValidator(check_mailbox)] = "Newsletter <newsletter@example.org>"
@@ -114,20 +116,20 @@ class NewsletterSettings(Section):
         return dt.date.today()
 
 
-class RenderSettings(Section):
+class RenderSettings(SettingsTable):
     inliner: Literal["css-inline", "premailer"] = "css-inline"
     # Section and item numbers: "chinese" (一、, and items from 0、), "decimal" (from 1), "none";
     # "auto" is chinese for a Chinese newsletter, decimal otherwise.
     numbering: Literal["auto", "chinese", "decimal", "none"] = "auto"
 
 
-class PathSettings(Section):
+class PathSettings(SettingsTable):
     issues: Path = Path("issues")
     templates: Path = Path("templates/email")
     state: Path = Path(".newsletter")
 
 
-class ListSettings(Section):
+class ListSettings(SettingsTable):
     # The list's CSV, if it has one: its recipients are the CSV's rows plus the list's confirmed
     # subscribers in the outbox (signups, imports, `newsletter subscribers add`).
     path: Path | None = None
@@ -137,7 +139,7 @@ class ListSettings(Section):
     signup: bool = False  # readers may sign up on `newsletter serve`'s signup page
 
 
-class SmtpSettings(Section):
+class SmtpSettings(SettingsTable):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=1, le=65535)] = 1025
     security: Literal["starttls", "tls", "none"] = "starttls"
@@ -151,7 +153,7 @@ class SmtpSettings(Section):
     pipelining: bool = True
 
 
-class SendSettings(Section):
+class SendSettings(SettingsTable):
     concurrency: Annotated[int, Field(ge=1, le=64)] = 4
     rate: Annotated[float, Field(ge=0)] = 0.0
     rate_per_hour: Annotated[int, Field(ge=0)] = 0
@@ -167,7 +169,7 @@ class SendSettings(Section):
     lease: Annotated[float, Field(ge=1, le=3600)] = 30.0
 
 
-class DkimSettings(Section):
+class DkimSettings(SettingsTable):
     domain: str
     selector: str
     private_key: Path
@@ -190,7 +192,7 @@ def ip_networks(entries: list[str]) -> list[str]:
     return networks
 
 
-class ServeSettings(Section):
+class ServeSettings(SettingsTable):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8025
     # The web archive shows "all" issue files, or only those "sent" to a subscriber list (a
@@ -211,7 +213,7 @@ class ServeSettings(Section):
         return ip_networks(value)
 
 
-class SignupSettings(Section):
+class SignupSettings(SettingsTable):
     """Signup: its defences, its links and its mail (see README, "Readers join")."""
 
     # Proof of work (ALTCHA, PBKDF2/SHA-256): iterations per try; a browser makes ~256 tries.
@@ -253,7 +255,7 @@ class SignupSettings(Section):
         return [d.strip().lower().rstrip(".") for d in value if d.strip()]
 
 
-class BouncesSettings(Section):
+class BouncesSettings(SettingsTable):
     # VERP: each message's envelope sender becomes bounces+TAG@domain when this is set.
     return_path: str = ""
     # imaps://user@host[:port]/FOLDER; the password comes from NEWSLETTER_BOUNCES_PASSWORD.
@@ -268,7 +270,7 @@ class BouncesSettings(Section):
     min_sample: Annotated[int, Field(ge=1)] = 100  # attempts before the rates apply
 
 
-class TrackingSettings(Section):
+class TrackingSettings(SettingsTable):
     """What readers read (README, "What readers read"): off unless turned on."""
 
     # "off": links go straight to their sites; "aggregate": counts per link, nothing about a
@@ -281,7 +283,7 @@ class TrackingSettings(Section):
     burst_window: Annotated[float, Field(ge=0, le=3600)] = 2.0
 
 
-class PrivacySettings(Section):
+class PrivacySettings(SettingsTable):
     # A count below this is shown as "< 5" in every report (text, CSV, HTML, charts).
     min_count: Annotated[int, Field(ge=1, le=1000)] = 5
     retention_days: Annotated[int, Field(ge=1)] = 180  # click events older than this are deleted
@@ -294,10 +296,13 @@ class PrivacySettings(Section):
     consent_ip: Literal["keep", "truncate", "hash", "none"] | None = None
 
 
-class OutboxSettings(Section):
+class OutboxSettings(SettingsTable):
     # "" is the SQLite file outbox.sqlite3 in [paths] state; `sqlite:///FILE` another file
     # (relative to the project root); `postgresql://USER@HOST:PORT/DB` a shared PostgreSQL.
     url: str = ""
+    # What a commit survives: "process" (this process killed: SQLite synchronous=NORMAL,
+    # PostgreSQL synchronous_commit=off) or "power" (a power cut: FULL, on); see "Durability".
+    durability: Literal["process", "power"] = "process"
 
     @field_validator("url")
     @classmethod
@@ -311,7 +316,7 @@ class OutboxSettings(Section):
         return check_unambiguous(url)
 
 
-class WorkerSettings(Section):
+class WorkerSettings(SettingsTable):
     """`newsletter worker`: the long-running process that sends the site's mail."""
 
     poll: Annotated[float, Field(ge=0.05, le=60)] = 0.5  # seconds between looks for due mail
@@ -339,7 +344,7 @@ def parse_duration(value: object) -> object:
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
 
 
-class ScheduleSettings(Section):
+class ScheduleSettings(SettingsTable):
     """Scheduled sends (`newsletter send --at`), started by `newsletter worker`."""
 
     # A send whose time passed while no worker ran starts when one comes back, unless it is
@@ -347,7 +352,7 @@ class ScheduleSettings(Section):
     grace: Duration = 6 * 3600.0
 
 
-class CheckSettings(Section):
+class CheckSettings(SettingsTable):
     """`newsletter check --online`: the sender's DNS and every link of the issue."""
 
     online: bool = False
@@ -400,7 +405,7 @@ def nameserver_address(entry: str) -> tuple[str, int]:
     return str(ip), int(port)
 
 
-class Settings(Section):
+class Settings(SettingsTable):
     root: Path = Path()
     newsletter: NewsletterSettings = NewsletterSettings()
     render: RenderSettings = RenderSettings()
@@ -472,7 +477,8 @@ class Settings(Section):
 
 def load_settings(config: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Read the config file (default ./newsletter.toml, optional) and overlay the environment."""
-    raw = read_config(config, os.environ if environ is None else environ)
+    env = os.environ if environ is None else environ
+    raw = read_config(config, env, tables=Settings.model_fields.keys())
     try:
         return Settings.model_validate(raw.data)
     except ValidationError as exc:

@@ -70,8 +70,9 @@ class ListReport:
         }
 
 
-def normalize(address: str) -> str:
-    """THE address key of a valid address: case and surrounding space do not make a new person.
+def fold_address(address: str) -> str:
+    """An address already checked, folded for comparison: case and surrounding space do not
+    make a new person. `address_key` gives the same form for an address not yet checked.
 
     The duplicate check, the outbox's rows and suppressions, Message-IDs and unsubscribe tokens
     all compare addresses in this form.
@@ -80,15 +81,16 @@ def normalize(address: str) -> str:
 
 
 def address_key(address: str) -> str:
-    """The form addresses are compared in: ASCII (punycode domain), lower-cased.
+    """THE address key: any address checked, then ASCII (punycode domain) and folded as
+    `fold_address` folds a checked one; raises ValueError with the reason if it is not valid.
 
     This is the key of the duplicate check, of the suppression container and of the address in
-    unsubscribe tokens; raises ValueError with the reason if `address` is not valid.
+    unsubscribe tokens.
     """
     result = _ADDRESSES.check(address.strip())
     if isinstance(result, str):
         raise ValueError(result)
-    return normalize(result[1])
+    return fold_address(result[1])
 
 
 def check_list(
@@ -144,7 +146,7 @@ def read_rows(
     return _rows(path, handle, records, columns, report, suppressed, on_reject)
 
 
-def check_header(path: Path) -> None:
+def check_list_header(path: Path) -> None:
     """Raise SubscriberListError now if the file cannot be a list (missing, unreadable, no
     `email` column), without reading its rows: a send streams them later."""
     with _open(path) as handle:
@@ -272,7 +274,7 @@ def _rows(
             if status not in _STATUSES:
                 reject(start, "status", f"is {status!r}; use subscribed or unsubscribed")
                 continue
-            key = normalize(envelope)
+            key = fold_address(envelope)
             first = seen.add(key, start)
             if first is not None:
                 reject(

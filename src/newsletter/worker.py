@@ -34,8 +34,7 @@ from typing import Protocol
 from newsletter.clicks.retention import RetentionDuty
 from newsletter.errors import DeliveryError, OutboxError
 from newsletter.mail.tokens import SigningKey
-from newsletter.outbox import Outbox, open_outbox
-from newsletter.outbox.bridge import backend_of
+from newsletter.outbox import Outbox, open_project_outbox
 from newsletter.outbox.mailqueue import SiteMail
 from newsletter.schedule.duty import ScheduleDuty
 from newsletter.send.courier import Courier
@@ -82,7 +81,7 @@ class SiteMailDuty:
 
     async def start(self) -> None:
         outbox = self._connect()
-        backend = backend_of(outbox)
+        backend = outbox.backend
         smtp = self.settings.smtp
         pool = Pool(
             smtp,
@@ -142,7 +141,7 @@ class SiteMailDuty:
         )
 
     def _connect(self) -> Outbox:
-        self.outbox = open_outbox(self.settings.outbox_target)
+        self.outbox = open_project_outbox(self.settings)
         return self.outbox
 
     def _reconnect(self) -> None:
@@ -151,7 +150,7 @@ class SiteMailDuty:
                 self.outbox.close()
         outbox = self._connect()
         assert self.courier is not None
-        self.courier.rebind(backend_of(outbox))
+        self.courier.rebind(outbox.backend)
 
 
 def _helo(settings: Settings) -> str:

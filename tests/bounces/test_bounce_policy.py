@@ -17,6 +17,7 @@ from newsletter.outbox import Outbox
 from newsletter.settings import BouncesSettings
 from support.dnszone import closed_port
 from support.dsn import SELECTOR, complaint, dsn, vacation
+from support.outbox import due, plan, record
 from support.providers import Provider
 
 SECRET = b"policy-test-secret-0123456789"
@@ -27,14 +28,16 @@ READERS = ["ann@example.org", "ben@example.org", "cat@example.org"]
 def outbox(outbox: Outbox) -> Outbox:
     """The shared outbox fixture (SQLite, then PostgreSQL) with issues 12-14 sent to READERS."""
     for issue in (12, 13, 14):
-        outbox.plan(issue, "main", READERS, {r: f"<{issue}.{r}@news.example.org>" for r in READERS})
-        for row in outbox.due(issue, "main"):
-            outbox.record(row.id, DeliveryStatus.SENT, code=250, reply="ok")
+        plan(
+            outbox, issue, "main", READERS, {r: f"<{issue}.{r}@news.example.org>" for r in READERS}
+        )
+        for row in due(outbox, issue, "main"):
+            record(outbox, row.id, DeliveryStatus.SENT, code=250, reply="ok")
     return outbox
 
 
 def row_id(outbox: Outbox, issue: int, recipient: str) -> int:
-    return next(r.id for r in outbox.rows(issue, "main") if r.recipient == recipient)
+    return next(r.id for r in outbox.deliveries.rows(issue, "main") if r.recipient == recipient)
 
 
 def original(outbox: Outbox, issue: int, recipient: str, *, secret: bytes = SECRET) -> bytes:
@@ -62,18 +65,18 @@ def test_a_hard_bounce_suppresses_once(outbox: Outbox) -> None:
     assert [(s.list, s.address, s.reason) for s in first.suppressed] == [
         ("main", "ann@example.org", "bounced")
     ]
-    assert outbox.suppression("main", "ann@example.org").source == "bounced"  # type: ignore[union-attr]
+    assert outbox.suppressions.get("main", "ann@example.org").source == "bounced"  # type: ignore[union-attr]
     again = policy(outbox).apply(report)
     assert again.verdict is Verdict.REPEATED
     assert again.suppressed == ()
-    assert outbox.bounce_counts(14, "main").get(Kind.HARD, 0) == 1
+    assert outbox.bounces.counts(14, "main").get(Kind.HARD, 0) == 1
 
 
 def test_a_complaint_suppresses(outbox: Outbox) -> None:
     decision = policy(outbox).apply(read_report(complaint(original(outbox, 13, "ben@example.org"))))
     assert decision.verdict is Verdict.COMPLAINT
     assert [s.reason for s in decision.suppressed] == ["complained"]
-    assert outbox.bounce_counts(13, "main").get(Kind.COMPLAINT, 0) == 1
+    assert outbox.bounces.counts(13, "main").get(Kind.COMPLAINT, 0) == 1
 
 
 def test_soft_bounces_suppress_after_three_in_a_row(outbox: Outbox) -> None:
@@ -83,10 +86,10 @@ def test_soft_bounces_suppress_after_three_in_a_row(outbox: Outbox) -> None:
         decision = rule.apply(read_report(dsn(original(outbox, issue, "cat@example.org"), **soft)))
         assert decision.verdict is Verdict.SOFT
         assert decision.suppressed == ()
-    assert not outbox.is_suppressed("main", "cat@example.org")
+    assert not outbox.suppressions.contains("main", "cat@example.org")
     last = rule.apply(read_report(dsn(original(outbox, 14, "cat@example.org"), **soft)))
     assert [s.reason for s in last.suppressed] == ["bounced"]
-    assert outbox.soft_streak("main", "cat@example.org", 14) == 3
+    assert outbox.bounces.soft_streak("main", "cat@example.org", 14) == 3
 
 
 def test_an_issue_that_did_not_bounce_breaks_the_streak(outbox: Outbox) -> None:
@@ -95,7 +98,7 @@ def test_an_issue_that_did_not_bounce_breaks_the_streak(outbox: Outbox) -> None:
     rule.apply(read_report(dsn(original(outbox, 12, "cat@example.org"), **soft)))
     decision = rule.apply(read_report(dsn(original(outbox, 14, "cat@example.org"), **soft)))
     assert decision.suppressed == ()  # issue 13 reached the reader
-    assert outbox.soft_streak("main", "cat@example.org", 14) == 1
+    assert outbox.bounces.soft_streak("main", "cat@example.org", 14) == 1
 
 
 def test_auto_replies_and_delays_never_count(outbox: Outbox) -> None:
@@ -106,8 +109,8 @@ def test_auto_replies_and_delays_never_count(outbox: Outbox) -> None:
     )
     assert away.verdict is Verdict.AUTO_REPLY
     assert late.verdict is Verdict.DELAYED
-    assert outbox.suppressions() == []
-    assert set(outbox.bounce_counts(14, "main")) == {"auto-reply", "delayed"}
+    assert outbox.suppressions.all() == []
+    assert set(outbox.bounces.counts(14, "main")) == {"auto-reply", "delayed"}
 
 
 def test_a_forged_tag_matches_nothing_and_a_message_id_alone_is_held(outbox: Outbox) -> None:
@@ -116,9 +119,9 @@ def test_a_forged_tag_matches_nothing_and_a_message_id_alone_is_held(outbox: Out
     assert decision.verdict is Verdict.HELD  # matched by its Message-ID, sender unproven
     assert not decision.verdict.filed  # left in the mailbox
     assert [r.recipient for r in decision.rows] == ["ann@example.org"]
-    assert outbox.suppressions() == []
-    assert outbox.bounce_counts(14, "main") == {}  # counts towards no rate and no streak
-    (held,) = outbox.held_reports()
+    assert outbox.suppressions.all() == []
+    assert outbox.bounces.counts(14, "main") == {}  # counts towards no rate and no streak
+    (held,) = outbox.bounces.held()
     assert (held.delivery.recipient, held.kind, held.status) == ("ann@example.org", "hard", "5.1.1")
     assert held.sender == "mailer-daemon@mx.example.net"
     unknown_id = forged.replace(b"<14.ann@", b"<99.ann@")
@@ -165,7 +168,7 @@ def test_one_mail_acts_on_one_row_however_many_ids_it_quotes(
     decision = policy(outbox, keys=provider.keys).apply(report, raw)
     assert decision.verdict is Verdict.HARD
     assert [s.address for s in decision.suppressed] == ["cat@example.org"]
-    assert [s.address for s in outbox.suppressions()] == ["cat@example.org"]
+    assert [s.address for s in outbox.suppressions.all()] == ["cat@example.org"]
 
 
 def test_one_mail_with_several_verified_tags_acts_on_the_first(outbox: Outbox) -> None:
@@ -173,7 +176,7 @@ def test_one_mail_with_several_verified_tags_acts_on_the_first(outbox: Outbox) -
     both = dsn(ann).replace(b"--dsn--", ben.split(b"\r\n\r\n")[0] + b"\r\n--dsn--")
     decision = policy(outbox).apply(read_report(both), both)
     assert [s.address for s in decision.suppressed] == ["ann@example.org"]
-    assert [s.address for s in outbox.suppressions()] == ["ann@example.org"]
+    assert [s.address for s in outbox.suppressions.all()] == ["ann@example.org"]
 
 
 @pytest.mark.parametrize(
@@ -218,8 +221,8 @@ def test_an_unproven_report_is_held_and_suppresses_nobody(
     decision = policy(outbox, keys=provider.keys).apply(read_report(raw), raw)
     assert decision.verdict is Verdict.HELD
     assert why in decision.held
-    assert outbox.suppressions() == []
-    assert [h.reason for h in outbox.held_reports()] == [decision.held]
+    assert outbox.suppressions.all() == []
+    assert [h.reason for h in outbox.bounces.held()] == [decision.held]
     # The keys of a domain of the mail's choosing are never asked for.
     assert all("stranger" not in name for name, _ in provider.resolver.queries)
 
@@ -235,21 +238,21 @@ def test_a_held_report_waits_for_the_editor(outbox: Outbox, provider: Provider) 
         assert [rule.apply(r, raw).verdict for r, raw in zip(reports, raws, strict=True)] == [
             Verdict.HELD
         ] * 2
-    ann, ben = outbox.held_reports()
+    ann, ben = outbox.bounces.held()
     accepted = rule.accept(ann.id)
     assert accepted is not None
     assert [(s.address, s.reason) for s in accepted[1]] == [("ann@example.org", "bounced")]
     assert rule.accept(ann.id) is None  # no longer held
     assert rule.accept(9999) is None
-    assert outbox.decide_held(ben.id, "dismissed")
-    assert not outbox.decide_held(ben.id, "dismissed")
-    assert outbox.held_reports() == []
+    assert outbox.bounces.decide(ben.id, "dismissed")
+    assert not outbox.bounces.decide(ben.id, "dismissed")
+    assert outbox.bounces.held() == []
     # Next run: both mails are settled and filed, and nothing more happens.
     after = [rule.apply(r, raw) for r, raw in zip(reports, raws, strict=True)]
     assert [d.verdict for d in after] == [Verdict.REPEATED, Verdict.DISMISSED]
     assert all(d.verdict.filed for d in after)
-    assert [s.address for s in outbox.suppressions()] == ["ann@example.org"]
-    assert outbox.bounce_counts(14, "main") == {"hard": 1}
+    assert [s.address for s in outbox.suppressions.all()] == ["ann@example.org"]
+    assert outbox.bounces.counts(14, "main") == {"hard": 1}
 
 
 @pytest.mark.parametrize("decision", ["accepted", "dismissed"])
@@ -261,11 +264,11 @@ def test_a_decision_on_a_held_report_never_carries_over_to_another_row(
     rule = policy(outbox)
     first = dsn(untagged(outbox, 14, "ann@example.org"), sender_address="mailer-daemon@x.example")
     rule.apply(read_report(first), first)
-    (held,) = outbox.held_reports()
+    (held,) = outbox.bounces.held()
     if decision == "accepted":
         assert rule.accept(held.id) is not None
     else:
-        assert outbox.decide_held(held.id, "dismissed")
+        assert outbox.bounces.decide(held.id, "dismissed")
     key = re.search(rb"Message-ID: <[^>]+@mx\.example\.net>", first)
     assert key is not None
     other = dsn(untagged(outbox, 14, "ben@example.org"), sender_address="mailer-daemon@x.example")
@@ -274,8 +277,8 @@ def test_a_decision_on_a_held_report_never_carries_over_to_another_row(
     again = rule.apply(read_report(other), other)
     assert again.verdict is Verdict.HELD
     assert [r.recipient for r in again.rows] == ["ben@example.org"]
-    assert not outbox.is_suppressed("main", "ben@example.org")
-    assert [h.delivery.recipient for h in outbox.held_reports()] == ["ben@example.org"]
+    assert not outbox.suppressions.contains("main", "ben@example.org")
+    assert [h.delivery.recipient for h in outbox.bounces.held()] == ["ben@example.org"]
 
 
 def test_a_report_held_while_dns_was_down_is_applied_once_it_answers(
@@ -289,17 +292,17 @@ def test_a_report_held_while_dns_was_down_is_applied_once_it_answers(
     assert offline.apply(read_report(raw), raw).verdict is Verdict.HELD
     decision = policy(outbox, keys=provider.keys).apply(read_report(raw), raw)
     assert decision.verdict is Verdict.HARD
-    assert outbox.held_reports() == []
-    assert [h.state for h in outbox.held_reports("accepted")] == ["accepted"]
+    assert outbox.bounces.held() == []
+    assert [h.state for h in outbox.bounces.held("accepted")] == ["accepted"]
 
 
 def test_a_providers_feedback_loop_speaks_for_its_readers(
     outbox: Outbox, provider: Provider
 ) -> None:
     reader = "li.lei@ymail.com"
-    outbox.plan(14, "main", [reader], {reader: "<14.ymail@news.example.org>"})
-    (row,) = [r for r in outbox.due(14, "main") if r.recipient == reader]
-    outbox.record(row.id, DeliveryStatus.SENT, code=250, reply="ok")
+    plan(outbox, 14, "main", [reader], {reader: "<14.ymail@news.example.org>"})
+    (row,) = [r for r in due(outbox, 14, "main") if r.recipient == reader]
+    record(outbox, row.id, DeliveryStatus.SENT, code=250, reply="ok")
     quoted = (
         f"From: News <news@news.example.org>\r\nTo: {reader}\r\nSubject: Issue 14\r\n"
         "Message-ID: <14.ymail@news.example.org>\r\n\r\nHi\r\n"
@@ -337,14 +340,14 @@ def test_who_speaks_for_a_mailbox(sender: str, recipient: str, speaks: bool) -> 
 
 def test_a_refusal_at_send_time_is_a_hard_bounce(outbox: Outbox) -> None:
     rule = policy(outbox)
-    (ann,) = outbox.deliveries_by_id([row_id(outbox, 14, "ann@example.org")])
-    (ben,) = outbox.deliveries_by_id([row_id(outbox, 14, "ben@example.org")])
+    (ann,) = outbox.deliveries.by_id([row_id(outbox, 14, "ann@example.org")])
+    (ben,) = outbox.deliveries.by_id([row_id(outbox, 14, "ben@example.org")])
     dead = rule.refused(ann, 550, "5.1.1 <ann@example.org>: Recipient address rejected")
     assert dead is not None
     assert dead.reason == "bounced"
     assert rule.refused(ann, 550, "5.1.1 again") is None  # once per row
     assert rule.refused(ben, 550, "5.7.1 Message rejected as spam") is None  # not the address
-    assert outbox.bounce_counts(14, "main").get(Kind.SOFT, 0) == 1
+    assert outbox.bounces.counts(14, "main").get(Kind.SOFT, 0) == 1
 
 
 def test_thresholds() -> None:

@@ -49,4 +49,4 @@ def test_an_unsubscribe_on_one_machine_is_seen_by_the_others(
     listed = run(project, "suppressions", url=postgres_url)
     assert "alice@example.com" in listed.output
     with open_outbox(postgres_url) as outbox:
-        assert outbox.is_suppressed("main", "alice@example.com")
+        assert outbox.suppressions.contains("main", "alice@example.com")

@@ -83,7 +83,7 @@ def test_hostile_list_is_reported_row_by_row(project: Path) -> None:
 def test_suppressed_addresses_are_counted(project: Path, settings: Settings) -> None:
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     with open_outbox(settings.outbox_target) as outbox:
-        outbox.suppress("staging", "Editor@News.Example.org", "test")
+        outbox.suppressions.add("staging", "Editor@News.Example.org", "test")
     result = run(project, "subscribers", "--list", "staging")
     assert "1 valid, 0 duplicate, 0 invalid, 0 unsubscribed, 1 suppressed" in result.output
 

@@ -16,7 +16,6 @@ from click.testing import CliRunner, Result
 
 from newsletter.cli.main import cli
 from newsletter.outbox import open_outbox
-from newsletter.outbox.bridge import backend_of
 from newsletter.outbox.consent import ConsentLedger
 from newsletter.outbox.roster import Roster, Status
 
@@ -46,7 +45,7 @@ def test_a_mailchimp_export_imports_with_its_consent(project: Path) -> None:
     result = run(project, "subscribers", "import", str(export))
     assert "Mailchimp export (detected from its header)" in result.output
     with open_outbox(_outbox(project)) as outbox:
-        backend = backend_of(outbox)
+        backend = outbox.backend
         ada = Roster(backend).get("main", "ada.lovelace@example.org")
         assert ada is not None
         assert ada.status is Status.CONFIRMED
@@ -60,8 +59,8 @@ def test_a_mailchimp_export_imports_with_its_consent(project: Path) -> None:
         assert event.evidence["columns"]["OPTIN_IP"] == "198.51.100.23"
         assert event.evidence["columns"]["LEID"] == "118244031"
         # Unsubscribed and cleaned rows are suppressions, never recipients.
-        assert outbox.suppression("main", "edsger@example.org").source == "imported"  # type: ignore[union-attr]
-        assert outbox.is_suppressed("main", "gone.mailbox@example.com")
+        assert outbox.suppressions.get("main", "edsger@example.org").source == "imported"  # type: ignore[union-attr]
+        assert outbox.suppressions.contains("main", "gone.mailbox@example.com")
         assert Roster(backend).get("main", "edsger@example.org") is None
         (unsub,) = ConsentLedger(backend).of("edsger@example.org")
         assert unsub.event == "unsubscribe"
@@ -85,14 +84,14 @@ def test_a_substack_export_imports_with_its_consent_and_refuses_the_erased(
     assert "substack-email_list.csv:6: email_disabled: is 'perhaps'" in result.output
     assert "5 row(s): imported 2 subscriber(s)" in result.output
     with open_outbox(_outbox(project)) as outbox:
-        backend = backend_of(outbox)
+        backend = outbox.backend
         reader = Roster(backend).get("main", "reader.one@example.org")
         assert reader is not None
         assert reader.status is Status.CONFIRMED
         (event,) = ConsentLedger(backend).of("reader.one@example.org")
         assert event.evidence["subscribed_at"] == "2021-04-05T06:07:08+00:00"
         assert event.evidence["columns"]["created_at"] == "2021-04-05T06:07:08.123Z"
-        assert outbox.suppression("main", "quiet.reader@example.com") is not None
+        assert outbox.suppressions.get("main", "quiet.reader@example.com") is not None
         assert Roster(backend).get("main", "quiet.reader@example.com") is None
 
 
@@ -103,8 +102,8 @@ def test_an_import_adds_up_and_runs_twice_without_doubling(project: Path) -> Non
     assert "(4 new, 0 already there), 3 suppressed (3 new)" in first.output
     assert "(0 new, 4 already there), 3 suppressed (0 new)" in second.output
     with open_outbox(_outbox(project)) as outbox:
-        counts = Roster(backend_of(outbox)).counts("main")
-        events = len(ConsentLedger(backend_of(outbox)).of("ada.lovelace@example.org"))
+        counts = outbox.roster.counts("main")
+        events = len(outbox.consent.of("ada.lovelace@example.org"))
     assert counts[Status.CONFIRMED] == 4
     assert events == 2  # each import is on the record
 
@@ -113,8 +112,8 @@ def test_a_dry_run_imports_nothing(project: Path) -> None:
     result = run(project, "subscribers", "import", str(_mailchimp_zip(project)), "--dry-run")
     assert "would import 4 subscriber(s)" in result.output
     with open_outbox(_outbox(project)) as outbox:
-        assert Roster(backend_of(outbox)).counts("main")[Status.CONFIRMED] == 0
-        assert not outbox.suppressions("main")
+        assert outbox.roster.counts("main")[Status.CONFIRMED] == 0
+        assert not outbox.suppressions.all("main")
 
 
 def test_a_zip_damaged_halfway_imports_nothing(project: Path) -> None:
@@ -137,8 +136,8 @@ def test_a_zip_damaged_halfway_imports_nothing(project: Path) -> None:
     assert "is damaged" in result.output
     assert "nothing was imported" in result.output
     with open_outbox(_outbox(project)) as outbox:
-        assert Roster(backend_of(outbox)).counts("main")[Status.CONFIRMED] == 0
-        assert not outbox.suppressions("main")
+        assert outbox.roster.counts("main")[Status.CONFIRMED] == 0
+        assert not outbox.suppressions.all("main")
 
 
 @pytest.mark.parametrize(
@@ -191,8 +190,8 @@ def test_add_remove_show_and_export_round_trip(project: Path) -> None:
     back = run(project, "subscribers", "import", str(out), "--list", "staging")
     assert "newsletter CSV export" in back.output
     with open_outbox(_outbox(project)) as outbox:
-        assert Roster(backend_of(outbox)).get("staging", "ann@example.org") is not None
-        assert outbox.is_suppressed("staging", "bob@example.org")
+        assert outbox.roster.get("staging", "ann@example.org") is not None
+        assert outbox.suppressions.contains("staging", "bob@example.org")
 
 
 def test_the_report_counts_the_subscribers_in_the_outbox(project: Path) -> None:

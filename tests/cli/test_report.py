@@ -16,6 +16,7 @@ from newsletter.outbox import open_outbox
 from newsletter.outbox.clicks import ClickRecord, StoredClick
 from newsletter.places import Place, Region
 from newsletter.settings import load_settings
+from support.outbox import plan
 from support.tracked import tracked_send
 
 ENV = {"NEWSLETTER_SECRET": "report-tests-secret-0123456789abcdef"}
@@ -83,7 +84,7 @@ def test_several_lists_are_named_and_a_test_send_is_set_apart(project: Path) -> 
     assert "list main" in out  # the staging list's test send is not the issue's send
     settings = load_settings(project / "newsletter.toml", environ=TRACKED)
     with open_outbox(settings.outbox_target) as outbox:
-        outbox.plan(14, "other", ["x@example.com"])
+        plan(outbox, 14, "other", ["x@example.com"])
     code, _, err = run("report", "--issue", "14")
     assert code == 1
     assert "error: issue 14 went to 2 lists (main, other)" in err

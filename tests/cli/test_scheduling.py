@@ -11,8 +11,7 @@ from click.testing import CliRunner
 
 from newsletter.cli.main import cli
 from newsletter.outbox import open_outbox
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.schedules import Schedules, ScheduleState
+from newsletter.outbox.schedules import ScheduleState
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -29,7 +28,7 @@ def ahead(hours: float) -> str:
 
 def schedules(project: Path) -> list[tuple[int, str, ScheduleState]]:
     with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        rows = Schedules(backend_of(outbox)).listing()
+        rows = outbox.schedules.listing()
     return [(r.issue, r.list, r.state) for r in rows]
 
 

@@ -15,11 +15,11 @@ import pytest
 
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import open_outbox
-from newsletter.outbox.bridge import backend_of
 from newsletter.outbox.records import now
-from newsletter.outbox.testsends import TestSend, TestSends
+from newsletter.outbox.testsends import TestSend
 from newsletter.send.testsend import decide
 from newsletter.settings import load_settings
+from support.outbox import plan
 from support.sendcli import environment, finish, newsletter, spawn, wait_for, write_list
 from support.site import SECRET, running_service
 from support.smtp import Fault, FaultyHandler, start
@@ -128,8 +128,8 @@ async def test_a_killed_test_is_resumed_not_begun_again(
     assert "unchanged since the test at " in done.out
     settings = load_settings(project / "newsletter.toml", environ=outbox_env)
     with open_outbox(settings.outbox_target) as outbox:
-        tests = TestSends(backend_of(outbox)).history(14, "staging")
-        rows = {r.recipient: r for r in outbox.rows(14, "staging")}
+        tests = outbox.test_sends.history(14, "staging")
+        rows = {r.recipient: r for r in outbox.deliveries.rows(14, "staging")}
     assert [t.round for t in tests] == [1, 2]
     assert tests[0].sent == tests[0].recipients == 120
     assert sorted(rows) == sorted(addresses)
@@ -174,7 +174,7 @@ async def test_a_repeated_tests_unsubscribe_link_still_verifies_in_serve(project
         )
         assert answer.status_code == 200
         with open_outbox(service.settings.outbox_target) as outbox:
-            found = [(s.list, s.source) for s in outbox.suppressions()]
+            found = [(s.list, s.source) for s in outbox.suppressions.all()]
     assert found == [("staging", "one-click")]
 
 
@@ -187,12 +187,12 @@ async def test_status_counts_the_unsubscribes_and_complaints_an_issue_brought(
         assert (await newsletter(["send", "--issue", "14", "--yes"], env, project)).code == 0
         settings = load_settings(project / "newsletter.toml", environ=env)
         with open_outbox(settings.outbox_target) as outbox:
-            rows = {r.recipient: r for r in outbox.rows(14, "main")}
+            rows = {r.recipient: r for r in outbox.deliveries.rows(14, "main")}
             # A reader's one-click after issue 14 reached them, and a complaint about it.
-            outbox.suppress("main", "li.lei@example.com", "one-click")
-            outbox.suppress("main", "bob@example.net", "web")
+            outbox.suppressions.add("main", "li.lei@example.com", "one-click")
+            outbox.suppressions.add("main", "bob@example.net", "web")
             complained = rows["alice@example.net"]
-            backend_of(outbox).run(
+            outbox.backend.run(
                 "INSERT INTO bounce_reports (report, delivery_id, kind, source, created_at)"
                 " VALUES (?, ?, 'complaint', 'arf', ?)",
                 ("<report-1@example.org>", complained.id, now()),
@@ -236,8 +236,8 @@ def test_beginning_a_test_is_done_once_and_reopens_the_rows(
     outbox_target: Path | str,
 ) -> None:
     with open_outbox(outbox_target) as outbox:
-        outbox.plan(14, "staging", ["a@example.org", "b@example.org"])
-        tests = TestSends(backend_of(outbox))
+        plan(outbox, 14, "staging", ["a@example.org", "b@example.org"])
+        tests = outbox.test_sends
         assert tests.latest(14, "staging") is not None  # the rows of a log from before
         begun = tests.begin(14, "staging", "f2", "changed", after=1)
         assert begun is not None
@@ -249,5 +249,5 @@ def test_beginning_a_test_is_done_once_and_reopens_the_rows(
             (1, "", 2),
             (2, "f2", None),
         ]
-        assert {r.state for r in outbox.rows(14, "staging")} == {"pending"}
-        assert {r.message_id for r in outbox.rows(14, "staging")} == {None}
+        assert {r.state for r in outbox.deliveries.rows(14, "staging")} == {"pending"}
+        assert {r.message_id for r in outbox.deliveries.rows(14, "staging")} == {None}

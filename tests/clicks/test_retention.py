@@ -17,6 +17,7 @@ from newsletter.outbox import Outbox
 from newsletter.outbox.clicks import ClickRecord, StoredClick
 from newsletter.places import Place, Region
 from newsletter.settings import Settings
+from support.outbox import plan
 
 NOW = 1_800_000_000.0
 
@@ -50,8 +51,8 @@ def test_a_shorter_window_takes_more(outbox: Outbox, settings: Settings) -> None
 
 
 def test_a_forgotten_reader_takes_their_events(outbox: Outbox) -> None:
-    outbox.plan(14, "main", ["ann@example.com", "bob@example.com"])
-    rows = {d.recipient: d.id for d in outbox.rows(14, "main")}
+    plan(outbox, 14, "main", ["ann@example.com", "bob@example.com"])
+    rows = {d.recipient: d.id for d in outbox.deliveries.rows(14, "main")}
     outbox.clicks.add(
         [click(NOW, rows["ann@example.com"]), click(NOW, rows["bob@example.com"]), click(NOW)]
     )

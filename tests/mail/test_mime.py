@@ -15,7 +15,7 @@ from newsletter.mail.mime import (
     FOLD_AT,
     Base64,
     QuotedPrintable,
-    check_header,
+    check_header_value,
     choose_encoder,
     encode_words,
     mailbox_header,
@@ -158,7 +158,7 @@ def test_mailbox_header_quotes_or_encodes_the_name() -> None:
 @pytest.mark.parametrize("value", ["a\r\nBcc: x@y", "a\n", "a\x00b", "=?utf-8?q?=0A?="])
 def test_header_values_that_could_inject_are_refused(value: str) -> None:
     with pytest.raises(UnsafeHeaderError):
-        check_header(value, "subject")
+        check_header_value(value, "subject")
 
 
 def test_part_head_names_type_charset_and_encoding() -> None:

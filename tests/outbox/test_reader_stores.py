@@ -11,12 +11,9 @@ from pathlib import Path
 import pytest
 
 from newsletter.outbox import Outbox, open_outbox
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.claims import ConfirmationClaims
-from newsletter.outbox.consent import ConsentEvent, ConsentLedger
-from newsletter.outbox.forgotten import Forgotten
-from newsletter.outbox.mailqueue import Kind, MailState, SiteMailQueue
-from newsletter.outbox.roster import Roster, Status
+from newsletter.outbox.consent import ConsentEvent
+from newsletter.outbox.mailqueue import Kind, MailState
+from newsletter.outbox.roster import Status
 from newsletter.signup.pending import ConfirmationRule
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
@@ -24,7 +21,7 @@ ANN = ("ann@example.org", "ann@example.org", "ann@example.org")
 
 
 def test_a_signup_is_pending_until_its_nonce_confirms_it(outbox: Outbox) -> None:
-    roster = Roster(backend_of(outbox))
+    roster = outbox.roster
     first = roster.sign_up("main", *ANN, "n1", "signup")
     assert first.before is None
     assert first.membership.status is Status.PENDING
@@ -49,7 +46,7 @@ def test_a_signup_is_pending_until_its_nonce_confirms_it(outbox: Outbox) -> None
 
 
 def test_the_editor_adds_and_an_import_does_not_undo_a_departure(outbox: Outbox) -> None:
-    roster = Roster(backend_of(outbox))
+    roster = outbox.roster
     assert roster.add("main", *ANN, "Ann", "cli") is None
     roster.leave("main", "ann@example.org")
     assert roster.add("main", *ANN, "Ann", "import", rejoin=False) is Status.LEFT
@@ -67,7 +64,7 @@ def test_confirmed_members_stream_in_pages(outbox: Outbox, monkeypatch: pytest.M
     from newsletter.outbox import roster as module
 
     monkeypatch.setattr(module, "PAGE", 7)
-    roster = Roster(backend_of(outbox))
+    roster = outbox.roster
     for n in range(30):
         address = f"r{n:02d}@example.org"
         roster.add("main", address, address, address, f"R{n}", "cli")
@@ -80,7 +77,7 @@ def test_confirmed_members_stream_in_pages(outbox: Outbox, monkeypatch: pytest.M
 
 
 def test_a_move_keeps_the_row_and_merges_into_an_existing_one(outbox: Outbox) -> None:
-    roster = Roster(backend_of(outbox))
+    roster = outbox.roster
     roster.add("main", *ANN, "Ann", "cli")
     assert roster.move("main", "ann@example.org", "a@new.example", "a@new.example", "m") is (
         Status.CONFIRMED
@@ -98,7 +95,7 @@ def test_a_move_keeps_the_row_and_merges_into_an_existing_one(outbox: Outbox) ->
 
 
 def test_the_ledger_keeps_every_event_in_order(outbox: Outbox) -> None:
-    ledger = ConsentLedger(backend_of(outbox))
+    ledger = outbox.consent
     ledger.record(ConsentEvent("main", "ann@example.org", "signup", ip="203.0.113.0/24"))
     ledger.record_all(
         [
@@ -119,7 +116,7 @@ def test_the_ledger_keeps_every_event_in_order(outbox: Outbox) -> None:
 
 
 def test_one_claim_per_mailbox_per_window(outbox: Outbox) -> None:
-    rule, claims = ConfirmationRule(), ConfirmationClaims(backend_of(outbox))
+    rule, claims = ConfirmationRule(), outbox.claims
     variants = ["annlee@gmail.com", "Ann.Lee+1@gmail.com", "a.nnlee+2@googlemail.com"]
     assert [rule.claim(claims, v, NOW) for v in variants] == [True, False, False]
     assert not rule.claim(claims, "annlee@gmail.com", NOW + dt.timedelta(hours=23))
@@ -137,7 +134,7 @@ def test_concurrent_claims_on_separate_connections_let_one_through(
 
     def post(n: int) -> None:
         with open_outbox(outbox_target, migrate=False) as box:
-            claims = ConfirmationClaims(backend_of(box))
+            claims = box.claims
             start.wait()
             results.append(rule.claim(claims, f"victim+{n}@example.org", NOW))
 
@@ -150,7 +147,7 @@ def test_concurrent_claims_on_separate_connections_let_one_through(
 
 
 def test_forgotten_digests_and_the_first_wrapped_key_wins(outbox: Outbox) -> None:
-    forgotten = Forgotten(backend_of(outbox))
+    forgotten = outbox.forgotten
     assert forgotten.add("d1")
     assert not forgotten.add("d1")
     assert forgotten.digests() == {"d1"}
@@ -163,7 +160,7 @@ def test_forgotten_digests_and_the_first_wrapped_key_wins(outbox: Outbox) -> Non
 
 
 def test_site_mail_is_claimed_once_marked_and_recorded_by_its_owner(outbox: Outbox) -> None:
-    queue = SiteMailQueue(backend_of(outbox))
+    queue = outbox.site_mail
     first = queue.queue(Kind.CONFIRM, "main", "ann@example.org", "ann@example.org", nonce="n")
     second = queue.queue(Kind.WELCOME, "main", "bob@example.org", "bob@example.org")
     assert queue.next_due() == 0.0
@@ -185,7 +182,7 @@ def test_site_mail_is_claimed_once_marked_and_recorded_by_its_owner(outbox: Outb
 
 
 def test_a_dead_workers_claims_go_back_and_its_uploads_become_unknown(outbox: Outbox) -> None:
-    queue = SiteMailQueue(backend_of(outbox))
+    queue = outbox.site_mail
     waiting = queue.queue(Kind.CONFIRM, "main", "a@example.org", "a@example.org")
     uploading = queue.queue(Kind.CONFIRM, "main", "b@example.org", "b@example.org")
     queue.claim("dead", 10, -1.0)  # its lease ended a second ago
@@ -204,7 +201,7 @@ def test_a_dead_workers_claims_go_back_and_its_uploads_become_unknown(outbox: Ou
 def test_a_live_workers_claims_are_not_reaped_unless_everyone_else_is_dead(
     outbox: Outbox,
 ) -> None:
-    queue = SiteMailQueue(backend_of(outbox))
+    queue = outbox.site_mail
     mail = queue.queue(Kind.CONFIRM, "main", "a@example.org", "a@example.org")
     queue.claim("other", 10, 60)
     assert queue.reap(keep="me") == []

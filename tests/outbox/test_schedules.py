@@ -8,12 +8,11 @@ import time
 from pathlib import Path
 
 from newsletter.outbox import Outbox, open_outbox
-from newsletter.outbox.bridge import backend_of
 from newsletter.outbox.schedules import Schedules, ScheduleState
 
 
 def _store(outbox: Outbox) -> Schedules:
-    return Schedules(backend_of(outbox))
+    return outbox.schedules
 
 
 def test_one_open_schedule_per_send(outbox: Outbox) -> None:

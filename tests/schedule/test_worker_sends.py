@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from newsletter.outbox import open_outbox
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.schedules import Schedule, Schedules, ScheduleState
+from newsletter.outbox.schedules import Schedule, ScheduleState
 from support.sendcli import children, environment, finish, newsletter, spawn, write_list
 from support.smtp import Fault, FaultyHandler, start
 
@@ -43,7 +42,7 @@ def _sqlite(project: Path) -> Path:
 
 def _schedules(target: Path | str) -> list[Schedule]:
     with open_outbox(target) as outbox:
-        return Schedules(backend_of(outbox)).listing()
+        return outbox.schedules.listing()
 
 
 def _at(seconds: float) -> str:
@@ -191,7 +190,7 @@ async def test_late_past_the_grace_is_missed_within_it_is_sent_cancelled_never(
         await _book(project, env, 3)  # the main list's, cancelled below
         # A worker that was down: one send due 7 h ago (past the 6 h grace), one 1 h ago.
         with open_outbox(target) as outbox:
-            schedules = Schedules(backend_of(outbox))
+            schedules = outbox.schedules
             assert schedules.book(15, "main", time.time() - 7 * 3600, "Asia/Shanghai", "t")
         cancelled = await newsletter(
             ["schedule", "cancel", "--issue", "14", "--list", "main"], env, project

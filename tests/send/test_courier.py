@@ -11,8 +11,7 @@ from pathlib import Path
 
 from newsletter.mail.tokens import Purpose, verify_link
 from newsletter.outbox import Outbox
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.mailqueue import Kind, MailState, SiteMailQueue
+from newsletter.outbox.mailqueue import Kind, MailState
 from newsletter.send.courier import Courier
 from newsletter.send.smtp import Pool
 from newsletter.settings import Settings, load_settings
@@ -30,7 +29,7 @@ def _settings(project: Path, server: Server, **worker: object) -> Settings:
 
 def _courier(settings: Settings, outbox: Outbox, owner: str = "w1") -> Courier:
     pool = Pool(settings.smtp, password=None, size=settings.worker.concurrency)
-    return Courier(backend_of(outbox), settings, SECRET, pool, owner)
+    return Courier(outbox.backend, settings, SECRET, pool, owner)
 
 
 def _link(data: bytes) -> str:
@@ -47,7 +46,7 @@ async def test_each_due_mail_goes_once_with_a_link_that_confirms_it(
     handler = FaultyHandler()
     async with start(handler) as server:
         settings = _settings(project, server)
-        queue = SiteMailQueue(backend_of(outbox))
+        queue = outbox.site_mail
         for n in range(5):
             queue.queue(
                 Kind.CONFIRM, "main", f"r{n}@example.org", f"r{n}@example.org", nonce=f"n{n}"
@@ -72,7 +71,7 @@ async def test_a_deferred_mail_waits_then_fails_after_max_attempts(
     handler = FaultyHandler([Fault("rcpt", "451 4.7.1 try again later")])
     async with start(handler) as server:
         settings = _settings(project, server, max_attempts=2)
-        queue = SiteMailQueue(backend_of(outbox))
+        queue = outbox.site_mail
         mail = queue.queue(Kind.CONFIRM, "main", "a@example.org", "a@example.org")
         courier = _courier(settings, outbox)
         try:
@@ -82,7 +81,7 @@ async def test_a_deferred_mail_waits_then_fails_after_max_attempts(
             assert first.state is MailState.DUE
             assert first.attempts == 1
             assert (queue.next_due() or 0) > 20  # backed off, not hammered
-            backend_of(outbox).run("UPDATE site_mail SET due_at = 0")
+            outbox.backend.run("UPDATE site_mail SET due_at = 0")
             await courier.deliver_due()
         finally:
             await courier.pool.close()
@@ -99,7 +98,7 @@ async def test_an_upload_cut_off_is_unknown_and_never_sent_again(
     handler = FaultyHandler([Fault("data", drop=True, store_before_drop=True, times=1)])
     async with start(handler) as server:
         settings = _settings(project, server)
-        queue = SiteMailQueue(backend_of(outbox))
+        queue = outbox.site_mail
         mail = queue.queue(Kind.CONFIRM, "main", "a@example.org", "a@example.org")
         courier = _courier(settings, outbox)
         try:
@@ -117,13 +116,13 @@ async def test_a_claim_lost_to_another_worker_sends_no_body(project: Path, outbo
     handler = FaultyHandler()
     async with start(handler) as server:
         settings = _settings(project, server)
-        queue = SiteMailQueue(backend_of(outbox))
+        queue = outbox.site_mail
         queue.queue(Kind.CONFIRM, "main", "a@example.org", "a@example.org")
         courier = _courier(settings, outbox, owner="paused")
         try:
             (mail,) = courier.claim()
             # Paused past its lease: reaped, and claimed by another worker meanwhile.
-            backend_of(outbox).run("UPDATE site_mail SET owner = 'other' WHERE id = ?", (mail.id,))
+            outbox.backend.run("UPDATE site_mail SET owner = 'other' WHERE id = ?", (mail.id,))
             await courier._deliver(mail)
         finally:
             await courier.pool.close()
@@ -137,7 +136,7 @@ async def test_a_welcome_and_a_change_carry_their_own_links(project: Path, outbo
     handler = FaultyHandler()
     async with start(handler) as server:
         settings = _settings(project, server)
-        queue = SiteMailQueue(backend_of(outbox))
+        queue = outbox.site_mail
         queue.queue(Kind.WELCOME, "main", "w@example.org", "w@example.org")
         queue.queue(
             Kind.CHANGE, "main", "new@example.org", "new@example.org", nonce="c", detail="o@x.org"

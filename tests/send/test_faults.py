@@ -27,8 +27,8 @@ from newsletter.send.faults import SESSION_ERRORS
 from newsletter.send.job import Job, Options
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool
-from newsletter.send.worker import deliver
 from newsletter.settings import SmtpSettings
+from support.outbox import Listing, deliver
 from support.sendcli import environment, newsletter, write_list
 from support.smtp import (
     Authenticator,
@@ -38,6 +38,7 @@ from support.smtp import (
     Server,
     dialogue,
     make_message,
+    send_one,
     start,
 )
 
@@ -256,7 +257,7 @@ async def test_opening_a_session(case: Opening, ca_file: Path) -> None:
             await asyncio.wait_for(pool.check(), 10)
         try:
             result: Result | TransportError = await asyncio.wait_for(
-                pool.send(make_message(1), marks), 10
+                send_one(pool, make_message(1), marks), 10
             )
         except TransportError as exc:
             result = exc
@@ -419,7 +420,7 @@ async def test_a_transaction(
     marks = Marks()
     async with case.serve() as port:
         pool = Pool(loopback(port, **case.settings), password=None, size=1)
-        result = await asyncio.wait_for(pool.send(case.message, marks), 10)
+        result = await asyncio.wait_for(send_one(pool, case.message, marks), 10)
         await pool.close()
     outcome, scope, code, reply = case.result
     assert (result.outcome, result.scope, result.code) == (outcome, scope, code), result
@@ -443,7 +444,7 @@ def job(n: int) -> Job:
         return make_message(row_id, recipient=sub.envelope)
 
     subscribers = [Subscriber(envelope=f"r{i}@example.com") for i in range(n)]
-    return Job(issue=14, list_name="main", subscribers=lambda: subscribers, build=build)
+    return Job(14, "main", Listing(lambda: subscribers), build)
 
 
 def later_sessions(stage: str, reply: str) -> Fault:
@@ -459,8 +460,8 @@ async def test_a_5xx_greeting_on_a_reconnect_is_a_connection_fault_not_a_rejecti
     async with start(handler) as server:
         pool = Pool(plain(server, messages_per_connection=1), password=None, size=1)
         await pool.check()
-        first = await pool.send(make_message(1), Marks())
-        second = await pool.send(make_message(2), Marks())
+        first = await send_one(pool, make_message(1), Marks())
+        second = await send_one(pool, make_message(2), Marks())
         await pool.close()
     assert first.outcome == Outcome.SENT
     assert (second.outcome, second.scope, second.code) == (Outcome.RETRY, Scope.CONNECTION, 554)
@@ -472,8 +473,8 @@ async def test_a_5xx_ehlo_on_a_reconnect_is_a_connection_fault_not_a_rejection()
     async with start(handler) as server:
         pool = Pool(plain(server, messages_per_connection=1), password=None, size=1)
         await pool.check()
-        first = await pool.send(make_message(1), Marks())
-        second = await pool.send(make_message(2), Marks())
+        first = await send_one(pool, make_message(1), Marks())
+        second = await send_one(pool, make_message(2), Marks())
         await pool.close()
     assert first.outcome == Outcome.SENT
     assert (second.outcome, second.scope, second.code) == (Outcome.RETRY, Scope.CONNECTION, 550)
@@ -487,8 +488,7 @@ async def test_a_server_refusing_every_reconnect_trips_the_breaker_and_rejects_n
     options = Options(concurrency=1, retry_base=0.01, retry_cap=0.02, breaker_threshold=3)
     async with start(handler) as server:
         pool = Pool(plain(server, messages_per_connection=1), password=None, size=1)
-        await pool.check()
-        report = await deliver(job(10), pool, outbox, options, signals=())
+        report = await deliver(job(10), pool, outbox, options, check=True)
     assert "3 connection failures in a row" in report.stopped
     assert "554 session refused at connect: 5.7.1 no service" in report.stopped
     assert report.counts[S.REJECTED] == 0

@@ -43,12 +43,22 @@ def worker_states(url: str) -> dict[int, str]:
         return dict(db.execute("SELECT pid, state FROM workers").fetchall())
 
 
-async def held(*faults: Fault, timeout: float = 60) -> None:
-    """Each fault holds a reply: the worker is inside those two SMTP transactions."""
+async def held(handler: FaultyHandler, url: str, *faults: Fault, timeout: float = 60) -> None:
+    """Each fault holds a reply, so the worker is inside those two SMTP transactions, and the
+    log has caught up with the server: every message it stored is `sent` and only the held
+    upload is `sending`. (The server reaches a hold before the worker has read the reply to
+    the body before it: frozen then, that row would stay `sending` and be reaped `unknown`,
+    though it was delivered once.)"""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not all(sum(f.used.values()) for f in faults):
         assert loop.time() < deadline, "the worker never reached the held replies"
+        await asyncio.sleep(0.01)
+    while True:
+        found = list(states(url).values())
+        if found.count("sending") == 1 and found.count("sent") == len(handler.received):
+            return
+        assert loop.time() < deadline, f"the log never caught up: {sorted(found)}"
         await asyncio.sleep(0.01)
 
 
@@ -72,7 +82,7 @@ async def test_a_paused_worker_loses_its_lease_and_stops(
         args = ["send", "--issue", "14", "--yes", "--concurrency", "2"]
         paused = await spawn(args, env, project)
         try:
-            await held(uploading, waiting)
+            await held(handler, postgres_url, uploading, waiting)
             os.kill(paused.pid, signal.SIGSTOP)
             # What A will find when it wakes: its upload's connection dropped, and the answer
             # for a recipient that B will have sent by then (B's own RCPT is not held).

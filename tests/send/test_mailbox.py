@@ -9,7 +9,7 @@ from newsletter.send.mailbox import captured_messages, serve_mailbox
 from newsletter.send.replies import Outcome
 from newsletter.send.smtp import Pool
 from newsletter.settings import SmtpSettings
-from support.smtp import Marks, make_message
+from support.smtp import Marks, make_message, send_one
 
 
 async def test_mailbox_stores_each_message_in_a_maildir(tmp_path: Path) -> None:
@@ -19,7 +19,7 @@ async def test_mailbox_stores_each_message_in_a_maildir(tmp_path: Path) -> None:
     settings = SmtpSettings(host="127.0.0.1", port=port, security="none")
     pool = Pool(settings, password=None, size=1)
     for n in range(3):
-        assert (await pool.send(make_message(n), Marks())).outcome == Outcome.SENT
+        assert (await send_one(pool, make_message(n), Marks())).outcome == Outcome.SENT
     await pool.close()
     server.close()
     await server.wait_closed()

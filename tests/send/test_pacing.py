@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import time
+
 from newsletter.send.pacing import RateLimiter, backoff
 
 
@@ -19,6 +23,24 @@ def test_a_slot_taken_now_says_how_long_until_it_comes() -> None:
     assert not limiter.ready()
     assert 0.09 < limiter.take_now() <= 0.1  # the next slot is 0.1 s on
     assert RateLimiter(0).ready()
+
+
+async def test_waiters_through_a_stall_still_leave_one_interval_apart() -> None:
+    """Slots are claimed when a message leaves, not reserved while it waits: four senders
+    waiting through a stall of the event loop past all their slots leave spaced, not at once."""
+    limiter = RateLimiter(20)  # a slot every 0.05 s
+    left: list[float] = []
+
+    async def sender() -> None:
+        await limiter.take()
+        left.append(time.monotonic())
+
+    tasks = [asyncio.create_task(sender()) for _ in range(4)]
+    await asyncio.sleep(0)  # the first leaves, the others wait for their slots
+    time.sleep(0.3)  # the loop stalls (a loaded machine)
+    await asyncio.gather(*tasks)
+    gaps = [b - a for a, b in itertools.pairwise(left)]
+    assert min(gaps[1:]) >= 0.045  # after the stall: one interval apart, less the clock's jitter
 
 
 def test_full_jitter_backoff_stays_within_its_cap() -> None:

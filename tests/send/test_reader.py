@@ -10,10 +10,10 @@ import pytest
 
 from newsletter.outbox import Outbox
 from newsletter.seen import SeenKeys
-from newsletter.send.job import Job, Options, RunReport
+from newsletter.send.job import Job
 from newsletter.send.planning import plan
-from newsletter.subscribers import ListReport, read_rows
 from send.test_engine import build
+from support.outbox import CsvListing
 
 N = 600
 
@@ -36,10 +36,10 @@ def test_duplicates_past_the_table_are_reported_and_counted(
     monkeypatch.setattr(SeenKeys, "TABLE", 64)  # a run every 32 addresses (the reader forks)
     path = tmp_path / "list.csv"
     write(path)
-    report = ListReport(path)
-    job = Job(14, "main", lambda: read_rows(path, report), build, report=report)
-    run = RunReport(14, "main", {})
-    plan(job, outbox, Options(), "planner", run)
+    job = Job(14, "main", CsvListing(path), build)
+    with outbox.plans.lock(14, "main"):
+        planned, report = plan(job, outbox, "planner", keep=lambda: None)
+    assert report is not None
 
     reasons = [str(p).removeprefix(f"{path}:") for p in report.rejected]
     assert reasons == [
@@ -58,9 +58,9 @@ def test_duplicates_past_the_table_are_reported_and_counted(
         "suppressed": 0,
     }
     assert report.rows == N + 5  # every row after the header, once
-    assert run.planned is not None
-    assert run.planned.total == run.planned.added == report.valid
-    rows = {r.recipient: r for r in outbox.rows(14, "main")}
+    assert planned is not None
+    assert planned.total == planned.added == report.valid
+    rows = {r.recipient: r for r in outbox.deliveries.rows(14, "main")}
     assert len(rows) == report.valid
     assert "r10@example.com" not in rows  # unsubscribed on its first row
     assert (rows["r5@example.com"].name, rows["r599@example.com"].name) == (

@@ -8,8 +8,6 @@ from pathlib import Path
 
 from newsletter.mail.tokens import SigningKey
 from newsletter.outbox import open_outbox
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.roster import Roster
 from newsletter.signup.forgetting import forget
 from support.sendcli import SECRET, environment, newsletter, sqlite_states
 from support.smtp import FaultyHandler, start
@@ -22,14 +20,14 @@ def _fill(project: Path) -> None:
         "email,name\n" + "".join(f"{a},{a[0].upper()}\n" for a in CSV), encoding="utf-8"
     )
     with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        roster = Roster(backend_of(outbox))
+        roster = outbox.roster
         for address in ("dan@example.org", "erin@example.org", "bob@example.org"):
             roster.add("main", address, address, address, "In the outbox", "signup")
         roster.sign_up("main", "pending@example.org", "pending@example.org", "p", "n", "signup")
         roster.add("staging", "other@example.org", "other@example.org", "o", "", "signup")
-        outbox.suppress("main", "erin@example.org", "one-click")
+        outbox.suppressions.add("main", "erin@example.org", "one-click")
         forget(
-            backend_of(outbox),
+            outbox.backend,
             SigningKey(SECRET.encode(), ephemeral=False),
             "carol@example.com",  # still in the CSV: never mailed again
         )
@@ -60,9 +58,7 @@ async def test_a_list_without_a_csv_sends_to_its_subscribers(project: Path) -> N
     config = project / "newsletter.toml"
     config.write_text(config.read_text() + "\n[lists.signups]\nsignup = true\n", encoding="utf-8")
     with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        Roster(backend_of(outbox)).add(
-            "signups", "dan@example.org", "dan@example.org", "d", "", "x"
-        )
+        outbox.roster.add("signups", "dan@example.org", "dan@example.org", "d", "", "x")
     handler = FaultyHandler()
     async with start(handler) as server:
         env = environment(server.port)

@@ -24,6 +24,7 @@ from support.smtp import (
     Marks,
     Server,
     make_message,
+    send_one,
     start,
 )
 
@@ -49,7 +50,7 @@ async def test_body_arrives_exactly_whether_or_not_the_builder_vouched_for_it() 
     )
     async with start(handler) as server:
         pool = Pool(plain(server), password=None, size=1)
-        results = [await pool.send(m, Marks()) for m in (odd, ready)]
+        results = [await send_one(pool, m, Marks()) for m in (odd, ready)]
         await pool.close()
     assert [r.outcome for r in results] == [Outcome.SENT, Outcome.SENT]
     got = {r.message_id: r.data for r in handler.received}
@@ -65,11 +66,17 @@ async def test_meanwhile_runs_after_the_354_is_committed_and_only_then() -> None
     calls: list[str] = []
     async with start(handler) as server:
         pool = Pool(plain(server), password=None, size=1)
-        refused = await pool.send(
-            make_message(1), lambda: calls.append("accepted"), lambda: calls.append("meanwhile")
+        refused = await send_one(
+            pool,
+            make_message(1),
+            lambda: calls.append("accepted"),
+            lambda: calls.append("meanwhile"),
         )
-        sent = await pool.send(
-            make_message(2), lambda: calls.append("accepted"), lambda: calls.append("meanwhile")
+        sent = await send_one(
+            pool,
+            make_message(2),
+            lambda: calls.append("accepted"),
+            lambda: calls.append("meanwhile"),
         )
         await pool.close()
     assert (refused.outcome, sent.outcome) == (Outcome.REJECTED, Outcome.SENT)
@@ -82,7 +89,7 @@ async def test_sends_and_returns_the_queue_id() -> None:
     async with start(handler) as server:
         pool = Pool(plain(server), password=None, size=2)
         marks = Marks()
-        result = await pool.send(make_message(1), marks)
+        result = await send_one(pool, make_message(1), marks)
         await pool.close()
     assert result.outcome == Outcome.SENT
     assert result.code == 250
@@ -101,9 +108,9 @@ async def test_recipient_4xx_is_deferred_and_5xx_rejected_without_data() -> None
     async with start(handler) as server:
         pool = Pool(plain(server), password=None, size=1)
         marks = Marks()
-        deferred = await pool.send(make_message(1), marks)
-        rejected = await pool.send(make_message(2), marks)
-        sent = await pool.send(make_message(3), marks)
+        deferred = await send_one(pool, make_message(1), marks)
+        rejected = await send_one(pool, make_message(2), marks)
+        sent = await send_one(pool, make_message(3), marks)
         await pool.close()
     assert (deferred.outcome, deferred.scope, deferred.code) == (
         Outcome.DEFERRED,
@@ -127,9 +134,9 @@ async def test_data_5xx_is_rejected_and_4xx_deferred() -> None:
     )
     async with start(handler) as server:
         pool = Pool(plain(server), password=None, size=1)
-        first = await pool.send(make_message(1), Marks())
-        second = await pool.send(make_message(2), Marks())
-        third = await pool.send(make_message(3), Marks())
+        first = await send_one(pool, make_message(1), Marks())
+        second = await send_one(pool, make_message(2), Marks())
+        third = await send_one(pool, make_message(3), Marks())
         await pool.close()
     assert (first.outcome, first.code) == (Outcome.REJECTED, 554)
     assert (second.outcome, second.code) == (Outcome.DEFERRED, 452)
@@ -142,8 +149,8 @@ async def test_421_at_rcpt_reconnects_and_the_next_message_goes_out() -> None:
     )
     async with start(handler) as server:
         pool = Pool(plain(server), password=None, size=1)
-        first = await pool.send(make_message(1), Marks())
-        second = await pool.send(make_message(2), Marks())
+        first = await send_one(pool, make_message(1), Marks())
+        second = await send_one(pool, make_message(2), Marks())
         await pool.close()
     assert (first.outcome, first.scope, first.code) == (Outcome.RETRY, Scope.CONNECTION, 421)
     assert second.outcome == Outcome.SENT
@@ -157,8 +164,8 @@ async def test_drop_mid_data_is_unknown_and_the_pool_reconnects() -> None:
     async with start(handler) as server:
         pool = Pool(plain(server), password=None, size=1)
         marks = Marks()
-        first = await pool.send(make_message(1), marks)
-        second = await pool.send(make_message(2), marks)
+        first = await send_one(pool, make_message(1), marks)
+        second = await send_one(pool, make_message(2), marks)
         await pool.close()
     assert (first.outcome, first.scope) == (Outcome.UNKNOWN, Scope.CONNECTION)
     assert second.outcome == Outcome.SENT
@@ -174,9 +181,9 @@ async def test_a_drop_on_the_data_command_before_354_is_a_retry_not_unknown() ->
     async with start(handler) as server:
         pool = Pool(plain(server), password=None, size=1)
         marks = Marks()
-        first = await pool.send(make_message(1), marks)
+        first = await send_one(pool, make_message(1), marks)
         assert marks.calls == 0  # the in-doubt window never opened
-        again = await pool.send(make_message(1), marks)
+        again = await send_one(pool, make_message(1), marks)
         await pool.close()
     assert (first.outcome, first.scope) == (Outcome.RETRY, Scope.CONNECTION)
     assert first.reply.startswith("connection lost before DATA's 354")
@@ -190,7 +197,7 @@ async def test_a_reply_to_the_data_command_is_the_servers_decision() -> None:
     async with start(handler) as server:
         pool = Pool(plain(server), password=None, size=1)
         marks = Marks()
-        result = await pool.send(make_message(1), marks)
+        result = await send_one(pool, make_message(1), marks)
         await pool.close()
     assert (result.outcome, result.code) == (Outcome.DEFERRED, 451)
     assert marks.calls == 0
@@ -201,8 +208,8 @@ async def test_slow_rcpt_times_out_before_data_so_it_is_retry_not_unknown() -> N
     async with start(handler) as server:
         pool = Pool(plain(server, timeout=0.3), password=None, size=1)
         marks = Marks()
-        first = await pool.send(make_message(1), marks)
-        second = await pool.send(make_message(2), marks)
+        first = await send_one(pool, make_message(1), marks)
+        second = await send_one(pool, make_message(2), marks)
         await pool.close()
     assert first.outcome == Outcome.RETRY
     assert "connection lost before DATA's 354: Timed out waiting for server response" in first.reply
@@ -215,7 +222,7 @@ async def test_slow_data_times_out_as_unknown() -> None:
     async with start(handler) as server:
         pool = Pool(plain(server, timeout=0.3), password=None, size=1)
         started = time.monotonic()
-        result = await pool.send(make_message(1), Marks())
+        result = await send_one(pool, make_message(1), Marks())
         waited = time.monotonic() - started
         await pool.close()
     assert result.outcome == Outcome.UNKNOWN
@@ -228,7 +235,7 @@ async def test_recycles_after_messages_per_connection() -> None:
     async with start(handler) as server:
         pool = Pool(plain(server, messages_per_connection=3), password=None, size=1)
         for n in range(7):
-            assert (await pool.send(make_message(n), Marks())).outcome == Outcome.SENT
+            assert (await send_one(pool, make_message(n), Marks())).outcome == Outcome.SENT
         await pool.close()
     assert handler.sessions == 3
 
@@ -240,7 +247,9 @@ async def test_pool_runs_sessions_concurrently() -> None:
         pool = Pool(plain(server), password=None, size=4)
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        results = await asyncio.gather(*(pool.send(make_message(n), Marks()) for n in range(4)))
+        results = await asyncio.gather(
+            *(send_one(pool, make_message(n), Marks()) for n in range(4))
+        )
         elapsed = loop.time() - t0
         await pool.close()
     assert all(r.outcome == Outcome.SENT for r in results)
@@ -252,14 +261,14 @@ async def test_non_ascii_recipient_needs_smtputf8() -> None:
     handler = FaultyHandler()
     async with start(handler, smtputf8=False) as server:
         pool = Pool(plain(server), password=None, size=1)
-        result = await pool.send(make_message(1, recipient="王@example.com"), Marks())
+        result = await send_one(pool, make_message(1, recipient="王@example.com"), Marks())
         await pool.close()
     assert result.outcome == Outcome.FAILED
     assert "SMTPUTF8" in result.reply
     handler = FaultyHandler()
     async with start(handler, smtputf8=True) as server:
         pool = Pool(plain(server), password=None, size=1)
-        result = await pool.send(make_message(1, recipient="王@example.com"), Marks())
+        result = await send_one(pool, make_message(1, recipient="王@example.com"), Marks())
         await pool.close()
     assert result.outcome == Outcome.SENT
     assert handler.by_recipient["王@example.com"] == 1
@@ -293,7 +302,7 @@ async def test_starttls_with_auth(server_tls: ssl.SSLContext, ca_file: Path) -> 
     async with start(handler, starttls=server_tls, auth=auth) as server:
         settings = plain(server, security="starttls", username="news", ca_file=ca_file)
         pool = Pool(settings, password=SecretStr("s3cret"), size=1)
-        result = await pool.send(make_message(1), Marks())
+        result = await send_one(pool, make_message(1), Marks())
         await pool.close()
     assert result.outcome == Outcome.SENT
     assert auth.tries == 1
@@ -306,7 +315,7 @@ async def test_implicit_tls_with_auth(server_tls: ssl.SSLContext, ca_file: Path)
     async with start(handler, tls=server_tls, auth=auth) as server:
         settings = plain(server, security="tls", username="news", ca_file=ca_file)
         pool = Pool(settings, password=SecretStr("s3cret"), size=1)
-        result = await pool.send(make_message(1), Marks())
+        result = await send_one(pool, make_message(1), Marks())
         await pool.close()
     assert result.outcome == Outcome.SENT, result
     assert handler.by_message_id["<m1@test.example>"] == 1
@@ -324,8 +333,8 @@ async def test_an_envelope_address_that_could_inject_is_refused_not_sent() -> No
         pool = Pool(plain(server), password=None, size=1)
         marks = Marks()
         bad = make_message(1, recipient="a@example.com> NOTIFY=NEVER <b@example.com")
-        result = await pool.send(bad, marks)
-        after = await pool.send(make_message(2), marks)
+        result = await send_one(pool, bad, marks)
+        after = await send_one(pool, make_message(2), marks)
         await pool.close()
     assert result.outcome == Outcome.FAILED
     assert "unsafe envelope address" in result.reply

@@ -15,7 +15,7 @@ from newsletter.send.replies import Outcome
 from newsletter.send.smtp import Pool
 from newsletter.send.wire import Wire, stuffed
 from newsletter.settings import SmtpSettings
-from support.smtp import FaultyHandler, Marks, make_message, start
+from support.smtp import FaultyHandler, Marks, make_message, send_one, start
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -76,7 +76,7 @@ async def test_mail_rcpt_and_data_go_out_before_any_reply_when_the_server_pipeli
 
     async with scripted(script) as port:
         pool = Pool(settings(port), password=None, size=1)
-        result = await pool.send(make_message(1), Marks())
+        result = await send_one(pool, make_message(1), Marks())
         await pool.close()
     assert (result.outcome, result.reply) == (Outcome.SENT, "2.0.0 queued as P1")
     assert seen[:3] == [
@@ -100,7 +100,7 @@ async def test_a_refused_recipient_with_a_354_anyway_gets_no_body() -> None:
     marks = Marks()
     async with scripted(script) as port:
         pool = Pool(settings(port), password=None, size=1)
-        result = await pool.send(make_message(1), marks)
+        result = await send_one(pool, make_message(1), marks)
         await pool.close()
         rest = await asyncio.wait_for(after, 5)
     assert (result.outcome, result.code) == (Outcome.REJECTED, 550)
@@ -128,9 +128,9 @@ async def test_the_next_envelope_goes_out_behind_the_body_in_one_write() -> None
     second = make_message(2)
     async with scripted(script) as port:
         pool = Pool(settings(port), password=None, size=1)
-        first = await pool.send(make_message(1), marks, lambda: second)
+        first = await send_one(pool, make_message(1), marks, lambda: second)
         assert marks.calls == 1  # the second is not `sending` before its own 354
-        result = await pool.send(second, marks)
+        result = await send_one(pool, second, marks)
         await pool.close()
     assert (first.reply, result.reply) == ("queued P1", "queued P2")
     assert marks.calls == 2
@@ -161,8 +161,8 @@ async def test_a_refused_body_ends_its_transaction_without_an_rset() -> None:
     second = make_message(2)
     async with scripted(script) as port:
         pool = Pool(settings(port), password=None, size=1)
-        first = await pool.send(make_message(1), Marks(), lambda: second)
-        result = await pool.send(second, Marks())
+        first = await send_one(pool, make_message(1), Marks(), lambda: second)
+        result = await send_one(pool, second, Marks())
         await pool.close()
     assert (first.outcome, first.code) == (Outcome.REJECTED, 554)
     assert result.outcome == Outcome.SENT
@@ -192,8 +192,8 @@ async def test_an_announced_message_not_sent_next_ends_its_session() -> None:
 
     async with scripted(script) as port:
         pool = Pool(settings(port), password=None, size=1)
-        first = await pool.send(make_message(1), Marks(), lambda: make_message(2))
-        third = await pool.send(make_message(3), Marks())
+        first = await send_one(pool, make_message(1), Marks(), lambda: make_message(2))
+        third = await send_one(pool, make_message(3), Marks())
         await pool.close()
         await asyncio.wait_for(both.wait(), 5)
     assert (first.outcome, third.outcome) == (Outcome.SENT, Outcome.SENT)
@@ -216,7 +216,7 @@ async def test_replies_split_anywhere_are_read_whole() -> None:
 
     async with scripted(script) as port:
         pool = Pool(settings(port), password=None, size=1)
-        result = await pool.send(make_message(1), Marks())
+        result = await send_one(pool, make_message(1), Marks())
         await pool.close()
     assert (result.outcome, result.reply) == (Outcome.SENT, "done")
 
@@ -231,7 +231,7 @@ async def test_a_reply_that_is_not_smtp_ends_the_session_before_data(garbage: by
     marks = Marks()
     async with scripted(script) as port:
         pool = Pool(settings(port), password=None, size=1)
-        result = await pool.send(make_message(1), marks)
+        result = await send_one(pool, make_message(1), marks)
         await pool.close()
     assert result.outcome == Outcome.RETRY  # before the 354: the server cannot have it
     assert marks.calls == 0
@@ -246,7 +246,7 @@ async def test_a_server_that_hangs_after_354_is_unknown_after_the_timeout() -> N
 
     async with scripted(script) as port:
         pool = Pool(settings(port, timeout=0.3), password=None, size=1)
-        result = await pool.send(make_message(1), Marks())
+        result = await send_one(pool, make_message(1), Marks())
         await pool.close()
     assert result.outcome == Outcome.UNKNOWN
     assert "Timed out" in result.reply
@@ -302,7 +302,7 @@ async def test_an_endless_reply_before_the_354_is_a_connection_fault_and_a_retry
     async with scripted(script) as port:
         # A long command timeout: only the cap ends the reply, at once.
         pool = Pool(settings(port, timeout=60), password=None, size=1)
-        result = await asyncio.wait_for(pool.send(make_message(1), marks), 10)
+        result = await asyncio.wait_for(send_one(pool, make_message(1), marks), 10)
         await pool.close()
     assert (result.outcome, result.code) == (Outcome.RETRY, None)
     assert "a reply over 100 lines or 32768 bytes" in result.reply
@@ -319,7 +319,7 @@ async def test_an_endless_reply_to_the_body_is_unknown() -> None:
     marks = Marks()
     async with scripted(script) as port:
         pool = Pool(settings(port, timeout=60), password=None, size=1)
-        result = await asyncio.wait_for(pool.send(make_message(1), marks), 10)
+        result = await asyncio.wait_for(send_one(pool, make_message(1), marks), 10)
         await pool.close()
     assert (result.outcome, marks.calls) == (Outcome.UNKNOWN, 1)  # the server may have it
     assert "a reply over 100 lines" in result.reply
@@ -332,7 +332,7 @@ async def test_replies_to_commands_never_sent_are_a_connection_fault() -> None:
 
     async with scripted(script) as port:
         pool = Pool(settings(port, timeout=60), password=None, size=1)
-        result = await asyncio.wait_for(pool.send(make_message(1), Marks()), 10)
+        result = await asyncio.wait_for(send_one(pool, make_message(1), Marks()), 10)
         await pool.close()
     # Which reply answers which command is lost: none counts, and no 354 was heard.
     assert (result.outcome, result.code) == (Outcome.RETRY, None)
@@ -353,7 +353,7 @@ async def test_a_reply_at_the_caps_is_read_whole() -> None:
     assert len(long) < 32768
     async with scripted(script) as port:
         pool = Pool(settings(port), password=None, size=1)
-        result = await pool.send(make_message(1), Marks())
+        result = await send_one(pool, make_message(1), Marks())
         await pool.close()
     assert (result.outcome, result.reply) == (Outcome.SENT, "done")
 
@@ -380,7 +380,7 @@ async def test_a_reply_that_is_not_utf8_is_decoded_with_replacement(raw: bytes, 
 
     async with scripted(script) as port:
         pool = Pool(settings(port), password=None, size=1)
-        result = await pool.send(make_message(1), Marks())
+        result = await send_one(pool, make_message(1), Marks())
         await pool.close()
     assert (result.outcome, result.code, result.reply) == (Outcome.REJECTED, 550, text)
     result.reply.encode("utf-8")  # storable and printable as it is

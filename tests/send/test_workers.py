@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from send.test_children import Outbox as Log
 from support.sendcli import (
     children,
     environment,
@@ -164,3 +165,40 @@ async def test_a_dead_worker_process_leaves_its_rows_to_its_sibling(project: Pat
     assert set(addresses) - set(handler.by_recipient) <= {
         r for r, (s, _) in rows.items() if s == "unknown"
     }
+
+
+async def test_a_plan_longer_than_the_lease_reaps_neither_the_planner_nor_who_waits(
+    project: Path, postgres_url: str
+) -> None:
+    """The planner renews its lease between batches and a worker waiting for the plan renews
+    its own while it waits: with a 2 s lease and a longer plan (most of a long list is
+    unsubscribed), neither is reaped, the second shares the first one's plan, and every reader
+    gets one copy. (The planner did not renew while it planned: the waiting worker, or the
+    planner, found itself reaped and stopped, or planned again.)"""
+    sent, suppressed = 200, 80_000
+    addresses = write_list(project / "big.csv", sent + suppressed)
+    log = Log(project, postgres_url)
+    log.prepare(addresses[sent:])
+    handler = FaultyHandler(
+        [Fault("data", sleep=0.05)]
+    )  # the planner still sends when the other plans
+    async with start(handler) as server:
+        env = shared_environment(server.port, postgres_url, "2")
+        args = ["send", "--issue", "14", "--yes", "--concurrency", "2"]
+        planner = await spawn(args, env, project)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while not log.scalar("SELECT count(*) FROM plans"):
+            assert loop.time() < deadline, "planning never started"
+            await asyncio.sleep(0.01)
+        waiting = await spawn(args, env, project)
+        results = [await finish(planner, timeout=180), await finish(waiting, timeout=180)]
+    for done in results:
+        assert done.code == 0, done.out + done.err
+        assert "lost its lease" not in done.err
+    assert "planned: 80200 recipients" in results[0].out, results[0].out
+    assert "shared the plan of a worker already sending" in results[1].out, results[1].out
+    assert log.scalar("SELECT generation FROM plans") == 1
+    assert sorted(handler.by_recipient) == sorted(addresses[:sent])
+    assert max(handler.by_message_id.values()) == 1
+    assert sorted(workers(postgres_url).values()) == ["done", "done"]

@@ -12,14 +12,15 @@ from newsletter.errors import ConfigError
 from newsletter.mail.tokens import SigningKey
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox
-from newsletter.outbox.bridge import backend_of
 from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
-from newsletter.outbox.forgotten import FORGOTTEN_REPLY, Forgotten
+from newsletter.outbox.deliveries import FORGOTTEN_REPLY
+from newsletter.outbox.forgotten import Forgotten
 from newsletter.outbox.mailqueue import Kind, SiteMailQueue
 from newsletter.outbox.roster import Roster
 from newsletter.signup.forgetting import forget, forgotten_test, hashing_key, unforget
 from newsletter.signup.pending import ConfirmationRule
+from support.outbox import plan
 
 OLD = SigningKey(b"old-secret-for-forgetting-0123456789", ephemeral=False)
 NEW = SigningKey(b"new-secret-for-forgetting-0123456789", ephemeral=False, previous=(OLD.secret,))
@@ -27,20 +28,20 @@ ANN = "ann@example.org"
 
 
 def _everything_about_ann(outbox: Outbox) -> None:
-    backend = backend_of(outbox)
+    backend = outbox.backend
     Roster(backend).add("main", ANN, ANN, ANN, "Ann Lee", "cli")
     Roster(backend).sign_up("weekly", ANN, ANN, ANN, "n", "signup")
     ConsentLedger(backend).record(ConsentEvent("main", ANN, "add", ip="203.0.113.7"))
     SiteMailQueue(backend).queue(Kind.CONFIRM, "weekly", ANN, ANN, nonce="n")
     ConfirmationRule().claim(ConfirmationClaims(backend), ANN, dt.datetime.now(dt.UTC))
-    outbox.suppress("weekly", ANN, "one-click")
-    outbox.plan(14, "main", [ANN, "bob@example.org"])
-    outbox.plan(15, "main", [ANN, "bob@example.org"])
+    outbox.suppressions.add("weekly", ANN, "one-click")
+    plan(outbox, 14, "main", [ANN, "bob@example.org"])
+    plan(outbox, 15, "main", [ANN, "bob@example.org"])
 
 
 def test_forget_erases_every_trace_and_keeps_a_hash(outbox: Outbox) -> None:
     _everything_about_ann(outbox)
-    backend = backend_of(outbox)
+    backend = outbox.backend
     erased = forget(backend, OLD, ANN)
     assert erased.memberships == 2
     assert erased.consent_events == 1
@@ -52,9 +53,9 @@ def test_forget_erases_every_trace_and_keeps_a_hash(outbox: Outbox) -> None:
     assert Roster(backend).of(ANN) == []
     assert ConsentLedger(backend).of(ANN) == []
     assert SiteMailQueue(backend).of(ANN) == []
-    assert not outbox.is_suppressed("weekly", ANN)
+    assert not outbox.suppressions.contains("weekly", ANN)
     # The log keeps its rows, without the address; the one waiting can no longer go out.
-    rows = outbox.rows(14, "main")
+    rows = outbox.deliveries.rows(14, "main")
     assert sorted(r.recipient for r in rows)[0] == "bob@example.org"
     gone = [r for r in rows if r.recipient != "bob@example.org"]
     assert len(gone) == 1
@@ -72,14 +73,14 @@ def test_forget_erases_every_trace_and_keeps_a_hash(outbox: Outbox) -> None:
 
 
 def test_nobody_forgotten_costs_no_key_and_no_hash(outbox: Outbox) -> None:
-    backend = backend_of(outbox)
+    backend = outbox.backend
     assert hashing_key(backend, OLD) is None
     assert not forgotten_test(backend, OLD)(ANN)
     assert Forgotten(backend).wrapped_keys() == {}
 
 
 def test_the_hash_survives_a_rotation_of_the_secret(outbox: Outbox) -> None:
-    backend = backend_of(outbox)
+    backend = outbox.backend
     forget(backend, OLD, ANN)
     assert forgotten_test(backend, NEW)(ANN)  # the old secret still configured: wrapped anew
     assert len(Forgotten(backend).wrapped_keys()) == 2
@@ -93,11 +94,11 @@ def test_the_hash_survives_a_rotation_of_the_secret(outbox: Outbox) -> None:
 def test_forgetting_needs_the_real_secret(outbox: Outbox) -> None:
     throwaway = SigningKey(b"x" * 32, ephemeral=True)
     with pytest.raises(ConfigError, match="needs NEWSLETTER_SECRET"):
-        forget(backend_of(outbox), throwaway, ANN)
+        forget(outbox.backend, throwaway, ANN)
 
 
 def test_unforget_lifts_the_hash(outbox: Outbox) -> None:
-    backend = backend_of(outbox)
+    backend = outbox.backend
     assert not unforget(backend, OLD, ANN)
     forget(backend, OLD, ANN)
     assert unforget(backend, OLD, ANN)

@@ -87,8 +87,10 @@ class Cluster:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start_cluster() -> Cluster:
-    """initdb + pg_ctl start on a free port; raises RuntimeError with the server's log."""
+def start_cluster(*, durable: bool = False) -> Cluster:
+    """initdb + pg_ctl start on a free port; raises RuntimeError with the server's log.
+    `durable` keeps the server's own flushes (fsync, full pages): what a benchmark of
+    `durability = "power"` needs; the tests' cluster does without."""
     folder_bin = binaries()
     if folder_bin is None or not (folder_bin / "initdb").exists():
         raise FileNotFoundError("PostgreSQL not found (apt-get install postgresql)")
@@ -131,8 +133,11 @@ def start_cluster() -> Cluster:
             "-t",
             "60",
             "-o",
-            f"-p {cluster.port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-            " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
+            f"-p {cluster.port} -k {folder} -c listen_addresses=127.0.0.1"
+            " -c max_connections=200"
+            + (
+                "" if durable else " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+            ),
             "start",
         ],
     ]

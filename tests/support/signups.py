@@ -12,10 +12,9 @@ import httpx
 from altcha import Challenge, solve_challenge
 
 from newsletter.outbox import open_outbox
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.consent import ConsentEvent, ConsentLedger
+from newsletter.outbox.consent import ConsentEvent
 from newsletter.outbox.mailqueue import SiteMail, SiteMailQueue
-from newsletter.outbox.roster import Membership, Roster
+from newsletter.outbox.roster import Membership
 
 # What a signup project sets: the main list takes signups, a cheap proof of work, no DNS (the
 # tests that look at the domain check start a DNS server of their own), and rate limits that a
@@ -63,7 +62,7 @@ def post_json(base: str, body: Any, *, headers: dict[str, str] | None = None) ->
 
 def queued(target: Path | str) -> list[SiteMail]:
     with open_outbox(target) as outbox:
-        backend = backend_of(outbox)
+        backend = outbox.backend
         ids = [r[0] for r in backend.fetch("SELECT id FROM site_mail ORDER BY id")]
         queue = SiteMailQueue(backend)
         return [m for m in (queue.get(i) for i in ids) if m is not None]
@@ -71,9 +70,9 @@ def queued(target: Path | str) -> list[SiteMail]:
 
 def member(target: Path | str, address: str, list_name: str = "main") -> Membership | None:
     with open_outbox(target) as outbox:
-        return Roster(backend_of(outbox)).get(list_name, address)
+        return outbox.roster.get(list_name, address)
 
 
 def ledger(target: Path | str, address: str) -> list[ConsentEvent]:
     with open_outbox(target) as outbox:
-        return ConsentLedger(backend_of(outbox)).of(address)
+        return outbox.consent.of(address)

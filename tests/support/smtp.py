@@ -15,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import email.parser
 import email.policy
+import inspect
 import ssl
 import sys
 import time
 import warnings
+import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -29,6 +31,9 @@ from typing import Any
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from newsletter.models import OutgoingMessage
+from newsletter.send.replies import Result
+from newsletter.send.smtp import Meanwhile, Pool
+from newsletter.send.smtp import Session as ClientSession
 
 _HEADERS = email.parser.BytesHeaderParser(policy=email.policy.compat32)
 
@@ -320,8 +325,38 @@ def make_message(
 
 
 class Marks:
+    """An `on_accepted` that counts its calls (the engine commits `sending` there)."""
+
     def __init__(self) -> None:
         self.calls = 0
 
     def __call__(self) -> None:
         self.calls += 1
+
+
+_free: weakref.WeakKeyDictionary[Pool, asyncio.Queue[ClientSession]] = weakref.WeakKeyDictionary()
+
+
+async def send_one(
+    pool: Pool,
+    message: OutgoingMessage,
+    on_accepted: Callable[[], object],
+    meanwhile: Meanwhile = None,
+) -> Result:
+    """One message on the first free session of `pool`, for driving the client without the
+    engine (which keeps a task per session); `on_accepted` may be a plain function."""
+    if pool not in _free:
+        _free[pool] = asyncio.Queue()
+        for session in pool.sessions:
+            _free[pool].put_nowait(session)
+
+    async def accepted() -> None:
+        outcome = on_accepted()
+        if inspect.isawaitable(outcome):
+            await outcome
+
+    session = await _free[pool].get()
+    try:
+        return await session.send(message, accepted, meanwhile)
+    finally:
+        _free[pool].put_nowait(session)

@@ -13,8 +13,10 @@ from html.parser import HTMLParser
 
 from newsletter.models import DeliveryStatus, Subscriber
 from newsletter.outbox import open_outbox
-from newsletter.send.run import prepare, record_tracked_links
+from newsletter.send.coordinator import record_tracked_links
+from newsletter.send.preparation import prepare
 from newsletter.settings import Settings
+from support.outbox import plan, record
 
 CLICK = re.compile(r"/r/([A-Za-z0-9_-]+)$")
 
@@ -62,12 +64,12 @@ def tracked_send(
     prepared = prepare(settings, issue, list_name)
     with open_outbox(settings.outbox_target) as outbox:
         record_tracked_links(prepared, outbox)
-        outbox.plan(issue, list_name, addresses)
-        rows = {row.recipient: row.id for row in outbox.rows(issue, list_name)}
+        plan(outbox, issue, list_name, addresses)
+        rows = {row.recipient: row.id for row in outbox.deliveries.rows(issue, list_name)}
         sent = []
         for address in addresses:
             row = rows[address]
             message = prepared.job.build(Subscriber(envelope=address, name="Reader"), None, row)
-            outbox.record(row, DeliveryStatus.SENT)
+            record(outbox, row, DeliveryStatus.SENT)
             sent.append(Sent(address, row, message.data))
     return sent

@@ -120,11 +120,11 @@ class Policy:
         for tag in report.tags[:MAX_CANDIDATES]:
             for secret in self.secrets:
                 ident = read_tag(secret, tag)
-                rows = self.outbox.deliveries_by_id([ident]) if ident is not None else []
+                rows = self.outbox.deliveries.by_id([ident]) if ident is not None else []
                 if rows:
                     return Match(rows[0], by_tag=True)
         candidates = report.message_ids[:MAX_CANDIDATES]
-        found = {r.message_id: r for r in self.outbox.deliveries_by_message_id(candidates)}
+        found = {r.message_id: r for r in self.outbox.deliveries.by_message_id(candidates)}
         for message_id in candidates:
             if message_id in found:
                 return Match(found[message_id], by_tag=False)
@@ -142,7 +142,7 @@ class Policy:
         finding = _finding_for(report, row)
         if match.by_tag or not finding.kind.counts:
             return self._record(report, row, finding)
-        before = self.outbox.held_by_report(report.key, row.id)
+        before = self.outbox.bounces.held_by_report(report.key, row.id)
         if before is not None and before.state == DISMISSED:
             return Decision(Verdict.DISMISSED, (row,), finding)
         if before is not None and before.state == ACCEPTED:
@@ -150,10 +150,10 @@ class Policy:
         proof = self._prove(report, row, raw)
         if proof.proven:
             if before is not None:  # held on an earlier run (its key server did not answer)
-                self.outbox.decide_held(before.id, ACCEPTED)
+                self.outbox.bounces.decide(before.id, ACCEPTED)
             return self._record(report, row, finding)
         if before is None:
-            self.outbox.hold_report(
+            self.outbox.bounces.hold(
                 report.key,
                 row.id,
                 finding.kind.value,
@@ -169,15 +169,15 @@ class Policy:
         """Apply a held report as if it were proven (the editor looked at it): record it and
         suppress by the policy. None if no report with this id is held. Each step is safe to
         repeat, so an accept cut short is finished by the next."""
-        held = self.outbox.held_report(held_id)
+        held = self.outbox.bounces.held_report(held_id)
         if held is None or held.state != HELD:
             return None
         row = held.delivery
-        self.outbox.record_bounce(
+        self.outbox.bounces.record(
             held.report, row.id, held.kind, held.status, held.detail, held.source
         )
         suppressed = self._suppress(row, Kind(held.kind))
-        self.outbox.decide_held(held.id, ACCEPTED)
+        self.outbox.bounces.decide(held.id, ACCEPTED)
         return held, suppressed
 
     def refused(self, row: Delivery, code: int, reply: str) -> Suppressed | None:
@@ -186,7 +186,7 @@ class Policy:
         status = find_status(f"{code} {reply}")
         kind = kind_of(status) or Kind.HARD
         key = f"{SMTP_SOURCE}:{row.id}"
-        if not self.outbox.record_bounce(key, row.id, kind.value, status, reply, SMTP_SOURCE):
+        if not self.outbox.bounces.record(key, row.id, kind.value, status, reply, SMTP_SOURCE):
             return None
         found = self._suppress(row, kind)
         return found[0] if found else None
@@ -204,7 +204,7 @@ class Policy:
         return prove(raw, row.recipient, self.keys)
 
     def _record(self, report: Report, row: Delivery, finding: Finding) -> Decision:
-        if not self.outbox.record_bounce(
+        if not self.outbox.bounces.record(
             report.key,
             row.id,
             finding.kind.value,
@@ -222,11 +222,11 @@ class Policy:
             reason = COMPLAINED
         elif kind is Kind.HARD or (
             kind is Kind.SOFT
-            and self.outbox.soft_streak(row.list, row.recipient, row.issue)
+            and self.outbox.bounces.soft_streak(row.list, row.recipient, row.issue)
             >= self.config.soft_limit
         ):
             reason = BOUNCED
-        if reason is None or not self.outbox.suppress(row.list, row.recipient, reason):
+        if reason is None or not self.outbox.suppressions.add(row.list, row.recipient, reason):
             return []
         return [Suppressed(row.list, row.recipient, reason, row.issue)]
 
@@ -253,7 +253,7 @@ class RateGuard:
             return None
         if moment - self._last < max(0.25 if rejected else 2.0, 20 * self._cost):
             return None
-        totals = self.outbox.run_totals(self.issue, self.list_name, self.since)
+        totals = self.outbox.bounces.run_totals(self.issue, self.list_name, self.since)
         self._last = time.monotonic()
         self._cost = self._last - moment
         return breach(self.config, *totals)

@@ -201,7 +201,8 @@ def preview(
     """Serve the issues live in a browser: every save re-renders and reloads the page.
 
     Shows each issue as the sample recipient gets it (same pipeline as `send`), at desktop and
-    mobile widths, light and dark, with its text part, sources, size and check results.
+    mobile widths, light and dark, with its text part, sources, size and check results; the
+    Mailbox page (/mailbox) shows what the capture server (`newsletter mailbox`) received.
     Ctrl-C stops it.
     """
     # starlette + uvicorn: imported only when used

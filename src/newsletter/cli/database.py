@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from newsletter.cli.terminal import pass_settings
-from newsletter.outbox import LATEST, open_outbox
+from newsletter.outbox import LATEST, open_project_outbox
 from newsletter.settings import Settings
 
 
@@ -19,13 +19,13 @@ def outbox() -> None:
 @pass_settings
 def migrate(settings: Settings) -> None:
     """Apply the schema migrations the outbox lacks (every command also does on start)."""
-    with open_outbox(settings.outbox_target, migrate=False) as box:
-        before = box.version()
-        applied = box.migrate()
+    with open_project_outbox(settings, migrate=False) as box:
+        before = box.backend.version()
+        applied = box.backend.migrate()
         for migration in applied:
             click.echo(f"applied {migration.version}: {migration.about}")
         click.echo(
-            f"{box.display}: schema version {box.version()}"
+            f"{box.display}: schema version {box.backend.version()}"
             + (f" (was {before})" if applied else " (up to date)")
         )
 
@@ -34,7 +34,7 @@ def migrate(settings: Settings) -> None:
 @pass_settings
 def info(settings: Settings) -> None:
     """Where the outbox is and its schema version."""
-    with open_outbox(settings.outbox_target, migrate=False) as box:
-        version = box.version()
+    with open_project_outbox(settings, migrate=False) as box:
+        version = box.backend.version()
         state = "up to date" if version == LATEST else f"{LATEST - version} migration(s) to apply"
-        click.echo(f"{box.backend}: {box.display}: schema version {version} ({state})")
+        click.echo(f"{box.backend.name}: {box.display}: schema version {version} ({state})")

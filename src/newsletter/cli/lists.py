@@ -21,11 +21,10 @@ from newsletter.cli.terminal import (
 )
 from newsletter.errors import ConfigError, NewsletterError, display_path
 from newsletter.mail.tokens import signing_key
-from newsletter.outbox import EDITOR_SOURCE, open_outbox, outbox_exists
+from newsletter.outbox import EDITOR_SOURCE, open_project_outbox, outbox_exists
 from newsletter.outbox.bounces import DISMISSED
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.consent import ConsentEvent, ConsentLedger
-from newsletter.outbox.roster import Roster, Status
+from newsletter.outbox.consent import ConsentEvent
+from newsletter.outbox.roster import Status
 from newsletter.settings import DEFAULT_LIST, Settings, nameserver_address
 from newsletter.subscribers import address_key, check_list
 
@@ -66,9 +65,9 @@ def subscribers(ctx: click.Context, settings: Settings, list_name: str | None) -
         suppressed: frozenset[str] = frozenset()
         members: dict[Status, int] = {}
         if outbox_exists(settings.outbox_target):
-            with open_outbox(settings.outbox_target) as outbox:
-                suppressed = outbox.suppressed(name)
-                members = Roster(backend_of(outbox)).counts(name)
+            with open_project_outbox(settings) as outbox:
+                suppressed = outbox.suppressions.addresses(name)
+                members = outbox.roster.counts(name)
         if csv is not None:
             report = check_list(
                 Path(display_path(settings.resolve(csv))),
@@ -106,16 +105,16 @@ def unsubscribe(settings: Settings, address: str, list_name: str, undo: bool) ->
         raise NewsletterError(
             f"{address!r} is not an email address: {exc}", hint="Pass the address as subscribed."
         ) from None
-    with open_outbox(settings.outbox_target) as outbox:
+    with open_project_outbox(settings) as outbox:
         if undo:
-            lifted = outbox.unsuppress(list_name, key)
+            lifted = outbox.suppressions.remove(list_name, key)
             state = "will be sent to again" if lifted else "was not unsubscribed"
             click.echo(f"{key} {state} on {list_name!r}")
             return
-        before = outbox.suppression(list_name, key)
-        if outbox.suppress(list_name, key, EDITOR_SOURCE):
+        before = outbox.suppressions.get(list_name, key)
+        if outbox.suppressions.add(list_name, key, EDITOR_SOURCE):
             event = ConsentEvent(list_name, key, "unsubscribe", source="cli")
-            ConsentLedger(backend_of(outbox)).record(event)
+            outbox.consent.record(event)
     if before is None:
         state = "unsubscribed"
     elif before.source == EDITOR_SOURCE:
@@ -137,8 +136,8 @@ def suppressions(settings: Settings, list_name: str | None) -> None:
     if not outbox_exists(settings.outbox_target):
         rows = []
     else:
-        with open_outbox(settings.outbox_target) as outbox:
-            rows = outbox.suppressions(list_name)
+        with open_project_outbox(settings) as outbox:
+            rows = outbox.suppressions.all(list_name)
     for row in rows:
         click.echo(f"{row.created_at}  {row.list}  {printable(row.address)}  {row.source}")
     where = f" on {list_name!r}" if list_name is not None else ""
@@ -199,7 +198,7 @@ def bounces(
                 raise _not_held((accept + dismiss)[0])
             click.echo("0 report(s) held for review", err=True)
             return
-        with open_outbox(settings.outbox_target) as outbox:
+        with open_project_outbox(settings) as outbox:
             _review(Policy(outbox, settings.bounces, secrets), show_held, accept, dismiss)
         return
     inbox = open_inbox(settings, maildir)
@@ -214,7 +213,7 @@ def bounces(
         [nameserver_address(n) for n in settings.check.nameservers], settings.check.timeout
     )
     try:
-        with open_outbox(settings.outbox_target) as outbox:
+        with open_project_outbox(settings) as outbox:
             policy = Policy(outbox, settings.bounces, secrets, keys)
             tally = collect(inbox, policy, lambda r, d: click.echo(printable(describe(r, d))))
     finally:
@@ -247,12 +246,12 @@ def _review(
         what = "; ".join(f"suppressed on {s.list} ({s.reason})" for s in done) or "recorded"
         click.echo(printable(f"accepted {ident}: {held.kind} {row.recipient}: {what}"))
     for ident in dismiss:
-        if not outbox.decide_held(ident, DISMISSED):
+        if not outbox.bounces.decide(ident, DISMISSED):
             raise _not_held(ident)
         click.echo(f"dismissed {ident}: its mail is filed on the next `newsletter bounces`")
     if not show_held:
         return
-    held_now = outbox.held_reports()
+    held_now = outbox.bounces.held()
     for held in held_now:
         row = held.delivery
         click.echo(

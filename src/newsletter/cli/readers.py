@@ -13,8 +13,7 @@ from newsletter.cli.terminal import pass_settings, printable
 from newsletter.errors import ExportFileError, NewsletterError, display_path
 from newsletter.importers import FORMATS, read_export
 from newsletter.mail.tokens import SigningKey, signing_key
-from newsletter.outbox import open_outbox, outbox_exists
-from newsletter.outbox.bridge import backend_of, suppressions_of
+from newsletter.outbox import open_project_outbox, outbox_exists
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.roster import Roster, Status
 from newsletter.settings import DEFAULT_LIST, Settings
@@ -24,7 +23,7 @@ from newsletter.signup.imports import import_export
 from newsletter.signup.pending import mailbox_key
 from newsletter.signup.record import EXPORT_COLUMNS, export_rows, person_record
 from newsletter.spreadsheet import write_rows
-from newsletter.subscribers import Refusal, check_entry, normalize
+from newsletter.subscribers import Refusal, check_entry, fold_address
 
 list_option = click.option(
     "--list", "list_name", default=DEFAULT_LIST, show_default=True, help="The list."
@@ -40,7 +39,7 @@ def _address(raw: str, name: str = "") -> tuple[str, str, str]:
             hint="Pass the address as the person gave it (and a plain --name).",
         )
     envelope, clean = checked
-    return envelope, normalize(envelope), clean
+    return envelope, fold_address(envelope), clean
 
 
 def _key(settings: Settings) -> SigningKey:
@@ -58,8 +57,8 @@ def add(settings: Settings, address: str, name: str, list_name: str) -> None:
     request (`forget`) does not, until `forget --undo`."""
     settings.mailing_list(list_name)
     envelope, key, clean = _address(address, name)
-    with open_outbox(settings.outbox_target) as outbox:
-        backend = backend_of(outbox)
+    with open_project_outbox(settings) as outbox:
+        backend = outbox.backend
         if forgotten_test(backend, _key(settings))(key):
             raise NewsletterError(
                 f"{key} was erased on request (`newsletter subscribers forget`): not added",
@@ -72,7 +71,7 @@ def add(settings: Settings, address: str, name: str, list_name: str) -> None:
             )
             if before is not Status.CONFIRMED:
                 ConsentLedger(backend).record(ConsentEvent(list_name, key, "add", source="cli"))
-        suppressed = suppressions_of(outbox).get(list_name, key)
+        suppressed = outbox.suppressions.get(list_name, key)
     state = {
         None: "added to",
         Status.PENDING: "was waiting to confirm: now confirmed on",
@@ -103,8 +102,8 @@ def remove(settings: Settings, address: str, list_name: str) -> None:
     if not outbox_exists(settings.outbox_target):
         before = None
     else:
-        with open_outbox(settings.outbox_target) as outbox:
-            backend = backend_of(outbox)
+        with open_project_outbox(settings) as outbox:
+            backend = outbox.backend
             with backend.transaction():
                 before = Roster(backend).leave(list_name, key)
                 if before not in (None, Status.LEFT):
@@ -160,7 +159,7 @@ def import_(
         click.echo(printable(str(problem)))
 
     try:
-        with export, open_outbox(settings.outbox_target) as outbox:
+        with export, open_project_outbox(settings) as outbox:
             done = import_export(
                 outbox, export, list_name, _key(settings), on_refused=show_refused, dry_run=dry_run
             )
@@ -207,7 +206,7 @@ def export(settings: Settings, list_name: str, out: Path) -> None:
         rows: list[tuple[str, ...]] = []
         written = _write(out, rows)
     else:
-        with open_outbox(settings.outbox_target) as outbox:
+        with open_project_outbox(settings) as outbox:
             written = _write(out, export_rows(outbox, list_name))
     where = "" if str(out) == "-" else f" to {display_path(out)}"
     click.echo(f"{written} subscriber(s) of {list_name!r} exported{where}", err=True)
@@ -233,8 +232,8 @@ def forget(settings: Settings, address: str, yes: bool, undo: bool) -> None:
     counts add up."""
     _, key, _ = _address(address)
     signing = signing_key(settings, allow_ephemeral=False)
-    with open_outbox(settings.outbox_target) as outbox:
-        backend = backend_of(outbox)
+    with open_project_outbox(settings) as outbox:
+        backend = outbox.backend
         if undo:
             lifted = unforget(backend, signing, key)
             click.echo(f"{key} {'may be mailed again' if lifted else 'was not forgotten'}")
@@ -272,7 +271,7 @@ def show(settings: Settings, address: str, as_json: bool) -> None:
     _, key, _ = _address(address)
     if not outbox_exists(settings.outbox_target):
         raise NewsletterError(f"nothing is kept about {key}: there is no outbox yet")
-    with open_outbox(settings.outbox_target) as outbox:
+    with open_project_outbox(settings) as outbox:
         record = person_record(outbox, _key(settings), key)
     if as_json:
         click.echo(json.dumps(record.as_json(), ensure_ascii=False, indent=2))

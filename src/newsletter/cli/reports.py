@@ -15,7 +15,7 @@ from newsletter.clicks.page import render_html
 from newsletter.clicks.tables import render_text, write_report_csv
 from newsletter.errors import ConfigError, display_path
 from newsletter.issues import load_issue
-from newsletter.outbox import Outbox, open_outbox, outbox_exists
+from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
 from newsletter.settings import Settings
 
 _FILE = click.Path(dir_okay=False, writable=True, path_type=Path)
@@ -51,7 +51,7 @@ def report(
     if not outbox_exists(settings.outbox_target):
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
-    with open_outbox(settings.outbox_target) as outbox:
+    with open_project_outbox(settings) as outbox:
         name = chosen_list(settings, outbox, number, list_name)
         if name is None:
             click.echo(f"issue {number}: nothing sent yet")
@@ -77,7 +77,7 @@ def chosen_list(
 ) -> str | None:
     """`list_name`, or the one subscriber list (else the one list) the issue went to; None
     when it went to none. Several: the user says which."""
-    sent = outbox.lists_of(number)
+    sent = outbox.deliveries.lists_of(number)
     if list_name is not None:
         if list_name not in sent and list_name not in settings.lists:
             settings.mailing_list(list_name)  # raises, naming the lists there are

@@ -13,9 +13,8 @@ import click
 
 from newsletter.cli.terminal import pass_settings, printable
 from newsletter.errors import ScheduleError
-from newsletter.outbox import open_outbox, outbox_exists
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.schedules import OPEN, Schedule, Schedules
+from newsletter.outbox import open_project_outbox, outbox_exists
+from newsletter.outbox.schedules import OPEN, Schedule
 from newsletter.schedule.when import describe, span
 from newsletter.settings import Settings
 
@@ -147,8 +146,8 @@ def schedule(settings: Settings, number: int | None, show_all: bool) -> None:
     if not outbox_exists(settings.outbox_target):
         click.echo("no scheduled sends (no outbox yet)")
         return
-    with open_outbox(settings.outbox_target) as outbox:
-        schedules = Schedules(backend_of(outbox))
+    with open_project_outbox(settings) as outbox:
+        schedules = outbox.schedules
         rows = schedules.listing(issue=number, limit=1_000_000 if show_all else 50)
         clock = schedules.database_time()
     if not rows:
@@ -178,8 +177,8 @@ def cancel(settings: Settings, number: int, list_name: str | None) -> None:
         raise ScheduleError(f"issue {number} has no scheduled send (no outbox yet)")
     from newsletter.schedule.booking import booked_by
 
-    with open_outbox(settings.outbox_target) as outbox:
-        schedules = Schedules(backend_of(outbox))
+    with open_project_outbox(settings) as outbox:
+        schedules = outbox.schedules
         cancelled = schedules.cancel(number, list_name, booked_by())
         running = [
             s

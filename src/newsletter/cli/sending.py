@@ -20,13 +20,10 @@ from newsletter.cli.terminal import (
     printable,
 )
 from newsletter.errors import DeliveryError, OutboxError, display_path
-from newsletter.gate import inspect_send
-from newsletter.mail.tokens import signing_key
+from newsletter.gate import SendVerdict, inspect_send
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import open_outbox, outbox_exists
-from newsletter.send import run
+from newsletter.send import coordinator, preparation
 from newsletter.send.job import Event, Options, RunReport
-from newsletter.send.recipients import Recipients, RecipientsReport
 from newsletter.send.testsend import consider
 from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.subscribers import ListReport
@@ -34,6 +31,7 @@ from newsletter.subscribers import ListReport
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
+EXIT_DONE = 0
 EXIT_INCOMPLETE = 3
 EXIT_STOPPED = 4
 
@@ -155,6 +153,14 @@ def send(
         return
     if out is not None:
         raise click.UsageError("--out is only used with --dry-run")
+    options = Options.merged(
+        settings,
+        concurrency=concurrency,
+        rate=rate,
+        processes=processes,
+        resend_unknown=resend_unknown,
+        retry_failed=retry_failed,
+    )
     verdict = inspect_send(settings, number, list_name, online=online)
     judge(verdict, force=force)
     test = None
@@ -164,7 +170,10 @@ def send(
             click.echo(f"issue {number} -> {list_name}: {test.message}")
         if not test.go:
             return
-    prepared = run.prepare(settings, number, list_name, test)
+    ask = not staging and not yes
+    prepared = preparation.prepare(
+        settings, number, list_name, survey=ask and sys.stdin.isatty(), test=test
+    )
     if settings.smtp.security != "none" and not settings.smtp.verify:
         click.secho(
             "warning: [smtp] verify = false: the server's TLS certificate is not checked, so "
@@ -172,64 +181,53 @@ def send(
             fg="yellow",
             err=True,
         )
-    if not prepared.staging and not yes:
-        if not sys.stdin.isatty():
-            raise DeliveryError(
-                f"refusing to send issue {number} to the {list_name!r} list without confirmation",
-                hint="Re-run with --yes to confirm (no terminal to ask on).",
-            )
-        counted = _recipients(settings, prepared)
-        click.echo(confirmation(verdict, counted, server=prepared.server, sender=prepared.sender))
-        if not click.confirm("Send now?", default=False):
-            click.echo("Nothing sent.")
-            sys.exit(1)
-    options = Options(
-        **{
-            **settings.send.model_dump(),
-            "concurrency": concurrency or settings.send.concurrency,
-            "rate": settings.send.rate if rate is None else rate,
-            "processes": processes or settings.send.processes,
-        },
-        resend_unknown=resend_unknown,
-        retry_failed=retry_failed,
-        bounces=settings.bounces,
-    )
+    if ask:
+        _confirm(prepared, verdict)
     try:
-        with _SendDisplay(number, list_name, prepared.list_rows) as display:
-            report = run.send(prepared, options, display)
+        with _SendDisplay(number, list_name) as display:
+            report = coordinator.send(prepared, options, display)
     except OutboxError as exc:
         # The log failed under the run (its disk full, locked, damaged, its connection lost):
         # a stopped run, which the re-run recovers as after a kill.
-        fail(exc, EXIT_STOPPED)
-    # Planning read the list (rejected rows, if this worker planned; a live one may have).
-    _report_list(prepared.list_report)
+        fail(exc, exit_code(exc))
+    # What reading the list found (rejected rows), if this worker planned.
+    if report.list_report is not None:
+        _report_list(report.list_report)
     click.echo(_summary(report))
     if report.stopped:
         click.secho(f"stopped: {printable(report.stopped)}", fg="yellow", err=True)
         click.echo("hint: Re-run the same command to resume.", err=True)
-        sys.exit(EXIT_STOPPED)
-    if not report.complete:
+    elif not report.complete:
         click.echo(f"hint: `newsletter status --issue {number} --list {list_name}`", err=True)
-        sys.exit(EXIT_INCOMPLETE)
+    sys.exit(exit_code(report))
 
 
-def _recipients(settings: Settings, prepared: run.Prepared) -> RecipientsReport:
-    """Who will get a message, for the question only: the list read once more (row by row, its
-    CSV and its subscribers in the outbox), suppressed addresses counted apart (they get a
-    `skipped` row, no message)."""
-    suppressed: frozenset[str] = frozenset()
-    if outbox_exists(settings.outbox_target):
-        with open_outbox(settings.outbox_target) as outbox:
-            suppressed = outbox.suppressed(prepared.job.list_name)
-    key = signing_key(settings, allow_ephemeral=False)
-    recipients = Recipients(settings, prepared.job.list_name, key, check=False)
-    for _ in recipients.stream(suppressed=suppressed):
-        pass
-    return recipients.report
+def exit_code(outcome: RunReport | OutboxError) -> int:
+    """The one mapping of a send's end to its exit code (an error before sending, 1, is the
+    terminal layer's): 0 complete, 3 finished with recipients not sent, 4 stopped."""
+    if isinstance(outcome, OutboxError) or outcome.stopped:
+        return EXIT_STOPPED
+    return EXIT_DONE if outcome.complete else EXIT_INCOMPLETE
+
+
+def _confirm(prepared: preparation.Prepared, verdict: SendVerdict) -> None:
+    """Ask on the terminal, from what prepare read and the checks found; without one, refuse
+    (--yes says yes)."""
+    job, counted = prepared.job, prepared.recipients
+    if counted is None:
+        raise DeliveryError(
+            f"refusing to send issue {job.issue} to the {job.list_name!r} list without"
+            " confirmation",
+            hint="Re-run with --yes to confirm (no terminal to ask on).",
+        )
+    click.echo(confirmation(verdict, counted, server=prepared.server, sender=prepared.sender))
+    if not click.confirm("Send now?", default=False):
+        click.echo("Nothing sent.")
+        sys.exit(1)
 
 
 def _dry_run(settings: Settings, number: int, list_name: str, out: Path) -> None:
-    result = run.dry_run(settings, number, list_name, out)
+    result = preparation.dry_run(settings, number, list_name, out)
     if result.ephemeral_key:
         click.echo(
             "note: NEWSLETTER_SECRET is not set: unsubscribe links are signed with a throwaway key",
@@ -253,14 +251,16 @@ def _report_list(report: ListReport) -> None:
 
 def _summary(report: RunReport) -> str:
     plan = report.planned
-    planned = (
-        f"planned: {plan.total} recipients ({plan.added} new, {plan.skipped} skipped)"
-        f" in {report.plan_seconds:.1f} s\n"
-        if plan is not None
-        else "planned: shared the plan of a worker already sending\n"
-    )
+    planned = ""
+    if plan is not None:
+        planned = (
+            f"planned: {plan.total} recipients ({plan.added} new, {plan.skipped} skipped)"
+            f" in {report.plan_seconds:.1f} s\n"
+        )
+    elif report.plan_shared:
+        planned = "planned: shared the plan of a worker already sending\n"
     counts = report.counts
-    parts = [f"{counts[s]} {s}" for s in DeliveryStatus if counts[s]]
+    parts = [f"{counts[s]} {s}" for s in DeliveryStatus if counts.get(s)]
     sent = report.this_run[DeliveryStatus.SENT]
     rate = sent / report.seconds if report.seconds > 0 else 0.0
     return planned + (
@@ -273,9 +273,8 @@ class _SendDisplay:
     """A rich progress bar on a terminal (redrawn ten times a second at most); otherwise a line
     per problem and one every 5 s. A sent message costs a counter, not a redraw."""
 
-    def __init__(self, number: int, list_name: str, total: int) -> None:
+    def __init__(self, number: int, list_name: str) -> None:
         self.label = f"issue {number} -> {list_name}"
-        self.total = total
         self.started = time.monotonic()
         self.last_line = self.started
         self.sent = 0
@@ -303,7 +302,8 @@ class _SendDisplay:
                 TimeRemainingColumn(),
             )
             self.progress.start()
-            self.task = self.progress.add_task(self.label, total=self.total, states="", rate="")
+            # The total is the log's rows, known from the first event on.
+            self.task = self.progress.add_task(self.label, total=None, states="", rate="")
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,9 +13,7 @@ import click
 from newsletter.cli.terminal import every_list_option, issue_option, pass_settings, printable
 from newsletter.errors import display_path
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox, open_outbox, outbox_exists
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.testsends import TestSends
+from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
 from newsletter.send.lease import why_gone
 from newsletter.send.testsend import local_time
 from newsletter.settings import Settings
@@ -47,27 +45,27 @@ def status(
     known = outbox_exists(settings.outbox_target)
     if list_name is not None and list_name not in settings.lists:
         # A list since dropped from the config still has its rows in the log.
-        with open_outbox(settings.outbox_target) if known else contextlib.nullcontext() as outbox:
-            if outbox is None or list_name not in outbox.lists_of(number):
+        with open_project_outbox(settings) if known else contextlib.nullcontext() as outbox:
+            if outbox is None or list_name not in outbox.deliveries.lists_of(number):
                 settings.mailing_list(list_name)  # raises, naming the lists there are
     if not known:
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
     limit = None if show_all else 50
-    with open_outbox(settings.outbox_target) as outbox:
-        names = [list_name] if list_name else outbox.lists_of(number)
+    with open_project_outbox(settings) as outbox:
+        names = [list_name] if list_name else outbox.deliveries.lists_of(number)
         if not names:
             click.echo(f"issue {number}: nothing sent yet")
         for name in names:
-            counts = outbox.counts(number, name)
+            counts = outbox.deliveries.counts(number, name)
             click.echo(f"issue {number} -> {name}: {sum(counts.values())} recipients")
             for state, n in counts.items():
                 if n:
                     click.echo(f"  {state:<9} {n}")
             for line in _tests(settings, outbox, number, name):
                 click.echo(line)
-            clock = outbox.database_time()
-            for worker in outbox.workers(number, name, expired=True):
+            clock = outbox.backend.database_time()
+            for worker in outbox.leases.workers(number, name, expired=True):
                 doing = why_gone(worker, clock) or f"sending since {worker.started_at}"
                 click.echo(
                     f"  worker    {printable(worker.host)} pid {worker.pid}, {doing}"
@@ -76,7 +74,7 @@ def status(
             for line in _after_sending(outbox, number, name, counts):
                 click.echo(line)
             waiting = [s for s in DeliveryStatus if s != DeliveryStatus.SENT]
-            rows = outbox.rows(number, name, waiting)
+            rows = outbox.deliveries.rows(number, name, waiting)
             for row in rows[:limit]:
                 code = row.smtp_code or ""
                 reply = printable(f"{code} {row.smtp_reply}".strip())
@@ -84,7 +82,7 @@ def status(
             if limit is not None and len(rows) > limit:
                 click.echo(f"  ... and {len(rows) - limit} more (--all, or --csv FILE)")
         if csv_path is not None:
-            rows = [r for name in names for r in outbox.rows(number, name)]
+            rows = [r for name in names for r in outbox.deliveries.rows(number, name)]
             if str(csv_path) == "-":
                 write_csv(rows, sys.stdout)
             else:
@@ -102,7 +100,7 @@ def _after_sending(
     answered = counts[DeliveryStatus.SENT] + counts[DeliveryStatus.REJECTED]
     if not answered:
         return []
-    reports = outbox.bounce_counts(number, name)
+    reports = outbox.bounces.counts(number, name)
     sent = counts[DeliveryStatus.SENT]
     hard, soft, complained = (reports.get(k, 0) for k in ("hard", "soft", "complaint"))
     left = outbox.send_figures.of(number, name).unsubscribed
@@ -120,7 +118,7 @@ def _tests(settings: Settings, outbox: Outbox, number: int, name: str) -> list[s
     chosen = settings.lists.get(name)
     if chosen is None or not chosen.staging:
         return []
-    tests = TestSends(backend_of(outbox)).history(number, name)
+    tests = outbox.test_sends.history(number, name)
     lines = []
     for test in tests:
         when = local_time(settings, test.started_at)

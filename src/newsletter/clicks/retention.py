@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from newsletter.errors import OutboxError
-from newsletter.outbox import Outbox, open_outbox
+from newsletter.outbox import Outbox, open_project_outbox
 from newsletter.settings import Settings
 
 BATCH = 5000
@@ -87,5 +87,5 @@ class RetentionDuty:
         return None
 
     def _round(self) -> Pruned:
-        with open_outbox(self.settings.outbox_target) as outbox:
+        with open_project_outbox(self.settings) as outbox:
             return prune_clicks(outbox, self.settings)

@@ -42,7 +42,7 @@ from newsletter.importers.outcomes import (
 from newsletter.importers.rows import Cells, Format, Row, RowMapper
 from newsletter.models import Subscriber
 from newsletter.seen import SeenKeys
-from newsletter.subscribers import Refusal, check_entry, normalize
+from newsletter.subscribers import Refusal, check_entry, fold_address
 
 MAX_MEMBERS = 64  # CSVs read from one ZIP
 _UNDECODABLE = re.compile(r"[\udc80-\udcff]")
@@ -153,7 +153,7 @@ class Export:
             field = row.email_field if checked.field == "email" else row.name_field
             return refuse(field if checked.field else "", checked.reason)
         envelope, name = checked
-        key = normalize(envelope)
+        key = fold_address(envelope)
         code = _SUPPRESSION * bool(row.suppress) | number << _PART_SHIFT | min(line, _LINE_MASK)
         first = seen.add(key, code)
         if first is not None:

@@ -40,7 +40,7 @@ from newsletter.mail.mime import (
     CRLF,
     MAX_LINE,
     PRINTABLE,
-    check_header,
+    check_header_value,
     choose_encoder,
     mailbox_header,
     part_head,
@@ -58,7 +58,7 @@ from newsletter.models import (
 )
 from newsletter.places import Place
 from newsletter.settings import Settings
-from newsletter.subscribers import DOT_ATOM, normalize
+from newsletter.subscribers import DOT_ATOM, fold_address
 
 if TYPE_CHECKING:
     from newsletter.mail.signing import IssueSigner
@@ -116,14 +116,14 @@ class MessageFactory:
         self._mailto = quote(address, safe="@")
 
         subject = rendered.subject.strip(" ")
-        check_header(subject, "subject (the issue's title)")
+        check_header_value(subject, "subject (the issue's title)")
         if self.test:
             # In the newsletter's own language: "[TEST] " before a title whose only Latin
             # letters are capitals made SpamAssassin score the test send (SUBJ_ALL_CAPS) and
             # not the real one.
             subject = strings_for(EMAIL, settings.newsletter.language)["test_marker"] + subject
         list_label = mailing_list.name or settings.newsletter.name
-        check_header(list_label, f"lists.{list_name}.name")
+        check_header_value(list_label, f"lists.{list_name}.name")
         list_id = mailing_list.id or f"{list_name}.{self.domain}"
         if not DOT_ATOM.fullmatch(list_id) or "." not in list_id:
             raise ConfigError(
@@ -212,7 +212,7 @@ class MessageFactory:
         stores it with the row). Keyed with NEWSLETTER_SECRET: the issue number is public and
         the list name guessable, so an unkeyed hash of them would let anyone compute every
         reader's Message-ID and quote it in a forged bounce."""
-        seed = "\n".join([str(self.issue), self.list_name, normalize(envelope)]).encode()
+        seed = "\n".join([str(self.issue), self.list_name, fold_address(envelope)]).encode()
         if self._round > 1:
             # A repeated test is a new message: Gmail drops one whose Message-ID it has seen.
             seed += f"\ntest {self._round}".encode()
@@ -224,7 +224,7 @@ class MessageFactory:
         return unsubscribe_url(self._base_url, self.token(subscriber))
 
     def token(self, subscriber: Subscriber) -> str:
-        return sign(self._secret, self.list_name, normalize(subscriber.envelope))
+        return sign(self._secret, self.list_name, fold_address(subscriber.envelope))
 
     def build(
         self, subscriber: Subscriber, message_id: str | None = None, row_id: int | None = None

@@ -317,7 +317,7 @@ def part_head(content_type: str, encoding: str, boundary: str) -> bytes:
 # -- headers -------------------------------------------------------------------------------------
 
 
-def check_header(value: str, field: str) -> None:
+def check_header_value(value: str, field: str) -> None:
     problem = header_problem(value)
     if problem is not None:
         raise UnsafeHeaderError(f"{field}: {problem}")
@@ -325,7 +325,7 @@ def check_header(value: str, field: str) -> None:
 
 def mailbox_header(field: str, name: str, address: str) -> str:
     """`Field: phrase <address>`, the phrase quoted or RFC 2047-encoded and folded as needed."""
-    check_header(name, field)
+    check_header_value(name, field)
     if not name:
         return f"{field}: <{address}>\r\n"
     if _ATOM_PHRASE.fullmatch(name):

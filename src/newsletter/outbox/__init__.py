@@ -1,9 +1,38 @@
-"""The delivery log (the "outbox"): rows and suppressions in SQLite or PostgreSQL behind one
-interface. `open_outbox(target)` opens a SQLite file (a Path) or a PostgreSQL database (a URL)."""
+"""The delivery log (the "outbox"): a backend and the stores that write through it.
 
+`open_outbox(target)` opens a SQLite file (a Path) or a PostgreSQL database (a URL) and hands
+out an Outbox: the backend (backend.py; sqlite.py, postgres.py), its schema brought up to date
+(schema.py), and one small store per table family, each a class that takes the backend:
+`deliveries` (the rows), `plans` (the list streamed in), `leases` (workers and their claims),
+`suppressions`, `bounces` (reports and the ones held for review); `journal(owner)` starts the
+marks and outcomes of one worker's send (journal.py: when each becomes durable). Readers in the
+database: `roster` (subscribers), `consent` (the ledger), `claims` (one confirmation per
+mailbox), `forgotten` (people erased on request), `site_mail` (the worker's queue). What readers
+read: `clicks`, `sent_links` (the links each tracked send carried), `send_figures`. The editor's
+day: `test_sends` (a staging list's tests, one row each), `schedules` (sends booked for later).
+A store of a later feature is a class of its own over `outbox.backend`, composed here as these are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
-from newsletter.outbox.base import Outbox
+from newsletter.errors import OutboxError
+from newsletter.outbox.backend import Backend, Durability, is_postgres
+from newsletter.outbox.bounces import Bounces
+from newsletter.outbox.claims import ConfirmationClaims
+from newsletter.outbox.clicks import Clicks
+from newsletter.outbox.consent import ConsentLedger
+from newsletter.outbox.deliveries import Deliveries
+from newsletter.outbox.forgotten import Forgotten
+from newsletter.outbox.journal import Commit, Journal
+from newsletter.outbox.leases import Leases
+from newsletter.outbox.mailqueue import SiteMailQueue
+from newsletter.outbox.plans import Planned, PlannedRow, Plans
 from newsletter.outbox.records import (
     DEPARTED,
     DUE,
@@ -13,11 +42,17 @@ from newsletter.outbox.records import (
     Delivery,
     PlanResult,
     Suppression,
+    Worker,
 )
-from newsletter.outbox.runs import Planned, PlannedRow, Worker
+from newsletter.outbox.roster import Roster
+from newsletter.outbox.schedules import Schedules
 from newsletter.outbox.schema import LATEST, MIGRATIONS, Migration
-from newsletter.outbox.sqlite import SqliteOutbox
-from newsletter.outbox.store import is_postgres
+from newsletter.outbox.sendfigures import SendFigures
+from newsletter.outbox.sentlinks import SentLinks
+from newsletter.outbox.sqlite import SqliteBackend
+from newsletter.outbox.suppressions import Suppressions
+from newsletter.outbox.testsends import TestSends
+from newsletter.settings import Settings
 
 __all__ = [
     "DEPARTED",
@@ -27,7 +62,11 @@ __all__ = [
     "LATEST",
     "MIGRATIONS",
     "UNSUBSCRIBED",
+    "Backend",
+    "Commit",
     "Delivery",
+    "Durability",
+    "Journal",
     "Migration",
     "Outbox",
     "PlanResult",
@@ -37,19 +76,107 @@ __all__ = [
     "Worker",
     "is_postgres",
     "open_outbox",
+    "open_project_outbox",
     "outbox_exists",
 ]
 
 
-def open_outbox(target: Path | str, *, migrate: bool = True) -> Outbox:
+class Outbox:
+    """The delivery log at `backend.target`, as its stores."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.deliveries = Deliveries(backend)
+        self.plans = Plans(backend)
+        self.leases = Leases(backend)
+        self.suppressions = Suppressions(backend)
+        self.bounces = Bounces(backend)
+        self.roster = Roster(backend)
+        self.consent = ConsentLedger(backend)
+        self.claims = ConfirmationClaims(backend)
+        self.forgotten = Forgotten(backend)
+        self.site_mail = SiteMailQueue(backend)
+        self.clicks = Clicks(backend)
+        self.sent_links = SentLinks(backend)
+        self.send_figures = SendFigures(backend)
+        self.test_sends = TestSends(backend, self.deliveries, self.plans)
+        self.schedules = Schedules(backend)
+
+    def journal(self, owner: str | None) -> Journal:
+        return Journal(self.backend, owner)
+
+    @property
+    def target(self) -> Path | str:
+        return self.backend.target
+
+    @property
+    def durability(self) -> Durability:
+        return self.backend.durability
+
+    @property
+    def display(self) -> str:
+        """Where the outbox is, safe to print (never a password)."""
+        return self.backend.display
+
+    @property
+    def shared(self) -> bool:
+        """Whether several workers may share a send (PostgreSQL), leases deciding who lives."""
+        return self.backend.shared
+
+    @property
+    def broken(self) -> bool:
+        return self.backend.broken
+
+    def close(self) -> None:
+        self.backend.close()
+
+    @contextmanager
+    def disconnected(self) -> Iterator[None]:
+        """The connection closed for the block and opened again after it: for a process that
+        forks children which open the outbox themselves. A SQLite connection open across fork
+        leaves the child SQLite's record of the parent's locks and of the file's shared
+        memory, on descriptors that are not the child's: the child's locks would then miss
+        the parent's, and two writers could write at once."""
+        self.backend.close()
+        try:
+            yield
+        finally:
+            self.backend.reconnect()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if et is None:
+            self.close()
+            return
+        # Leaving on an error (a full disk, a lost connection): that error is the one to
+        # report, not closing's own failure on the same disk or connection.
+        with suppress(OutboxError):
+            self.close()
+
+
+def open_outbox(
+    target: Path | str, *, durability: Durability = "process", migrate: bool = True
+) -> Outbox:
     """The outbox at `target`, its schema brought up to date (unless `migrate` is False): a
     Path is a SQLite file, a `postgresql://` URL a PostgreSQL database."""
     if is_postgres(target):
         # Imported only when used: SQLite users never load psycopg.
-        from newsletter.outbox.postgres import PostgresOutbox
+        from newsletter.outbox.postgres import PostgresBackend
 
-        return PostgresOutbox(str(target), migrate=migrate)
-    return SqliteOutbox(Path(target), migrate=migrate)
+        return Outbox(PostgresBackend(str(target), durability=durability, migrate=migrate))
+    return Outbox(SqliteBackend(Path(target), durability=durability, migrate=migrate))
+
+
+def open_project_outbox(settings: Settings, *, migrate: bool = True) -> Outbox:
+    """The outbox `settings` name ([outbox] url, else the state folder's SQLite file), with its
+    [outbox] durability."""
+    return open_outbox(
+        settings.outbox_target, durability=settings.outbox.durability, migrate=migrate
+    )
 
 
 def outbox_exists(target: Path | str) -> bool:

@@ -1,56 +1,205 @@
-"""What a store of the outbox runs its SQL through: statements in; rows, row counts and
-transactions out.
+"""What a database supplies the outbox: statements in, rows, row counts and commits out.
 
-A store (clicks.py, sentlinks.py, sendfigures.py) is a class of its own that takes a Backend and
-holds its SQL, written once for both databases (`?` placeholders, ON CONFLICT, row values). The
-Backend is the four calls a store needs: `run` one statement (committed at once outside a
-transaction), `fetch` rows, `many` (one statement per row, inside a transaction), and
-`transaction`, which holds the database's write lock from its start. `StoreBackend` gives them
-over the Outbox of store.py, whose methods of the same meaning are its backend's private ones.
+The stores (deliveries.py, plans.py, leases.py, suppressions.py, bounces.py, journal.py) write
+their SQL once for both databases (`?` placeholders, ON CONFLICT, RETURNING) and run it through a
+Backend: SQLite (sqlite.py) or PostgreSQL (postgres.py). A backend executes one statement
+(committed at once outside a transaction), fetches rows, brackets writes in a transaction that
+holds its write lock from the start, commits a batch of statements at once (the journal's
+group commit; on PostgreSQL sent without waiting, a Landing to watch for its reply), names its
+clock, and applies the numbered migrations of schema.py the database
+lacks when it opens. Every error of its driver reaches the caller as an OutboxError naming the
+cause (mapped by the backend, in one place each).
+
+`durability` has the same meaning on both: "process" (a commit survives this process being
+killed) or "power" (it survives a power cut: the commit waits for the disk).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any, Literal
 
-from newsletter.outbox.store import Params, Store
+from newsletter.errors import DeliveryError, OutboxError
+from newsletter.outbox.records import now
+from newsletter.outbox.schema import LATEST, MIGRATIONS, TRACKING, Migration, statements
 
-
-class Backend(Protocol):
-    @property
-    def name(self) -> str:
-        """ "sqlite" or "postgres"."""
-        ...
-
-    def run(self, sql: str, params: Params = ()) -> int: ...
-
-    def fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]: ...
-
-    def many(self, sql: str, rows: Iterable[Params]) -> None: ...
-
-    def transaction(self) -> AbstractContextManager[None]: ...
+Params = Sequence[Any]
+Statement = tuple[str, Params]
+Durability = Literal["process", "power"]
 
 
-class StoreBackend:
-    """A Backend over an open Outbox (its connection, its error mapping, its write lock)."""
+def is_postgres(target: Path | str) -> bool:
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
 
-    @property
-    def name(self) -> str:
-        return self._store.backend
+class Backend:
+    """One connection to the outbox's database, and what the stores ask of it."""
+
+    name = ""
+    target: Path | str
+    durability: Durability = "process"
+    # SQL for the database's clock in Unix seconds: leases are timed by the one clock every
+    # worker shares, not by each machine's own.
+    clock = ""
+    # True where several workers may share a send (PostgreSQL): leases decide who is alive.
+    # False for SQLite, where the send lock proves a run is alone on its (issue, list).
+    shared = False
+    # SQL after a claim's inner SELECT: PostgreSQL skips rows another worker is claiming.
+    skip_locked = ""
+    _depth = 0  # how many `transaction` blocks are open (the outer one owns the transaction)
+
+    # -- what each backend implements ---------------------------------------------------------
 
     def run(self, sql: str, params: Params = ()) -> int:
-        return self._store._run(sql, params)
+        """Execute one statement (committed at once outside `transaction`); its row count."""
+        raise NotImplementedError
 
     def fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
-        return self._store._fetch(sql, params)
+        raise NotImplementedError
 
     def many(self, sql: str, rows: Iterable[Params]) -> None:
-        self._store._many(sql, rows)
+        """One statement for each of `rows`; inside `transaction` only."""
+        raise NotImplementedError
 
-    def transaction(self) -> AbstractContextManager[None]:
-        return self._store._write()
+    def commit(self, batch: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
+        """Every statement of `batch` in one transaction, with one commit (and on PostgreSQL
+        one round trip); the rows each returned. All of them or none: an error rolls the
+        whole batch back. Never inside `transaction`."""
+        raise NotImplementedError
+
+    def _begin(self) -> AbstractContextManager[None]:
+        """The backend's write transaction: its write lock taken at the start, committed at
+        the end, rolled back if the block raises."""
+        raise NotImplementedError
+
+    def _migration_lock(self) -> AbstractContextManager[None]:
+        """A transaction during which no other process applies migrations."""
+        raise NotImplementedError
+
+    def _script(self, migration: Migration) -> str:
+        raise NotImplementedError
+
+    def send_commit(self, batch: Sequence[Statement]) -> Landing:
+        """`commit`, sent without waiting for its reply where the database is a server
+        (PostgreSQL, on a connection of its own); here, committed before it returns. One at a
+        time: the next is sent once this one has landed."""
+        return Landing(rows=self.commit(batch))
+
+    def lock_at_once(self, sql: str, params: Params = ()) -> bool:
+        """Inside `transaction`: the rows of `sql` (a SELECT ... FOR UPDATE NOWAIT) locked, or
+        False, with none of them held, if another transaction holds one."""
+        raise NotImplementedError
+
+    def try_lock(self, key: int) -> bool:
+        """Take the lock `key` for this connection if no other connection holds it (it goes
+        when this one does, a killed process's included); False if another does."""
+        raise NotImplementedError
+
+    def unlock(self, key: int) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def reconnect(self) -> None:
+        """Open the connection anew (after `close`), schema as it is."""
+        raise NotImplementedError
+
+    @property
+    def broken(self) -> bool:
+        """True once the database dropped the connection (a file never does): open anew."""
+        return False
+
+    @property
+    def display(self) -> str:
+        """Where the outbox is, safe to print (never a password)."""
+        return str(self.target)
+
+    # -- shared -------------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A transaction holding the write lock from its start, so two writers never
+        interleave a read-then-write on the same rows. Nested use (a store's step inside
+        another's transaction) joins the outer one."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        with self._begin():
+            self._depth = 1
+            try:
+                yield
+            finally:
+                self._depth = 0
+
+    def database_time(self) -> float:
+        (moment,) = self.fetch(f"SELECT {self.clock}")[0]
+        return float(moment)
+
+    def version(self) -> int:
+        """The schema version the database is at (0: an empty database)."""
+        self.run(TRACKING[self.name])
+        (found,) = self.fetch("SELECT coalesce(max(version), 0) FROM schema_migrations")[0]
+        return int(found)
+
+    def migrate(self) -> list[Migration]:
+        """Apply every migration the database lacks, in one transaction; the ones applied.
+        Refuses a database written by a newer version of newsletter."""
+        if self._up_to_date():
+            return []  # the common case, without taking the migration lock
+        applied = []
+        with self._migration_lock():
+            current = self.version()
+            if current > LATEST:
+                raise DeliveryError(
+                    f"{self.display}: the outbox schema is at version {current}, newer than"
+                    f" this newsletter knows ({LATEST})",
+                    hint="Upgrade newsletter on this machine to the version the others run.",
+                )
+            for migration in MIGRATIONS:
+                if migration.version <= current:
+                    continue
+                for statement in statements(self._script(migration)):
+                    self.run(statement)
+                self.run(
+                    "INSERT INTO schema_migrations (version, about, applied_at) VALUES (?, ?, ?)",
+                    (migration.version, migration.about, now()),
+                )
+                applied.append(migration)
+        return applied
+
+    def _up_to_date(self) -> bool:
+        try:
+            found = self.fetch("SELECT max(version) FROM schema_migrations")
+        except OutboxError:  # no table yet
+            return False
+        return bool(found[0][0] == LATEST)
+
+
+class Landing:
+    """A commit on its way: `fileno` to watch for its reply (None: landed already), `ready`
+    once it came, `rows` (each statement's) once ready, or `wait` for it."""
+
+    fileno: int | None = None
+
+    def __init__(self, rows: list[list[tuple[Any, ...]]] | None = None) -> None:
+        self._rows = rows
+
+    def ready(self) -> bool:
+        """Whether the reply has come (reads what the socket holds); raises its OutboxError."""
+        return True
+
+    def wait(self) -> list[list[tuple[Any, ...]]]:
+        """The rows, once the reply has come (blocking until it does)."""
+        return self.rows
+
+    @property
+    def rows(self) -> list[list[tuple[Any, ...]]]:
+        assert self._rows is not None, "a commit's rows are read once it has landed"
+        return self._rows

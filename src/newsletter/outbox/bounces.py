@@ -1,5 +1,5 @@
 """What bounce and complaint reports said about deliveries: (report, delivery) records in;
-matching rows, soft-bounce streaks and per-kind counts out. Part of the Outbox, on both backends.
+soft-bounce streaks, per-kind counts and the reports held for review out (migrations 3 and 5).
 
 `bounce_reports` holds one row per (report, delivery): the report's key (its Message-ID or a
 digest of its bytes; `smtp:ID` for a refusal at send time), what it said (kind, RFC 3463 status,
@@ -14,14 +14,14 @@ sent it and why it was held. Nothing in it counts towards a rate or a soft-bounc
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from newsletter.models import DeliveryStatus
-from newsletter.outbox.records import COLUMNS, Delivery, delivery, now
-from newsletter.outbox.store import Store
-from newsletter.subscribers import normalize
+from newsletter.outbox.backend import Backend
+from newsletter.outbox.deliveries import Deliveries
+from newsletter.outbox.records import Delivery, now
+from newsletter.subscribers import fold_address
 
 S = DeliveryStatus
 # States after which a message may have reached the reader's server, so a bounce can follow.
@@ -51,27 +51,17 @@ class HeldReport:
     created_at: str
 
 
-class BounceLog(Store):
-    """The bounce records of the outbox (migration 3 in schema.py)."""
+class Bounces:
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._deliveries = Deliveries(backend)
 
-    def deliveries_by_id(self, ids: Iterable[int]) -> list[Delivery]:
-        return [r for i in sorted(set(ids)) for r in self._deliveries("id = ?", (i,))]
-
-    def deliveries_by_message_id(self, message_ids: Sequence[str]) -> list[Delivery]:
-        """The rows holding any of `message_ids`, in one query (Message-IDs have no index:
-        each query reads the table once, so the caller bounds how many it asks about)."""
-        wanted = list(dict.fromkeys(message_ids))
-        if not wanted:
-            return []
-        marks = ", ".join("?" * len(wanted))
-        return self._deliveries(f"message_id IN ({marks})", tuple(wanted))
-
-    def record_bounce(
+    def record(
         self, report: str, delivery_id: int, kind: str, status: str, detail: str, source: str
     ) -> bool:
         """Store what `report` said about one delivery. False if that was stored before."""
-        with self._write():
-            added = self._run(
+        with self.backend.transaction():
+            added = self.backend.run(
                 "INSERT INTO bounce_reports"
                 " (report, delivery_id, kind, status, detail, source, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -82,12 +72,12 @@ class BounceLog(Store):
     def soft_streak(self, list_name: str, recipient: str, issue: int) -> int:
         """How many issues in a row, up to `issue`, bounced for `recipient` on `list_name`; an
         issue that went out and did not bounce ends the streak."""
-        rows = self._fetch(
+        rows = self.backend.fetch(
             "SELECT d.state, (SELECT count(*) FROM bounce_reports b"
             " WHERE b.delivery_id = d.id AND b.kind IN (?, ?))"
             " FROM deliveries d WHERE d.list = ? AND d.recipient = ? AND d.issue <= ?"
             " ORDER BY d.issue DESC",
-            (*_BOUNCED, list_name, normalize(recipient), issue),
+            (*_BOUNCED, list_name, fold_address(recipient), issue),
         )
         streak = 0
         for state, bounced in rows:
@@ -98,10 +88,10 @@ class BounceLog(Store):
             streak += 1
         return streak
 
-    def bounce_counts(self, issue: int, list_name: str, since: str = "") -> dict[str, int]:
+    def counts(self, issue: int, list_name: str, since: str = "") -> dict[str, int]:
         """Deliveries of (issue, list) per kind of report, each delivery once per kind; only
         reports recorded at or after `since` when given."""
-        rows = self._fetch(
+        rows = self.backend.fetch(
             "SELECT b.kind, count(DISTINCT b.delivery_id) FROM bounce_reports b"
             " JOIN deliveries d ON d.id = b.delivery_id"
             " WHERE d.issue = ? AND d.list = ? AND b.created_at >= ? GROUP BY b.kind",
@@ -112,21 +102,17 @@ class BounceLog(Store):
     def run_totals(self, issue: int, list_name: str, since: str) -> tuple[int, int, int]:
         """Since `since` (a run's start): messages answered (sent or rejected), deliveries with
         a hard bounce, deliveries with a complaint. What a send's rate guard divides."""
-        ((answered,),) = self._fetch(
+        ((answered,),) = self.backend.fetch(
             "SELECT count(*) FROM deliveries WHERE issue = ? AND list = ? AND state IN (?, ?)"
             " AND updated_at >= ?",
             (issue, list_name, S.SENT.value, S.REJECTED.value, since),
         )
-        counts = self.bounce_counts(issue, list_name, since)
+        counts = self.counts(issue, list_name, since)
         return int(answered), counts.get("hard", 0), counts.get("complaint", 0)
-
-    def _deliveries(self, where: str, params: tuple[object, ...]) -> list[Delivery]:
-        found = self._fetch(f"SELECT {COLUMNS} FROM deliveries WHERE {where}", params)
-        return [delivery(r) for r in found]
 
     def held_by_report(self, report: str, delivery_id: int) -> HeldReport | None:
         """The held report of this key about this delivery (in whatever state), if any."""
-        found = self._fetch(
+        found = self.backend.fetch(
             f"SELECT {_HELD_COLUMNS}, created_at FROM held_reports"
             " WHERE report = ? AND delivery_id = ?",
             (report, delivery_id),
@@ -134,7 +120,7 @@ class BounceLog(Store):
         held = self._to_held_reports(found)
         return held[0] if held else None
 
-    def hold_report(
+    def hold(
         self,
         report: str,
         delivery_id: int,
@@ -146,8 +132,8 @@ class BounceLog(Store):
         reason: str,
     ) -> bool:
         """Keep `report` for review instead of acting on it. False if it was held before."""
-        with self._write():
-            added = self._run(
+        with self.backend.transaction():
+            added = self.backend.run(
                 "INSERT INTO held_reports (report, delivery_id, kind, status, detail, source,"
                 " sender, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT DO NOTHING",
@@ -165,32 +151,32 @@ class BounceLog(Store):
             )
         return added == 1
 
-    def held_reports(self, state: str = HELD) -> list[HeldReport]:
+    def held(self, state: str = HELD) -> list[HeldReport]:
         """The reports in `state`, oldest first."""
-        found = self._fetch(
+        found = self.backend.fetch(
             f"SELECT {_HELD_COLUMNS}, created_at FROM held_reports WHERE state = ? ORDER BY id",
             (state,),
         )
         return self._to_held_reports(found)
 
     def held_report(self, held_id: int) -> HeldReport | None:
-        found = self._fetch(
+        found = self.backend.fetch(
             f"SELECT {_HELD_COLUMNS}, created_at FROM held_reports WHERE id = ?", (held_id,)
         )
         held = self._to_held_reports(found)
         return held[0] if held else None
 
-    def decide_held(self, held_id: int, state: str) -> bool:
+    def decide(self, held_id: int, state: str) -> bool:
         """Mark a held report ACCEPTED or DISMISSED; False if it is not (or no longer) held."""
-        with self._write():
-            changed = self._run(
+        with self.backend.transaction():
+            changed = self.backend.run(
                 "UPDATE held_reports SET state = ?, decided_at = ? WHERE id = ? AND state = ?",
                 (state, now(), held_id, HELD),
             )
         return changed == 1
 
     def _to_held_reports(self, found: list[tuple[Any, ...]]) -> list[HeldReport]:
-        rows = {r.id: r for r in self.deliveries_by_id(int(f[2]) for f in found)}
+        rows = {r.id: r for r in self._deliveries.by_id(int(f[2]) for f in found)}
         held = []
         for (
             ident,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from newsletter.outbox.bridge import Backend
+from newsletter.outbox.backend import Backend
 
 
 class ConfirmationClaims:

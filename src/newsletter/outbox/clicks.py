@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from newsletter.outbox.backend import Backend
 from newsletter.places import Place, Region
-from newsletter.subscribers import normalize
+from newsletter.subscribers import fold_address
 
 _COLUMNS = "at, region, section, item, link, method, prefetch, agent, ip, since_delivery"
 _INSERT = (
@@ -141,7 +141,7 @@ class Clicks:
     def forget_reader(self, address: str, lists: Iterable[str] | None = None) -> int:
         """Delete every event that names an outbox row of `address` (on `lists`, or on every
         list): a forgotten subscriber's per-reader click data. How many were deleted."""
-        where, params = "", [normalize(address)]
+        where, params = "", [fold_address(address)]
         if lists is not None:
             chosen = list(lists)
             if not chosen:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from newsletter.outbox.bridge import Backend
+from newsletter.outbox.backend import Backend
 from newsletter.outbox.records import now
 
 EVENTS = ("signup", "confirm", "import", "add", "change", "unsubscribe", "resubscribe")

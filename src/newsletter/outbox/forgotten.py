@@ -1,5 +1,5 @@
 """People erased on request (GDPR Art. 17): a keyed hash of each address in, whether an address
-is one of them out; and the delivery log's rows of a person scrubbed of their address.
+is one of them out.
 
 The hash is an HMAC of the address key under a random key of its own (signup/forgetting.py
 makes it and hashes with it), kept here wrapped (encrypted) under each secret in use, never in
@@ -7,20 +7,14 @@ the clear: the table alone, as a backup or a leak shows it, tells nobody which a
 holds. `forget_keys` holds the wrapped key by the id of the secret that wraps it, so it
 survives a rotation of NEWSLETTER_SECRET.
 
-`scrub_deliveries` and `drop_suppressions` reach into the delivery log's own tables (issue 19's
-deliveries and suppressions stores will own these statements, and the two reads of a person's
-rows beside them): the rows stay, so every send's counts still add up, but the address and name
-leave them; rows still waiting become `skipped` (they must never go out now).
+A person's delivery rows and suppressions are the deliveries and suppressions stores' to erase
+(`Deliveries.forget`, `Suppressions.drop_address`); signup/forgetting.py does it all in one step.
 """
 
 from __future__ import annotations
 
-from newsletter.outbox.bridge import Backend
+from newsletter.outbox.backend import Backend
 from newsletter.outbox.records import now
-
-FORGOTTEN_REPLY = "forgotten: erased on request"
-# The rows of a send that may still go out; `sending` is left to the run that holds it.
-_WAITING = "('pending', 'deferred', 'unknown', 'failed')"
 
 
 class Forgotten:
@@ -72,46 +66,3 @@ class Forgotten:
                 (key_id, wrapped, now()),
             )
         return added == 1
-
-    # -- the delivery log ----------------------------------------------------------------------
-
-    def scrub_deliveries(self, key: str, digest: str) -> int:
-        """The person's delivery rows without their address or name (the recipient becomes
-        `forgotten:DIGEST:ROW`, unique as the key was); rows that could still go out become
-        `skipped`. How many."""
-        marker = f"forgotten:{digest[:16]}:"
-        stamp = now()
-        with self.backend.transaction():
-            self.backend.run(
-                "UPDATE deliveries SET state = 'skipped', smtp_code = NULL, smtp_reply = ?,"
-                f" owner = NULL, updated_at = ? WHERE recipient = ? AND state IN {_WAITING}",
-                (FORGOTTEN_REPLY, stamp, key),
-            )
-            return self.backend.run(
-                "UPDATE deliveries SET recipient = ? || CAST(id AS TEXT), envelope = '', name = '',"
-                " updated_at = ?"
-                " WHERE recipient = ?",
-                (marker, stamp, key),
-            )
-
-    def deliveries(self, key: str) -> list[tuple[int, str, str, str | None, str]]:
-        """(issue, list, state, sent_at, updated_at) of every delivery row of the person."""
-        rows = self.backend.fetch(
-            "SELECT issue, list, state, sent_at, updated_at FROM deliveries WHERE recipient = ?"
-            " ORDER BY issue, list",
-            (key,),
-        )
-        return [(int(i), str(li), str(st), s, str(u)) for i, li, st, s, u in rows]
-
-    def suppressions(self, key: str) -> list[tuple[str, str, str]]:
-        """(list, source, created_at) of every suppression of the person."""
-        rows = self.backend.fetch(
-            "SELECT list, source, created_at FROM suppressions WHERE address = ? ORDER BY list",
-            (key,),
-        )
-        return [(str(li), str(so), str(c)) for li, so, c in rows]
-
-    def drop_suppressions(self, key: str) -> int:
-        """The person's suppressions: the digest stands in for them on every list."""
-        with self.backend.transaction():
-            return self.backend.run("DELETE FROM suppressions WHERE address = ?", (key,))

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from newsletter.outbox.bridge import Backend
+from newsletter.outbox.backend import Backend
 from newsletter.outbox.records import now
 
 LOST = "the worker stopped while this mail was being uploaded: it may have arrived"

@@ -20,6 +20,9 @@ DEPARTED = "no longer on the list"  # the reason on a waiting row whose reader l
 # the reason on the `skipped` rows of later sends.
 BOUNCED = "bounced"
 COMPLAINED = "complained"
+# The rows free to claim, in SQL. Literal, not bound: the planner uses the partial index
+# `deliveries_free` only when a query repeats its predicate word for word.
+FREE = "state IN ('pending', 'deferred') AND owner IS NULL"
 
 
 def now() -> str:
@@ -91,6 +94,21 @@ class Suppression:
     address: str
     source: str
     created_at: str
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A worker registered on a send: where it runs, when it was last seen, its lease."""
+
+    id: str
+    issue: int
+    list: str
+    host: str
+    pid: int
+    started_at: str
+    seen_at: str
+    lease_until: float
+    state: str
 
 
 @dataclass(frozen=True)

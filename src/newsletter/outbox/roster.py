@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from newsletter.outbox.bridge import Backend
+from newsletter.outbox.backend import Backend
 from newsletter.outbox.records import now
 
 PAGE = 1000  # rows read at a time when a whole list is streamed

@@ -1,16 +1,14 @@
-"""The outbox in a SQLite file: a Path in, the Outbox interface out (the default backend).
+"""The outbox in a SQLite file: a Path in, a Backend out (the default).
 
-WAL with synchronous=NORMAL: every commit survives a killed process (the case that matters for a
-send someone interrupts); only a power loss may drop the last few commits. A send's outcomes
-are written held (`_run_held`): they share the commit of the next `sending` mark, usually the
-same session's next message a few microseconds later, or the engine's release at the end of
-the event loop's turn; a commit costs more than the statements it carries. Writers serialise on
-BEGIN IMMEDIATE; one machine only (a network share breaks SQLite's locks), and one send per
-(issue, list) at a time, which the flock in the send lock guarantees.
+WAL, with `synchronous` set by the durability: NORMAL for "process" (every commit survives a
+killed process; a power cut may drop the last few) and FULL for "power" (each commit waits for
+the WAL to reach the disk). Writers serialise on BEGIN IMMEDIATE; one machine only (a network
+share breaks SQLite's locks), and one send per (issue, list) at a time, which the flock of the
+send lock guarantees (so `try_lock` has nothing left to exclude).
 
 A writer that finds the lock taken (worker processes of one send, `serve` beside a send) tries
 again after 0.1 ms, doubling up to 5 ms, for up to 30 s: SQLite's own busy handler sleeps a whole
-millisecond at the first conflict, while a commit here holds the lock for some 30 µs, and the
+millisecond at the first conflict, while a commit here holds the lock for far less, and the
 sleeper blocks its whole event loop meanwhile.
 
 Every sqlite3 error a statement raises once the file is open becomes an OutboxError here
@@ -23,31 +21,30 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from newsletter.errors import DeliveryError, OutboxError, display_path
-from newsletter.outbox.base import Outbox
+from newsletter.outbox.backend import Backend, Durability, Params, Statement
 from newsletter.outbox.schema import Migration
-from newsletter.outbox.store import Params
 
-T = TypeVar("T")
 BUSY_TIMEOUT = 30.0
 
 
-class SqliteOutbox(Outbox):
-    backend = "sqlite"
+class SqliteBackend(Backend):
+    name = "sqlite"
     clock = "((julianday('now') - 2440587.5) * 86400.0)"
-    errors = sqlite3.Error
 
-    _held = False  # a transaction `_run_held` began is open
     _locked_out = False  # the last wait for the write lock ran out
 
-    def __init__(self, target: Path | str, *, migrate: bool = True) -> None:
+    def __init__(
+        self, target: Path | str, *, durability: Durability = "process", migrate: bool = True
+    ) -> None:
         path = Path(target)
         self.target = self.path = path
+        self.durability = durability
         self._db = self._connect()
         try:
             if migrate:
@@ -58,11 +55,16 @@ class SqliteOutbox(Outbox):
             raise
 
     def _connect(self) -> sqlite3.Connection:
+        synchronous = "FULL" if self.durability == "power" else "NORMAL"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            # One thread at a time uses a connection, not always the one that opened it (a
+            # test's send runs on its own thread).
+            db = sqlite3.connect(
+                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(f"PRAGMA synchronous={synchronous}")
         except sqlite3.Error as exc:
             raise DeliveryError(
                 f"{self.path}: cannot open the delivery log: {exc}",
@@ -71,50 +73,50 @@ class SqliteOutbox(Outbox):
             ) from None
         return db
 
-    def _reconnect(self) -> None:
+    def reconnect(self) -> None:
         self._db = self._connect()
         self._db.execute("PRAGMA busy_timeout=0")
 
     def close(self) -> None:
-        try:
-            self.release()
-        finally:
-            self._db.close()
+        self._db.close()
 
-    def _run(self, sql: str, params: Params = ()) -> int:
+    def run(self, sql: str, params: Params = ()) -> int:
         try:
-            count = self._execute(sql, params).rowcount
-            self._settle()
-        except sqlite3.Error as exc:
-            raise self._fault(exc) from exc
-        return count
-
-    def _run_held(self, sql: str, params: Params = ()) -> int:
-        # Inside `_write` the block's transaction commits it; outside, one is begun (taking
-        # the write lock, so nothing else can be busy) and left open.
-        try:
-            if not self._held and not self._depth:
-                self._execute("BEGIN IMMEDIATE")
-                self._held = True
-            return self._db.execute(sql, params).rowcount
+            return self._execute(sql, params).rowcount
         except sqlite3.Error as exc:
             raise self._fault(exc) from exc
 
-    def release(self) -> None:
-        if self._held:
+    def fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
+        try:
+            return self._execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._fault(exc) from exc
+
+    def many(self, sql: str, rows: Iterable[Params]) -> None:
+        # Inside a transaction only (the lock is held): a retry would find `rows` consumed.
+        try:
+            self._db.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise self._fault(exc) from exc
+
+    def commit(self, batch: Sequence[Statement]) -> list[list[tuple[Any, ...]]]:
+        if len(batch) == 1:  # a statement alone is its own transaction
+            ((sql, params),) = batch
+            return [self.fetch(sql, params)]
+        with self._begin():
             try:
-                self._db.execute("COMMIT")
+                return [self._db.execute(sql, params).fetchall() for sql, params in batch]
             except sqlite3.Error as exc:
                 raise self._fault(exc) from exc
-            self._held = False
 
-    def _fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
-        try:
-            rows = self._execute(sql, params).fetchall()
-            self._settle()
-        except sqlite3.Error as exc:
-            raise self._fault(exc) from exc
-        return rows
+    def lock_at_once(self, sql: str, params: Params = ()) -> bool:
+        return True  # the transaction holds the whole file's write lock already
+
+    def try_lock(self, key: int) -> bool:
+        return True  # the send lock's flock already excludes every other send of (issue, list)
+
+    def unlock(self, key: int) -> None:
+        pass
 
     def _execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         """`sql` run, again while another connection holds the write lock (a statement refused
@@ -145,21 +147,8 @@ class SqliteOutbox(Outbox):
                 return cursor
             pause = min(pause * 2, 0.005)
 
-    def _settle(self) -> None:
-        # A statement outside `_write` commits at once (a claim's UPDATE ... RETURNING comes
-        # through _fetch), and with it whatever `_run_held` left open.
-        if self._held and not self._depth:
-            self.release()
-
-    def _many(self, sql: str, rows: Iterable[Params]) -> None:
-        # Inside _write only (the lock is held): a retry would find `rows` consumed.
-        try:
-            self._db.executemany(sql, rows)
-        except sqlite3.Error as exc:
-            raise self._fault(exc) from exc
-
     @contextmanager
-    def _transaction(self) -> Iterator[None]:
+    def _begin(self) -> Iterator[None]:
         # BEGIN IMMEDIATE takes the write lock up front.
         try:
             self._execute("BEGIN IMMEDIATE")
@@ -184,12 +173,7 @@ class SqliteOutbox(Outbox):
                 self._db.execute("ROLLBACK")
 
     def _fault(self, exc: sqlite3.Error) -> OutboxError:
-        """The OutboxError that names what `exc` means for the delivery log, and the fix.
-        Outcomes `_run_held` kept open are rolled back with the failed statement: their rows
-        stay `sending`, so the re-run reports them `unknown`, as after a kill."""
-        if self._held:
-            self._held = False
-            self._roll_back()
+        """The OutboxError that names what `exc` means for the delivery log, and the fix."""
         where = display_path(self.path)
         code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
         if code == sqlite3.SQLITE_FULL:
@@ -228,7 +212,7 @@ class SqliteOutbox(Outbox):
         return OutboxError(f"{where}: the delivery log failed: {exc}")
 
     def _migration_lock(self) -> AbstractContextManager[None]:
-        return self._write()
+        return self.transaction()
 
     def _script(self, migration: Migration) -> str:
         return migration.sqlite

@@ -2,9 +2,10 @@
 number, time, fingerprint and outcome out.
 
 The deliveries of (issue, list) hold the latest test. Beginning the next one records what the
-latest did (recipients, sent, the other states counted) on its row, then reopens every delivery
-of the send: `pending` again, attempts and replies cleared, and the Message-ID cleared so
-planning stores the new test's own (a repeated Message-ID is dropped as a duplicate by Gmail).
+latest did (recipients, sent, the other states counted) on its row, then restarts every delivery
+of the send (deliveries.py: `pending` again, attempts and replies cleared, and the Message-ID
+cleared so planning stores the new test's own: Gmail drops a repeated Message-ID as a
+duplicate) and unshares its plan (plans.py), so the next worker plans it afresh.
 The rows themselves stay: the same recipient keeps the same row id, so a late bounce of an
 earlier test, whose VERP tag names that id, still lands on that reader of that list. Beginning
 is a compare-and-set on the latest test's number, so two workers starting at once begin it once.
@@ -18,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from newsletter.models import DeliveryStatus
-from newsletter.outbox.bridge import Backend
+from newsletter.outbox.backend import Backend
+from newsletter.outbox.deliveries import Deliveries
+from newsletter.outbox.plans import Plans
 from newsletter.outbox.records import now
 
 S = DeliveryStatus
@@ -44,8 +47,10 @@ class TestSend:
 class TestSends:
     __test__ = False
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, deliveries: Deliveries, plans: Plans) -> None:
         self.backend = backend
+        self._deliveries = deliveries
+        self._plans = plans
 
     def history(self, issue: int, list_name: str) -> list[TestSend]:
         """Every test of the send, the first first (a log from before: its one test)."""
@@ -82,30 +87,15 @@ class TestSends:
                 return None
             if after:
                 self._close(issue, list_name, after)
-                self.backend.run(
-                    "UPDATE deliveries SET state = ?, message_id = NULL, attempts = 0, tries = 0,"
-                    " smtp_code = NULL, smtp_reply = '', sent_at = NULL, next_attempt_at = 0,"
-                    " owner = NULL, updated_at = ? WHERE issue = ? AND list = ?",
-                    (S.PENDING.value, stamp, issue, list_name),
-                )
+                self._deliveries.restart(issue, list_name)
                 # Every worker plans the new test afresh (a plan is shared only while current).
-                self.backend.run(
-                    "UPDATE plans SET planned_by = '' WHERE issue = ? AND list = ?",
-                    (issue, list_name),
-                )
+                self._plans.unshare(issue, list_name)
             begun = TestSend(after + 1, fingerprint, stamp, reason)
             self._insert(issue, list_name, begun)
             return begun
 
     def _close(self, issue: int, list_name: str, number: int) -> None:
-        counts = {
-            S(state): int(n)
-            for state, n in self.backend.fetch(
-                "SELECT state, count(*) FROM deliveries WHERE issue = ? AND list = ?"
-                " GROUP BY state",
-                (issue, list_name),
-            )
-        }
+        counts = self._deliveries.counts(issue, list_name)
         others = ", ".join(
             f"{counts[s]} {s}" for s in DeliveryStatus if s != S.SENT and counts.get(s)
         )

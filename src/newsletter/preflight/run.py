@@ -26,9 +26,8 @@ from newsletter.errors import ConfigError, SubscriberListError
 from newsletter.mail.signing import DkimSigner
 from newsletter.mail.tokens import signing_key
 from newsletter.models import Issue
-from newsletter.outbox import open_outbox, outbox_exists
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.roster import Roster, Status
+from newsletter.outbox import open_project_outbox, outbox_exists
+from newsletter.outbox.roster import Status
 from newsletter.preflight import auth, report, spf
 from newsletter.preflight.cache import FILE_NAME, Cache
 from newsletter.preflight.faults import Fault
@@ -75,8 +74,8 @@ def list_size(settings: Settings, list_name: str) -> int:
     million-row list costs one read, not a parse."""
     members = 0
     if outbox_exists(settings.outbox_target):
-        with open_outbox(settings.outbox_target) as outbox:
-            members = Roster(backend_of(outbox)).counts(list_name)[Status.CONFIRMED]
+        with open_project_outbox(settings) as outbox:
+            members = outbox.roster.counts(list_name)[Status.CONFIRMED]
     csv = settings.mailing_list(list_name).path
     if csv is None:
         return members

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from newsletter.checks import Finding
 from newsletter.errors import ScheduleError
 from newsletter.gate import inspect_send
-from newsletter.outbox import open_outbox
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.schedules import Schedule, Schedules
+from newsletter.outbox import open_project_outbox
+from newsletter.outbox.schedules import Schedule
 from newsletter.schedule.when import Moment, check_future, describe, parse_moment
 from newsletter.settings import Settings
 
@@ -74,8 +73,8 @@ def book_send(
             hint=f"Fix the issue file, run `newsletter check --issue {number}`, then schedule"
             " it again.",
         )
-    with open_outbox(settings.outbox_target) as outbox:
-        schedules = Schedules(backend_of(outbox))
+    with open_project_outbox(settings) as outbox:
+        schedules = outbox.schedules
         schedule = schedules.book(number, list_name, moment.timestamp, moment.zone, booked_by())
         if schedule is None:
             other = schedules.pending(number, list_name)

@@ -20,8 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from newsletter.errors import DeliveryError, NewsletterError, OutboxError
-from newsletter.outbox import Outbox, open_outbox
-from newsletter.outbox.bridge import backend_of
+from newsletter.outbox import Outbox, open_project_outbox
 from newsletter.outbox.schedules import Schedule, Schedules, ScheduleState
 from newsletter.schedule.booking import check_issue, refusal
 from newsletter.schedule.launch import (
@@ -32,7 +31,7 @@ from newsletter.schedule.launch import (
     send_command,
 )
 from newsletter.schedule.when import describe, span
-from newsletter.send.run import send_lock
+from newsletter.send.coordinator import send_lock
 from newsletter.settings import Settings
 
 Log = Callable[[str], None]
@@ -234,8 +233,8 @@ class ScheduleDuty:
         if self.outbox is not None:
             with contextlib.suppress(Exception):
                 self.outbox.close()
-        self.outbox = open_outbox(self.settings.outbox_target)
-        self.schedules = Schedules(backend_of(self.outbox))
+        self.outbox = open_project_outbox(self.settings)
+        self.schedules = self.outbox.schedules
         return self.schedules
 
 

@@ -32,10 +32,10 @@ from newsletter.links import confirm_url, move_url
 from newsletter.mail.sitemail import SiteMessages
 from newsletter.mail.tokens import LinkTarget, Purpose, sign_link
 from newsletter.models import OutgoingMessage
-from newsletter.outbox.bridge import Backend
+from newsletter.outbox.backend import Backend
 from newsletter.outbox.mailqueue import Kind, MailState, SiteMail, SiteMailQueue
 from newsletter.send.replies import Outcome, Result, Scope
-from newsletter.send.smtp import Pool
+from newsletter.send.smtp import Pool, Session
 from newsletter.settings import Settings
 
 BACKOFF = 30.0  # seconds before the first retry of a deferred mail; doubles, up to MAX_BACKOFF
@@ -84,6 +84,7 @@ class Courier:
         self.messages = SiteMessages(settings, secret)
         self._secret = secret
         self.pool = pool
+        self._free: asyncio.Queue[Session] | None = None  # the pool's idle sessions
         self.owner = owner
         self._log = log
         self._clock = clock
@@ -120,11 +121,20 @@ class Courier:
             message_id=message_id, sender=self.messages.sender, recipient=mail.recipient, data=data
         )
 
-        def accepted() -> None:
+        async def accepted() -> None:
             if not self.queue.mark_sending(mail.id, self.owner):
                 raise LostClaimError(f"site mail {mail.id} is no longer this worker's")
 
-        return await self.pool.send(message, accepted)
+        # Mails go out together (deliver_due gathers them), each on the first free session.
+        if self._free is None:
+            self._free = asyncio.Queue()
+            for session in self.pool.sessions:
+                self._free.put_nowait(session)
+        session = await self._free.get()
+        try:
+            return await session.send(message, accepted)
+        finally:
+            self._free.put_nowait(session)
 
     def record(self, mail: SiteMail, result: Result) -> MailState:
         """The outcome, once (kept to be recorded again if the database cannot take it)."""

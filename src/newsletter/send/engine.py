@@ -1,29 +1,26 @@
-"""The send engine: a planned outbox and a message builder in, recorded outcomes and a report out.
+"""The deliver step in one process: claimed rows and a message builder in, committed outcomes
+and the step's value (Delivered) out.
 
-The last stage of one run (worker.py runs the stages, planning.py the first three):
-
-    recover   rows a dead run left in `sending` become `unknown` (reported, not resent)
-    reopen    `unknown` (--resend-unknown) and `failed` (--retry-failed) rows become due again
-    plan      the list streamed into the outbox; suppressed or departed rows waiting are `skipped`
-    deliver   N sessions take rows the engine claims from the outbox a batch at a time, through
-              one token bucket per second and one per hour (this worker's share of the run's
-              rates); as a body goes out, its session takes the next row, builds it and
-              (with PIPELINING) announces it behind the body (smtp.py); a deferred row goes
-              back to the outbox with its full-jitter backoff and is claimed again when due,
-              up to max_attempts in this run; a circuit breaker ends the run after K
-              connection failures in a row; `stop` (SIGINT/SIGTERM, worker.py) lets in-flight
-              messages finish and be recorded.
+N sessions take rows the engine claims from the outbox a batch at a time, through one token
+bucket per second and one per hour (this worker's share of the run's rates); as a body goes
+out, its session takes the next row, builds it and (with PIPELINING) announces it behind the
+body (smtp.py). Every `sending` mark and outcome goes through the commit step (commit.py): a
+body waits for its mark's commit, and outcomes join the next commit. A deferred row goes back
+to the outbox with its full-jitter backoff and is claimed again when due, up to max_attempts in
+this run; a circuit breaker ends the run after K connection failures in a row; `stop` (a
+signal, a quota, the bounce rates) lets the messages in flight finish and be recorded. The
+lease is renewed every third of it meanwhile, and other workers' expired leases reaped.
 
 Nothing here grows with the list: the queue holds one claimed batch. The engine never builds
-MIME or speaks SMTP itself: a `build(subscriber, message_id)` callable makes the bytes and
-smtp.Pool carries them. send/run.py wires the stages to it.
+MIME or speaks SMTP itself: the job's `build(subscriber, message_id, row_id)` makes the bytes
+and smtp.Pool's sessions carry them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -31,8 +28,9 @@ from newsletter.bounces.policy import Policy, RateGuard
 from newsletter.errors import OutboxError, TransportError
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import UNSUBSCRIBED, Delivery, Outbox
-from newsletter.send.job import Event, Job, Options, RunReport
-from newsletter.send.lease import Lease
+from newsletter.send.commit import GroupCommit
+from newsletter.send.job import Delivered, Event, Job, Options
+from newsletter.send.lease import LEASE_LOST, Lease, LeaseLostError
 from newsletter.send.pacing import RateLimiter, backoff
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool, Session
@@ -41,11 +39,6 @@ S = DeliveryStatus
 # Claimed rows a worker holds at most: about a second of sending, so an unsubscribe is honoured
 # within seconds and a dead worker strands few rows until its lease expires.
 CLAIM = 200
-LEASE_LOST = "this worker lost its lease (it was paused longer than [send] lease)"
-
-
-class LeaseLostError(Exception):
-    """The row this worker was about to upload is no longer its own (its lease was reaped)."""
 
 
 class Ahead(NamedTuple):
@@ -76,7 +69,10 @@ class Engine:
         self.worker = lease.worker
         self.per_second = RateLimiter(options.rate)
         self.per_hour = RateLimiter(options.rate_per_hour / 3600.0)
-        self.report = RunReport(job.issue, job.list_name, {})
+        self.commit = GroupCommit(outbox.journal(self.worker), self._faulted)
+        self._this_run: Counter[DeliveryStatus] = Counter()
+        self._reaped: list[Delivery] = []
+        self._stopped = ""
         self._queue: deque[Delivery] = deque()
         self._batch = max(2 * options.concurrency, min(CLAIM, int(2 * options.rate) or CLAIM))
         self._in_flight = 0
@@ -86,22 +82,34 @@ class Engine:
         self._started = 0.0
         self._sent = 0
         self._counts: dict[DeliveryStatus, int] = {}
-        self._release_due = False  # a release of held outcomes is scheduled
-        self._fault: Exception | None = None  # a failed release or renewal, raised by run()
+        self._fault: OutboxError | None = None  # a failed commit or renewal, raised by run()
         self._policy = Policy(outbox, options.bounces)
         self._rates = RateGuard(outbox, options.bounces, job.issue, job.list_name)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
 
     def stop(self, reason: str) -> None:
         """Finish what is in flight, start nothing new."""
         if not self._stopping:
             self._stopping = True
-            self.report.stopped = reason
+            self._stopped = reason
+
+    def delivered(self) -> Delivered:
+        """The step's value so far (all of it once `run` has returned or was cancelled)."""
+        return Delivered(
+            this_run=dict(self._this_run),
+            reaped=tuple(self._reaped),
+            stopped=self._stopped,
+            seconds=time.monotonic() - self._started if self._started else 0.0,
+        )
 
     # -- the run ------------------------------------------------------------------------------
 
-    async def run(self) -> RunReport:
+    async def run(self) -> Delivered:
         job = self.job
-        self._counts = self.outbox.counts(job.issue, job.list_name)
+        self._counts = self.outbox.deliveries.counts(job.issue, job.list_name)
         self._started = time.monotonic()
         self._share()
         keeper = asyncio.create_task(self._keep_lease())
@@ -113,13 +121,11 @@ class Engine:
         finally:
             for task in [*sessions, keeper]:
                 task.cancel()
-            self._release()
+            self.commit.flush()  # what the last turns recorded
             await self.pool.close()
         if self._fault is not None:
             raise self._fault
-        self.report.counts = self.outbox.counts(job.issue, job.list_name)
-        self.report.seconds = time.monotonic() - self._started
-        return self.report
+        return self.delivered()
 
     async def _work(self, session: Session) -> None:
         """One session's loop. A row taken ahead and left unsent when the run stops stays
@@ -154,7 +160,7 @@ class Engine:
     def _claim(self) -> bool:
         """Claim the next batch of due rows; rows suppressed since planning are skipped now."""
         job = self.job
-        rows = self.outbox.claim(
+        rows = self.outbox.leases.claim(
             job.issue,
             job.list_name,
             self.worker,
@@ -164,7 +170,7 @@ class Engine:
         )
         if not rows:
             return False
-        suppressed = self.outbox.suppressed_among(self.worker, job.list_name)
+        suppressed = self.outbox.suppressions.held_by(self.worker, job.list_name)
         for row in rows:
             if row.id in suppressed:
                 self._record(row, S.SKIPPED, None, reply=UNSUBSCRIBED)
@@ -177,35 +183,41 @@ class Engine:
         over. Deferred rows wait for their backoff; rows other workers hold wait for them to
         finish or for their lease to expire (then they come back here)."""
         job = self.job
-        due = self.outbox.next_due(job.issue, job.list_name, max_tries=self.options.max_attempts)
+        leases = self.outbox.leases
+        due = leases.next_due(job.issue, job.list_name, max_tries=self.options.max_attempts)
         if due is not None:
             return min(max(due - time.time(), 0.01), 0.5)
-        if self.outbox.held_by_others(job.issue, job.list_name, self.worker):
+        if leases.held_by_others(job.issue, job.list_name, self.worker):
             self._reap()
             return 0.5
         return None
 
     async def _keep_lease(self) -> None:
         try:
-            await asyncio.sleep(self.lease.interval)
             while self.lease.renew():
                 self._reap()
                 self._share()
                 await asyncio.sleep(self.lease.interval)
-        except OutboxError as exc:  # raised by run(), as a failed record would have been
-            self._fault = self._fault or exc
-            self.stop(exc.message)
+        except OutboxError as exc:  # raised by run(), as a failed commit would have been
+            self._faulted(exc)
             return
         self.stop(LEASE_LOST)
+
+    def _faulted(self, exc: OutboxError) -> None:
+        """The log failed under the run (a commit, a renewal): the first fault is raised by
+        run(), once the sessions have stopped."""
+        self._fault = self._fault or exc
+        self.stop(exc.message)
 
     def _reap(self) -> None:
         """Another worker's expired lease: its uploads in flight are `unknown` now."""
         for row in self.lease.reap():
-            self.report.recovered.append(row)
-            self._counts = self.outbox.counts(self.job.issue, self.job.list_name)
+            self._reaped.append(row)
+            self._counts = self.outbox.deliveries.counts(self.job.issue, self.job.list_name)
             if self.progress:
                 result = Result(Outcome.UNKNOWN, Scope.CONNECTION, None, row.smtp_reply)
-                self.progress(Event(row.recipient, S.UNKNOWN, result, self._counts, S.SENDING))
+                counts = dict(self._counts)
+                self.progress(Event(row.recipient, S.UNKNOWN, result, counts, S.SENDING))
 
     def _share(self) -> None:
         """This worker's part of the run's rates: the rate is the whole run's."""
@@ -213,7 +225,7 @@ class Engine:
         self.per_second.set(self.options.rate / workers)
         self.per_hour.set(self.options.rate_per_hour / 3600.0 / workers)
         if workers > 1:  # the others' outcomes too, for the display
-            self._counts = self.outbox.counts(self.job.issue, self.job.list_name)
+            self._counts = self.outbox.deliveries.counts(self.job.issue, self.job.list_name)
 
     async def _attempt(self, session: Session, row: Delivery, ahead: Ahead | None) -> Ahead | None:
         """Send `row` on `session` (`ahead`: taken, paced and built while the last body went
@@ -230,17 +242,24 @@ class Engine:
             except Exception as exc:  # one recipient's bad data must not end the run
                 self._record(row, S.FAILED, None, reply=f"cannot build the message: {exc}")
                 return None
-        accepted = False
+        accepted = False  # the mark committed: the body goes out next
         upcoming: Ahead | None = None
 
-        def on_accepted() -> None:
+        async def on_accepted() -> None:
             nonlocal accepted
-            accepted = True
             # A row planned with its Message-ID (the message carries it) keeps it untouched.
             known = row.message_id is not None and row.message_id == message.message_id
             mid = None if known else message.message_id
-            if not self.outbox.mark_sending(row.id, mid, owner=self.worker):
+            try:
+                marked = await self.commit.mark(row.id, mid)
+            except asyncio.CancelledError:
+                # Abandoned while the mark waited for its commit: the body never goes out,
+                # and the row goes back (this outcome follows the mark in the journal).
+                self._record(row, S.DEFERRED, None, reply="stopped before the upload")
+                raise
+            if not marked:
                 raise LeaseLostError
+            accepted = True
 
         def meanwhile() -> OutgoingMessage | None:
             nonlocal upcoming
@@ -348,34 +367,28 @@ class Engine:
         attempted: bool = False,
         next_attempt_at: float = 0.0,
     ) -> None:
-        if not self.outbox.record(
+        """The outcome into the commit step; counted and shown once committed."""
+
+        def committed(written: bool) -> None:
+            if not written:
+                # Reaped: the row is another's (or `unknown`); the outcome was not written
+                # over it (that could double it), and this worker must stop.
+                self.stop(LEASE_LOST)
+                return
+            previous = row.state  # a claimed row is recorded once; its next claim reads anew
+            self._counts[previous] = self._counts.get(previous, 0) - 1
+            self._counts[state] = self._counts.get(state, 0) + 1
+            self._this_run[state] += 1
+            if self.progress:
+                counts = dict(self._counts)
+                self.progress(Event(row.recipient, state, result, counts, previous))
+
+        self.commit.record(
             row.id,
             state,
+            committed,
             code=result.code if result else None,
             reply=result.reply if result else reply,
             attempted=attempted,
             next_attempt_at=next_attempt_at,
-            owner=self.worker,
-            held=True,
-        ):  # reaped: the row is another's (or `unknown`); an outcome over it could double it
-            self.stop(LEASE_LOST)
-            return
-        if not self._release_due:
-            # The outcome's commit joins the next `sending` mark (the session's next message
-            # marks at once) or this release, once every session has had its turn.
-            self._release_due = True
-            asyncio.get_running_loop().call_soon(self._release)
-        previous = row.state  # a claimed row is recorded once; its next claim reads it anew
-        self._counts[previous] = self._counts.get(previous, 0) - 1
-        self._counts[state] = self._counts.get(state, 0) + 1
-        self.report.this_run[state] += 1
-        if self.progress:
-            self.progress(Event(row.recipient, state, result, self._counts, previous))
-
-    def _release(self) -> None:
-        self._release_due = False
-        try:
-            self.outbox.release()
-        except Exception as exc:  # raised by run(), as a failed record would have been
-            self._fault = self._fault or exc
-            self.stop(f"the delivery log cannot commit: {exc}")
+        )

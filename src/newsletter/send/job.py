@@ -1,5 +1,6 @@
-"""What one run is asked to do and what it tells: the Job and Options in, Events and a RunReport
-out (the engine, planning, the process layer and the command line all speak these)."""
+"""What one run is asked to do and what its steps return: a Job and Options in; Events, each
+step's value and the RunReport built from them out (the coordinator, the engine, the process
+layer and the command line all speak these)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Protocol
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import Delivery, PlanResult
 from newsletter.send.replies import Result
-from newsletter.settings import BouncesSettings, SendSettings
+from newsletter.settings import BouncesSettings, SendSettings, Settings
 from newsletter.subscribers import ListReport
 
 S = DeliveryStatus
@@ -28,6 +29,27 @@ class Options(SendSettings):
     # The bounce policy: refusals at send time count as bounces, and the rates that stop a run.
     bounces: BouncesSettings = BouncesSettings()
 
+    @classmethod
+    def merged(
+        cls,
+        settings: Settings,
+        *,
+        concurrency: int | None = None,
+        rate: float | None = None,
+        processes: int | None = None,
+        resend_unknown: bool = False,
+        retry_failed: bool = False,
+    ) -> Options:
+        """[send] and [bounces] as configured, with what the command line gives instead."""
+        given = {"concurrency": concurrency, "rate": rate, "processes": processes}
+        chosen = {k: v for k, v in given.items() if v is not None}
+        return cls(
+            **{**settings.send.model_dump(), **chosen},
+            resend_unknown=resend_unknown,
+            retry_failed=retry_failed,
+            bounces=settings.bounces,
+        )
+
 
 class Listed(Protocol):
     """A subscriber as planning needs it: a Subscriber or a subscribers.ListRow."""
@@ -39,24 +61,31 @@ class Listed(Protocol):
     def name(self) -> str: ...
 
 
+class ListSource(Protocol):
+    """The list a send reads (send/recipients.py): read anew each time (a stream, stored a
+    batch at a time)."""
+
+    def read(self) -> tuple[Iterable[Listed], ListReport | None]:
+        """Its rows, and the report that reading them fills (None: not a file, no report)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Job:
-    """What to send: one issue to one list. `subscribers` reads the list anew each time it is
-    called (a stream: planning stores it in the outbox a batch at a time)."""
+    """What to send: one issue to one list."""
 
     issue: int
     list_name: str
-    subscribers: Callable[[], Iterable[Listed]]
+    subscribers: ListSource
     build: Build
     # The Message-ID `build` will give the address: planning stores it with the row.
     message_id: Callable[[str], str] | None = None
-    # What reading the list found (filled as planning reads it), when it is a file.
-    report: ListReport | None = None
 
 
 @dataclass(frozen=True)
 class Event:
-    """One recorded outcome, for progress display."""
+    """One recorded outcome (committed to the log), for progress display; `counts` is the
+    run's counts after it, a copy of its own."""
 
     recipient: str
     state: DeliveryStatus
@@ -65,17 +94,44 @@ class Event:
     previous: DeliveryStatus = DeliveryStatus.PENDING
 
 
-@dataclass
-class RunReport:
-    issue: int
-    list_name: str
-    counts: dict[DeliveryStatus, int]
-    this_run: Counter[DeliveryStatus] = field(default_factory=Counter)
-    recovered: list[Delivery] = field(default_factory=list)
+@dataclass(frozen=True)
+class Planning:
+    """What the plan step did: the rows it reopened, the plan's counts (None: not planned, or
+    `shared`: a live worker's plan), how long it took, and what reading the list found."""
+
+    reopened: int = 0
+    result: PlanResult | None = None
+    shared: bool = False
+    seconds: float = 0.0
+    list_report: ListReport | None = None
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What the deliver step did: this run's outcomes by state, the rows of dead workers it
+    reaped (now `unknown`), why it stopped ('' if it did not) and how long it took."""
+
+    this_run: Mapping[DeliveryStatus, int] = field(default_factory=dict)
+    reaped: tuple[Delivery, ...] = ()
     stopped: str = ""
     seconds: float = 0.0
-    planned: PlanResult | None = None  # None: another live worker's plan was shared
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """One run, built once from its steps' values and the log's counts at its end."""
+
+    issue: int
+    list_name: str
+    counts: Mapping[DeliveryStatus, int]
+    this_run: Counter[DeliveryStatus] = field(default_factory=Counter)
+    recovered: tuple[Delivery, ...] = ()  # left in doubt by dead runs: now `unknown`
+    stopped: str = ""
+    seconds: float = 0.0  # the deliver step's
+    planned: PlanResult | None = None  # None: not planned, or the plan shared
+    plan_shared: bool = False  # another live worker's plan was shared
     plan_seconds: float = 0.0
+    list_report: ListReport | None = None
 
     @property
     def complete(self) -> bool:

@@ -1,10 +1,13 @@
 """One worker's place in a send: an outbox and a worker id in, a registered, renewed lease out.
 
-A worker registers when it starts and renews its lease every third of it; a worker that stops
-renewing (killed, frozen, cut off) is reaped by the others once the lease expires. Every renewal
-also reaps the workers whose lease ran out and tells how many share the send, so each one takes
-its share of the run's rate (the rate is the whole run's, whatever the number of workers).
-`why_gone` tells `status` which registered workers are gone without retiring.
+A worker registers when it starts and renews its lease every third of it, from its first step to
+its last: the engine's keeper does while it delivers, and `keep` between the batches of a plan
+and while waiting for another worker's plan, so a long plan never lets another worker reap its
+planner. A worker that stops renewing (killed, frozen, cut off) is reaped by the others once
+the lease expires. The engine's renewals also reap the workers whose lease ran out and tell how
+many share the send, so each one takes its share of the run's rate (the rate is the whole
+run's, whatever the number of workers). `why_gone` tells `status` which registered workers are
+gone without retiring.
 """
 
 from __future__ import annotations
@@ -12,10 +15,17 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from newsletter.errors import OutboxError
 from newsletter.outbox import Delivery, Outbox, Worker
+
+LEASE_LOST = "this worker lost its lease (it was paused longer than [send] lease)"
+
+
+class LeaseLostError(Exception):
+    """This worker's lease was reaped: its rows may be another's now; it must stop at once."""
 
 
 def worker_id() -> str:
@@ -30,16 +40,18 @@ class Lease:
     issue: int
     list_name: str
     seconds: float
+    _renewed: float = field(default=0.0, init=False)
 
     def __enter__(self) -> Lease:
-        self.outbox.register(
+        self.outbox.leases.register(
             self.worker, self.issue, self.list_name, socket.gethostname(), os.getpid(), self.seconds
         )
+        self._renewed = time.monotonic()
         return self
 
     def __exit__(self, et: type[BaseException] | None, *exc: object) -> None:
         try:
-            self.outbox.retire(self.worker)
+            self.outbox.leases.retire(self.worker)
         except OutboxError:
             if et is None:
                 raise
@@ -52,16 +64,23 @@ class Lease:
 
     def renew(self) -> bool:
         """False once the lease was lost (reaped by another worker): stop at once."""
-        return self.outbox.renew(self.worker, self.seconds)
+        self._renewed = time.monotonic()
+        return self.outbox.leases.renew(self.worker, self.seconds)
+
+    def keep(self) -> None:
+        """Renew if a third of the lease has passed since the last renewal: for a step that
+        does not return to the event loop for a while (planning). LeaseLostError if lost."""
+        if time.monotonic() - self._renewed >= self.interval and not self.renew():
+            raise LeaseLostError(LEASE_LOST)
 
     def reap(self) -> list[Delivery]:
         """The uploads of workers whose lease expired, now `unknown` (on SQLite too: a worker
         process that died leaves its rows to its siblings the same way)."""
-        return self.outbox.reap(self.issue, self.list_name)
+        return self.outbox.leases.reap(self.issue, self.list_name)
 
     def sharing(self) -> int:
         """How many workers share the send now (this one included)."""
-        return max(1, len(self.outbox.workers(self.issue, self.list_name)))
+        return max(1, len(self.outbox.leases.workers(self.issue, self.list_name)))
 
 
 def why_gone(worker: Worker, clock: float) -> str:

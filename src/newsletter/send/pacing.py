@@ -8,7 +8,12 @@ import time
 
 
 class RateLimiter:
-    """A token bucket holding one token: messages leave evenly spaced, never in bursts."""
+    """A token bucket holding one token: messages leave evenly spaced, never in bursts.
+
+    A slot is claimed when the message leaves, never reserved ahead: a caller that waited wakes,
+    then claims only if its slot is still free (else it waits again). Reserved slots would all
+    fall due during a stall of the event loop (a loaded machine) and their messages leave
+    together when it ends."""
 
     def __init__(self, per_second: float) -> None:
         self.interval = 0.0
@@ -20,12 +25,14 @@ class RateLimiter:
         self.interval = 1.0 / per_second if per_second > 0 else 0.0
 
     async def take(self) -> None:
-        wait = self.take_now()
-        if wait > 0:
+        """Wait for the next free slot and claim it."""
+        while (wait := self._next - time.monotonic()) > 0:
             await asyncio.sleep(wait)
+        self.take_now()
 
     def take_now(self) -> float:
-        """Take the next slot; the seconds until it comes (0: it is free now)."""
+        """Claim the next slot; the seconds it was still away (0: it was free now). The slot
+        after it is one interval from now or from this one, whichever is later."""
         now = time.monotonic()
         slot = max(self._next, now)
         self._next = slot + self.interval

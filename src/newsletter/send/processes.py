@@ -1,11 +1,14 @@
-"""One send split over worker processes: a planned run in, the same events and report out.
+"""The deliver step split over worker processes: a planned run in, the same events and the
+step's value (Delivered) out.
 
 A single Python process tops out at one core, and on loopback-fast servers building, recording
 and uploading messages is CPU-bound. With `processes = N` the parent plans the run as usual, then
 forks N workers; each is a worker of the send like one on another machine (its own lease, its
 own claims from the outbox, its share of the rate), with its share of the connections, its own
-event loop, SMTP pool and outbox connection, and streams one event per recorded row back to the
-parent, which keeps the counts and the display.
+event loop, SMTP pool and outbox connection: it runs the coordinator's worker steps (`work`,
+handed in, so this module never imports the coordinator that drives it). Each streams typed
+messages back through its pipe: `Recorded` (a batch of committed outcomes), `Stopped` (why it
+stopped, if it did). The parent keeps the counts and the display, and its own lease renewed.
 
 A worker never outlives its parent: the kernel sends it SIGKILL the moment the parent dies
 (PR_SET_PDEATHSIG; elsewhere a watchdog thread polls the parent), so `kill -9` of a send leaves at
@@ -24,6 +27,7 @@ import multiprocessing
 import os
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -33,28 +37,47 @@ from types import FrameType
 
 from newsletter.errors import NewsletterError
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox, open_outbox
+from newsletter.outbox import Delivery, Durability, Outbox
 from newsletter.send.children import detach
-from newsletter.send.job import Event, Job, Options, RunReport
+from newsletter.send.job import Delivered, Event, Job, Options
 from newsletter.send.lease import Lease
-from newsletter.send.planning import announce
-from newsletter.send.replies import Result
-from newsletter.send.smtp import Pool
-from newsletter.send.worker import deliver, event_loop_factory
+from newsletter.send.replies import Outcome, Result, Scope
 
-MakePool = Callable[[int], Pool]
-_BATCH = 100
-_BATCH_DELAY = 0.1
+# A worker's run: its worker id, the job, its share of the options, where the outbox is, its
+# durability and where its events go -> what it delivered.
+Work = Callable[[str, Job, Options, Path | str, Durability, Callable[[Event], None]], Delivered]
+# A worker sends its events in batches rather than a pickle and a pipe write per message: a
+# batch leaves when it holds this many, after this long, or at once when it carries something
+# other than `sent` (a line the parent prints).
+BATCH = 100
+BATCH_DELAY = 0.1
+
+# One event as it crosses the pipe: recipient, state before, state after, the result.
+Change = tuple[str, DeliveryStatus, DeliveryStatus, Result | None]
 
 
 @dataclass(frozen=True)
-class _Share:
+class Recorded:
+    """Outcomes a worker committed, in order."""
+
+    changes: list[Change]
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """Why a worker stopped before the send was done (a quota, a lost lease, a fault)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Share:
     index: int
     worker: str
     options: Options
 
 
-def split(options: Options, processes: int, parent: str) -> list[_Share]:
+def split(options: Options, processes: int, parent: str) -> list[Share]:
     """A fair part of the connections to each worker; the rates are the run's (each engine
     takes its part of them from the number of live workers)."""
     processes = max(1, min(processes, options.concurrency))
@@ -62,24 +85,24 @@ def split(options: Options, processes: int, parent: str) -> list[_Share]:
     for k in range(processes):
         connections = options.concurrency // processes + (k < options.concurrency % processes)
         part = options.model_copy(update={"concurrency": connections})
-        shares.append(_Share(k, f"{parent}/{k}", part))
+        shares.append(Share(k, f"{parent}/{k}", part))
     return shares
 
 
-def run(
+def deliver(
     job: Job,
     outbox: Outbox,
     options: Options,
-    processes: int,
-    make_pool: MakePool,
-    progress: Callable[[Event], None] | None,
     lease: Lease,
-) -> RunReport:
-    """Deliver a send already planned in `outbox` with `processes` forked workers; the parent
-    keeps `lease` (its planning) renewed meanwhile."""
-    report = RunReport(job.issue, job.list_name, outbox.counts(job.issue, job.list_name))
-    counts = dict(report.counts)
-    shares = split(options, processes, lease.worker)
+    progress: Callable[[Event], None] | None,
+    work: Work,
+) -> Delivered:
+    """Deliver a send already planned in `outbox` with `options.processes` forked workers,
+    each running `work`; the parent keeps `lease` (its planning) renewed meanwhile."""
+    counts = dict(outbox.deliveries.counts(job.issue, job.list_name))
+    this_run: Counter[DeliveryStatus] = Counter()
+    stopped = ""
+    shares = split(options, options.processes, lease.worker)
     context = multiprocessing.get_context("fork")
     parent = os.getpid()
     workers: dict[Connection, ForkProcess] = {}
@@ -88,7 +111,7 @@ def run(
             receive, send = context.Pipe(duplex=False)
             proc = context.Process(
                 target=_worker,
-                args=(share, job, outbox.target, make_pool, send, parent),
+                args=(share, job, outbox.target, outbox.durability, work, send, parent),
                 name=f"newsletter-send-{share.index}",
                 daemon=True,
             )
@@ -97,8 +120,8 @@ def run(
             workers[receive] = proc
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        if not report.stopped:
-            report.stopped = f"stopped by {signal.Signals(signum).name}"
+        nonlocal stopped
+        stopped = stopped or f"stopped by {signal.Signals(signum).name}"
         _tell(workers.values())
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -116,16 +139,15 @@ def run(
                 except EOFError:
                     open_pipes.remove(pipe)
                     continue
-                kind = message[0]
-                if kind == "events":
-                    for recipient, before, state, result in message[1]:
+                if isinstance(message, Recorded):
+                    for recipient, before, state, result in message.changes:
                         counts[before] -= 1
                         counts[state] += 1
-                        report.this_run[state] += 1
+                        this_run[state] += 1
                         if progress is not None:
-                            progress(Event(recipient, state, result, counts, before))
-                elif kind == "stopped" and not report.stopped:
-                    report.stopped = message[1]
+                            progress(Event(recipient, state, result, dict(counts), before))
+                elif isinstance(message, Stopped) and not stopped:
+                    stopped = message.reason
                     _tell(p for c, p in workers.items() if c is not pipe)
         for proc in workers.values():
             proc.join()
@@ -137,16 +159,28 @@ def run(
                 proc.kill()
                 proc.join()
     crashed = [p for p in workers.values() if p.exitcode not in (0, None)]
-    if crashed and not report.stopped:
-        report.stopped = f"a worker process died (exit code {crashed[0].exitcode})"
+    if crashed and not stopped:
+        stopped = f"a worker process died (exit code {crashed[0].exitcode})"
     # Uploads a dead worker left in `sending` are in doubt now, not at the next run (nor when
     # its lease expires: the parent saw it die).
     dead = [s.worker for s, p in zip(shares, workers.values(), strict=True) if p in crashed]
-    report.recovered = outbox.reap(job.issue, job.list_name, dead=dead)
-    announce(report.recovered, job, outbox, progress)
-    report.counts = outbox.counts(job.issue, job.list_name)
-    report.seconds = time.monotonic() - started
-    return report
+    reaped = outbox.leases.reap(job.issue, job.list_name, dead=dead)
+    _announce(reaped, counts, progress)
+    return Delivered(dict(this_run), tuple(reaped), stopped, time.monotonic() - started)
+
+
+def _announce(
+    reaped: list[Delivery],
+    counts: dict[DeliveryStatus, int],
+    progress: Callable[[Event], None] | None,
+) -> None:
+    for row in reaped:
+        counts[DeliveryStatus.SENDING] -= 1
+        counts[DeliveryStatus.UNKNOWN] += 1
+        if progress is not None:
+            result = Result(Outcome.UNKNOWN, Scope.CONNECTION, None, row.smtp_reply)
+            unknown = DeliveryStatus.UNKNOWN
+            progress(Event(row.recipient, unknown, result, dict(counts), DeliveryStatus.SENDING))
 
 
 def _tell(procs: Iterable[ForkProcess]) -> None:
@@ -158,68 +192,40 @@ def _tell(procs: Iterable[ForkProcess]) -> None:
 
 
 def _worker(
-    share: _Share,
+    share: Share,
     job: Job,
-    database: Path | str,
-    make_pool: MakePool,
+    target: Path | str,
+    durability: Durability,
+    work: Work,
     pipe: Connection,
     parent: int,
 ) -> None:
     # Its own pipe's write end only: not the send lock, the parent's outbox connection, the
     # other workers' pipes (children.py).
     detach(parent, keep=[pipe.fileno()])
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    # Events go to the parent in batches rather than a pickle and a pipe write per message. A
-    # batch leaves when it holds 100, after 0.1 s, or at once when it carries something other
-    # than `sent` (a line the parent prints).
-    batch: list[tuple[str, DeliveryStatus, DeliveryStatus, Result | None]] = []
+    batch: list[Change] = []
 
     def flush() -> None:
         if batch:
-            pipe.send(("events", batch.copy()))
+            pipe.send(Recorded(batch.copy()))
             batch.clear()
 
     def forward(event: Event) -> None:
         batch.append((event.recipient, event.previous, event.state, event.result))
-        if event.state != DeliveryStatus.SENT or len(batch) >= _BATCH:
+        if event.state != DeliveryStatus.SENT or len(batch) >= BATCH:
             flush()
         elif len(batch) == 1:
-            asyncio.get_running_loop().call_later(_BATCH_DELAY, flush)
+            asyncio.get_running_loop().call_later(BATCH_DELAY, flush)
 
     try:
-        with (
-            open_outbox(database) as outbox,
-            asyncio.Runner(loop_factory=event_loop_factory()) as r,
-        ):
-            report = r.run(_deliver(share, job, outbox, make_pool, forward))
+        delivered = work(share.worker, job, share.options, target, durability, forward)
         flush()
-        if report.stopped:
-            pipe.send(("stopped", report.stopped))
+        if delivered.stopped:
+            pipe.send(Stopped(delivered.stopped))
     except NewsletterError as exc:  # the outbox failed (its disk full, its connection lost)
         flush()
-        pipe.send(("stopped", f"{exc.message} ({exc.hint})" if exc.hint else exc.message))
+        pipe.send(Stopped(f"{exc.message} ({exc.hint})" if exc.hint else exc.message))
     finally:
         with contextlib.suppress(OSError):
             flush()
         pipe.close()
-
-
-async def _deliver(
-    share: _Share,
-    job: Job,
-    outbox: Outbox,
-    make_pool: MakePool,
-    forward: Callable[[Event], None],
-) -> RunReport:
-    pool = make_pool(share.options.concurrency)
-    return await deliver(
-        job,
-        pool,
-        outbox,
-        share.options,
-        forward,
-        signals=(signal.SIGTERM,),
-        planned=True,
-        worker=share.worker,
-    )

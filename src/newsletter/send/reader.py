@@ -1,14 +1,15 @@
-"""The list read beside the writer: a Job in, batches of Planned rows out, from a child process.
+"""The list read beside the writer: a Job in, batches of planned rows and the list's report out,
+from a child process.
 
-Reading and checking a CSV row costs about as much as writing its row into the outbox (~10 µs
-each for a million rows on this project's 2-core machine), so planning reads in a forked child
-while this process writes: the two overlap, and planning takes about the time of the slower one.
-The child sends each batch (1,000 rows, then `size` once the list proves long; as tuples)
-through a pipe, then the list's report (rows rejected, duplicates, ...), which is copied into the
-Job's report here. A child that fails sends the error, which is raised here as it would have
-been; one that dies ends planning with an error. The child keeps only its end of the pipe of
-what it inherited and dies with this process (children.py): a `kill -9` of the send during
-planning leaves no reader behind, holding the send lock or the outbox's connection.
+Reading and checking a CSV row costs about as much as writing its row into the outbox (see
+README, Benchmarks), so planning reads in a forked child while this process writes: the two
+overlap, and planning takes about the time of the slower one. The child sends typed messages
+through a pipe: `Rows` for each batch (1,000 rows, then `size` once the list proves long; plain
+tuples inside), then `ListRead` with the list's report (rows rejected, duplicates, ...), or
+`ReadFailed`, raised here as the error it was. A child that dies ends planning with an error.
+The child keeps only its end of the pipe of what it inherited and dies with this process
+(children.py): a `kill -9` of the send during planning leaves no reader behind, holding the
+send lock or the outbox's connection.
 """
 
 from __future__ import annotations
@@ -17,50 +18,80 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import islice
 from multiprocessing.connection import Connection
-from typing import Any
 
 from newsletter.errors import DeliveryError, NewsletterError, SubscriberListError
 from newsletter.outbox import PlannedRow
 from newsletter.send.children import detach
 from newsletter.send.job import Job
-from newsletter.subscribers import normalize
+from newsletter.subscribers import ListReport, fold_address
 
 SMALL_BATCH = 1000
 SMALL_ROWS = 20_000  # rows read in small batches before `size` is used
 
 
-def planned_batches(job: Job, size: int) -> Iterator[list[PlannedRow]]:
-    """The list as planned rows, `size` at a time, read in a child process."""
-    context = multiprocessing.get_context("fork")
-    receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_read, args=(job, size, send, os.getpid()), daemon=True)
-    child.start()
-    send.close()
-    try:
-        while True:
-            try:
-                kind, payload = receive.recv()
-            except EOFError:
-                raise DeliveryError(
-                    "reading the list stopped: its reader process died",
-                    hint="Re-run the same command to resume.",
-                ) from None
-            if kind == "rows":
-                yield payload
-            elif kind == "error":
-                message, hint = payload
-                raise SubscriberListError(message, hint=hint or None)
-            else:
-                if job.report is not None:
-                    vars(job.report).update(vars(payload))
-                return
-    finally:
-        receive.close()
-        if child.is_alive():
-            child.kill()
-        child.join()
+@dataclass(frozen=True)
+class Rows:
+    """One batch of the list, as planning stores it."""
+
+    batch: list[PlannedRow]
+
+
+@dataclass(frozen=True)
+class ListRead:
+    """The list read to its end: what reading it found (None: not a file)."""
+
+    report: ListReport | None
+
+
+@dataclass(frozen=True)
+class ReadFailed:
+    """The list could not be read on: the error, to raise in the parent."""
+
+    message: str
+    hint: str
+
+
+class ListStream:
+    """The list as planned rows, `size` at a time, read in a child process; once iterated to
+    its end, `report` is what reading it found."""
+
+    def __init__(self, job: Job, size: int) -> None:
+        self.job = job
+        self.size = size
+        self.report: ListReport | None = None
+
+    def __iter__(self) -> Iterator[list[PlannedRow]]:
+        context = multiprocessing.get_context("fork")
+        receive, send = context.Pipe(duplex=False)
+        child = context.Process(
+            target=_read, args=(self.job, self.size, send, os.getpid()), daemon=True
+        )
+        child.start()
+        send.close()
+        try:
+            while True:
+                try:
+                    message = receive.recv()
+                except EOFError:
+                    raise DeliveryError(
+                        "reading the list stopped: its reader process died",
+                        hint="Re-run the same command to resume.",
+                    ) from None
+                if isinstance(message, Rows):
+                    yield message.batch
+                elif isinstance(message, ReadFailed):
+                    raise SubscriberListError(message.message, hint=message.hint or None)
+                else:
+                    self.report = message.report
+                    return
+        finally:
+            receive.close()
+            if child.is_alive():
+                child.kill()
+            child.join()
 
 
 def _read(job: Job, size: int, pipe: Connection, parent: int) -> None:
@@ -76,29 +107,28 @@ def _read(job: Job, size: int, pipe: Connection, parent: int) -> None:
         pipe.close()
 
 
-def _messages(job: Job, size: int) -> Iterator[tuple[str, Any]]:
-    """What the child tells the parent: ("rows", batch) for each batch, then ("done", the
-    list's report) or ("error", (message, hint))."""
+def _messages(job: Job, size: int) -> Iterator[Rows | ListRead | ReadFailed]:
+    """What the child tells the parent: a Rows for each batch, then ListRead or ReadFailed."""
     message_id = job.message_id
     try:
-        stream = iter(job.subscribers())
+        rows, report = job.subscribers.read()
+        stream = iter(rows)
         read = 0
         # Small batches first: the writer idles until the first one comes, and a short list
         # is done before larger ones would pay off.
         while batch := list(islice(stream, size if read >= SMALL_ROWS else SMALL_BATCH)):
             read += len(batch)
-            # Plain tuples: a NamedTuple pickles at five times the cost, here and unpickled
-            # by the writer. The key is the Message-ID's seed as it is (normalize is idempotent).
-            keys = [normalize(sub.envelope) for sub in batch]
-            yield (
-                "rows",
+            # Plain tuples: a NamedTuple pickles at several times the cost, here and unpickled
+            # by the writer. The key is the Message-ID's seed as it is (folding is idempotent).
+            keys = [fold_address(sub.envelope) for sub in batch]
+            yield Rows(
                 [
                     (key, sub.envelope, sub.name, message_id(key) if message_id else None)
                     for key, sub in zip(keys, batch, strict=True)
-                ],
+                ]
             )
-        yield ("done", job.report)
+        yield ListRead(report)
     except NewsletterError as exc:
-        yield ("error", (exc.message, exc.hint))
+        yield ReadFailed(exc.message, exc.hint)
     except Exception as exc:
-        yield ("error", (f"cannot read the list: {exc}", ""))
+        yield ReadFailed(f"cannot read the list: {exc}", "")

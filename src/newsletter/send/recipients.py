@@ -9,8 +9,8 @@ too is sent once, as the CSV names them, and counted as `also_listed`. Nothing h
 the list: the outbox is read a page at a time, and only when the list has subscribers there are
 the CSV's keys kept, by seen.SeenKeys.
 
-`Recipients.stream` is called where planning reads the list, which is a forked child
-(send/reader.py): it opens its own connection to the outbox there.
+`Recipients.read` is called where planning reads the list, which is a forked child
+(send/reader.py): its stream opens its own connection to the outbox there.
 """
 
 from __future__ import annotations
@@ -21,13 +21,12 @@ from pathlib import Path
 
 from newsletter.errors import display_path
 from newsletter.mail.tokens import SigningKey
-from newsletter.outbox import open_outbox, outbox_exists
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.roster import Roster, Status
+from newsletter.outbox import open_outbox, open_project_outbox, outbox_exists
+from newsletter.outbox.roster import Status
 from newsletter.seen import SeenKeys
 from newsletter.settings import Settings
 from newsletter.signup.forgetting import forgotten_test
-from newsletter.subscribers import ListReport, ListRow, check_header, normalize, read_rows
+from newsletter.subscribers import ListReport, ListRow, check_list_header, fold_address, read_rows
 
 NO_CSV = Path("no CSV")
 
@@ -55,7 +54,8 @@ class RecipientsReport(ListReport):
 
 
 class Recipients:
-    """One list's recipients, read anew by each call of `stream`."""
+    """One list's recipients, read anew (and reported on afresh) by each `read`: the
+    send.job.ListSource a send reads."""
 
     def __init__(
         self, settings: Settings, list_name: str, key: SigningKey, *, check: bool = True
@@ -64,24 +64,30 @@ class Recipients:
         self.list_name = list_name
         self.target = settings.outbox_target
         self.csv = settings.resolve(chosen.path) if chosen.path is not None else None
-        self.report = RecipientsReport(Path(display_path(self.csv)) if self.csv else NO_CSV)
+        self.path = Path(display_path(self.csv)) if self.csv else NO_CSV
         if check and self.csv is not None:
-            check_header(self.report.path)
+            check_list_header(self.path)
         self.members = 0
         self._forgotten: Callable[[str], bool] = lambda _: False
         if outbox_exists(self.target):
-            with open_outbox(self.target) as outbox:
-                backend = backend_of(outbox)
-                self.members = Roster(backend).counts(list_name)[Status.CONFIRMED]
-                self._forgotten = forgotten_test(backend, key)
+            with open_project_outbox(settings) as outbox:
+                self.members = outbox.roster.counts(list_name)[Status.CONFIRMED]
+                self._forgotten = forgotten_test(outbox.backend, key)
 
-    def stream(self, *, suppressed: Container[str] = frozenset()) -> Iterator[ListRow]:
-        """Every recipient once; `suppressed` keys are counted and left out (a dry run)."""
-        report, forgotten = self.report, self._forgotten
+    def read(
+        self, *, suppressed: Container[str] = frozenset()
+    ) -> tuple[Iterator[ListRow], RecipientsReport]:
+        """Every recipient once, and the report that reading them fills; `suppressed` keys are
+        counted and left out (a dry run, a confirmation's count)."""
+        report = RecipientsReport(self.path)
+        return self._stream(report, suppressed), report
+
+    def _stream(self, report: RecipientsReport, suppressed: Container[str]) -> Iterator[ListRow]:
+        forgotten = self._forgotten
         with SeenKeys() as listed:
             if self.csv is not None:
                 for row in read_rows(report.path, report, suppressed=suppressed):
-                    key = normalize(row.envelope)
+                    key = fold_address(row.envelope)
                     if forgotten(key):
                         report.valid -= 1
                         report.forgotten += 1
@@ -92,7 +98,7 @@ class Recipients:
             if not self.members:
                 return
             with open_outbox(self.target, migrate=False) as outbox:
-                for key, address, name in Roster(backend_of(outbox)).confirmed(self.list_name):
+                for key, address, name in outbox.roster.confirmed(self.list_name):
                     if self.csv is not None and listed.add(key, 0) is not None:
                         report.also_listed += 1
                     elif forgotten(key):
@@ -102,19 +108,3 @@ class Recipients:
                     else:
                         report.subscribers += 1
                         yield ListRow(address, name, 0)
-
-    @property
-    def rows(self) -> int:
-        """About how many recipients: the CSV's lines and the confirmed subscribers (what the
-        confirmation and the progress bar show before the list is read)."""
-        return (count_rows(self.csv) if self.csv is not None else 0) + self.members
-
-
-def count_rows(path: Path) -> int:
-    """Lines after the header, counted in bytes (a million-row list in milliseconds)."""
-    lines, last = 0, b"\n"
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            lines += chunk.count(b"\n")
-            last = chunk[-1:]
-    return max(lines + (last != b"\n") - 1, 0)

@@ -7,16 +7,15 @@ server offers it), and recycles each after `messages_per_connection` messages or
 a session meets (a reply, a dropped connection, a timeout, a setup that failed) faults.py turns
 into the message's Result, or into the TransportError of a setup fault; here it is only caught.
 
-`send` calls MAIL, RCPT and DATA, and once the server has answered DATA with 354 the caller's
-`on_accepted` (which commits `sending`), then uploads the body: only the upload itself is ever
-in doubt, and a connection lost before the 354 is a plain retry. Its optional `meanwhile` runs
-after `on_accepted`, just before the body goes out, and may return the message this session
-sends next (the engine builds it there): with PIPELINING its MAIL, RCPT and DATA go out in the
-same write, behind the body (RFC 2920 lets a group start with the message content), so a
-message costs one round trip, not two. That message's own `send` then starts from the
-replies; its body still waits for its 354 and its `on_accepted`. An announced message that is
-not sent next (the run stopped) ends the session: the server waits for a body that will not
-come.
+`send` calls MAIL, RCPT and DATA, and once the server has answered DATA with 354 awaits the
+caller's `on_accepted` (the engine's commit of `sending`), then uploads the body: only the upload
+itself is ever in doubt, and a connection lost before the 354 is a plain retry. Its optional
+`meanwhile` runs after `on_accepted`, just before the body goes out, and may return the message
+this session sends next (the engine builds it there): with PIPELINING its MAIL, RCPT and DATA go
+out in the same write, behind the body (RFC 2920 lets a group start with the message content), so a
+message costs one round trip, not two. That message's own `send` then starts from the replies; its
+body still waits for its 354 and its `on_accepted`. An announced message that is not sent next (the
+run stopped) ends the session: the server waits for a body that will not come.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiosmtplib
@@ -38,7 +37,7 @@ from newsletter.send.replies import Result, Stage, accepts
 from newsletter.send.wire import Reply, Wire, stuffed
 from newsletter.settings import SmtpSettings
 
-OnAccepted = Callable[[], None]
+OnAccepted = Callable[[], Awaitable[None]]
 Meanwhile = Callable[[], OutgoingMessage | None] | None
 
 _UNSAFE = re.compile(r"[<>\s\x00-\x1f\x7f]")
@@ -151,7 +150,7 @@ class Session:
         if refused is not None:
             return refused
         try:
-            on_accepted()
+            await on_accepted()
         except BaseException:
             # The server waits for a body that will not come: end the session, not a message.
             await self.close()
@@ -258,7 +257,7 @@ class Session:
 
 
 class Pool:
-    """Up to `size` SMTP sessions to the server in `smtp`; `send` waits for a free one."""
+    """`size` SMTP sessions to the server in `smtp`, each opened on first use."""
 
     def __init__(
         self,
@@ -271,10 +270,7 @@ class Pool:
     ) -> None:
         self.smtp = smtp
         self.opener = Opener(smtp, password=password, helo=helo, root=root)
-        self._idle: asyncio.Queue[Session] = asyncio.Queue()
         self._all = [Session(self) for _ in range(size)]
-        for session in self._all:
-            self._idle.put_nowait(session)
 
     @property
     def sessions(self) -> list[Session]:
@@ -291,23 +287,11 @@ class Pool:
 
     async def check(self) -> None:
         """Open one session now, so a wrong host, certificate or password stops the run before
-        any message is planned to go out."""
-        session = await self._idle.get()
+        any message is planned to go out (the session is the first one sent on)."""
         try:
-            await session.open()
+            await self._all[0].open()
         except OpeningError as failure:
             raise faults.check_failed(failure) from None
-        finally:
-            self._idle.put_nowait(session)
-
-    async def send(
-        self, message: OutgoingMessage, on_accepted: OnAccepted, meanwhile: Meanwhile = None
-    ) -> Result:
-        session = await self._idle.get()
-        try:
-            return await session.send(message, on_accepted, meanwhile)
-        finally:
-            self._idle.put_nowait(session)
 
     async def close(self) -> None:
         await asyncio.gather(*(session.close(polite=True) for session in self._all))

@@ -9,7 +9,8 @@ An unchanged, finished test sends nothing and says when it went and to how many.
 
 The fingerprint is gate.py's (the rendered message, before any reader's values).
 `decide` is the rule, a pure function; `consider` reads the log for it (read only: a first test
-creates no log); `begin` makes the decision true under the send lock, as the run starts.
+creates no log); `begin` makes the decision true under the send lock, as the run starts (the
+coordinator's first step for a test).
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from dataclasses import dataclass
 
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox, open_outbox, outbox_exists
-from newsletter.outbox.bridge import backend_of
-from newsletter.outbox.testsends import TestSend, TestSends
+from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
+from newsletter.outbox.testsends import TestSend
 from newsletter.settings import Settings
 
 S = DeliveryStatus
@@ -111,9 +111,9 @@ def consider(
     """`decide` on what the log holds now (read only; no log: the first test)."""
     if not outbox_exists(settings.outbox_target):
         return decide(None, {}, print_, again=again)
-    with open_outbox(settings.outbox_target) as outbox:
-        latest = TestSends(backend_of(outbox)).latest(number, list_name)
-        counts = outbox.counts(number, list_name)
+    with open_project_outbox(settings) as outbox:
+        latest = outbox.test_sends.latest(number, list_name)
+        counts = outbox.deliveries.counts(number, list_name)
     when = local_time(settings, latest.started_at) if latest is not None else ""
     return decide(latest, counts, print_, again=again, when=when)
 
@@ -122,7 +122,7 @@ def begin(decision: TestDecision, number: int, list_name: str, outbox: Outbox) -
     """Make `decision` true as the run starts (under the send lock on SQLite): a new test is
     begun unless another run began it with the same message (then this run joins it); a test
     begun meanwhile for another message stops this run before anything is planned."""
-    store = TestSends(backend_of(outbox))
+    store = outbox.test_sends
     if decision.begin:
         begun = store.begin(
             number, list_name, decision.fingerprint, decision.reason, after=decision.after

@@ -26,13 +26,15 @@ from cryptography.exceptions import InvalidTag
 
 from newsletter.errors import ConfigError
 from newsletter.mail.tokens import SigningKey, b64, key_id, siv_box, unb64
-from newsletter.outbox.bridge import Backend
+from newsletter.outbox.backend import Backend
 from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.clicks import Clicks
 from newsletter.outbox.consent import ConsentLedger
+from newsletter.outbox.deliveries import Deliveries
 from newsletter.outbox.forgotten import Forgotten
 from newsletter.outbox.mailqueue import SiteMailQueue
 from newsletter.outbox.roster import Roster
+from newsletter.outbox.suppressions import Suppressions
 from newsletter.signup.pending import mailbox_key
 
 _WRAP_LABEL = b"newsletter forgotten-address key wrap v1"
@@ -128,11 +130,10 @@ def forget(backend: Backend, key: SigningKey, address_key: str) -> Erasure:
         memberships = Roster(backend).erase(address_key)
         events = ConsentLedger(backend).erase(address_key)
         mail = SiteMailQueue(backend).erase(address_key)
-        forgotten = Forgotten(backend)
-        suppressions = forgotten.drop_suppressions(address_key)
+        suppressions = Suppressions(backend).drop_address(address_key)
         # Before the rows lose the address: their clicks are found through it.
         clicks = Clicks(backend).forget_reader(address_key)
-        deliveries = forgotten.scrub_deliveries(address_key, kept)
+        deliveries = Deliveries(backend).forget(address_key, kept)
         try:
             mailbox = mailbox_key(address_key)
         except ValueError:

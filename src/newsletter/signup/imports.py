@@ -26,12 +26,11 @@ from newsletter.errors import Problem
 from newsletter.importers import Export, Imported, ImportReport, Refused, Suppressed
 from newsletter.mail.tokens import SigningKey
 from newsletter.outbox import Outbox
-from newsletter.outbox.bridge import backend_of, suppressions_of
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.roster import Roster, Status
 from newsletter.signup.forgetting import forgotten_test
 from newsletter.signup.pending import mailbox_key
-from newsletter.subscribers import normalize
+from newsletter.subscribers import fold_address
 
 IMPORTED = "imported"  # the suppressions' source
 
@@ -61,11 +60,11 @@ def import_export(
     dry_run: bool = False,
 ) -> Imports:
     """Every row of `export` into `list_name` (see the module docstring)."""
-    backend = backend_of(outbox)
+    backend = outbox.backend
     done = Imports(export.report)
     forgotten = forgotten_test(backend, key)
     roster, ledger = Roster(backend), ConsentLedger(backend)
-    suppressions = suppressions_of(outbox)
+    suppressions = outbox.suppressions
 
     def refuse(problem: Problem) -> None:
         done.refused.append(problem)
@@ -79,7 +78,7 @@ def import_export(
             origin = outcome.origin if isinstance(outcome, Suppressed) else outcome.consent.origin
             if isinstance(outcome, Imported):
                 envelope = outcome.subscriber.envelope
-                address_key = normalize(envelope)
+                address_key = fold_address(envelope)
                 if forgotten(address_key):
                     refuse(
                         Problem(

@@ -34,7 +34,7 @@ from newsletter.clicks.events import ip_key, stored_ip
 from newsletter.i18n import PAGES, strings_for
 from newsletter.mail.tokens import LinkTarget, SigningKey
 from newsletter.outbox import Outbox
-from newsletter.outbox.bridge import Backend, backend_of, suppressions_of
+from newsletter.outbox.backend import Backend
 from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.forgotten import Forgotten
@@ -44,7 +44,7 @@ from newsletter.settings import Settings
 from newsletter.signup.forgetting import digest, hashing_key
 from newsletter.signup.form import Signup
 from newsletter.signup.pending import ConfirmationRule, mailbox_key
-from newsletter.subscribers import normalize
+from newsletter.subscribers import fold_address
 
 # Suppressions a reader may lift (their own unsubscribe); the editor's and a bounce's they may not.
 READER_SOURCES = ("one-click", "web")
@@ -142,7 +142,7 @@ class Intake:
 
     def note(self, outbox: Outbox, list_name: str, key: str, event: str, request: Request) -> None:
         """One more event of a change made elsewhere (an unsubscribe through its link)."""
-        ConsentLedger(backend_of(outbox)).record(self.event(list_name, key, event, request))
+        outbox.consent.record(self.event(list_name, key, event, request))
 
     def forgotten(self, backend: Backend, key: str) -> bool:
         if self._hashing is None:
@@ -153,9 +153,9 @@ class Intake:
 
     def enrol(self, outbox: Outbox, signup: Signup, request: Request) -> What:
         """The signup's transaction (see the module docstring)."""
-        backend = backend_of(outbox)
+        backend = outbox.backend
         list_name, address = signup.list_name, signup.address
-        key = normalize(address)
+        key = fold_address(address)
         with backend.transaction():
             if self.forgotten(backend, key):
                 return What.FORGOTTEN
@@ -163,7 +163,7 @@ class Intake:
             member = roster.get(list_name, key)
             if member is not None and member.status is Status.CONFIRMED:
                 return What.CONFIRMED
-            found = suppressions_of(outbox).get(list_name, key)
+            found = outbox.suppressions.get(list_name, key)
             if found is not None and found.source not in READER_SOURCES:
                 return What.SUPPRESSED
             if not self.rule.claim(ConfirmationClaims(backend), address, self.now()):
@@ -181,7 +181,7 @@ class Intake:
 
     def confirm(self, outbox: Outbox, target: LinkTarget, request: Request) -> Confirmation:
         """The link's subscriber confirmed (see the module docstring)."""
-        backend = backend_of(outbox)
+        backend = outbox.backend
         list_name, key = target.list_name, target.address
         with backend.transaction():
             if self.forgotten(backend, key):
@@ -194,7 +194,7 @@ class Intake:
             if before.status is Status.CONFIRMED:
                 return Confirmation.ALREADY
             ConsentLedger(backend).record(self.event(list_name, key, "confirm", request))
-            suppressions_of(outbox).remove(list_name, key, sources=READER_SOURCES)
+            outbox.suppressions.remove(list_name, key, sources=READER_SOURCES)
             if self.settings.signup.welcome:
                 SiteMailQueue(backend).queue(Kind.WELCOME, list_name, member.address, key)
         return Confirmation.CONFIRMED

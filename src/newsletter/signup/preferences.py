@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from newsletter.mail.tokens import LinkTarget
 from newsletter.outbox import Outbox
-from newsletter.outbox.bridge import backend_of, suppressions_of
 from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.consent import ConsentLedger
 from newsletter.outbox.mailqueue import Kind, SiteMailQueue
@@ -30,7 +29,7 @@ from newsletter.outbox.roster import Roster, Status
 from newsletter.settings import Settings
 from newsletter.signup.intake import READER_SOURCES, Intake, Request, What
 from newsletter.signup.pending import mailbox_key
-from newsletter.subscribers import normalize
+from newsletter.subscribers import fold_address
 
 
 @dataclass(frozen=True)
@@ -55,8 +54,8 @@ def offered(settings: Settings, list_name: str) -> list[str]:
 
 
 def choices(settings: Settings, outbox: Outbox, list_name: str, key: str) -> list[Choice]:
-    roster = Roster(backend_of(outbox))
-    suppressions = suppressions_of(outbox)
+    roster = outbox.roster
+    suppressions = outbox.suppressions
     shown = []
     for name in offered(settings, list_name):
         chosen = settings.lists[name]
@@ -81,11 +80,11 @@ def choose(
     """Bring the reader's lists in line with `wanted` (names among the offered ones); the
     choices as they are now."""
     settings = intake.settings
-    backend = backend_of(outbox)
+    backend = outbox.backend
     key = address
     with backend.transaction():
         roster, ledger = Roster(backend), ConsentLedger(backend)
-        suppressions = suppressions_of(outbox)
+        suppressions = outbox.suppressions
         for choice in choices(settings, outbox, list_name, key):
             name = choice.list_name
             if choice.locked or (name in wanted) == choice.on:
@@ -107,12 +106,12 @@ def request_move(
 ) -> What:
     """Queue the change mail to `new_address` (checked as a signup's address is); What says
     whether it went (the page answers alike)."""
-    backend = backend_of(outbox)
-    new_key = normalize(new_address)
+    backend = outbox.backend
+    new_key = fold_address(new_address)
     with backend.transaction():
         if intake.forgotten(backend, new_key):
             return What.FORGOTTEN
-        found = suppressions_of(outbox).get(list_name, new_key)
+        found = outbox.suppressions.get(list_name, new_key)
         if found is not None and found.source not in READER_SOURCES:
             return What.SUPPRESSED
         if not intake.rule.claim(ConfirmationClaims(backend), new_address, intake.now()):
@@ -131,14 +130,14 @@ def request_move(
 def move(intake: Intake, outbox: Outbox, target: LinkTarget, request: Request) -> list[str]:
     """The old address's lists moved to the new one the link proved; the lists moved (empty:
     done already, or the old address is on none)."""
-    backend = backend_of(outbox)
+    backend = outbox.backend
     old_key, new_key = target.detail, target.address
     moved: list[str] = []
     with backend.transaction():
         if intake.forgotten(backend, new_key) or old_key == new_key:
             return moved
         roster, ledger = Roster(backend), ConsentLedger(backend)
-        suppressions = suppressions_of(outbox)
+        suppressions = outbox.suppressions
         lists = [m.list for m in roster.of(old_key) if m.status is Status.CONFIRMED]
         if target.list_name not in lists and not suppressions.contains(target.list_name, old_key):
             lists.append(target.list_name)  # a CSV's reader: the token's list

@@ -12,7 +12,6 @@ from typing import Any
 
 from newsletter.mail.tokens import SigningKey
 from newsletter.outbox import Outbox
-from newsletter.outbox.bridge import backend_of, suppressions_of
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.forgotten import Forgotten
 from newsletter.outbox.mailqueue import SiteMail, SiteMailQueue
@@ -84,7 +83,7 @@ class PersonRecord:
 
 
 def person_record(outbox: Outbox, key: SigningKey, address_key: str) -> PersonRecord:
-    backend = backend_of(outbox)
+    backend = outbox.backend
     forgotten = Forgotten(backend)
     hashing = hashing_key(backend, key) if forgotten.count() else None
     when = forgotten.when(digest(hashing, address_key)) if hashing is not None else None
@@ -94,8 +93,8 @@ def person_record(outbox: Outbox, key: SigningKey, address_key: str) -> PersonRe
         Roster(backend).of(address_key),
         ConsentLedger(backend).of(address_key),
         SiteMailQueue(backend).of(address_key),
-        forgotten.suppressions(address_key),
-        forgotten.deliveries(address_key),
+        outbox.suppressions.of_address(address_key),
+        outbox.deliveries.of_recipient(address_key),
     )
 
 
@@ -103,9 +102,9 @@ def export_rows(outbox: Outbox, list_name: str) -> Iterator[tuple[str, ...]]:
     """The list's subscribers in the outbox as EXPORT_COLUMNS rows, in address order: the
     confirmed ones as `subscribed`, those who left (or are suppressed) as `unsubscribed`.
     Pending signups (never confirmed) are not exported: nobody consented yet."""
-    backend = backend_of(outbox)
+    backend = outbox.backend
     ledger = ConsentLedger(backend)
-    suppressions = suppressions_of(outbox).addresses(list_name)
+    suppressions = outbox.suppressions.addresses(list_name)
 
     def rows(page: list[Membership]) -> Iterator[tuple[str, ...]]:
         events = ledger.latest(

@@ -22,7 +22,7 @@ from support.preview import RunningPreview, running_preview
 
 pytestmark = pytest.mark.browser
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 TITLE = "AI系统内容推荐第14期"
 FRAME_READY = "() => document.body.dataset.frameVersion === document.body.dataset.version"
 FRAME_DOC = "document.getElementById('email-frame').contentDocument"

@@ -33,6 +33,7 @@ from newsletter.settings import Settings
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.guard import redact
 from support.images import png
+from support.outbox import due, plan, record
 from support.sendcli import environment, newsletter
 from support.site import (
     ALICE,
@@ -59,7 +60,7 @@ def suppressions(settings: Settings) -> list[tuple[str, str, str]]:
     if not outbox_exists(settings.outbox_target):
         return []
     with open_outbox(settings.outbox_target) as outbox:
-        return [(s.list, s.address, s.source) for s in outbox.suppressions()]
+        return [(s.list, s.address, s.source) for s in outbox.suppressions.all()]
 
 
 def cli_run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -93,7 +94,7 @@ def test_one_click_post_from_the_message_header_suppresses_and_the_dry_run_skips
     assert response.status_code == 200
     assert suppressions(service.settings) == [("main", ALICE, "one-click")]
     with open_outbox(service.settings.database) as outbox:
-        (row,) = outbox.suppressions("main")
+        (row,) = outbox.suppressions.all("main")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", row.created_at)
 
     after, out = dry_run_recipients(project, service.env)
@@ -115,7 +116,7 @@ async def test_a_real_send_after_a_one_click_skips_the_address(
     assert ALICE not in {a.lower() for a in delivered}
     # The log accounts for the address: skipped, and why.
     with open_outbox(service.settings.database) as outbox:
-        rows = {row.recipient: row for row in outbox.rows(14, "main")}
+        rows = {row.recipient: row for row in outbox.deliveries.rows(14, "main")}
     assert rows[ALICE].state == DeliveryStatus.SKIPPED
     assert rows[ALICE].smtp_reply == "unsubscribed"
     status = await newsletter(["status", "--issue", "14"], env, project)
@@ -413,7 +414,7 @@ def test_concurrent_posts_for_one_token_leave_one_suppression(service: RunningSe
 
     assert asyncio.run(burst()) == [200] * 25
     with open_outbox(service.settings.database) as outbox:
-        assert len(outbox.suppressions()) == 1
+        assert len(outbox.suppressions.all()) == 1
     events = [r.get("event") for r in service.access() if r["method"] == "POST"]
     assert events.count("unsubscribed") == 1
     assert events.count("already-unsubscribed") == 24
@@ -439,7 +440,7 @@ def test_the_index_dates_an_issue_by_its_file_or_its_first_send(
     assert "<time" not in httpx.get(index).text  # a test send does not date it
     mark_sent(service.settings, "main", [ALICE, "bob@example.net"])
     with open_outbox(service.settings.database) as outbox:
-        day = min(str(r.sent_at) for r in outbox.rows(14, "main"))[:10]
+        day = min(str(r.sent_at) for r in outbox.deliveries.rows(14, "main"))[:10]
     assert f'<time datetime="{day}">{day}</time>' in httpx.get(index).text
     path = project / "issues" / "14.yaml"
     path.write_text(path.read_text(encoding="utf-8") + "date: 2021-11-08\n", encoding="utf-8")
@@ -472,9 +473,9 @@ def test_the_email_is_dated_by_its_file_or_its_first_send(
 
 def mark_sent(settings: Settings, list_name: str, addresses: list[str]) -> None:
     with open_outbox(settings.outbox_target) as outbox:
-        outbox.plan(14, list_name, addresses)
-        for row in outbox.due(14, list_name):
-            outbox.record(row.id, DeliveryStatus.SENT)
+        plan(outbox, 14, list_name, addresses)
+        for row in due(outbox, 14, list_name):
+            record(outbox, row.id, DeliveryStatus.SENT)
 
 
 def test_publish_sent_keeps_drafts_private_until_they_are_sent(project: Path) -> None:
@@ -728,7 +729,7 @@ def test_serve_runs_as_a_process_and_logs_json_without_tokens(project: Path) -> 
     assert "issue 15 cannot be shown: issues/15.yaml" in err
     assert "title: is required" in err
     with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        assert outbox.is_suppressed("main", ALICE)
+        assert outbox.suppressions.contains("main", ALICE)
 
 
 def test_serve_without_the_secret_explains_and_exits(project: Path) -> None:

@@ -35,7 +35,7 @@ def test_clicking_the_confirm_button_unsubscribes_and_shows_the_done_page(
             assert page.locator("h1").inner_text() == "退订"
             assert page.locator("button").count() == 1
             with open_outbox(service.settings.database) as outbox:
-                assert not outbox.is_suppressed("main", ALICE)  # opening it did nothing
+                assert not outbox.suppressions.contains("main", ALICE)  # opening it did nothing
 
             with page.expect_navigation():
                 page.click("#confirm")
@@ -43,7 +43,7 @@ def test_clicking_the_confirm_button_unsubscribes_and_shows_the_done_page(
             assert page.locator("#done").inner_text() == "已退订"
             assert page.locator("#resubscribe").inner_text() == "重新订阅"
             with open_outbox(service.settings.database) as outbox:
-                rows = outbox.suppressions("main")
+                rows = outbox.suppressions.all("main")
             assert [(r.address, r.source) for r in rows] == [(ALICE, "web")]
 
             # The done page's re-subscribe button undoes it, again by POST with the token.
@@ -51,7 +51,7 @@ def test_clicking_the_confirm_button_unsubscribes_and_shows_the_done_page(
                 page.click("#resubscribe")
             assert page.locator("#resubscribed").inner_text() == "已重新订阅"
             with open_outbox(service.settings.database) as outbox:
-                assert outbox.suppressions("main") == []
+                assert outbox.suppressions.all("main") == []
             assert problems == []  # the strict CSP blocked nothing the pages need
         finally:
             context.close()

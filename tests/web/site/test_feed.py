@@ -21,6 +21,7 @@ from newsletter.outbox import open_outbox
 from newsletter.settings import Settings
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.feed import FEED_ENTRIES
+from support.outbox import due, plan, record
 from support.site import ALICE, running_service
 
 A = "{http://www.w3.org/2005/Atom}"
@@ -61,9 +62,9 @@ def check_atom(text: str, base_url: str) -> ET.Element:
 
 def mark_sent(settings: Settings, list_name: str, addresses: list[str], number: int = 14) -> None:
     with open_outbox(settings.outbox_target) as outbox:
-        outbox.plan(number, list_name, addresses)
-        for row in outbox.due(number, list_name):
-            outbox.record(row.id, DeliveryStatus.SENT)
+        plan(outbox, number, list_name, addresses)
+        for row in due(outbox, number, list_name):
+            record(outbox, row.id, DeliveryStatus.SENT)
 
 
 def add_issue(project: Path, number: int, **replace: str) -> Path:
@@ -101,7 +102,7 @@ def test_an_entry_is_dated_by_its_file_then_by_its_first_send(project: Path) -> 
     with running_service(project) as service:
         mark_sent(service.settings, "main", [ALICE])
         with open_outbox(service.settings.database) as outbox:
-            day = min(str(r.sent_at) for r in outbox.rows(14, "main"))[:10]
+            day = min(str(r.sent_at) for r in outbox.deliveries.rows(14, "main"))[:10]
         entry = feedparser.parse(httpx.get(f"{service.url}/feed.xml").text).entries[0]
         assert entry.updated == f"{day}T00:00:00Z"
         path.write_text(path.read_text(encoding="utf-8") + "date: 2021-11-08\n", encoding="utf-8")

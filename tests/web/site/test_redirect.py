@@ -240,7 +240,7 @@ def test_a_forgotten_readers_token_still_leads_on_and_keeps_nothing(
         ann = tracked_send(service.settings, READERS)[0]
         href = ann.tracked()[2]
         with open_outbox(service.settings.outbox_target) as outbox:
-            outbox._run("DELETE FROM deliveries WHERE id = ?", (ann.row,))
+            outbox.backend.run("DELETE FROM deliveries WHERE id = ?", (ann.row,))
         answer = httpx.get(href, follow_redirects=False)
         assert answer.status_code == 302
         target = verify_click(SECRET, token_of(href))

@@ -31,7 +31,7 @@ from newsletter.clicks.page import render_html
 from newsletter.clip import GMAIL_CLIP, KB
 from newsletter.errors import IssueNotFoundError, NewsletterError, display_path
 from newsletter.fields import IMAGE_TYPES
-from newsletter.outbox import open_outbox, outbox_exists
+from newsletter.outbox import open_project_outbox, outbox_exists
 from newsletter.preflight.background import BackgroundChecks, BackgroundRuns
 from newsletter.send.mailbox import (
     LISTED_LIMIT,
@@ -276,7 +276,7 @@ class Pages:
             if not outbox_exists(settings.outbox_target):
                 made = unsent_report(settings, issue, list_name)
             else:
-                with open_outbox(settings.outbox_target) as outbox:
+                with open_project_outbox(settings) as outbox:
                     made = gather_report(outbox, settings, issue, list_name)
             return render_html(made, language=settings.newsletter.language)
 

@@ -142,7 +142,7 @@ class Service:
 
     async def confirm(self, request: Request) -> Response:
         target = self._target(request)
-        found = await self._outbox(lambda ob: ob.suppression(target.list_name, target.address))
+        found = await self._outbox(lambda ob: ob.suppressions.get(target.list_name, target.address))
         if found is not None:
             return self._done(request, target, found)
         # No form action: the browser posts back to this very URL, whatever proxy path it has.
@@ -162,12 +162,12 @@ class Service:
         asker = self.defences.asker(request, f"/unsubscribe ({source})")
 
         def record(ob: Outbox) -> tuple[bool, Suppression | None]:
-            added = ob.suppress(target.list_name, target.address, source)
+            added = ob.suppressions.add(target.list_name, target.address, source)
             if added:
                 self.defences.intake.note(
                     ob, target.list_name, target.address, "unsubscribe", asker
                 )
-            return added, ob.suppression(target.list_name, target.address)
+            return added, ob.suppressions.get(target.list_name, target.address)
 
         added, found = await self._outbox(record)
         request.state.event = "unsubscribed" if added else "already-unsubscribed"
@@ -183,11 +183,11 @@ class Service:
         asker = self.defences.asker(request, "/resubscribe")
 
         def undo(ob: Outbox) -> bool:
-            if ob.unsuppress(target.list_name, target.address, sources=READER_SOURCES):
+            if ob.suppressions.remove(target.list_name, target.address, sources=READER_SOURCES):
                 self.defences.intake.note(
                     ob, target.list_name, target.address, "resubscribe", asker
                 )
-            return ob.is_suppressed(target.list_name, target.address)
+            return ob.suppressions.contains(target.list_name, target.address)
 
         request.state.list = target.list_name
         if await self._outbox(undo):
@@ -302,7 +302,7 @@ def create_app(
     the caller closes (by default one of the app's own, opened at the first request); a body
     must have arrived `body_timeout` seconds after its head (default: [serve] timeout);
     `clicks` writes the click events (the caller flushes it; by default the app's own)."""
-    outbox = outbox or OutboxThread(settings.outbox_target)
+    outbox = outbox or OutboxThread(settings.outbox_target, settings.outbox.durability)
     keys = (secret, *previous)
     signing = SigningKey(secret, ephemeral=False, previous=tuple(previous))
     defences = Defences(settings, signing, outbox)

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from newsletter.outbox import Outbox, open_outbox
+from newsletter.outbox import Durability, Outbox, open_outbox
 
 T = TypeVar("T")
 
@@ -29,8 +29,9 @@ T = TypeVar("T")
 class OutboxThread:
     """The outbox at `target`, opened on first use and reopened after a lost connection."""
 
-    def __init__(self, target: Path | str) -> None:
+    def __init__(self, target: Path | str, durability: Durability = "process") -> None:
         self._target = target
+        self._durability: Durability = durability
         self._outbox: Outbox | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox")
         # An app dropped without close() (a test's) must not leave its thread behind.
@@ -65,7 +66,7 @@ class OutboxThread:
 
     def _open(self) -> Outbox:
         if self._outbox is None:
-            self._outbox = open_outbox(self._target)
+            self._outbox = open_outbox(self._target, durability=self._durability)
         return self._outbox
 
     def _drop(self) -> None:
