@@ -236,7 +236,9 @@ def test_beginning_a_test_is_done_once_and_reopens_the_rows(
     outbox_target: Path | str,
 ) -> None:
     with open_outbox(outbox_target) as outbox:
-        plan(outbox, 14, "staging", ["a@example.org", "b@example.org"])
+        outbox.leases.register("w1", 14, "staging", "here", 1, 60.0)
+        plan(outbox, 14, "staging", ["a@example.org", "b@example.org"], planner="w1")
+        assert outbox.plans.is_current(14, "staging")
         tests = outbox.test_sends
         assert tests.latest(14, "staging") is not None  # the rows of a log from before
         begun = tests.begin(14, "staging", "f2", "changed", after=1)
@@ -251,3 +253,5 @@ def test_beginning_a_test_is_done_once_and_reopens_the_rows(
         ]
         assert {r.state for r in outbox.deliveries.rows(14, "staging")} == {"pending"}
         assert {r.message_id for r in outbox.deliveries.rows(14, "staging")} == {None}
+        # The live worker's plan was of the last test: the next one plans afresh.
+        assert not outbox.plans.is_current(14, "staging")

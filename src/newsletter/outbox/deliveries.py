@@ -5,6 +5,7 @@ new recipients. A row moves pending -> sending -> sent | deferred | rejected | f
 what a send writes on the way (the `sending` mark and each outcome) goes through the journal
 (journal.py), which says when each becomes durable. A crash leaves only the uploads in flight in
 `sending`: `recover` (one machine) or a lease's reaping (leases.py) turns them into `unknown`.
+A new test of a staging list (testsends.py) `restart`s every row of its send.
 """
 
 from __future__ import annotations
