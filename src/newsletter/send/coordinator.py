@@ -11,11 +11,11 @@ The steps of every run, in this order, each returning its value:
 
 The RunReport is built once from those values and the log's counts at the end. `send` is the
 command's run: a staging list's test begun first (testsend.py: its deliveries restarted when
-it is a new one), the email's tracked links recorded (so `serve` redirects every click
-token of this send to the link its message carried), the SMTP server checked, then the steps,
-on SQLite under the send lock of (issue, list), on PostgreSQL as one of the workers that share
-the send. `work` is a worker
-process's run: the same steps less recover, reopen and plan, which its parent did.
+it is a new one), the email's tracked links recorded (so `serve` redirects every click token
+of this send to the link its message carried), the SMTP server checked, then the steps, on
+SQLite under the send lock of (issue, list), on PostgreSQL as one of the workers that share
+the send. `work` is a worker process's run: the same steps less recover, reopen and plan,
+which its parent did.
 
 Signals (SIGINT, SIGTERM): before anything goes out (the check, the lease, planning) the first
 stops the run at once, since nothing is in flight and every step so far is committed or rolled
