@@ -68,6 +68,8 @@ def the_loop(output: str) -> list[str]:
     server's lines interleave with the send's as they come."""
     output = re.sub(r"\d\d:\d\d:\d\d(\.\d+)?", "TIME", output)
     output = re.sub(r"\d{4}-\d\d-\d\dT\S+", "STAMP", output)
+    # `status` names each test send's minute ("test 1    at 10:42"): two runs may straddle one.
+    output = re.sub(r" at (\d{4}-\d\d-\d\d )?\d\d:\d\d\b", " at TIME", output)
     output = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", output)
     output = re.sub(r"--port \d+", "--port PORT", output)
     output = re.sub(r"in \d+\.\d s, \d+ msg/s", "in S, R msg/s", output)
