@@ -1,5 +1,5 @@
-"""The package layout README describes is the one the code has: imports go one way, no cycles,
-no module over the size limit, and README's tree names every module."""
+"""The package layout docs/layout.md describes is the one the code has: imports go one way, no
+cycles, no module over the size limit, and its tree names every module."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "newsletter"
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+LAYOUT = (Path(__file__).resolve().parents[1] / "docs" / "layout.md").read_text(encoding="utf-8")
 MAX_LINES = 400
 
-# README, "How the code is laid out": each layer may import the layers above it, and within a
-# layer only its own package. The shared ground first, the command line last.
+# docs/layout.md: each layer may import the layers above it, and within a layer only its own
+# package. The shared ground first, the command line last.
 LAYERS: list[set[str]] = [
     {"errors", "markup", "imagefile", "fields", "links", "csvfile", "seen", "safetext", "dburl"},
     {"orgdomain"},
@@ -82,7 +82,7 @@ def layer(module: str) -> int:
     for index, names in enumerate(LAYERS):
         if top in names:
             return index
-    raise AssertionError(f"{module} is in no layer: add it to LAYERS and to README")
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS and to docs/layout.md")
 
 
 GRAPH = {name: imports(path) for name, path in modules() if name not in ENTRY_POINTS}
@@ -93,7 +93,7 @@ def test_imports_go_one_way(module: str) -> None:
     for imported in GRAPH[module]:
         same_package = imported.split(".")[0] == module.split(".")[0]
         assert layer(imported) < layer(module) or same_package, (
-            f"{module} imports {imported}: README's rule lets a layer import only the layers above"
+            f"{module} imports {imported}: docs/layout.md lets a layer import only the layers above"
         )
 
 
@@ -160,9 +160,8 @@ def test_every_module_opens_with_a_docstring() -> None:
     assert missing == []
 
 
-def test_readme_tree_names_every_module_and_no_other() -> None:
-    section = README.split("## How the code is laid out", 1)[1].split("\n## ", 1)[0]
-    tree = section.split("```text", 1)[1].split("```", 1)[0]
+def test_layout_tree_names_every_module_and_no_other() -> None:
+    tree = LAYOUT.split("```text", 1)[1].split("```", 1)[0]
     named: set[str] = set()
     folder: list[str] = []
     for line in tree.splitlines():
