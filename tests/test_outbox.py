@@ -269,3 +269,21 @@ def test_a_lock_held_past_the_busy_timeout_is_an_error(
         assert time.monotonic() - started < waited / 2
         other.execute("ROLLBACK")
         assert mark_sending(outbox, row.id, "<m1@x>")  # the lock free: it writes again
+
+
+def test_a_statement_a_signal_left_unread_does_not_hide_the_stop(postgres_url: str) -> None:
+    # A SIGINT landing between psycopg sending a planning statement and reading its result left
+    # the session busy; the run's own unlock then failed with "another command is already in
+    # progress", and the user read "lost the connection to the outbox database" instead of
+    # "stopped by SIGINT" (1 run in ~30 of the planning signal test on PostgreSQL).
+    with open_outbox(postgres_url) as outbox:
+        backend = outbox.backend
+        assert backend.try_lock(0x6E6C_7E57)
+        backend._db.pgconn.send_query(b"SELECT pg_sleep(30)")  # type: ignore[attr-defined]
+        assert backend.fetch("SELECT 1") == [(1,)]
+        backend.unlock(0x6E6C_7E57)  # the busy session's lock went with it: no error either
+    with psycopg.connect(postgres_url, autocommit=True) as db:  # the server ends it at once
+        deadline = time.monotonic() + 10
+        while db.execute("SELECT pg_try_advisory_lock(%s)", (0x6E6C_7E57,)).fetchone() != (True,):
+            assert time.monotonic() < deadline, "the busy session still holds its lock"
+            time.sleep(0.05)

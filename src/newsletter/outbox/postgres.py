@@ -24,7 +24,7 @@ import functools
 import logging
 import selectors
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any
 
 import psycopg
@@ -133,21 +133,39 @@ class PostgresBackend(Backend):
     def broken(self) -> bool:
         return self._db.broken
 
+    def _usable(self) -> psycopg.Connection[Any]:
+        """The main connection, replaced first if a signal left one of its statements unread.
+
+        A SIGINT or SIGTERM raised (coordinator.Interrupted) between psycopg sending a statement
+        and reading its result leaves the session busy: every later statement, the stopping
+        run's own unlock and retire among them, would fail with "another command is already in
+        progress" and replace the clear "stopped by SIGINT" with a lost outbox. The session's
+        locks go with it, which is what a stopping run gives back anyway; the journal's
+        connection is left alone (its commit is read by whoever waits for it)."""
+        if self._db.info.transaction_status == pq.TransactionStatus.ACTIVE:
+            # Else the server runs the statement on, holding the session's locks; a session
+            # already gone took them with it.
+            with suppress(psycopg.Error):
+                self._db.cancel()
+            self._db.close()
+            self._db = self._connect()
+        return self._db
+
     def run(self, sql: str, params: Params = ()) -> int:
         try:
-            return self._db.execute(_sql(sql), params).rowcount
+            return self._usable().execute(_sql(sql), params).rowcount
         except psycopg.Error as exc:
             raise self._fault(exc) from exc
 
     def fetch(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         try:
-            return self._db.execute(_sql(sql), params).fetchall()
+            return self._usable().execute(_sql(sql), params).fetchall()
         except psycopg.Error as exc:
             raise self._fault(exc) from exc
 
     def many(self, sql: str, rows: Iterable[Params]) -> None:
         try:
-            with self._db.cursor() as cur:
+            with self._usable().cursor() as cur:
                 cur.executemany(_sql(sql), rows)
         except psycopg.Error as exc:
             raise self._fault(exc) from exc
