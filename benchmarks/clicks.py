@@ -38,7 +38,7 @@ from pathlib import Path
 from newsletter.clicks.events import ClickEvent
 from newsletter.clicks.gather import gather_report
 from newsletter.clicks.page import render_html
-from newsletter.clicks.report import Delivery, build_report
+from newsletter.clicks.report import SendSummary, build_report
 from newsletter.clicks.rules import label
 from newsletter.clicks.tables import render_text, write_report_csv
 from newsletter.clicks.tally import tally
@@ -102,7 +102,7 @@ def child(count: int, mode: str) -> dict[str, float]:
     start = time.perf_counter()
     counts = tally(label(events))
     labelled = time.perf_counter() - start
-    delivery = Delivery(sum(per_minute.values()), per_minute, 120, 4, 37)
+    delivery = SendSummary(sum(per_minute.values()), per_minute, 120, 4, 37)
     start = time.perf_counter()
     report = build_report(
         shape,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from newsletter.outbox import open_outbox
-from newsletter.outbox.mailqueue import Kind, MailState
+from newsletter.outbox.mailqueue import MailKind, MailState
 from support.sendcli import environment, finish, newsletter, spawn, wait_for
 from support.smtp import Fault, FaultyHandler, start
 
@@ -25,7 +25,7 @@ def _queue(target: Path | str, n: int) -> list[str]:
     with open_outbox(target) as outbox:
         queue = outbox.site_mail
         for address in addresses:
-            queue.queue(Kind.CONFIRM, "main", address, address, nonce="n")
+            queue.queue(MailKind.CONFIRM, "main", address, address, nonce="n")
     return addresses
 
 

@@ -202,12 +202,12 @@ class CodeBlock(Value):
     language: str = ""
 
 
-class Rule(Value):
+class Divider(Value):
     kind: Literal["rule"] = "rule"
 
 
 Block = Annotated[
-    Paragraph | Heading | Image | Quote | ListBlock | CodeBlock | Rule,
+    Paragraph | Heading | Image | Quote | ListBlock | CodeBlock | Divider,
     Field(discriminator="kind"),
 ]
 

@@ -234,15 +234,15 @@ def item_number(index: int, language: str, style: str = "chinese") -> str:
 
 
 @dataclass(frozen=True)
-class Group:
+class ItemGroup:
     """Items as the templates lay them out: a compact list of title-only items, or full ones."""
 
     compact: bool
     entries: list[tuple[Item, str]]  # each item with its number label
 
 
-def item_groups(items: Iterable[Item], language: str, style: str) -> list[Group]:
-    groups: list[Group] = []
+def item_groups(items: Iterable[Item], language: str, style: str) -> list[ItemGroup]:
+    groups: list[ItemGroup] = []
     titled = 0
     for item in items:
         label = ""
@@ -252,7 +252,7 @@ def item_groups(items: Iterable[Item], language: str, style: str) -> list[Group]
         if groups and groups[-1].compact and item.compact:
             groups[-1].entries.append((item, label))
         else:
-            groups.append(Group(item.compact, [(item, label)]))
+            groups.append(ItemGroup(item.compact, [(item, label)]))
     return groups
 
 

@@ -32,7 +32,7 @@ _VERSION = re.compile(r"^X-Spam-Checker-Version: SpamAssassin (\S+)", re.MULTILI
 
 
 @dataclass(frozen=True)
-class Rule:
+class SpamRule:
     """One rule of the report: its points, name and SpamAssassin's description."""
 
     points: float
@@ -49,11 +49,11 @@ class SpamScore:
 
     score: float
     required: float
-    rules: tuple[Rule, ...]
+    rules: tuple[SpamRule, ...]
     version: str
 
     @property
-    def scored(self) -> tuple[Rule, ...]:
+    def scored(self) -> tuple[SpamRule, ...]:
         """The rules that moved the score (SpamAssassin also lists 0.0 informational ones)."""
         return tuple(rule for rule in self.rules if round(rule.points, 1) != 0.0)
 
@@ -145,7 +145,7 @@ def parse_report(output: str) -> SpamScore | None:
         return None
     head = _DETAILS.match(lines[starts[-1]])
     assert head is not None
-    rules: list[Rule] = []
+    rules: list[SpamRule] = []
     table = lines[starts[-1] + 1 :]
     dashes = next((n for n, line in enumerate(table) if line.startswith("----")), len(table))
     # One rule per line, a long description continued on indented lines; a blank line ends it.
@@ -153,10 +153,10 @@ def parse_report(output: str) -> SpamScore | None:
         match = _RULE.match(line)
         if match:
             points, name, description = match.groups()
-            rules.append(Rule(float(points), name, description.strip()))
+            rules.append(SpamRule(float(points), name, description.strip()))
         elif rules and line.startswith(" ") and line.strip():
             last = rules[-1]
-            rules[-1] = Rule(last.points, last.name, f"{last.description} {line.strip()}")
+            rules[-1] = SpamRule(last.points, last.name, f"{last.description} {line.strip()}")
         else:
             break
     version = _VERSION.search(output)

@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 
 from newsletter.clicks.events import ClickEvent
-from newsletter.clicks.report import Below, ClickReport, Delivery, build_report, hide_small
-from newsletter.clicks.rules import Rule, Verdict
+from newsletter.clicks.report import Below, ClickReport, SendSummary, build_report, hide_small
+from newsletter.clicks.rules import LabelledEvent, Rule
 from newsletter.clicks.tally import tally
 from newsletter.models import Issue
 from newsletter.places import CANARY, Part, Place, Region, Spot, outline
 from support.clickreports import START, fixed_counts, fixed_report
 
 
-def verdict(place: Place, rule: Rule, row: int | None, counted: bool = True) -> Verdict:
+def verdict(place: Place, rule: Rule, row: int | None, counted: bool = True) -> LabelledEvent:
     event = ClickEvent(0.0, place, "GET", False, "browser:chrome", "", None, row)
-    return Verdict(event, rule, counted and rule is Rule.PERSON)
+    return LabelledEvent(event, rule, counted and rule is Rule.PERSON)
 
 
 def test_tally_counts_readers_once_per_line_and_section() -> None:
@@ -139,7 +139,7 @@ def test_a_long_send_is_shown_in_buckets(issue: Issue) -> None:
     report = build_report(
         outline(issue),
         fixed_counts(),
-        Delivery(sent=len(minutes), per_minute=minutes),
+        SendSummary(sent=len(minutes), per_minute=minutes),
         list_name="main",
         mode="aggregate",
         min_count=5,
@@ -155,7 +155,7 @@ def test_nothing_sent_gives_no_rate(issue: Issue, sent: int) -> None:
     report = build_report(
         outline(issue),
         tally([]),
-        Delivery(sent=sent, per_minute={}),
+        SendSummary(sent=sent, per_minute={}),
         list_name="main",
         mode="off",
         min_count=5,
@@ -171,5 +171,5 @@ def test_min_count_1_hides_nothing(issue: Issue) -> None:
     assert first.lines[2].people == 0
     assert [line.people for line in first.lines[:3]] == [40, 3, 0]
     assert dict(report.rules)[Rule.PREFETCH] == 0
-    zero = report_for(issue, min_count=1, delivery=Delivery(sent=10, per_minute={}))
+    zero = report_for(issue, min_count=1, delivery=SendSummary(sent=10, per_minute={}))
     assert {o.count for o in zero.outcomes} == {0}

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from newsletter.clicks.events import ClickEvent
-from newsletter.clicks.rules import Rule, Verdict, Windows, label
+from newsletter.clicks.rules import LabelledEvent, Rule, Windows, label
 from newsletter.clicks.tally import tally
 from newsletter.models import Issue
 from newsletter.places import CANARY, Part, Place, Region, Spot, issue_links
@@ -172,7 +172,7 @@ def test_the_scripted_scene_counts_the_persons_two_items_only(
     issue: Issue, per_reader: bool
 ) -> None:
     scene = scripted_clicks(issue, per_reader=per_reader)
-    verdicts: list[Verdict] = list(label(scene))
+    verdicts: list[LabelledEvent] = list(label(scene))
     counts = tally(verdicts)
     assert counts.people == {Spot(Part.ITEM, 0, 1): 1, Spot(Part.ITEM, 1, 2): 1}
     assert counts.people_total == (1 if per_reader else 2)

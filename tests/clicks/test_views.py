@@ -9,7 +9,7 @@ import re
 
 from newsletter.clicks.charts import clicks_chart, delivery_chart
 from newsletter.clicks.page import render_html
-from newsletter.clicks.report import Below, ClickReport, Delivery, build_report
+from newsletter.clicks.report import Below, ClickReport, SendSummary, build_report
 from newsletter.clicks.tables import CSV_COLUMNS, fit, render_text, write_report_csv
 from newsletter.models import Issue
 from newsletter.places import outline
@@ -83,7 +83,7 @@ def hostile_report(issue: Issue) -> ClickReport:
     return build_report(
         outline(hostile(issue)),
         fixed_counts(),
-        Delivery(1, {}),
+        SendSummary(1, {}),
         list_name="main",
         mode="aggregate",
         min_count=5,

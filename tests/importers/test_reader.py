@@ -17,9 +17,9 @@ from newsletter.importers import (
     FORMATS,
     Export,
     Imported,
+    ImportedSuppression,
     Outcome,
     Refused,
-    Suppressed,
     read_export,
 )
 from newsletter.subscribers import Refusal, check_entry
@@ -48,8 +48,8 @@ def imported(outcomes: list[Outcome]) -> dict[str, Imported]:
     return {o.subscriber.envelope: o for o in outcomes if isinstance(o, Imported)}
 
 
-def suppressed(outcomes: list[Outcome]) -> dict[str, Suppressed]:
-    return {o.address: o for o in outcomes if isinstance(o, Suppressed)}
+def suppressed(outcomes: list[Outcome]) -> dict[str, ImportedSuppression]:
+    return {o.address: o for o in outcomes if isinstance(o, ImportedSuppression)}
 
 
 def refused(outcomes: list[Outcome]) -> list[str]:
@@ -144,7 +144,7 @@ def test_a_mailchimp_zip_imports_with_its_consent_and_its_unsubscribes(
 def test_mailchimps_unsubscribed_file_alone_is_all_suppressions() -> None:
     path = EXPORTS / "mailchimp" / "unsubscribed_members_export_3f9c1a2b7d.csv"
     _, outcomes = read(path)
-    assert all(isinstance(o, Suppressed) for o in outcomes)
+    assert all(isinstance(o, ImportedSuppression) for o in outcomes)
     assert len(outcomes) == 2
 
 
@@ -269,7 +269,7 @@ def test_a_header_no_tool_writes_is_refused_with_the_choices(tmp_path: Path) -> 
 
 def test_unsubscribed_makes_every_row_a_suppression(tmp_path: Path) -> None:
     _, outcomes = read(EXPORTS / "listmonk-subscribers.csv", unsubscribed=True)
-    assert [type(o) for o in outcomes] == [Suppressed] * 3
+    assert [type(o) for o in outcomes] == [ImportedSuppression] * 3
     assert suppressed(outcomes)["first.reader@example.org"].reason == "unsubscribed"
 
 

@@ -20,7 +20,7 @@ from newsletter.errors import UnsafeHeaderError
 from newsletter.i18n import EMAIL, PAGES, SITE_MAIL
 from newsletter.mail.sitemail import SiteMessages
 from newsletter.mail.tokens import verify
-from newsletter.outbox.mailqueue import Kind
+from newsletter.outbox.mailqueue import MailKind
 from newsletter.settings import DkimSettings, Settings
 
 SECRET = b"site-mail-tests-secret-0123456789ab"
@@ -38,9 +38,9 @@ def _english(settings: Settings) -> Settings:
     return settings.model_copy(update={"newsletter": newsletter})
 
 
-@pytest.mark.parametrize("kind", list(Kind))
+@pytest.mark.parametrize("kind", list(MailKind))
 @pytest.mark.parametrize("english", [False, True])
-def test_each_kind_in_each_language(settings: Settings, kind: Kind, english: bool) -> None:
+def test_each_kind_in_each_language(settings: Settings, kind: MailKind, english: bool) -> None:
     chosen = _english(settings) if english else settings
     messages = SiteMessages(chosen, SECRET)
     recipient = "ann+visit-spam-dot-example@example.org"
@@ -52,7 +52,7 @@ def test_each_kind_in_each_language(settings: Settings, kind: Kind, english: boo
     assert message["Auto-Submitted"] == "auto-generated"
     assert message["Content-Language"] == ("en" if english else "zh-CN")
     words = SITE_MAIL["en" if english else "zh"]
-    if kind is not Kind.WELCOME:
+    if kind is not MailKind.WELCOME:
         assert LINK in text
         assert f'href="{LINK}"' in html
         assert words[f"{kind.value}_heading"] in html
@@ -80,12 +80,12 @@ def test_the_message_id_is_stable_and_keyed(settings: Settings) -> None:
 )
 def test_a_recipient_that_could_inject_is_refused(settings: Settings, recipient: str) -> None:
     with pytest.raises(UnsafeHeaderError):
-        SiteMessages(settings, SECRET).build(1, Kind.CONFIRM, "main", recipient, LINK)
+        SiteMessages(settings, SECRET).build(1, MailKind.CONFIRM, "main", recipient, LINK)
 
 
 def test_a_link_that_is_not_a_plain_url_is_refused(settings: Settings) -> None:
     with pytest.raises(UnsafeHeaderError):
-        SiteMessages(settings, SECRET).build(1, Kind.CONFIRM, "main", "a@example.org", 'x"><a')
+        SiteMessages(settings, SECRET).build(1, MailKind.CONFIRM, "main", "a@example.org", 'x"><a')
 
 
 def test_signed_with_dkim(settings: Settings, project: Path) -> None:
@@ -104,7 +104,7 @@ def test_signed_with_dkim(settings: Settings, project: Path) -> None:
         domain="news.example.org", selector="nl2026", private_key=Path("dkim.pem")
     )
     signed = settings.model_copy(update={"dkim": config, "root": project})
-    data = SiteMessages(signed, SECRET).build(3, Kind.CONFIRM, "main", "a@example.org", LINK)
+    data = SiteMessages(signed, SECRET).build(3, MailKind.CONFIRM, "main", "a@example.org", LINK)
 
     def lookup(name: bytes, timeout: int = 5) -> bytes:
         assert name == b"nl2026._domainkey.news.example.org."

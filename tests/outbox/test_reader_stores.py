@@ -12,7 +12,7 @@ import pytest
 
 from newsletter.outbox import Outbox, open_outbox
 from newsletter.outbox.consent import ConsentEvent
-from newsletter.outbox.mailqueue import Kind, MailState
+from newsletter.outbox.mailqueue import MailKind, MailState
 from newsletter.outbox.roster import Status
 from newsletter.signup.pending import ConfirmationRule
 
@@ -161,8 +161,8 @@ def test_forgotten_digests_and_the_first_wrapped_key_wins(outbox: Outbox) -> Non
 
 def test_site_mail_is_claimed_once_marked_and_recorded_by_its_owner(outbox: Outbox) -> None:
     queue = outbox.site_mail
-    first = queue.queue(Kind.CONFIRM, "main", "ann@example.org", "ann@example.org", nonce="n")
-    second = queue.queue(Kind.WELCOME, "main", "bob@example.org", "bob@example.org")
+    first = queue.queue(MailKind.CONFIRM, "main", "ann@example.org", "ann@example.org", nonce="n")
+    second = queue.queue(MailKind.WELCOME, "main", "bob@example.org", "bob@example.org")
     assert queue.next_due() == 0.0
     claimed = queue.claim("w1", 10, 30)
     assert [m.id for m in claimed] == [first, second]
@@ -183,8 +183,8 @@ def test_site_mail_is_claimed_once_marked_and_recorded_by_its_owner(outbox: Outb
 
 def test_a_dead_workers_claims_go_back_and_its_uploads_become_unknown(outbox: Outbox) -> None:
     queue = outbox.site_mail
-    waiting = queue.queue(Kind.CONFIRM, "main", "a@example.org", "a@example.org")
-    uploading = queue.queue(Kind.CONFIRM, "main", "b@example.org", "b@example.org")
+    waiting = queue.queue(MailKind.CONFIRM, "main", "a@example.org", "a@example.org")
+    uploading = queue.queue(MailKind.CONFIRM, "main", "b@example.org", "b@example.org")
     queue.claim("dead", 10, -1.0)  # its lease ended a second ago
     assert queue.mark_sending(uploading, "dead")
     assert queue.reap(keep="alive")
@@ -202,7 +202,7 @@ def test_a_live_workers_claims_are_not_reaped_unless_everyone_else_is_dead(
     outbox: Outbox,
 ) -> None:
     queue = outbox.site_mail
-    mail = queue.queue(Kind.CONFIRM, "main", "a@example.org", "a@example.org")
+    mail = queue.queue(MailKind.CONFIRM, "main", "a@example.org", "a@example.org")
     queue.claim("other", 10, 60)
     assert queue.reap(keep="me") == []
     assert queue.get(mail).state is MailState.CLAIMED

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from newsletter.mail.tokens import Purpose, verify_link
 from newsletter.outbox import Outbox
-from newsletter.outbox.mailqueue import Kind, MailState
+from newsletter.outbox.mailqueue import MailKind, MailState
 from newsletter.send.courier import Courier
 from newsletter.send.smtp import Pool
 from newsletter.settings import Settings, load_settings
@@ -49,7 +49,7 @@ async def test_each_due_mail_goes_once_with_a_link_that_confirms_it(
         queue = outbox.site_mail
         for n in range(5):
             queue.queue(
-                Kind.CONFIRM, "main", f"r{n}@example.org", f"r{n}@example.org", nonce=f"n{n}"
+                MailKind.CONFIRM, "main", f"r{n}@example.org", f"r{n}@example.org", nonce=f"n{n}"
             )
         courier = _courier(settings, outbox)
         try:
@@ -72,7 +72,7 @@ async def test_a_deferred_mail_waits_then_fails_after_max_attempts(
     async with start(handler) as server:
         settings = _settings(project, server, max_attempts=2)
         queue = outbox.site_mail
-        mail = queue.queue(Kind.CONFIRM, "main", "a@example.org", "a@example.org")
+        mail = queue.queue(MailKind.CONFIRM, "main", "a@example.org", "a@example.org")
         courier = _courier(settings, outbox)
         try:
             await courier.deliver_due()
@@ -99,7 +99,7 @@ async def test_an_upload_cut_off_is_unknown_and_never_sent_again(
     async with start(handler) as server:
         settings = _settings(project, server)
         queue = outbox.site_mail
-        mail = queue.queue(Kind.CONFIRM, "main", "a@example.org", "a@example.org")
+        mail = queue.queue(MailKind.CONFIRM, "main", "a@example.org", "a@example.org")
         courier = _courier(settings, outbox)
         try:
             await courier.deliver_due()
@@ -117,7 +117,7 @@ async def test_a_claim_lost_to_another_worker_sends_no_body(project: Path, outbo
     async with start(handler) as server:
         settings = _settings(project, server)
         queue = outbox.site_mail
-        queue.queue(Kind.CONFIRM, "main", "a@example.org", "a@example.org")
+        queue.queue(MailKind.CONFIRM, "main", "a@example.org", "a@example.org")
         courier = _courier(settings, outbox, owner="paused")
         try:
             (mail,) = courier.claim()
@@ -137,9 +137,14 @@ async def test_a_welcome_and_a_change_carry_their_own_links(project: Path, outbo
     async with start(handler) as server:
         settings = _settings(project, server)
         queue = outbox.site_mail
-        queue.queue(Kind.WELCOME, "main", "w@example.org", "w@example.org")
+        queue.queue(MailKind.WELCOME, "main", "w@example.org", "w@example.org")
         queue.queue(
-            Kind.CHANGE, "main", "new@example.org", "new@example.org", nonce="c", detail="o@x.org"
+            MailKind.CHANGE,
+            "main",
+            "new@example.org",
+            "new@example.org",
+            nonce="c",
+            detail="o@x.org",
         )
         courier = _courier(settings, outbox)
         try:

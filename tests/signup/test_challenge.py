@@ -18,8 +18,8 @@ from newsletter.signup.challenge import (
     KEY_PREFIX,
     MAX_PAYLOAD,
     ProofOfWork,
+    ProofVerdict,
     Replays,
-    Verdict,
     challenge_key,
 )
 
@@ -74,8 +74,8 @@ def test_a_challenge_is_altchas_v2_with_our_cost_and_expiry(pow_: ProofOfWork) -
 
 def test_a_solved_challenge_is_accepted_once(pow_: ProofOfWork, derivations: list[int]) -> None:
     payload = encode(*solved(pow_))
-    assert pow_.verify(payload).verdict is Verdict.ACCEPTED
-    assert pow_.verify(payload).verdict is Verdict.REPLAYED
+    assert pow_.verify(payload).verdict is ProofVerdict.ACCEPTED
+    assert pow_.verify(payload).verdict is ProofVerdict.REPLAYED
     assert len(derivations) == 1  # the replay was refused before any derivation
 
 
@@ -90,10 +90,10 @@ def test_the_payload_altchas_own_encoder_writes_is_accepted(pow_: ProofOfWork) -
 def test_a_wrong_solution_burns_the_challenge(pow_: ProofOfWork, derivations: list[int]) -> None:
     made, solution = solved(pow_)
     wrong = {**solution, "counter": solution["counter"] + 1}
-    assert pow_.verify(encode(made, wrong)).verdict is Verdict.WRONG
+    assert pow_.verify(encode(made, wrong)).verdict is ProofVerdict.WRONG
     # The right answer afterwards is too late: one attempt per challenge, so every derivation
     # on our side costs the sender a new challenge.
-    assert pow_.verify(encode(made, solution)).verdict is Verdict.REPLAYED
+    assert pow_.verify(encode(made, solution)).verdict is ProofVerdict.REPLAYED
     assert len(derivations) == 1
 
 
@@ -102,16 +102,16 @@ def test_another_key_or_altered_parameters_are_forged(
 ) -> None:
     made, solution = solved(pow_)
     other = ProofOfWork(b"another-secret-0123456789abcdefgh", cost=COST, expiry=600)
-    assert other.verify(encode(made, solution)).verdict is Verdict.FORGED
+    assert other.verify(encode(made, solution)).verdict is ProofVerdict.FORGED
     for change in (
         {"cost": 1},
         {"keyPrefix": ""},
         {"expiresAt": made["parameters"]["expiresAt"] + 1},
     ):
         altered = {**made, "parameters": {**made["parameters"], **change}}
-        assert pow_.verify(encode(altered, solution)).verdict is Verdict.FORGED, change
+        assert pow_.verify(encode(altered, solution)).verdict is ProofVerdict.FORGED, change
     unsigned = {"parameters": made["parameters"]}
-    assert pow_.verify(encode(unsigned, solution)).verdict is Verdict.FORGED
+    assert pow_.verify(encode(unsigned, solution)).verdict is ProofVerdict.FORGED
     assert derivations == []  # a forgery costs one HMAC, never a derivation
     assert len(pow_.replays) == 0  # and takes no room in the replay table
 
@@ -119,7 +119,7 @@ def test_another_key_or_altered_parameters_are_forged(
 def test_an_expired_challenge_is_refused(derivations: list[int]) -> None:
     past = ProofOfWork(SECRET, cost=COST, expiry=60, clock=lambda: time.time() - 3600)
     payload = encode(*solved(past))
-    assert ProofOfWork(SECRET, cost=COST, expiry=60).verify(payload).verdict is Verdict.EXPIRED
+    assert ProofOfWork(SECRET, cost=COST, expiry=60).verify(payload).verdict is ProofVerdict.EXPIRED
     assert derivations == []
 
 
@@ -146,7 +146,7 @@ def _deep(depth: int) -> str:
 def test_malformed_payloads_are_refused_without_a_traceback(
     pow_: ProofOfWork, payload: Any
 ) -> None:
-    assert pow_.verify(payload).verdict is Verdict.MALFORMED
+    assert pow_.verify(payload).verdict is ProofVerdict.MALFORMED
 
 
 @pytest.mark.parametrize(
@@ -165,13 +165,13 @@ def test_a_solution_of_the_wrong_type_or_range_is_refused(
 ) -> None:
     made, solution = solved(pow_)
     verdict = pow_.verify(encode(made, {**solution, **change})).verdict
-    assert verdict in (Verdict.MALFORMED, Verdict.WRONG)
-    assert verdict is not Verdict.ACCEPTED
+    assert verdict in (ProofVerdict.MALFORMED, ProofVerdict.WRONG)
+    assert verdict is not ProofVerdict.ACCEPTED
 
 
 def test_concurrent_posts_of_one_solution_accept_exactly_one(pow_: ProofOfWork) -> None:
     payload = encode(*solved(pow_))
-    verdicts: list[Verdict] = []
+    verdicts: list[ProofVerdict] = []
     start = threading.Barrier(16)
 
     def post() -> None:
@@ -183,7 +183,7 @@ def test_concurrent_posts_of_one_solution_accept_exactly_one(pow_: ProofOfWork) 
         t.start()
     for t in threads:
         t.join()
-    assert sorted(verdicts) == sorted([Verdict.ACCEPTED] + [Verdict.REPLAYED] * 15)
+    assert sorted(verdicts) == sorted([ProofVerdict.ACCEPTED] + [ProofVerdict.REPLAYED] * 15)
 
 
 def test_the_replay_table_is_bounded_and_refuses_rather_than_forgets() -> None:
@@ -199,4 +199,4 @@ def test_the_replay_table_is_bounded_and_refuses_rather_than_forgets() -> None:
 
 def test_a_full_replay_table_makes_the_verdict_busy(pow_: ProofOfWork) -> None:
     busy = ProofOfWork(SECRET, cost=COST, expiry=600, replays=Replays(limit=0))
-    assert busy.verify(encode(*solved(busy))).verdict is Verdict.BUSY
+    assert busy.verify(encode(*solved(busy))).verdict is ProofVerdict.BUSY

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from newsletter.settings import SignupSettings
-from newsletter.signup.domains import DomainCheck, Status, listed
+from newsletter.signup.domains import DomainCheck, DomainStatus, listed
 from support.dnszone import Zone, ZoneResolver, closed_port, dns_server
 
 ZONE: Zone = {
@@ -47,7 +47,7 @@ def settings(port: int, **overrides: object) -> SignupSettings:
     return SignupSettings.model_validate({**values, **overrides})
 
 
-async def check(port: int, address: str, **overrides: object) -> tuple[Status, str]:
+async def check(port: int, address: str, **overrides: object) -> tuple[DomainStatus, str]:
     verdict = await DomainCheck(settings(port, **overrides)).check(address)
     return verdict.status, verdict.reason
 
@@ -55,18 +55,22 @@ async def check(port: int, address: str, **overrides: object) -> tuple[Status, s
 @pytest.mark.parametrize(
     ("address", "status", "reason"),
     [
-        ("ann@mx.example.org", Status.OK, ""),
-        ("ann@a-only.example.org", Status.OK, ""),  # RFC 5321 5.1: the A record is the MX
-        ("ann@aaaa-only.example.org", Status.OK, ""),
-        ("ann@bücher.example", Status.OK, ""),  # looked up as its punycode name
-        ("ann@nullmx.example.org", Status.REFUSED, "accepts no mail (null MX)"),
-        ("ann@nowhere.example.org", Status.REFUSED, "does not exist"),
-        ("ann@txt-only.example.org", Status.REFUSED, "has no MX, A or AAAA record"),
-        ("ann@servfail.example.org", Status.UNKNOWN, "the lookup of servfail.example.org failed"),
+        ("ann@mx.example.org", DomainStatus.OK, ""),
+        ("ann@a-only.example.org", DomainStatus.OK, ""),  # RFC 5321 5.1: the A record is the MX
+        ("ann@aaaa-only.example.org", DomainStatus.OK, ""),
+        ("ann@bücher.example", DomainStatus.OK, ""),  # looked up as its punycode name
+        ("ann@nullmx.example.org", DomainStatus.REFUSED, "accepts no mail (null MX)"),
+        ("ann@nowhere.example.org", DomainStatus.REFUSED, "does not exist"),
+        ("ann@txt-only.example.org", DomainStatus.REFUSED, "has no MX, A or AAAA record"),
+        (
+            "ann@servfail.example.org",
+            DomainStatus.UNKNOWN,
+            "the lookup of servfail.example.org failed",
+        ),
     ],
 )
 async def test_dns_decides_whether_a_domain_takes_mail(
-    port: int, address: str, status: Status, reason: str
+    port: int, address: str, status: DomainStatus, reason: str
 ) -> None:
     got, why = await check(port, address)
     assert got is status
@@ -77,7 +81,7 @@ async def test_a_silent_resolver_is_unknown_within_the_timeout() -> None:
     check_ = DomainCheck(settings(closed_port(), dns_timeout=0.3))
     started = time.monotonic()
     verdict = await check_.check("ann@mx.example.org")
-    assert verdict.status is Status.UNKNOWN
+    assert verdict.status is DomainStatus.UNKNOWN
     assert time.monotonic() - started < 3
 
 
@@ -96,7 +100,7 @@ async def test_listed_and_invalid_domains_are_refused_before_any_lookup(
     port: int, queries: list[tuple[str, str]], address: str, reason: str
 ) -> None:
     status, why = await check(port, address, blocked_domains=["Spam.Example.org."])
-    assert status is Status.REFUSED
+    assert status is DomainStatus.REFUSED
     assert reason in why
     assert queries == []
 
@@ -105,11 +109,11 @@ async def test_the_disposable_list_and_dns_can_be_turned_off(
     port: int, queries: list[tuple[str, str]]
 ) -> None:
     status, _ = await check(port, "ann@mailinator.com", refuse_disposable=False)
-    assert status is Status.REFUSED  # not listed, but it has no records on this server
+    assert status is DomainStatus.REFUSED  # not listed, but it has no records on this server
     assert queries == [("mailinator.com", "MX")]
     queries.clear()
     status, _ = await check(port, "ann@nowhere.example.org", check_dns=False)
-    assert (status, queries) == (Status.OK, [])
+    assert (status, queries) == (DomainStatus.OK, [])
 
 
 async def test_answers_are_kept_and_concurrent_checks_share_one_lookup(
@@ -117,7 +121,7 @@ async def test_answers_are_kept_and_concurrent_checks_share_one_lookup(
 ) -> None:
     domains = DomainCheck(settings(port))
     verdicts = await asyncio.gather(*(domains.check(f"u{n}@mx.example.org") for n in range(50)))
-    assert {v.status for v in verdicts} == {Status.OK}
+    assert {v.status for v in verdicts} == {DomainStatus.OK}
     assert domains.lookups == 1
     assert queries == [("mx.example.org", "MX")]
     await domains.check("again@mx.example.org")

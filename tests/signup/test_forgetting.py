@@ -16,7 +16,7 @@ from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.deliveries import FORGOTTEN_REPLY
 from newsletter.outbox.forgotten import Forgotten
-from newsletter.outbox.mailqueue import Kind, SiteMailQueue
+from newsletter.outbox.mailqueue import MailKind, SiteMailQueue
 from newsletter.outbox.roster import Roster
 from newsletter.signup.forgetting import forget, forgotten_test, hashing_key, unforget
 from newsletter.signup.pending import ConfirmationRule
@@ -32,7 +32,7 @@ def _everything_about_ann(outbox: Outbox) -> None:
     Roster(backend).add("main", ANN, ANN, ANN, "Ann Lee", "cli")
     Roster(backend).sign_up("weekly", ANN, ANN, ANN, "n", "signup")
     ConsentLedger(backend).record(ConsentEvent("main", ANN, "add", ip="203.0.113.7"))
-    SiteMailQueue(backend).queue(Kind.CONFIRM, "weekly", ANN, ANN, nonce="n")
+    SiteMailQueue(backend).queue(MailKind.CONFIRM, "weekly", ANN, ANN, nonce="n")
     ConfirmationRule().claim(ConfirmationClaims(backend), ANN, dt.datetime.now(dt.UTC))
     outbox.suppressions.add("weekly", ANN, "one-click")
     plan(outbox, 14, "main", [ANN, "bob@example.org"])

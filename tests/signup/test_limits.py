@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from newsletter.signup.limits import RateLimiter, client_key
+from newsletter.signup.limits import RequestLimiter, client_key
 
 
 class Clock:
@@ -18,7 +18,7 @@ class Clock:
         return self.now
 
 
-def limiter(clock: Clock, **overrides: float) -> RateLimiter:
+def limiter(clock: Clock, **overrides: float) -> RequestLimiter:
     options: dict[str, float] = {
         "per_client_per_minute": 6.0,
         "per_client_burst": 3,
@@ -26,7 +26,7 @@ def limiter(clock: Clock, **overrides: float) -> RateLimiter:
         "site_burst": 10,
         **overrides,
     }
-    return RateLimiter(clock=clock, **options)  # type: ignore[arg-type]
+    return RequestLimiter(clock=clock, **options)  # type: ignore[arg-type]
 
 
 def test_a_client_gets_its_burst_then_waits_for_the_refill() -> None:

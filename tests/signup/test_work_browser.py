@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from newsletter.signup.challenge import ProofOfWork, Verdict
+from newsletter.signup.challenge import ProofOfWork, ProofVerdict
 from support.worksite import site
 
 pytestmark = pytest.mark.browser
@@ -50,8 +50,8 @@ def test_the_form_gets_a_payload_the_server_accepts_once(browser: Any) -> None:
             assert hosts == {urlsplit(url).netloc}  # no third party, no CDN
         finally:
             context.close()
-    assert pow_.verify(payload).verdict is Verdict.ACCEPTED
-    assert pow_.verify(payload).verdict is Verdict.REPLAYED
+    assert pow_.verify(payload).verdict is ProofVerdict.ACCEPTED
+    assert pow_.verify(payload).verdict is ProofVerdict.REPLAYED
 
 
 def test_the_script_finds_the_counter_altchas_own_solver_finds(browser: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from newsletter.clicks.report import ClickReport, Delivery, Mode, build_report
+from newsletter.clicks.report import ClickReport, Mode, SendSummary, build_report
 from newsletter.clicks.rules import Rule
 from newsletter.clicks.tally import ClickCounts
 from newsletter.content import Inline, Text
@@ -31,9 +31,9 @@ def fixed_counts() -> ClickCounts:
     )
 
 
-def fixed_delivery() -> Delivery:
+def fixed_delivery() -> SendSummary:
     """4,000 messages over four minutes, two of them quiet."""
-    return Delivery(
+    return SendSummary(
         sent=4_000,
         per_minute={START: 1_000, START + dt.timedelta(minutes=3, seconds=20): 3_000},
         bounced=40,
@@ -43,7 +43,11 @@ def fixed_delivery() -> Delivery:
 
 
 def fixed_report(
-    issue: Issue, *, mode: Mode = "per-reader", min_count: int = 5, delivery: Delivery | None = None
+    issue: Issue,
+    *,
+    mode: Mode = "per-reader",
+    min_count: int = 5,
+    delivery: SendSummary | None = None,
 ) -> ClickReport:
     return build_report(
         outline(issue),

@@ -37,7 +37,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from newsletter.bounces.kinds import Kind, find_status, kind_of, worst
-from newsletter.bounces.reports import Finding, Report
+from newsletter.bounces.reports import Diagnosis, Report
 from newsletter.bounces.verp import read_tag
 from newsletter.outbox import Delivery, Outbox
 from newsletter.outbox.bounces import ACCEPTED, DISMISSED, HELD, HeldReport
@@ -92,7 +92,7 @@ class Match:
 class Decision:
     verdict: Verdict
     rows: tuple[Delivery, ...] = ()
-    finding: Finding | None = None
+    finding: Diagnosis | None = None
     suppressed: tuple[Suppressed, ...] = ()
     held: str = ""  # why the report was held for review
 
@@ -203,7 +203,7 @@ class Policy:
             return Proof(False, "", why)
         return prove(raw, row.recipient, self.keys)
 
-    def _record(self, report: Report, row: Delivery, finding: Finding) -> Decision:
+    def _record(self, report: Report, row: Delivery, finding: Diagnosis) -> Decision:
         if not self.outbox.bounces.record(
             report.key,
             row.id,
@@ -276,12 +276,12 @@ def breach(config: BouncesSettings, attempted: int, hard: int, complaints: int) 
     return None
 
 
-def _finding_for(report: Report, row: Delivery) -> Finding:
+def _finding_for(report: Report, row: Delivery) -> Diagnosis:
     """The finding about this row's recipient; when none names it (forwarded, redacted), the
     worst of the report's (with VERP the report is about this one message anyway)."""
     named = [f for f in report.findings if f.address == row.recipient]
     pool = named or list(report.findings)
     if not pool:
-        return Finding(row.recipient, report.kind)
+        return Diagnosis(row.recipient, report.kind)
     kind = worst([f.kind for f in pool])
     return next(f for f in pool if f.kind is kind)

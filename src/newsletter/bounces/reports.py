@@ -62,7 +62,7 @@ _ADDRESS = re.compile(r"<?([^\s<>;@]+@[^\s<>;@]+)>?")
 
 
 @dataclass(frozen=True)
-class Finding:
+class Diagnosis:
     """What a report says about one recipient. `address` is "" when the reporter redacted it."""
 
     address: str
@@ -79,7 +79,7 @@ class Report:
     key: str
     kind: Kind
     source: str  # dsn | arf | flufl.bounce | auto-reply | "" (not understood)
-    findings: tuple[Finding, ...]
+    findings: tuple[Diagnosis, ...]
     tags: tuple[str, ...]
     message_ids: tuple[str, ...]
     subject: str
@@ -143,7 +143,7 @@ def _classify(raw: bytes) -> Report:
     )
 
 
-def _findings(msg: Message) -> tuple[list[Finding], str]:
+def _findings(msg: Message) -> tuple[list[Diagnosis], str]:
     if msg.get_content_type() == "multipart/report":
         param = msg.get_param("report-type") or ""
         report_type = email.utils.collapse_rfc2231_value(param).lower()
@@ -163,7 +163,7 @@ def _findings(msg: Message) -> tuple[list[Finding], str]:
     return [], ""
 
 
-def _dsn(msg: Message) -> list[Finding]:
+def _dsn(msg: Message) -> list[Diagnosis]:
     found = []
     for part in msg.walk():
         if part.get_content_type() not in _DSN_TYPES:
@@ -178,7 +178,7 @@ def _dsn(msg: Message) -> list[Finding]:
             status = _status(_field(block, "Status"), diagnostic)
             kind = kind_of(status, _field(block, "Action") or "failed")
             if kind is not None:
-                found.append(Finding(address, kind, status, diagnostic))
+                found.append(Diagnosis(address, kind, status, diagnostic))
     return found
 
 
@@ -201,7 +201,7 @@ def _blocks(part: Message) -> list[Message]:
     return [parser.parsestr(chunk) for chunk in re.split(r"\r?\n[ \t]*\r?\n", text) if chunk]
 
 
-def _complaints(msg: Message) -> list[Finding]:
+def _complaints(msg: Message) -> list[Diagnosis]:
     found = []
     for part in msg.walk():
         if part.get_content_type() != "message/feedback-report":
@@ -213,12 +213,12 @@ def _complaints(msg: Message) -> list[Finding]:
             given = fields.get_all("Original-Rcpt-To") or []
             addresses = [_address(str(a)) for a in given] or [""]
             found += [
-                Finding(a, Kind.COMPLAINT, "", f"feedback-type {feedback}") for a in addresses
+                Diagnosis(a, Kind.COMPLAINT, "", f"feedback-type {feedback}") for a in addresses
             ]
     return found
 
 
-def _detected(msg: Message) -> list[Finding]:
+def _detected(msg: Message) -> list[Diagnosis]:
     from flufl.bounce import all_failures  # its detectors load slowly; only for odd mail
 
     try:
@@ -231,9 +231,9 @@ def _detected(msg: Message) -> list[Finding]:
     for raw in sorted(permanent):
         # A code in the text ("#5.2.2") refines the detector's verdict; its class must agree.
         kind = kind_of(status) if status.startswith("5") else None
-        found.append(Finding(_address(raw.decode("latin-1")), kind or Kind.HARD, status))
+        found.append(Diagnosis(_address(raw.decode("latin-1")), kind or Kind.HARD, status))
     for raw in sorted(temporary - permanent):
-        found.append(Finding(_address(raw.decode("latin-1")), Kind.DELAYED, status))
+        found.append(Diagnosis(_address(raw.decode("latin-1")), Kind.DELAYED, status))
     return found
 
 

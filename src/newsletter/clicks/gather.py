@@ -13,7 +13,7 @@ import datetime as dt
 from typing import cast
 
 from newsletter.clicks.events import ClickEvent
-from newsletter.clicks.report import ClickReport, Delivery, Mode, build_report
+from newsletter.clicks.report import ClickReport, Mode, SendSummary, build_report
 from newsletter.clicks.rules import Windows, label
 from newsletter.clicks.tally import ClickCounts, tally
 from newsletter.models import Issue
@@ -38,9 +38,9 @@ def gather_report(outbox: Outbox, settings: Settings, issue: Issue, list_name: s
     )
 
 
-def delivery(outbox: Outbox, issue: int, list_name: str) -> Delivery:
+def delivery(outbox: Outbox, issue: int, list_name: str) -> SendSummary:
     figures = outbox.send_figures.of(issue, list_name)
-    return Delivery(
+    return SendSummary(
         sent=figures.sent,
         per_minute={
             dt.datetime.fromisoformat(minute).replace(tzinfo=dt.UTC): sent
@@ -58,7 +58,7 @@ def unsent_report(settings: Settings, issue: Issue, list_name: str) -> ClickRepo
     return build_report(
         outline(issue),
         counts,
-        Delivery(sent=0, per_minute={}),
+        SendSummary(sent=0, per_minute={}),
         list_name=list_name,
         mode="off",
         min_count=settings.privacy.min_count,

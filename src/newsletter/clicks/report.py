@@ -59,7 +59,7 @@ class SectionLines:
 
 
 @dataclass(frozen=True)
-class Delivery:
+class SendSummary:
     """What the outbox says of the issue's send to one list."""
 
     sent: int
@@ -70,7 +70,7 @@ class Delivery:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class OutcomeRate:
     name: str
     count: Count
     rate: str  # of the messages sent: "0.12 %", "< 0.05 %", or "n/a" when none was sent
@@ -91,7 +91,7 @@ class ClickReport:
     sent: int
     bucket: int  # minutes per entry of `sent_over_time`
     sent_over_time: tuple[tuple[dt.datetime, int], ...]  # every bucket from first to last
-    outcomes: tuple[Outcome, ...]
+    outcomes: tuple[OutcomeRate, ...]
 
     @property
     def people_are(self) -> str:
@@ -138,7 +138,7 @@ class _Column:
 def build_report(
     outline: Outline,
     counts: ClickCounts,
-    delivery: Delivery,
+    delivery: SendSummary,
     *,
     list_name: str,
     mode: Mode,
@@ -228,14 +228,14 @@ def _spots(outline: Outline) -> list[list[Spot]]:
     return result
 
 
-def _outcome(name: str, count: int, sent: int, limit: int) -> Outcome:
+def _outcome(name: str, count: int, sent: int, limit: int) -> OutcomeRate:
     hide = count < limit and limit > 1  # as hide_small: a limit of 1 hides nothing
     if sent <= 0:
-        return Outcome(name, Below(limit) if hide else count, "n/a")
+        return OutcomeRate(name, Below(limit) if hide else count, "n/a")
     if hide:
         # An upper bound, so rounded up: "< 0.13 %" for 5 of 4,000 (0.125 %).
-        return Outcome(name, Below(limit), f"< {_percent(limit, sent, ROUND_CEILING)}")
-    return Outcome(name, count, _percent(count, sent, ROUND_HALF_UP))
+        return OutcomeRate(name, Below(limit), f"< {_percent(limit, sent, ROUND_CEILING)}")
+    return OutcomeRate(name, count, _percent(count, sent, ROUND_HALF_UP))
 
 
 def _percent(count: int, sent: int, rounding: str) -> str:

@@ -78,7 +78,7 @@ class Windows:
         return cls(tracking.delivery_window, tracking.canary_window, tracking.burst_window)
 
 
-class Verdict(NamedTuple):
+class LabelledEvent(NamedTuple):
     event: ClickEvent
     rule: Rule
     counted: bool  # False for a person's repeat, and for every machine request
@@ -110,8 +110,8 @@ class _Message(deque[_Pending]):
     canary_at = -math.inf
 
 
-def label(events: Iterable[ClickEvent], windows: Windows | None = None) -> Iterator[Verdict]:
-    """A Verdict per event, in the order the events came. They should come in time order (the
+def label(events: Iterable[ClickEvent], windows: Windows | None = None) -> Iterator[LabelledEvent]:
+    """A LabelledEvent per event, in the order the events came. They should come in time order (the
     store's ORDER BY): a late one is judged against what is still in the window."""
     windows = windows or Windows()
     horizon = max(windows.burst, windows.canary)
@@ -182,7 +182,7 @@ def _compare(entry: _Pending, group: _Message, windows: Windows) -> None:
             entry.burst = other.burst = True
 
 
-def _settle(entry: _Pending, recent: dict[Hashable, _Message], repeats: _Repeats) -> Verdict:
+def _settle(entry: _Pending, recent: dict[Hashable, _Message], repeats: _Repeats) -> LabelledEvent:
     if entry.key is not None:
         group = recent.get(entry.key)
         if group:
@@ -196,7 +196,7 @@ def _settle(entry: _Pending, recent: dict[Hashable, _Message], repeats: _Repeats
     if rule is None:
         rule = Rule.NEAR_CANARY if entry.near else Rule.BURST if entry.burst else Rule.PERSON
     counted = rule is Rule.PERSON and repeats.first(entry.event, entry.key)
-    return Verdict(entry.event, rule, counted)
+    return LabelledEvent(entry.event, rule, counted)
 
 
 class _Repeats:

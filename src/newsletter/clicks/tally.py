@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from newsletter.clicks.rules import Rule, Verdict
+from newsletter.clicks.rules import LabelledEvent, Rule
 from newsletter.places import Part, Place, Spot
 
 _K = TypeVar("_K")
@@ -51,7 +51,7 @@ class _Who:
         return len(self.readers) + self.requests
 
 
-def tally(verdicts: Iterable[Verdict]) -> ClickCounts:
+def tally(verdicts: Iterable[LabelledEvent]) -> ClickCounts:
     people: dict[Spot, _Who] = {}
     section_people: dict[int, _Who] = {}
     issue_people = _Who()

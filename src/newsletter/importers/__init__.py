@@ -9,13 +9,13 @@ are.
 from newsletter.importers.formats import FORMATS
 from newsletter.importers.outcomes import (
     Consent,
+    ExportFile,
     Imported,
+    ImportedSuppression,
     ImportReport,
     Origin,
     Outcome,
-    Part,
     Refused,
-    Suppressed,
 )
 from newsletter.importers.reader import Export, read_export
 
@@ -23,12 +23,12 @@ __all__ = [
     "FORMATS",
     "Consent",
     "Export",
+    "ExportFile",
     "ImportReport",
     "Imported",
+    "ImportedSuppression",
     "Origin",
     "Outcome",
-    "Part",
     "Refused",
-    "Suppressed",
     "read_export",
 ]

@@ -59,7 +59,7 @@ class Imported:
 
 
 @dataclass(frozen=True)
-class Suppressed:
+class ImportedSuppression:
     """A person never to mail: the address key, why (in the tool's own word: unsubscribed,
     cleaned, email disabled, blocklisted, ...), since when, and what else the tool said."""
 
@@ -78,11 +78,11 @@ class Refused:
     kind: RefusalKind
 
 
-Outcome = Imported | Suppressed | Refused
+Outcome = Imported | ImportedSuppression | Refused
 
 
 @dataclass(frozen=True)
-class Part:
+class ExportFile:
     """One CSV read: the file (a ZIP member is `zip:member`), the tool, and whether the tool
     was read from the header (True) or given with --format (False)."""
 
@@ -102,7 +102,7 @@ class ImportReport:
     imported + suppressed + refused always adds up to it. `warnings` are values kept verbatim
     in the consent record because they did not parse (a time, an IP); the row was imported."""
 
-    parts: list[Part] = field(default_factory=list)
+    parts: list[ExportFile] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # ZIP members that are no export, and why
     imported: int = 0
     suppressed: int = 0
@@ -122,7 +122,7 @@ class ImportReport:
     def count(self, outcome: Outcome) -> None:
         if isinstance(outcome, Imported):
             self.imported += 1
-        elif isinstance(outcome, Suppressed):
+        elif isinstance(outcome, ImportedSuppression):
             self.suppressed += 1
         else:
             self.refused[outcome.kind] += 1

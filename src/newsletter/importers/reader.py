@@ -1,5 +1,5 @@
 """An export file in (a CSV, or the ZIP a tool exports); a stream of Outcomes out: Imported
-(a subscriber and their consent), Suppressed, or Refused, one per row, and the counts.
+(a subscriber and their consent), ImportedSuppression, or Refused, one per row, and the counts.
 
 `read_export` opens the file and reads every header at once, so a file that cannot be imported
 at all (missing, not UTF-8, no tool's layout, a --format its header contradicts) is an
@@ -30,14 +30,14 @@ from newsletter.errors import ExportFileError, Problem, display_path
 from newsletter.importers.formats import FORMATS, detect, unusable
 from newsletter.importers.outcomes import (
     Consent,
+    ExportFile,
     Imported,
+    ImportedSuppression,
     ImportReport,
     Origin,
     Outcome,
-    Part,
     RefusalKind,
     Refused,
-    Suppressed,
 )
 from newsletter.importers.rows import Cells, Format, Row, RowMapper
 from newsletter.models import Subscriber
@@ -58,7 +58,7 @@ _DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError, OSError)
 
 @dataclass
 class _Source:
-    part: Part
+    part: ExportFile
     handle: TextIO
     records: Records
     header: list[str]
@@ -77,7 +77,7 @@ class Export:
         self._zip: zipfile.ZipFile | None = None
 
     @property
-    def parts(self) -> list[Part]:
+    def parts(self) -> list[ExportFile]:
         return self.report.parts
 
     def __iter__(self) -> Iterator[Outcome]:
@@ -173,7 +173,7 @@ class Export:
                     "duplicate",
                 )
         if row.suppress:
-            return Suppressed(key, row.suppress, origin, row.suppressed_at, row.detail)
+            return ImportedSuppression(key, row.suppress, origin, row.suppressed_at, row.detail)
         return Imported(Subscriber(envelope=envelope, name=name, line=line), _consent(origin, row))
 
     def _where(self, code: int) -> str:
@@ -284,7 +284,7 @@ def _source(
     index: dict[str, int] = {}
     for at, cell in enumerate(header):
         index.setdefault(cell.strip().lower(), at)
-    part = Part(name, chosen.name, chosen.label, detected=tool is None)
+    part = ExportFile(name, chosen.name, chosen.label, detected=tool is None)
     report.parts.append(part)
     return _Source(part, handle, records, header, index, chosen.mapper(frozenset(index)))
 

@@ -39,7 +39,7 @@ from newsletter.mail.mime import (
 )
 from newsletter.mail.tokens import sign
 from newsletter.models import OutgoingMessage
-from newsletter.outbox.mailqueue import Kind
+from newsletter.outbox.mailqueue import MailKind
 from newsletter.render import FONT_STACK, render_parts
 from newsletter.settings import Settings
 from newsletter.subscribers import DOT_ATOM
@@ -49,7 +49,7 @@ _LINK = "NLSITELINK7f3a9c2e"
 _STOP = "NLSITESTOP7f3a9c2e"
 _MESSAGE_ID_LABEL = b"newsletter-site-mail-id-v1\n"
 _BLOCK = re.compile(rb"(?:[!-9;-~]+:[ \t][\x20-\x7e]*\r\n(?:[ \t][\x20-\x7e]*\r\n)*)+")
-_SUBJECT = {Kind.CONFIRM: "confirm_subject", Kind.WELCOME: "welcome_subject"}
+_SUBJECT = {MailKind.CONFIRM: "confirm_subject", MailKind.WELCOME: "welcome_subject"}
 
 
 class SiteMessages:
@@ -66,14 +66,16 @@ class SiteMessages:
         self._reply_to = email.utils.parseaddr(newsletter.reply_to) if newsletter.reply_to else None
         mailto = email.utils.parseaddr(newsletter.unsubscribe_email or newsletter.sender)[1]
         self._mailto = mailto
-        self._cache: dict[tuple[Kind, str], tuple[str, str, str]] = {}
+        self._cache: dict[tuple[MailKind, str], tuple[str, str, str]] = {}
         self._signer: Any = None
         if settings.dkim is not None:
             from newsletter.mail.signing import DkimSigner, IssueSigner
 
             self._signer = IssueSigner(DkimSigner.from_settings(settings), [], b"")
 
-    def build(self, mail_id: int, kind: Kind, list_name: str, recipient: str, link: str) -> bytes:
+    def build(
+        self, mail_id: int, kind: MailKind, list_name: str, recipient: str, link: str
+    ) -> bytes:
         """The finished message (headers, text and HTML parts) for one queued mail. `link` is
         the confirmation's (or the change's) page; a welcome mail has none."""
         if not recipient.isascii() or re.search(r"[\s<>\x00-\x1f\x7f]", recipient):
@@ -102,7 +104,7 @@ class SiteMessages:
         return header + CRLF + body
 
     def message(
-        self, mail_id: int, kind: Kind, list_name: str, recipient: str, link: str
+        self, mail_id: int, kind: MailKind, list_name: str, recipient: str, link: str
     ) -> OutgoingMessage:
         return OutgoingMessage(
             message_id=self.message_id(mail_id),
@@ -118,7 +120,7 @@ class SiteMessages:
     def _fields(
         self,
         mail_id: int,
-        kind: Kind,
+        kind: MailKind,
         list_name: str,
         recipient: str,
         subject: str,
@@ -155,14 +157,14 @@ class SiteMessages:
         ]
         return [field.encode("ascii") for field in fields]
 
-    def _rendered(self, kind: Kind, list_name: str) -> tuple[str, str, str]:
+    def _rendered(self, kind: MailKind, list_name: str) -> tuple[str, str, str]:
         found = self._cache.get((kind, list_name))
         if found is None:
             found = self._cache[(kind, list_name)] = _render(self.settings, kind, list_name)
         return found
 
 
-def _render(settings: Settings, kind: Kind, list_name: str) -> tuple[str, str, str]:
+def _render(settings: Settings, kind: MailKind, list_name: str) -> tuple[str, str, str]:
     """(subject, text, HTML) of one kind for one list, with markers in place of the links:
     rendered once, filled per mail."""
     language = settings.newsletter.language

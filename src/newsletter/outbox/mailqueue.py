@@ -29,7 +29,7 @@ from newsletter.outbox.records import now
 LOST = "the worker stopped while this mail was being uploaded: it may have arrived"
 
 
-class Kind(StrEnum):
+class MailKind(StrEnum):
     CONFIRM = "confirm"  # a signup's double opt-in
     WELCOME = "welcome"  # after the confirmation, when [signup] welcome is on
     CHANGE = "change"  # the new address of a change on the preference page
@@ -51,7 +51,7 @@ FINAL = frozenset({MailState.SENT, MailState.REJECTED, MailState.FAILED, MailSta
 @dataclass(frozen=True)
 class SiteMail:
     id: int
-    kind: Kind
+    kind: MailKind
     list: str
     recipient: str  # the envelope address
     address_key: str
@@ -73,7 +73,7 @@ _COLUMNS = (
 
 def _mail(row: Sequence[object]) -> SiteMail:
     values = list(row)
-    values[1] = Kind(str(values[1]))
+    values[1] = MailKind(str(values[1]))
     values[7] = MailState(str(values[7]))
     return SiteMail(*values)  # type: ignore[arg-type]
 
@@ -84,7 +84,7 @@ class SiteMailQueue:
 
     def queue(
         self,
-        kind: Kind,
+        kind: MailKind,
         list_name: str,
         recipient: str,
         key: str,

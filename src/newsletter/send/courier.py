@@ -33,7 +33,7 @@ from newsletter.mail.sitemail import SiteMessages
 from newsletter.mail.tokens import LinkTarget, Purpose, sign_link
 from newsletter.models import OutgoingMessage
 from newsletter.outbox.backend import Backend
-from newsletter.outbox.mailqueue import Kind, MailState, SiteMail, SiteMailQueue
+from newsletter.outbox.mailqueue import MailKind, MailState, SiteMail, SiteMailQueue
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool, Session
 from newsletter.settings import Settings
@@ -56,7 +56,7 @@ class LostClaimError(Exception):
 
 
 @dataclass
-class Tally:
+class MailTally:
     """What the looks so far did, by outcome."""
 
     counts: dict[MailState, int] = field(default_factory=dict)
@@ -88,7 +88,7 @@ class Courier:
         self.owner = owner
         self._log = log
         self._clock = clock
-        self.tally = Tally()
+        self.tally = MailTally()
         self._unrecorded: list[tuple[int, MailState, int | None, str, float]] = []
 
     # -- the steps -----------------------------------------------------------------------------
@@ -101,10 +101,10 @@ class Courier:
         """(Message-ID, the message's bytes) for `mail`, its link valid from now."""
         base = self.settings.newsletter.base_url
         expires = int(self._clock() + self.settings.signup.confirm_expiry * 3600)
-        if mail.kind is Kind.CONFIRM:
+        if mail.kind is MailKind.CONFIRM:
             target = LinkTarget(Purpose.CONFIRM, mail.list, mail.address_key, mail.nonce, expires)
             link = confirm_url(base, sign_link(self._secret, target))
-        elif mail.kind is Kind.CHANGE:
+        elif mail.kind is MailKind.CHANGE:
             target = LinkTarget(
                 Purpose.CHANGE, mail.list, mail.address_key, mail.nonce, expires, mail.detail
             )

@@ -47,7 +47,7 @@ _KEY_LABEL = b"newsletter signup proof-of-work v1"
 Clock = Callable[[], float]
 
 
-class Verdict(StrEnum):
+class ProofVerdict(StrEnum):
     """Why a payload was accepted or not (for logs and tests; visitors all see one answer)."""
 
     ACCEPTED = "accepted"
@@ -97,12 +97,12 @@ class Replays:
 
 
 @dataclass(frozen=True)
-class Result:
-    verdict: Verdict
+class ProofCheck:
+    verdict: ProofVerdict
 
     @property
     def accepted(self) -> bool:
-        return self.verdict is Verdict.ACCEPTED
+        return self.verdict is ProofVerdict.ACCEPTED
 
 
 class ProofOfWork:
@@ -136,41 +136,41 @@ class ProofOfWork:
         result: dict[str, Any] = made.to_dict()
         return result
 
-    def verify(self, payload: object) -> Result:
+    def verify(self, payload: object) -> ProofCheck:
         """The verdict on a posted payload (the form field's value, as sent)."""
         parsed = _parse(payload)
         if parsed is None:
-            return Result(Verdict.MALFORMED)
+            return ProofCheck(ProofVerdict.MALFORMED)
         signature = parsed.challenge.signature
         expires_at = parsed.challenge.parameters.expires_at
         if not isinstance(signature, str) or not isinstance(expires_at, int):
-            return Result(Verdict.FORGED)  # every challenge we make has both
+            return ProofCheck(ProofVerdict.FORGED)  # every challenge we make has both
         if expires_at < self._clock():
-            return Result(Verdict.EXPIRED)
+            return ProofCheck(ProofVerdict.EXPIRED)
 
         def derive(parameters: ChallengeParameters, salt: bytes, password: bytes) -> bytes:
             # altcha calls this only once the expiry and our signature are checked: the claim
             # sits between those cheap checks and the one costly derivation.
             claimed = self.replays.claim(signature, float(expires_at))
             if not claimed:
-                raise _RefusedError(Verdict.BUSY if claimed is None else Verdict.REPLAYED)
+                raise _RefusedError(ProofVerdict.BUSY if claimed is None else ProofVerdict.REPLAYED)
             return derive_key_pbkdf2(parameters, salt, password)
 
         try:
             checked = verify_solution(parsed, self._key, derive)
         except _RefusedError as refused:
-            return Result(refused.verdict)
+            return ProofCheck(refused.verdict)
         except (ValueError, TypeError, RecursionError):
-            return Result(Verdict.MALFORMED)
+            return ProofCheck(ProofVerdict.MALFORMED)
         if checked.expired:
-            return Result(Verdict.EXPIRED)
+            return ProofCheck(ProofVerdict.EXPIRED)
         if checked.invalid_signature:
-            return Result(Verdict.FORGED)
-        return Result(Verdict.ACCEPTED if checked.verified else Verdict.WRONG)
+            return ProofCheck(ProofVerdict.FORGED)
+        return ProofCheck(ProofVerdict.ACCEPTED if checked.verified else ProofVerdict.WRONG)
 
 
 class _RefusedError(Exception):
-    def __init__(self, verdict: Verdict) -> None:
+    def __init__(self, verdict: ProofVerdict) -> None:
         super().__init__(verdict.value)
         self.verdict = verdict
 

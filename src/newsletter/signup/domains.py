@@ -41,7 +41,7 @@ MAX_LOOKUPS = 8  # domains looked up at once
 Clock = Callable[[], float]
 
 
-class Status(StrEnum):
+class DomainStatus(StrEnum):
     OK = "ok"
     REFUSED = "refused"
     UNKNOWN = "unknown"  # the resolver failed: let the signup through, the mail will tell
@@ -49,12 +49,12 @@ class Status(StrEnum):
 
 @dataclass(frozen=True)
 class DomainVerdict:
-    status: Status
+    status: DomainStatus
     reason: str = ""
 
     @property
     def refused(self) -> bool:
-        return self.status is Status.REFUSED
+        return self.status is DomainStatus.REFUSED
 
 
 def listed(domain: str, names: frozenset[str] | set[str]) -> str | None:
@@ -90,16 +90,16 @@ class DomainCheck:
         try:
             domain = address_key(address).rpartition("@")[2]
         except ValueError as exc:
-            return DomainVerdict(Status.REFUSED, f"not a valid address: {exc}")
+            return DomainVerdict(DomainStatus.REFUSED, f"not a valid address: {exc}")
         hit = listed(domain, self._blocked)
         if hit is not None:
-            return DomainVerdict(Status.REFUSED, f"{hit} is on the blocked list")
+            return DomainVerdict(DomainStatus.REFUSED, f"{hit} is on the blocked list")
         if self._config.refuse_disposable:
             hit = listed(domain, disposable_domains)
             if hit is not None:
-                return DomainVerdict(Status.REFUSED, f"{hit} hands out disposable addresses")
+                return DomainVerdict(DomainStatus.REFUSED, f"{hit} hands out disposable addresses")
         if not self._config.check_dns:
-            return DomainVerdict(Status.OK)
+            return DomainVerdict(DomainStatus.OK)
         return await self._dns(domain)
 
     async def _dns(self, domain: str) -> DomainVerdict:
@@ -116,7 +116,7 @@ class DomainCheck:
             async with self._slots:
                 self.lookups += 1
                 verdict, ttl = await self._lookup(domain)
-            if verdict.status is not Status.UNKNOWN:
+            if verdict.status is not DomainStatus.UNKNOWN:
                 self._remember(domain, verdict, ttl)
             future.set_result(verdict)
             return verdict
@@ -135,27 +135,29 @@ class DomainCheck:
             records, ttl = mx
             exchanges = {str(r.exchange).rstrip(".") for r in records}
             if exchanges == {""}:
-                return DomainVerdict(Status.REFUSED, f"{domain} accepts no mail (null MX)"), ttl
-            return DomainVerdict(Status.OK), ttl
+                return DomainVerdict(
+                    DomainStatus.REFUSED, f"{domain} accepts no mail (null MX)"
+                ), ttl
+            return DomainVerdict(DomainStatus.OK), ttl
         for kind in ("A", "AAAA"):
             found = await self._ask(domain, kind)
             if isinstance(found, DomainVerdict):
                 return found, NEGATIVE_TTL
             if found is not None:
-                return DomainVerdict(Status.OK), found[1]
+                return DomainVerdict(DomainStatus.OK), found[1]
         reason = f"{domain} has no MX, A or AAAA record: mail cannot be delivered there"
-        return DomainVerdict(Status.REFUSED, reason), NEGATIVE_TTL
+        return DomainVerdict(DomainStatus.REFUSED, reason), NEGATIVE_TTL
 
     async def _ask(self, domain: str, kind: str) -> tuple[list[Any], float] | DomainVerdict | None:
         """(records, ttl), None when the name has none of this type, or the final verdict."""
         try:
             answer = await self._resolver.resolve(domain + ".", kind, search=False)
         except dns.resolver.NXDOMAIN:
-            return DomainVerdict(Status.REFUSED, f"{domain} does not exist")
+            return DomainVerdict(DomainStatus.REFUSED, f"{domain} does not exist")
         except dns.resolver.NoAnswer:
             return None
         except (dns.exception.DNSException, OSError) as exc:
-            return DomainVerdict(Status.UNKNOWN, f"the lookup of {domain} failed: {exc}")
+            return DomainVerdict(DomainStatus.UNKNOWN, f"the lookup of {domain} failed: {exc}")
         ttl = float(answer.rrset.ttl) if answer.rrset is not None else NEGATIVE_TTL
         return list(answer), ttl
 

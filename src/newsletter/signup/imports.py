@@ -7,7 +7,7 @@ Per outcome:
   the row's and an `import` event's, with the tool's own consent columns, the file and the line,
   as evidence). A reader who left this list here is not brought back (refused, with when), nor
   is anyone erased on request; a suppressed address is kept a subscriber and stays suppressed.
-- **Suppressed**: never mailed on the list (source `imported`), with an `unsubscribe` event
+- **ImportedSuppression**: never mailed on the list (source `imported`), with an `unsubscribe` event
   saying what the tool said (unsubscribed, cleaned, email disabled, ...), unless the editor had
   suppressed it already.
 - **Refused**: counted and handed to `on_refused` with its file, line and reason.
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from newsletter.errors import Problem
-from newsletter.importers import Export, Imported, ImportReport, Refused, Suppressed
+from newsletter.importers import Export, Imported, ImportedSuppression, ImportReport, Refused
 from newsletter.mail.tokens import SigningKey
 from newsletter.outbox import Outbox
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
@@ -75,7 +75,11 @@ def import_export(
             if isinstance(outcome, Refused):
                 on_refused(outcome.problem)
                 continue
-            origin = outcome.origin if isinstance(outcome, Suppressed) else outcome.consent.origin
+            origin = (
+                outcome.origin
+                if isinstance(outcome, ImportedSuppression)
+                else outcome.consent.origin
+            )
             if isinstance(outcome, Imported):
                 envelope = outcome.subscriber.envelope
                 address_key = fold_address(envelope)

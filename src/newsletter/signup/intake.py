@@ -38,7 +38,7 @@ from newsletter.outbox.backend import Backend
 from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.forgotten import Forgotten
-from newsletter.outbox.mailqueue import Kind, SiteMailQueue
+from newsletter.outbox.mailqueue import MailKind, SiteMailQueue
 from newsletter.outbox.roster import Roster, Status
 from newsletter.settings import Settings
 from newsletter.signup.forgetting import digest, hashing_key
@@ -175,7 +175,7 @@ class Intake:
                 self.event(list_name, key, "signup", request, text=self.consent.text)
             )
             SiteMailQueue(backend).queue(
-                Kind.CONFIRM, list_name, address, key, nonce=signed.membership.nonce
+                MailKind.CONFIRM, list_name, address, key, nonce=signed.membership.nonce
             )
         return What.QUEUED
 
@@ -196,5 +196,5 @@ class Intake:
             ConsentLedger(backend).record(self.event(list_name, key, "confirm", request))
             outbox.suppressions.remove(list_name, key, sources=READER_SOURCES)
             if self.settings.signup.welcome:
-                SiteMailQueue(backend).queue(Kind.WELCOME, list_name, member.address, key)
+                SiteMailQueue(backend).queue(MailKind.WELCOME, list_name, member.address, key)
         return Confirmation.CONFIRMED

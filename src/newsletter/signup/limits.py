@@ -46,7 +46,7 @@ class Bucket:
 
 
 @dataclass(frozen=True)
-class Decision:
+class Allowance:
     allowed: bool
     retry_after: float = 0.0  # seconds, when refused
     scope: str = ""  # "client" or "site": whose bucket was empty
@@ -66,7 +66,7 @@ def client_key(address: str) -> str:
     return str(ip)
 
 
-class RateLimiter:
+class RequestLimiter:
     """Per-client and site-wide buckets; rates are per minute, bursts in requests."""
 
     def __init__(
@@ -88,7 +88,7 @@ class RateLimiter:
         self._max = max_clients
         self._lock = threading.Lock()
 
-    def allow(self, address: str) -> Decision:
+    def allow(self, address: str) -> Allowance:
         """Take a token for `address` (and one for the site), or say how long to wait."""
         key = client_key(address)
         with self._lock:
@@ -99,13 +99,13 @@ class RateLimiter:
             client_wait, site_wait = bucket.wait(now), self._site.wait(now)
             if client_wait > 0:
                 self._keep(key, bucket, now)
-                return Decision(False, client_wait, "client")
+                return Allowance(False, client_wait, "client")
             if site_wait > 0:
-                return Decision(False, site_wait, "site")
+                return Allowance(False, site_wait, "site")
             bucket.take(now)
             self._site.take(now)
             self._keep(key, bucket, now)
-            return Decision(True)
+            return Allowance(True)
 
     def __len__(self) -> int:
         return len(self._clients)

@@ -24,7 +24,7 @@ from newsletter.mail.tokens import LinkTarget
 from newsletter.outbox import Outbox
 from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.consent import ConsentLedger
-from newsletter.outbox.mailqueue import Kind, SiteMailQueue
+from newsletter.outbox.mailqueue import MailKind, SiteMailQueue
 from newsletter.outbox.roster import Roster, Status
 from newsletter.settings import Settings
 from newsletter.signup.intake import READER_SOURCES, Intake, Request, What
@@ -117,7 +117,7 @@ def request_move(
         if not intake.rule.claim(ConfirmationClaims(backend), new_address, intake.now()):
             return What.RECENT
         SiteMailQueue(backend).queue(
-            Kind.CHANGE,
+            MailKind.CHANGE,
             list_name,
             new_address,
             new_key,

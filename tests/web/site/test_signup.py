@@ -14,7 +14,7 @@ import pytest
 
 from newsletter.mail.tokens import LinkTarget, Purpose, SigningKey, sign, sign_link
 from newsletter.outbox import open_outbox
-from newsletter.outbox.mailqueue import Kind
+from newsletter.outbox.mailqueue import MailKind
 from newsletter.outbox.roster import Status
 from newsletter.signup.forgetting import forget
 from support.signups import SIGNUP_ENV, ledger, member, post_json, post_signup, queued, solved
@@ -76,7 +76,11 @@ def test_a_signup_is_pending_recorded_and_its_confirmation_queued(site: RunningS
     assert found.status is Status.PENDING
     assert found.nonce
     (mail,) = queued(_target(site))
-    assert (mail.kind, mail.recipient, mail.nonce) == (Kind.CONFIRM, "Ann@example.org", found.nonce)
+    assert (mail.kind, mail.recipient, mail.nonce) == (
+        MailKind.CONFIRM,
+        "Ann@example.org",
+        found.nonce,
+    )
     (event,) = ledger(_target(site), ANN)
     assert event.event == "signup"
     assert event.ip == "127.0.0.0/24"  # [privacy] ip = "truncate" by default
@@ -239,7 +243,7 @@ def test_confirmation_lifts_the_readers_own_unsubscribe_and_sends_a_welcome(
         with open_outbox(site.settings.outbox_target) as outbox:
             assert not outbox.suppressions.contains("main", ANN)
         kinds = [m.kind for m in queued(site.settings.outbox_target)]
-    assert kinds == [Kind.CONFIRM, Kind.WELCOME]
+    assert kinds == [MailKind.CONFIRM, MailKind.WELCOME]
 
 
 def test_an_expired_a_forged_and_a_stale_link(site: RunningService) -> None:
@@ -285,7 +289,7 @@ def test_the_preference_page_chooses_lists_and_moves_the_address(project: Path) 
         assert moved.status_code == 200
         assert 'id="note"' in moved.text
         (mail,) = queued(target)
-        assert (mail.kind, mail.recipient, mail.detail) == (Kind.CHANGE, "ann@new.example", ANN)
+        assert (mail.kind, mail.recipient, mail.detail) == (MailKind.CHANGE, "ann@new.example", ANN)
         change = sign_link(
             SECRET,
             LinkTarget(

@@ -61,7 +61,7 @@ _NOT_CHARSETS = {"punycode", "idna"}
 
 
 @dataclass(frozen=True)
-class Part:
+class OtherPart:
     """A part that is neither the text nor the HTML shown: an attachment, a report, a message."""
 
     content_type: str
@@ -101,7 +101,7 @@ class ReceivedMessage:
     recipient: str = ""
     text: str | None = None
     html: str | None = None
-    parts: list[Part] = field(default_factory=list)
+    parts: list[OtherPart] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what is not shown, and why
 
     @property
@@ -134,7 +134,7 @@ def open_received(data: bytes, size: int) -> ReceivedMessage:
     headers = [(name, decode_header_text(value)) for name, value in rows[:HEADER_LIMIT]]
     first = {name.lower(): value for name, value in reversed(headers)}
     text = html = None
-    parts: list[Part] = []
+    parts: list[OtherPart] = []
     if reason is None and error is None:
         text, html, parts, more = pick_bodies(message)
         if more:
@@ -183,12 +183,12 @@ def parse_bounded(data: bytes, *, whole: bool) -> tuple[email.message.Message, s
 
 def pick_bodies(
     message: email.message.Message,
-) -> tuple[str | None, str | None, list[Part], int]:
+) -> tuple[str | None, str | None, list[OtherPart], int]:
     """The first text/plain and text/html that are not attachments (as a mail client shows
     them), the other leaf parts (the first LISTED_PARTS) and how many more there are. A
     message/* part is listed, not entered: a forwarded message's text is not this one's."""
     text = html = None
-    parts: list[Part] = []
+    parts: list[OtherPart] = []
     more = 0
     stack = [message]
     while stack:
@@ -203,7 +203,7 @@ def pick_bodies(
         elif kind == "text/html" and html is None and not attached:
             html = decode_body(part)
         elif len(parts) < LISTED_PARTS:
-            parts.append(Part(kind, _filename(part), _encoded_size(part)))
+            parts.append(OtherPart(kind, _filename(part), _encoded_size(part)))
         else:
             more += 1
     return text, html, parts, more

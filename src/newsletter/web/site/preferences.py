@@ -30,7 +30,7 @@ from newsletter.settings import Settings
 from newsletter.signup.preferences import choices, choose, offered, request_move
 from newsletter.web.listen import NO_STORE
 from newsletter.web.site.pages import render_page
-from newsletter.web.site.signup import SCRIPT_CSP, Answer, Defences, Verdict, form_fields
+from newsletter.web.site.signup import SCRIPT_CSP, Answer, AnswerKind, Defences, form_fields
 
 MAX_LISTS = 32
 
@@ -102,15 +102,15 @@ class PreferencePages:
         checked = await self.defences.checked(request, read, [list_name])
         if isinstance(checked, Answer):
             request.state.event = f"preferences:move:{checked.verdict}"
-            if checked.verdict is Verdict.ACCEPTED:  # the honeypot
+            if checked.verdict is AnswerKind.ACCEPTED:  # the honeypot
                 return await self._after_move(list_name, key)
-            if checked.verdict is Verdict.SLOW_DOWN:
+            if checked.verdict is AnswerKind.SLOW_DOWN:
                 raise HTTPException(429, headers={"retry-after": "60"})
-            if checked.verdict is Verdict.MALFORMED:
+            if checked.verdict is AnswerKind.MALFORMED:
                 raise HTTPException(400)
             problem = (
                 self.words["try_again_lead"]
-                if checked.verdict is Verdict.TRY_AGAIN
+                if checked.verdict is AnswerKind.TRY_AGAIN
                 else self.words["bad_address_lead"].format(reason=checked.reason)
             )
             shown = await self.defences.outbox.run(

@@ -42,7 +42,7 @@ from newsletter.signup.domains import DomainCheck
 from newsletter.signup.form import MAX_FIELDS, FormRefusal, FormVerdict, Signup, read_signup
 from newsletter.signup.intake import Intake, consent_text
 from newsletter.signup.intake import Request as Asker
-from newsletter.signup.limits import RateLimiter
+from newsletter.signup.limits import RequestLimiter
 from newsletter.web.listen import NO_STORE
 from newsletter.web.site.clientip import scope_client_ip, trusted_networks
 from newsletter.web.site.connection import OutboxThread
@@ -58,7 +58,7 @@ SCRIPT_CSP = (
 ANY_ORIGIN = {"access-control-allow-origin": "*"}
 
 
-class Verdict(StrEnum):
+class AnswerKind(StrEnum):
     ACCEPTED = "accepted"  # said alike for every address past the domain check
     SLOW_DOWN = "slow-down"  # a rate limit
     TRY_AGAIN = "try-again"  # the proof of work is missing, wrong, expired or used
@@ -68,7 +68,7 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class Answer:
-    verdict: Verdict
+    verdict: AnswerKind
     reason: str = ""  # for the visitor: the address's fault, if it is one
     retry_after: float = 0.0
     detail: str = ""  # for the log and tests only (never shown): what happened
@@ -85,7 +85,7 @@ class Defences:
         config = settings.signup
         self.settings = settings
         self.outbox = outbox
-        self.limits = RateLimiter(
+        self.limits = RequestLimiter(
             per_client_per_minute=config.per_client_per_minute,
             per_client_burst=config.per_client_burst,
             site_per_minute=config.site_per_minute,
@@ -115,28 +115,28 @@ class Defences:
         decision = self.limits.allow(self.client(request) or "unknown")
         if not decision.allowed:
             return Answer(
-                Verdict.SLOW_DOWN, retry_after=decision.retry_after, detail=decision.scope
+                AnswerKind.SLOW_DOWN, retry_after=decision.retry_after, detail=decision.scope
             )
         try:
             fields = await read(request)
         except ValueError as exc:
-            return Answer(Verdict.MALFORMED, detail=str(exc))
+            return Answer(AnswerKind.MALFORMED, detail=str(exc))
         posted = next((str(v) for k, v in fields if k == "email" and isinstance(v, str)), "")
         form = read_signup(fields, frozenset(lists))
         if isinstance(form, FormRefusal):
             if form.verdict is FormVerdict.HONEYPOT:
-                return Answer(Verdict.ACCEPTED, detail="honeypot")
+                return Answer(AnswerKind.ACCEPTED, detail="honeypot")
             if form.verdict is FormVerdict.BAD_ADDRESS:
-                return Answer(Verdict.BAD_ADDRESS, form.reason, detail=form.reason, email=posted)
-            return Answer(Verdict.MALFORMED, detail=form.reason)
+                return Answer(AnswerKind.BAD_ADDRESS, form.reason, detail=form.reason, email=posted)
+            return Answer(AnswerKind.MALFORMED, detail=form.reason)
         # On the event loop: a worker thread for the derivation measured slower (benchmarks/
         # serve.py), the GIL going back and forth between the loop and the pool.
         work = self.work.verify(form.payload)
         if not work.accepted:
-            return Answer(Verdict.TRY_AGAIN, detail=f"work {work.verdict}", email=posted)
+            return Answer(AnswerKind.TRY_AGAIN, detail=f"work {work.verdict}", email=posted)
         domain = await self.domains.check(form.address)
         if domain.refused:
-            return Answer(Verdict.BAD_ADDRESS, domain.reason, detail=domain.reason, email=posted)
+            return Answer(AnswerKind.BAD_ADDRESS, domain.reason, detail=domain.reason, email=posted)
         return form
 
     async def attempt(self, request: Request, read: Fields, source: str) -> Answer:
@@ -146,7 +146,7 @@ class Defences:
             return checked
         asker = self.asker(request, source)
         what = await self.outbox.run(lambda ob: self.intake.enrol(ob, checked, asker))
-        return Answer(Verdict.ACCEPTED, detail=what.value)
+        return Answer(AnswerKind.ACCEPTED, detail=what.value)
 
 
 async def form_fields(request: Request) -> list[tuple[str, Any]]:
@@ -233,16 +233,16 @@ class SignupPages:
         answer = await self.defences.attempt(request, form_fields, "/signup")
         _note(request, answer)
         words = self.words
-        if answer.verdict is Verdict.ACCEPTED:
+        if answer.verdict is AnswerKind.ACCEPTED:
             html = render_page("sent.html", self.settings, sender=self._sender())
             return HTMLResponse(html, 200, NO_STORE)
-        if answer.verdict is Verdict.SLOW_DOWN:
+        if answer.verdict is AnswerKind.SLOW_DOWN:
             return _problem(
                 self.settings, 429, words["slow_down_title"], words["slow_down_lead"], answer
             )
-        if answer.verdict is Verdict.TRY_AGAIN:
+        if answer.verdict is AnswerKind.TRY_AGAIN:
             return self._page(400, problem=words["try_again_lead"], email=answer.email)
-        if answer.verdict is Verdict.BAD_ADDRESS:
+        if answer.verdict is AnswerKind.BAD_ADDRESS:
             lead = words["bad_address_lead"].format(reason=answer.reason)
             return self._page(400, problem=lead, email=answer.email)
         raise HTTPException(400)
@@ -253,16 +253,16 @@ class SignupPages:
         answer = await self.defences.attempt(request, json_fields, "/api/signup")
         _note(request, answer)
         words = self.words
-        if answer.verdict is Verdict.ACCEPTED:
+        if answer.verdict is AnswerKind.ACCEPTED:
             body = {"status": "accepted", "message": words["sent_lead"]}
             return JSONResponse(body, 202, {**NO_STORE, **ANY_ORIGIN})
         message = {
-            Verdict.SLOW_DOWN: words["slow_down_lead"],
-            Verdict.TRY_AGAIN: words["try_again_lead"],
-            Verdict.BAD_ADDRESS: words["bad_address_lead"].format(reason=answer.reason),
-            Verdict.MALFORMED: words["bad_request_lead"],
+            AnswerKind.SLOW_DOWN: words["slow_down_lead"],
+            AnswerKind.TRY_AGAIN: words["try_again_lead"],
+            AnswerKind.BAD_ADDRESS: words["bad_address_lead"].format(reason=answer.reason),
+            AnswerKind.MALFORMED: words["bad_request_lead"],
         }[answer.verdict]
-        status = 429 if answer.verdict is Verdict.SLOW_DOWN else 400
+        status = 429 if answer.verdict is AnswerKind.SLOW_DOWN else 400
         headers = {**NO_STORE, **ANY_ORIGIN, **_retry(answer)}
         body = {"status": "refused", "reason": answer.verdict.value, "message": message}
         return JSONResponse(body, status, headers)
@@ -319,7 +319,7 @@ def _note(request: Request, answer: Answer) -> None:
 
 
 def _retry(answer: Answer) -> dict[str, str]:
-    if answer.verdict is not Verdict.SLOW_DOWN:
+    if answer.verdict is not AnswerKind.SLOW_DOWN:
         return {}
     return {"retry-after": str(max(1, round(answer.retry_after)))}
 
