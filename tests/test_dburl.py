@@ -12,7 +12,7 @@ from newsletter.dburl import (
     SECRET_KEYWORDS,
     SHOWN_KEYWORDS,
     check_unambiguous,
-    redact,
+    redact_url,
     scrub,
     secret_parameters,
 )
@@ -62,7 +62,7 @@ def test_every_libpq_keyword_is_known_and_every_hidden_one_is_a_secret() -> None
 def test_every_secret_libpq_reads_is_found_and_masked(url: str) -> None:
     secrets = libpq_secrets(url)
     assert secrets, "the corpus must hold a secret libpq reads"
-    shown = redact(url)
+    shown = redact_url(url)
     assert "Sx" not in shown
     assert "***" in shown
     assert secret_parameters(url)
@@ -74,18 +74,18 @@ def test_a_url_without_secrets_is_shown_as_written(url: str) -> None:
     assert not libpq_secrets(url)
     assert secret_parameters(url) == []
     # The place of a password is masked even when empty: nothing to hide, nothing to tell.
-    assert redact(url) == url.replace("nl:@", "nl:***@").replace("password=", "password=***")
+    assert redact_url(url) == url.replace("nl:@", "nl:***@").replace("password=", "password=***")
 
 
 def test_what_stays_visible_is_what_helps() -> None:
     url = "postgresql://nl:Sx-pw@db.internal:5432/newsletter?sslmode=verify-full&password=Sx"
-    assert redact(url) == (
+    assert redact_url(url) == (
         "postgresql://nl:***@db.internal:5432/newsletter?sslmode=verify-full&password=***"
     )
     assert secret_parameters(url) == ["user:PASSWORD@", "password="]
     # A name libpq does not know may be a misspelt secret: its value is masked too.
-    assert redact("postgresql://db/nl?passwd=Sx-pw") == "postgresql://db/nl?passwd=***"
-    assert redact("/srv/newsletter/.newsletter/outbox.sqlite3").endswith("outbox.sqlite3")
+    assert redact_url("postgresql://db/nl?passwd=Sx-pw") == "postgresql://db/nl?passwd=***"
+    assert redact_url("/srv/newsletter/.newsletter/outbox.sqlite3").endswith("outbox.sqlite3")
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,7 @@ def test_libpqs_messages_about_a_url_are_scrubbed_of_its_secrets(url: str, quote
     message = str(caught.value)
     assert quoted in message  # what libpq says, unscrubbed
     assert "Sx" not in scrub(message, url)
-    assert "Sx" not in redact(url)
+    assert "Sx" not in redact_url(url)
 
 
 @pytest.mark.parametrize(
@@ -125,6 +125,6 @@ def test_a_url_libpq_reads_otherwise_than_it_looks_is_refused_and_masked(
     with pytest.raises(ValueError, match=reason) as caught:
         check_unambiguous(url)
     assert "Sx" not in str(caught.value)
-    assert "Sx" not in redact(url)
+    assert "Sx" not in redact_url(url)
     message = f'failed to resolve host "{parsed.get("host")}" for user "{parsed.get("user")}"'
     assert "Sx" not in scrub(message, url)

@@ -249,7 +249,7 @@ def check_tracked_host(settings: Settings) -> list[Finding]:
     ]
 
 
-def item_label(section: Section, index: int, language: str) -> str:
+def finding_label(section: Section, index: int, language: str) -> str:
     """How findings name an item: `「title」 in 「section」` (the marks are the newsletter
     language's); an untitled item by its first words."""
     return f"{item_name(section, index, language)} in {quote(section.title.text, language)}"

@@ -8,7 +8,7 @@ user name and password at the first `@` before the first `/`, wherever that `@` 
 `postgresql://db?password=x@y` the "user name" is `db?password=x`. The helpers here read a URL
 the same way (tests/test_dburl.py holds them to libpq's own parser), so:
 
-- `redact` shows the URL with the password and the value of every query parameter that is not
+- `redact_url` shows the URL with the password and the value of every query parameter that is not
   a known harmless libpq keyword replaced by `***` (an unknown name may be a misspelt secret);
 - `scrub` does the same to a message that may quote those values (libpq's "invalid
   percent-encoded token" quotes the raw value);
@@ -158,7 +158,7 @@ def _masked(parameter: _Parameter) -> bool:
     return parameter.has_value and parameter.name not in SHOWN_KEYWORDS
 
 
-def redact(url: str) -> str:
+def redact_url(url: str) -> str:
     """`url` with every secret it may carry replaced by ***; anything but a PostgreSQL URL
     (a SQLite path) as it is. Never raises: it is called while reporting errors."""
     parts = _split(url)

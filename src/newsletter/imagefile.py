@@ -32,11 +32,11 @@ def read_image_info(path: Path) -> ImageInfo:
     with path.open("rb") as file:
         head = file.read(HEADER_BYTES)
     size = path.stat().st_size
-    kind, width, height = image_size(head)
+    kind, width, height = read_image_size(head)
     return ImageInfo(kind, width, height, size)
 
 
-def image_size(head: bytes) -> tuple[str, int, int]:
+def read_image_size(head: bytes) -> tuple[str, int, int]:
     if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] == b"IHDR":
         width, height = struct.unpack(">II", head[16:24])
         return _checked("png", width, height)

@@ -256,7 +256,7 @@ def item_groups(items: Iterable[Item], language: str, style: str) -> list[ItemGr
     return groups
 
 
-def image_size(image: Image) -> tuple[int, int] | None:
+def shown_size(image: Image) -> tuple[int, int] | None:
     """The size the email shows `image` at (the column's width at most), if it is known."""
     if not image.width or not image.height:
         return None
@@ -333,7 +333,7 @@ def _context(issue: Issue, settings: Settings, online_from: int | None = None) -
         "mso_font_stack": MSO_FONT_STACK,
         "preheader": preheader_for(issue),
         "text": strings_for(EMAIL, language, name=settings.newsletter.name),
-        "image_size": image_size,
+        "image_size": shown_size,
         "image_url": lambda image: image_url(image, base_url),
         "placeholders": {
             "name": Placeholder.NAME.value,

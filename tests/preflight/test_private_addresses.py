@@ -16,7 +16,7 @@ from dnslib.server import BaseResolver, DNSLogger, DNSServer
 from newsletter.cli.main import cli
 from newsletter.preflight import report
 from newsletter.preflight.cache import Cache
-from newsletter.preflight.connect import refusal
+from newsletter.preflight.connect import address_refusal
 from newsletter.preflight.lookup import Lookup
 from newsletter.settings import CheckSettings
 from support.dnszone import ZoneResolver, dns_server
@@ -67,16 +67,18 @@ def served(site: Site) -> int:
     ],
 )
 def test_addresses_outside_the_public_internet_are_refused(address: str, kind: str) -> None:
-    assert refusal(address, False) == kind
-    assert refusal(address, True) is None
+    assert address_refusal(address, False) == kind
+    assert address_refusal(address, True) is None
 
 
 def test_public_addresses_pass_and_listed_networks_are_allowed() -> None:
-    assert refusal("93.184.215.14", False) is None
-    assert refusal("2606:4700::1111", False) is None
-    assert refusal("10.1.2.3", ["10.1.0.0/16"]) is None
-    assert refusal("10.2.0.1", ["10.1.0.0/16"]) == "a private address"
-    assert refusal("::ffff:10.1.2.3", ["10.1.0.0/16"]) is None  # judged as the IPv4 it carries
+    assert address_refusal("93.184.215.14", False) is None
+    assert address_refusal("2606:4700::1111", False) is None
+    assert address_refusal("10.1.2.3", ["10.1.0.0/16"]) is None
+    assert address_refusal("10.2.0.1", ["10.1.0.0/16"]) == "a private address"
+    assert (
+        address_refusal("::ffff:10.1.2.3", ["10.1.0.0/16"]) is None
+    )  # judged as the IPv4 it carries
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkChecker
 from newsletter.preflight.lookup import Lookup
 from newsletter.preflight.redirects import check_redirects
-from newsletter.preflight.run import run_online, tls_context
+from newsletter.preflight.run import checking_tls_context, run_online
 from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
 from support.dnszone import ZoneResolver, closed_port
@@ -32,7 +32,9 @@ def checked(
 ) -> list[Fault]:
     check = settings.check.model_copy(update={"allow_private": True})
     cache = Cache(None)
-    checker = LinkChecker(check, cache, lambda: tls_context(settings), Lookup(check, cache))
+    checker = LinkChecker(
+        check, cache, lambda: checking_tls_context(settings), Lookup(check, cache)
+    )
     return asyncio.run(check_redirects(settings, issue, checker, secret))
 
 

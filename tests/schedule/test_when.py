@@ -8,19 +8,21 @@ import datetime as dt
 import pytest
 
 from newsletter.errors import ScheduleError
-from newsletter.schedule.when import check_future, describe, parse_moment
+from newsletter.schedule.when import check_future, describe_instant, parse_moment
 from newsletter.settings import ScheduleSettings
 
 
 def test_a_wall_clock_time_in_its_zone_is_one_instant() -> None:
     moment = parse_moment("2026-12-02 08:00", "Asia/Shanghai")
     assert moment.at == dt.datetime(2026, 12, 2, 0, 0, tzinfo=dt.UTC)
-    assert describe(moment.timestamp, moment.zone) == (
+    assert describe_instant(moment.timestamp, moment.zone) == (
         "2026-12-02 08:00 +08:00 (Asia/Shanghai), 00:00 UTC"
     )
     assert parse_moment("2026-12-02T08:00:30", "UTC").at.second == 30
-    assert describe(parse_moment("2026-12-02 01:00", "Asia/Shanghai").timestamp, "Asia/Shanghai")
-    assert "2026-12-01 17:00 UTC" in describe(
+    assert describe_instant(
+        parse_moment("2026-12-02 01:00", "Asia/Shanghai").timestamp, "Asia/Shanghai"
+    )
+    assert "2026-12-01 17:00 UTC" in describe_instant(
         parse_moment("2026-12-02 01:00", "Asia/Shanghai").timestamp, "Asia/Shanghai"
     )
 

@@ -7,7 +7,7 @@ import asyncio
 from newsletter.preflight.cache import Cache
 from newsletter.preflight.linkcheck import LinkChecker, LinkResult
 from newsletter.preflight.lookup import Lookup
-from newsletter.preflight.run import tls_context
+from newsletter.preflight.run import checking_tls_context
 from newsletter.settings import CheckSettings, Settings
 
 
@@ -26,7 +26,7 @@ def check(
     checker = LinkChecker(
         settings.check,
         cache,
-        lambda: tls_context(settings),
+        lambda: checking_tls_context(settings),
         lookup or Lookup(settings.check, cache),
     )
 

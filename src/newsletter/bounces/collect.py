@@ -47,7 +47,7 @@ def collect(
     return tally
 
 
-def describe(report: Report, decision: Decision) -> str:
+def describe_decision(report: Report, decision: Decision) -> str:
     """One line per mail: verdict, whom it is about, the status, what was done (or why not)."""
     verdict = decision.verdict
     if not decision.rows:

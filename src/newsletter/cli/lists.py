@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from newsletter.bounces.collect import collect, describe
+from newsletter.bounces.collect import collect, describe_decision
 from newsletter.bounces.inbox import open_inbox
 from newsletter.bounces.origin import DkimKeys
 from newsletter.bounces.policy import Policy, Verdict
@@ -215,7 +215,9 @@ def bounces(
     try:
         with open_project_outbox(settings) as outbox:
             policy = Policy(outbox, settings.bounces, secrets, keys)
-            tally = collect(inbox, policy, lambda r, d: click.echo(printable(describe(r, d))))
+            tally = collect(
+                inbox, policy, lambda r, d: click.echo(printable(describe_decision(r, d)))
+            )
     finally:
         inbox.close()
     counts = ", ".join(f"{tally.verdicts[v]} {v.value}" for v in Verdict if tally.verdicts[v])

@@ -15,7 +15,7 @@ from newsletter.cli.terminal import pass_settings, printable
 from newsletter.errors import ScheduleError
 from newsletter.outbox import open_project_outbox, outbox_exists
 from newsletter.outbox.schedules import OPEN, Schedule
-from newsletter.schedule.when import describe, span
+from newsletter.schedule.when import describe_instant, span
 from newsletter.settings import Settings
 
 # `send` options a scheduled send does not keep (the worker's send runs on the config's values).
@@ -110,7 +110,8 @@ def schedule_send(
     schedule = booked.schedule
     left = span(schedule.due_at - time.time())
     click.echo(
-        f"scheduled: issue {number} -> {list_name} at {describe(schedule.due_at, schedule.zone)}"
+        f"scheduled: issue {number} -> {list_name} at "
+        f"{describe_instant(schedule.due_at, schedule.zone)}"
         f" (in {left})"
     )
     click.echo(
@@ -159,7 +160,7 @@ def schedule(settings: Settings, number: int | None, show_all: bool) -> None:
 
 
 def _line(row: Schedule, clock: float) -> str:
-    when = describe(row.due_at, row.zone)
+    when = describe_instant(row.due_at, row.zone)
     if row.state in OPEN and row.due_at > clock:
         when += f", in {span(row.due_at - clock)}"
     who = f"started by {row.started_by}" if row.started_by else f"booked by {row.created_by}"
@@ -186,7 +187,9 @@ def cancel(settings: Settings, number: int, list_name: str | None) -> None:
             if s.state.value == "started" and list_name in (None, s.list)
         ]
     for row in cancelled:
-        click.echo(f"cancelled: issue {row.issue} -> {row.list} ({describe(row.due_at, row.zone)})")
+        click.echo(
+            f"cancelled: issue {row.issue} -> {row.list} ({describe_instant(row.due_at, row.zone)})"
+        )
     if running:
         names = ", ".join(s.list for s in running)
         click.echo(f"not cancelled: issue {number} -> {names}: the send has started", err=True)

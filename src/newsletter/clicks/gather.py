@@ -31,14 +31,14 @@ def gather_report(outbox: Outbox, settings: Settings, issue: Issue, list_name: s
     return build_report(
         outline(issue),
         counts,
-        delivery(outbox, issue.number, list_name),
+        send_summary(outbox, issue.number, list_name),
         list_name=list_name,
         mode=cast(Mode, mode if mode in MODES else "off"),
         min_count=settings.privacy.min_count,
     )
 
 
-def delivery(outbox: Outbox, issue: int, list_name: str) -> SendSummary:
+def send_summary(outbox: Outbox, issue: int, list_name: str) -> SendSummary:
     figures = outbox.send_figures.of(issue, list_name)
     return SendSummary(
         sent=figures.sent,

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from newsletter.models import DeliveryStatus
 from newsletter.outbox.backend import Backend
-from newsletter.outbox.records import COLUMNS, IN_DOUBT, Delivery, delivery, now
+from newsletter.outbox.records import COLUMNS, IN_DOUBT, Delivery, delivery_from_row, now
 
 S = DeliveryStatus
 _SENDING = S.SENDING.value
@@ -50,7 +50,7 @@ class Deliveries:
                 f" WHERE issue = ? AND list = ? AND state = ? RETURNING {COLUMNS}",
                 (S.UNKNOWN.value, now(), IN_DOUBT, issue, list_name, _SENDING),
             )
-        return sorted((delivery(r) for r in rows), key=lambda d: d.id)
+        return sorted((delivery_from_row(r) for r in rows), key=lambda d: d.id)
 
     def reopen(self, issue: int, list_name: str, states: Iterable[DeliveryStatus]) -> int:
         """Make rows in `states` (unknown, failed) due again; their Message-ID is kept."""
@@ -108,7 +108,7 @@ class Deliveries:
                 f" AND state IN ({marks}) AND id > ? ORDER BY id LIMIT ?",
                 (issue, list_name, *chosen, after, batch),
             )
-            yield from (delivery(r) for r in found)
+            yield from (delivery_from_row(r) for r in found)
             if len(found) < batch:
                 return
             after = found[-1][0]
@@ -178,4 +178,4 @@ class Deliveries:
 
     def _where(self, where: str, params: tuple[object, ...]) -> list[Delivery]:
         found = self.backend.fetch(f"SELECT {COLUMNS} FROM deliveries WHERE {where}", params)
-        return [delivery(r) for r in found]
+        return [delivery_from_row(r) for r in found]

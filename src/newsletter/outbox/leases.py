@@ -15,7 +15,15 @@ from collections.abc import Sequence
 
 from newsletter.models import DeliveryStatus
 from newsletter.outbox.backend import Backend
-from newsletter.outbox.records import COLUMNS, FREE, IN_DOUBT, Delivery, Worker, delivery, now
+from newsletter.outbox.records import (
+    COLUMNS,
+    FREE,
+    IN_DOUBT,
+    Delivery,
+    Worker,
+    delivery_from_row,
+    now,
+)
 
 S = DeliveryStatus
 
@@ -86,7 +94,7 @@ class Leases:
                     (worker,),
                 )
                 lost += map(
-                    delivery,
+                    delivery_from_row,
                     db.fetch(
                         "UPDATE deliveries SET state = ?, smtp_reply = ?, updated_at = ?,"
                         f" owner = NULL WHERE owner = ? RETURNING {COLUMNS}",
@@ -125,7 +133,7 @@ class Leases:
             f" ORDER BY id LIMIT ? {self.backend.skip_locked}) RETURNING {COLUMNS}",
             (worker, issue, list_name, at, max_tries, limit),
         )
-        return sorted((delivery(r) for r in rows), key=lambda d: d.id)
+        return sorted((delivery_from_row(r) for r in rows), key=lambda d: d.id)
 
     def next_due(self, issue: int, list_name: str, *, max_tries: int) -> float | None:
         """When the next free row this run may still try falls due (None: there is none)."""

@@ -31,7 +31,7 @@ import psycopg
 from psycopg import errors as pg
 from psycopg import pq
 
-from newsletter.dburl import redact, scrub
+from newsletter.dburl import redact_url, scrub
 from newsletter.errors import DeliveryError, OutboxError
 from newsletter.outbox.backend import Backend, Durability, Landing, Params, Statement
 from newsletter.outbox.schema import Migration
@@ -88,7 +88,7 @@ class PostgresBackend(Backend):
 
     @property
     def display(self) -> str:
-        return redact(self.target)
+        return redact_url(self.target)
 
     def close(self) -> None:
         if self._journal is not None:

@@ -65,7 +65,7 @@ COLUMNS = (
 )
 
 
-def delivery(values: tuple[Any, ...]) -> Delivery:
+def delivery_from_row(values: tuple[Any, ...]) -> Delivery:
     """A row selected as COLUMNS, from either backend (both hand out tuples)."""
     return Delivery(
         id=values[0],

@@ -27,7 +27,7 @@ class RefusedError(Exception):
     """The link's host is (or resolves to) an address the link check must not reach."""
 
 
-def refusal(address: str, allowed: bool | Sequence[str]) -> str | None:
+def address_refusal(address: str, allowed: bool | Sequence[str]) -> str | None:
     """Why the link check must not connect to `address` ("a loopback address"), or None.
 
     `allowed`: `[check] allow_private`: True allows every address, a list of networks those."""
@@ -100,7 +100,7 @@ class CheckedBackend(httpcore.AsyncNetworkBackend):
         if not addresses:
             raise httpcore.ConnectError(f"{host} does not resolve (no A/AAAA record)")
         for address in addresses:
-            reason = refusal(address, self._allowed)
+            reason = address_refusal(address, self._allowed)
             if reason is not None:
                 raise RefusedError(
                     f"{host} is {reason}" if literal else f"{host} resolves to {address}, {reason}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from newsletter.checks import Finding, item_label
+from newsletter.checks import Finding, finding_label
 from newsletter.content import Block, content_images, content_links
 from newsletter.i18n import quote
 from newsletter.models import Issue
@@ -48,7 +48,7 @@ def item_labels(issue: Issue, language: str) -> dict[str, str]:
         for url in section.title.links + _urls(section.intro):
             labels.setdefault(url, quote(section.title.text, language))
         for index, item in enumerate(section.items):
-            where = item_label(section, index, language)
+            where = finding_label(section, index, language)
             for url in item.own_links + _urls(item.summary):
                 labels.setdefault(url, where)
     for url in _urls(issue.outro):

@@ -90,7 +90,7 @@ def list_size(settings: Settings, list_name: str) -> int:
     return max(rows - 1, 0) + members
 
 
-def tls_context(settings: Settings) -> ssl.SSLContext:
+def checking_tls_context(settings: Settings) -> ssl.SSLContext:
     """The system's CAs, plus [check] ca_file when set; verification is never turned off."""
     context = ssl.create_default_context()
     if settings.check.ca_file is not None:
@@ -153,7 +153,7 @@ async def _run(
             skipped=f"the sender's DNS did not answer within the run's "
             f"{settings.check.run_timeout:g} s ([check] run_timeout)"
         )
-    checker = LinkChecker(settings.check, cache, lambda: tls_context(settings), lookup)
+    checker = LinkChecker(settings.check, cache, lambda: checking_tls_context(settings), lookup)
     late = f"out of time (the run's {settings.check.run_timeout:g} s, [check] run_timeout)"
     dkim_domain = settings.dkim.domain.lower() if settings.dkim is not None else None
     jobs: list[tuple[str, Coroutine[Any, Any, list[Fault]]]] = [

@@ -18,7 +18,7 @@ from newsletter.errors import ScheduleError
 from newsletter.gate import inspect_send
 from newsletter.outbox import open_project_outbox
 from newsletter.outbox.schedules import Schedule
-from newsletter.schedule.when import Moment, check_future, describe, parse_moment
+from newsletter.schedule.when import Moment, check_future, describe_instant, parse_moment
 from newsletter.settings import Settings
 
 
@@ -35,7 +35,7 @@ def check_issue(settings: Settings, number: int, list_name: str) -> list[Finding
     return list(inspect_send(settings, number, list_name).findings)
 
 
-def refusal(findings: list[Finding]) -> str | None:
+def send_refusal(findings: list[Finding]) -> str | None:
     """Why the findings stop a send (their errors, one a line), or None."""
     errors = [str(f) for f in findings if f.level == "error"]
     if not errors:
@@ -66,7 +66,7 @@ def book_send(
     moment: Moment = parse_moment(at, zone_name or settings.newsletter.timezone or None)
     check_future(moment, time.time() if now is None else now)
     findings = check_issue(settings, number, list_name)
-    refused = refusal(findings)
+    refused = send_refusal(findings)
     if refused is not None:
         raise ScheduleError(
             f"issue {number} fails `newsletter check`, so it is not scheduled: {refused}",
@@ -78,7 +78,7 @@ def book_send(
         schedule = schedules.book(number, list_name, moment.timestamp, moment.zone, booked_by())
         if schedule is None:
             other = schedules.pending(number, list_name)
-            when = describe(other.due_at, other.zone) if other else "already"
+            when = describe_instant(other.due_at, other.zone) if other else "already"
             state = other.state.value if other else "waiting"
             raise ScheduleError(
                 f"issue {number} to {list_name!r} is already scheduled ({state}, {when})",

@@ -22,7 +22,7 @@ from pathlib import Path
 from newsletter.errors import DeliveryError, NewsletterError, OutboxError
 from newsletter.outbox import Outbox, open_project_outbox
 from newsletter.outbox.schedules import Schedule, Schedules, ScheduleState
-from newsletter.schedule.booking import check_issue, refusal
+from newsletter.schedule.booking import check_issue, send_refusal
 from newsletter.schedule.launch import (
     EXIT_INCOMPLETE,
     EXIT_STOPPED,
@@ -30,7 +30,7 @@ from newsletter.schedule.launch import (
     SendProcess,
     send_command,
 )
-from newsletter.schedule.when import describe, span
+from newsletter.schedule.when import describe_instant, span
 from newsletter.send.coordinator import send_lock
 from newsletter.settings import Settings
 
@@ -136,12 +136,14 @@ class ScheduleDuty:
         label = _label(schedule)
         assert self.schedules is not None
         verb = "resuming" if schedule.started_at else "starting"
-        self.log(f"{label}: due {describe(schedule.due_at, schedule.zone)}: checking the issue")
+        self.log(
+            f"{label}: due {describe_instant(schedule.due_at, schedule.zone)}: checking the issue"
+        )
         try:
             findings = await asyncio.to_thread(
                 check_issue, self.settings, schedule.issue, schedule.list
             )
-            refused = refusal(findings)
+            refused = send_refusal(findings)
         except NewsletterError as exc:  # the file is gone, or does not load
             refused = exc.message
         if refused is not None:

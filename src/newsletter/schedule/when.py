@@ -139,12 +139,12 @@ def check_future(moment: Moment, now: float) -> None:
     if moment.timestamp <= now:
         ago = span(now - moment.timestamp)
         raise ScheduleError(
-            f"--at: {describe(moment.timestamp, moment.zone)} was {ago} ago",
+            f"--at: {describe_instant(moment.timestamp, moment.zone)} was {ago} ago",
             hint="Give a time in the future (to send now, leave out --at).",
         )
 
 
-def describe(timestamp: float, zone_name: str) -> str:
+def describe_instant(timestamp: float, zone_name: str) -> str:
     """An instant in its zone and in UTC: `2026-12-02 08:00 CST (Asia/Shanghai), 00:00 UTC`."""
     try:
         zone, name = zone_of(zone_name or None)

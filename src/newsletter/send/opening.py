@@ -22,7 +22,7 @@ from newsletter.send.wire import Wire
 from newsletter.settings import SmtpSettings
 
 
-def tls_context(smtp: SmtpSettings, root: Path | None = None) -> ssl.SSLContext:
+def smtp_tls_context(smtp: SmtpSettings, root: Path | None = None) -> ssl.SSLContext:
     """Verified against the system store (or `ca_file`) unless `verify = false` says otherwise."""
     if not smtp.verify:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -57,7 +57,7 @@ class Opener:
         self.smtp = smtp
         self._password = password
         self._helo = helo
-        self._tls = tls_context(smtp, root) if smtp.security != "none" else None
+        self._tls = smtp_tls_context(smtp, root) if smtp.security != "none" else None
 
     def __repr__(self) -> str:
         return f"Opener({self.where})"

@@ -63,7 +63,7 @@ _TOKEN_SHAPE = re.compile(
 )
 
 
-def redact(path: str) -> str:
+def redact_path(path: str) -> str:
     """The path as it may be logged: tokens replaced by `[token]`."""
     return _TOKEN_SHAPE.sub("[token]", _TOKEN_ROUTE.sub(r"/\1/[token]", path))
 
@@ -165,7 +165,9 @@ class Guard:
         except Exception:
             # Starlette has already answered 500 from its handler; here it is only logged,
             # with the redacted path, so uvicorn does not print it again.
-            error_log.exception("error while serving %s %s", scope["method"], redact(scope["path"]))
+            error_log.exception(
+                "error while serving %s %s", scope["method"], redact_path(scope["path"])
+            )
             if not sent["status"]:
                 await _plain(guarded_send, 500)
         finally:
@@ -215,7 +217,7 @@ def _log_access(scope: Scope, client: str | None, status: int, size: int, second
         "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
         "client": client,
         "method": scope["method"],
-        "path": redact(scope["path"]),
+        "path": redact_path(scope["path"]),
         "status": status,
         "bytes": size,
         "ms": round(seconds * 1000, 1),
