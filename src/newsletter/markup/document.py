@@ -5,8 +5,8 @@ The body is cut before each `#` or `##` heading that follows a blank line outsid
 comments and raw HTML blocks: a place where CommonMark starts afresh, so the pieces parse as the
 whole does. Reference-style links are the exception, since a definition anywhere serves a link
 anywhere: every piece's definitions are gathered first (the block pass alone) and each piece is
-parsed with all of them. The preview re-renders a 150-item weekly on every save; markdown-it-py
-takes ~50 ms to read it whole.
+parsed with all of them. The preview re-renders a 150-item weekly on every save, and reading it
+whole with markdown-it-py each time would take most of the save's budget (benchmarks/render.py).
 """
 
 from __future__ import annotations
