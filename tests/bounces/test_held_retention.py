@@ -6,10 +6,12 @@ apply it."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
+from pathlib import Path
 
 from newsletter.bounces.retention import DAY, PRUNE_EVERY, HeldRetentionDuty, prune_held
-from newsletter.outbox import Outbox
+from newsletter.outbox import Outbox, open_outbox, schema
 from newsletter.outbox.bounces import ACCEPTED, DISMISSED
 from newsletter.settings import Settings
 from support.outbox import plan
@@ -124,3 +126,32 @@ def test_an_id_is_never_given_to_another_report(outbox: Outbox, settings: Settin
     (after,) = [h for h in outbox.bounces.held() if h.report == "<another@stranger.example>"]
     assert after.id > newest
     assert outbox.bounces.held_report(newest) is None
+
+
+def test_migration_11_keeps_the_held_reports_of_a_sqlite_outbox(tmp_path: Path) -> None:
+    """A file from before migration 11 (held_reports without AUTOINCREMENT) keeps its reports,
+    ids and states, and from then on never hands a deleted id out again."""
+    path = tmp_path / "outbox.sqlite3"
+    with open_outbox(path) as outbox:
+        ids = held_reports(outbox)
+        assert outbox.bounces.decide(ids[READERS[1]], DISMISSED)
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("ALTER TABLE held_reports RENAME TO kept")
+        (five,) = [m for m in schema.MIGRATIONS if m.version == 5]
+        db.executescript(five.sqlite)  # held_reports as migration 5 made it
+        db.execute("INSERT INTO held_reports SELECT * FROM kept")
+        db.execute("DROP TABLE kept")
+        db.execute("DELETE FROM schema_migrations WHERE version = 11")
+    db.close()
+    with open_outbox(path) as outbox:
+        assert outbox.backend.version() == schema.LATEST
+        assert {h.id for h in outbox.bounces.held()} == set(ids.values()) - {ids[READERS[1]]}
+        assert [h.id for h in outbox.bounces.held(DISMISSED)] == [ids[READERS[1]]]
+        newest = max(ids.values())
+        with outbox.backend.transaction():
+            outbox.backend.run("DELETE FROM held_reports WHERE id = ?", (newest,))
+        row = outbox.deliveries.rows(14, "main")[0]
+        assert outbox.bounces.hold("<later@x>", row.id, "hard", "", "", "dsn", "", "")
+        (later,) = [h for h in outbox.bounces.held() if h.report == "<later@x>"]
+        assert later.id == newest + 1
