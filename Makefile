@@ -22,7 +22,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks docs tools
 	$(BIN)/ruff format --check src tests benchmarks docs tools
-	$(BIN)/mypy src tools
+	$(BIN)/mypy src tools benchmarks
 
 test: lint
 	$(BIN)/pytest

@@ -109,8 +109,8 @@ def child(count: int, mode: str) -> dict[str, float]:
         counts,
         delivery,
         list_name="main",
-        mode=mode,
-        min_count=5,  # type: ignore[arg-type]
+        mode=mode,  # type: ignore[arg-type]
+        min_count=5,
     )
     built = time.perf_counter() - start
     start = time.perf_counter()

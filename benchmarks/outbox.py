@@ -127,11 +127,11 @@ def main() -> None:
     print(f"\nsmtp-source (4 sessions)          {statistics.median(source):.0f} m/s")
     for backend in ("SQLite", "PostgreSQL"):
         found = trials[(backend, "process", 1)]
-        whole = [t.whole / ref for t, ref in zip(found, source, strict=True)]
-        phase = [t.send_rate / ref for t, ref in zip(found, source, strict=True)]
+        wholes = [t.whole / ref for t, ref in zip(found, source, strict=True)]
+        phases = [t.send_rate / ref for t, ref in zip(found, source, strict=True)]
         print(
-            f"whole command / smtp-source, {backend:<10} {statistics.median(whole):.2f}"
-            f" (send phase {statistics.median(phase):.2f})   (target >= 1.0)"
+            f"whole command / smtp-source, {backend:<10} {statistics.median(wholes):.2f}"
+            f" (send phase {statistics.median(phases):.2f})   (target >= 1.0)"
         )
 
 

@@ -69,14 +69,19 @@ def measure(project: Path, weekly: dict[str, Any] | None, runs: int) -> dict[str
             links = [Link(label="Link", url=f"https://example.org/posts/{n:03d}")]
             if summary:  # issue 14's shape: a summary and two links, the first the title's
                 links.append(Link(label="Code", url=f"https://example.org/code/{n:03d}"))
-            return Item(title=ITEM.format(i=n), summary=summary, links=links)
+            # Validated from data, as a file is: the title and summary are Markdown text.
+            return Item.model_validate(
+                {"title": ITEM.format(i=n), "summary": summary, "links": links}
+            )
 
         per = items // sections
         return Issue(
             number=1,
             title="Weekly 1",
             sections=[
-                Section(title=f"Section {s}", items=[item(s * per + i) for i in range(per)])
+                Section.model_validate(
+                    {"title": f"Section {s}", "items": [item(s * per + i) for i in range(per)]}
+                )
                 for s in range(sections)
             ],
         )

@@ -47,6 +47,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -153,8 +154,8 @@ def unsubscribes() -> None:
                 for token in tokens:
                     path = f"/unsubscribe/{token}"
                     kinds["ref"].append(timed(lambda: client.get("/healthz")))
-                    kinds["get"].append(timed(lambda p=path: client.get(p)))
-                    kinds["post"].append(timed(lambda p=path: client.post(p, data=one_click)))
+                    kinds["get"].append(timed(partial(client.get, path)))
+                    kinds["post"].append(timed(partial(client.post, path, data=one_click)))
                     kinds["issue"].append(timed(lambda: client.get("/issues/14")))
                     kinds["index"].append(timed(lambda: client.get("/")))
             more = [sign(SECRET, "main", f"burst{i:05d}@example.com") for i in range(BURST)]
@@ -245,7 +246,7 @@ def redirects(label: str, outbox_url: str | None) -> str:
                     client.get(path), client.get("/healthz")
                 for path in paths[50 : 50 + REDIRECT_RUNS]:
                     reference.append(timed(lambda: client.get("/healthz")))
-                    redirect.append(timed(lambda p=path: client.get(p), expect=302))
+                    redirect.append(timed(partial(client.get, path), expect=302))
             burst_paths = paths[50 + REDIRECT_RUNS : 50 + REDIRECT_RUNS + REDIRECT_BURST]
             burst = asyncio.run(many(base, burst_paths, 302))
             health = asyncio.run(many(base, ["/healthz"] * len(burst_paths), 200))
@@ -530,7 +531,7 @@ def signups() -> None:
         sent = captured()
     browser = None
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from signup import browser_cost  # type: ignore[import-not-found]
+    from signup import browser_cost
 
     browser = browser_cost(cost, 20)
     bombed = bombing()

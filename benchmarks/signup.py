@@ -60,7 +60,7 @@ def server_side(cost: int, repeats: int) -> None:
     accepted = median_us(lambda: pow_.verify(next(payloads)), repeats)
     replayed = median_us(lambda: pow_.verify(solved[0]), repeats)
     forgery = median_us(lambda: forged.verify(solved[0]), repeats)
-    made = median_us(pow_.challenge, repeats)
+    making = median_us(pow_.challenge, repeats)
     salt, password = os.urandom(16), os.urandom(20)
     floor = median_us(lambda: hashlib.pbkdf2_hmac("sha256", password, salt, cost, 32), repeats)
     print(f"proof of work on the server, cost {cost} (median of {repeats})")
@@ -71,7 +71,7 @@ def server_side(cost: int, repeats: int) -> None:
         ("verify, accepted", accepted),
         ("verify, replayed", replayed),
         ("verify, forged", forgery),
-        ("make a challenge", made),
+        ("make a challenge", making),
     ):
         print(f"| {name} | {value:.0f} | {value / floor:.2f} |")
     print(f"accepted signups a second, one core, verification alone: {1e6 / accepted:,.0f}\n")
@@ -85,8 +85,8 @@ def browser_cost(cost: int, count: int) -> tuple[list[float], list[float]] | Non
     from playwright.sync_api import sync_playwright
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from conftest import CHROMIUM_ARGS  # type: ignore[import-not-found]
-    from support.worksite import site  # type: ignore[import-not-found]
+    from conftest import CHROMIUM_ARGS
+    from support.worksite import site
 
     pow_ = ProofOfWork(SECRET, cost=cost, expiry=600)
     challenges = [pow_.challenge() for _ in range(count)]

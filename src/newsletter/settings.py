@@ -287,6 +287,9 @@ class PrivacySettings(SettingsTable):
     # A count below this is shown as "< 5" in every report (text, CSV, HTML, charts).
     min_count: Annotated[int, Field(ge=1, le=1000)] = 5
     retention_days: Annotated[int, Field(ge=1)] = 180  # click events older than this are deleted
+    # Bounce reports held for review (a stranger's sender and words) are deleted this many days
+    # after they were held, or after the editor accepted or dismissed them.
+    held_retention_days: Annotated[int, Field(ge=1)] = 90
     # The address a click came from: "truncate" keeps its network (IPv4 /24, IPv6 /48), "hash"
     # a keyed digest that changes every day, "none" nothing.
     ip: Literal["truncate", "hash", "none"] = "truncate"

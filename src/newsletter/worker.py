@@ -7,8 +7,10 @@ and says how long until the next look is worth it), and stops when the worker do
 the site's mail (send/courier.py: confirmations within a second of the signup, whatever else
 the worker or a bulk send is doing, since each duty has its own outbox connection and SMTP
 sessions), and click retention (clicks/retention.py: events past `[privacy] retention_days`
-deleted as they age), and scheduled sends (schedule/duty.py: each due send started by exactly
-one worker, as `newsletter send` runs it, after the issue passed its check again).
+deleted as they age), held-report retention (bounces/retention.py: the reports held for review
+past `[privacy] held_retention_days`), and scheduled sends (schedule/duty.py: each due send
+started by exactly one worker, as `newsletter send` runs it, after the issue passed its check
+again).
 
 On SQLite one worker runs per project (a lock the kernel drops when the process dies); on
 PostgreSQL any number, on any machines: leases on the database's clock decide who sends what.
@@ -31,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
+from newsletter.bounces.retention import HeldRetentionDuty
 from newsletter.clicks.retention import RetentionDuty
 from newsletter.errors import DeliveryError, OutboxError
 from newsletter.mail.tokens import SigningKey
@@ -214,6 +217,7 @@ async def _main(
     duties: list[Duty] = [
         SiteMailDuty(settings, key, owner, log),
         RetentionDuty(settings, log),
+        HeldRetentionDuty(settings, log),
         ScheduleDuty(settings, owner, log, config=config, once=once),
     ]
     if ready is not None:

@@ -8,6 +8,7 @@ import email
 import hashlib
 import mailbox
 import re
+import sqlite3
 from pathlib import Path
 
 from newsletter.send.mailbox import serve_mailbox
@@ -121,6 +122,10 @@ async def test_a_stranger_quoting_real_ids_is_held_for_review(project: Path) -> 
     assert "1 report(s) held for review" in done.err
     assert (await newsletter(["suppressions"], env, project)).out == ""
     assert left(bounces) == 1
+    status = await newsletter(["status", "--issue", "14"], env, project)
+    assert status.out.splitlines()[-1] == (
+        "1 bounce report(s) held for review: see `newsletter bounces --held`"
+    )
 
     again = await newsletter(["bounces", "--maildir", str(bounces)], env, project)
     assert "1 held for review; 0 address(es) suppressed; 1 left" in again.out
@@ -136,6 +141,9 @@ async def test_a_stranger_quoting_real_ids_is_held_for_review(project: Path) -> 
     filed = await newsletter(["bounces", "--maildir", str(bounces)], env, project)
     assert "read 1 mail(s): 1 dismissed; 0 address(es) suppressed; 0 left" in filed.out
     assert left(bounces) == 0
+    assert (
+        "held for review" not in (await newsletter(["status", "--issue", "14"], env, project)).out
+    )
     assert (await newsletter(["suppressions"], env, project)).out == ""
     unknown = await newsletter(["bounces", "--accept", "1"], env, project)
     assert unknown.code != 0
@@ -180,3 +188,31 @@ async def test_the_readers_own_mail_system_proves_itself_and_acts_on_one_row(
     assert "read 1 mail(s): 1 hard; 1 address(es) suppressed; 0 left" in done.out
     listed = await newsletter(["suppressions"], env, project)
     assert [line.split()[2] for line in listed.out.splitlines()] == [readers[2]]
+
+
+async def test_a_held_report_past_the_window_is_deleted(project: Path) -> None:
+    """[privacy] held_retention_days: the outbox's copy of a stranger's report goes; its mail,
+    still in the bounce mailbox, is held again as new when the mailbox is next read."""
+    readers = write_list(project / "list.csv", 2)
+    got = await send_issue_14(project, project / "sent")
+    bounces = project / "bounces"
+    mailbox.Maildir(bounces, create=True).add(stranger_complaint(message_ids(got, readers)))
+    env = environment(1, NEWSLETTER_LISTS__MAIN__PATH="list.csv")
+    await newsletter(["bounces", "--maildir", str(bounces)], env, project)
+    with sqlite3.connect(project / ".newsletter" / "outbox.sqlite3") as db:
+        db.execute("UPDATE held_reports SET created_at = '2020-01-01T00:00:00.000+00:00'")
+    db.close()
+    held = await newsletter(["bounces", "--held"], env, project)
+    assert held.code == 0, held.err
+    assert held.out == ""
+    assert "1 report(s) held for review deleted after 90 days" in held.err
+    assert "0 report(s) held for review" in held.err
+    assert (
+        "held for review" not in (await newsletter(["status", "--issue", "14"], env, project)).out
+    )
+
+    again = await newsletter(["bounces", "--maildir", str(bounces)], env, project)
+    assert "deleted after" not in again.err
+    assert "read 1 mail(s): 1 held for review; 0 address(es) suppressed; 1 left" in again.out
+    (line,) = (await newsletter(["bounces", "--held"], env, project)).out.splitlines()
+    assert re.match(rf"\s+2  \S+  complaint  {readers[0]}  ", line)

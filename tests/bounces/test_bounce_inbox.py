@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import mailbox
+import socket
+import socketserver
+import ssl
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trustme
 
 from newsletter.bounces.inbox import KEYWORD, MaildirInbox, open_inbox
 from newsletter.errors import InboxError
@@ -144,3 +152,57 @@ def test_not_a_maildir(tmp_path: Path) -> None:
 def test_no_mailbox_configured(settings: Settings) -> None:
     with pytest.raises(InboxError, match="no bounce mailbox"):
         open_inbox(settings)
+
+
+@contextmanager
+def hostile_imap(tmp_path: Path, refusal: bytes) -> Iterator[tuple[str, Path]]:
+    """An IMAP server over TLS on loopback that logs anyone in, then refuses SELECT with
+    `refusal`; its imaps:// URL and the CA that signed its certificate."""
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(tmp_path / "ca.pem")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(ctx)
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            self.wfile.write(b"* OK [CAPABILITY IMAP4rev1] hostile\r\n")
+            for line in self.rfile:
+                tag, _, rest = line.partition(b" ")
+                command = rest.split(b" ", 1)[0].strip().upper()
+                if command == b"SELECT":
+                    self.wfile.write(tag + b" NO " + refusal + b"\r\n")
+                elif command == b"LOGOUT":
+                    self.wfile.write(b"* BYE\r\n" + tag + b" OK bye\r\n")
+                    return
+                else:
+                    self.wfile.write(tag + b" OK done\r\n")
+
+    class Server(socketserver.ThreadingTCPServer):
+        daemon_threads = True
+
+        def get_request(self) -> tuple[socket.socket, Any]:
+            sock, address = super().get_request()
+            return ctx.wrap_socket(sock, server_side=True), address
+
+    with Server(("127.0.0.1", 0), Handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"imaps://editor@127.0.0.1:{server.server_address[1]}/INBOX", tmp_path / "ca.pem"
+        finally:
+            server.shutdown()
+
+
+def test_a_servers_refusal_is_shown_as_every_reply_is(project: Path, tmp_path: Path) -> None:
+    """The server's words in an InboxError go through the one cleaner (safetext.printable):
+    its terminal sequences and bidirectional overrides show as `?`, as in every command."""
+    refusal = "\x1b]0;owned\x07 folder \u202egone".encode()
+    with hostile_imap(tmp_path, refusal) as (url, ca):
+        environ = {
+            "NEWSLETTER_BOUNCES__IMAP": url,
+            "NEWSLETTER_BOUNCES__CA_FILE": str(ca),
+            "NEWSLETTER_BOUNCES_PASSWORD": "pw",
+        }
+        with pytest.raises(InboxError) as info:
+            open_inbox(load_settings(project / "newsletter.toml", environ=environ))
+    assert info.value.message.endswith("select INBOX failed: ?]0;owned? folder ?gone")

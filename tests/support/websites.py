@@ -123,7 +123,8 @@ def website(
     """One server (HTTPS when `tls` is given) on `host` (any 127.x.y.z address is this machine)
     and `port` (0: a free one) until the block ends; `other`: the status of any path not listed
     above."""
-    handler = type("Handler", (_Handler,), {"other": other})
+    # A class per server: its site and `other` are the handler's class attributes.
+    handler: type[_Handler] = type("Handler", (_Handler,), {"other": other})
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     if tls is not None:

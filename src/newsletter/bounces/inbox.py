@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 
 from newsletter.configfile import SECRET_ENV
 from newsletter.errors import InboxError
+from newsletter.safetext import printable
 from newsletter.settings import BouncesSettings, Settings
 
 KEYWORD = "NewsletterProcessed"
@@ -171,7 +172,7 @@ class ImapInbox:
             self._command(self._imap.select(_quoted(self._folder)), f"select {self._folder}")
         except imaplib.IMAP4.error as exc:
             self._imap.shutdown()
-            raise InboxError(f"{self.where}: {_clean(exc)}") from None
+            raise InboxError(f"{self.where}: {printable(str(exc))}") from None
 
     def mails(self) -> Iterator[Mail]:
         criteria = "ALL" if self._processed else f"UNKEYWORD {KEYWORD}"
@@ -196,7 +197,7 @@ class ImapInbox:
         try:
             yield
         except (OSError, imaplib.IMAP4.error) as exc:
-            raise InboxError(f"{self.where}: {what}: {_clean(exc)}") from None
+            raise InboxError(f"{self.where}: {what}: {printable(str(exc))}") from None
 
     def _file(self, mail: Mail) -> None:
         if not self._processed:
@@ -234,7 +235,7 @@ class ImapInbox:
         typ, data = answer
         if typ != "OK":
             detail = b" ".join(d for d in data if isinstance(d, bytes)).decode(errors="replace")
-            raise InboxError(f"{self.where}: {what} failed: {_clean(detail)}")
+            raise InboxError(f"{self.where}: {what} failed: {printable(detail)}")
         return data
 
 
@@ -250,7 +251,3 @@ def _redacted(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"{parts.username}@{host}" + (f":{parts.port}" if parts.port else "")
     return parts._replace(netloc=netloc).geturl()
-
-
-def _clean(value: object) -> str:
-    return "".join(ch if ch.isprintable() else " " for ch in str(value))

@@ -12,6 +12,7 @@ from newsletter.bounces.collect import collect, describe_decision
 from newsletter.bounces.inbox import open_inbox
 from newsletter.bounces.origin import DkimKeys
 from newsletter.bounces.policy import Policy, Verdict
+from newsletter.bounces.retention import prune_held
 from newsletter.cli.terminal import (
     Group,
     every_list_option,
@@ -21,7 +22,7 @@ from newsletter.cli.terminal import (
 )
 from newsletter.errors import ConfigError, NewsletterError, display_path
 from newsletter.mail.tokens import signing_key
-from newsletter.outbox import EDITOR_SOURCE, open_project_outbox, outbox_exists
+from newsletter.outbox import EDITOR_SOURCE, Outbox, open_project_outbox, outbox_exists
 from newsletter.outbox.bounces import DISMISSED
 from newsletter.outbox.consent import ConsentEvent
 from newsletter.outbox.roster import Status
@@ -187,7 +188,8 @@ def bounces(
     A report tied to its message only by a quoted Message-ID (no verified return-path tag) acts
     only when its sender is proven (the reader's own address, or their provider's mail system or
     feedback loop, DKIM-signed); otherwise it is held for review and left in the mailbox:
-    --held lists those, --accept ID applies one, --dismiss ID drops it."""
+    --held lists those, --accept ID applies one, --dismiss ID drops it. A held report is deleted
+    [privacy] held_retention_days (90) after it was held or decided."""
     key = signing_key(settings, allow_ephemeral=True)
     secrets = key.previous if key.ephemeral else key.verifying
     if show_held or accept or dismiss:
@@ -199,6 +201,7 @@ def bounces(
             click.echo("0 report(s) held for review", err=True)
             return
         with open_project_outbox(settings) as outbox:
+            _expire_held(outbox, settings)
             _review(Policy(outbox, settings.bounces, secrets), show_held, accept, dismiss)
         return
     inbox = open_inbox(settings, maildir)
@@ -214,6 +217,7 @@ def bounces(
     )
     try:
         with open_project_outbox(settings) as outbox:
+            _expire_held(outbox, settings)
             policy = Policy(outbox, settings.bounces, secrets, keys)
             tally = collect(
                 inbox, policy, lambda r, d: click.echo(printable(describe_decision(r, d)))
@@ -230,6 +234,18 @@ def bounces(
         click.echo(
             f"{tally.verdicts[Verdict.HELD]} report(s) held for review: their sender is not"
             " proven; see `newsletter bounces --held`",
+            err=True,
+        )
+
+
+def _expire_held(outbox: Outbox, settings: Settings) -> None:
+    """The held reports past [privacy] held_retention_days deleted before any is read, as the
+    worker does, so the window holds where no worker runs."""
+    if deleted := prune_held(outbox, settings):
+        days = settings.privacy.held_retention_days
+        click.echo(
+            f"{deleted} report(s) held for review deleted after {days} days"
+            " ([privacy] held_retention_days)",
             err=True,
         )
 

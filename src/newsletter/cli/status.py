@@ -81,6 +81,8 @@ def status(
                 click.echo(f"  {row.state:<9} {printable(row.recipient)}  {reply}")
             if limit is not None and len(rows) > limit:
                 click.echo(f"  ... and {len(rows) - limit} more (--all, or --csv FILE)")
+        if held := outbox.bounces.held_count():  # of every issue: they wait for the editor
+            click.echo(f"{held} bounce report(s) held for review: see `newsletter bounces --held`")
         if csv_path is not None:
             rows = [r for name in names for r in outbox.deliveries.rows(number, name)]
             if str(csv_path) == "-":

@@ -9,11 +9,13 @@ deliveries themselves never change: a `sent` row stays `sent`, its bounce beside
 
 `held_reports` holds the reports the policy would not act on (no verified tag, sender not
 proven), one per (mail, delivery), until the editor accepts or dismisses one: what it said, who
-sent it and why it was held. Nothing in it counts towards a rate or a soft-bounce streak.
+sent it and why it was held. Nothing in it counts towards a rate or a soft-bounce streak. They
+hold a stranger's words, so they are deleted after a retention window (`delete_held`).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +167,23 @@ class Bounces:
         )
         held = self._to_held_reports(found)
         return held[0] if held else None
+
+    def held_count(self) -> int:
+        """How many reports wait for the editor's review."""
+        ((found,),) = self.backend.fetch(
+            "SELECT count(*) FROM held_reports WHERE state = ?", (HELD,)
+        )
+        return int(found)
+
+    def delete_held(self, before: float) -> int:
+        """Delete the held reports from before `before` (Unix seconds): a waiting one by when
+        it was held, a decided one by when it was decided (its decision must outlive it long
+        enough for the next read of the mailbox to file its mail). How many were deleted."""
+        cutoff = time.strftime("%Y-%m-%dT%H:%M:%S.000+00:00", time.gmtime(before))
+        with self.backend.transaction():
+            return self.backend.run(
+                "DELETE FROM held_reports WHERE COALESCE(decided_at, created_at) < ?", (cutoff,)
+            )
 
     def decide(self, held_id: int, state: str) -> bool:
         """Mark a held report ACCEPTED or DISMISSED; False if it is not (or no longer) held."""

@@ -178,6 +178,33 @@ CREATE TABLE IF NOT EXISTS held_reports (
 );
 """
 
+# Held reports are deleted after a retention window (bounces/retention.py), and the editor
+# accepts or dismisses one by the id `--held` showed: an id must never come back for another
+# report. SQLite hands out the highest id plus one, so deleting the newest row would give its id
+# to the next; AUTOINCREMENT never reuses one, and a table cannot gain it in place. PostgreSQL's
+# identity never reuses an id: nothing to do there.
+_HELD_IDS_SQLITE = """
+CREATE TABLE held_reports_ids (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    report      TEXT   NOT NULL,
+    delivery_id BIGINT NOT NULL,
+    kind        TEXT   NOT NULL,
+    status      TEXT   NOT NULL DEFAULT '',
+    detail      TEXT   NOT NULL DEFAULT '',
+    source      TEXT   NOT NULL,
+    sender      TEXT   NOT NULL DEFAULT '',
+    reason      TEXT   NOT NULL,
+    state       TEXT   NOT NULL DEFAULT 'held',
+    created_at  TEXT   NOT NULL,
+    decided_at  TEXT,
+    UNIQUE (report, delivery_id)
+);
+INSERT INTO held_reports_ids SELECT id, report, delivery_id, kind, status, detail, source, sender,
+    reason, state, created_at, decided_at FROM held_reports;
+DROP TABLE held_reports;
+ALTER TABLE held_reports_ids RENAME TO held_reports;
+"""
+
 # What readers read (outbox/clicks.py, outbox/sentlinks.py): one row per request of a tracked
 # link, and the links each send of an issue to a list carried, by place. A click names its
 # outbox row only in `per-reader` mode (`delivery_id`, NULL otherwise). The indexes: a report
@@ -397,6 +424,7 @@ MIGRATIONS: list[Migration] = [
         ),
     ),
     Migration(9, "test sends, one row per test", sqlite=_TEST_SENDS, postgres=_TEST_SENDS),
+    Migration(11, "held reports' ids never reused", sqlite=_HELD_IDS_SQLITE, postgres=""),
 ]
 
 LATEST = MIGRATIONS[-1].version

@@ -1,0 +1,157 @@
+"""The window on the reports held for review, on both backends: a waiting report past
+`[privacy] held_retention_days` (counted from when it was held) goes, a decided one past it
+(counted from its decision) goes, the newer stay; the worker's duty and `newsletter bounces`
+apply it."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+from newsletter.bounces.retention import DAY, PRUNE_EVERY, HeldRetentionDuty, prune_held
+from newsletter.outbox import Outbox, open_outbox, schema
+from newsletter.outbox.bounces import ACCEPTED, DISMISSED
+from newsletter.settings import Settings
+from support.outbox import plan
+
+READERS = ["ann@example.com", "bob@example.com", "cy@example.com", "di@example.com"]
+
+
+def held_reports(outbox: Outbox) -> dict[str, int]:
+    """One report held about each reader's row; its id by reader."""
+    plan(outbox, 14, "main", READERS)
+    ids = {}
+    for row in outbox.deliveries.rows(14, "main"):
+        assert outbox.bounces.hold(
+            f"<forged-{row.id}@stranger.example>",
+            row.id,
+            "complaint",
+            "",
+            "a stranger's words",
+            "arf",
+            "fbl@stranger.example",
+            "fbl@stranger.example does not speak for it",
+        )
+        (found,) = [h for h in outbox.bounces.held() if h.delivery.id == row.id]
+        ids[row.recipient] = found.id
+    return ids
+
+
+_BACKDATE = {
+    column: f"UPDATE held_reports SET {column} = ? WHERE id = ?"  # noqa: S608 (two constants)
+    for column in ("created_at", "decided_at")
+}
+
+
+def backdate(outbox: Outbox, held_id: int, column: str, days: float) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000+00:00", time.gmtime(time.time() - days * DAY))
+    with outbox.backend.transaction():
+        outbox.backend.run(_BACKDATE[column], (stamp, held_id))
+
+
+def left(outbox: Outbox) -> set[int]:
+    ((n,),) = outbox.backend.fetch("SELECT count(*) FROM held_reports")
+    found = {h.id for state in ("held", ACCEPTED, DISMISSED) for h in outbox.bounces.held(state)}
+    assert len(found) == n
+    return found
+
+
+def test_reports_past_the_window_go_waiting_or_decided(outbox: Outbox, settings: Settings) -> None:
+    days = settings.privacy.held_retention_days
+    ids = held_reports(outbox)
+    ann, bob, cy, di = (ids[r] for r in READERS)
+    backdate(outbox, ann, "created_at", days + 1)  # waiting, past the window: goes
+    backdate(outbox, bob, "created_at", days - 1)  # waiting, inside it: stays
+    for ident, state in ((cy, ACCEPTED), (di, DISMISSED)):
+        assert outbox.bounces.decide(ident, state)
+        backdate(outbox, ident, "created_at", days + 30)
+    backdate(outbox, di, "decided_at", days + 1)  # decided past the window: goes
+    # Decided yesterday, held long ago: the decision stays so the next read files its mail.
+    backdate(outbox, cy, "decided_at", 1)
+    assert outbox.bounces.held_count() == 2
+    assert prune_held(outbox, settings) == 2
+    assert left(outbox) == {bob, cy}
+    assert outbox.bounces.held_count() == 1
+    assert prune_held(outbox, settings) == 0
+
+
+def test_a_shorter_window_takes_more(outbox: Outbox, settings: Settings) -> None:
+    ids = held_reports(outbox)
+    backdate(outbox, ids[READERS[0]], "created_at", 40)
+    backdate(outbox, ids[READERS[1]], "created_at", 10)
+    assert prune_held(outbox, settings) == 0
+    short = settings.model_copy(
+        update={"privacy": settings.privacy.model_copy(update={"held_retention_days": 30})}
+    )
+    assert prune_held(outbox, short) == 1
+    assert len(left(outbox)) == len(READERS) - 1
+
+
+def test_the_worker_duty_deletes_them_then_waits(
+    outbox: Outbox, settings: Settings, outbox_target: object
+) -> None:
+    days = settings.privacy.held_retention_days
+    ids = held_reports(outbox)
+    for reader in READERS[:3]:
+        backdate(outbox, ids[reader], "created_at", days + 2)
+    url = outbox_target if isinstance(outbox_target, str) else f"sqlite:///{outbox_target}"
+    chosen = settings.model_copy(update={"outbox": settings.outbox.model_copy(update={"url": url})})
+    said: list[str] = []
+    duty = HeldRetentionDuty(chosen, said.append)
+
+    async def rounds() -> list[float]:
+        await duty.start()
+        try:
+            return [await duty.run_once(), await duty.run_once()]
+        finally:
+            await duty.stop()
+
+    assert asyncio.run(rounds()) == [PRUNE_EVERY, PRUNE_EVERY]
+    assert duty.deleted == 3
+    assert said == [f"held-report retention: 3 report(s) held for review deleted after {days} days"]
+    assert left(outbox) == {ids[READERS[3]]}
+
+
+def test_an_id_is_never_given_to_another_report(outbox: Outbox, settings: Settings) -> None:
+    """The editor accepts by the id `--held` showed: once the newest report went with the window,
+    the next one held must not take its id."""
+    ids = held_reports(outbox)
+    newest = max(ids.values())
+    backdate(outbox, newest, "created_at", settings.privacy.held_retention_days + 1)
+    assert prune_held(outbox, settings) == 1
+    (row,) = [r for r in outbox.deliveries.rows(14, "main") if ids[r.recipient] == newest]
+    assert outbox.bounces.hold("<another@stranger.example>", row.id, "hard", "", "", "dsn", "", "")
+    (after,) = [h for h in outbox.bounces.held() if h.report == "<another@stranger.example>"]
+    assert after.id > newest
+    assert outbox.bounces.held_report(newest) is None
+
+
+def test_migration_11_keeps_the_held_reports_of_a_sqlite_outbox(tmp_path: Path) -> None:
+    """A file from before migration 11 (held_reports without AUTOINCREMENT) keeps its reports,
+    ids and states, and from then on never hands a deleted id out again."""
+    path = tmp_path / "outbox.sqlite3"
+    with open_outbox(path) as outbox:
+        ids = held_reports(outbox)
+        assert outbox.bounces.decide(ids[READERS[1]], DISMISSED)
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("ALTER TABLE held_reports RENAME TO kept")
+        (five,) = [m for m in schema.MIGRATIONS if m.version == 5]
+        db.executescript(five.sqlite)  # held_reports as migration 5 made it
+        db.execute("INSERT INTO held_reports SELECT * FROM kept")
+        db.execute("DROP TABLE kept")
+        db.execute("DELETE FROM schema_migrations WHERE version = 11")
+    db.close()
+    with open_outbox(path) as outbox:
+        assert outbox.backend.version() == schema.LATEST
+        assert {h.id for h in outbox.bounces.held()} == set(ids.values()) - {ids[READERS[1]]}
+        assert [h.id for h in outbox.bounces.held(DISMISSED)] == [ids[READERS[1]]]
+        newest = max(ids.values())
+        with outbox.backend.transaction():
+            outbox.backend.run("DELETE FROM held_reports WHERE id = ?", (newest,))
+        row = outbox.deliveries.rows(14, "main")[0]
+        assert outbox.bounces.hold("<later@x>", row.id, "hard", "", "", "dsn", "", "")
+        (later,) = [h for h in outbox.bounces.held() if h.report == "<later@x>"]
+        assert later.id == newest + 1
