@@ -12,6 +12,7 @@ from newsletter.errors import ConfigError
 from newsletter.mail.tokens import SigningKey
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox
+from newsletter.outbox.bounces import Bounces
 from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.deliveries import FORGOTTEN_REPLY
@@ -103,3 +104,25 @@ def test_unforget_lifts_the_hash(outbox: Outbox) -> None:
     forget(backend, OLD, ANN)
     assert unforget(backend, OLD, ANN)
     assert not forgotten_test(backend, OLD)(ANN)
+
+
+def test_forgetting_takes_the_bounce_reports_about_the_person(outbox: Outbox) -> None:
+    """A held report quotes a stranger's mail about the person: it goes. A recorded one keeps
+    what the send's bounce counts are made of and loses the diagnostic, which names them."""
+    plan(outbox, 14, "main", [ANN, "bob@example.org"])
+    rows = {r.recipient: r.id for r in outbox.deliveries.rows(14, "main")}
+    bounces = Bounces(outbox.backend)
+    said = f"550 5.1.1 <{ANN}>: no such user"
+    bounces.record("r1", rows[ANN], "hard", "5.1.1", said, "dsn")
+    bounces.record("r1", rows["bob@example.org"], "hard", "5.1.1", "550 bob", "dsn")
+    bounces.hold("r2", rows[ANN], "complaint", "", said, "arf", "x@evil.example", "unproven")
+    assert bounces.held_count() == 1
+
+    erased = forget(outbox.backend, OLD, ANN)
+
+    assert erased.bounce_reports == 2
+    assert bounces.held_count() == 0
+    assert bounces.counts(14, "main") == {"hard": 2}
+    dump = str(outbox.backend.fetch("SELECT * FROM bounce_reports"))
+    assert "ann" not in dump
+    assert "550 bob" in dump  # nobody else's report is touched

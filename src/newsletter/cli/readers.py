@@ -250,7 +250,8 @@ def forget(settings: Settings, address: str, yes: bool, undo: bool) -> None:
         printable(
             f"{key} erased: {done.memberships} subscription(s), {done.consent_events} consent"
             f" event(s), {done.site_mail} site mail(s), {done.suppressions} suppression(s),"
-            f" {done.claims} confirmation claim(s), {done.clicks} click event(s)"
+            f" {done.claims} confirmation claim(s), {done.clicks} click event(s),"
+            f" {done.bounce_reports} bounce report(s)"
         )
     )
     click.echo(

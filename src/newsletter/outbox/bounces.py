@@ -185,6 +185,21 @@ class Bounces:
                 "DELETE FROM held_reports WHERE COALESCE(decided_at, created_at) < ?", (cutoff,)
             )
 
+    def forget_reader(self, address: str) -> int:
+        """A forgotten person's traces in the bounce reports (GDPR Art. 17), found through
+        their delivery rows, so before those rows lose the address: the reports held for
+        review are deleted (they quote a stranger's mail about them); the recorded ones keep
+        their kind, status and source, which the sends' bounce counts and rates are made of,
+        and lose their detail (a server's diagnostic names the address). How many reports."""
+        rows = "(SELECT id FROM deliveries WHERE recipient = ?)"
+        key = (fold_address(address),)
+        with self.backend.transaction():
+            held = self.backend.run(f"DELETE FROM held_reports WHERE delivery_id IN {rows}", key)
+            scrubbed = self.backend.run(
+                f"UPDATE bounce_reports SET detail = '' WHERE delivery_id IN {rows}", key
+            )
+        return held + scrubbed
+
     def decide(self, held_id: int, state: str) -> bool:
         """Mark a held report ACCEPTED or DISMISSED; False if it is not (or no longer) held."""
         with self.backend.transaction():

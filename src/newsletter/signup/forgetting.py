@@ -10,7 +10,8 @@ now in NEWSLETTER_SECRET_PREVIOUS wraps it under the new one too.
 
 Erasing takes, in one transaction: the person's rows on every list (subscribers), their consent
 events, the claim of their mailbox, their site mail, their suppressions (the hash stands in for
-them), and their address and name out of the delivery log's rows (the rows stay, so the sends'
+them), their click events, the bounce reports held about them (and the detail of those
+recorded), and their address and name out of the delivery log's rows (the rows stay, so the sends'
 counts add up; rows still waiting become `skipped`). Kept: the hash, and those scrubbed rows.
 """
 
@@ -27,6 +28,7 @@ from cryptography.exceptions import InvalidTag
 from newsletter.errors import ConfigError
 from newsletter.mail.tokens import SigningKey, b64, key_id, siv_box, unb64
 from newsletter.outbox.backend import Backend
+from newsletter.outbox.bounces import Bounces
 from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.clicks import Clicks
 from newsletter.outbox.consent import ConsentLedger
@@ -116,6 +118,7 @@ class Erasure:
     suppressions: int
     claims: int
     clicks: int  # click events of their rows (per-reader tracking)
+    bounce_reports: int  # held ones deleted, recorded ones without their detail
     deliveries: int  # delivery rows scrubbed of the address (kept, without it)
 
 
@@ -133,6 +136,7 @@ def forget(backend: Backend, key: SigningKey, address_key: str) -> Erasure:
         suppressions = Suppressions(backend).drop_address(address_key)
         # Before the rows lose the address: their clicks are found through it.
         clicks = Clicks(backend).forget_reader(address_key)
+        bounces = Bounces(backend).forget_reader(address_key)
         deliveries = Deliveries(backend).forget(address_key, kept)
         try:
             mailbox = mailbox_key(address_key)
@@ -141,7 +145,16 @@ def forget(backend: Backend, key: SigningKey, address_key: str) -> Erasure:
         else:
             claims = ConfirmationClaims(backend).erase(mailbox)
     return Erasure(
-        kept, not added, memberships, events, mail, suppressions, claims, clicks, deliveries
+        kept,
+        not added,
+        memberships,
+        events,
+        mail,
+        suppressions,
+        claims,
+        clicks,
+        bounces,
+        deliveries,
     )
 
 
