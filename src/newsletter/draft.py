@@ -110,15 +110,16 @@ def dated_for_sending(settings: Settings, issue: Issue) -> Issue:
         # The log is out of reach (a PostgreSQL server the editor's machine cannot see): date
         # it as if sent now; a real send stops at the log anyway.
         first = None
-    return dated(issue, first or dt.datetime.now(dt.UTC).date())
+    return dated(issue, first or settings.newsletter.today())
 
 
 def sent_dates(
     settings: Settings, *, include_staging: bool = False, outbox: Outbox | None = None
 ) -> dict[int, dt.date]:
     """The day each issue first went to a subscriber list (staging sends count only if asked),
-    from the delivery log: `outbox` if the caller holds it open (serve), else opened for this;
-    read only: where nothing was sent there is no log to create."""
+    in the newsletter's time zone (a digest sent at 07:00 in Beijing is dated that day, not the
+    day before as in UTC), from the delivery log: `outbox` if the caller holds it open (serve),
+    else opened for this; read only: where nothing was sent there is no log to create."""
     if outbox is None:
         if not outbox_exists(settings.outbox_target):
             return {}
@@ -126,7 +127,8 @@ def sent_dates(
             return sent_dates(settings, include_staging=include_staging, outbox=opened)
     lists = [n for n, chosen in settings.lists.items() if include_staging or not chosen.staging]
     first = outbox.deliveries.first_sent(lists)
-    return {issue: dt.datetime.fromisoformat(when).date() for issue, when in first.items()}
+    day = settings.newsletter.date_of
+    return {issue: day(dt.datetime.fromisoformat(when)) for issue, when in first.items()}
 
 
 def write_files(draft: Draft, folder: Path) -> list[Path]:

@@ -111,9 +111,14 @@ class NewsletterSettings(SettingsTable):
 
     def today(self) -> dt.date:
         """The newsletter's date now: in its time zone, else the machine's."""
-        if self.timezone:
-            return dt.datetime.now(zoneinfo.ZoneInfo(self.timezone)).date()
-        return dt.date.today()
+        return self.date_of(dt.datetime.now(dt.UTC))
+
+    def date_of(self, moment: dt.datetime) -> dt.date:
+        """The newsletter's date at `moment` (without a zone: UTC, as the outbox stores
+        times): in its time zone, else the machine's."""
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=dt.UTC)
+        return moment.astimezone(zoneinfo.ZoneInfo(self.timezone) if self.timezone else None).date()
 
 
 class RenderSettings(SettingsTable):
