@@ -135,8 +135,11 @@ def test_a_second_schedule_of_the_same_send_is_refused(project: Path) -> None:
     ("extra", "expected"),
     [
         (["--dry-run"], "--at and --dry-run do not go together"),
-        (["--rate", "5"], "--rate is not kept for a scheduled send"),
-        (["--processes", "2"], "--processes is not kept"),
+        (["--out", "x"], "--out is for --dry-run, which does not go with --at"),
+        (["--processes", "2"], "--processes is not kept for a scheduled send: the worker's"),
+        (["--resend-unknown"], "--resend-unknown is not kept for a scheduled send: it acts on"),
+        (["--retry-failed"], "--retry-failed is not kept for a scheduled send: it retries"),
+        (["--rate", "5", "--processes", "2"], "--processes is not kept"),
     ],
 )
 def test_options_that_do_not_go_with_at(project: Path, extra: list[str], expected: str) -> None:
@@ -144,6 +147,62 @@ def test_options_that_do_not_go_with_at(project: Path, extra: list[str], expecte
     assert code == 2
     assert expected in err
     assert not (project / ".newsletter" / "outbox.sqlite3").exists()
+
+
+def test_rate_and_concurrency_are_kept_with_the_schedule(project: Path) -> None:
+    at = ahead(3)
+    code, out, err = run(
+        "send", "--issue", "14", "--at", at, "--yes", "--rate", "2.5", "--concurrency", "3"
+    )
+    assert code == 0, err
+    assert out.splitlines()[-1].endswith(", sent with --rate 2.5 --concurrency 3")
+    code, out, err = run("send", "--issue", "14", "--list", "staging", "--at", at, "--rate", "0")
+    assert code == 0, err
+    assert out.splitlines()[-1].endswith(", sent with --rate 0")  # 0: unlimited, kept as asked
+    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
+        kept = {s.list: (s.rate, s.concurrency) for s in outbox.schedules.listing()}
+    assert kept == {"main": (2.5, 3), "staging": (0.0, None)}
+    _, listing, _ = run("schedule")
+    assert "  due  (booked by " in listing
+    assert "; sent with --rate 2.5 --concurrency 3)" in listing
+    assert "; sent with --rate 0)" in listing
+    code, _, err = run("send", "--issue", "14", "--at", ahead(4), "--yes", "--concurrency", "0")
+    assert code == 2
+    assert "--concurrency" in err  # send's own range check applies to a scheduled send too
+
+
+def test_today_and_tomorrow_in_the_schedules_zone(project: Path) -> None:
+    shanghai = dt.timezone(dt.timedelta(hours=8))  # Asia/Shanghai, UTC+8 all year
+    now = dt.datetime.now(shanghai)
+    code, out, err = run(
+        "send",
+        "--issue",
+        "14",
+        "--at",
+        f"tomorrow {now:%H:%M}",
+        "--timezone",
+        "Asia/Shanghai",
+        "--yes",
+    )
+    assert code == 0, err
+    tomorrow = now.date() + dt.timedelta(days=1)
+    assert f"scheduled: issue 14 -> main at {tomorrow} {now:%H:%M} +08:00 (Asia/Shanghai)" in out
+    earlier = now - dt.timedelta(minutes=5)
+    if earlier.date() == now.date():  # not across midnight
+        code, _, err = run(
+            "send",
+            "--issue",
+            "14",
+            "--list",
+            "staging",
+            "--at",
+            f"today {earlier:%H:%M}",
+            "--timezone",
+            "Asia/Shanghai",
+        )
+        assert code == 1
+        assert f"error: --at: {now.date()} {earlier:%H:%M} +08:00 (Asia/Shanghai)" in err
+        assert "Give a time in the future" in err
 
 
 def test_timezone_without_at(project: Path) -> None:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from newsletter.outbox import Outbox, open_outbox
-from newsletter.outbox.schedules import Schedules, ScheduleState
+from newsletter.outbox.schedules import Schedules, ScheduleState, kept_options
 
 
 def _store(outbox: Outbox) -> Schedules:
@@ -90,3 +90,20 @@ def test_release_others_hands_back_every_claim_but_ours(outbox: Outbox) -> None:
     claimed = store.claim("me", 30)
     assert claimed is not None
     assert claimed.owner == "me"
+
+
+def test_a_schedule_keeps_rate_and_concurrency(outbox: Outbox) -> None:
+    store = _store(outbox)
+    kept = store.book(15, "main", time.time() + 60, "UTC", "t", rate=2.5, concurrency=3)
+    plain = store.book(15, "staging", time.time() + 60, "UTC", "t", rate=0.0)
+    bare = store.book(16, "main", time.time() + 60, "UTC", "t")
+    assert kept is not None
+    assert plain is not None
+    assert bare is not None
+    assert (kept.rate, kept.concurrency) == (2.5, 3)
+    assert (plain.rate, plain.concurrency) == (0.0, None)  # 0 (unlimited) is not "not given"
+    assert (bare.rate, bare.concurrency) == (None, None)
+    assert kept_options(kept) == ["--rate", "2.5", "--concurrency", "3"]
+    assert kept_options(plain) == ["--rate", "0"]
+    assert kept_options(bare) == []
+    assert store.pending(15, "main") == kept
