@@ -4,6 +4,7 @@ zone and UTC; every bad input is one error line and an exit code, never a traceb
 from __future__ import annotations
 
 import datetime as dt
+import getpass
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,42 @@ def test_schedule_with_no_outbox(project: Path) -> None:
     code, _, err = run("schedule", "cancel", "--issue", "14")
     assert code == 1
     assert "no scheduled send" in err
+
+
+def test_status_shows_the_issues_scheduled_sends_and_those_that_did_not_go(
+    project: Path,
+) -> None:
+    at = ahead(20)
+    assert run("send", "--issue", "14", "--at", at, "--timezone", "Asia/Shanghai", "--yes")[0] == 0
+    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
+        store = outbox.schedules
+        now = dt.datetime.now(dt.UTC).timestamp()
+        assert store.book(14, "staging", now - 7 * 3600, "Europe/Berlin", "bob@desk")
+        store.miss(6 * 3600, "not sent: no worker ran within [schedule] grace (6.0 h)")
+        old = store.book(14, "vip", now - 9 * 86_400, "UTC", "t")
+        assert old is not None
+        assert store.claim("w", 30) is not None
+        assert store.finish(old.id, "w", ScheduleState.FAILED, "not sent: long ago")
+        outbox.backend.run(
+            "UPDATE schedules SET finished_at = ? WHERE id = ?",
+            ((dt.datetime.now(dt.UTC) - dt.timedelta(days=8)).isoformat(), old.id),
+        )
+        assert store.book(15, "main", now + 3600, "UTC", "t")  # another issue's
+    code, out, err = run("status", "--issue", "14")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "issue 14: nothing sent yet"
+    (due,) = [line for line in lines if "-> main: scheduled for" in line]
+    assert due.startswith(f"issue 14 -> main: scheduled for {at} +08:00 (Asia/Shanghai), ")
+    assert " UTC (in 2" in due  # in 20.0 h, or 19.9 h
+    booked = dt.datetime.now(dt.timezone(dt.timedelta(hours=8)))
+    assert f": due, booked by {getpass.getuser()}@" in due
+    assert f" on {booked:%Y-%m-%d} " in due
+    assert due.endswith(" +08:00")
+    missed = lines.index(next(line for line in lines if "-> staging: scheduled for" in line))
+    assert "(Europe/Berlin)" in lines[missed]
+    assert lines[missed].endswith(": missed")
+    assert lines[missed + 1] == "    not sent: no worker ran within [schedule] grace (6.0 h)"
+    assert "vip" not in out  # failed more than a week ago
+    assert "issue 15" not in out
+    assert len(lines) == 4, out

@@ -140,9 +140,9 @@ def schedule(settings: Settings, number: int | None, show_all: bool) -> None:
 
     \b
     States:
-      due        waiting for its time (`newsletter worker` starts it)
-      started    a worker runs the send now (a send begun by hand that still runs leaves
-                 it due: the worker looks again on its next poll)
+      due        waiting for its time (`newsletter worker` starts it), or for a send of
+                 the same issue and list begun by hand to end (looked at again each poll)
+      started    a worker runs the send now
       done       the send ran to its end (its summary line; `newsletter status` for more),
                  or it was sent by hand before its time (then nothing was started)
       failed     not sent: the issue failed its check, or the send refused to start

@@ -179,6 +179,16 @@ def describe(timestamp: float, zone_name: str) -> str:
     )
 
 
+def wall_clock(timestamp: float, zone_name: str) -> str:
+    """An instant on its zone's clock, short: `2026-12-01 23:43 +08:00`."""
+    try:
+        zone, _ = zone_of(zone_name or None)
+    except ScheduleError:
+        zone = UTC
+    local = dt.datetime.fromtimestamp(round(timestamp), zone)
+    return f"{local:%Y-%m-%d %H:%M} {_offset(local)}"
+
+
 def span(seconds: float) -> str:
     """A duration as a person reads it: 45 s, 20 min, 6.0 h, 3.5 days."""
     if seconds < 120:
