@@ -7,7 +7,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from newsletter.outbox import Outbox, open_outbox
+import pytest
+
+from newsletter.outbox import Outbox, backend, open_outbox, schema
 from newsletter.outbox.schedules import Schedules, ScheduleState, kept_options
 
 
@@ -107,3 +109,25 @@ def test_a_schedule_keeps_rate_and_concurrency(outbox: Outbox) -> None:
     assert kept_options(plain) == ["--rate", "0"]
     assert kept_options(bare) == []
     assert store.pending(15, "main") == kept
+
+
+def test_an_outbox_from_before_kept_options_keeps_its_schedules(
+    outbox_target: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 10 on an outbox at version 9 with a schedule waiting: the schedule stays, and
+    keeps no option (its send runs on the config's, as it would have)."""
+    with monkeypatch.context() as before:
+        before.setattr(backend, "MIGRATIONS", schema.MIGRATIONS[:9])
+        before.setattr(backend, "LATEST", 9)
+        with open_outbox(outbox_target) as old:
+            assert old.backend.version() == 9
+            old.backend.run(
+                "INSERT INTO schedules (issue, list, due_at, zone, created_at, created_by,"
+                " updated_at) VALUES (15, 'main', ?, 'UTC', 't', 'ann', 't')",
+                (time.time() + 60,),
+            )
+    with open_outbox(outbox_target) as outbox:
+        assert outbox.backend.version() >= 10
+        (waiting,) = outbox.schedules.listing()
+        assert (waiting.issue, waiting.created_by, waiting.state) == (15, "ann", ScheduleState.DUE)
+        assert (waiting.rate, waiting.concurrency) == (None, None)
