@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -118,19 +119,22 @@ async def test_a_hand_send_that_takes_the_lock_as_the_worker_starts_does_not_fai
         env = _env(server.port, target)
         await _book(project, env, 3)
         worker = await spawn(["worker"], env, project)
-        assert worker.stdout is not None
-        while b"starting the send" not in await asyncio.wait_for(worker.stdout.readline(), 60):
-            assert worker.returncode is None, "the worker ended before it started the send"
-        # The worker saw no send of its own (issue, list) and starts one; its child checks the
-        # issue (a second and more) before it takes the lock, which by then the editor holds.
-        with send_lock(state_dir, 14, "main"):
-            await _until(lambda: _schedules(target)[0].outcome.startswith("waiting: "), 60)
-            (waiting,) = _schedules(target)
-            assert waiting.state is ScheduleState.DUE
-            assert f"(pid {os.getpid()})" in waiting.outcome
-            assert handler.received == []
-        await _until(lambda: _state(target) is ScheduleState.DONE, 60)
-        worker.send_signal(15)
+        try:
+            assert worker.stdout is not None
+            while b"starting the send" not in await asyncio.wait_for(worker.stdout.readline(), 60):
+                assert worker.returncode is None, "the worker ended before it started the send"
+            # The worker saw no send of its own (issue, list) and starts one; its child checks the
+            # issue (a second and more) before it takes the lock, which by then the editor holds.
+            with send_lock(state_dir, 14, "main"):
+                await _until(lambda: _schedules(target)[0].outcome.startswith("waiting: "), 60)
+                (waiting,) = _schedules(target)
+                assert waiting.state is ScheduleState.DUE
+                assert f"(pid {os.getpid()})" in waiting.outcome
+                assert handler.received == []
+            await _until(lambda: _state(target) is ScheduleState.DONE, 60)
+        finally:
+            if worker.returncode is None:
+                worker.send_signal(signal.SIGTERM)
         done = await finish(worker)
     assert done.code == 0, done.err
     log = done.out
