@@ -4,6 +4,7 @@ zone and UTC; every bad input is one error line and an exit code, never a traceb
 from __future__ import annotations
 
 import datetime as dt
+import getpass
 from pathlib import Path
 
 import pytest
@@ -135,8 +136,11 @@ def test_a_second_schedule_of_the_same_send_is_refused(project: Path) -> None:
     ("extra", "expected"),
     [
         (["--dry-run"], "--at and --dry-run do not go together"),
-        (["--rate", "5"], "--rate is not kept for a scheduled send"),
-        (["--processes", "2"], "--processes is not kept"),
+        (["--out", "x"], "--out is for --dry-run, which does not go with --at"),
+        (["--processes", "2"], "--processes is not kept for a scheduled send: the worker's"),
+        (["--resend-unknown"], "--resend-unknown is not kept for a scheduled send: it acts on"),
+        (["--retry-failed"], "--retry-failed is not kept for a scheduled send: it retries"),
+        (["--rate", "5", "--processes", "2"], "--processes is not kept"),
     ],
 )
 def test_options_that_do_not_go_with_at(project: Path, extra: list[str], expected: str) -> None:
@@ -144,6 +148,62 @@ def test_options_that_do_not_go_with_at(project: Path, extra: list[str], expecte
     assert code == 2
     assert expected in err
     assert not (project / ".newsletter" / "outbox.sqlite3").exists()
+
+
+def test_rate_and_concurrency_are_kept_with_the_schedule(project: Path) -> None:
+    at = ahead(3)
+    code, out, err = run(
+        "send", "--issue", "14", "--at", at, "--yes", "--rate", "2.5", "--concurrency", "3"
+    )
+    assert code == 0, err
+    assert out.splitlines()[-1].endswith(", sent with --rate 2.5 --concurrency 3")
+    code, out, err = run("send", "--issue", "14", "--list", "staging", "--at", at, "--rate", "0")
+    assert code == 0, err
+    assert out.splitlines()[-1].endswith(", sent with --rate 0")  # 0: unlimited, kept as asked
+    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
+        kept = {s.list: (s.rate, s.concurrency) for s in outbox.schedules.listing()}
+    assert kept == {"main": (2.5, 3), "staging": (0.0, None)}
+    _, listing, _ = run("schedule")
+    assert "  due  (booked by " in listing
+    assert "; sent with --rate 2.5 --concurrency 3)" in listing
+    assert "; sent with --rate 0)" in listing
+    code, _, err = run("send", "--issue", "14", "--at", ahead(4), "--yes", "--concurrency", "0")
+    assert code == 2
+    assert "--concurrency" in err  # send's own range check applies to a scheduled send too
+
+
+def test_today_and_tomorrow_in_the_schedules_zone(project: Path) -> None:
+    shanghai = dt.timezone(dt.timedelta(hours=8))  # Asia/Shanghai, UTC+8 all year
+    now = dt.datetime.now(shanghai)
+    code, out, err = run(
+        "send",
+        "--issue",
+        "14",
+        "--at",
+        f"tomorrow {now:%H:%M}",
+        "--timezone",
+        "Asia/Shanghai",
+        "--yes",
+    )
+    assert code == 0, err
+    tomorrow = now.date() + dt.timedelta(days=1)
+    assert f"scheduled: issue 14 -> main at {tomorrow} {now:%H:%M} +08:00 (Asia/Shanghai)" in out
+    earlier = now - dt.timedelta(minutes=5)
+    if earlier.date() == now.date():  # not across midnight
+        code, _, err = run(
+            "send",
+            "--issue",
+            "14",
+            "--list",
+            "staging",
+            "--at",
+            f"today {earlier:%H:%M}",
+            "--timezone",
+            "Asia/Shanghai",
+        )
+        assert code == 1
+        assert f"error: --at: {now.date()} {earlier:%H:%M} +08:00 (Asia/Shanghai)" in err
+        assert "Give a time in the future" in err
 
 
 def test_timezone_without_at(project: Path) -> None:
@@ -177,3 +237,42 @@ def test_schedule_with_no_outbox(project: Path) -> None:
     code, _, err = run("schedule", "cancel", "--issue", "14")
     assert code == 1
     assert "no scheduled send" in err
+
+
+def test_status_shows_the_issues_scheduled_sends_and_those_that_did_not_go(
+    project: Path,
+) -> None:
+    at = ahead(20)
+    assert run("send", "--issue", "14", "--at", at, "--timezone", "Asia/Shanghai", "--yes")[0] == 0
+    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
+        store = outbox.schedules
+        now = dt.datetime.now(dt.UTC).timestamp()
+        assert store.book(14, "staging", now - 7 * 3600, "Europe/Berlin", "bob@desk")
+        store.miss(6 * 3600, "not sent: no worker ran within [schedule] grace (6.0 h)")
+        old = store.book(14, "vip", now - 9 * 86_400, "UTC", "t")
+        assert old is not None
+        assert store.claim("w", 30) is not None
+        assert store.finish(old.id, "w", ScheduleState.FAILED, "not sent: long ago")
+        outbox.backend.run(
+            "UPDATE schedules SET finished_at = ? WHERE id = ?",
+            ((dt.datetime.now(dt.UTC) - dt.timedelta(days=8)).isoformat(), old.id),
+        )
+        assert store.book(15, "main", now + 3600, "UTC", "t")  # another issue's
+    code, out, err = run("status", "--issue", "14")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "issue 14: nothing sent yet"
+    (due,) = [line for line in lines if "-> main: scheduled for" in line]
+    assert due.startswith(f"issue 14 -> main: scheduled for {at} +08:00 (Asia/Shanghai), ")
+    assert " UTC (in 2" in due  # in 20.0 h, or 19.9 h
+    booked = dt.datetime.now(dt.timezone(dt.timedelta(hours=8)))
+    assert f": due, booked by {getpass.getuser()}@" in due
+    assert f" on {booked:%Y-%m-%d} " in due
+    assert due.endswith(" +08:00")
+    missed = lines.index(next(line for line in lines if "-> staging: scheduled for" in line))
+    assert "(Europe/Berlin)" in lines[missed]
+    assert lines[missed].endswith(": missed")
+    assert lines[missed + 1] == "    not sent: no worker ran within [schedule] grace (6.0 h)"
+    assert "vip" not in out  # failed more than a week ago
+    assert "issue 15" not in out
+    assert len(lines) == 4, out

@@ -7,8 +7,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from newsletter.outbox import Outbox, open_outbox
-from newsletter.outbox.schedules import Schedules, ScheduleState
+import pytest
+
+from newsletter.outbox import Outbox, backend, open_outbox, schema
+from newsletter.outbox.schedules import Schedules, ScheduleState, kept_options
 
 
 def _store(outbox: Outbox) -> Schedules:
@@ -90,3 +92,42 @@ def test_release_others_hands_back_every_claim_but_ours(outbox: Outbox) -> None:
     claimed = store.claim("me", 30)
     assert claimed is not None
     assert claimed.owner == "me"
+
+
+def test_a_schedule_keeps_rate_and_concurrency(outbox: Outbox) -> None:
+    store = _store(outbox)
+    kept = store.book(15, "main", time.time() + 60, "UTC", "t", rate=2.5, concurrency=3)
+    plain = store.book(15, "staging", time.time() + 60, "UTC", "t", rate=0.0)
+    bare = store.book(16, "main", time.time() + 60, "UTC", "t")
+    assert kept is not None
+    assert plain is not None
+    assert bare is not None
+    assert (kept.rate, kept.concurrency) == (2.5, 3)
+    assert (plain.rate, plain.concurrency) == (0.0, None)  # 0 (unlimited) is not "not given"
+    assert (bare.rate, bare.concurrency) == (None, None)
+    assert kept_options(kept) == ["--rate", "2.5", "--concurrency", "3"]
+    assert kept_options(plain) == ["--rate", "0"]
+    assert kept_options(bare) == []
+    assert store.pending(15, "main") == kept
+
+
+def test_an_outbox_from_before_kept_options_keeps_its_schedules(
+    outbox_target: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 10 on an outbox at version 9 with a schedule waiting: the schedule stays, and
+    keeps no option (its send runs on the config's, as it would have)."""
+    with monkeypatch.context() as before:
+        before.setattr(backend, "MIGRATIONS", schema.MIGRATIONS[:9])
+        before.setattr(backend, "LATEST", 9)
+        with open_outbox(outbox_target) as old:
+            assert old.backend.version() == 9
+            old.backend.run(
+                "INSERT INTO schedules (issue, list, due_at, zone, created_at, created_by,"
+                " updated_at) VALUES (15, 'main', ?, 'UTC', 't', 'ann', 't')",
+                (time.time() + 60,),
+            )
+    with open_outbox(outbox_target) as outbox:
+        assert outbox.backend.version() >= 10
+        (waiting,) = outbox.schedules.listing()
+        assert (waiting.issue, waiting.created_by, waiting.state) == (15, "ann", ScheduleState.DUE)
+        assert (waiting.rate, waiting.concurrency) == (None, None)

@@ -49,13 +49,59 @@ def test_a_time_the_clocks_repeat_asks_for_an_offset() -> None:
     assert parse_moment("2026-12-02 00:00 Z", "Asia/Shanghai").at.hour == 0
 
 
-@pytest.mark.parametrize("text", ["tomorrow 08:00", "08:00", "2026-12-02", "02.12.2026 08:00"])
+@pytest.mark.parametrize(
+    "text", ["tomorrow 8am", "next week 08:00", "08:00", "2026-12-02", "02.12.2026 08:00"]
+)
 def test_an_unreadable_time_names_the_forms_it_takes(text: str) -> None:
     with pytest.raises(ScheduleError) as caught:
         parse_moment(text, "UTC")
     assert "not a time this command reads" in caught.value.message
     assert caught.value.hint
     assert '"2026-12-02 08:00"' in caught.value.hint
+
+
+def _stamp(text: str) -> float:
+    return dt.datetime.fromisoformat(text).timestamp()
+
+
+def test_today_and_tomorrow_are_the_days_of_the_schedules_zone() -> None:
+    # 23:30 in Berlin on 1 December is already 2 December in Shanghai.
+    now = _stamp("2026-12-01 23:30+01:00")
+    assert parse_moment("today 08:00", "Europe/Berlin", now=now).at == dt.datetime(
+        2026, 12, 1, 7, 0, tzinfo=dt.UTC
+    )
+    assert parse_moment("Tomorrow 08:00", "Europe/Berlin", now=now).at == dt.datetime(
+        2026, 12, 2, 7, 0, tzinfo=dt.UTC
+    )
+    assert parse_moment("today 08:00", "Asia/Shanghai", now=now).at == dt.datetime(
+        2026, 12, 2, 0, 0, tzinfo=dt.UTC
+    )
+    assert parse_moment("tomorrow  9:05:30", "Asia/Shanghai", now=now).at == dt.datetime(
+        2026, 12, 3, 1, 5, 30, tzinfo=dt.UTC
+    )
+    assert parse_moment("tomorrow 08:00 Z", "Asia/Shanghai", now=now).at.hour == 8
+
+
+def test_today_or_tomorrow_on_a_daylight_saving_night_keeps_the_errors() -> None:
+    eve_of_spring = _stamp("2026-03-28 12:00+01:00")
+    with pytest.raises(ScheduleError) as caught:
+        parse_moment("tomorrow 02:30", "Europe/Berlin", now=eve_of_spring)
+    assert "2026-03-29 02:30 does not happen in Europe/Berlin" in caught.value.message
+    eve_of_autumn = _stamp("2026-10-24 12:00+02:00")
+    with pytest.raises(ScheduleError) as caught:
+        parse_moment("tomorrow 02:30", "Europe/Berlin", now=eve_of_autumn)
+    assert "2026-10-25 02:30 happens twice in Europe/Berlin" in caught.value.message
+    autumn = parse_moment("tomorrow 02:30 +01:00", "Europe/Berlin", now=eve_of_autumn)
+    assert autumn.at == dt.datetime(2026, 10, 25, 1, 30, tzinfo=dt.UTC)
+
+
+def test_today_at_an_hour_gone_by_is_in_the_past() -> None:
+    now = _stamp("2026-12-01 10:00+08:00")
+    moment = parse_moment("today 09:00", "Asia/Shanghai", now=now)
+    with pytest.raises(
+        ScheduleError, match=r"2026-12-01 09:00 \+08:00 \(Asia/Shanghai\).* was 60 min ago"
+    ):
+        check_future(moment, now)
 
 
 def test_a_date_that_does_not_exist_and_an_unknown_zone_are_errors() -> None:

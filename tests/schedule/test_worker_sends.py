@@ -2,7 +2,8 @@
 (aiosmtpd on loopback): on PostgreSQL exactly one of two workers starts a due send; a worker
 killed with SIGKILL mid-send leaves it to another, which resumes it; SIGTERM hands it back; a
 send late past the grace is missed, a cancelled one never goes, an issue that fails its check
-at the time is not sent. Every recipient ends with exactly one copy."""
+at the time is not sent; the --rate and --concurrency a schedule kept reach its send. Every
+recipient ends with exactly one copy."""
 
 from __future__ import annotations
 
@@ -244,3 +245,25 @@ async def test_an_issue_that_fails_check_at_its_time_is_not_sent(
     assert "  failed  (booked by " in listing.out
     assert expected in listing.out
     assert "Traceback" not in done.out + done.err
+
+
+async def test_the_worker_sends_with_the_rate_and_concurrency_the_schedule_kept(
+    project: Path,
+) -> None:
+    addresses = write_list(project / "big.csv", 12)
+    target = _sqlite(project)
+    handler = FaultyHandler([Fault("data", sleep=0.05)])
+    async with start(handler) as server:
+        env = _env(server.port, target, NEWSLETTER_SEND__CONCURRENCY="4")
+        await _book(project, env, 3, "--rate", "1000", "--concurrency", "1")
+        listing = await newsletter(["schedule"], env, project)
+        await asyncio.sleep(max(0.0, _schedules(target)[0].due_at - time.time()))
+        done = await newsletter(["worker", "--once"], env, project, timeout=90)
+    assert "; sent with --rate 1000 --concurrency 1)" in listing.out
+    assert done.code == 0, done.err
+    assert _state(target) is ScheduleState.DONE
+    assert "starting the send (worker " in done.out
+    assert ") with --rate 1000 --concurrency 1" in done.out
+    assert handler.connections == 1  # the kept --concurrency 1, not [send] concurrency = 4
+    assert sorted(handler.by_recipient) == addresses
+    assert set(handler.by_recipient.values()) == {1}

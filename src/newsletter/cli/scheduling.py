@@ -14,20 +14,24 @@ import click
 from newsletter.cli.terminal import pass_settings, printable
 from newsletter.errors import ScheduleError
 from newsletter.outbox import open_project_outbox, outbox_exists
-from newsletter.outbox.schedules import OPEN, Schedule
+from newsletter.outbox.schedules import OPEN, Schedule, kept_options
 from newsletter.schedule.when import describe_instant, span
 from newsletter.settings import Settings
 
-# `send` options a scheduled send does not keep (the worker's send runs on the config's values).
-NOT_KEPT = (
-    "dry_run",
-    "out",
-    "concurrency",
-    "rate",
-    "processes",
-    "resend_unknown",
-    "retry_failed",
-)
+# `send` options a scheduled send does not keep, and why (--rate and --concurrency it keeps).
+NOT_KEPT = {
+    "dry_run": "--at and --dry-run do not go together: a dry run writes the messages now"
+    " (run `newsletter send --dry-run` alone to see them)",
+    "out": "--out is for --dry-run, which does not go with --at",
+    "processes": "--processes is not kept for a scheduled send: the worker's send runs in the"
+    " processes of [send] processes in newsletter.toml (set it there); leave it out",
+    "resend_unknown": "--resend-unknown is not kept for a scheduled send: it acts on what an"
+    " earlier run left unknown, which is known only once the send has run; after it, run"
+    " `newsletter send --resend-unknown` by hand",
+    "retry_failed": "--retry-failed is not kept for a scheduled send: it retries what an"
+    " earlier run left failed, which is known only once the send has run; after it, run"
+    " `newsletter send --retry-failed` by hand",
+}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -41,7 +45,16 @@ def at_options(func: F) -> F:
         if at is None and zone is None:
             return func(settings, *args, **kwargs)
         number, list_name = kwargs["number"], kwargs["list_name"]
-        schedule_send(settings, number, list_name, at, zone, yes=kwargs["yes"])
+        schedule_send(
+            settings,
+            number,
+            list_name,
+            at,
+            zone,
+            yes=kwargs["yes"],
+            rate=kwargs["rate"],
+            concurrency=kwargs["concurrency"],
+        )
         return None
 
     timezone = click.option(
@@ -56,9 +69,10 @@ def at_options(func: F) -> F:
         "--at",
         default=None,
         metavar="TIME",
-        help='Schedule the send instead of sending now: "2026-12-02 08:00" (or with an offset,'
-        ' "2026-12-02 08:00 +08:00"); the issue is checked now, `newsletter worker` starts it'
-        " then.",
+        help='Schedule the send instead of sending now: "2026-12-02 08:00", "today 18:00" or'
+        ' "tomorrow 08:00" (in --timezone; or with an offset, "2026-12-02 08:00 +08:00"); the'
+        " issue is checked now, `newsletter worker` starts it then, with the --rate and"
+        " --concurrency given here.",
     )
     return at(timezone(wrapper))  # type: ignore[return-value]
 
@@ -71,24 +85,17 @@ def schedule_send(
     zone: str | None,
     *,
     yes: bool,
+    rate: float | None = None,
+    concurrency: int | None = None,
 ) -> None:
-    """`send --at TIME [--timezone ZONE]`: check the issue now, book the send, return."""
+    """`send --at TIME [--timezone ZONE] [--rate R] [--concurrency C]`: check the issue now,
+    book the send (keeping --rate and --concurrency for it), return."""
     if at is None:
         raise click.UsageError("--timezone is the zone of --at: give --at TIME with it")
     params = click.get_current_context().params
-    for name in NOT_KEPT:
-        if params.get(name) in (None, False):
-            continue
-        option = f"--{name.replace('_', '-')}"
-        if option == "--dry-run":
-            raise click.UsageError(
-                "--at and --dry-run do not go together: a dry run writes the messages now"
-                " (run `newsletter send --dry-run` alone to see them)"
-            )
-        raise click.UsageError(
-            f"{option} is not kept for a scheduled send: the worker's send uses newsletter.toml"
-            " ([send]); leave it out"
-        )
+    for name, why in NOT_KEPT.items():
+        if params.get(name) not in (None, False):
+            raise click.UsageError(why)
     staging = settings.mailing_list(list_name).staging
     if not staging and not yes:
         if not sys.stdin.isatty():
@@ -104,15 +111,16 @@ def schedule_send(
             sys.exit(1)
     from newsletter.schedule.booking import book_send  # the checks: only when booking
 
-    booked = book_send(settings, number, list_name, at, zone)
+    booked = book_send(settings, number, list_name, at, zone, rate=rate, concurrency=concurrency)
     for warning in booked.warnings:
         click.secho(printable(str(warning)), fg="yellow")
     schedule = booked.schedule
     left = span(schedule.due_at - time.time())
+    kept = " ".join(kept_options(schedule))
     click.echo(
         f"scheduled: issue {number} -> {list_name} at "
         f"{describe_instant(schedule.due_at, schedule.zone)}"
-        f" (in {left})"
+        f" (in {left})" + (f", sent with {kept}" if kept else "")
     )
     click.echo(
         "hint: `newsletter worker` starts it then, after checking the issue again (keep one"
@@ -128,13 +136,16 @@ def schedule_send(
 @pass_settings
 def schedule(settings: Settings, number: int | None, show_all: bool) -> None:
     """List the scheduled sends: issue, list, when (in its zone and UTC), state, the workers
-    that started it, and its outcome. Waiting ones first, by time; then the latest ended.
+    that started it, the --rate and --concurrency it keeps, and its outcome. Waiting ones
+    first, by time; then the latest ended.
 
     \b
     States:
-      due        waiting for its time (`newsletter worker` starts it)
+      due        waiting for its time (`newsletter worker` starts it), or for a send of
+                 the same issue and list begun by hand to end (looked at again each poll)
       started    a worker runs the send now
-      done       the send ran to its end (its summary line; `newsletter status` for more)
+      done       the send ran to its end (its summary line; `newsletter status` for more),
+                 or it was sent by hand before its time (then nothing was started)
       failed     not sent: the issue failed its check, or the send refused to start
       stopped    the send stopped (breaker, quota, rates): resume with `newsletter send`
       missed     no worker ran within [schedule] grace after its time: not sent
@@ -164,6 +175,8 @@ def _line(row: Schedule, clock: float) -> str:
     if row.state in OPEN and row.due_at > clock:
         when += f", in {span(row.due_at - clock)}"
     who = f"started by {row.started_by}" if row.started_by else f"booked by {row.created_by}"
+    kept = " ".join(kept_options(row))
+    who += f"; sent with {kept}" if kept else ""
     return printable(f"issue {row.issue} -> {row.list}  {when}  {row.state.value}  ({who})")
 
 

@@ -1,10 +1,12 @@
 """The delivery log as the editor reads it: `status`, per issue and list: the counts per state,
 the workers sending it now, what came back (bounces, complaints, the unsubscribes the issue
-brought), a staging list's tests one by one, then each recipient not sent with the reply."""
+brought), a staging list's tests one by one, then each recipient not sent with the reply; last,
+the issue's scheduled sends still to go, and those of the last week that did not go."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import sys
 from pathlib import Path
 
@@ -14,10 +16,16 @@ from newsletter.cli.terminal import every_list_option, issue_option, pass_settin
 from newsletter.errors import display_path
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
+from newsletter.outbox.schedules import OPEN, ScheduleState
+from newsletter.schedule.when import describe_instant, span, wall_clock
 from newsletter.send.lease import why_gone
 from newsletter.send.testsend import local_time
 from newsletter.settings import Settings
 from newsletter.spreadsheet import write_csv
+
+# Scheduled sends that did not send, shown by `status` for a week after they ended.
+UNSENT = (ScheduleState.MISSED, ScheduleState.FAILED, ScheduleState.STOPPED)
+RECENT = 7 * 86_400
 
 
 @click.command()
@@ -37,7 +45,9 @@ def status(
 ) -> None:
     """Show an issue's delivery log: counts per state, the workers sending it now, what came
     back (bounces, complaints, the unsubscribes the issue brought), a staging list's tests,
-    then each recipient not sent with the server's reply.
+    then each recipient not sent with the server's reply; last, the issue's scheduled sends
+    still to go (when, who booked them) and those of the last week that did not go (missed,
+    failed, stopped), with why.
 
     An unsubscribe is the issue's when it came after that reader's message of the issue and
     before their next one on the list; a complaint is the issue's when it names the message
@@ -81,6 +91,8 @@ def status(
                 click.echo(f"  {row.state:<9} {printable(row.recipient)}  {reply}")
             if limit is not None and len(rows) > limit:
                 click.echo(f"  ... and {len(rows) - limit} more (--all, or --csv FILE)")
+        for line in _scheduled(outbox, number):
+            click.echo(printable(line))
         if held := outbox.bounces.held_count():  # of every issue: they wait for the editor
             click.echo(f"{held} bounce report(s) held for review: see `newsletter bounces --held`")
         if csv_path is not None:
@@ -91,6 +103,38 @@ def status(
                 with csv_path.open("w", encoding="utf-8", newline="") as handle:
                     n = write_csv(rows, handle)
                 click.echo(f"wrote {n} rows to {display_path(csv_path)}", err=True)
+
+
+def _scheduled(outbox: Outbox, number: int) -> list[str]:
+    """The issue's scheduled sends (`newsletter schedule`): each waiting or running one, when
+    (in its zone and UTC), who booked it and when; then each of the last RECENT seconds that
+    did not send (missed, failed, stopped), with why."""
+    schedules = outbox.schedules
+    clock = schedules.database_time()
+    lines = []
+    for row in schedules.listing(issue=number, limit=1000):
+        when = describe_instant(row.due_at, row.zone)
+        head = f"issue {number} -> {row.list}: scheduled for {when}"
+        if row.state in OPEN:
+            if row.due_at > clock:
+                head += f" (in {span(row.due_at - clock)})"
+            booked = _moment(row.created_at)
+            on = f" on {wall_clock(booked, row.zone)}" if booked is not None else ""
+            lines.append(f"{head}: {row.state.value}, booked by {row.created_by}{on}")
+        elif row.state in UNSENT and clock - (_moment(row.finished_at) or clock) <= RECENT:
+            lines.append(f"{head}: {row.state.value}")
+        else:
+            continue
+        lines += [f"    {line}" for line in row.outcome.split("\n") if line]
+    return lines
+
+
+def _moment(stamp: str | None) -> float | None:
+    """An outbox time (ISO 8601) as Unix seconds."""
+    try:
+        return dt.datetime.fromisoformat(stamp).timestamp() if stamp else None
+    except ValueError:
+        return None
 
 
 def _after_sending(

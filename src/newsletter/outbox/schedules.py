@@ -53,11 +53,23 @@ class Schedule:
     started_by: str  # every worker that started (or resumed) it, in order
     finished_at: str | None
     outcome: str
+    rate: float | None = None  # `send --rate` kept for the worker's send (None: [send] rate)
+    concurrency: int | None = None  # `send --concurrency` likewise
+
+
+def kept_options(schedule: Schedule) -> list[str]:
+    """The `send` options a schedule keeps, as the worker passes them on."""
+    options = []
+    if schedule.rate is not None:
+        options += ["--rate", f"{schedule.rate:g}"]
+    if schedule.concurrency is not None:
+        options += ["--concurrency", str(schedule.concurrency)]
+    return options
 
 
 _COLUMNS = (
     "id, issue, list, due_at, zone, state, created_at, created_by, owner, started_at,"
-    " started_by, finished_at, outcome"
+    " started_by, finished_at, outcome, rate, concurrency"
 )
 
 
@@ -77,6 +89,8 @@ def _schedule(row: Sequence[object]) -> Schedule:
         started_by=str(values[10]),
         finished_at=None if values[11] is None else str(values[11]),
         outcome=str(values[12]),
+        rate=None if values[13] is None else float(str(values[13])),
+        concurrency=None if values[14] is None else int(str(values[14])),
     )
 
 
@@ -85,16 +99,25 @@ class Schedules:
         self.backend = backend
 
     def book(
-        self, issue: int, list_name: str, due_at: float, zone: str, by: str
+        self,
+        issue: int,
+        list_name: str,
+        due_at: float,
+        zone: str,
+        by: str,
+        *,
+        rate: float | None = None,
+        concurrency: int | None = None,
     ) -> Schedule | None:
-        """A new schedule, or None when one of the same (issue, list) already waits or runs."""
+        """A new schedule, or None when one of the same (issue, list) already waits or runs.
+        `rate` and `concurrency` are kept for the send (None: the config's at the time)."""
         stamp = now()
         with self.backend.transaction():
             rows = self.backend.fetch(
                 "INSERT INTO schedules (issue, list, due_at, zone, created_at, created_by,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
-                f" RETURNING {_COLUMNS}",
-                (issue, list_name, due_at, zone, stamp, by, stamp),
+                " updated_at, rate, concurrency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                f" ON CONFLICT DO NOTHING RETURNING {_COLUMNS}",
+                (issue, list_name, due_at, zone, stamp, by, stamp, rate, concurrency),
             )
         return _schedule(rows[0]) if rows else None
 

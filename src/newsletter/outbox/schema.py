@@ -370,6 +370,13 @@ CREATE TABLE IF NOT EXISTS test_sends (
 );
 """
 
+# What a scheduled send keeps of `send`'s options, passed on to the send the worker starts
+# (NULL: newsletter.toml's [send] value at that time).
+_SCHEDULE_OPTIONS = """
+ALTER TABLE schedules ADD COLUMN rate {real};
+ALTER TABLE schedules ADD COLUMN concurrency INTEGER;
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         1,
@@ -424,6 +431,12 @@ MIGRATIONS: list[Migration] = [
         ),
     ),
     Migration(9, "test sends, one row per test", sqlite=_TEST_SENDS, postgres=_TEST_SENDS),
+    Migration(
+        10,
+        "a scheduled send keeps --rate and --concurrency",
+        sqlite=_SCHEDULE_OPTIONS.format(real="REAL"),
+        postgres=_SCHEDULE_OPTIONS.format(real="DOUBLE PRECISION"),
+    ),
     Migration(11, "held reports' ids never reused", sqlite=_HELD_IDS_SQLITE, postgres=""),
 ]
 

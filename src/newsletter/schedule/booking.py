@@ -59,12 +59,16 @@ def book_send(
     zone_name: str | None,
     *,
     now: float | None = None,
+    rate: float | None = None,
+    concurrency: int | None = None,
 ) -> Booked:
     """The send of issue `number` to `list_name` scheduled for `at` (in `zone_name`, else
-    `[newsletter] timezone`, else the machine's zone)."""
+    `[newsletter] timezone`, else the machine's zone), to run with `rate` and `concurrency`
+    (None: newsletter.toml's at the time)."""
     settings.mailing_list(list_name)  # an unknown list names the ones there are
-    moment: Moment = parse_moment(at, zone_name or settings.newsletter.timezone or None)
-    check_future(moment, time.time() if now is None else now)
+    clock = time.time() if now is None else now
+    moment: Moment = parse_moment(at, zone_name or settings.newsletter.timezone or None, now=clock)
+    check_future(moment, clock)
     findings = check_issue(settings, number, list_name)
     refused = send_refusal(findings)
     if refused is not None:
@@ -75,7 +79,15 @@ def book_send(
         )
     with open_project_outbox(settings) as outbox:
         schedules = outbox.schedules
-        schedule = schedules.book(number, list_name, moment.timestamp, moment.zone, booked_by())
+        schedule = schedules.book(
+            number,
+            list_name,
+            moment.timestamp,
+            moment.zone,
+            booked_by(),
+            rate=rate,
+            concurrency=concurrency,
+        )
         if schedule is None:
             other = schedules.pending(number, list_name)
             when = describe_instant(other.due_at, other.zone) if other else "already"

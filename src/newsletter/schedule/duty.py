@@ -7,7 +7,9 @@ every due schedule is claimed under a lease (PostgreSQL: SKIP LOCKED, so of any 
 workers exactly one takes it; a claim whose lease ran out, its worker dead, is taken again and
 the send resumed); each claimed one is checked as `newsletter check` checks it (offline), and an
 issue that now fails is `failed` with the errors; else the send runs as `newsletter send` runs
-(launch.py), the lease renewed while it does. A stopping worker (SIGTERM) passes the signal to
+(launch.py), the lease renewed while it does. A send the editor began by hand comes first
+(byhand.py): while it runs the schedule stays open for the next look; once it ran to its end the
+schedule is done, and nothing is started. A stopping worker (SIGTERM) passes the signal to
 its sends, which finish their uploads and stop, and hands their schedules back for the next
 worker to resume.
 """
@@ -19,24 +21,24 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
-from newsletter.errors import DeliveryError, NewsletterError, OutboxError
+from newsletter.errors import NewsletterError, OutboxError
 from newsletter.outbox import Outbox, open_project_outbox
-from newsletter.outbox.schedules import Schedule, Schedules, ScheduleState
+from newsletter.outbox.schedules import Schedule, Schedules, ScheduleState, kept_options
 from newsletter.schedule.booking import check_issue, send_refusal
+from newsletter.schedule.byhand import finished_send, running_send
 from newsletter.schedule.launch import (
     EXIT_INCOMPLETE,
+    EXIT_REFUSED,
     EXIT_STOPPED,
     Finished,
     SendProcess,
     send_command,
 )
 from newsletter.schedule.when import describe_instant, span
-from newsletter.send.coordinator import send_lock
 from newsletter.settings import Settings
 
 Log = Callable[[str], None]
 FAULT_PAUSE = 5.0
-LOCK_WAIT = 60.0  # seconds a SQLite send waits for a dying send's lock before trying later
 
 
 class ScheduleDuty:
@@ -135,6 +137,8 @@ class ScheduleDuty:
     async def _start(self, schedule: Schedule) -> None:
         label = _label(schedule)
         assert self.schedules is not None
+        if self._sent_by_hand(schedule):
+            return
         verb = "resuming" if schedule.started_at else "starting"
         self.log(
             f"{label}: due {describe_instant(schedule.due_at, schedule.zone)}: checking the issue"
@@ -151,23 +155,53 @@ class ScheduleDuty:
             self.schedules.finish(schedule.id, self.owner, ScheduleState.FAILED, outcome)
             self.log(f"{label}: {outcome}")
             return
-        if not await self._lock_free(schedule):
-            self.schedules.release(schedule.id, self.owner, "waiting for another send's lock")
-            return
         if self.stopping:
             self.schedules.release(schedule.id, self.owner)
+            return
+        if self._sent_by_hand(schedule):  # begun while the issue was checked
             return
         if not self.schedules.launched(schedule.id, self.owner):
             self.log(f"{label}: no longer this worker's (its lease ran out): left to the other")
             return
-        self.log(f"{label}: {verb} the send (worker {self.owner})")
-        command = send_command(self.config, schedule.issue, schedule.list)
+        options = kept_options(schedule)
+        shown = f" with {' '.join(options)}" if options else ""
+        self.log(f"{label}: {verb} the send (worker {self.owner}){shown}")
+        command = send_command(self.config, schedule.issue, schedule.list, options)
         send = await SendProcess.start(command, self.log, f"{label}: ")
         self.sends[schedule.id] = send
         if self.stopping:  # SIGTERM came while it started
             send.stop()
         finished = await send.wait()
+        if finished.code == EXIT_REFUSED and self._sent_by_hand(schedule):
+            return  # the editor's send took the lock while this one started
         self._record(schedule, finished, send.signalled)
+
+    def _sent_by_hand(self, schedule: Schedule) -> bool:
+        """A send of the schedule's (issue, list) that the editor started by hand (byhand.py):
+        still running, the schedule is handed back open for the next look; run to its end,
+        the schedule is done. True when either, and the schedule was dealt with."""
+        assert self.outbox is not None
+        assert self.schedules is not None
+        label, issue, name = _label(schedule), schedule.issue, schedule.list
+        running = running_send(self.settings, self.outbox, issue, name)
+        if running is not None:
+            outcome = f"waiting: {running}; tried again on the next look"
+            released = self.schedules.release(schedule.id, self.owner, outcome)
+            if released and outcome != schedule.outcome:  # said once, not at every look
+                self.log(f"{label}: {outcome}")
+            return True
+        finished = finished_send(self.settings, self.outbox, issue, name)
+        if finished is None:
+            return False
+        how = (
+            "sent by hand before its time"
+            if schedule.started_at is None
+            else "sent already (by hand, or by its earlier start)"
+        )
+        outcome = f"{how}: issue {issue} -> {name}: {finished}; nothing started"
+        if self.schedules.finish(schedule.id, self.owner, ScheduleState.DONE, outcome):
+            self.log(f"{label}: done: {outcome}")
+        return True
 
     def _record(self, schedule: Schedule, finished: Finished, signalled: bool) -> None:
         assert self.schedules is not None
@@ -205,22 +239,6 @@ class ScheduleDuty:
         if not self.schedules.finish(schedule.id, self.owner, state, outcome):
             self.log(f"{label}: no longer this worker's; its outcome was not recorded")
         self.log(f"{label}: {state.value}: {outcome}")
-
-    async def _lock_free(self, schedule: Schedule) -> bool:
-        """SQLite: wait (a while) for the send lock of a send still stopping (the dead
-        worker's child finishing its uploads). PostgreSQL has none: sends share by leases."""
-        if self.outbox is None or self.outbox.shared:
-            return True
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + LOCK_WAIT
-        while True:
-            try:
-                with send_lock(self.settings.state_dir, schedule.issue, schedule.list):
-                    return True
-            except DeliveryError:
-                if loop.time() > deadline or self.stopping:
-                    return False
-                await asyncio.sleep(0.5)
 
     async def _renew(self) -> None:
         """The claims kept alive while the sends run, a third of the lease apart."""

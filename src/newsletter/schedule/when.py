@@ -7,6 +7,8 @@ year a zone with daylight saving has times that never happen (the clocks jump fr
 in summer time and once in winter time). Neither is guessed: a time that does not exist is an
 error naming the jump, and a time that happens twice asks for the offset that picks one
 (`2026-10-25 02:30 +02:00`). A time with an offset of its own is the instant the offset says.
+`today 18:00` and `tomorrow 08:00` are days of the schedule's zone, whatever the machine's: the
+same rules then apply to the date they name.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import time
 import zoneinfo
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +25,13 @@ from newsletter.errors import ScheduleError
 
 UTC = dt.UTC
 FORMS = (
-    '"2026-12-02 08:00", "2026-12-02 08:00:30", "2026-12-02T08:00", or any of them with an'
-    ' offset ("2026-12-02 08:00 +08:00", "2026-12-02 00:00 Z")'
+    '"2026-12-02 08:00", "2026-12-02 08:00:30", "2026-12-02T08:00", "today 18:00",'
+    ' "tomorrow 08:00", or any of them with an offset ("2026-12-02 08:00 +08:00",'
+    ' "2026-12-02 00:00 Z")'
 )
 _TIME = re.compile(
-    r"(?P<date>\d{4}-\d{2}-\d{2})[ T](?P<clock>\d{1,2}:\d{2}(?::\d{2})?)"
+    r"(?:(?P<date>\d{4}-\d{2}-\d{2})[ T]|(?P<day>today|tomorrow)\s+)"
+    r"(?P<clock>\d{1,2}:\d{2}(?::\d{2})?)"
     r"\s*(?P<offset>Z|[+-]\d{2}:?\d{2})?",
     re.IGNORECASE,
 )
@@ -76,8 +81,9 @@ def machine_zone() -> tuple[dt.tzinfo, str]:
         return UTC, "UTC"
 
 
-def parse_moment(text: str, zone_name: str | None) -> Moment:
-    """`text` in `zone_name` (else the machine's zone) -> the one instant it names."""
+def parse_moment(text: str, zone_name: str | None, *, now: float | None = None) -> Moment:
+    """`text` in `zone_name` (else the machine's zone) -> the one instant it names. `today`
+    and `tomorrow` are the zone's, at `now` (default: the current time)."""
     zone, name = zone_of(zone_name)
     match = _TIME.fullmatch(text.strip())
     if match is None:
@@ -85,8 +91,10 @@ def parse_moment(text: str, zone_name: str | None) -> Moment:
             f"--at {text!r}: not a time this command reads",
             hint=f"Write the date and the time of day: {FORMS}.",
         )
+    date = match["date"] or named_day(match["day"], zone, time.time() if now is None else now)
+    hour, rest = match["clock"].split(":", 1)
     try:
-        naive = dt.datetime.fromisoformat(f"{match['date']}T{match['clock'].zfill(5)}")
+        naive = dt.datetime.fromisoformat(f"{date}T{hour.zfill(2)}:{rest}")
     except ValueError as exc:
         raise ScheduleError(
             f"--at {text!r}: {exc}", hint=f"Give a date and time that exist: {FORMS}."
@@ -104,6 +112,14 @@ def parse_moment(text: str, zone_name: str | None) -> Moment:
             fixed = dt.timezone(sign * delta)
         return Moment(naive.replace(tzinfo=fixed).astimezone(UTC), name)
     return Moment(_resolve(naive, zone, name, text), name)
+
+
+def named_day(word: str, zone: dt.tzinfo, now: float) -> str:
+    """`today` or `tomorrow` in `zone` at `now`, as YYYY-MM-DD (the zone's calendar, not the
+    machine's: 23:30 in Berlin is already tomorrow in Shanghai)."""
+    today = dt.datetime.fromtimestamp(now, zone).date()
+    day = today + dt.timedelta(days=1) if word.lower() == "tomorrow" else today
+    return day.isoformat()
 
 
 def _resolve(naive: dt.datetime, zone: dt.tzinfo, name: str, text: str) -> dt.datetime:
@@ -161,6 +177,16 @@ def describe_instant(timestamp: float, zone_name: str) -> str:
         f"{local:%Y-%m-%d} {local.strftime(clock)} {_offset(local)} ({name}),"
         f" {day}{moment.strftime(clock)} UTC"
     )
+
+
+def wall_clock(timestamp: float, zone_name: str) -> str:
+    """An instant on its zone's clock, short: `2026-12-01 23:43 +08:00`."""
+    try:
+        zone, _ = zone_of(zone_name or None)
+    except ScheduleError:
+        zone = UTC
+    local = dt.datetime.fromtimestamp(round(timestamp), zone)
+    return f"{local:%Y-%m-%d %H:%M} {_offset(local)}"
 
 
 def span(seconds: float) -> str:
