@@ -124,7 +124,17 @@ def test_suppressed_rows_a_worker_holds_are_found_at_once(outbox: Outbox) -> Non
     plan(outbox, planned("a", "b", "c"))
     rows = outbox.leases.claim(14, "main", "w1", 10, max_tries=5, at=time.time())
     outbox.suppressions.add("main", "b@example.com", "one-click")
-    assert outbox.suppressions.held_by("w1", "main") == {rows[1].id}
+    outbox.suppressions.add("other", "c@example.com", "one-click")  # another list's
+    keys = [r.recipient for r in rows]
+    assert outbox.suppressions.among("main", keys) == {rows[1].recipient}
+    assert outbox.suppressions.among("main", []) == set()
+
+
+def test_the_suppression_probe_takes_any_number_of_addresses(outbox: Outbox) -> None:
+    keys = [f"r{i}@example.com" for i in range(1_234)]
+    for key in keys[::100]:
+        outbox.suppressions.add("main", key, "one-click")
+    assert outbox.suppressions.among("main", keys) == set(keys[::100])
 
 
 def test_only_one_planner_at_a_time_and_a_live_plan_is_shared(outbox_target: Path | str) -> None:

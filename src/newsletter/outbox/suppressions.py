@@ -8,11 +8,15 @@ are stored in their folded form (subscribers.fold_address).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from newsletter.outbox.backend import Backend
 from newsletter.outbox.records import EDITOR_SOURCE, Suppression, now
 from newsletter.subscribers import fold_address
+
+# Addresses asked about in one statement (SQLite's default allows 32,766 parameters; a claim
+# is a few hundred rows).
+_PROBES = 500
 
 
 class Suppressions:
@@ -96,13 +100,19 @@ class Suppressions:
         with self.backend.transaction():
             return self.backend.run("DELETE FROM suppressions WHERE address = ?", (key,))
 
-    def held_by(self, worker: str, list_name: str) -> set[int]:
-        """Ids of the rows `worker` holds whose address is suppressed now."""
-        return {
-            r[0]
-            for r in self.backend.fetch(
-                "SELECT d.id FROM deliveries d JOIN suppressions s ON s.list = d.list"
-                " AND s.address = d.recipient WHERE d.owner = ? AND d.list = ?",
-                (worker, list_name),
+    def among(self, list_name: str, keys: Sequence[str]) -> set[str]:
+        """Which of the address `keys` are suppressed on `list_name` now (the rows a send has
+        just claimed: one probe of the primary key each, so a claim costs the same on a list of
+        ten thousand as of a million)."""
+        found: set[str] = set()
+        for start in range(0, len(keys), _PROBES):
+            chunk = keys[start : start + _PROBES]
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                str(address)
+                for (address,) in self.backend.fetch(
+                    f"SELECT address FROM suppressions WHERE list = ? AND address IN ({marks})",
+                    (list_name, *chunk),
+                )
             )
-        }
+        return found

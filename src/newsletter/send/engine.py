@@ -170,9 +170,9 @@ class Engine:
         )
         if not rows:
             return False
-        suppressed = self.outbox.suppressions.held_by(self.worker, job.list_name)
+        suppressed = self.outbox.suppressions.among(job.list_name, [r.recipient for r in rows])
         for row in rows:
-            if row.id in suppressed:
+            if row.recipient in suppressed:
                 self._record(row, S.SKIPPED, None, reply=UNSUBSCRIBED)
             else:
                 self._queue.append(row)
