@@ -295,6 +295,9 @@ class PrivacySettings(SettingsTable):
     # Bounce reports held for review (a stranger's sender and words) are deleted this many days
     # after they were held, or after the editor accepted or dismissed them.
     held_retention_days: Annotated[int, Field(ge=1)] = 90
+    # A recorded bounce report keeps the server's text (a diagnostic that often names the
+    # address) this many days; then only its kind and status, which the counts are made of.
+    bounce_text_days: Annotated[int, Field(ge=1)] = 90
     # The address a click came from: "truncate" keeps its network (IPv4 /24, IPv6 /48), "hash"
     # a keyed digest that changes every day, "none" nothing.
     ip: Literal["truncate", "hash", "none"] = "truncate"

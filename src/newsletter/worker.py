@@ -7,8 +7,9 @@ and says how long until the next look is worth it), and stops when the worker do
 the site's mail (send/courier.py: confirmations within a second of the signup, whatever else
 the worker or a bulk send is doing, since each duty has its own outbox connection and SMTP
 sessions), and click retention (clicks/retention.py: events past `[privacy] retention_days`
-deleted as they age), held-report retention (bounces/retention.py: the reports held for review
-past `[privacy] held_retention_days`), and scheduled sends (schedule/duty.py: each due send
+deleted as they age), bounce-report retention (bounces/retention.py: the reports held for review
+past `[privacy] held_retention_days` deleted, the server's text of the others past `[privacy]
+bounce_text_days` cleared), and scheduled sends (schedule/duty.py: each due send
 started by exactly one worker, as `newsletter send` runs it, after the issue passed its check
 again).
 
@@ -33,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
-from newsletter.bounces.retention import HeldRetentionDuty
+from newsletter.bounces.retention import BounceRetentionDuty
 from newsletter.clicks.retention import RetentionDuty
 from newsletter.errors import DeliveryError, OutboxError
 from newsletter.mail.tokens import SigningKey
@@ -217,7 +218,7 @@ async def _main(
     duties: list[Duty] = [
         SiteMailDuty(settings, key, owner, log),
         RetentionDuty(settings, log),
-        HeldRetentionDuty(settings, log),
+        BounceRetentionDuty(settings, log),
         ScheduleDuty(settings, owner, log, config=config, once=once),
     ]
     if ready is not None:

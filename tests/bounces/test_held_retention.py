@@ -1,7 +1,8 @@
-"""The window on the reports held for review, on both backends: a waiting report past
-`[privacy] held_retention_days` (counted from when it was held) goes, a decided one past it
-(counted from its decision) goes, the newer stay; the worker's duty and `newsletter bounces`
-apply it."""
+"""The windows on bounce reports, on both backends: a waiting report past `[privacy]
+held_retention_days` (counted from when it was held) goes, a decided one past it (counted from
+its decision) goes, the newer stay; a recorded report past `[privacy] bounce_text_days` loses
+the server's text and keeps what the counts are made of; the worker's duty and `newsletter
+bounces` apply them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from newsletter.bounces.retention import DAY, PRUNE_EVERY, HeldRetentionDuty, prune_held
+from newsletter.bounces.retention import DAY, PRUNE_EVERY, BounceRetentionDuty, expire_reports
 from newsletter.outbox import Outbox, open_outbox, schema
 from newsletter.outbox.bounces import ACCEPTED, DISMISSED
 from newsletter.settings import Settings
@@ -71,21 +72,21 @@ def test_reports_past_the_window_go_waiting_or_decided(outbox: Outbox, settings:
     # Decided yesterday, held long ago: the decision stays so the next read files its mail.
     backdate(outbox, cy, "decided_at", 1)
     assert outbox.bounces.held_count() == 2
-    assert prune_held(outbox, settings) == 2
+    assert expire_reports(outbox, settings).deleted == 2
     assert left(outbox) == {bob, cy}
     assert outbox.bounces.held_count() == 1
-    assert prune_held(outbox, settings) == 0
+    assert expire_reports(outbox, settings).deleted == 0
 
 
 def test_a_shorter_window_takes_more(outbox: Outbox, settings: Settings) -> None:
     ids = held_reports(outbox)
     backdate(outbox, ids[READERS[0]], "created_at", 40)
     backdate(outbox, ids[READERS[1]], "created_at", 10)
-    assert prune_held(outbox, settings) == 0
+    assert expire_reports(outbox, settings).deleted == 0
     short = settings.model_copy(
         update={"privacy": settings.privacy.model_copy(update={"held_retention_days": 30})}
     )
-    assert prune_held(outbox, short) == 1
+    assert expire_reports(outbox, short).deleted == 1
     assert len(left(outbox)) == len(READERS) - 1
 
 
@@ -99,7 +100,7 @@ def test_the_worker_duty_deletes_them_then_waits(
     url = outbox_target if isinstance(outbox_target, str) else f"sqlite:///{outbox_target}"
     chosen = settings.model_copy(update={"outbox": settings.outbox.model_copy(update={"url": url})})
     said: list[str] = []
-    duty = HeldRetentionDuty(chosen, said.append)
+    duty = BounceRetentionDuty(chosen, said.append)
 
     async def rounds() -> list[float]:
         await duty.start()
@@ -110,7 +111,10 @@ def test_the_worker_duty_deletes_them_then_waits(
 
     assert asyncio.run(rounds()) == [PRUNE_EVERY, PRUNE_EVERY]
     assert duty.deleted == 3
-    assert said == [f"held-report retention: 3 report(s) held for review deleted after {days} days"]
+    assert said == [
+        f"bounce-report retention: 3 report(s) held for review deleted after {days} days"
+        " ([privacy] held_retention_days)"
+    ]
     assert left(outbox) == {ids[READERS[3]]}
 
 
@@ -120,7 +124,7 @@ def test_an_id_is_never_given_to_another_report(outbox: Outbox, settings: Settin
     ids = held_reports(outbox)
     newest = max(ids.values())
     backdate(outbox, newest, "created_at", settings.privacy.held_retention_days + 1)
-    assert prune_held(outbox, settings) == 1
+    assert expire_reports(outbox, settings).deleted == 1
     (row,) = [r for r in outbox.deliveries.rows(14, "main") if ids[r.recipient] == newest]
     assert outbox.bounces.hold("<another@stranger.example>", row.id, "hard", "", "", "dsn", "", "")
     (after,) = [h for h in outbox.bounces.held() if h.report == "<another@stranger.example>"]
@@ -155,3 +159,34 @@ def test_migration_11_keeps_the_held_reports_of_a_sqlite_outbox(tmp_path: Path) 
         assert outbox.bounces.hold("<later@x>", row.id, "hard", "", "", "dsn", "", "")
         (later,) = [h for h in outbox.bounces.held() if h.report == "<later@x>"]
         assert later.id == newest + 1
+
+
+def test_a_recorded_report_keeps_its_kind_and_loses_the_servers_text(
+    outbox: Outbox, settings: Settings
+) -> None:
+    plan(outbox, 14, "main", READERS[:2])
+    old, new = outbox.deliveries.rows(14, "main")
+    said = "550 5.1.1 <{}>: no such user"
+    bounces = outbox.bounces
+    assert bounces.record("<r1@x>", old.id, "hard", "5.1.1", said.format(old.recipient), "dsn")
+    assert bounces.record("<r2@x>", new.id, "hard", "5.1.1", said.format(new.recipient), "dsn")
+    days = settings.privacy.bounce_text_days
+    stamp = time.strftime(
+        "%Y-%m-%dT%H:%M:%S.000+00:00", time.gmtime(time.time() - (days + 1) * DAY)
+    )
+    with outbox.backend.transaction():
+        outbox.backend.run(
+            "UPDATE bounce_reports SET created_at = ? WHERE report = ?", (stamp, "<r1@x>")
+        )
+
+    done = expire_reports(outbox, settings)
+
+    assert (done.deleted, done.cleared) == (0, 1)
+    kept = dict(outbox.backend.fetch("SELECT report, detail FROM bounce_reports"))
+    assert kept == {"<r1@x>": "", "<r2@x>": said.format(new.recipient)}
+    assert bounces.counts(14, "main") == {"hard": 2}  # the counts are untouched
+    assert done.lines(settings) == [
+        f"1 bounce report(s) kept without the server's text after {days} days"
+        " ([privacy] bounce_text_days)"
+    ]
+    assert expire_reports(outbox, settings).cleared == 0  # once

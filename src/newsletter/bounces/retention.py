@@ -1,10 +1,11 @@
 """The settings and an open outbox in; the bounce reports held for review past `[privacy]
-held_retention_days` deleted, out. A held report keeps what a stranger wrote (its sender, the
-detail it gave) until the editor decides; without a window a report nobody looks at would stay
-for ever.
+held_retention_days` deleted, and the server's text of the recorded ones past `[privacy]
+bounce_text_days` cleared, out. A held report keeps what a stranger wrote (its sender, the
+detail it gave) until the editor decides, and a recorded one the server's diagnostic, which
+often names the reader; without a window either would stay for ever.
 
-`prune_held` runs where the windows are applied: as one of the worker's duties
-(`HeldRetentionDuty`, every PRUNE_EVERY seconds on a connection of its own), and at the start of
+`expire_reports` runs where the windows are applied: as one of the worker's duties
+(`BounceRetentionDuty`, every PRUNE_EVERY seconds on a connection of its own), and at the start of
 every `newsletter bounces` (the command that holds them), so a project without a worker keeps the
 window too. A waiting report counts from when it was held, a decided one from its decision. A
 report whose mail is still in the bounce mailbox is held again, as new, the next time the mailbox
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from newsletter.errors import OutboxError
 from newsletter.outbox import Outbox, open_project_outbox
@@ -26,46 +28,70 @@ PRUNE_EVERY = 3600.0  # seconds between two rounds
 FAULT_PAUSE = 60.0
 
 
-def prune_held(outbox: Outbox, settings: Settings, *, now: float | None = None) -> int:
-    """Delete the held reports past the window (one statement: they are few); how many."""
-    days = settings.privacy.held_retention_days
-    return outbox.bounces.delete_held((time.time() if now is None else now) - days * DAY)
+@dataclass(frozen=True)
+class Expired:
+    """What one application of the windows did."""
+
+    deleted: int  # held reports deleted
+    cleared: int  # recorded reports whose server's text was cleared
+
+    def lines(self, settings: Settings) -> list[str]:
+        privacy, said = settings.privacy, []
+        if self.deleted:
+            said.append(
+                f"{self.deleted} report(s) held for review deleted after"
+                f" {privacy.held_retention_days} days ([privacy] held_retention_days)"
+            )
+        if self.cleared:
+            said.append(
+                f"{self.cleared} bounce report(s) kept without the server's text after"
+                f" {privacy.bounce_text_days} days ([privacy] bounce_text_days)"
+            )
+        return said
 
 
-class HeldRetentionDuty:
+def expire_reports(outbox: Outbox, settings: Settings, *, now: float | None = None) -> Expired:
+    """Apply both windows (one statement each: bounce reports are few); what they did."""
+    moment = time.time() if now is None else now
+    privacy = settings.privacy
+    return Expired(
+        deleted=outbox.bounces.delete_held(moment - privacy.held_retention_days * DAY),
+        cleared=outbox.bounces.clear_texts(moment - privacy.bounce_text_days * DAY),
+    )
+
+
+class BounceRetentionDuty:
     """The worker's duty (start, run_once -> seconds until the next look, stop): the held
-    reports past the window deleted as they age, on a connection opened for each round (a
-    round runs off the event loop, on a thread of its own, and the connection is that
-    thread's)."""
+    reports past their window deleted, and the recorded ones past theirs cleared of the
+    server's text, as they age, on a connection opened for each round (a round runs off the
+    event loop, on a thread of its own, and the connection is that thread's)."""
 
-    name = "held-report retention"
+    name = "bounce-report retention"
 
     def __init__(self, settings: Settings, log: Callable[[str], None]) -> None:
         self.settings = settings
         self.log = log
         self.deleted = 0
+        self.cleared = 0
 
     async def start(self) -> None:
         return None
 
     async def run_once(self) -> float:
         try:
-            deleted = await asyncio.to_thread(self._round)
+            expired = await asyncio.to_thread(self._round)
         except OutboxError as exc:
-            self.log(f"held-report retention: the outbox failed: {exc.message}")
+            self.log(f"bounce-report retention: the outbox failed: {exc.message}")
             return FAULT_PAUSE
-        self.deleted += deleted
-        if deleted:
-            days = self.settings.privacy.held_retention_days
-            self.log(
-                f"held-report retention: {deleted} report(s) held for review deleted"
-                f" after {days} days"
-            )
+        self.deleted += expired.deleted
+        self.cleared += expired.cleared
+        for line in expired.lines(self.settings):
+            self.log(f"bounce-report retention: {line}")
         return PRUNE_EVERY
 
     async def stop(self) -> None:
         return None
 
-    def _round(self) -> int:
+    def _round(self) -> Expired:
         with open_project_outbox(self.settings) as outbox:
-            return prune_held(outbox, self.settings)
+            return expire_reports(outbox, self.settings)

@@ -12,7 +12,7 @@ from newsletter.bounces.collect import collect, describe_decision
 from newsletter.bounces.inbox import open_inbox
 from newsletter.bounces.origin import DkimKeys
 from newsletter.bounces.policy import Policy, Verdict
-from newsletter.bounces.retention import prune_held
+from newsletter.bounces.retention import expire_reports
 from newsletter.cli.terminal import (
     Group,
     every_list_option,
@@ -239,15 +239,11 @@ def bounces(
 
 
 def _expire_held(outbox: Outbox, settings: Settings) -> None:
-    """The held reports past [privacy] held_retention_days deleted before any is read, as the
-    worker does, so the window holds where no worker runs."""
-    if deleted := prune_held(outbox, settings):
-        days = settings.privacy.held_retention_days
-        click.echo(
-            f"{deleted} report(s) held for review deleted after {days} days"
-            " ([privacy] held_retention_days)",
-            err=True,
-        )
+    """The held reports past [privacy] held_retention_days deleted, and the recorded ones
+    past [privacy] bounce_text_days cleared of the server's text, before any is read, as the
+    worker does, so the windows hold where no worker runs."""
+    for line in expire_reports(outbox, settings).lines(settings):
+        click.echo(line, err=True)
 
 
 def _review(

@@ -200,6 +200,17 @@ class Bounces:
             )
         return held + scrubbed
 
+    def clear_texts(self, before: float) -> int:
+        """The server's text of the reports recorded before `before` (Unix seconds) cleared:
+        their kind and status stay (the sends' bounce counts, rates and soft-bounce streaks).
+        How many."""
+        cutoff = time.strftime("%Y-%m-%dT%H:%M:%S.000+00:00", time.gmtime(before))
+        with self.backend.transaction():
+            return self.backend.run(
+                "UPDATE bounce_reports SET detail = '' WHERE created_at < ? AND detail <> ''",
+                (cutoff,),
+            )
+
     def decide(self, held_id: int, state: str) -> bool:
         """Mark a held report ACCEPTED or DISMISSED; False if it is not (or no longer) held."""
         with self.backend.transaction():
