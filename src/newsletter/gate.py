@@ -1,11 +1,12 @@
 """The check before a send: settings, an issue number and a list in; a SendVerdict out.
 
-A send runs the same checks as `newsletter check` (draft.review's findings on the sample message
-of that list, SpamAssassin's score of it, and the online checks when asked or when `[check]
-online` is on) and takes them as one value: whether the send may go, the errors that refuse it,
-and what its confirmation shows (the subject, the encoded HTML size against Gmail's clip, the
-spam score's line, the warnings). Nothing here prints, asks or exits: `send` calls it before
-anything is planned, and a scheduled send calls it again before it starts.
+`newsletter check` prints this value, and a send takes it before anything goes out: the
+checks (draft.review's findings on the sample message of that list, SpamAssassin's score of it,
+and the online checks when asked or when `[check] online` is on) as one value: whether the send
+may go, the errors that refuse it, and what its confirmation shows (the subject, the encoded
+HTML size against Gmail's clip, the spam score's line, the warnings). Nothing here prints,
+asks or exits: `send` calls it before anything is planned, and a scheduled send calls it again
+before it starts.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class SendVerdict:
     spam: SpamResult
     findings: tuple[Finding, ...]  # errors first; the warnings the issue silences are not here
     silenced: int  # warnings the issue file's `silence:` held back
+    silences: tuple[str, ...]  # what held them back, one per `silence:` entry that did
     online: OnlineReport | None  # None: the online checks were not asked for
     ephemeral_key: bool  # NEWSLETTER_SECRET unset: the sample was signed with a throwaway key
     fingerprint: str  # the rendered message's (see `fingerprint`): a test repeats when it changes
@@ -96,6 +98,7 @@ def inspect_send(
         spam=spam,
         findings=tuple(findings),
         silenced=sum(len(s.findings) for s in draft.silenced),
+        silences=tuple(str(s) for s in draft.silenced),
         online=report,
         ephemeral_key=draft.ephemeral_key,
         fingerprint=fingerprint(draft.message),

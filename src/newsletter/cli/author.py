@@ -12,20 +12,21 @@ from newsletter.clip import GMAIL_CLIP
 from newsletter.configfile import CONFIG_NAME
 from newsletter.draft import Draft, review, write_files
 from newsletter.errors import display_path
+from newsletter.gate import inspect_send
 from newsletter.issues import issue_path
 from newsletter.issues.skeleton import start_issue, write_skeleton
 from newsletter.settings import DEFAULT_LIST, Settings
-from newsletter.spamscore import score_message, spam_findings
+
+EPHEMERAL_NOTE = (
+    "note: NEWSLETTER_SECRET is not set, so the sample's unsubscribe link is signed "
+    "with a throwaway key and will not verify"
+)
 
 
 def review_issue(settings: Settings, number: int, list_name: str) -> Draft:
     draft = review(settings, issue_path(settings.issues_dir, number), list_name)
     if draft.ephemeral_key:
-        click.echo(
-            "note: NEWSLETTER_SECRET is not set, so the sample's unsubscribe link is signed "
-            "with a throwaway key and will not verify",
-            err=True,
-        )
+        click.echo(EPHEMERAL_NOTE, err=True)
     return draft
 
 
@@ -142,37 +143,25 @@ def check(settings: Settings, number: int, list_name: str, online: bool | None) 
     Also scores the sample message with SpamAssassin (`spamassassin -L -t`, local rules) when
     it is installed: a warning above 0.0, an error from 5.0.
     """
-    draft = review_issue(settings, number, list_name)
-    spam = score_message(draft.message)
-    findings = [*draft.findings, *spam_findings(spam)]
-    report = None
-    if settings.check.online if online is None else online:
-        from newsletter.preflight.run import check_online
-
-        report = check_online(settings, draft.issue, draft.message, list_name)
-        findings += report.findings
-    findings.sort(key=lambda f: f.level != "error")
-    for finding in findings:
+    verdict = inspect_send(settings, number, list_name, online=online)
+    if verdict.ephemeral_key:
+        click.echo(EPHEMERAL_NOTE, err=True)
+    for finding in verdict.findings:
         click.secho(str(finding), fg="red" if finding.level == "error" else "yellow")
-    size = draft.html_size
+    size = verdict.html_size
     click.echo(
-        f"HTML part: {size / 1024:.1f} KB encoded ({draft.html_encoding}), "
+        f"HTML part: {size / 1024:.1f} KB encoded ({verdict.html_encoding}), "
         f"{size / GMAIL_CLIP:.0%} of Gmail's ~102 KB clipping limit"
     )
-    click.echo(spam.summary())
-    if report is not None:
-        for note in report.notes:
+    click.echo(verdict.spam_line())
+    if verdict.online is not None:
+        for note in verdict.online.notes:
             click.echo(f"note: {note}")
-        click.echo(report.summary())
-    if draft.silenced:
-        click.echo(f"silenced by the issue file: {', '.join(str(s) for s in draft.silenced)}")
-    errors = sum(f.level == "error" for f in findings)
-    silenced = sum(len(s.findings) for s in draft.silenced)
-    click.echo(
-        f"issue {number}: {errors} error(s), {len(findings) - errors} warning(s)"
-        + (f", {silenced} silenced" if silenced else "")
-    )
-    if errors:
+        click.echo(verdict.online.summary())
+    if verdict.silences:
+        click.echo(f"silenced by the issue file: {', '.join(verdict.silences)}")
+    click.echo(f"issue {number}: {verdict.tally()}")
+    if not verdict.passed:
         sys.exit(1)
 
 
