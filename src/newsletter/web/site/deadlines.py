@@ -1,8 +1,9 @@
 """`newsletter serve`'s connections: uvicorn's HTTP/1.1 protocol (h11) in; the same protocol out,
 with a deadline on every request and a cap on the connections open at once.
 
-uvicorn bounds the size of a request head (h11's 16 KiB, `h11_max_incomplete_event_size`) and the
-idle time after an answer (`timeout_keep_alive`, reset by every byte that arrives), but not the
+uvicorn bounds the idle time after an answer (`timeout_keep_alive`, reset by every byte that
+arrives) and the size of a request head only while it is incomplete (h11's 16 KiB,
+`h11_max_incomplete_event_size`: a 100 KB head in one write came in whole), but not the
 time a request takes to arrive: a client that sends nothing, or one header byte every few
 seconds, holds its connection for ever. Its `limit_concurrency` counts those connections too, so
 a few hundred idle ones make it answer 503 to everyone. Hence, per connection:
@@ -12,19 +13,29 @@ a few hundred idle ones make it answer 503 to everyone. Hence, per connection:
 - its body `timeout` seconds after the head: Guard answers 408 to a route still reading it, and a
   body nobody reads (sent to a route that answered without it) counts as waiting for the next head.
   Past the deadline and a grace second the connection is closed, whoever holds it;
+- a request head over MAX_HEAD (16 KiB), in one write or in many, is answered 431 and the
+  connection closed, before h11 parses it;
 - at most `max_connections` are open: one more closes the connection that has waited longest for
   a request head (idle, or dribbling one), so a flood of idle connections cannot lock out a
   client that sends its request at once; when every one is busy with a request, the newcomer is
   answered 503 and closed.
 
-An answer being written is not timed: a slow reader only fills the socket's buffer, and the
-app's own work (an outbox statement) is not the client's doing.
+- an answer must be taken: once the socket's buffer is full and the transport holds more
+  (`pause_writing`), the client has `timeout` seconds to read it down (`resume_writing`), else
+  the connection is aborted. A client that pipelines requests and never reads their answers
+  would otherwise hold its connection for ever, the app waiting to write (ten of them kept
+  every other client on 503). New requests in the pipe do not restart that deadline: it runs
+  from the pause, and only reading ends it. A connection closed with an answer still buffered
+  (ours or uvicorn's `connection: close`) gets the same `timeout` to let it leave.
+
+The app's own work (an outbox statement) is not timed: it is not the client's doing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import resource
 import time
 from typing import Any
@@ -38,10 +49,19 @@ GRACE = 1.0
 # Descriptors kept beside the connections: the listening socket, the outbox, logs, templates.
 RESERVE = 64
 TIMEOUT_408 = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+HEAD_431 = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n"
+    b"connection: close\r\n\r\n"
+)
 BUSY_503 = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nretry-after: 1\r\n"
     b"connection: close\r\n\r\n"
 )
+
+# The most a request head may take, its request line and blank line included (README's 16 KiB).
+MAX_HEAD = 16 * 1024
+# Where h11 sees a head end (h11/_receivebuffer.py: a bare LF is taken as a line end too).
+_HEAD_END = re.compile(b"\n\r?\n")
 
 error_log = logging.getLogger("newsletter.serve")
 
@@ -60,6 +80,8 @@ class DeadlineProtocol(H11Protocol):
         # When the connection began to wait for a request head; None while a request is in.
         self.waiting_since: float | None = None
         self._partial = False  # bytes of a head came since then
+        # Runs while an answer waits for the client to read it (see the module docstring).
+        self._write_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -67,11 +89,28 @@ class DeadlineProtocol(H11Protocol):
         if len(self.connections) > self.max_connections and not self._make_room():
             self._warn("every connection is busy with a request: refusing a new one (503)")
             transport.write(BUSY_503)
-            transport.close()
+            self._close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._stop_write_deadline()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_timer is None:
+            self._write_timer = self.loop.call_later(self.timeout, self._abort)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stop_write_deadline()
+        # Read down to the low mark: progress. A closing connection still has the rest to let
+        # go, and a fresh deadline for it.
+        self._hold_flush()
+
+    def timeout_keep_alive_handler(self) -> None:
+        super().timeout_keep_alive_handler()
+        self._hold_flush()
 
     def data_received(self, data: bytes) -> None:
         if self.waiting_since is not None:
@@ -79,6 +118,10 @@ class DeadlineProtocol(H11Protocol):
         super().data_received(data)
 
     def handle_events(self) -> None:
+        if self.conn.their_state is h11.IDLE and self._head_too_large():
+            self.transport.write(HEAD_431)
+            self._close()
+            return
         before = self.cycle
         super().handle_events()
         if self.cycle is not before:  # a request head arrived: its body's deadline now
@@ -86,12 +129,24 @@ class DeadlineProtocol(H11Protocol):
             self._arm(self.timeout + GRACE)
         if self.waiting_since is None and self.conn.their_state is not h11.SEND_BODY:
             self._disarm()  # the request is in: the rest is the app's time, not the client's
+        self._hold_flush()  # uvicorn's 400 for a malformed request closes the transport
 
     def on_response_complete(self) -> None:
         answered = self.cycle
         super().on_response_complete()  # may start a pipelined request (handle_events)
-        if self.cycle is answered and not self.transport.is_closing():
+        if self.transport.is_closing():
+            self._hold_flush()  # an answer with `connection: close`
+        elif self.cycle is answered:
             self._wait_for_head()
+
+    def _head_too_large(self) -> bool:
+        """Whether the next request head, as far as it came, is over MAX_HEAD. h11's own bound
+        (max_incomplete_event_size) holds only while the head is incomplete: a 100 KB head in
+        one write came in whole. Checked before h11 parses it, in one write or in many."""
+        buffered = self.conn.trailing_data[0]
+        # More than MAX_HEAD bytes in (the head, perhaps pipelined requests after it): the
+        # head must end within the first MAX_HEAD.
+        return len(buffered) > MAX_HEAD and _HEAD_END.search(buffered, 0, MAX_HEAD) is None
 
     def _wait_for_head(self) -> None:
         self.waiting_since = time.monotonic()
@@ -113,7 +168,32 @@ class DeadlineProtocol(H11Protocol):
             return
         if self.waiting_since is not None and self._partial:
             self.transport.write(TIMEOUT_408)
+        self._close()
+
+    def _close(self) -> None:
         self.transport.close()
+        self._hold_flush()
+
+    def _hold_flush(self) -> None:
+        """A closing transport waits for its buffer to drain before the connection ends (and
+        leaves the count): a client that does not read gets `timeout` seconds, then the abort."""
+        if (
+            self.transport.is_closing()
+            and self.transport.get_write_buffer_size()
+            and self._write_timer is None
+        ):
+            self._write_timer = self.loop.call_later(self.timeout, self._abort)
+
+    def _stop_write_deadline(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _abort(self) -> None:
+        """The client did not take its answer in time: the connection goes, buffer and all."""
+        self._write_timer = None
+        self._disarm()
+        self.transport.abort()
 
     def _make_room(self) -> bool:
         """Close the connection that has waited longest for a request head; False if none
@@ -121,14 +201,20 @@ class DeadlineProtocol(H11Protocol):
         waiting = {
             c: c.waiting_since
             for c in self.connections
-            if isinstance(c, DeadlineProtocol) and c is not self and c.waiting_since is not None
+            if isinstance(c, DeadlineProtocol)
+            and c is not self
+            and c.waiting_since is not None
+            and not c.transport.is_closing()
         }
         if not waiting:
             return False
         oldest = min(waiting, key=waiting.__getitem__)
         self._warn("closing the connection that waited longest for a request")
         oldest._disarm()
-        oldest.transport.close()
+        if oldest.transport.get_write_buffer_size():
+            oldest._abort()  # its last answer still unread: no room is made by waiting for it
+        else:
+            oldest.transport.close()
         return True
 
     def _warn(self, what: str) -> None:
