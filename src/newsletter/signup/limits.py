@@ -1,10 +1,14 @@
 """Rate limits: a client's address in, allowed or not (and when to try again) out.
 
 Two token buckets stand in front of every signup: one per client and one for the whole site
-(what a botnet of many addresses meets). A request is let through only when both have a token,
-and takes one from each; a refusal takes none, so a client refused by its own bucket does not
-drain the site's. IPv6 clients are counted per /64, the block one subscriber line gets (a /128
-per address would give one machine 2^64 buckets).
+(what a botnet of many addresses meets). They are asked at two different steps: the client's
+first, before the request's body is read (`allow_client`); the site's only once the request's
+proof of work has held (`allow_site`). Were the site's taken with the client's, junk posts from
+a few addresses, each within its own limit, would drain it and turn away every visitor with a
+solved challenge (65 posts from 13 addresses did; two dozen IPv6 /64s kept it so for ever).
+A refusal takes nothing: a client refused by its own bucket takes none of the site's, and one
+the site refuses gets its own token back. IPv6 clients are counted per /64, the block one
+subscriber line gets (a /128 per address would give one machine 2^64 buckets).
 
 The buckets live in this process (`newsletter serve` is one process: the event loop and its
 worker threads share them under one lock) in bounded memory: at most `max_clients` are kept;
@@ -88,24 +92,34 @@ class RequestLimiter:
         self._max = max_clients
         self._lock = threading.Lock()
 
-    def allow(self, address: str) -> Allowance:
-        """Take a token for `address` (and one for the site), or say how long to wait."""
+    def allow_client(self, address: str) -> Allowance:
+        """Take a token from the bucket of `address`, or say how long to wait."""
         key = client_key(address)
         with self._lock:
             now = self._clock()
             bucket = self._clients.get(key)
             if bucket is None:
                 bucket = Bucket(self._client_rate, self._client_burst, self._client_burst, now)
-            client_wait, site_wait = bucket.wait(now), self._site.wait(now)
-            if client_wait > 0:
-                self._keep(key, bucket, now)
-                return Allowance(False, client_wait, "client")
-            if site_wait > 0:
-                return Allowance(False, site_wait, "site")
-            bucket.take(now)
-            self._site.take(now)
             self._keep(key, bucket, now)
+            client_wait = bucket.wait(now)
+            if client_wait > 0:
+                return Allowance(False, client_wait, "client")
+            bucket.take(now)
             return Allowance(True)
+
+    def allow_site(self, address: str) -> Allowance:
+        """Take a token from the site's bucket for a request `allow_client` let through, or
+        say how long to wait (and give the client its token back)."""
+        with self._lock:
+            now = self._clock()
+            site_wait = self._site.wait(now)
+            if site_wait <= 0:
+                self._site.take(now)
+                return Allowance(True)
+            bucket = self._clients.get(client_key(address))
+            if bucket is not None:
+                bucket.tokens, bucket.stamp = min(bucket.burst, bucket.level(now) + 1.0), now
+            return Allowance(False, site_wait, "site")
 
     def __len__(self) -> int:
         return len(self._clients)

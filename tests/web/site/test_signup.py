@@ -4,6 +4,8 @@ ledger; confirmation and address-change links that act only by POST; the prefere
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -155,6 +157,39 @@ def test_too_many_posts_from_one_client_are_slowed_down(project: Path) -> None:
     assert codes[2:] == [429, 429]
     assert int(slow.headers["retry-after"]) >= 1
     assert len(queued(site.settings.outbox_target)) == 2
+
+
+def unsolved(base: str) -> str:
+    """A payload for a fresh, genuine challenge of the site, with a made-up solution."""
+    made = httpx.get(f"{base}/signup/challenge").json()
+    payload = {"challenge": made, "solution": {"counter": 0, "derivedKey": "ff" * 32}}
+    return base64.b64encode(json.dumps(payload).encode()).decode()
+
+
+def test_posts_without_work_cannot_spend_the_sites_allowance(project: Path) -> None:
+    # 65 junk posts from 13 addresses, each within its own limit, drained the site's bucket
+    # (60) and a visitor with a solved challenge got 429: the work was checked after it.
+    env = {
+        **SIGNUP_ENV,
+        "NEWSLETTER_SIGNUP__PER_CLIENT_BURST": "5",
+        "NEWSLETTER_SIGNUP__SITE_BURST": "60",
+        "NEWSLETTER_SIGNUP__SITE_PER_MINUTE": "0.01",  # no refill within the test
+    }
+    with running_service(project, **env) as site:
+        junk = []
+        for n in range(65):
+            hops = {"x-forwarded-for": f"198.51.100.{n // 5}"}  # 13 addresses, 5 posts each
+            work = (None, "not a payload", unsolved(site.url))[n % 3]
+            junk.append(post_signup(site.url, f"junk{n}@example.org", work=work, headers=hops))
+        assert {answer.status_code for answer in junk} == {400}
+        visitor = {"x-forwarded-for": "203.0.113.9"}
+        answer = post_signup(site.url, ANN, headers=visitor)
+        assert answer.status_code == 200, answer.text
+        assert site.wait_for_log('"event": "signup:accepted:')
+        # A client still meets its own limit first, and the site's holds for real signups.
+        extra = post_signup(site.url, "late@example.org", headers=hops)
+        assert extra.status_code == 429
+    assert [mail.recipient for mail in queued(site.settings.outbox_target)] == [ANN]
 
 
 def test_the_json_endpoint_runs_the_same_defences(site: RunningService) -> None:

@@ -9,9 +9,11 @@ the JSON endpoint); the same defences in the same order for all, then one answer
     GET  /static/{script}     proof-of-work.js, confirm.js
 
 `Defences.attempt` is the order, each step a call of its own (signup/*.py): the client's
-address through `[serve] trusted_proxies`, the rate limits (before the body is read), the size
-limit (Guard), the form and its honeypot (answered as accepted, nothing done), the proof of
-work, the domain, then the signup's transaction (signup/intake.py). From the domain check on,
+address through `[serve] trusted_proxies`, its own rate limit (before the body is read), the
+size limit (Guard), the form and its honeypot (answered as accepted, nothing done), the proof
+of work (a signature and one hash; each challenge once), the site's rate limit (only a request
+whose work held may spend the site's allowance: junk from many addresses cannot), the domain,
+then the signup's transaction (signup/intake.py). From the domain check on,
 every way out is answered alike: the visitor cannot tell a new address from a pending, a
 confirmed, a suppressed or a forgotten one. Before it, what went wrong says nothing about any
 address (the form's own typo, an expired challenge, too many requests), so it is said.
@@ -112,7 +114,8 @@ class Defences:
         self, request: Request, read: Fields, lists: Iterable[str]
     ) -> Signup | Answer:
         """The steps up to the domain check: a Signup that passed them, or the Answer."""
-        decision = self.limits.allow(self.client(request) or "unknown")
+        client = self.client(request) or "unknown"
+        decision = self.limits.allow_client(client)
         if not decision.allowed:
             return Answer(
                 AnswerKind.SLOW_DOWN, retry_after=decision.retry_after, detail=decision.scope
@@ -134,6 +137,11 @@ class Defences:
         work = self.work.verify(form.payload)
         if not work.accepted:
             return Answer(AnswerKind.TRY_AGAIN, detail=f"work {work.verdict}", email=posted)
+        decision = self.limits.allow_site(client)
+        if not decision.allowed:
+            return Answer(
+                AnswerKind.SLOW_DOWN, retry_after=decision.retry_after, detail=decision.scope
+            )
         domain = await self.domains.check(form.address)
         if domain.refused:
             return Answer(AnswerKind.BAD_ADDRESS, domain.reason, detail=domain.reason, email=posted)
