@@ -538,3 +538,31 @@ def test_the_report_tab_is_newsletter_report(project: Path) -> None:
     assert re.search(
         r'<td class="place">1\.1</td><th[^>]*>[^<]*</th><td class="n">7</td>', after.text
     )
+
+
+def test_a_half_sent_request_head_is_cut_off_at_serves_deadline(project: Path) -> None:
+    # It was kept open for ever: the preview had none of serve's deadlines.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "NEWSLETTER_SERVE__TIMEOUT": "1"}
+    command = [sys.executable, "-m", "newsletter", "preview", "--port", "0", "--no-open"]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        match = re.match(r"Previewing at http://(127\.0\.0\.1):(\d+)/", first)
+        assert match, first
+        host, port = match.group(1), int(match.group(2))
+        with socket.create_connection((host, port), timeout=30) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: x")
+            answer = b""
+            while chunk := sock.recv(65536):  # a hang shows as the socket's TimeoutError
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert httpx.get(f"http://{host}:{port}/", timeout=10).status_code == 200
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.communicate(timeout=10)
+        finally:
+            process.kill()

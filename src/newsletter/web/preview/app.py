@@ -2,7 +2,10 @@
 
 The socket is bound before the server starts, so a busy port is a clear error and `--port 0`
 can print the real URL. Stopping (Ctrl-C or `stop()`) also ends the open event streams, which
-would otherwise hold uvicorn's graceful shutdown until its timeout.
+would otherwise hold uvicorn's graceful shutdown until its timeout. Its connections are held to
+`serve`'s deadlines (web/site/deadlines.py, `[serve] timeout` and `max_connections`): a half-sent
+request head was kept open for ever, and whatever reaches the port (another user of the
+machine, or a network with `--host`) could hold connections open that way.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from newsletter.settings import ServeSettings
 from newsletter.web.listen import LOOPBACK_NAMES, is_loopback
 from newsletter.web.preview.pages import UI_DIR, Pages
 from newsletter.web.preview.workspace import Hub, Workspace, watch
+from newsletter.web.site.deadlines import deadline_protocol
 
 _TEXT_BROWSERS = {"www-browser", "lynx", "links", "links2", "elinks", "w3m"}
 
@@ -33,9 +38,14 @@ _TEXT_BROWSERS = {"www-browser", "lynx", "links", "links2", "elinks", "w3m"}
 class PreviewServer(uvicorn.Server):
     """uvicorn that also ends the open event streams when asked to stop (Ctrl-C or stop())."""
 
-    def __init__(self, app: Starlette, hub: Hub) -> None:
+    def __init__(self, app: Starlette, hub: Hub, limits: ServeSettings | None = None) -> None:
+        limits = limits or ServeSettings()
         config = uvicorn.Config(
-            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
+            app,
+            http=deadline_protocol(limits.timeout, limits.max_connections),
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=3,
         )
         super().__init__(config)
         self.hub = hub
@@ -51,7 +61,9 @@ class PreviewServer(uvicorn.Server):
 
 def create_server(workspace: Workspace, *, trusted_hosts: list[str] | None = None) -> PreviewServer:
     hub = Hub()
-    return PreviewServer(create_app(workspace, hub, trusted_hosts=trusted_hosts), hub)
+    app = create_app(workspace, hub, trusted_hosts=trusted_hosts)
+    # The settings as they are at start (a config with an error has none: the defaults then).
+    return PreviewServer(app, hub, workspace.settings.serve if workspace.settings else None)
 
 
 def create_app(
