@@ -1,5 +1,6 @@
-"""`newsletter serve`'s connections: uvicorn's HTTP/1.1 protocol (h11) in; the same protocol out,
-with a deadline on every request and a cap on the connections open at once.
+"""`newsletter serve`'s connections (and the preview's): uvicorn's HTTP/1.1 protocol (h11) in; the
+same protocol out, with a deadline on every request and answer and a cap on the connections open
+at once.
 
 uvicorn bounds the idle time after an answer (`timeout_keep_alive`, reset by every byte that
 arrives) and the size of a request head only while it is incomplete (h11's 16 KiB,
@@ -15,11 +16,6 @@ a few hundred idle ones make it answer 503 to everyone. Hence, per connection:
   Past the deadline and a grace second the connection is closed, whoever holds it;
 - a request head over MAX_HEAD (16 KiB), in one write or in many, is answered 431 and the
   connection closed, before h11 parses it;
-- at most `max_connections` are open: one more closes the connection that has waited longest for
-  a request head (idle, or dribbling one), so a flood of idle connections cannot lock out a
-  client that sends its request at once; when every one is busy with a request, the newcomer is
-  answered 503 and closed.
-
 - an answer must be taken: once the socket's buffer is full and the transport holds more
   (`pause_writing`), the client has `timeout` seconds to read it down (`resume_writing`), else
   the connection is aborted. A client that pipelines requests and never reads their answers
@@ -27,6 +23,10 @@ a few hundred idle ones make it answer 503 to everyone. Hence, per connection:
   every other client on 503). New requests in the pipe do not restart that deadline: it runs
   from the pause, and only reading ends it. A connection closed with an answer still buffered
   (ours or uvicorn's `connection: close`) gets the same `timeout` to let it leave.
+- at most `max_connections` are open: one more closes the connection that has waited longest for
+  a request head (idle, or dribbling one), so a flood of idle connections cannot lock out a
+  client that sends its request at once; when every one is busy with a request, the newcomer is
+  answered 503 and closed.
 
 The app's own work (an outbox statement) is not timed: it is not the client's doing.
 """
