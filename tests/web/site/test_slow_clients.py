@@ -285,14 +285,16 @@ def pipeline_unread(sock: socket.socket, request: bytes, cut_off: threading.Even
     """Send `request` again and again, never reading an answer, until the server cuts the
     connection (then set `cut_off`)."""
     sock.settimeout(1.0)
+    stream, offset = request * 20, 0
     while True:
         try:
-            sock.sendall(request * 20)
+            offset += sock.send(stream[offset:])  # whole requests only, one after the other
         except TimeoutError:
             continue  # every buffer on the way is full: the server is not reading either
         except OSError:
             cut_off.set()
             return
+        offset %= len(stream)
 
 
 def test_clients_that_pipeline_and_never_read_are_cut_off_and_others_get_in(
