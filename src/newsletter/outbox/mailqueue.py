@@ -19,6 +19,7 @@ its to mark or to record.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -228,6 +229,17 @@ class SiteMailQueue:
     def counts(self) -> dict[MailState, int]:
         found = dict(self.backend.fetch("SELECT state, count(*) FROM site_mail GROUP BY state"))
         return {state: int(found.get(state.value, 0)) for state in MailState}
+
+    def clear_replies(self, before: float) -> int:
+        """The server's reply of the mail done with (sent, rejected, failed) and last changed
+        before `before` (Unix seconds) cleared: it often names the recipient. How many."""
+        cutoff = time.strftime("%Y-%m-%dT%H:%M:%S.000+00:00", time.gmtime(before))
+        with self.backend.transaction():
+            return self.backend.run(
+                "UPDATE site_mail SET smtp_reply = '' WHERE updated_at < ? AND smtp_reply <> ''"
+                " AND state IN (?, ?, ?)",
+                (cutoff, MailState.SENT.value, MailState.REJECTED.value, MailState.FAILED.value),
+            )
 
     def erase(self, key: str) -> int:
         """The person's site mail deleted, sent or not (a worker uploading one of them then

@@ -11,8 +11,9 @@ now in NEWSLETTER_SECRET_PREVIOUS wraps it under the new one too.
 Erasing takes, in one transaction: the person's rows on every list (subscribers), their consent
 events, the claim of their mailbox, their site mail, their suppressions (the hash stands in for
 them), their click events, the bounce reports held about them (and the detail of those
-recorded), and their address and name out of the delivery log's rows (the rows stay, so the sends'
-counts add up; rows still waiting become `skipped`). Kept: the hash, and those scrubbed rows.
+recorded), and their address, name and SMTP reply out of the delivery log's rows (the rows
+stay, so the sends' counts add up; rows still waiting become `skipped`). Kept: the hash, and
+those scrubbed rows.
 """
 
 from __future__ import annotations

@@ -1,0 +1,101 @@
+"""`newsletter subscribers forget` erases the person from every row and column of the outbox and
+from the SQLite file's bytes, the stored SMTP replies age out with a bounce's text, and the
+project's state is private whatever the umask (issue 29, points 1, 3, 4 and 6)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from newsletter.bounces.retention import DAY
+from newsletter.cli.main import cli
+from newsletter.models import DeliveryStatus
+from newsletter.outbox import open_outbox
+from support.outbox import plan, record
+
+SECRET = "cli-test-secret-0123456789abcdef"
+DEAD = "dead@example.org"
+REFUSED = f"5.1.1 <{DEAD}>: Recipient address rejected: User unknown"
+
+
+def run(project: Path, *args: str) -> Result:
+    return CliRunner().invoke(
+        cli,
+        ["--config", str(project / "newsletter.toml"), *args],
+        env={"NEWSLETTER_SECRET": SECRET},
+    )
+
+
+def _outbox(project: Path) -> Path:
+    return project / ".newsletter" / "outbox.sqlite3"
+
+
+def _dump(path: Path) -> str:
+    """Every value of every column of every table, as text: where an address could hide."""
+    db = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return "\n".join(
+            repr(row)
+            for table in tables
+            for row in db.execute(f'SELECT * FROM "{table}"')  # noqa: S608
+        )
+    finally:
+        db.close()
+
+
+def _refused(project: Path, address: str = DEAD) -> None:
+    """Issue 14 went to `address` on main, and the relay refused it naming the address."""
+    with open_outbox(_outbox(project)) as outbox:
+        plan(outbox, 14, "main", [address, "bob@example.org"])
+        rows = {r.recipient: r.id for r in outbox.deliveries.rows(14, "main")}
+        assert record(outbox, rows[address], DeliveryStatus.REJECTED, code=550, reply=REFUSED)
+        assert record(outbox, rows["bob@example.org"], DeliveryStatus.SENT, code=250, reply="ok")
+
+
+def test_forget_takes_the_address_out_of_the_stored_smtp_reply(project: Path) -> None:
+    assert run(project, "subscribers", "add", DEAD).exit_code == 0
+    _refused(project)
+    before = run(project, "status", "--issue", "14", "--list", "main")
+    assert DEAD in before.output  # the relay's reply, shown beside the row
+
+    done = run(project, "subscribers", "forget", DEAD, "--yes")
+    assert done.exit_code == 0, done.output
+
+    status = run(project, "status", "--issue", "14", "--list", "main")
+    assert status.exit_code == 0, status.output
+    assert "forgotten:" in status.output
+    assert "550 forgotten: erased on request" in status.output
+    assert "dead@" not in status.output
+    assert "dead@" not in _dump(_outbox(project))
+
+
+def test_stored_replies_age_out_with_a_bounces_text(project: Path) -> None:
+    """`newsletter bounces` applies [privacy] bounce_text_days to the replies too: the state and
+    code stay for the counts; a newer reply and a row still in doubt keep theirs."""
+    _refused(project)
+    path = _outbox(project)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000+00:00", time.gmtime(time.time() - 91 * DAY))
+    with open_outbox(path) as outbox, outbox.backend.transaction():
+        outbox.backend.run(
+            "UPDATE deliveries SET updated_at = ? WHERE recipient = ?", (stamp, DEAD)
+        )
+    for part in ("new", "cur", "tmp"):
+        (project / "returned" / part).mkdir(parents=True)
+    done = run(project, "bounces", "--maildir", str(project / "returned"))
+    assert done.exit_code == 0, done.output
+    assert "1 stored SMTP reply(ies) cleared after 90 days ([privacy] bounce_text_days)" in (
+        done.output
+    )
+    with open_outbox(path) as outbox:
+        kept = {
+            r.recipient: (r.state, r.smtp_code, r.smtp_reply)
+            for r in outbox.deliveries.rows(14, "main")
+        }
+    assert kept == {
+        DEAD: (DeliveryStatus.REJECTED, 550, ""),
+        "bob@example.org": (DeliveryStatus.SENT, 250, "ok"),
+    }
