@@ -4,7 +4,6 @@ project's state is private whatever the umask (issue 29, points 1, 3, 4 and 6)."
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from newsletter.bounces.retention import DAY
 from newsletter.cli.main import cli
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import open_outbox
+from support.erasure import dump
 from support.outbox import plan, record
 
 SECRET = "cli-test-secret-0123456789abcdef"
@@ -31,20 +31,6 @@ def run(project: Path, *args: str) -> Result:
 
 def _outbox(project: Path) -> Path:
     return project / ".newsletter" / "outbox.sqlite3"
-
-
-def _dump(path: Path) -> str:
-    """Every value of every column of every table, as text: where an address could hide."""
-    db = sqlite3.connect(path)
-    try:
-        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return "\n".join(
-            repr(row)
-            for table in tables
-            for row in db.execute(f'SELECT * FROM "{table}"')  # noqa: S608
-        )
-    finally:
-        db.close()
 
 
 def _refused(project: Path, address: str = DEAD) -> None:
@@ -70,7 +56,7 @@ def test_forget_takes_the_address_out_of_the_stored_smtp_reply(project: Path) ->
     assert "forgotten:" in status.output
     assert "550 forgotten: erased on request" in status.output
     assert "dead@" not in status.output
-    assert "dead@" not in _dump(_outbox(project))
+    assert "dead@" not in dump(_outbox(project))
 
 
 def test_stored_replies_age_out_with_a_bounces_text(project: Path) -> None:

@@ -230,6 +230,22 @@ class SiteMailQueue:
         found = dict(self.backend.fetch("SELECT state, count(*) FROM site_mail GROUP BY state"))
         return {state: int(found.get(state.value, 0)) for state in MailState}
 
+    def use_change(self, key: str, old_key: str, nonce: str) -> bool:
+        """The change mail to `key` from `old_key` whose link carries `nonce`, its nonce used
+        up: True once, for the first click (a change link must not move the address again
+        after the reader came back to the old one); False for any other."""
+        if not nonce:
+            return False
+        with self.backend.transaction():
+            return (
+                self.backend.run(
+                    "UPDATE site_mail SET nonce = '', updated_at = ? WHERE kind = ?"
+                    " AND address_key = ? AND detail = ? AND nonce = ?",
+                    (now(), MailKind.CHANGE.value, key, old_key, nonce),
+                )
+                > 0
+            )
+
     def clear_replies(self, before: float) -> int:
         """The server's reply of the mail done with (sent, rejected, failed) and last changed
         before `before` (Unix seconds) cleared: it often names the recipient. How many."""
