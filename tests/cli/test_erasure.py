@@ -13,7 +13,7 @@ from newsletter.bounces.retention import DAY
 from newsletter.cli.main import cli
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import open_outbox
-from support.erasure import dump
+from support.erasure import dump, raw_bytes
 from support.outbox import plan, record
 
 SECRET = "cli-test-secret-0123456789abcdef"
@@ -85,3 +85,23 @@ def test_stored_replies_age_out_with_a_bounces_text(project: Path) -> None:
         DEAD: (DeliveryStatus.REJECTED, 550, ""),
         "bob@example.org": (DeliveryStatus.SENT, 250, "ok"),
     }
+
+
+def test_forget_leaves_no_copy_in_the_sqlite_files_bytes(project: Path) -> None:
+    """With a second connection held open as `serve` holds it (so no close checkpoints the
+    WAL), the erased rows are in neither the database file's bytes nor its WAL's."""
+    assert run(project, "subscribers", "add", DEAD, "--name", "Dead Reader").exit_code == 0
+    _refused(project)
+    path = _outbox(project)
+    with open_outbox(path) as serving:
+        assert serving.roster.get("main", DEAD) is not None  # it has read the file
+        assert DEAD.encode() in raw_bytes(path)
+
+        done = run(project, "subscribers", "forget", DEAD, "--yes")
+        assert done.exit_code == 0, done.output
+        assert "warning" not in done.output
+
+        assert serving.roster.get("main", DEAD) is None  # the open connection sees it gone
+        on_disk = raw_bytes(path)
+        assert DEAD.encode() not in on_disk
+        assert b"Dead Reader" not in on_disk

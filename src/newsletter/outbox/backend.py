@@ -103,6 +103,12 @@ class Backend:
     def close(self) -> None:
         raise NotImplementedError
 
+    def settle(self) -> bool:
+        """What was deleted made unreadable on disk as far as the database allows (SQLite: the
+        WAL checkpointed and truncated); whether it was done. PostgreSQL's dead row versions
+        are its autovacuum's to reclaim: nothing to do here."""
+        return True
+
     def reconnect(self) -> None:
         """Open the connection anew (after `close`), schema as it is."""
         raise NotImplementedError

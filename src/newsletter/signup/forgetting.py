@@ -13,7 +13,8 @@ events, the claim of their mailbox, their site mail, their suppressions (the has
 them), their click events, the bounce reports held about them (and the detail of those
 recorded), and their address, name and SMTP reply out of the delivery log's rows (the rows
 stay, so the sends' counts add up; rows still waiting become `skipped`). Kept: the hash, and
-those scrubbed rows.
+those scrubbed rows. Then the backend settles: on SQLite the WAL is checkpointed and truncated
+(every connection has secure_delete on), so the erased rows are not left in the file's bytes.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ class Erasure:
     clicks: int  # click events of their rows (per-reader tracking)
     bounce_reports: int  # held ones deleted, recorded ones without their detail
     deliveries: int  # delivery rows scrubbed of the address (kept, without it)
+    settled: bool = True  # the deleted data is gone from disk too (SQLite: the WAL truncated)
 
 
 def forget(backend: Backend, key: SigningKey, address_key: str) -> Erasure:
@@ -145,6 +147,8 @@ def forget(backend: Backend, key: SigningKey, address_key: str) -> Erasure:
             claims = 0
         else:
             claims = ConfirmationClaims(backend).erase(mailbox)
+    # After the commit: until a checkpoint the WAL still holds the pages as they were.
+    settled = backend.settle()
     return Erasure(
         kept,
         not added,
@@ -156,6 +160,7 @@ def forget(backend: Backend, key: SigningKey, address_key: str) -> Erasure:
         clicks,
         bounces,
         deliveries,
+        settled,
     )
 
 
