@@ -1,10 +1,12 @@
 """`newsletter subscribers forget` erases the person from every row and column of the outbox and
-from the SQLite file's bytes, the stored SMTP replies age out with a bounce's text, and the
-project's state is private whatever the umask (issue 29, points 1, 3, 4 and 6)."""
+from the SQLite file's bytes, the stored SMTP replies age out with a bounce's text, an import
+keeps client addresses as `[privacy]` says, and the project's state is private whatever the
+umask (issue 29, points 1, 4, 5 and 6)."""
 
 from __future__ import annotations
 
 import time
+import zipfile
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -18,6 +20,7 @@ from support.outbox import plan, record
 
 SECRET = "cli-test-secret-0123456789abcdef"
 DEAD = "dead@example.org"
+EXPORTS = Path(__file__).resolve().parents[1] / "data" / "exports"
 REFUSED = f"5.1.1 <{DEAD}>: Recipient address rejected: User unknown"
 
 
@@ -105,3 +108,28 @@ def test_forget_leaves_no_copy_in_the_sqlite_files_bytes(project: Path) -> None:
         on_disk = raw_bytes(path)
         assert DEAD.encode() not in on_disk
         assert b"Dead Reader" not in on_disk
+
+
+def test_an_import_keeps_client_addresses_as_privacy_says(project: Path) -> None:
+    """Mailchimp's OPTIN_IP and CONFIRM_IP follow `[privacy] ip = "none"` as a signup's
+    address does: not in the ledger, its evidence, `export` or `show`."""
+    config = project / "newsletter.toml"
+    config.write_text(
+        config.read_text(encoding="utf-8") + '\n[privacy]\nip = "none"\n', encoding="utf-8"
+    )
+    export = project / "mailchimp-audience.zip"
+    with zipfile.ZipFile(export, "w") as archive:
+        for member in sorted((EXPORTS / "mailchimp").iterdir()):
+            archive.write(member, f"audience/{member.name}")
+    imported = run(project, "subscribers", "import", str(export))
+    assert "imported 4 subscriber(s)" in imported.output
+
+    exported = run(project, "subscribers", "export", "--out", "-")
+    shown = run(project, "subscribers", "show", "ada.lovelace@example.org", "--json")
+
+    assert exported.exit_code == 0, exported.output
+    assert "ada.lovelace@example.org" in exported.output
+    assert '"LEID": "118244031"' in shown.output  # the tool's other columns are kept
+    for said in (exported.output, shown.output, dump(_outbox(project))):
+        assert "198.51.100" not in said
+        assert "203.0.113.9" not in said

@@ -161,7 +161,13 @@ def import_(
     try:
         with export, open_project_outbox(settings) as outbox:
             done = import_export(
-                outbox, export, list_name, _key(settings), on_refused=show_refused, dry_run=dry_run
+                outbox,
+                export,
+                list_name,
+                _key(settings),
+                settings=settings,
+                on_refused=show_refused,
+                dry_run=dry_run,
             )
     except ExportFileError as exc:
         raise NewsletterError(exc.message + " (nothing was imported)", hint=exc.hint) from None
