@@ -44,6 +44,7 @@ from newsletter.schedule.duty import ScheduleDuty
 from newsletter.send.courier import Courier
 from newsletter.send.smtp import Pool
 from newsletter.settings import Settings
+from newsletter.statefiles import open_private, private_folder
 
 Log = Callable[[str], None]
 FAULT_PAUSE = 5.0  # seconds after a fault of the outbox before the next look
@@ -244,8 +245,8 @@ def _alone(settings: Settings) -> Iterator[None]:
         yield
         return
     state: Path = settings.state_dir
-    state.mkdir(parents=True, exist_ok=True)
-    with (state / "worker.lock").open("a+") as handle:
+    private_folder(state)
+    with open_private(state / "worker.lock", "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -5,16 +5,22 @@ umask (issue 29, points 1, 4, 5 and 6)."""
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from newsletter.bounces.retention import DAY
 from newsletter.cli.main import cli
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import open_outbox
+from newsletter.preflight.cache import Cache
+from newsletter.send.coordinator import send_lock
 from support.erasure import dump, raw_bytes
 from support.outbox import plan, record
 
@@ -133,3 +139,51 @@ def test_an_import_keeps_client_addresses_as_privacy_says(project: Path) -> None
     for said in (exported.output, shown.output, dump(_outbox(project))):
         assert "198.51.100" not in said
         assert "203.0.113.9" not in said
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    """The common umask, under which a plain open() makes 0644 files in 0755 folders."""
+    before = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(before)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.usefixtures("umask_022")
+def test_the_projects_state_is_private_whatever_the_umask(project: Path) -> None:
+    state = project / ".newsletter"
+    assert not state.exists()
+    assert run(project, "subscribers", "add", DEAD).exit_code == 0
+    path = _outbox(project)
+    with open_outbox(path) as serving:  # as serve holds it: the -wal and -shm are there
+        serving.roster.get("main", DEAD)
+        assert run(project, "subscribers", "add", "bob@example.org").exit_code == 0
+        wal, shm = (path.with_name(path.name + end) for end in ("-wal", "-shm"))
+        assert {p.name: _mode(p) for p in (state, path, wal, shm)} == {
+            ".newsletter": 0o700,
+            "outbox.sqlite3": 0o600,
+            "outbox.sqlite3-wal": 0o600,
+            "outbox.sqlite3-shm": 0o600,
+        }
+    with send_lock(state, 14, "main"):
+        assert _mode(state / "send-14-main.lock") == 0o600
+    cache = Cache(state / "preflight-cache.json")
+    cache.put("dns:example.org", ["192.0.2.1"], 60)
+    cache.save()
+    assert _mode(state / "preflight-cache.json") == 0o600
+
+
+@pytest.mark.usefixtures("umask_022")
+def test_a_state_folder_made_by_an_earlier_version_is_tightened(project: Path) -> None:
+    state = project / ".newsletter"
+    state.mkdir(mode=0o755)
+    assert run(project, "subscribers", "add", DEAD).exit_code == 0
+    _outbox(project).chmod(0o644)
+    assert run(project, "subscribers", "add", "bob@example.org").exit_code == 0
+    assert (_mode(state), _mode(_outbox(project))) == (0o700, 0o600)

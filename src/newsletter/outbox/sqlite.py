@@ -33,6 +33,7 @@ from typing import Any
 from newsletter.errors import DeliveryError, OutboxError, display_path
 from newsletter.outbox.backend import Backend, Durability, Params, Statement
 from newsletter.outbox.schema import Migration
+from newsletter.statefiles import private_file, private_folder
 
 BUSY_TIMEOUT = 30.0
 SETTLE_WAIT = 10.0
@@ -62,7 +63,12 @@ class SqliteBackend(Backend):
     def _connect(self) -> sqlite3.Connection:
         synchronous = "FULL" if self.durability == "power" else "NORMAL"
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Private whatever the umask: SQLite gives the -wal and -shm the file's mode.
+            private_folder(self.path.parent, tighten=False)
+            private_file(self.path)
+            for companion in ("-wal", "-shm"):
+                if (found := self.path.with_name(self.path.name + companion)).exists():
+                    private_file(found)
             # One thread at a time uses a connection, not always the one that opened it (a
             # test's send runs on its own thread).
             db = sqlite3.connect(
@@ -73,7 +79,7 @@ class SqliteBackend(Backend):
             # Deleted rows zeroed where they lay, not left readable in free space: an erasure
             # (forgetting.py) must leave no copy of the person in the file (see `settle`).
             db.execute("PRAGMA secure_delete=ON")
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise DeliveryError(
                 f"{self.path}: cannot open the delivery log: {exc}",
                 hint="Check that the state folder is writable and has free space, and that the"
