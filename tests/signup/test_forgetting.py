@@ -137,6 +137,12 @@ def test_forgetting_takes_the_address_out_of_the_stored_reply_and_anyones_eviden
     rows = {r.recipient: r.id for r in outbox.deliveries.rows(14, "main")}
     refused = f"5.1.1 <{ANN}>: Recipient address rejected"
     assert record(outbox, rows[ANN], DeliveryStatus.REJECTED, code=550, reply=refused)
+    # Bob's row: a relay's reply that quotes Ann (a forward), and one held report she sent.
+    quoting = f"550 forwarding to {ANN.upper()}. failed; jo{ANN} and {ANN}.evil are others"
+    assert record(outbox, rows["bob@example.org"], DeliveryStatus.FAILED, code=550, reply=quoting)
+    bounces = Bounces(outbox.backend)
+    bounces.hold("r3", rows["bob@example.org"], "complaint", "", "hi", "arf", ANN, "unproven")
+    bounces.hold("r4", rows["bob@example.org"], "complaint", "", f"jo{ANN}", "arf", "x@y", "u")
     ledger = ConsentLedger(outbox.backend)
     old = "ann_old%@example.org"  # LIKE's wildcards in an address match only themselves
     ledger.record(ConsentEvent("main", old, "change", evidence={"moved_to": ANN.upper()}))
@@ -150,6 +156,9 @@ def test_forgetting_takes_the_address_out_of_the_stored_reply_and_anyones_eviden
         550,
         FORGOTTEN_REPLY,
     )
+    (bob,) = [r for r in outbox.deliveries.rows(14, "main") if r.recipient == "bob@example.org"]
+    assert bob.smtp_reply == FORGOTTEN_REPLY
+    assert [h.report for h in bounces.held()] == ["r4"]  # joann@ is someone else
     assert ledger.of(old)[0].evidence == {"moved_to": ERASED}
     assert ledger.of("cy@example.org")[0].evidence == {"moved_to": "x"}
     assert "ann@" not in str(outbox.backend.fetch("SELECT * FROM consent_events")).lower()

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from newsletter.outbox.backend import Backend
+from newsletter.outbox.backend import Backend, address_in, naming
 from newsletter.outbox.records import now
 
 EVENTS = ("signup", "confirm", "import", "add", "change", "unsubscribe", "resubscribe")
@@ -139,12 +139,8 @@ class ConsentLedger:
     def _redact(self, key: str) -> int:
         """Every other event whose evidence names `key` (any JSON field, any case) keeps it
         with ERASED in its place: the event stays the other person's record. How many."""
-        pattern = "%" + _like_escaped(json.dumps(key, ensure_ascii=False)[1:-1].lower()) + "%"
-        found = self.backend.fetch(
-            "SELECT id, evidence FROM consent_events WHERE lower(evidence) LIKE ? ESCAPE '!'",
-            (pattern,),
-        )
-        named = re.compile(re.escape(key), re.IGNORECASE)
+        found = naming(self.backend, "consent_events", "evidence", key, "id, evidence")
+        named = address_in(key)
         for ident, evidence in found:
             kept = _scrubbed(json.loads(evidence), named)
             self.backend.run(
@@ -155,10 +151,6 @@ class ConsentLedger:
 
 
 ERASED = "(erased on request)"
-
-
-def _like_escaped(text: str) -> str:
-    return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
 
 
 def _scrubbed(value: Any, named: re.Pattern[str]) -> Any:

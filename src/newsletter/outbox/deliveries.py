@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 
 from newsletter.models import DeliveryStatus
-from newsletter.outbox.backend import Backend
+from newsletter.outbox.backend import Backend, naming
 from newsletter.outbox.records import COLUMNS, IN_DOUBT, Delivery, delivery_from_row, now
 
 S = DeliveryStatus
@@ -171,11 +171,19 @@ class Deliveries:
                 f" owner = NULL, updated_at = ? WHERE recipient = ? AND state IN {_WAITING}",
                 (FORGOTTEN_REPLY, stamp, key),
             )
-            return self.backend.run(
+            scrubbed = self.backend.run(
                 "UPDATE deliveries SET recipient = ? || CAST(id AS TEXT), envelope = '', name = '',"
                 " smtp_reply = ?, updated_at = ? WHERE recipient = ?",
                 (marker, FORGOTTEN_REPLY, stamp, key),
             )
+            # Another row's reply that names them (a relay quoting a forward, an alias): the
+            # text goes too. A scan of the log's replies, once per erasure.
+            others = naming(self.backend, "deliveries", "smtp_reply", key)
+            self.backend.many(
+                "UPDATE deliveries SET smtp_reply = ? WHERE id = ?",
+                [(FORGOTTEN_REPLY, i) for (i,) in others],
+            )
+            return scrubbed
 
     def clear_replies(self, before: float) -> int:
         """The server's reply of the rows done with (sent, rejected, failed) and last changed

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from newsletter.outbox.backend import Backend
+from newsletter.outbox.backend import Backend, naming
 from newsletter.outbox.records import now
 
 LOST = "the worker stopped while this mail was being uploaded: it may have arrived"
@@ -261,7 +261,11 @@ class SiteMailQueue:
         """The person's site mail deleted, sent or not (a worker uploading one of them then
         finds nothing to record)."""
         with self.backend.transaction():
-            return self.backend.run(
+            erased = self.backend.run(
                 "DELETE FROM site_mail WHERE address_key = ? OR (kind = 'change' AND detail = ?)",
                 (key, key),
             )
+            # Another mail's reply that names them keeps no text.
+            others = naming(self.backend, "site_mail", "smtp_reply", key)
+            self.backend.many("UPDATE site_mail SET smtp_reply = '' WHERE id = ?", others)
+            return erased
