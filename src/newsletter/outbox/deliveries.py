@@ -20,6 +20,7 @@ from newsletter.outbox.records import COLUMNS, IN_DOUBT, Delivery, delivery_from
 S = DeliveryStatus
 _SENDING = S.SENDING.value
 FORGOTTEN_REPLY = "forgotten: erased on request"
+FORGOTTEN = "forgotten:"  # how an erased person's rows' recipient begins (never an address)
 # The rows of a send that may still go out; `sending` is left to the run that holds it.
 _WAITING = "('pending', 'deferred', 'unknown', 'failed')"
 
@@ -163,7 +164,7 @@ class Deliveries:
         Art. 17: the recipient becomes `forgotten:DIGEST:ROW`, unique as the key was, and the
         reply FORGOTTEN_REPLY: a relay's `550 <ann@...>: unknown user` names them), so every
         send's counts still add up; rows that could still go out become `skipped`. How many."""
-        marker = f"forgotten:{digest[:16]}:"
+        marker = f"{FORGOTTEN}{digest[:16]}:"
         stamp = now()
         with self.backend.transaction():
             self.backend.run(

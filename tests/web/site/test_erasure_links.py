@@ -21,6 +21,7 @@ from newsletter.outbox.roster import Status
 from support.erasure import dump
 from support.signups import SIGNUP_ENV, ledger, member, queued, solved
 from support.site import SECRET, RunningService, running_service
+from support.tracked import tracked_send
 
 ANN = "ann@example.org"
 NEW = "ann@new.example"
@@ -128,3 +129,23 @@ def test_a_change_link_moves_the_address_once(project: Path) -> None:
         with open_outbox(target) as outbox:
             assert not outbox.suppressions.contains("main", ANN)
         assert [e.event for e in ledger(target, ANN)] == ["change", "resubscribe"]
+
+
+def test_a_click_on_a_forgotten_readers_link_leads_on_and_keeps_nothing(project: Path) -> None:
+    """forget keeps their delivery rows (without them) for the counts: a per-reader click
+    token still names such a row, and must not start a new record of the person."""
+    with running_service(project, NEWSLETTER_TRACKING__CLICKS="per-reader") as site:
+        ann, bob = tracked_send(site.settings, [ANN, "bob@example.org"])
+        forget(project, ANN)
+
+        assert httpx.get(ann.tracked()[2], follow_redirects=False).status_code == 302
+        assert httpx.get(bob.tracked()[2], follow_redirects=False).status_code == 302
+
+        deadline = time.monotonic() + 10  # the endpoint writes its events in batches
+        while True:
+            with open_outbox(site.settings.outbox_target) as outbox:
+                kept = [e.row for e in outbox.clicks.events(14, "main")]
+            if kept or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert kept == [bob.row]  # Ann's click came first and was not kept
