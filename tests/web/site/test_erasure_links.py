@@ -14,12 +14,14 @@ from click.testing import CliRunner
 
 from newsletter.cli.main import cli
 from newsletter.mail.tokens import LinkTarget, Purpose, sign, sign_link
+from newsletter.models import DeliveryStatus
 from newsletter.outbox import open_outbox
 from newsletter.outbox.consent import ERASED
 from newsletter.outbox.mailqueue import MailKind
 from newsletter.outbox.roster import Status
-from support.erasure import dump
-from support.signups import SIGNUP_ENV, ledger, member, queued, solved
+from support.erasure import dump, raw_bytes
+from support.outbox import record
+from support.signups import SIGNUP_ENV, ledger, member, post_signup, queued, solved
 from support.site import SECRET, RunningService, running_service
 from support.tracked import tracked_send
 
@@ -149,3 +151,49 @@ def test_a_click_on_a_forgotten_readers_link_leads_on_and_keeps_nothing(project:
                 break
             time.sleep(0.05)
         assert kept == [bob.row]  # Ann's click came first and was not kept
+
+
+def test_after_forget_no_table_and_no_byte_of_the_outbox_holds_the_address(
+    project: Path,
+) -> None:
+    """Everything a reader leaves, made through the running site (signup, confirmation, a
+    tracked click, an address change and back) and by a send (a refused reply, bounce reports):
+    after `forget`, run while the site holds the outbox open, no column of any table and no byte
+    of the file or its WAL holds the address."""
+    env = {**SIGNUP_ENV, "NEWSLETTER_TRACKING__CLICKS": "per-reader"}
+    with running_service(project, **env) as site:
+        target = site.settings.outbox_target
+        assert isinstance(target, Path)
+        post_signup(site.url, ANN)
+        found = member(target, ANN)
+        assert found is not None
+        when = int(time.time()) + 600
+        confirm = sign_link(SECRET, LinkTarget(Purpose.CONFIRM, "main", ANN, found.nonce, when))
+        assert httpx.post(f"{site.url}/confirm/{confirm}", data={"Confirm": "Yes"}).is_success
+        ann, _ = tracked_send(site.settings, [ANN, "bob@example.org"])
+        assert httpx.get(ann.tracked()[2], follow_redirects=False).status_code == 302
+        with open_outbox(target) as outbox:
+            said = f"550 5.1.1 <{ANN}>: Recipient address rejected"
+            assert record(outbox, ann.row, DeliveryStatus.REJECTED, code=550, reply=said)
+            outbox.bounces.record("<r1@x>", ann.row, "hard", "5.1.1", said, "dsn")
+            outbox.bounces.hold("<r2@x>", ann.row, "complaint", "", said, "arf", "x@y", "u")
+        token = sign(SECRET, "main", ANN)
+        assert request_move(site, token, NEW).status_code == 200
+        assert httpx.post(change_link(site, ANN, NEW), data={"Move": "Yes"}).is_success
+        deadline = time.monotonic() + 10  # the click is written in a batch
+        while _clicks(target) == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+        forget(project, ANN)
+
+        assert ANN not in dump(target).lower()
+        assert ANN.encode() not in raw_bytes(target)
+        assert _clicks(target) == 0  # the click named Ann's row
+        assert NEW in dump(target)  # the new address was not asked to be forgotten
+
+
+def _clicks(path: Path) -> int:
+    with open_outbox(path) as outbox:
+        ((n,),) = outbox.backend.fetch("SELECT count(*) FROM clicks")
+        return int(n)
