@@ -5,8 +5,9 @@ The state folder (`.newsletter/`) holds the outbox (every reader's address, thei
 what was sent to them), its -wal and -shm, the preflight cache, the capture Maildir and the
 locks: nothing in it is for another user of the machine. A umask of 022 would make each new
 file 0644 in a 0755 folder; here the mode is given at creation, where the umask can only take
-bits away. A folder or file made looser by an earlier version is tightened when it is found,
-if this user owns it (another's is left as it is: a shared deployment's choice).
+bits away. A folder or file an earlier version made world-readable loses other users' access
+when it is found, if this user owns it; group access stays (a deployment where `serve` runs as
+another user of the group may need it), and another user's file is left as it is.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ FILE = 0o600
 
 def private_folder(path: Path, *, tighten: bool = True) -> Path:
     """`path` as a folder, made 0700 if it is new (its missing parents as the umask says: they
-    are the user's); with `tighten`, an existing one of ours loses group and other access."""
+    are the user's); with `tighten`, an existing one of ours loses other users' access."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         path.mkdir(mode=FOLDER)
@@ -55,8 +56,9 @@ def write_private(path: Path, text: str) -> None:
 
 
 def _tighten(path: Path) -> None:
-    """Group and other access taken away (the owner's bits stay), if this user owns `path`."""
+    """Other users' access taken away (the owner's and the group's stay), if this user owns
+    `path`."""
     with contextlib.suppress(OSError):
         found = path.stat()
-        if found.st_uid == os.getuid() and found.st_mode & 0o077:
-            path.chmod(found.st_mode & 0o700)
+        if found.st_uid == os.getuid() and found.st_mode & 0o007:
+            path.chmod(found.st_mode & 0o770)
