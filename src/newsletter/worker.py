@@ -8,10 +8,10 @@ the site's mail (send/courier.py: confirmations within a second of the signup, w
 the worker or a bulk send is doing, since each duty has its own outbox connection and SMTP
 sessions), and click retention (clicks/retention.py: events past `[privacy] retention_days`
 deleted as they age), bounce-report retention (bounces/retention.py: the reports held for review
-past `[privacy] held_retention_days` deleted, the server's text of the others past `[privacy]
-bounce_text_days` cleared), and scheduled sends (schedule/duty.py: each due send
-started by exactly one worker, as `newsletter send` runs it, after the issue passed its check
-again).
+past `[privacy] held_retention_days` deleted, the server's text of the others and the stored
+SMTP replies past `[privacy] bounce_text_days` cleared), and scheduled sends (schedule/duty.py:
+each due send started by exactly one worker, as `newsletter send` runs it, after the issue
+passed its check again).
 
 On SQLite one worker runs per project (a lock the kernel drops when the process dies); on
 PostgreSQL any number, on any machines: leases on the database's clock decide who sends what.
