@@ -18,6 +18,7 @@ MAX_LINES = 400
 # package. The shared ground first, the command line last.
 LAYERS: list[set[str]] = [
     {"errors", "markup", "imagefile", "fields", "links", "csvfile", "seen", "safetext", "dburl"},
+    {"statefiles"},
     {"orgdomain"},
     {"silence"},
     {"configfile"},

@@ -126,6 +126,8 @@ PAGES: dict[str, dict[str, str]] = {
         "link_stale_lead": (
             "这个链接已被更新的一封邮件取代，或订阅已被取消。请使用最近一封邮件里的链接。"
         ),
+        "link_used_title": "链接已使用过",
+        "link_used_lead": "这个更改地址的链接已经用过一次，这次没有做任何更改。",
         "manage_link": "管理订阅",
         "prefs_title": "管理订阅",
         "prefs_lead": "选择这个地址要接收的通讯。",
@@ -213,6 +215,9 @@ PAGES: dict[str, dict[str, str]] = {
         "the email, or sign up again.",
         "link_stale_lead": "A newer email replaced this link, or the subscription was cancelled. "
         "Use the link in the most recent email.",
+        "link_used_title": "This link was used already",
+        "link_used_lead": "This address-change link was used once already: nothing was changed "
+        "now.",
         "manage_link": "Manage your subscription",
         "prefs_title": "Manage your subscription",
         "prefs_lead": "Choose what this address receives.",

@@ -8,10 +8,10 @@ the site's mail (send/courier.py: confirmations within a second of the signup, w
 the worker or a bulk send is doing, since each duty has its own outbox connection and SMTP
 sessions), and click retention (clicks/retention.py: events past `[privacy] retention_days`
 deleted as they age), bounce-report retention (bounces/retention.py: the reports held for review
-past `[privacy] held_retention_days` deleted, the server's text of the others past `[privacy]
-bounce_text_days` cleared), and scheduled sends (schedule/duty.py: each due send
-started by exactly one worker, as `newsletter send` runs it, after the issue passed its check
-again).
+past `[privacy] held_retention_days` deleted, the server's text of the others and the stored
+SMTP replies past `[privacy] bounce_text_days` cleared), and scheduled sends (schedule/duty.py:
+each due send started by exactly one worker, as `newsletter send` runs it, after the issue
+passed its check again).
 
 On SQLite one worker runs per project (a lock the kernel drops when the process dies); on
 PostgreSQL any number, on any machines: leases on the database's clock decide who sends what.
@@ -44,6 +44,7 @@ from newsletter.schedule.duty import ScheduleDuty
 from newsletter.send.courier import Courier
 from newsletter.send.smtp import Pool
 from newsletter.settings import Settings
+from newsletter.statefiles import open_private, private_folder
 
 Log = Callable[[str], None]
 FAULT_PAUSE = 5.0  # seconds after a fault of the outbox before the next look
@@ -244,8 +245,8 @@ def _alone(settings: Settings) -> Iterator[None]:
         yield
         return
     state: Path = settings.state_dir
-    state.mkdir(parents=True, exist_ok=True)
-    with (state / "worker.lock").open("a+") as handle:
+    private_folder(state)
+    with open_private(state / "worker.lock", "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

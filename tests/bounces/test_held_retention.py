@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 
 from newsletter.bounces.retention import DAY, PRUNE_EVERY, BounceRetentionDuty, expire_reports
+from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox, open_outbox, schema
 from newsletter.outbox.bounces import ACCEPTED, DISMISSED
+from newsletter.outbox.mailqueue import MailKind, MailState
 from newsletter.settings import Settings
-from support.outbox import plan
+from support.outbox import plan, record
 
 READERS = ["ann@example.com", "bob@example.com", "cy@example.com", "di@example.com"]
 
@@ -190,3 +192,41 @@ def test_a_recorded_report_keeps_its_kind_and_loses_the_servers_text(
         " ([privacy] bounce_text_days)"
     ]
     assert expire_reports(outbox, settings).cleared == 0  # once
+
+
+def test_stored_smtp_replies_lose_their_text_after_the_window(
+    outbox: Outbox, settings: Settings
+) -> None:
+    """The replies of rows and site mail done with, last changed past bounce_text_days, are
+    cleared (state and code stay); a newer one, and a row still in doubt, keep theirs."""
+    plan(outbox, 14, "main", READERS[:3])
+    old, new, doubt = outbox.deliveries.rows(14, "main")
+    said = "550 5.1.1 <{}>: Recipient address rejected"
+    for row, state in ((old, DeliveryStatus.REJECTED), (new, DeliveryStatus.REJECTED)):
+        assert record(outbox, row.id, state, code=550, reply=said.format(row.recipient))
+    assert record(outbox, doubt.id, DeliveryStatus.UNKNOWN, reply="in doubt")
+    queue = outbox.site_mail
+    mail = queue.queue(MailKind.CONFIRM, "main", READERS[0], READERS[0])
+    (claimed,) = queue.claim("w", 1, 60)
+    assert queue.record(mail, "w", MailState.REJECTED, 550, said.format(READERS[0]))
+    days = settings.privacy.bounce_text_days
+    stamp = time.strftime(
+        "%Y-%m-%dT%H:%M:%S.000+00:00", time.gmtime(time.time() - (days + 1) * DAY)
+    )
+    with outbox.backend.transaction():
+        outbox.backend.run(
+            "UPDATE deliveries SET updated_at = ? WHERE id IN (?, ?)", (stamp, old.id, doubt.id)
+        )
+        outbox.backend.run("UPDATE site_mail SET updated_at = ?", (stamp,))
+
+    done = expire_reports(outbox, settings)
+
+    assert done.replies == 2
+    kept = {r.id: (r.state, r.smtp_code, r.smtp_reply) for r in outbox.deliveries.rows(14, "main")}
+    assert kept == {
+        old.id: (DeliveryStatus.REJECTED, 550, ""),
+        new.id: (DeliveryStatus.REJECTED, 550, said.format(new.recipient)),
+        doubt.id: (DeliveryStatus.UNKNOWN, None, "in doubt"),
+    }
+    assert queue.get(claimed.id).smtp_reply == ""  # type: ignore[union-attr]
+    assert expire_reports(outbox, settings).replies == 0  # once

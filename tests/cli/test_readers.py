@@ -53,10 +53,10 @@ def test_a_mailchimp_export_imports_with_its_consent(project: Path) -> None:
         assert ada.confirmed_at == "2019-03-02T09:17:02+00:00"
         (event,) = ConsentLedger(backend).of("ada.lovelace@example.org")
         assert event.event == "import"
-        assert event.ip == "198.51.100.23"
+        assert event.ip == "198.51.100.0/24"  # as [privacy] ip keeps a signup's: truncated
         assert event.evidence["tool"] == "mailchimp"
         assert event.evidence["subscribed_at"] == "2019-03-02T09:15:27+00:00"
-        assert event.evidence["columns"]["OPTIN_IP"] == "198.51.100.23"
+        assert event.evidence["columns"]["OPTIN_IP"] == "198.51.100.0/24"
         assert event.evidence["columns"]["LEID"] == "118244031"
         # Unsubscribed and cleaned rows are suppressions, never recipients.
         assert outbox.suppressions.get("main", "edsger@example.org").source == "imported"  # type: ignore[union-attr]

@@ -14,14 +14,14 @@ from newsletter.models import DeliveryStatus
 from newsletter.outbox import Outbox
 from newsletter.outbox.bounces import Bounces
 from newsletter.outbox.claims import ConfirmationClaims
-from newsletter.outbox.consent import ConsentEvent, ConsentLedger
+from newsletter.outbox.consent import ERASED, ConsentEvent, ConsentLedger
 from newsletter.outbox.deliveries import FORGOTTEN_REPLY
 from newsletter.outbox.forgotten import Forgotten
 from newsletter.outbox.mailqueue import MailKind, SiteMailQueue
 from newsletter.outbox.roster import Roster
 from newsletter.signup.forgetting import forget, forgotten_test, hashing_key, unforget
 from newsletter.signup.pending import ConfirmationRule
-from support.outbox import plan
+from support.outbox import plan, record
 
 OLD = SigningKey(b"old-secret-for-forgetting-0123456789", ephemeral=False)
 NEW = SigningKey(b"new-secret-for-forgetting-0123456789", ephemeral=False, previous=(OLD.secret,))
@@ -126,3 +126,39 @@ def test_forgetting_takes_the_bounce_reports_about_the_person(outbox: Outbox) ->
     dump = str(outbox.backend.fetch("SELECT * FROM bounce_reports"))
     assert "ann" not in dump
     assert "550 bob" in dump  # nobody else's report is touched
+
+
+def test_forgetting_takes_the_address_out_of_the_stored_reply_and_anyones_evidence(
+    outbox: Outbox,
+) -> None:
+    """A relay's reply names the person; so does the old address's `change` event after they
+    moved: the reply goes, the other person's event keeps ERASED in its place."""
+    plan(outbox, 14, "main", [ANN, "bob@example.org"])
+    rows = {r.recipient: r.id for r in outbox.deliveries.rows(14, "main")}
+    refused = f"5.1.1 <{ANN}>: Recipient address rejected"
+    assert record(outbox, rows[ANN], DeliveryStatus.REJECTED, code=550, reply=refused)
+    # Bob's row: a relay's reply that quotes Ann (a forward), and one held report she sent.
+    quoting = f"550 forwarding to {ANN.upper()}. failed; jo{ANN} and {ANN}.evil are others"
+    assert record(outbox, rows["bob@example.org"], DeliveryStatus.FAILED, code=550, reply=quoting)
+    bounces = Bounces(outbox.backend)
+    bounces.hold("r3", rows["bob@example.org"], "complaint", "", "hi", "arf", ANN, "unproven")
+    bounces.hold("r4", rows["bob@example.org"], "complaint", "", f"jo{ANN}", "arf", "x@y", "u")
+    ledger = ConsentLedger(outbox.backend)
+    old = "ann_old%@example.org"  # LIKE's wildcards in an address match only themselves
+    ledger.record(ConsentEvent("main", old, "change", evidence={"moved_to": ANN.upper()}))
+    ledger.record(ConsentEvent("main", "cy@example.org", "change", evidence={"moved_to": "x"}))
+
+    forget(outbox.backend, OLD, ANN)
+
+    (row,) = [r for r in outbox.deliveries.rows(14, "main") if r.id == rows[ANN]]
+    assert (row.state, row.smtp_code, row.smtp_reply) == (
+        DeliveryStatus.REJECTED,
+        550,
+        FORGOTTEN_REPLY,
+    )
+    (bob,) = [r for r in outbox.deliveries.rows(14, "main") if r.recipient == "bob@example.org"]
+    assert bob.smtp_reply == FORGOTTEN_REPLY
+    assert [h.report for h in bounces.held()] == ["r4"]  # joann@ is someone else
+    assert ledger.of(old)[0].evidence == {"moved_to": ERASED}
+    assert ledger.of("cy@example.org")[0].evidence == {"moved_to": "x"}
+    assert "ann@" not in str(outbox.backend.fetch("SELECT * FROM consent_events")).lower()

@@ -2,7 +2,9 @@
 held_retention_days` deleted, and the server's text of the recorded ones past `[privacy]
 bounce_text_days` cleared, out. A held report keeps what a stranger wrote (its sender, the
 detail it gave) until the editor decides, and a recorded one the server's diagnostic, which
-often names the reader; without a window either would stay for ever.
+often names the reader; without a window either would stay for ever. The SMTP replies stored
+with the delivery log's rows and the site's mail (`550 5.1.1 <ann@...>: Recipient address
+rejected`) are the same kind of text and get the same window as a bounce's.
 
 `expire_reports` runs where the windows are applied: as one of the worker's duties
 (`BounceRetentionDuty`, every PRUNE_EVERY seconds on a connection of its own), and at the start of
@@ -34,6 +36,7 @@ class Expired:
 
     deleted: int  # held reports deleted
     cleared: int  # recorded reports whose server's text was cleared
+    replies: int = 0  # delivery rows and site mails whose SMTP reply was cleared
 
     def lines(self, settings: Settings) -> list[str]:
         privacy, said = settings.privacy, []
@@ -47,16 +50,25 @@ class Expired:
                 f"{self.cleared} bounce report(s) kept without the server's text after"
                 f" {privacy.bounce_text_days} days ([privacy] bounce_text_days)"
             )
+        if self.replies:
+            said.append(
+                f"{self.replies} stored SMTP reply(ies) cleared after"
+                f" {privacy.bounce_text_days} days ([privacy] bounce_text_days)"
+            )
         return said
 
 
 def expire_reports(outbox: Outbox, settings: Settings, *, now: float | None = None) -> Expired:
-    """Apply both windows (one statement each: bounce reports are few); what they did."""
+    """Apply both windows (one statement each: bounce reports are few; the replies' is a scan
+    of the delivery log, once an hour); what they did."""
     moment = time.time() if now is None else now
     privacy = settings.privacy
+    texts_before = moment - privacy.bounce_text_days * DAY
     return Expired(
         deleted=outbox.bounces.delete_held(moment - privacy.held_retention_days * DAY),
-        cleared=outbox.bounces.clear_texts(moment - privacy.bounce_text_days * DAY),
+        cleared=outbox.bounces.clear_texts(texts_before),
+        replies=outbox.deliveries.clear_replies(texts_before)
+        + outbox.site_mail.clear_replies(texts_before),
     )
 
 
@@ -73,6 +85,7 @@ class BounceRetentionDuty:
         self.log = log
         self.deleted = 0
         self.cleared = 0
+        self.replies = 0
 
     async def start(self) -> None:
         return None
@@ -85,6 +98,7 @@ class BounceRetentionDuty:
             return FAULT_PAUSE
         self.deleted += expired.deleted
         self.cleared += expired.cleared
+        self.replies += expired.replies
         for line in expired.lines(self.settings):
             self.log(f"bounce-report retention: {line}")
         return PRUNE_EVERY

@@ -161,7 +161,13 @@ def import_(
     try:
         with export, open_project_outbox(settings) as outbox:
             done = import_export(
-                outbox, export, list_name, _key(settings), on_refused=show_refused, dry_run=dry_run
+                outbox,
+                export,
+                list_name,
+                _key(settings),
+                settings=settings,
+                on_refused=show_refused,
+                dry_run=dry_run,
             )
     except ExportFileError as exc:
         raise NewsletterError(exc.message + " (nothing was imported)", hint=exc.hint) from None
@@ -229,7 +235,8 @@ def forget(settings: Settings, address: str, yes: bool, undo: bool) -> None:
     consent events, site mail, suppressions, click events, and their address in the delivery
     log. Kept: a keyed hash of the address, so they are never mailed again (a CSV that still
     names them included), and the delivery log's rows without the address, so the sends'
-    counts add up."""
+    counts add up. A SQLite outbox is checkpointed after, so the erased rows are not left in
+    the file's or its WAL's bytes."""
     _, key, _ = _address(address)
     signing = signing_key(settings, allow_ephemeral=False)
     with open_project_outbox(settings) as outbox:
@@ -259,6 +266,13 @@ def forget(settings: Settings, address: str, yes: bool, undo: bool) -> None:
         f" and {done.deliveries} delivery row(s) without the address (the sends' counts)"
         + (" (it was forgotten before)" if done.already else "")
     )
+    if not done.settled:
+        click.echo(
+            "warning: the outbox's write-ahead log could not be truncated (a reader held it"
+            " open): the erased data stays in its bytes until the next checkpoint; run the"
+            " same forget again once `serve` and the worker are idle",
+            err=True,
+        )
 
 
 @click.command()

@@ -53,6 +53,7 @@ from newsletter.outbox.sqlite import SqliteBackend
 from newsletter.outbox.suppressions import Suppressions
 from newsletter.outbox.testsends import TestSends
 from newsletter.settings import Settings
+from newsletter.statefiles import private_folder
 
 __all__ = [
     "DEPARTED",
@@ -173,7 +174,10 @@ def open_outbox(
 
 def open_project_outbox(settings: Settings, *, migrate: bool = True) -> Outbox:
     """The outbox `settings` name ([outbox] url, else the state folder's SQLite file), with its
-    [outbox] durability."""
+    [outbox] durability. The state folder holding it is made (or kept) private."""
+    target = settings.outbox_target
+    if isinstance(target, Path) and target.parent == settings.state_dir:
+        private_folder(settings.state_dir)
     return open_outbox(
         settings.outbox_target, durability=settings.outbox.durability, migrate=migrate
     )

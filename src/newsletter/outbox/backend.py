@@ -16,6 +16,7 @@ killed) or "power" (it survives a power cut: the commit waits for the disk).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -28,6 +29,40 @@ from newsletter.outbox.schema import LATEST, MIGRATIONS, TRACKING, Migration, st
 Params = Sequence[Any]
 Statement = tuple[str, Params]
 Durability = Literal["process", "power"]
+
+
+# `lower(column) LIKE ? ESCAPE '!'` with `mentions(text)`: the rows whose column holds `text`,
+# in any case, on both databases (an erasure's search for an address in free text); the
+# candidates are then read with `address_in`, since ann@example.org is also inside
+# joann@example.org.
+MENTIONS = "LIKE ? ESCAPE '!'"
+_ADDRESS_CHARS = r"A-Za-z0-9.!#$%&'*+/=?^_`{|}~\-"
+
+
+def mentions(text: str) -> str:
+    """The LIKE pattern of a column holding `text` (lower case) anywhere, its own % and _ taken
+    as themselves."""
+    escaped = text.lower().replace("!", "!!").replace("%", "!%").replace("_", "!_")
+    return f"%{escaped}%"
+
+
+def address_in(key: str) -> re.Pattern[str]:
+    """Where the address `key` stands in free text as a whole, in any case: not inside a longer
+    address (joann@..., ann@example.org.evil); a full stop after it ends a sentence."""
+    return re.compile(
+        rf"(?<![{_ADDRESS_CHARS}]){re.escape(key)}(?![A-Za-z0-9-]|\.[A-Za-z0-9])", re.IGNORECASE
+    )
+
+
+def naming(backend: Backend, table: str, column: str, key: str, ident: str = "id") -> list[Any]:
+    """The `ident` of every row of `table` whose free-text `column` names the address `key`
+    (table, column and ident are the caller's constants)."""
+    found = address_in(key)
+    rows = backend.fetch(
+        f"SELECT {ident}, {column} FROM {table} WHERE lower({column}) {MENTIONS}",
+        (mentions(key),),
+    )
+    return [row[:-1] for row in rows if found.search(row[-1] or "")]
 
 
 def is_postgres(target: Path | str) -> bool:
@@ -102,6 +137,12 @@ class Backend:
 
     def close(self) -> None:
         raise NotImplementedError
+
+    def settle(self) -> bool:
+        """What was deleted made unreadable on disk as far as the database allows (SQLite: the
+        WAL checkpointed and truncated); whether it was done. PostgreSQL's dead row versions
+        are its autovacuum's to reclaim: nothing to do here."""
+        return True
 
     def reconnect(self) -> None:
         """Open the connection anew (after `close`), schema as it is."""

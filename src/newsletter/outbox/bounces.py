@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from newsletter.models import DeliveryStatus
-from newsletter.outbox.backend import Backend
+from newsletter.outbox.backend import Backend, naming
 from newsletter.outbox.deliveries import Deliveries
 from newsletter.outbox.records import Delivery, now
 from newsletter.subscribers import fold_address
@@ -192,13 +192,26 @@ class Bounces:
         their kind, status and source, which the sends' bounce counts and rates are made of,
         and lose their detail (a server's diagnostic names the address). How many reports."""
         rows = "(SELECT id FROM deliveries WHERE recipient = ?)"
-        key = (fold_address(address),)
-        with self.backend.transaction():
-            held = self.backend.run(f"DELETE FROM held_reports WHERE delivery_id IN {rows}", key)
-            scrubbed = self.backend.run(
-                f"UPDATE bounce_reports SET detail = '' WHERE delivery_id IN {rows}", key
+        key = fold_address(address)
+        db = self.backend
+        with db.transaction():
+            held = db.run(f"DELETE FROM held_reports WHERE delivery_id IN {rows}", (key,))
+            scrubbed = db.run(
+                f"UPDATE bounce_reports SET detail = '' WHERE delivery_id IN {rows}", (key,)
             )
-        return held + scrubbed
+            # Reports about others that name them go the same way: a held one they sent or
+            # whose text quotes them, a recorded one's text that does.
+            others = {
+                i
+                for column in ("sender", "detail")
+                for (i,) in naming(db, "held_reports", column, key)
+            }
+            db.many("DELETE FROM held_reports WHERE id = ?", [(i,) for i in sorted(others)])
+            quoted = naming(db, "bounce_reports", "detail", key, "report, delivery_id")
+            db.many(
+                "UPDATE bounce_reports SET detail = '' WHERE report = ? AND delivery_id = ?", quoted
+            )
+        return held + scrubbed + len(others) + len(quoted)
 
     def clear_texts(self, before: float) -> int:
         """The server's text of the reports recorded before `before` (Unix seconds) cleared:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from newsletter.outbox.backend import Backend
+from newsletter.outbox.deliveries import FORGOTTEN
 from newsletter.places import Place, Region
 from newsletter.subscribers import fold_address
 
@@ -116,9 +117,11 @@ class Clicks:
 
     def delivery(self, row: int) -> tuple[int, str, str | None] | None:
         """The issue, list and time of sending (ISO 8601, None if not sent) of outbox row
-        `row`, or None if there is no such row (a forgotten reader's)."""
+        `row`, or None if there is no such row or it is a forgotten reader's (kept for the
+        counts without them: a click on their old link must not start a new record)."""
         found = self.backend.fetch(
-            "SELECT issue, list, sent_at FROM deliveries WHERE id = ?", (row,)
+            "SELECT issue, list, sent_at FROM deliveries WHERE id = ? AND recipient NOT LIKE ?",
+            (row, FORGOTTEN + "%"),
         )
         return (int(found[0][0]), str(found[0][1]), found[0][2]) if found else None
 

@@ -22,11 +22,12 @@ and new address).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from newsletter.outbox.backend import Backend
+from newsletter.outbox.backend import Backend, address_in, naming
 from newsletter.outbox.records import now
 
 EVENTS = ("signup", "confirm", "import", "add", "change", "unsubscribe", "resubscribe")
@@ -128,5 +129,37 @@ class ConsentLedger:
         return {(e.address_key, e.event): e for e in map(_event, rows)}
 
     def erase(self, key: str) -> int:
+        """The person's own events deleted, and their address taken out of anyone else's
+        evidence (a `change` of old@ keeps `moved_to: new@`): how many of their own."""
         with self.backend.transaction():
-            return self.backend.run("DELETE FROM consent_events WHERE address_key = ?", (key,))
+            deleted = self.backend.run("DELETE FROM consent_events WHERE address_key = ?", (key,))
+            self._redact(key)
+        return deleted
+
+    def _redact(self, key: str) -> int:
+        """Every other event whose evidence names `key` (any JSON field, any case) keeps it
+        with ERASED in its place: the event stays the other person's record. How many."""
+        found = naming(self.backend, "consent_events", "evidence", key, "id, evidence")
+        named = address_in(key)
+        for ident, evidence in found:
+            kept = _scrubbed(json.loads(evidence), named)
+            self.backend.run(
+                "UPDATE consent_events SET evidence = ? WHERE id = ?",
+                (json.dumps(kept, ensure_ascii=False, sort_keys=True), ident),
+            )
+        return len(found)
+
+
+ERASED = "(erased on request)"
+
+
+def _scrubbed(value: Any, named: re.Pattern[str]) -> Any:
+    """`value` (decoded JSON) with every occurrence of the address, in keys and strings, made
+    ERASED."""
+    if isinstance(value, str):
+        return named.sub(ERASED, value)
+    if isinstance(value, list):
+        return [_scrubbed(v, named) for v in value]
+    if isinstance(value, dict):
+        return {named.sub(ERASED, k): _scrubbed(v, named) for k, v in value.items()}
+    return value

@@ -10,15 +10,17 @@ A new test of a staging list (testsends.py) `restart`s every row of its send.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Sequence
 
 from newsletter.models import DeliveryStatus
-from newsletter.outbox.backend import Backend
+from newsletter.outbox.backend import Backend, naming
 from newsletter.outbox.records import COLUMNS, IN_DOUBT, Delivery, delivery_from_row, now
 
 S = DeliveryStatus
 _SENDING = S.SENDING.value
 FORGOTTEN_REPLY = "forgotten: erased on request"
+FORGOTTEN = "forgotten:"  # how an erased person's rows' recipient begins (never an address)
 # The rows of a send that may still go out; `sending` is left to the run that holds it.
 _WAITING = "('pending', 'deferred', 'unknown', 'failed')"
 
@@ -158,10 +160,11 @@ class Deliveries:
         return [(int(i), str(li), str(st), s, str(u)) for i, li, st, s, u in rows]
 
     def forget(self, key: str, digest: str) -> int:
-        """The rows of the address `key` kept without it or the name (GDPR Art. 17: the
-        recipient becomes `forgotten:DIGEST:ROW`, unique as the key was), so every send's
-        counts still add up; rows that could still go out become `skipped`. How many."""
-        marker = f"forgotten:{digest[:16]}:"
+        """The rows of the address `key` kept without it, the name or the server's reply (GDPR
+        Art. 17: the recipient becomes `forgotten:DIGEST:ROW`, unique as the key was, and the
+        reply FORGOTTEN_REPLY: a relay's `550 <ann@...>: unknown user` names them), so every
+        send's counts still add up; rows that could still go out become `skipped`. How many."""
+        marker = f"{FORGOTTEN}{digest[:16]}:"
         stamp = now()
         with self.backend.transaction():
             self.backend.run(
@@ -169,11 +172,31 @@ class Deliveries:
                 f" owner = NULL, updated_at = ? WHERE recipient = ? AND state IN {_WAITING}",
                 (FORGOTTEN_REPLY, stamp, key),
             )
-            return self.backend.run(
+            scrubbed = self.backend.run(
                 "UPDATE deliveries SET recipient = ? || CAST(id AS TEXT), envelope = '', name = '',"
-                " updated_at = ?"
-                " WHERE recipient = ?",
-                (marker, stamp, key),
+                " smtp_reply = ?, updated_at = ? WHERE recipient = ?",
+                (marker, FORGOTTEN_REPLY, stamp, key),
+            )
+            # Another row's reply that names them (a relay quoting a forward, an alias): the
+            # text goes too. A scan of the log's replies, once per erasure.
+            others = naming(self.backend, "deliveries", "smtp_reply", key)
+            self.backend.many(
+                "UPDATE deliveries SET smtp_reply = ? WHERE id = ?",
+                [(FORGOTTEN_REPLY, i) for (i,) in others],
+            )
+            return scrubbed
+
+    def clear_replies(self, before: float) -> int:
+        """The server's reply of the rows done with (sent, rejected, failed) and last changed
+        before `before` (Unix seconds) cleared: a relay's text often names the reader, and the
+        state and code stay for the counts. Rows that may still go out, or that wait for the
+        editor (unknown), keep theirs. How many."""
+        cutoff = time.strftime("%Y-%m-%dT%H:%M:%S.000+00:00", time.gmtime(before))
+        with self.backend.transaction():
+            return self.backend.run(
+                "UPDATE deliveries SET smtp_reply = '' WHERE updated_at < ? AND smtp_reply <> ''"
+                " AND state IN (?, ?, ?)",
+                (cutoff, S.SENT.value, S.REJECTED.value, S.FAILED.value),
             )
 
     def _where(self, where: str, params: tuple[object, ...]) -> list[Delivery]:

@@ -19,11 +19,12 @@ its to mark or to record.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from newsletter.outbox.backend import Backend
+from newsletter.outbox.backend import Backend, naming
 from newsletter.outbox.records import now
 
 LOST = "the worker stopped while this mail was being uploaded: it may have arrived"
@@ -229,11 +230,42 @@ class SiteMailQueue:
         found = dict(self.backend.fetch("SELECT state, count(*) FROM site_mail GROUP BY state"))
         return {state: int(found.get(state.value, 0)) for state in MailState}
 
+    def use_change(self, key: str, old_key: str, nonce: str) -> bool:
+        """The change mail to `key` from `old_key` whose link carries `nonce`, its nonce used
+        up: True once, for the first click (a change link must not move the address again
+        after the reader came back to the old one); False for any other."""
+        if not nonce:
+            return False
+        with self.backend.transaction():
+            return (
+                self.backend.run(
+                    "UPDATE site_mail SET nonce = '', updated_at = ? WHERE kind = ?"
+                    " AND address_key = ? AND detail = ? AND nonce = ?",
+                    (now(), MailKind.CHANGE.value, key, old_key, nonce),
+                )
+                > 0
+            )
+
+    def clear_replies(self, before: float) -> int:
+        """The server's reply of the mail done with (sent, rejected, failed) and last changed
+        before `before` (Unix seconds) cleared: it often names the recipient. How many."""
+        cutoff = time.strftime("%Y-%m-%dT%H:%M:%S.000+00:00", time.gmtime(before))
+        with self.backend.transaction():
+            return self.backend.run(
+                "UPDATE site_mail SET smtp_reply = '' WHERE updated_at < ? AND smtp_reply <> ''"
+                " AND state IN (?, ?, ?)",
+                (cutoff, MailState.SENT.value, MailState.REJECTED.value, MailState.FAILED.value),
+            )
+
     def erase(self, key: str) -> int:
         """The person's site mail deleted, sent or not (a worker uploading one of them then
         finds nothing to record)."""
         with self.backend.transaction():
-            return self.backend.run(
+            erased = self.backend.run(
                 "DELETE FROM site_mail WHERE address_key = ? OR (kind = 'change' AND detail = ?)",
                 (key, key),
             )
+            # Another mail's reply that names them keeps no text.
+            others = naming(self.backend, "site_mail", "smtp_reply", key)
+            self.backend.many("UPDATE site_mail SET smtp_reply = '' WHERE id = ?", others)
+            return erased

@@ -14,6 +14,10 @@ sleeper blocks its whole event loop meanwhile.
 Every sqlite3 error a statement raises once the file is open becomes an OutboxError here
 (`_fault`), by SQLite's result code: the disk full, the lock held past the wait, a damaged
 file, an I/O error, a read-only file.
+
+Every connection has `secure_delete` on, and an erasure ends with a checkpoint that truncates the
+WAL (`settle`): what a person's erasure deleted is not left readable in the file's free pages or
+in the WAL while `serve` or the worker holds the file open.
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ from typing import Any
 from newsletter.errors import DeliveryError, OutboxError, display_path
 from newsletter.outbox.backend import Backend, Durability, Params, Statement
 from newsletter.outbox.schema import Migration
+from newsletter.statefiles import private_file, private_folder
 
 BUSY_TIMEOUT = 30.0
+SETTLE_WAIT = 10.0
 
 
 class SqliteBackend(Backend):
@@ -57,7 +63,12 @@ class SqliteBackend(Backend):
     def _connect(self) -> sqlite3.Connection:
         synchronous = "FULL" if self.durability == "power" else "NORMAL"
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Private whatever the umask: SQLite gives the -wal and -shm the file's mode.
+            private_folder(self.path.parent, tighten=False)
+            private_file(self.path)
+            for companion in ("-wal", "-shm"):
+                if (found := self.path.with_name(self.path.name + companion)).exists():
+                    private_file(found)
             # One thread at a time uses a connection, not always the one that opened it (a
             # test's send runs on its own thread).
             db = sqlite3.connect(
@@ -65,7 +76,10 @@ class SqliteBackend(Backend):
             )
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(f"PRAGMA synchronous={synchronous}")
-        except sqlite3.Error as exc:
+            # Deleted rows zeroed where they lay, not left readable in free space: an erasure
+            # (forgetting.py) must leave no copy of the person in the file (see `settle`).
+            db.execute("PRAGMA secure_delete=ON")
+        except (sqlite3.Error, OSError) as exc:
             raise DeliveryError(
                 f"{self.path}: cannot open the delivery log: {exc}",
                 hint="Check that the state folder is writable and has free space, and that the"
@@ -79,6 +93,25 @@ class SqliteBackend(Backend):
 
     def close(self) -> None:
         self._db.close()
+
+    def settle(self) -> bool:
+        """Every committed page written back into the database file and the WAL truncated to
+        nothing: an erasure's old pages (which still hold the person) stay in the WAL until a
+        checkpoint resets it, and `serve` or the worker holding the file open never lets the
+        last connection's close do it. A reader in the middle of a transaction keeps the
+        checkpoint from finishing: tried again for up to SETTLE_WAIT seconds. Whether it
+        finished."""
+        deadline = time.monotonic() + SETTLE_WAIT
+        while True:
+            try:
+                busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.Error as exc:
+                raise self._fault(exc) from exc
+            if not busy:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
 
     def run(self, sql: str, params: Params = ()) -> int:
         try:

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from newsletter.statefiles import private_folder, write_private
+
 FILE_NAME = "preflight-cache.json"
 VERSION = 1
 
@@ -46,9 +48,9 @@ class Cache:
             return
         now = self._clock()
         live = {key: list(entry) for key, entry in self._entries.items() if entry[0] > now}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(self.path.parent)
         partial = self.path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps({"version": VERSION, "entries": live}), encoding="utf-8")
+        write_private(partial, json.dumps({"version": VERSION, "entries": live}))
         os.replace(partial, self.path)
         self._dirty = False
 

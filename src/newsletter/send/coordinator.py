@@ -53,6 +53,7 @@ from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool
 from newsletter.send.testsend import begin as begin_test
 from newsletter.settings import Settings
+from newsletter.statefiles import open_private, private_folder
 
 S = DeliveryStatus
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -330,10 +331,10 @@ def _alone(settings: Settings, outbox: Outbox, job: Job) -> AbstractContextManag
 def send_lock(state_dir: Path, issue: int, list_name: str) -> Iterator[None]:
     """One send per (issue, list) at a time. flock is released by the kernel when the process
     dies, so a killed run never leaves a stale lock behind."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    private_folder(state_dir)
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", list_name)
     path = state_dir / f"send-{issue}-{safe}.lock"
-    with path.open("a+") as handle:
+    with open_private(path, "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -35,6 +35,7 @@ from aiosmtpd.smtp import SMTP as SMTPServer  # noqa: N811
 from aiosmtpd.smtp import Envelope, Session
 
 from newsletter.errors import TransportError
+from newsletter.statefiles import private_folder
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ class CaptureHandler:
         report: Callable[[Captured], None],
         bounce: frozenset[str] = frozenset(),
     ) -> None:
-        directory.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(directory.parent)  # the state folder
         self.box = maildir.Maildir(directory, create=True)
         self.report = report
         self.bounce = frozenset(a.lower() for a in bounce)

@@ -11,8 +11,10 @@ now in NEWSLETTER_SECRET_PREVIOUS wraps it under the new one too.
 Erasing takes, in one transaction: the person's rows on every list (subscribers), their consent
 events, the claim of their mailbox, their site mail, their suppressions (the hash stands in for
 them), their click events, the bounce reports held about them (and the detail of those
-recorded), and their address and name out of the delivery log's rows (the rows stay, so the sends'
-counts add up; rows still waiting become `skipped`). Kept: the hash, and those scrubbed rows.
+recorded), and their address, name and SMTP reply out of the delivery log's rows (the rows
+stay, so the sends' counts add up; rows still waiting become `skipped`). Kept: the hash, and
+those scrubbed rows. Then the backend settles: on SQLite the WAL is checkpointed and truncated
+(every connection has secure_delete on), so the erased rows are not left in the file's bytes.
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ class Erasure:
     clicks: int  # click events of their rows (per-reader tracking)
     bounce_reports: int  # held ones deleted, recorded ones without their detail
     deliveries: int  # delivery rows scrubbed of the address (kept, without it)
+    settled: bool = True  # the deleted data is gone from disk too (SQLite: the WAL truncated)
 
 
 def forget(backend: Backend, key: SigningKey, address_key: str) -> Erasure:
@@ -144,6 +147,8 @@ def forget(backend: Backend, key: SigningKey, address_key: str) -> Erasure:
             claims = 0
         else:
             claims = ConfirmationClaims(backend).erase(mailbox)
+    # After the commit: until a checkpoint the WAL still holds the pages as they were.
+    settled = backend.settle()
     return Erasure(
         kept,
         not added,
@@ -155,6 +160,7 @@ def forget(backend: Backend, key: SigningKey, address_key: str) -> Erasure:
         clicks,
         bounces,
         deliveries,
+        settled,
     )
 
 

@@ -5,8 +5,9 @@ Per outcome:
 
 - **Imported**: a confirmed subscriber (their consent is the tool's: its times and IPs become
   the row's and an `import` event's, with the tool's own consent columns, the file and the line,
-  as evidence). A reader who left this list here is not brought back (refused, with when), nor
-  is anyone erased on request; a suppressed address is kept a subscriber and stays suppressed.
+  as evidence; every IP, in the columns too, kept as `[privacy]` keeps a signup's). A reader
+  who left this list here is not brought back (refused, with when), nor is anyone erased on
+  request; a suppressed address is kept a subscriber and stays suppressed.
 - **ImportedSuppression**: never mailed on the list (source `imported`), with an `unsubscribe` event
   saying what the tool said (unsubscribed, cleaned, email disabled, ...), unless the editor had
   suppressed it already.
@@ -19,16 +20,19 @@ database failing, leaves the outbox as it was. With `dry_run` nothing is written
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from newsletter.errors import Problem
 from newsletter.importers import Export, Imported, ImportedSuppression, ImportReport, Refused
+from newsletter.importers.values import parse_ip
 from newsletter.mail.tokens import SigningKey
 from newsletter.outbox import Outbox
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.roster import Roster, Status
+from newsletter.settings import Settings
 from newsletter.signup.forgetting import forgotten_test
+from newsletter.signup.intake import consent_ip
 from newsletter.signup.pending import mailbox_key
 from newsletter.subscribers import fold_address
 
@@ -50,17 +54,38 @@ def _iso(moment: dt.datetime | None) -> str | None:
     return None if moment is None else moment.isoformat(timespec="seconds")
 
 
+def _columns(
+    cells: Iterable[tuple[str, str]], kept_ip: Callable[[str | None], str]
+) -> dict[str, str]:
+    """The tool's consent columns as evidence, every cell that is an IP address (OPTIN_IP,
+    CONFIRM_IP, ip_address) kept as `[privacy]` keeps a signup's, or left out when it keeps
+    none."""
+    kept = {}
+    for name, value in cells:
+        try:
+            ip = parse_ip(value)
+        except ValueError:
+            ip = None
+        if ip is None:
+            kept[name] = value
+        elif stored := kept_ip(ip):
+            kept[name] = stored
+    return kept
+
+
 def import_export(
     outbox: Outbox,
     export: Export,
     list_name: str,
     key: SigningKey,
     *,
+    settings: Settings,
     on_refused: Callable[[Problem], None] = lambda _: None,
     dry_run: bool = False,
 ) -> Imports:
     """Every row of `export` into `list_name` (see the module docstring)."""
     backend = outbox.backend
+    kept_ip = consent_ip(settings, key.secret)
     done = Imports(export.report)
     forgotten = forgotten_test(backend, key)
     roster, ledger = Roster(backend), ConsentLedger(backend)
@@ -131,17 +156,17 @@ def import_export(
                         address_key,
                         "import",
                         at=_iso(consent.confirmed_at or consent.subscribed_at) or "",
-                        ip=consent.confirmed_ip or consent.subscribed_ip or "",
+                        ip=kept_ip(consent.confirmed_ip or consent.subscribed_ip),
                         source=f"{origin.tool}:{origin}",
                         evidence={
                             "tool": origin.tool,
                             "file": origin.file,
                             "line": origin.line,
                             "subscribed_at": _iso(consent.subscribed_at),
-                            "subscribed_ip": consent.subscribed_ip,
+                            "subscribed_ip": kept_ip(consent.subscribed_ip) or None,
                             "confirmed_at": _iso(consent.confirmed_at),
-                            "confirmed_ip": consent.confirmed_ip,
-                            "columns": dict(consent.evidence),
+                            "confirmed_ip": kept_ip(consent.confirmed_ip) or None,
+                            "columns": _columns(consent.evidence, kept_ip),
                         },
                     )
                 )

@@ -94,6 +94,24 @@ def consent_text(settings: Settings) -> ConsentText:
     return ConsentText(text, digest_hex, settings.signup.consent_version)
 
 
+def consent_ip(settings: Settings, secret: bytes) -> Callable[[str | None], str]:
+    """The one rule for a client's address in the consent ledger, whoever brings it (a signup,
+    a link followed, another tool's export): `[privacy] consent_ip`, else `[privacy] ip`;
+    "none" keeps nothing, "keep" the address, the others as click events keep it."""
+    privacy = settings.privacy
+    mode = privacy.consent_ip or privacy.ip
+    keyed = ip_key(secret)
+
+    def kept(ip: str | None) -> str:
+        if not ip or mode == "none":
+            return ""
+        if mode == "keep":
+            return ip[:64]
+        return stored_ip(ip, mode, key=keyed)
+
+    return kept
+
+
 class Intake:
     """The signup transaction and the confirmation, for one project and secret."""
 
@@ -110,7 +128,7 @@ class Intake:
         self.consent = consent_text(settings)
         self._clock = clock
         self._hashing: bytes | None = None
-        self._ip_key = ip_key(key.secret)
+        self._kept_ip = consent_ip(settings, key.secret)
 
     def now(self) -> dt.datetime:
         return self._clock()
@@ -132,13 +150,7 @@ class Intake:
         )
 
     def kept_ip(self, ip: str | None) -> str:
-        privacy = self.settings.privacy
-        mode = privacy.consent_ip or privacy.ip
-        if not ip or mode == "none":
-            return ""
-        if mode == "keep":
-            return ip[:64]
-        return stored_ip(ip, mode, key=self._ip_key)
+        return self._kept_ip(ip)
 
     def note(self, outbox: Outbox, list_name: str, key: str, event: str, request: Request) -> None:
         """One more event of a change made elsewhere (an unsubscribe through its link)."""

@@ -69,6 +69,18 @@ def choices(settings: Settings, outbox: Outbox, list_name: str, key: str) -> lis
     return shown
 
 
+def current(intake: Intake, outbox: Outbox, list_name: str, key: str) -> list[Choice]:
+    """The choices the page shows: for an address erased on request, every list off and
+    locked (nothing about them is kept, and nothing they post is)."""
+    if intake.forgotten(outbox.backend, key):
+        label = intake.settings.newsletter.name
+        return [
+            Choice(name, intake.settings.lists[name].name or label, False, True)
+            for name in offered(intake.settings, list_name)
+        ]
+    return choices(intake.settings, outbox, list_name, key)
+
+
 def choose(
     intake: Intake,
     outbox: Outbox,
@@ -83,6 +95,8 @@ def choose(
     backend = outbox.backend
     key = address
     with backend.transaction():
+        if intake.forgotten(backend, key):
+            return current(intake, outbox, list_name, key)
         roster, ledger = Roster(backend), ConsentLedger(backend)
         suppressions = outbox.suppressions
         for choice in choices(settings, outbox, list_name, key):
@@ -109,7 +123,8 @@ def request_move(
     backend = outbox.backend
     new_key = fold_address(new_address)
     with backend.transaction():
-        if intake.forgotten(backend, new_key):
+        # The old address too: its change mail would keep it (`detail`) after its erasure.
+        if intake.forgotten(backend, new_key) or intake.forgotten(backend, old_key):
             return What.FORGOTTEN
         found = outbox.suppressions.get(list_name, new_key)
         if found is not None and found.source not in READER_SOURCES:
@@ -127,14 +142,19 @@ def request_move(
     return What.QUEUED
 
 
-def move(intake: Intake, outbox: Outbox, target: LinkTarget, request: Request) -> list[str]:
+def move(intake: Intake, outbox: Outbox, target: LinkTarget, request: Request) -> list[str] | None:
     """The old address's lists moved to the new one the link proved; the lists moved (empty:
-    done already, or the old address is on none)."""
+    the old address is on none). None when the link is used up: moved once already, or its
+    change mail is gone (either address erased since)."""
     backend = outbox.backend
     old_key, new_key = target.detail, target.address
     moved: list[str] = []
     with backend.transaction():
-        if intake.forgotten(backend, new_key) or old_key == new_key:
+        if not SiteMailQueue(backend).use_change(new_key, old_key, target.nonce):
+            return None
+        if intake.forgotten(backend, new_key) or intake.forgotten(backend, old_key):
+            return None
+        if old_key == new_key:
             return moved
         roster, ledger = Roster(backend), ConsentLedger(backend)
         suppressions = outbox.suppressions

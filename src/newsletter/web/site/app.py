@@ -19,7 +19,8 @@ Routes (all answers carry the security headers; see `Guard`):
 The token is the only credential (mailbox providers POST without cookies), so it is verified
 (HMAC, constant time) before anything is read or written, and never logged. Suppressions go to
 the outbox the sender reads (the process keeps one connection to it, see connection.py), so the
-next send skips the address.
+next send skips the address. A token of an address erased on request (forgetting.py) still gets
+"unsubscribed" and writes nothing: the hash alone keeps them from being mailed.
 """
 
 from __future__ import annotations
@@ -162,6 +163,10 @@ class Service:
         asker = self.defences.asker(request, f"/unsubscribe ({source})")
 
         def record(ob: Outbox) -> tuple[bool, Suppression | None]:
+            if self.defences.intake.forgotten(ob.backend, target.address):
+                # Erased on request: never mailed again, and a forwarded issue or a cached
+                # one-click URL must not write the address back (no suppression, no event).
+                return False, None
             added = ob.suppressions.add(target.list_name, target.address, source)
             if added:
                 self.defences.intake.note(
@@ -183,6 +188,8 @@ class Service:
         asker = self.defences.asker(request, "/resubscribe")
 
         def undo(ob: Outbox) -> bool:
+            if self.defences.intake.forgotten(ob.backend, target.address):
+                return True  # erased on request: refused, and nothing written
             if ob.suppressions.remove(target.list_name, target.address, sources=READER_SOURCES):
                 self.defences.intake.note(
                     ob, target.list_name, target.address, "resubscribe", asker

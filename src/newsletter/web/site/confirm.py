@@ -4,7 +4,8 @@
                             once the page is shown to someone); never confirms
     POST /confirm/{token}   body exactly Confirm=Yes: the subscriber confirmed (signup/intake.py)
     GET  /move/{token}      an address change's page, the same way
-    POST /move/{token}      body exactly Move=Yes: the old address's lists moved to this one
+    POST /move/{token}      body exactly Move=Yes: the old address's lists moved to this one,
+                            once (the link's nonce is used up; again: 409)
 
 Link scanners (Defender Safe Links, Mimecast, ...) open every link of a mail as it arrives: a GET
 here changes nothing, so a scanner confirms nobody. The token is verified (single purpose,
@@ -88,6 +89,9 @@ class LinkPages:
         asker = self.defences.asker(request, "/move")
         intake = self.defences.intake
         moved = await self.defences.outbox.run(lambda ob: move(intake, ob, target, asker))
+        if moved is None:  # used once already: a change link moves the address once
+            request.state.event = "move:stale"
+            return self._problem(409, "link_used_title", "link_used_lead")
         request.state.event = f"move:{len(moved)}"
         return self._done("moved_title", self.words["moved_lead"])
 

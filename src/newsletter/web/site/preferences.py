@@ -9,7 +9,8 @@ lists they get, and a change of address (the new one confirmed first).
 
 A change of address goes through the signup's defences (rate limits, the form, the proof of
 work, the domain, the mailbox's claim) and is answered alike whatever happened after the domain
-check. The token is verified before anything is read, as on the unsubscribe page.
+check. The token is verified before anything is read, as on the unsubscribe page. A token of an
+address erased on request shows every list off and changes nothing (signup/preferences.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from newsletter.i18n import PAGES, strings_for
 from newsletter.mail.tokens import verify
 from newsletter.outbox import Outbox
 from newsletter.settings import Settings
-from newsletter.signup.preferences import choices, choose, offered, request_move
+from newsletter.signup.preferences import choose, current, offered, request_move
 from newsletter.web.listen import NO_STORE
 from newsletter.web.site.pages import render_page
 from newsletter.web.site.signup import SCRIPT_CSP, Answer, AnswerKind, Defences, form_fields
@@ -51,7 +52,7 @@ class PreferencePages:
     async def page(self, request: Request) -> Response:
         list_name, key = self._target(request)
         shown = await self.defences.outbox.run(
-            lambda ob: choices(self.settings, ob, list_name, key)
+            lambda ob: current(self.defences.intake, ob, list_name, key)
         )
         return self._page(shown)
 
@@ -114,7 +115,7 @@ class PreferencePages:
                 else self.words["bad_address_lead"].format(reason=checked.reason)
             )
             shown = await self.defences.outbox.run(
-                lambda ob: choices(self.settings, ob, list_name, key)
+                lambda ob: current(self.defences.intake, ob, list_name, key)
             )
             return self._page(shown, problem=problem, status=400)
         asker = self.defences.asker(request, "/preferences")
@@ -127,7 +128,7 @@ class PreferencePages:
 
     async def _after_move(self, list_name: str, key: str) -> Response:
         shown = await self.defences.outbox.run(
-            lambda ob: choices(self.settings, ob, list_name, key)
+            lambda ob: current(self.defences.intake, ob, list_name, key)
         )
         return self._page(shown, note=self.words["prefs_change_sent"])
 
