@@ -282,6 +282,22 @@ def test_tracking_turned_on_while_serve_runs_loses_no_click(project: Path) -> No
     assert "Traceback" not in serve.stderr.read()
 
 
+def test_a_click_before_the_send_is_recorded_does_not_hide_its_mode(project: Path) -> None:
+    with running_service(project) as service:  # [tracking] clicks = "off" when serve started
+        settings = service.settings
+        link = next(
+            x for x in issue_links(load_issue(settings.issues_dir, 14)) if x.url[:4] == "http"
+        )
+        early = click_token(SECRET, 14, link.place, link.url, list_name="main")
+        assert httpx.get(f"{service.url}/r/{early}", follow_redirects=False).status_code == 302
+        tracking = settings.tracking.model_copy(update={"clicks": "per-reader"})
+        sent = tracked_send(settings.model_copy(update={"tracking": tracking}), READERS)
+        href = sent[0].tracked()[1]
+        assert httpx.get(href, follow_redirects=False).status_code == 302
+        (event,) = events(settings, 1)
+        assert event.row == sent[0].row
+
+
 def wait_until_healthy(base: str) -> None:
     deadline = time.monotonic() + 30
     while True:

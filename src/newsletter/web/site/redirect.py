@@ -140,9 +140,11 @@ class Redirects:
             self._links.move_to_end(key)
             return cached[1]
         tracked = outbox.sent_links.tracked(issue, list_name)
-        send = SendLinks(None, None)
-        if tracked is not None:
-            send = SendLinks(tracked.links, self._mode_of(tracked.mode, tracked.recorded_at))
+        if tracked is None:
+            # Not kept: a send may record its links a moment later (check --online asks
+            # before a send), and its clicks must not follow this answer for LINKS_TTL.
+            return SendLinks(None, None)
+        send = SendLinks(tracked.links, self._mode_of(tracked.mode, tracked.recorded_at))
         self._links[key] = (now, send)
         self._links.move_to_end(key)
         while len(self._links) > _LINK_CACHE:
