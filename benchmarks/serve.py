@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the project copy, the planning helpers
 from support.outbox import plan, record  # noqa: E402
 from support.postgres import start_cluster  # noqa: E402
-from support.project import copy_project  # noqa: E402
+from support.project import copy_project, publish_all  # noqa: E402
 
 SECRET = "benchmark-secret-0123456789abcdef"
 RUNS = 300
@@ -141,6 +141,7 @@ def unsubscribes() -> None:
         project = Path(tmp) / "project"
         project.mkdir()
         copy_project(project)
+        publish_all(project)  # /issues/14 is a page, not the 404 of an unsent issue
         process, base = start_server(project, Path(tmp) / "serve.log")
         try:
             one_click = {"List-Unsubscribe": "One-Click"}

@@ -18,7 +18,7 @@ from newsletter.settings import Settings, load_settings
 
 # The throwaway PostgreSQL cluster (one per session) and a fresh database per test.
 from support.postgres import postgres_cluster, postgres_url  # noqa: F401
-from support.project import copy_project
+from support.project import copy_project, publish_all
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("NEWSLETTER_CHROMIUM", "/usr/bin/chromium")
@@ -43,6 +43,13 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for var in ("NEWSLETTER_SECRET", "NEWSLETTER_SECRET_PREVIOUS", "NEWSLETTER_SMTP_PASSWORD"):
         monkeypatch.delenv(var, raising=False)
     return root
+
+
+@pytest.fixture
+def all_published(project: Path) -> Path:
+    """The project copy with every issue file on the archive, sent or not (see publish_all)."""
+    publish_all(project)
+    return project
 
 
 @pytest.fixture

@@ -283,6 +283,7 @@ def test_preview_pages_have_no_wcag_aa_violation(browser: Any, project: Path, sc
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.usefixtures("all_published")
 def test_serve_pages_have_no_wcag_aa_violation(browser: Any, project: Path, scheme: str) -> None:
     with running_service(project) as service:
         axe_clean(browser, f"{service.url}/", scheme, 375)

@@ -101,6 +101,14 @@ def test_the_demo_shows_the_same_loop_every_time_and_leaves_the_project_alone(
         assert re.search(r"staging  proofreader@news\.example\.org  bounced", out)
         assert "  bounced   1 (50.0% of 2 answered)" in out
         assert "Mailbox stopped." in out
+        # issue 29: the demo's end says how to type `newsletter` (it is in the venv, not on
+        # PATH) and how to set a secret of one's own (a send without one stops).
+        assert out.splitlines()[-3:] == [
+            '--- your turn (README, "The editor\'s day"): in this shell, first',
+            f"$ . {VENV / 'bin' / 'activate'}   # puts `newsletter` on PATH",
+            "$ export NEWSLETTER_SECRET=\"$(python3 -c 'import secrets;"
+            " print(secrets.token_urlsafe(32))')\"   # yours, kept for every send",
+        ]
         assert "was not unsubscribed" not in out + done.stderr
         assert "Traceback" not in done.stderr
     assert the_loop(runs[1].stdout) == the_loop(runs[0].stdout)

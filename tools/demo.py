@@ -3,7 +3,8 @@
 The capture server first (`newsletter mailbox`, in the background until the end), then `check`,
 `build`, a real SMTP test send of issue 14 to the staging list through it with a VERP return
 path, the bounce it answers for one staging address read back (`newsletter bounces --maildir`),
-the suppression that made, and the send's status.
+the suppression that made, and the send's status. It ends with the two lines a new editor needs
+next: how to put `newsletter` on PATH (the venv's activate) and how to make a secret of their own.
 
 Every run starts from nothing: the outbox, the capture Maildir and the build are in out/demo/,
 emptied first, so a second run shows what the first did, and the project's own .newsletter/ is
@@ -36,6 +37,8 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
+
+from newsletter.errors import KEY_EXPORT_LINE
 
 # DEMO ONLY: a publicly known key, so a fresh clone can sign unsubscribe links. A real send must
 # use your own NEWSLETTER_SECRET (an exported one is used here too).
@@ -105,7 +108,20 @@ def run(root: Path, port: int) -> int:
                 say("--- the bounce mailbox (here the capture server's Maildir):")
             run_step(step, env, root)
     say(f"--- done: look at {maildir}/ in any mail client; `make demo` starts over")
+    say_next_steps()
     return 0
+
+
+def say_next_steps() -> None:
+    """The two lines a new editor needs next (README, "The editor's day"): `newsletter` is in
+    the venv, not on PATH, and a real send wants a secret of their own, not the demo's."""
+    bin_dir = Path(sys.prefix) / "bin"
+    say('--- your turn (README, "The editor\'s day"): in this shell, first')
+    if sys.prefix != sys.base_prefix:
+        say(f"$ . {shown(bin_dir / 'activate')}   # puts `newsletter` on PATH")
+    else:
+        say(f'$ export PATH="{shown(bin_dir)}:$PATH"   # where `newsletter` is installed')
+    say(f"$ {KEY_EXPORT_LINE}   # yours, kept for every send")
 
 
 def fresh_folder(folder: Path) -> Path:

@@ -5,6 +5,7 @@ The tree (the CLI maps the whole of it to exit code 1, with no traceback; an Out
 
     NewsletterError                 message + hint
     ├── ConfigError                 newsletter.toml or NEWSLETTER_* is wrong
+    │   └── SecretError             NEWSLETTER_SECRET missing or too short (how to make one)
     ├── IssueError                  an issue file cannot be used (one Problem per fault)
     │   └── IssueNotFoundError      no issues/N.yaml or N.md (lists the ones there are)
     ├── TemplateError               a Jinja or MJML template fails to render
@@ -54,6 +55,25 @@ class NewsletterError(Exception):
 
 class ConfigError(NewsletterError):
     hint = "Fix newsletter.toml (or the NEWSLETTER_* variable named above)."
+
+
+# The shell line that makes a secret and sets it (the hint below, README, `make demo`'s end).
+KEY_EXPORT_LINE = (
+    "export NEWSLETTER_SECRET=\"$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')\""
+)
+
+
+class SecretError(ConfigError):
+    """NEWSLETTER_SECRET is missing or too short. The hint is the command to type: a new
+    editor's first real send stops here, and "set it to a long random value" left them guessing
+    how (issue 29)."""
+
+    hint = (
+        f"Make one and export it in the shell you send from:\n  {KEY_EXPORT_LINE}\n"
+        "Keep that value (a password manager, your shell profile, the service's environment) and"
+        " use the same one for every send and for `newsletter serve`: the links already sent are"
+        " signed with it (at least 16 characters)."
+    )
 
 
 @dataclass(frozen=True)

@@ -200,9 +200,10 @@ def ip_networks(entries: list[str]) -> list[str]:
 class ServeSettings(SettingsTable):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8025
-    # The web archive shows "all" issue files, or only those "sent" to a subscriber list (a
-    # draft stays private; a staging send makes its page reachable, not listed).
-    publish: Literal["all", "sent"] = "all"
+    # The web archive shows only the issues "sent" to a subscriber list (a draft stays private;
+    # a staging send makes its page reachable, not listed), or "all" issue files. "sent" by
+    # default: `newsletter new`'s empty draft was public at once (issue 29).
+    publish: Literal["all", "sent"] = "sent"
     # Seconds a request's head may take to arrive, and then its body: a client that sends it a
     # byte at a time is cut off (see web/site/deadlines.py).
     timeout: Annotated[float, Field(gt=0, le=300)] = 10.0

@@ -126,6 +126,25 @@ def test_the_confirmation_shows_subject_size_spam_score_and_checks(project: Path
     assert "Nothing sent." in text
 
 
+def test_the_confirmation_names_the_rejected_rows_before_it_asks(project: Path) -> None:
+    # issue 29: the bad rows were only reported after "yes", once the send had gone out.
+    csv = project / "subscribers.example.csv"
+    bad = [f"typo{n}@@example.com,Typo {n},subscribed," for n in range(5)]
+    csv.write_text(csv.read_text(encoding="utf-8") + "\n".join(bad) + "\n", encoding="utf-8")
+    code, text = _confirm(project, environment(9), b"n\n")
+    assert code == 1, text
+    before, _, _ = text.partition("Send now?")
+    assert "  recipients  5\n" in before
+    # The example list's own two bad rows (a duplicate, a broken address) and these five.
+    assert "  rejected    7 row(s) of subscribers.example.csv get nothing:\n" in before
+    assert "    subscribers.example.csv:8: email: 'ALICE@EXAMPLE.NET' duplicates line 4" in before
+    assert "    subscribers.example.csv:9: email: 'not-an-address' is not a valid address" in before
+    assert "    subscribers.example.csv:12: email: 'typo2@@example.com' is not a valid" in before
+    assert "subscribers.example.csv:13:" not in before  # the first five, then a count
+    assert "    ... and 2 more (`newsletter subscribers --list main`)\n" in before
+    assert "Nothing sent." in text
+
+
 def test_without_spamassassin_the_confirmation_says_so_in_one_line(
     project: Path, tmp_path: Path
 ) -> None:

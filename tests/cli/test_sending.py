@@ -9,6 +9,7 @@ import email.policy
 import mailbox
 import os
 import pty
+import secrets
 import select
 import signal
 import sqlite3
@@ -58,8 +59,22 @@ async def test_a_real_send_refuses_without_the_secret(project: Path) -> None:
         del env["NEWSLETTER_SECRET"]
         done = await newsletter(["send", "--issue", "14", "--list", "staging"], env, project)
     assert done.code == 1
-    assert "NEWSLETTER_SECRET" in done.err
+    assert "error: NEWSLETTER_SECRET is not set" in done.err
+    # issue 29: the hint is the command to type, not "a long random value" left to guess.
+    assert (
+        "hint: Make one and export it in the shell you send from:\n"
+        "  export NEWSLETTER_SECRET=\"$(python3 -c 'import secrets;"
+        " print(secrets.token_urlsafe(32))')\"\n"
+    ) in done.err
+    assert "the same one for every send and for `newsletter serve`" in done.err
+    assert "Traceback" not in done.err
     assert handler.received == []
+    # The secret the hint makes is one the send takes: the same test send then goes out.
+    async with start(handler) as server:
+        env = environment(server.port, NEWSLETTER_SECRET=secrets.token_urlsafe(32))
+        done = await newsletter(["send", "--issue", "14", "--list", "staging"], env, project)
+    assert done.code == 0, done.err
+    assert len(handler.by_recipient) == 2
 
 
 async def test_no_server_is_an_error_before_sending(project: Path) -> None:

@@ -26,3 +26,13 @@ def copy_project(root: Path) -> Path:
         else:
             shutil.copy2(source, root / name)
     return root
+
+
+def publish_all(root: Path) -> None:
+    """`[serve] publish = "all"` in the project copy at `root`, for a test of the archive's pages:
+    the shipped issues were never sent, and the default ("sent") keeps unsent issues off the
+    site (issue 29)."""
+    config = root / "newsletter.toml"
+    text = config.read_text(encoding="utf-8")
+    assert 'publish = "sent"' in text, "the shipped config no longer names [serve] publish"
+    config.write_text(text.replace('publish = "sent"', 'publish = "all"'), encoding="utf-8")

@@ -84,7 +84,8 @@ def new(settings: Settings, number: int | None, start_from: int | None) -> None:
     "--site",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Write the web archive (index + every issue) as static files into this folder.",
+    help="Write the web archive (index + the published issues: [serve] publish) as static files"
+    " into this folder.",
 )
 @pass_settings
 def build(

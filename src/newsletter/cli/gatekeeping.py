@@ -5,7 +5,8 @@ The verdict is gate.py's; this module only words it. An error refuses the send (
 planned) unless --force, each error named on stderr as `check` names it. The warnings and the
 tally go to stdout on every send, as `check` prints them, so a log of a `--yes` send has them.
 The confirmation a real list asks for shows the subject, the list, who gets a message
-(suppressed readers apart, counted), the encoded size against Gmail's clip, the spam score,
+(suppressed readers apart, counted), the rows of the list's CSV that get nothing (counted, the
+first few with their line and reason), the encoded size against Gmail's clip, the spam score,
 the server and the sender.
 """
 
@@ -20,6 +21,7 @@ from newsletter.gate import SendVerdict
 from newsletter.send.recipients import RecipientsReport
 
 _SHOWN = 20  # findings shown in full; the rest counted (check shows them all)
+_ROWS_SHOWN = 5  # rejected rows named in a confirmation; `newsletter subscribers` lists them all
 
 
 def judge(verdict: SendVerdict, *, force: bool) -> None:
@@ -72,9 +74,24 @@ def confirmation(
         f"About to send issue {verdict.number} to the {verdict.list_name!r} list:\n"
         f"  subject     {printable(verdict.subject)}\n"
         f"  recipients  {recipients}\n"
+        f"{_rejected_lines(counted, verdict.list_name)}"
         f"  HTML part   {verdict.size_line()}\n"
         f"  spam        {verdict.spam_line()}\n"
         f"  checks      {checks}\n"
         f"  SMTP server {server}\n"
         f"  sender      {sender}"
     )
+
+
+def _rejected_lines(counted: RecipientsReport, list_name: str) -> str:
+    """The CSV's rows that get no message, before the editor says yes: a typo in an address
+    is found now, not in the report after the send (empty when every row is good)."""
+    total = counted.rejected_count
+    if not total:
+        return ""
+    lines = [f"  rejected    {total} row(s) of {counted.path} get nothing:\n"]
+    lines += [f"    {printable(str(problem))}\n" for problem in counted.rejected[:_ROWS_SHOWN]]
+    if total > _ROWS_SHOWN:
+        more = total - _ROWS_SHOWN
+        lines.append(f"    ... and {more} more (`newsletter subscribers --list {list_name}`)\n")
+    return "".join(lines)

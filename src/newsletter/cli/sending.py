@@ -118,7 +118,8 @@ def send(
 
     Runs `check` first (offline; online too with --online or [check] online) and refuses on
     an error unless --force. Sending to a list that is not a staging list asks first, showing
-    the subject, the recipients, the size against Gmail's clip and the spam score.
+    the subject, the recipients, the list's rejected rows (counted, the first few named), the
+    size against Gmail's clip and the spam score.
 
     Re-running the same command resumes: sent and rejected recipients are never sent again,
     deferred ones are retried. A test send (a `staging = true` list) goes out again when the

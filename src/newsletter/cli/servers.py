@@ -66,7 +66,8 @@ def mailbox(settings: Settings, host: str, port: int, bounce: tuple[str, ...]) -
 def serve(settings: Settings, host: str | None, port: int | None) -> None:
     """Run the public web service: one-click unsubscribe (RFC 8058), the web archive, and the
     signup and preference pages of lists with `signup = true` (`newsletter worker` sends their
-    confirmations).
+    confirmations). The archive shows only issues sent to a list that is not a staging list
+    unless [serve] publish = "all" (a draft stays private).
 
     Meant to run behind a TLS-terminating reverse proxy at newsletter.base_url (see README).
     Needs NEWSLETTER_SECRET, the same one `send` signs unsubscribe links with (after changing

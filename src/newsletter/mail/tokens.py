@@ -48,7 +48,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
 from newsletter.configfile import SECRET_ENV
-from newsletter.errors import ConfigError, LinkExpiredError, TokenError
+from newsletter.errors import LinkExpiredError, SecretError, TokenError
 from newsletter.settings import Settings
 
 _VERSION = b"newsletter-unsubscribe-v2"
@@ -89,11 +89,7 @@ def signing_key(settings: Settings, *, allow_ephemeral: bool) -> SigningKey:
         value = _long_enough(settings.secret.get_secret_value(), var)
         return SigningKey(value.encode("utf-8"), ephemeral=False, previous=previous)
     if not allow_ephemeral:
-        raise ConfigError(
-            f"{var} is not set: unsubscribe links cannot be signed for a real send",
-            hint=f"Set {var} in the environment to a long random value, kept the same for every "
-            "send (e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`).",
-        )
+        raise SecretError(f"{var} is not set: unsubscribe links cannot be signed for a real send")
     return SigningKey(_ephemeral_secret(), ephemeral=True, previous=previous)
 
 
@@ -107,10 +103,11 @@ def _previous(settings: Settings) -> tuple[bytes, ...]:
 
 def _long_enough(value: str, var: str) -> str:
     if len(value) < MIN_SECRET_LENGTH:
-        raise ConfigError(
+        # A previous secret is an old value kept for the links already out, never a new one.
+        previous = f"{var} lists the earlier secrets, comma-separated, each as it was set."
+        raise SecretError(
             f"{var} is too short ({len(value)} characters; at least {MIN_SECRET_LENGTH})",
-            hint=f"Set {var} to a long random value, for example the output of "
-            "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`.",
+            hint=None if var == SECRET_ENV["secret"] else previous,
         )
     return value
 

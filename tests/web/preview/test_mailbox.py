@@ -119,6 +119,10 @@ def test_a_test_send_reads_like_the_issue_view(
     assert inbox is not None
     assert "AI系统内容推荐 &lt;digest@news.example.org&gt;" in inbox.group(0)
     assert f"<b>{SUBJECT}</b>" in inbox.group(0)
+    # issue 29: the preheader the HTML part hides for the inbox, as the issue view shows it,
+    # not the text part's opening (its greeting).
+    assert '<span class="preheader">— OneFlow：从零重新设计分布式深度学习框架' in inbox.group(0)
+    assert "你好" not in inbox.group(0)
     assert "编辑，你好！" in pane(page, "text")  # the recipient's own greeting
     assert "&lt;!DOCTYPE html&gt;" in pane(page, "html")
     headers = pane(page, "headers")
@@ -176,6 +180,55 @@ def test_a_hostile_message_is_shown_escaped(preview: RunningPreview, capture: in
     assert policy == CAPTURED_POLICY
     assert "http" not in policy  # nothing remote, and nothing from the preview itself:
     assert "'self'" not in policy.split("frame-ancestors")[0]
+
+
+def alternative(subject: str, text: str, html: str) -> bytes:
+    return (
+        f"From: a@example.net\r\nTo: b@example.org\r\nSubject: {subject}\r\nMIME-Version: 1.0\r\n"
+        'Content-Type: multipart/alternative; boundary="b"\r\n\r\n'
+        f"--b\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{text}\r\n"
+        f"--b\r\nContent-Type: text/html; charset=utf-8\r\n\r\n{html}\r\n--b--\r\n"
+    ).encode()
+
+
+def inbox_line(preview: RunningPreview, key: str) -> str:
+    page = get(preview, f"/mailbox/{key}").text
+    inbox = re.search(r'<div id="inbox-line".*?</div>', page, re.DOTALL)
+    assert inbox is not None
+    return inbox.group(0)
+
+
+def test_the_inbox_line_shows_the_preheader_else_the_text_s_opening(
+    preview: RunningPreview, capture: int
+) -> None:
+    # issue 29: the inbox line showed the text part's start even when the HTML part hides a
+    # preheader for the inbox; a part that opens with visible text has none, so the text's start.
+    deliver(
+        capture,
+        alternative(
+            "hidden",
+            "Plain opening",
+            '<html><head><title>T</title><style>p{color:red}</style></head><body><span style="'
+            'DISPLAY: none"></span><div style="display: none; max-height:0">Read &amp; <b>'
+            "&lt;script&gt;</b> this</div><p>Visible opening</p></body></html>",
+        ),
+    )
+    deliver(
+        capture,
+        alternative(
+            "visible",
+            "Plain opening",
+            '<body><p>Visible first</p><div style="display:none">not a preheader</div></body>',
+        ),
+    )
+    listed = keys(preview)
+    hidden = inbox_line(preview, listed["hidden"])
+    assert '<span class="preheader">— Read &amp; &lt;script&gt; this</span>' in hidden
+    assert "Visible opening" not in hidden
+    assert "Plain opening" not in hidden
+    visible = inbox_line(preview, listed["visible"])
+    assert '<span class="preheader">— Plain opening</span>' in visible
+    assert "not a preheader" not in visible
 
 
 def nested_bomb(depth: int, subject: bytes = b"nested") -> bytes:

@@ -423,6 +423,7 @@ def test_concurrent_posts_for_one_token_leave_one_suppression(service: RunningSe
 # -- the archive ----------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("all_published")
 def test_the_archive_index_lists_issue_14(service: RunningService) -> None:
     page = httpx.get(f"{service.url}/")
     assert page.status_code == 200
@@ -478,27 +479,45 @@ def mark_sent(settings: Settings, list_name: str, addresses: list[str]) -> None:
             record(outbox, row.id, DeliveryStatus.SENT)
 
 
-def test_publish_sent_keeps_drafts_private_until_they_are_sent(project: Path) -> None:
-    with running_service(project, NEWSLETTER_SERVE__PUBLISH="sent") as service:
+def test_by_default_drafts_stay_private_until_they_are_sent(project: Path) -> None:
+    # issue 29: with publish = "all" the default, `newsletter new`'s empty draft was on the
+    # index, its page and the feed at once. The shipped config and the default say "sent".
+    assert Settings().serve.publish == "sent"
+    code, _, err = cli_run("new")
+    assert code == 0, err
+    assert (project / "issues" / "15.yaml").is_file()
+    with running_service(project) as service:
         index, page = f"{service.url}/", f"{service.url}/issues/14"
+        assert service.settings.serve.publish == "sent"
         assert "还没有发布任何一期" in httpx.get(index).text
-        assert httpx.get(page).status_code == 404
+        for number in (14, 15):
+            assert httpx.get(f"{service.url}/issues/{number}").status_code == 404
+        assert "<entry>" not in httpx.get(f"{service.url}/feed.xml").text
         mark_sent(service.settings, "staging", ["editor@news.example.org"])
-        # The testers' "view in browser" link works; the index does not list it yet.
+        # The testers' "view in browser" link works; the index and feed do not list it yet.
         assert httpx.get(page).status_code == 200
         assert "issues/14" not in httpx.get(index).text
+        assert "<entry>" not in httpx.get(f"{service.url}/feed.xml").text
         mark_sent(service.settings, "main", [ALICE])
         assert '<a href="issues/14">AI系统内容推荐第14期</a>' in httpx.get(index).text
-    env = {"NEWSLETTER_SERVE__PUBLISH": "sent"}
-    assert cli_run("build", "--site", "site", env=env)[0] == 0
+        assert f"{service.url}/issues/14" in httpx.get(f"{service.url}/feed.xml").text
+        assert "issues/15" not in httpx.get(index).text  # the new draft: still private
+        assert httpx.get(f"{service.url}/issues/15").status_code == 404
+    assert cli_run("build", "--site", "site")[0] == 0
     assert (project / "site" / "issues" / "14" / "index.html").exists()
+    assert not (project / "site" / "issues" / "15").exists()
     (project / ".newsletter" / "outbox.sqlite3").unlink()
     shutil.rmtree(project / "site")
-    assert cli_run("build", "--site", "site", env=env)[0] == 0
+    assert cli_run("build", "--site", "site")[0] == 0
     assert not (project / "site" / "issues").exists()
     assert "还没有发布任何一期" in (project / "site" / "index.html").read_text(encoding="utf-8")
+    # "all" stays an explicit choice: every issue file, the new draft included.
+    with running_service(project, NEWSLETTER_SERVE__PUBLISH="all") as service:
+        assert httpx.get(f"{service.url}/issues/15").status_code == 200
+        assert 'href="issues/15"' in httpx.get(f"{service.url}/").text
 
 
+@pytest.mark.usefixtures("all_published")
 def test_the_archive_shows_issue_14_with_every_title_and_nothing_personal(
     service: RunningService,
 ) -> None:
@@ -546,6 +565,7 @@ def test_an_unknown_issue_is_a_404_page(service: RunningService) -> None:
         assert "页面不存在" in page.text
 
 
+@pytest.mark.usefixtures("all_published")
 def test_a_broken_issue_file_is_a_500_page_without_details(
     project: Path, service: RunningService
 ) -> None:
@@ -572,6 +592,7 @@ def test_a_broken_issue_file_is_a_500_page_without_details(
         ),
     ],
 )
+@pytest.mark.usefixtures("all_published")
 def test_the_index_skips_an_issue_yaml_cannot_build_and_logs_why(
     project: Path, service: RunningService, text: str, logged: str
 ) -> None:
@@ -681,6 +702,7 @@ def test_redact_hides_tokens_anywhere_in_a_path() -> None:
     assert redact_path("/issues/14") == "/issues/14"
 
 
+@pytest.mark.usefixtures("all_published")
 def test_serve_runs_as_a_process_and_logs_json_without_tokens(project: Path) -> None:
     env = {
         **os.environ,
@@ -778,6 +800,7 @@ def test_unsubscribe_command_refuses_bad_input(project: Path) -> None:
     assert not (project / ".newsletter").exists()
 
 
+@pytest.mark.usefixtures("all_published")
 def test_build_site_writes_the_same_pages_as_serve(project: Path, settings: Settings) -> None:
     code, out, err = cli_run("build", "--site", "site")
     assert code == 0, err
@@ -796,6 +819,7 @@ def test_build_site_writes_the_same_pages_as_serve(project: Path, settings: Sett
     assert not (project / "out").exists()  # no --issue: no email files
 
 
+@pytest.mark.usefixtures("all_published")
 def test_build_issue_and_site_together_and_neither(project: Path) -> None:
     code, _, _ = cli_run("build", "--issue", "14", "--site", "site")
     assert code == 0
@@ -806,6 +830,7 @@ def test_build_issue_and_site_together_and_neither(project: Path) -> None:
     assert "Missing option '--issue' (or --site DIR for the web archive)" in err
 
 
+@pytest.mark.usefixtures("all_published")
 def test_build_site_stops_on_a_broken_issue(project: Path) -> None:
     (project / "issues" / "15.yaml").write_text("number: 15\ntitle: x\n", encoding="utf-8")
     code, _, err = cli_run("build", "--site", "site")
@@ -814,6 +839,7 @@ def test_build_site_stops_on_a_broken_issue(project: Path) -> None:
     assert not (project / "site").exists()
 
 
+@pytest.mark.usefixtures("all_published")
 def test_serve_publishes_the_images_under_issues_that_an_issue_shows(project: Path) -> None:
     # issue 20: an image under issues/ is linked at base_url/issues/SRC in the email.
     add_weekly(project, CHINESE)
@@ -837,6 +863,7 @@ def test_serve_publishes_the_images_under_issues_that_an_issue_shows(project: Pa
         assert httpx.get(f"{service.url}/issues/images/cover.png").status_code == 404
 
 
+@pytest.mark.usefixtures("all_published")
 def test_build_site_writes_the_images_the_emails_link(project: Path) -> None:
     add_weekly(project, CHINESE)
     code, out, err = cli_run("build", "--site", "site")

@@ -33,6 +33,7 @@ def wait_until_gone(url: str, name: str, pid: int, timeout: float = 30) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("all_published")
 def test_requests_share_one_connection_and_a_terminated_one_is_replaced(
     project: Path, postgres_url: str
 ) -> None:

@@ -5,7 +5,12 @@ event's fields follow [tracking] and [privacy]; a failure to keep it never costs
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +25,11 @@ from newsletter.mail.tracking import PROBE_ROW
 from newsletter.outbox import open_outbox
 from newsletter.outbox.clicks import ClickRecord
 from newsletter.places import CANARY, Place, Region, issue_links
-from newsletter.settings import Settings
+from newsletter.settings import Settings, load_settings
+from support.capture import capture_server
+from support.sendcli import environment
 from support.site import SECRET, RunningService, running_service
-from support.tracked import CLICK, tracked_send
+from support.tracked import CLICK, Sent, tracked_send
 
 READERS = ["ann@example.com", "bob@example.com"]
 FIREFOX = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
@@ -221,6 +228,86 @@ def test_tracking_turned_off_keeps_nothing_and_still_redirects(project: Path) ->
         path = href[href.index("/r/") :]
         assert httpx.get(service.url + path, follow_redirects=False).status_code == 302
         assert events(service.settings, 1, timeout=0.5) == []
+
+
+def test_tracking_turned_on_while_serve_runs_loses_no_click(project: Path) -> None:
+    # issue 29: serve read [tracking] clicks = "off" at start; the editor turned it on in
+    # newsletter.toml and sent; the messages' links led through serve's /r/, and every click
+    # was dropped until serve restarted. The send's own record now says what to keep.
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("NEWSLETTER_")},
+        "NEWSLETTER_SECRET": SECRET,
+        "PYTHONUNBUFFERED": "1",
+    }
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "newsletter", "serve", "--port", "0"],
+        cwd=project,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert serve.stderr is not None
+        first = serve.stderr.readline()
+        match = re.search(r"at (http://127\.0\.0\.1:\d+)/", first)
+        assert match, first
+        base = match.group(1)
+        wait_until_healthy(base)
+        config = project / "newsletter.toml"
+        assert "[tracking]" not in config.read_text(encoding="utf-8")  # off: the default
+        with config.open("a", encoding="utf-8") as toml:
+            toml.write('\n[tracking]\nclicks = "per-reader"\n')
+        with capture_server(project) as port:
+            sent = subprocess.run(
+                [sys.executable, "-m", "newsletter", "send", "--issue", "14", "--yes"],
+                cwd=project,
+                env=environment(port, NEWSLETTER_SECRET=SECRET),  # serve's
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        assert sent.returncode == 0, sent.stderr
+        message = next((project / ".newsletter" / "mailbox" / "new").iterdir()).read_bytes()
+        href = Sent("", 0, message).tracked()[1]  # an item's link (the canary is first)
+        answer = httpx.get(base + href[href.index("/r/") :], follow_redirects=False)
+        assert answer.status_code == 302
+        settings = load_settings(config, environ={})
+        assert settings.tracking.clicks == "per-reader"
+        (event,) = events(settings, 1, timeout=30)
+        assert event.row is not None  # per-reader, as the send was made
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=15)
+    assert serve.returncode == 0
+    assert "Traceback" not in serve.stderr.read()
+
+
+def test_a_click_before_the_send_is_recorded_does_not_hide_its_mode(project: Path) -> None:
+    with running_service(project) as service:  # [tracking] clicks = "off" when serve started
+        settings = service.settings
+        link = next(
+            x for x in issue_links(load_issue(settings.issues_dir, 14)) if x.url[:4] == "http"
+        )
+        early = click_token(SECRET, 14, link.place, link.url, list_name="main")
+        assert httpx.get(f"{service.url}/r/{early}", follow_redirects=False).status_code == 302
+        tracking = settings.tracking.model_copy(update={"clicks": "per-reader"})
+        sent = tracked_send(settings.model_copy(update={"tracking": tracking}), READERS)
+        href = sent[0].tracked()[1]
+        assert httpx.get(href, follow_redirects=False).status_code == 302
+        (event,) = events(settings, 1)
+        assert event.row == sent[0].row
+
+
+def wait_until_healthy(base: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{base}/healthz").status_code == 200:
+                return
+        except httpx.ConnectError:
+            pass
+        assert time.monotonic() < deadline, "serve did not answer /healthz"
+        time.sleep(0.05)
 
 
 def test_an_aggregate_server_keeps_no_row_of_a_per_reader_token(project: Path) -> None:

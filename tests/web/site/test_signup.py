@@ -350,6 +350,7 @@ def test_the_unsubscribe_page_links_the_preference_page(site: RunningService) ->
     assert f'href="../preferences/{token}"' in page.text
 
 
+@pytest.mark.usefixtures("all_published")
 def test_the_archive_links_the_signup_page(site: RunningService) -> None:
     index = httpx.get(f"{site.url}/")
     assert f'href="{site.url}/signup"' in index.text

@@ -29,6 +29,7 @@ import email.policy
 import logging
 import re
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from typing import Any
 
 from newsletter.send.mailbox import decode_header_text, raw_headers
@@ -46,6 +47,8 @@ PARAMETER_TEXT_LIMIT = 4096  # characters of such a value
 HEADER_LIMIT = 200  # header rows shown
 VALUE_LIMIT = 2000  # characters of a header value shown
 LISTED_PARTS = 50  # other parts listed
+SNIPPET_LIMIT = 140  # characters of an inbox line's preview text
+_FED = 64 * 1024  # characters of an HTML part given to the preheader's parser at a time
 
 # Anywhere, not only at a line's start: an upper bound, and a literal prefix the regex engine
 # finds fast (matched against the lowered bytes).
@@ -103,11 +106,12 @@ class ReceivedMessage:
     html: str | None = None
     parts: list[OtherPart] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what is not shown, and why
+    preheader: str = ""  # the HTML part's hidden preview text, if it opens with one
 
     @property
     def snippet(self) -> str:
-        """The opening of the text, as an inbox line shows it."""
-        return " ".join((self.text or "")[:1000].split())[:140]
+        """What an inbox line shows after the subject: the preheader, else the text's opening."""
+        return " ".join((self.preheader or self.text or "")[:1000].split())[:SNIPPET_LIMIT]
 
 
 def open_received(data: bytes, size: int) -> ReceivedMessage:
@@ -139,6 +143,7 @@ def open_received(data: bytes, size: int) -> ReceivedMessage:
         text, html, parts, more = pick_bodies(message)
         if more:
             notes.append(f"{more:,} more parts are in the raw message.")
+    preheader = find_preheader(html) if html is not None else ""
     return ReceivedMessage(
         size=size,
         raw=data.decode("utf-8", "replace"),
@@ -150,7 +155,74 @@ def open_received(data: bytes, size: int) -> ReceivedMessage:
         html=html,
         parts=parts,
         notes=notes,
+        preheader=preheader,
     )
+
+
+def find_preheader(html: str) -> str:
+    """The preheader of an HTML part: the text of a hidden element (`display:none`, or render's
+    `nl-preheader` class) that comes before any visible text of the body, which is what an
+    inbox shows after the subject; "" when the body opens with visible text. The parser stops
+    as soon as it knows, so a long part costs no more than its opening."""
+    finder = _PreheaderFinder()
+    for start in range(0, len(html), _FED):
+        finder.feed(html[start : start + _FED])
+        if finder.done:
+            break
+    return " ".join(" ".join(finder.found).split())[: SNIPPET_LIMIT * 4]
+
+
+class _PreheaderFinder(HTMLParser):
+    """The first hidden element's text, if no visible text comes before it."""
+
+    _UNSEEN = frozenset({"head", "title", "style", "script", "template"})
+    _VOID = frozenset(
+        {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
+    )
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: list[str] = []
+        self.done = False
+        self._unseen = 0  # depth inside head, style, script: text there is not shown
+        self._hidden = 0  # depth inside the hidden element, once entered
+        self._kept = 0  # characters of it kept
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.done or tag in self._VOID:
+            return
+        if self._hidden:
+            self._hidden += 1
+        elif tag in self._UNSEEN:
+            self._unseen += 1
+        elif not self._unseen and _hides(dict(attrs)):
+            self._hidden = 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.done or tag in self._VOID:
+            return
+        if self._hidden:
+            self._hidden -= 1
+            # An empty hidden element (a spacer) is no preheader: look on.
+            self.done = self._hidden == 0 and bool("".join(self.found).strip())
+        elif tag in self._UNSEEN and self._unseen:
+            self._unseen -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self.done or self._unseen:
+            return
+        if self._hidden:
+            self.found.append(data)
+            self._kept += len(data)
+            self.done = self._kept > SNIPPET_LIMIT * 4  # an element never closed: enough
+        elif data.strip():
+            self.done = True  # visible text first: the inbox shows that, not a preheader
+
+
+def _hides(attrs: dict[str, str | None]) -> bool:
+    classes = (attrs.get("class") or "").split()
+    style = "".join((attrs.get("style") or "").lower().split())
+    return "nl-preheader" in classes or "display:none" in style
 
 
 def measure_structure(data: bytes) -> Structure:

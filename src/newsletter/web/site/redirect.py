@@ -10,8 +10,12 @@ holds another link since) lead to the web version too.
 
 The answer never waits for the event to be written: events go to a ClickWriter, which writes
 them a batch at a time, and a failure to keep one costs the event, never the reader's redirect.
-What is kept follows `[tracking] clicks` now, whatever the token was made with: nothing when it
-is "off", no row when it is "aggregate" (README, "What readers read").
+What is kept follows the mode the send was made with (the outbox records it with the send's
+links), capped by `[tracking] clicks` as serve read it when that reading is the newer: a send
+made after serve started follows its own mode, so a serve started with tracking off loses no
+click of a send made with it on (issue 29); a serve (re)started after the send with tracking
+turned down keeps less: nothing when it is "off", no row when it is "aggregate" (README, "What
+readers read").
 """
 
 from __future__ import annotations
@@ -50,13 +54,25 @@ _LINK_CACHE = 256  # sends whose links are kept in memory
 _HEADERS = {"cache-control": "no-store", "referrer-policy": "no-referrer"}
 
 
+_MODES = ("off", "aggregate", "per-reader")  # least kept first
+
+
 class Resolved(NamedTuple):
-    """What the outbox says of a token: the send's list, its links, and the row's delivery."""
+    """What the outbox says of a token: the send's list, its links, the row's delivery, and
+    what may be kept of the click (see the module docstring)."""
 
     list_name: str | None
     links: Mapping[Place, str] | None
     row: int | None = None
     delivered_at: float | None = None  # the row's 250, in Unix seconds
+    mode: str | None = None  # None: [tracking] clicks as serve read it
+
+
+class SendLinks(NamedTuple):
+    """A tracked send as the redirect uses it: its links, and the mode its clicks are kept in."""
+
+    links: Mapping[Place, str] | None
+    mode: str | None
 
 
 class Redirects:
@@ -77,9 +93,10 @@ class Redirects:
         self.writer = writer
         self._ip_key = ip_key(keys[0])
         self._trusted = trusted_networks(tuple(settings.serve.trusted_proxies))
+        # When serve read [tracking]: a send recorded later may have been made with another.
+        self._read_at = dt.datetime.now(dt.UTC)
         # Touched on the outbox thread only.
-        self._links: OrderedDict[tuple[int, str], tuple[float, Mapping[Place, str] | None]]
-        self._links = OrderedDict()
+        self._links: OrderedDict[tuple[int, str], tuple[float, SendLinks]] = OrderedDict()
 
     async def click(self, request: Request) -> Response:
         try:
@@ -104,30 +121,49 @@ class Redirects:
         """On the outbox thread: the row's list and delivery (per-reader), the send's links."""
         if target.row is None or target.row == PROBE_ROW:
             list_name = target.list_name
-            links = self._send_links(outbox, target.issue, list_name) if list_name else None
-            return Resolved(list_name, links)
+            if not list_name:
+                return Resolved(list_name, None)
+            send = self._send_links(outbox, target.issue, list_name)
+            return Resolved(list_name, send.links, mode=send.mode)
         row = outbox.clicks.delivery(target.row)
         if row is None or row[0] != target.issue:
             return Resolved(None, None)  # a forgotten reader's row: nothing of theirs is kept
         _, list_name, sent_at = row
-        delivered = _epoch(sent_at)
-        return Resolved(
-            list_name, self._send_links(outbox, target.issue, list_name), target.row, delivered
-        )
+        send = self._send_links(outbox, target.issue, list_name)
+        return Resolved(list_name, send.links, target.row, _epoch(sent_at), send.mode)
 
-    def _send_links(self, outbox: Outbox, issue: int, list_name: str) -> Mapping[Place, str] | None:
+    def _send_links(self, outbox: Outbox, issue: int, list_name: str) -> SendLinks:
         key = (issue, list_name)
         cached = self._links.get(key)
         now = time.monotonic()
         if cached is not None and now - cached[0] < LINKS_TTL:
             self._links.move_to_end(key)
             return cached[1]
-        links = outbox.sent_links.links(issue, list_name)
-        self._links[key] = (now, links)
+        tracked = outbox.sent_links.tracked(issue, list_name)
+        if tracked is None:
+            # Not kept: a send may record its links a moment later (check --online asks
+            # before a send), and its clicks must not follow this answer for LINKS_TTL.
+            return SendLinks(None, None)
+        send = SendLinks(tracked.links, self._mode_of(tracked.mode, tracked.recorded_at))
+        self._links[key] = (now, send)
         self._links.move_to_end(key)
         while len(self._links) > _LINK_CACHE:
             self._links.popitem(last=False)
-        return links
+        return send
+
+    def _mode_of(self, mode: str, recorded_at: str) -> str:
+        """What is kept of a click on a send recorded in `mode` at `recorded_at`: its own mode
+        when it was made after serve read [tracking] (the editor turned tracking on and sent
+        without restarting serve: serve's reading is the stale one), else the lesser of the two
+        (serve restarted since with tracking turned down: the editor's newer choice)."""
+        ours = self.settings.tracking.clicks
+        try:
+            recorded = dt.datetime.fromisoformat(recorded_at).replace(tzinfo=dt.UTC)  # UTC text
+        except ValueError:
+            recorded = None
+        if recorded is not None and recorded > self._read_at and mode in _MODES:
+            return mode
+        return min(mode, ours, key=lambda m: _MODES.index(m) if m in _MODES else 0)
 
     async def _url(self, target: ClickTarget, found: Resolved) -> str:
         """The link the issue has at the token's place (see the module docstring)."""
@@ -151,7 +187,7 @@ class Redirects:
         return None
 
     def _keep(self, request: Request, target: ClickTarget, found: Resolved, at: float) -> None:
-        mode = self.settings.tracking.clicks
+        mode = found.mode or self.settings.tracking.clicks
         if mode == "off" or found.list_name is None or target.row == PROBE_ROW:
             return  # not measured now, a forgotten reader, or no reader's (a check, a sample)
         per_reader = mode == "per-reader" and found.row is not None
