@@ -6,7 +6,9 @@ Refused: an invalid address, a listed domain (or one below it), a domain that do
 (NXDOMAIN), one that publishes a null MX (RFC 7505: "0 ."), one with no MX, A or AAAA. A
 resolver that fails (timeout, SERVFAIL, no nameserver) makes the verdict UNKNOWN, not refused:
 the confirmation mail is the real test of an address, and a signup page must not go dark with
-the resolver; the caller lets it through.
+the resolver; the caller lets it through. So does a resolver that calls every name NXDOMAIN (a
+captive network's, a broken one's): a domain's NXDOMAIN is believed only when the same resolver
+finds the root zone, which always exists (asked once a minute at most).
 
 The domain comes from a stranger, so the lookups are bounded: `[signup] dns_timeout` per
 question, a few questions at a time, one lookup per domain however many posts name it at once
@@ -37,6 +39,7 @@ MAX_TTL = 3600.0
 NEGATIVE_TTL = 300.0  # "no such domain" and "no records": believed for five minutes
 MAX_CACHED = 10_000
 MAX_LOOKUPS = 8  # domains looked up at once
+ROOT_TTL = 60.0  # seconds a verdict on the resolver itself (does it find the root?) is kept
 
 Clock = Callable[[], float]
 
@@ -84,6 +87,7 @@ class DomainCheck:
         self._cache: OrderedDict[str, tuple[float, DomainVerdict]] = OrderedDict()
         self._pending: dict[str, asyncio.Future[DomainVerdict]] = {}
         self._slots = asyncio.Semaphore(MAX_LOOKUPS)
+        self._root: tuple[float, bool] | None = None  # (until, the resolver finds the root)
         self.lookups = 0  # domains that went to the resolver
 
     async def check(self, address: str) -> DomainVerdict:
@@ -153,6 +157,12 @@ class DomainCheck:
         try:
             answer = await self._resolver.resolve(domain + ".", kind, search=False)
         except dns.resolver.NXDOMAIN:
+            if not await self._finds_root():
+                reason = (
+                    f"{domain} not checked: the resolver says no name exists, the root zone's "
+                    "included"
+                )
+                return DomainVerdict(DomainStatus.UNKNOWN, reason)
             return DomainVerdict(DomainStatus.REFUSED, f"{domain} does not exist")
         except dns.resolver.NoAnswer:
             return None
@@ -160,6 +170,21 @@ class DomainCheck:
             return DomainVerdict(DomainStatus.UNKNOWN, f"the lookup of {domain} failed: {exc}")
         ttl = float(answer.rrset.ttl) if answer.rrset is not None else NEGATIVE_TTL
         return list(answer), ttl
+
+    async def _finds_root(self) -> bool:
+        """Does the resolver answer for the root zone? If not, its NXDOMAIN says nothing."""
+        now = self._clock()
+        if self._root is not None and self._root[0] > now:
+            return self._root[1]
+        try:
+            await self._resolver.resolve(".", "NS", search=False)
+            found = True
+        except dns.resolver.NoAnswer:
+            found = True  # the root exists, it just lists no NS here
+        except (dns.exception.DNSException, OSError):
+            found = False
+        self._root = (now + ROOT_TTL, found)
+        return found
 
     def _remember(self, domain: str, verdict: DomainVerdict, ttl: float) -> None:
         cache = self._cache

@@ -380,6 +380,28 @@ def test_the_domain_check_runs_before_anything_is_written(project: Path) -> None
     assert [m.recipient for m in queued(target)] == ["ann@mx.example.org"]
 
 
+def test_a_resolver_that_denies_every_name_turns_no_one_away(project: Path) -> None:
+    """A resolver answering NXDOMAIN to everything, the root zone included, is a broken
+    network, not a world without domains: the signup goes through on the newsletter's own
+    page, and its confirmation is queued (the mail is the real test of an address)."""
+    from support.dnszone import dns_server
+
+    with dns_server({}, {"": "NXDOMAIN"}) as (port, _):
+        config = project / "newsletter.toml"
+        config.write_text(
+            config.read_text()
+            + f'\n[signup]\nnameservers = ["127.0.0.1:{port}"]\ndns_timeout = 2\n',
+            encoding="utf-8",
+        )
+        env = {k: v for k, v in SIGNUP_ENV.items() if k != "NEWSLETTER_SIGNUP__CHECK_DNS"}
+        with running_service(project, **env) as site:
+            answer = post_signup(site.url, "ann@mx.example.org")
+            target = site.settings.outbox_target
+    assert answer.status_code == 200
+    assert "does not exist" not in answer.text
+    assert [m.recipient for m in queued(target)] == ["ann@mx.example.org"]
+
+
 def test_signup_and_confirmation_on_postgresql(project: Path, postgres_url: str) -> None:
     with running_service(project, **SIGNUP_ENV, NEWSLETTER_OUTBOX__URL=postgres_url) as site:
         assert site.settings.outbox_target == postgres_url
