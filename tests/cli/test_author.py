@@ -114,6 +114,25 @@ def test_an_issue_file_saved_as_utf16_is_named_as_such(project: Path, encoding: 
     assert err.splitlines()[1].startswith("hint: Save it again with the UTF-8 encoding")
 
 
+def test_a_remote_one_pixel_image_is_a_tracking_pixel_warning_at_its_line(
+    project: Path,
+) -> None:
+    path = project / "issues" / "14.yaml"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[10].startswith("          【OneFlow")  # item 0's summary, folded (>-)
+    pixel = "https://t.example.org/open.gif"
+    lines[11:11] = ["", "", f"          ![一像素]({pixel}){{width=1 height=1}}"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = run("check", "--issue", "14")
+    assert code == 0, err
+    assert (
+        f"warning: issues/14.yaml:14: {pixel} is a 1×1 image, a tracking pixel: each reader's "
+        "mail client fetches it, telling its host who opened the email, when and from where; "
+        "remove it [tracking-pixel]"
+    ) in out.splitlines()
+    assert out.splitlines()[-1] == "issue 14: 0 error(s), 2 warning(s)"
+
+
 def test_missing_issue_lists_what_exists(project: Path) -> None:
     code, _, err = run("build", "--issue", "15")
     assert code == 1

@@ -180,7 +180,9 @@ def measure_images(
         if not isinstance(src, str) or not src:
             continue
         if src.startswith(("http:", "https:")) or "://" in src:
-            if not (image.get("width") and image.get("height")):
+            if image.get("width") == 1 and image.get("height") == 1:
+                notes.append(_pixel_note(line, src))
+            elif not (image.get("width") and image.get("height")):
                 unsized.append((line, src))
             continue
         path = folder / src
@@ -220,6 +222,18 @@ def measure_images(
     if unsized:
         notes.append(_unsized_note(unsized))
     return problems, notes
+
+
+def _pixel_note(line: int, src: str) -> Note:
+    """A remote 1×1 image shows nothing: it is there to be fetched, telling its host who opened
+    the email, when, and from which address."""
+    return Note(
+        "warning",
+        "tracking-pixel",
+        line,
+        f"{src} is a 1×1 image, a tracking pixel: each reader's mail client fetches it, telling "
+        "its host who opened the email, when and from where; remove it",
+    )
 
 
 def _unsized_note(unsized: list[tuple[int, str]]) -> Note:
