@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from newsletter.cli.main import cli
 from support.dnszone import ZoneResolver, dns_server
+from support.linkchecks import check
 from support.onlineproject import configure, write_issue
 from support.websites import Site
 
@@ -99,3 +100,10 @@ def test_a_fullwidth_host_is_fetched_as_browsers_read_it(project: Path, http_sit
     assert link_lines(out) == []
     assert ("links.example", "A") in resolver.queries
     assert "online: 1 link(s): 1 answering, 0 failing" in out
+
+
+def test_link_skip_matches_a_fullwidth_host(http_site: Site) -> None:
+    wide = f"http://ｌｉｎｋｓ．ｅｘａｍｐｌｅ:{port_of(http_site)}/ok?skipped"
+    results, checker = check([wide], link_skip=["links.example"])
+    assert results[wide].skipped
+    assert checker.fetched == 0

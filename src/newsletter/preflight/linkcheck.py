@@ -14,6 +14,7 @@ so a fixed server is seen soon and the preview's live reload does not fetch agai
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -101,7 +102,7 @@ class LinkChecker:
         results: dict[str, LinkResult] = {}
         by_host: dict[str, list[str]] = defaultdict(list)
         for url in dict.fromkeys(urls):
-            host = (urlsplit(url).hostname or "").rstrip(".")
+            host = _host_of(url)
             cached = self._cache.get(f"link:{url}")
             if self._skipped(host):
                 results[url] = LinkResult(url, skipped=True)
@@ -284,6 +285,14 @@ class _Client(httpx.AsyncClient):
         response = await self._checked.handle_async_request(self.build_request(method, url))
         await response.aclose()  # the body is not needed; closing keeps the connection short
         return response.status_code, response.headers.get("location")
+
+
+def _host_of(url: str) -> str:
+    """The host as it is fetched (fullwidth letters mapped), so `link_skip` matches it however
+    it is written; a URL not fetched at all keeps its own, and _follow says why."""
+    with contextlib.suppress(UnfetchableError):
+        url = web_address(url)
+    return (urlsplit(url).hostname or "").rstrip(".")
 
 
 def describe_failure(exc: BaseException) -> str:
