@@ -107,3 +107,11 @@ def test_link_skip_matches_a_fullwidth_host(http_site: Site) -> None:
     results, checker = check([wide], link_skip=["links.example"])
     assert results[wide].skipped
     assert checker.fetched == 0
+
+
+def test_a_redirect_to_a_port_out_of_range_is_a_finding(http_site: Site) -> None:
+    url = http_site.url("/to?url=" + quote("http://links.example:99999/x", safe=""))
+    results, _ = check([url])
+    assert (
+        results[url].error == "refused: http://links.example:99999/x has no valid port (1 to 65535)"
+    )

@@ -57,17 +57,21 @@ def web_address(url: str) -> str:
         raise UnfetchableError(f"{url} names no host (write it as http://HOST/PATH)")
     if host.startswith("[") or ":" in host:
         return url  # an IPv6 literal: one written form only, judged by connect_tcp
-    mapped = unicodedata.normalize("NFKC", host).rstrip(".")
+    try:
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        raise UnfetchableError(f"{url} has no valid port (1 to 65535)") from None
+    mapped = unicodedata.normalize("NFKC", host)
     if not mapped.isascii():
         try:  # the standard library's IDNA: nameprep maps what NFKC left, then punycode
             mapped = mapped.encode("idna").decode("ascii")
         except UnicodeError:
             raise UnfetchableError(f"{host} is not a valid domain name") from None
     mapped = mapped.lower()
-    last = mapped.rsplit(".", 1)[-1]
-    if _NUMBER.fullmatch(last) and not _canonical_ipv4(mapped):
+    bare = mapped.rstrip(".")
+    if _NUMBER.fullmatch(bare.rsplit(".", 1)[-1]) and not _canonical_ipv4(bare):
         try:
-            meant = f"some resolvers read it as {socket.inet_ntoa(socket.inet_aton(mapped))}"
+            meant = f"some resolvers read it as {socket.inet_ntoa(socket.inet_aton(bare))}"
         except OSError:
             meant = "no resolver reads it as one address"
         raise UnfetchableError(
@@ -77,7 +81,6 @@ def web_address(url: str) -> str:
     if mapped == host:
         return url
     netloc = parts.netloc.rsplit("@", 1)
-    port = f":{parts.port}" if parts.port is not None else ""
     netloc[-1] = mapped + port
     return urlunsplit(parts._replace(netloc="@".join(netloc)))
 
