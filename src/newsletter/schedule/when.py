@@ -118,8 +118,14 @@ def parse_moment(text: str, zone_name: str | None, *, now: float | None = None) 
             return Moment(naive.replace(tzinfo=fixed).astimezone(UTC), name)
         return Moment(_resolve(naive, zone, name, text), name)
     except OverflowError:  # in UTC it falls past 9999-12-31 or before year 1
+        shown = naive.isoformat(" ", "minutes")  # strftime writes year 1 as "1"
+        if naive.year == 1:
+            raise ScheduleError(
+                f"--at {text!r}: {shown} is long past",
+                hint="Give a time in the future (to send now, leave out --at).",
+            ) from None
         raise ScheduleError(
-            f"--at {text!r}: {naive:%Y-%m-%d %H:%M} is more than {HORIZON_DAYS} days ahead",
+            f"--at {text!r}: {shown} is more than {HORIZON_DAYS} days ahead",
             hint=_HORIZON_HINT,
         ) from None
 
