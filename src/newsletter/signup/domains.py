@@ -53,7 +53,11 @@ class DomainStatus(StrEnum):
 @dataclass(frozen=True)
 class DomainVerdict:
     status: DomainStatus
-    reason: str = ""
+    reason: str = ""  # in English, for the log
+    # A refusal's kind, for the visitor's page in its own language (i18n.PAGES' `domain_KIND`,
+    # with `{domain}` the domain at fault): invalid, blocked, disposable, missing, null-mx, no-mail.
+    kind: str = ""
+    domain: str = ""
 
     @property
     def refused(self) -> bool:
@@ -94,14 +98,17 @@ class DomainCheck:
         try:
             domain = address_key(address).rpartition("@")[2]
         except ValueError as exc:
-            return DomainVerdict(DomainStatus.REFUSED, f"not a valid address: {exc}")
+            return DomainVerdict(DomainStatus.REFUSED, f"not a valid address: {exc}", "invalid")
         hit = listed(domain, self._blocked)
         if hit is not None:
-            return DomainVerdict(DomainStatus.REFUSED, f"{hit} is on the blocked list")
+            return DomainVerdict(
+                DomainStatus.REFUSED, f"{hit} is on the blocked list", "blocked", hit
+            )
         if self._config.refuse_disposable:
             hit = listed(domain, disposable_domains)
             if hit is not None:
-                return DomainVerdict(DomainStatus.REFUSED, f"{hit} hands out disposable addresses")
+                reason = f"{hit} hands out disposable addresses"
+                return DomainVerdict(DomainStatus.REFUSED, reason, "disposable", hit)
         if not self._config.check_dns:
             return DomainVerdict(DomainStatus.OK)
         return await self._dns(domain)
@@ -139,9 +146,8 @@ class DomainCheck:
             records, ttl = mx
             exchanges = {str(r.exchange).rstrip(".") for r in records}
             if exchanges == {""}:
-                return DomainVerdict(
-                    DomainStatus.REFUSED, f"{domain} accepts no mail (null MX)"
-                ), ttl
+                reason = f"{domain} accepts no mail (null MX)"
+                return DomainVerdict(DomainStatus.REFUSED, reason, "null-mx", domain), ttl
             return DomainVerdict(DomainStatus.OK), ttl
         for kind in ("A", "AAAA"):
             found = await self._ask(domain, kind)
@@ -150,7 +156,7 @@ class DomainCheck:
             if found is not None:
                 return DomainVerdict(DomainStatus.OK), found[1]
         reason = f"{domain} has no MX, A or AAAA record: mail cannot be delivered there"
-        return DomainVerdict(DomainStatus.REFUSED, reason), NEGATIVE_TTL
+        return DomainVerdict(DomainStatus.REFUSED, reason, "no-mail", domain), NEGATIVE_TTL
 
     async def _ask(self, domain: str, kind: str) -> tuple[list[Any], float] | DomainVerdict | None:
         """(records, ttl), None when the name has none of this type, or the final verdict."""
@@ -163,7 +169,9 @@ class DomainCheck:
                     "included"
                 )
                 return DomainVerdict(DomainStatus.UNKNOWN, reason)
-            return DomainVerdict(DomainStatus.REFUSED, f"{domain} does not exist")
+            return DomainVerdict(
+                DomainStatus.REFUSED, f"{domain} does not exist", "missing", domain
+            )
         except dns.resolver.NoAnswer:
             return None
         except (dns.exception.DNSException, OSError) as exc:
