@@ -17,7 +17,18 @@ MAX_LINES = 400
 # docs/layout.md: each layer may import the layers above it, and within a layer only its own
 # package. The shared ground first, the command line last.
 LAYERS: list[set[str]] = [
-    {"errors", "markup", "imagefile", "fields", "links", "csvfile", "seen", "safetext", "dburl"},
+    {
+        "errors",
+        "markup",
+        "imagefile",
+        "fields",
+        "links",
+        "csvfile",
+        "textfile",
+        "seen",
+        "safetext",
+        "dburl",
+    },
     {"statefiles"},
     {"orgdomain"},
     {"silence"},

@@ -4,6 +4,10 @@ Python's csv reads a field that opens with `"` and never closes up to the end of
 to its field size limit), swallowing every later row. Here the record that opened the quote is
 reported instead and the lines after its first are read again as records of their own, so a
 stray quote costs one row and every line of the file is accounted for.
+
+A line is read MAX_LINE characters at most: a longer one (a subscriber row is a few hundred) is
+reported by its number and skipped unread, so a file of one 200 MB line costs no more memory than
+a file of short ones.
 """
 
 from __future__ import annotations
@@ -14,6 +18,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
+MAX_LINE = 64 * 1024  # characters
+TOO_LONG = (
+    f"is longer than {MAX_LINE:,} characters (a subscriber row takes a few hundred), so it was "
+    "not read: is this the right file? Shorten the line or remove it"
+)
 UNCLOSED_QUOTE = (
     'opens a double quote (") that is never closed, so every later line would be read into '
     'it; close the quote or remove it (inside quotes, write a quote as "")'
@@ -57,6 +66,9 @@ def read_records(handle: TextIO) -> Iterator[tuple[int, list[str] | Unreadable]]
                 lines.replay(lines.taken[1:])
                 yield start, Unreadable(field, UNCLOSED_QUOTE)
                 continue
+        if lines.too_long(start):  # after the replay above, which reads its lines again
+            yield start, Unreadable(None, TOO_LONG)
+            continue
         yield start, row
 
 
@@ -66,6 +78,7 @@ class _Lines:
     def __init__(self, handle: TextIO) -> None:
         self._handle = handle
         self._replay: deque[str] = deque()
+        self._long: set[int] = set()  # numbers of the lines longer than MAX_LINE
         self.taken: list[str] = []
         self.number = 0  # physical lines handed to the reader so far
 
@@ -73,10 +86,29 @@ class _Lines:
         return self
 
     def __next__(self) -> str:
-        line = self._replay.popleft() if self._replay else next(self._handle)
+        line = self._replay.popleft() if self._replay else self._read()
         self.taken.append(line)
         self.number += 1
         return line
+
+    def _read(self) -> str:
+        """The next physical line; one longer than MAX_LINE is read past in pieces and handed
+        on as an empty line, its number kept for too_long."""
+        line = self._handle.readline(MAX_LINE + 2)  # room for the line's own \r\n
+        if not line:
+            raise StopIteration
+        if len(line.rstrip("\r\n")) <= MAX_LINE:
+            return line
+        while line and not line.endswith(("\n", "\r")):
+            line = self._handle.readline(MAX_LINE)
+        self._long.add(self.number + 1)
+        return "\n"
+
+    def too_long(self, start: int) -> bool:
+        """Whether the record from line `start` to the last taken had a line too long."""
+        found = {n for n in self._long if start <= n <= self.number}
+        self._long -= found
+        return bool(found)
 
     def replay(self, lines: list[str]) -> None:
         """Hand `lines` to the reader again, before anything not read yet."""

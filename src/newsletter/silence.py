@@ -56,6 +56,7 @@ CHECKS: dict[str, Check] = {
         Check("style-size", False, "Gmail would drop every <style> block, and the layout"),
         Check("link", False, "a link that is not absolute goes nowhere for readers"),
         Check("alt", False, "without alt text a screen reader reads out the image's file name"),
+        Check("tracking-pixel", False, "it tells another site which reader opened the email"),
         Check(
             "spam-score",
             False,

@@ -27,6 +27,7 @@ from newsletter.csvfile import Unreadable, read_records
 from newsletter.errors import Problem, SubscriberListError
 from newsletter.models import Subscriber, header_problem
 from newsletter.seen import SeenKeys
+from newsletter.textfile import SAVE_AS_UTF8, UTF16, looks_like_utf16
 
 MAX_NAME_LENGTH = 200
 KEPT_REJECTIONS = 1000
@@ -177,6 +178,8 @@ def _read_header(path: Path, records: Iterator[tuple[int, list[str] | Unreadable
         raise SubscriberListError(f"{path}:1: the header row {header.reason}")
     if header is None or not any(cell.strip() for cell in header):
         raise SubscriberListError(f"{path}: the file is empty; the first row must name the columns")
+    if looks_like_utf16(",".join(header).encode("utf-8", "surrogateescape")):
+        raise SubscriberListError(f"{path} {UTF16}", hint=SAVE_AS_UTF8)
     names = [cell.strip().lower() for cell in header]
     if _UNDECODABLE.search("".join(names)):
         raise SubscriberListError(f"{path}:1: the header row is not valid UTF-8")

@@ -86,6 +86,54 @@ def test_check_fails_on_a_broken_issue_with_path_line_and_field(project: Path) -
     ]
 
 
+def test_an_issue_file_too_large_is_refused_unread(project: Path) -> None:
+    """Past MAX_ISSUE_BYTES (here 3 MB; parsing 10 MB once took 640 MB) the file is named and
+    not parsed."""
+    from newsletter.issues.load import MAX_ISSUE_BYTES
+
+    path = project / "issues" / "14.yaml"
+    filler = "\n".join(f"# {n:08d} " + "x" * 100 for n in range(MAX_ISSUE_BYTES * 3 // 110))
+    path.write_text(path.read_text(encoding="utf-8") + filler + "\n", encoding="utf-8")
+    code, out, err = run("check", "--issue", "14")
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        "error: issues/14.yaml: is larger than 2 MB, so it was not read (Gmail clips an email "
+        "past 102 KB)",
+        "hint: Is this the issue file? Keep an issue's text short and link the long pieces.",
+    ]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-16"])
+def test_an_issue_file_saved_as_utf16_is_named_as_such(project: Path, encoding: str) -> None:
+    path = project / "issues" / "14.yaml"
+    path.write_bytes(path.read_text(encoding="utf-8").encode(encoding))
+    code, out, err = run("check", "--issue", "14")
+    assert (code, out) == (1, "")
+    assert err.splitlines()[0] == (
+        "error: issues/14.yaml: is not UTF-8 text (it looks like UTF-16): save it as UTF-8"
+    )
+    assert err.splitlines()[1].startswith("hint: Save it again with the UTF-8 encoding")
+
+
+def test_a_remote_one_pixel_image_is_a_tracking_pixel_warning_at_its_line(
+    project: Path,
+) -> None:
+    path = project / "issues" / "14.yaml"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[10].startswith("          【OneFlow")  # item 0's summary, folded (>-)
+    pixel = "https://t.example.org/open.gif"
+    lines[11:11] = ["", "", f"          ![一像素]({pixel}){{width=1 height=1}}"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = run("check", "--issue", "14")
+    assert code == 0, err
+    assert (
+        f"warning: issues/14.yaml:14: {pixel} is a 1×1 image, a tracking pixel: each reader's "
+        "mail client fetches it, telling its host who opened the email, when and from where; "
+        "remove it [tracking-pixel]"
+    ) in out.splitlines()
+    assert out.splitlines()[-1] == "issue 14: 0 error(s), 2 warning(s)"
+
+
 def test_missing_issue_lists_what_exists(project: Path) -> None:
     code, _, err = run("build", "--issue", "15")
     assert code == 1

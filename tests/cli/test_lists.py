@@ -180,3 +180,38 @@ def test_an_unclosed_quote_costs_one_row_in_the_report_and_the_dry_run(project: 
         "b@example.org.eml",
         "c@example.org.eml",
     ]
+
+
+def test_a_line_too_long_is_one_rejected_row_and_the_counts_add_up(project: Path) -> None:
+    """A line past MAX_LINE (here 3 MB: a 200 MB one once took 440 MB to read) is named by its
+    number and skipped unread; the rows around it are read as usual."""
+    from newsletter.csvfile import MAX_LINE
+
+    (project / "long.csv").write_bytes(
+        b"email,name\r\na@example.org,A\r\n"
+        + b"b@example.org,"
+        + b"x" * (MAX_LINE * 48)
+        + b"\r\n"
+        + b"c@example.org,C\r\n"
+    )
+    env = {"NEWSLETTER_LISTS__MAIN__PATH": "long.csv"}
+    listed = run(project, "subscribers", "--list", "main", env=env)
+    assert listed.exit_code == 1
+    assert "Traceback" not in listed.output
+    assert listed.output.splitlines()[:2] == [
+        f"long.csv:3: is longer than {MAX_LINE:,} characters (a subscriber row takes a few "
+        "hundred), so it was not read: is this the right file? Shorten the line or remove it",
+        "main (long.csv): 2 valid, 0 duplicate, 1 invalid, 0 unsubscribed, 0 suppressed",
+    ]
+
+
+def test_a_utf16_list_is_named_as_such(project: Path) -> None:
+    """Saved as UTF-16 without a byte-order mark, a list once lacked "column e?m?a?i?l?"."""
+    (project / "wide.csv").write_bytes("email,name\r\na@example.org,A\r\n".encode("utf-16-le"))
+    env = {"NEWSLETTER_LISTS__MAIN__PATH": "wide.csv"}
+    listed = run(project, "subscribers", "--list", "main", env=env)
+    assert listed.exit_code == 1
+    assert "Traceback" not in listed.output
+    lines = listed.output.splitlines()
+    assert "error: wide.csv is not UTF-8 text (it looks like UTF-16): save it as UTF-8" in lines
+    assert any(line.startswith("hint: Save it again with the UTF-8 encoding") for line in lines)

@@ -259,3 +259,34 @@ def test_a_list_without_a_csv(project: Path) -> None:
     shutil.rmtree(project / ".newsletter")
     empty = run(project, "subscribers", "--list", "signups")
     assert "0 pending, 0 confirmed, 0 left" in empty.output
+
+
+def test_an_import_with_a_line_too_long_refuses_that_row_only(project: Path) -> None:
+    from newsletter.csvfile import MAX_LINE
+
+    export = project / "export.csv"
+    export.write_bytes(
+        b"email,name\na@example.org,A\n"
+        + b"b@example.org,"
+        + b"x" * (MAX_LINE * 48)
+        + b"\n"
+        + b"c@example.org,C\n"
+    )
+    result = run(project, "subscribers", "import", str(export))
+    assert result.exit_code == 1  # a refused row
+    assert "Traceback" not in result.output
+    assert f"export.csv:3: is longer than {MAX_LINE:,} characters" in result.output
+    assert "3 row(s): imported 2 subscriber(s) (2 new, 0 already there)" in result.output
+    assert "1 refused (1 invalid)" in result.output
+    with open_outbox(_outbox(project)) as outbox:
+        assert outbox.roster.counts("main")[Status.CONFIRMED] == 2
+
+
+def test_a_utf16_export_is_named_as_such(project: Path) -> None:
+    export = project / "export.csv"
+    export.write_bytes("email,name\na@example.org,A\n".encode("utf-16-be"))
+    result = run(project, "subscribers", "import", str(export))
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert "export.csv is not UTF-8 text (it looks like UTF-16): save it as UTF-8" in result.output
+    assert "column" not in result.output

@@ -75,6 +75,11 @@ def test_a_real_list_needs_yes_without_a_terminal(project: Path) -> None:
         ("2027-12-02 08:00", "Asia/Beijing", "'Asia/Beijing' is not a time zone"),
         ("tomorrow 8am", "Asia/Shanghai", "not a time this command reads"),
         ("2027-02-29 08:00", "UTC", "day is out of range for month"),
+        # Where the calendar ends: once an OverflowError's traceback.
+        ("9999-12-31 23:59 -23:59", "UTC", "9999-12-31 23:59 is more than 366 days ahead"),
+        ("9999-12-31 23:00", "America/New_York", "9999-12-31 23:00 is more than 366 days ahead"),
+        ("2099-01-01 08:00", "UTC", "2099-01-01 08:00 UTC is more than 366 days ahead"),
+        ("0001-01-01 00:00 +05:00", "UTC", "0001-01-01 00:00 is long past"),
     ],
 )
 def test_a_bad_time_or_zone_is_one_error(project: Path, at: str, zone: str, expected: str) -> None:

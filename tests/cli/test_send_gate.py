@@ -86,6 +86,22 @@ async def test_warnings_are_shown_and_do_not_stop_a_send(project: Path) -> None:
     assert len(handler.by_recipient) == 5
 
 
+async def test_a_tracking_pixel_is_a_warning_of_the_send(project: Path) -> None:
+    path = project / "issues" / "14.yaml"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[11:11] = ["", "", "          ![一像素](https://t.example.org/o.gif){width=1 height=1}"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        done = await newsletter(
+            ["send", "--issue", "14", "--yes"], environment(server.port), project
+        )
+    assert done.code == 0, done.err
+    assert "warning: issues/14.yaml:14: https://t.example.org/o.gif is a 1×1 image" in done.out
+    assert "[tracking-pixel]" in done.out
+    assert "check: issue 14: 0 error(s), 2 warning(s)" in done.out
+
+
 def _confirm(project: Path, env: dict[str, str], answer: bytes) -> tuple[int, str]:
     master, slave = pty.openpty()
     proc = subprocess.Popen(

@@ -1,7 +1,8 @@
-"""A resolver that fails every question (SERVFAIL or REFUSED: an offline laptop, a captive
-network) is one line, at once, with the exit code of the offline checks, cache warm or cold;
-a resolver that fails only the sender's zone is that zone's problem, said per check. Real DNS
-servers on 127.0.0.1 (dnszone.py) and a real web server."""
+"""A resolver that fails every question (SERVFAIL or REFUSED: an offline laptop; NXDOMAIN for
+every name, the root zone's too: a captive network) is one line, at once, with the exit code of
+the offline checks, cache warm or cold; a resolver that fails only the sender's zone is that
+zone's problem, said per check. Real DNS servers on 127.0.0.1 (dnszone.py) and a real web
+server."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def named_link(site: Site, host: str, path: str) -> str:
     return f"http://{host}:{site.base.rsplit(':', 1)[1]}{path}"
 
 
-@pytest.mark.parametrize("rcode", ["SERVFAIL", "REFUSED"])
+@pytest.mark.parametrize("rcode", ["SERVFAIL", "REFUSED", "NXDOMAIN"])
 def test_a_resolver_failing_everything_is_one_line(
     project: Path, http_site: Site, rcode: str
 ) -> None:

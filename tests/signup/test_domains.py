@@ -110,7 +110,7 @@ async def test_the_disposable_list_and_dns_can_be_turned_off(
 ) -> None:
     status, _ = await check(port, "ann@mailinator.com", refuse_disposable=False)
     assert status is DomainStatus.REFUSED  # not listed, but it has no records on this server
-    assert queries == [("mailinator.com", "MX")]
+    assert queries == [("mailinator.com", "MX"), ("", "NS")]  # NXDOMAIN, and the root found
     queries.clear()
     status, _ = await check(port, "ann@nowhere.example.org", check_dns=False)
     assert (status, queries) == (DomainStatus.OK, [])
@@ -128,6 +128,18 @@ async def test_answers_are_kept_and_concurrent_checks_share_one_lookup(
     await domains.check("ann@nowhere.example.org")
     await domains.check("bob@nowhere.example.org")  # a refusal is kept too
     assert domains.lookups == 2
+
+
+async def test_a_resolver_that_denies_every_name_refuses_no_one() -> None:
+    """NXDOMAIN for every name, the root zone's too (a captive network): nothing is known of
+    the domain, so the signup goes through, and the root is asked once, not per address."""
+    with dns_server({}, {"": "NXDOMAIN"}) as (port, resolver):
+        domains = DomainCheck(settings(port))
+        first = await domains.check("ann@mx.example.org")
+        second = await domains.check("bob@elsewhere.example.org")
+    assert (first.status, second.status) == (DomainStatus.UNKNOWN, DomainStatus.UNKNOWN)
+    assert "the root zone's included" in first.reason
+    assert resolver.queries.count(("", "NS")) == 1
 
 
 async def test_a_failure_is_not_kept(port: int) -> None:

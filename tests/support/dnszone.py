@@ -2,7 +2,8 @@
 
 `zone` maps (name, type) to values: TXT strings (split into 255-byte strings as on the wire),
 "PREF HOST" for MX, addresses for A/AAAA. A name that has any record answers NOERROR with no
-data for the other types; any other name is NXDOMAIN, as a real authoritative server does.
+data for the other types; any other name is NXDOMAIN, as a real authoritative server does (the
+root zone, "", exists: NOERROR, no data).
 `failures` maps a name (and the names under it; "" is every name, the root's too) to the failure
 it gets instead (SERVFAIL, REFUSED): a broken zone, or a resolver on a network that is down.
 """
@@ -39,7 +40,8 @@ class ZoneResolver(BaseResolver):  # type: ignore[misc]
                 return reply
         values = self.zone.get((name, kind))
         if values is None:
-            if not any(key[0] == name for key in self.zone):
+            # The root zone always exists, as it does for a real resolver.
+            if name and not any(key[0] == name for key in self.zone):
                 reply.header.rcode = RCODE.NXDOMAIN
             return reply
         for value in values:

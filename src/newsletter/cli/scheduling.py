@@ -70,9 +70,9 @@ def at_options(func: F) -> F:
         default=None,
         metavar="TIME",
         help='Schedule the send instead of sending now: "2026-12-02 08:00", "today 18:00" or'
-        ' "tomorrow 08:00" (in --timezone; or with an offset, "2026-12-02 08:00 +08:00"); the'
-        " issue is checked now, `newsletter worker` starts it then, with the --rate and"
-        " --concurrency given here.",
+        ' "tomorrow 08:00" (in --timezone; or with an offset, "2026-12-02 08:00 +08:00"), at'
+        " most 366 days ahead; the issue is checked now, `newsletter worker` starts it then,"
+        " with the --rate and --concurrency given here.",
     )
     return at(timezone(wrapper))  # type: ignore[return-value]
 

@@ -43,6 +43,7 @@ from newsletter.importers.rows import Cells, Format, Row, RowMapper
 from newsletter.models import Subscriber
 from newsletter.seen import SeenKeys
 from newsletter.subscribers import Refusal, check_entry, fold_address
+from newsletter.textfile import SAVE_AS_UTF8, UTF16, looks_like_utf16
 
 MAX_MEMBERS = 64  # CSVs read from one ZIP
 _UNDECODABLE = re.compile(r"[\udc80-\udcff]")
@@ -298,6 +299,8 @@ def _header(name: str, records: Records, tool: str | None) -> tuple[list[str], F
         raise ExportFileError(f"{name}:1: the header row {header.reason}")
     if header is None or not any(cell.strip() for cell in header):
         raise ExportFileError(f"{name}: the file is empty; the first row must name the columns")
+    if looks_like_utf16(",".join(header).encode("utf-8", "surrogateescape")):
+        raise ExportFileError(f"{name} {UTF16}", hint=SAVE_AS_UTF8)
     if _UNDECODABLE.search("".join(header)):
         raise ExportFileError(f"{name}:1: the header row is not valid UTF-8")
     names = [cell.strip().lower() for cell in header]

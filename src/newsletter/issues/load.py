@@ -24,6 +24,7 @@ from newsletter.issues.markdownsource import read_markdown
 from newsletter.issues.yamlsource import Loc, Source, field_name, read_yaml
 from newsletter.markup import Note, parse_content, parse_inline
 from newsletter.models import Issue
+from newsletter.textfile import SAVE_AS_UTF8, UTF16, looks_like_utf16
 
 # The fields whose text is Markdown; an error inside one is named by the field, at its line.
 CONTENT_FIELDS = {"intro", "outro", "summary"}
@@ -31,6 +32,7 @@ INLINE_FIELDS = {"title"}
 _BLOCK_KINDS = {"paragraph", "heading", "image", "quote", "list", "code_block", "rule"}
 _SPAN_KINDS = {"text", "code", "strong", "em", "strike", "link", "break"}
 HEAVY_IMAGE = 1024 * 1024  # bytes: more than this is slow to load on a phone
+MAX_ISSUE_BYTES = 2 * 1024 * 1024  # an issue's text: 20 times what Gmail shows before its clip
 
 
 @dataclass(frozen=True)
@@ -53,15 +55,7 @@ def load_issue_file(path: Path, *, display: str | None = None) -> Issue:
 def read_issue_file(path: Path, *, display: str | None = None) -> IssueFile:
     """The Issue and the Notes about its source; IssueError listing every problem found."""
     name = display or display_path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise IssueError(
-            [Problem(name, line, "", "is not valid UTF-8; save the file as UTF-8")]
-        ) from None
-    except OSError as exc:
-        raise IssueError([Problem(name, None, "", f"cannot read: {exc.strerror}")]) from None
+    text = read_issue_text(path, name)
     source: Source
     notes: list[Note] = []
     if path.suffix == ".md":
@@ -88,6 +82,38 @@ def read_issue_file(path: Path, *, display: str | None = None) -> IssueFile:
     if problems:
         raise IssueError(problems)
     return IssueFile(issue, path, name, tuple(sorted(notes, key=lambda n: n.line)))
+
+
+def read_issue_text(path: Path, name: str) -> str:
+    """The file's text, or IssueError before anything parses it: a file over MAX_ISSUE_BYTES
+    (parsing one of 10 MB took 640 MB), one saved as UTF-16, one that is not UTF-8."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_ISSUE_BYTES + 1)  # no more, though the file may be larger
+    except OSError as exc:
+        raise IssueError([Problem(name, None, "", f"cannot read: {exc.strerror}")]) from None
+    if len(raw) > MAX_ISSUE_BYTES:
+        raise IssueError(
+            [
+                Problem(
+                    name,
+                    None,
+                    "",
+                    f"is larger than {MAX_ISSUE_BYTES // 1024 // 1024} MB, so it was not read "
+                    "(Gmail clips an email past 102 KB)",
+                )
+            ],
+            hint="Is this the issue file? Keep an issue's text short and link the long pieces.",
+        )
+    if looks_like_utf16(raw):
+        raise IssueError([Problem(name, None, "", UTF16)], hint=SAVE_AS_UTF8)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise IssueError(
+            [Problem(name, line, "", "is not valid UTF-8; save the file as UTF-8")]
+        ) from None
 
 
 def number_mismatch(path: Path, data: Any, lines: dict[Loc, int], name: str) -> list[Problem]:
@@ -154,7 +180,9 @@ def measure_images(
         if not isinstance(src, str) or not src:
             continue
         if src.startswith(("http:", "https:")) or "://" in src:
-            if not (image.get("width") and image.get("height")):
+            if image.get("width") == 1 and image.get("height") == 1:
+                notes.append(_pixel_note(line, src))
+            elif not (image.get("width") and image.get("height")):
                 unsized.append((line, src))
             continue
         path = folder / src
@@ -194,6 +222,18 @@ def measure_images(
     if unsized:
         notes.append(_unsized_note(unsized))
     return problems, notes
+
+
+def _pixel_note(line: int, src: str) -> Note:
+    """A remote 1×1 image shows nothing: it is there to be fetched, telling its host who opened
+    the email, when, and from which address."""
+    return Note(
+        "warning",
+        "tracking-pixel",
+        line,
+        f"{src} is a 1×1 image, a tracking pixel: each reader's mail client fetches it, telling "
+        "its host who opened the email, when and from where; remove it",
+    )
 
 
 def _unsized_note(unsized: list[tuple[int, str]]) -> Note:

@@ -6,6 +6,12 @@ must be public unless `[check] allow_private` allows it, and the connection goes
 address, so a name cannot resolve to one address for the check and another for the connect (DNS
 rebinding). IPv6 forms that carry an IPv4 address (mapped, 6to4, Teredo, NAT64) are judged by it.
 
+A URL is first made one a fetcher reads one way only (`web_address`): a host in fullwidth letters
+is read as browsers read it (IDNA's mapping, NFKC included), and a numeric host written in any
+form but four decimal numbers (0177.0.0.1, 127.000.000.001, 2130706433, 0x7f.1) is refused
+unfetched: resolvers differ on what it means (octal to one, decimal or a name to another), so no
+check of "its" address can be trusted.
+
 `CheckedTransport` is the httpx transport that connects only this way; the rest of HTTP (TLS with
 the link's host name for SNI and verification, pooling, HTTP/1.1) is httpcore's.
 """
@@ -13,8 +19,12 @@ the link's host name for SNI and verification, pooling, HTTP/1.1) is httpcore's.
 from __future__ import annotations
 
 import ipaddress
+import re
+import socket
 import ssl
+import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 import httpcore
 import httpx
@@ -25,6 +35,61 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 class RefusedError(Exception):
     """The link's host is (or resolves to) an address the link check must not reach."""
+
+
+class UnfetchableError(Exception):
+    """The URL is not one the link check fetches: not http(s), no host, a host no fetcher reads
+    one way only. The text says why."""
+
+
+# A label as an IPv4 parser reads a number: decimal, octal (leading 0) or hex (0x).
+_NUMBER = re.compile(r"(?:0[xX][0-9a-fA-F]*|[0-9]+)")
+
+
+def web_address(url: str) -> str:
+    """`url` as the link check fetches it (its host mapped as browsers map it), or
+    UnfetchableError saying why it is not fetched at all."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise UnfetchableError(f"{url} is not a web address (http or https)")
+    host = parts.hostname
+    if not host:
+        raise UnfetchableError(f"{url} names no host (write it as http://HOST/PATH)")
+    if host.startswith("[") or ":" in host:
+        return url  # an IPv6 literal: one written form only, judged by connect_tcp
+    try:
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        raise UnfetchableError(f"{url} has no valid port (1 to 65535)") from None
+    mapped = unicodedata.normalize("NFKC", host)
+    if not mapped.isascii():
+        try:  # the standard library's IDNA: nameprep maps what NFKC left, then punycode
+            mapped = mapped.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise UnfetchableError(f"{host} is not a valid domain name") from None
+    mapped = mapped.lower()
+    bare = mapped.rstrip(".")
+    if _NUMBER.fullmatch(bare.rsplit(".", 1)[-1]) and not _canonical_ipv4(bare):
+        try:
+            meant = f"some resolvers read it as {socket.inet_ntoa(socket.inet_aton(bare))}"
+        except OSError:
+            meant = "no resolver reads it as one address"
+        raise UnfetchableError(
+            f"{host} is a numeric host not written as four decimal numbers ({meant}): the link "
+            "check never fetches it"
+        )
+    if mapped == host:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    netloc[-1] = mapped + port
+    return urlunsplit(parts._replace(netloc="@".join(netloc)))
+
+
+def _canonical_ipv4(host: str) -> bool:
+    try:
+        return str(ipaddress.IPv4Address(host)) == host
+    except ValueError:
+        return False
 
 
 def address_refusal(address: str, allowed: bool | Sequence[str]) -> str | None:

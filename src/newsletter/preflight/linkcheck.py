@@ -14,6 +14,7 @@ so a fixed server is seen soon and the preview's live reload does not fetch agai
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -24,7 +25,13 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from newsletter.preflight.cache import Cache
-from newsletter.preflight.connect import CheckedBackend, CheckedTransport, RefusedError
+from newsletter.preflight.connect import (
+    CheckedBackend,
+    CheckedTransport,
+    RefusedError,
+    UnfetchableError,
+    web_address,
+)
 from newsletter.preflight.lookup import Lookup, UnreachableError
 from newsletter.settings import CheckSettings
 
@@ -95,7 +102,7 @@ class LinkChecker:
         results: dict[str, LinkResult] = {}
         by_host: dict[str, list[str]] = defaultdict(list)
         for url in dict.fromkeys(urls):
-            host = (urlsplit(url).hostname or "").rstrip(".")
+            host = _host_of(url)
             cached = self._cache.get(f"link:{url}")
             if self._skipped(host):
                 results[url] = LinkResult(url, skipped=True)
@@ -108,11 +115,8 @@ class LinkChecker:
             backend = CheckedBackend(self._lookup.addresses, self._config.allow_private)
             try:
                 async with (
-                    httpx.AsyncClient(
-                        transport=CheckedTransport(backend, self._tls_context()),
-                        timeout=self._config.timeout,
-                        headers={"User-Agent": USER_AGENT},
-                        trust_env=False,
+                    _Client(
+                        CheckedTransport(backend, self._tls_context()), self._config.timeout
                     ) as client,
                     asyncio.TaskGroup() as group,
                 ):
@@ -138,17 +142,21 @@ class LinkChecker:
         gate = asyncio.Semaphore(self._config.concurrency)
         backend = CheckedBackend(self._lookup.addresses, self._config.allow_private)
 
-        async def one(client: httpx.AsyncClient, url: str) -> None:
+        async def one(client: _Client, url: str) -> None:
             async with gate:
                 try:
-                    status, location = await self._request(client, "HEAD", url)
+                    status, location = await self._request(client, "HEAD", web_address(url))
                 except (TimeoutError, httpx.TimeoutException):
                     error = f"timeout after {self._config.timeout:g} s"
                     results[url] = LinkResult(url, error=error)
                 except RefusedError as exc:
                     results[url] = LinkResult(url, error=f"refused: {exc} ([check] allow_private)")
+                except UnfetchableError as exc:
+                    results[url] = LinkResult(url, error=f"refused: {exc}")
                 except UnreachableError as exc:
                     results[url] = LinkResult(url, error=f"DNS: {exc}")
+                except httpx.InvalidURL as exc:
+                    results[url] = LinkResult(url, error=f"not a URL a fetcher reads: {exc}")
                 except (httpx.HTTPError, OSError) as exc:
                     results[url] = LinkResult(url, error=describe_failure(exc))
                 else:
@@ -158,11 +166,8 @@ class LinkChecker:
         try:
             async with (
                 asyncio.timeout_at(deadline),
-                httpx.AsyncClient(
-                    transport=CheckedTransport(backend, self._tls_context()),
-                    timeout=self._config.timeout,
-                    headers={"User-Agent": USER_AGENT},
-                    trust_env=False,
+                _Client(
+                    CheckedTransport(backend, self._tls_context()), self._config.timeout
                 ) as client,
                 asyncio.TaskGroup() as group,
             ):
@@ -186,7 +191,7 @@ class LinkChecker:
 
     async def _host(
         self,
-        client: httpx.AsyncClient,
+        client: _Client,
         gate: asyncio.Semaphore,
         urls: list[str],
         deadline: float | None,
@@ -209,19 +214,20 @@ class LinkChecker:
             results[url] = result
         return results
 
-    async def _follow(self, client: httpx.AsyncClient, url: str) -> LinkResult:
+    async def _follow(self, client: _Client, url: str) -> LinkResult:
         hops: list[tuple[int, str]] = []
         current = url
         seen = {url}
         try:
             for _ in range(MAX_REDIRECTS + 1):
-                status, location = await self._fetch(client, current)
+                status, location = await self._fetch(client, web_address(current))
                 if status not in _REDIRECTS or location is None:
                     return LinkResult(url, status, hops)
                 current = urljoin(current, location)
                 hops.append((status, current))
-                if urlsplit(current).scheme not in ("http", "https"):
-                    return LinkResult(url, status, hops, error=f"redirects to {current}")
+                if urlsplit(current).scheme.lower() not in ("http", "https"):
+                    error = f"redirects to {current}, which is not a web address"
+                    return LinkResult(url, status, hops, error=error)
                 if current in seen:
                     return LinkResult(url, None, hops, error=f"a redirect loop (back to {current})")
                 seen.add(current)
@@ -236,29 +242,57 @@ class LinkChecker:
                 error=f"refused: {exc}: the link check reaches public addresses only "
                 "([check] allow_private)",
             )
+        except UnfetchableError as exc:
+            return LinkResult(url, None, hops, error=f"refused: {exc}")
         except UnreachableError as exc:
             return LinkResult(url, None, hops, error=f"DNS: {exc}")
+        except httpx.InvalidURL as exc:  # a form web_address lets by that httpx still refuses
+            return LinkResult(url, None, hops, error=f"not a URL a fetcher reads: {exc}")
         except (httpx.HTTPError, OSError) as exc:
             return LinkResult(url, None, hops, error=describe_failure(exc))
 
-    async def _fetch(self, client: httpx.AsyncClient, url: str) -> tuple[int, str | None]:
+    async def _fetch(self, client: _Client, url: str) -> tuple[int, str | None]:
         """HEAD, and GET when HEAD is refused (many servers answer HEAD with 403/404/405)."""
         status, location = await self._request(client, "HEAD", url)
         if status >= 400:
             status, location = await self._request(client, "GET", url)
         return status, location
 
-    async def _request(
-        self, client: httpx.AsyncClient, method: str, url: str
-    ) -> tuple[int, str | None]:
+    async def _request(self, client: _Client, method: str, url: str) -> tuple[int, str | None]:
         """One request, resolving and connecting included, cut at `[check] timeout` as a whole:
         httpx's timeouts are per read, which a server sending a byte at a time never trips."""
-        request = client.build_request(method, url)
         self.fetched += 1
         async with asyncio.timeout(self._config.timeout):
-            response = await client.send(request, stream=True)
-            await response.aclose()  # the body is not needed; closing keeps the connection short
+            return await client.ask(method, url)
+
+
+class _Client(httpx.AsyncClient):
+    """httpx's client for building requests (headers, timeouts), each sent straight to the
+    checked transport: `send` would read a redirect's Location itself and raise on one no
+    fetcher follows (`javascript:…`, `http://0177.0.0.1/`) before the check could name it."""
+
+    def __init__(self, transport: CheckedTransport, timeout: float) -> None:
+        super().__init__(
+            transport=transport,
+            timeout=timeout,
+            headers={"User-Agent": USER_AGENT},
+            trust_env=False,
+        )
+        self._checked = transport
+
+    async def ask(self, method: str, url: str) -> tuple[int, str | None]:
+        """The status and the Location header, as they came."""
+        response = await self._checked.handle_async_request(self.build_request(method, url))
+        await response.aclose()  # the body is not needed; closing keeps the connection short
         return response.status_code, response.headers.get("location")
+
+
+def _host_of(url: str) -> str:
+    """The host as it is fetched (fullwidth letters mapped), so `link_skip` matches it however
+    it is written; a URL not fetched at all keeps its own, and _follow says why."""
+    with contextlib.suppress(UnfetchableError):
+        url = web_address(url)
+    return (urlsplit(url).hostname or "").rstrip(".")
 
 
 def describe_failure(exc: BaseException) -> str:

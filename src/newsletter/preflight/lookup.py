@@ -6,8 +6,9 @@ system's (/etc/resolv.conf) is used. Answers go into the preflight cache for the
 that fails a question (no answer, SERVFAIL, REFUSED) raises UnreachableError for that name, or,
 when the resolver fails every question, NetworkDownError: the run then says so once, instead of one
 line per record. "Every question" is told from "this name" by one more question, asked beside the
-first one that goes to the network: the root zone's NS. When a name fails, nothing else got an
-answer and the root failed too, the resolver (or the network) is down.
+first one that goes to the network: the root zone's NS. When a name fails (or "does not exist"),
+nothing else got an answer and the root failed too (or "does not exist", which it always does),
+the resolver (or the network) is down: a captive network's resolver says NXDOMAIN to everything.
 """
 
 from __future__ import annotations
@@ -90,7 +91,11 @@ class Lookup:
         self.queries += 1
         try:
             answer = await self._resolver.resolve(name, rdtype, search=False)
-        except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
+        except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer) as exc:
+            # "No such name" from a resolver that says it of the root zone too is a captive
+            # network's or a broken resolver's answer to everything, not this name's.
+            if isinstance(exc, dns.resolver.NXDOMAIN) and await self._down():
+                raise NetworkDownError(self._describe_down(name, exc)) from None
             self._answered = True
             self._cache.put(key, [], min(NEGATIVE_TTL, self._ttl))
             return []
@@ -130,18 +135,21 @@ class Lookup:
         return await asyncio.shield(self._probe)
 
     async def _ask_root(self) -> bool:
+        """True when the root zone's NS fails, or "does not exist": the root always does."""
         self.queries += 1
         try:
             await self._resolver.resolve(".", "NS", search=False)
-        except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
+        except dns.resolver.NoAnswer:
             return False
-        except dns.exception.DNSException:
+        except dns.exception.DNSException:  # NXDOMAIN included
             return True
         return False
 
 
 def _rcodes(exc: dns.exception.DNSException) -> str:
     """dnspython's "Server X answered SERVFAIL; ..." as "SERVFAIL" (each kind once)."""
+    if isinstance(exc, dns.resolver.NXDOMAIN):
+        return "NXDOMAIN"
     found = re.findall(r"answered ([A-Z]+)\b", str(exc))
     return "/".join(dict.fromkeys(found)) or str(exc)
 

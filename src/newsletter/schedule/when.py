@@ -24,6 +24,9 @@ from pathlib import Path
 from newsletter.errors import ScheduleError
 
 UTC = dt.UTC
+# How far ahead a send may be booked: a year covers any newsletter's calendar, and a moment
+# past it is a typo (2062 for 2026) or a probe (9999-12-31, where the calendar itself ends).
+HORIZON_DAYS = 366
 FORMS = (
     '"2026-12-02 08:00", "2026-12-02 08:00:30", "2026-12-02T08:00", "today 18:00",'
     ' "tomorrow 08:00", or any of them with an offset ("2026-12-02 08:00 +08:00",'
@@ -110,8 +113,21 @@ def parse_moment(text: str, zone_name: str | None, *, now: float | None = None) 
             if delta >= dt.timedelta(hours=24):
                 raise ScheduleError(f"--at {text!r}: the offset {offset} is not one", hint=FORMS)
             fixed = dt.timezone(sign * delta)
-        return Moment(naive.replace(tzinfo=fixed).astimezone(UTC), name)
-    return Moment(_resolve(naive, zone, name, text), name)
+    try:
+        if offset:
+            return Moment(naive.replace(tzinfo=fixed).astimezone(UTC), name)
+        return Moment(_resolve(naive, zone, name, text), name)
+    except OverflowError:  # in UTC it falls past 9999-12-31 or before year 1
+        shown = naive.isoformat(" ", "minutes")  # strftime writes year 1 as "1"
+        if naive.year == 1:
+            raise ScheduleError(
+                f"--at {text!r}: {shown} is long past",
+                hint="Give a time in the future (to send now, leave out --at).",
+            ) from None
+        raise ScheduleError(
+            f"--at {text!r}: {shown} is more than {HORIZON_DAYS} days ahead",
+            hint=_HORIZON_HINT,
+        ) from None
 
 
 def named_day(word: str, zone: dt.tzinfo, now: float) -> str:
@@ -150,8 +166,20 @@ def _offset(moment: dt.datetime) -> str:
     return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
+_HORIZON_HINT = (
+    f"Schedule a send at most {HORIZON_DAYS} days ahead (check the year), and book a later one"
+    " nearer its time."
+)
+
+
 def check_future(moment: Moment, now: float) -> None:
-    """A time already past is an error (a send meant for it would start at once, unasked)."""
+    """A time already past is an error (a send meant for it would start at once, unasked), and
+    so is one more than HORIZON_DAYS ahead."""
+    if moment.timestamp - now > HORIZON_DAYS * 86_400:
+        raise ScheduleError(
+            f"--at: {moment.at:%Y-%m-%d %H:%M} UTC is more than {HORIZON_DAYS} days ahead",
+            hint=_HORIZON_HINT,
+        )
     if moment.timestamp <= now:
         ago = span(now - moment.timestamp)
         raise ScheduleError(

@@ -6,7 +6,9 @@ Refused: an invalid address, a listed domain (or one below it), a domain that do
 (NXDOMAIN), one that publishes a null MX (RFC 7505: "0 ."), one with no MX, A or AAAA. A
 resolver that fails (timeout, SERVFAIL, no nameserver) makes the verdict UNKNOWN, not refused:
 the confirmation mail is the real test of an address, and a signup page must not go dark with
-the resolver; the caller lets it through.
+the resolver; the caller lets it through. So does a resolver that calls every name NXDOMAIN (a
+captive network's, a broken one's): a domain's NXDOMAIN is believed only when the same resolver
+finds the root zone, which always exists (asked once a minute at most).
 
 The domain comes from a stranger, so the lookups are bounded: `[signup] dns_timeout` per
 question, a few questions at a time, one lookup per domain however many posts name it at once
@@ -37,6 +39,7 @@ MAX_TTL = 3600.0
 NEGATIVE_TTL = 300.0  # "no such domain" and "no records": believed for five minutes
 MAX_CACHED = 10_000
 MAX_LOOKUPS = 8  # domains looked up at once
+ROOT_TTL = 60.0  # seconds a verdict on the resolver itself (does it find the root?) is kept
 
 Clock = Callable[[], float]
 
@@ -50,7 +53,11 @@ class DomainStatus(StrEnum):
 @dataclass(frozen=True)
 class DomainVerdict:
     status: DomainStatus
-    reason: str = ""
+    reason: str = ""  # in English, for the log
+    # A refusal's kind, for the visitor's page in its own language (i18n.PAGES' `domain_KIND`,
+    # with `{domain}` the domain at fault): invalid, blocked, disposable, missing, null-mx, no-mail.
+    kind: str = ""
+    domain: str = ""
 
     @property
     def refused(self) -> bool:
@@ -84,20 +91,24 @@ class DomainCheck:
         self._cache: OrderedDict[str, tuple[float, DomainVerdict]] = OrderedDict()
         self._pending: dict[str, asyncio.Future[DomainVerdict]] = {}
         self._slots = asyncio.Semaphore(MAX_LOOKUPS)
+        self._root: tuple[float, bool] | None = None  # (until, the resolver finds the root)
         self.lookups = 0  # domains that went to the resolver
 
     async def check(self, address: str) -> DomainVerdict:
         try:
             domain = address_key(address).rpartition("@")[2]
         except ValueError as exc:
-            return DomainVerdict(DomainStatus.REFUSED, f"not a valid address: {exc}")
+            return DomainVerdict(DomainStatus.REFUSED, f"not a valid address: {exc}", "invalid")
         hit = listed(domain, self._blocked)
         if hit is not None:
-            return DomainVerdict(DomainStatus.REFUSED, f"{hit} is on the blocked list")
+            return DomainVerdict(
+                DomainStatus.REFUSED, f"{hit} is on the blocked list", "blocked", hit
+            )
         if self._config.refuse_disposable:
             hit = listed(domain, disposable_domains)
             if hit is not None:
-                return DomainVerdict(DomainStatus.REFUSED, f"{hit} hands out disposable addresses")
+                reason = f"{hit} hands out disposable addresses"
+                return DomainVerdict(DomainStatus.REFUSED, reason, "disposable", hit)
         if not self._config.check_dns:
             return DomainVerdict(DomainStatus.OK)
         return await self._dns(domain)
@@ -135,9 +146,8 @@ class DomainCheck:
             records, ttl = mx
             exchanges = {str(r.exchange).rstrip(".") for r in records}
             if exchanges == {""}:
-                return DomainVerdict(
-                    DomainStatus.REFUSED, f"{domain} accepts no mail (null MX)"
-                ), ttl
+                reason = f"{domain} accepts no mail (null MX)"
+                return DomainVerdict(DomainStatus.REFUSED, reason, "null-mx", domain), ttl
             return DomainVerdict(DomainStatus.OK), ttl
         for kind in ("A", "AAAA"):
             found = await self._ask(domain, kind)
@@ -146,20 +156,43 @@ class DomainCheck:
             if found is not None:
                 return DomainVerdict(DomainStatus.OK), found[1]
         reason = f"{domain} has no MX, A or AAAA record: mail cannot be delivered there"
-        return DomainVerdict(DomainStatus.REFUSED, reason), NEGATIVE_TTL
+        return DomainVerdict(DomainStatus.REFUSED, reason, "no-mail", domain), NEGATIVE_TTL
 
     async def _ask(self, domain: str, kind: str) -> tuple[list[Any], float] | DomainVerdict | None:
         """(records, ttl), None when the name has none of this type, or the final verdict."""
         try:
             answer = await self._resolver.resolve(domain + ".", kind, search=False)
         except dns.resolver.NXDOMAIN:
-            return DomainVerdict(DomainStatus.REFUSED, f"{domain} does not exist")
+            if not await self._finds_root():
+                reason = (
+                    f"{domain} not checked: the resolver says no name exists, the root zone's "
+                    "included"
+                )
+                return DomainVerdict(DomainStatus.UNKNOWN, reason)
+            return DomainVerdict(
+                DomainStatus.REFUSED, f"{domain} does not exist", "missing", domain
+            )
         except dns.resolver.NoAnswer:
             return None
         except (dns.exception.DNSException, OSError) as exc:
             return DomainVerdict(DomainStatus.UNKNOWN, f"the lookup of {domain} failed: {exc}")
         ttl = float(answer.rrset.ttl) if answer.rrset is not None else NEGATIVE_TTL
         return list(answer), ttl
+
+    async def _finds_root(self) -> bool:
+        """Does the resolver answer for the root zone? If not, its NXDOMAIN says nothing."""
+        now = self._clock()
+        if self._root is not None and self._root[0] > now:
+            return self._root[1]
+        try:
+            await self._resolver.resolve(".", "NS", search=False)
+            found = True
+        except dns.resolver.NoAnswer:
+            found = True  # the root exists, it just lists no NS here
+        except (dns.exception.DNSException, OSError):
+            found = False
+        self._root = (now + ROOT_TTL, found)
+        return found
 
     def _remember(self, domain: str, verdict: DomainVerdict, ttl: float) -> None:
         cache = self._cache

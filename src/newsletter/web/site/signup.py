@@ -144,7 +144,11 @@ class Defences:
             )
         domain = await self.domains.check(form.address)
         if domain.refused:
-            return Answer(AnswerKind.BAD_ADDRESS, domain.reason, detail=domain.reason, email=posted)
+            # Said in the page's language; the log keeps the English reason.
+            words = strings_for(PAGES, self.settings.newsletter.language)
+            said = words.get(f"domain_{domain.kind}", domain.reason)
+            said = said.replace("{domain}", domain.domain)
+            return Answer(AnswerKind.BAD_ADDRESS, said, detail=domain.reason, email=posted)
         return form
 
     async def attempt(self, request: Request, read: Fields, source: str) -> Answer:
