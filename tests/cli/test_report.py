@@ -103,3 +103,68 @@ def test_an_unknown_list_and_an_unwritable_path_are_one_line_each(project: Path)
     assert code == 1
     assert "Traceback" not in err
     assert err.startswith("error: ")
+
+
+def flood(project: Path, per_item: dict[int, int]) -> None:
+    """Issue 14 sent to four readers, and people's clicks on the items of its second section
+    (分析: 2.1 to 2.4), each from an address of its own."""
+    settings = load_settings(project / "newsletter.toml", environ=FIVE)
+    tracked_send(settings, [f"r{n}@example.com" for n in range(4)])
+    start = time.time() - 3600
+    clicks = []
+    for item, count in per_item.items():
+        for n in range(count):
+            event = ClickRecord(
+                start + n,
+                Place(Region.TITLE, 1, item),
+                "GET",
+                False,
+                "browser:edge",
+                "",
+                None,
+                None,
+            )
+            ip = f"2001:db8:{item:x}::{n:x}"
+            clicks.append(StoredClick(14, "main", event._replace(ip=ip)))
+    with open_outbox(settings.outbox_target) as outbox:
+        outbox.clicks.add(clicks)
+
+
+FIVE = {**TRACKED, "NEWSLETTER_PRIVACY__MIN_COUNT": "5"}
+
+
+def test_a_figure_hidden_to_protect_another_is_not_called_small(project: Path) -> None:
+    # Issue 29, point 11: 2.4's 2 readers are "< 5"; 2.3's 12 is hidden so that the section's
+    # total cannot give the 2 away, and the issue's 684 so that it cannot give section 1's 0
+    # away. Neither is small: both say "hidden", and a note says why.
+    flood(project, {0: 536, 1: 134, 2: 12, 3: 2})
+    code, out, err = run(
+        "report", "--issue", "14", "--csv", "report.csv", "--html", "r.html", env=FIVE
+    )
+    assert code == 0, err
+    text = {
+        line.split()[0]: line.split()[-3] for line in out.splitlines() if line[:2] in ("2 ", "2.")
+    }
+    assert text == {"2": "684", "2.1": "536", "2.2": "134", "2.3": "hidden", "2.4": "5"}  # "< 5"
+    assert '"hidden": a figure of 5 or more, hidden so that a total cannot give away' in out
+    total = next(line for line in out.splitlines() if line.startswith("all "))
+    assert total.split()[-3:] == ["hidden", "<", "5"]
+    rows = list(csv.DictReader(io.StringIO((project / "report.csv").read_text(encoding="utf-8"))))
+    people = {(r["kind"], r["section"], r["item"]): r["people"] for r in rows}
+    assert people[("item", "2", "3")] == "hidden"
+    assert people[("item", "2", "4")] == "< 5"
+    assert people[("section", "1", "")] == "< 5"
+    assert people[("issue", "", "")] == "hidden"
+    page = (project / "r.html").read_text(encoding="utf-8")
+    assert "a figure of 5 or more, hidden so that a total cannot give away" in page
+
+
+def test_a_rate_bound_is_never_over_100_percent(project: Path) -> None:
+    # Issue 29, point 12: no bounce of 4 messages, under 5, once read "< 125 %".
+    flood(project, {0: 1})
+    code, out, err = run("report", "--issue", "14", "--csv", "report.csv", env=FIVE)
+    assert code == 0, err
+    assert "Bounces < 5 (n/a: fewer than 5 sent)" in out
+    assert "%" not in out.rsplit("\n", 2)[-2]
+    rows = list(csv.DictReader(io.StringIO((project / "report.csv").read_text(encoding="utf-8"))))
+    assert {r["kind"]: r["rate"] for r in rows}["bounces"] == "n/a: fewer than 5 sent"

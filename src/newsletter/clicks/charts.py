@@ -3,8 +3,8 @@
 Drawn on the server, static: pygal always writes a `<script>` with its configuration (for its
 tooltips), which is taken out, with its comments, before the markup leaves here. Colours are
 CSS custom properties of the page (--people, --machines, --ink, --rule), so one chart follows the
-page's light or dark scheme. A hidden figure is drawn as no bar, labelled "< 5": the length of a
-bar never tells what its label hides.
+page's light or dark scheme. A hidden figure is drawn as no bar, labelled as the tables label it
+("< 5", or "hidden"): the length of a bar never tells what its label hides.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import pygal
 from pygal.etree import etree
 from pygal.style import Style
 
-from newsletter.clicks.report import Below, ClickReport, Count, shown
-from newsletter.clicks.tables import lines
+from newsletter.clicks.report import Below, ClickReport, Count, Withheld, lines, shown
 
 WIDTH = 400  # the SVG's own width: drawn at about this size on a phone, so its text stays legible
 _STYLE = Style(
@@ -100,7 +99,7 @@ def delivery_chart(report: ClickReport) -> str:
 
 
 def _bar(count: Count) -> dict[str, Any]:
-    if isinstance(count, Below):
+    if isinstance(count, (Below, Withheld)):
         return {"value": 0, "formatter": lambda _: str(count)}
     return {"value": count, "formatter": lambda value: f"{value:,.0f}"}
 
