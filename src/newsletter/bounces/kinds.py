@@ -99,6 +99,15 @@ def blames_message(text: str) -> bool:
     return subject in _THE_MESSAGE or f"{subject}.{detail}" == "2.3"
 
 
+def unsure_of_the_address(text: str) -> bool:
+    """Whether a refusal may be the relay's trouble as much as the address's: no RFC 3463
+    status (a bare `550`), or a mail system (5.3.x) or protocol (5.5.x) one. To RCPT, which
+    names the address, such a refusal is the recipient's, but soft: one is not proof enough
+    to lose the reader for good (Outlook.com's dead mailbox is `550 5.5.0`)."""
+    match = STATUS.search(text)
+    return match is None or match.group(2) in ("3", "5")
+
+
 def worst(kinds: list[Kind]) -> Kind:
     """The verdict of a report from its recipients' kinds."""
     return min(kinds, key=SEVERITY.index) if kinds else Kind.UNKNOWN

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from newsletter.bounces.kinds import STATUS, Kind, find_status, kind_of, worst
+from newsletter.bounces.kinds import Kind, find_status, kind_of, unsure_of_the_address, worst
 from newsletter.bounces.reports import Diagnosis, Report
 from newsletter.bounces.verp import read_tag
 from newsletter.outbox import Delivery, Outbox
@@ -185,13 +185,11 @@ class Policy:
     def refused(self, row: Delivery, code: int, reply: str) -> Suppressed | None:
         """A 5xx for this recipient at send time is a bounce too: record it (once per row) and
         suppress the address when the code says it is dead (550 5.1.1, not 5.7.1 policy). A
-        bare 550 to RCPT, or a 5.3.x or 5.5.x there, is soft: it may be the relay's trouble as
-        much as the address's, so one is not proof enough to lose the reader for good (after
-        `soft_limit` issues in a row it is)."""
+        bare 550 to RCPT, or a 5.3.x or 5.5.x there, is soft (`unsure_of_the_address`): after
+        `soft_limit` issues in a row it suppresses, one alone does not."""
         status = find_status(f"{code} {reply}")
-        detailed = STATUS.search(reply)
-        ambiguous = detailed is None or detailed.group(2) in ("3", "5")
-        kind = Kind.SOFT if ambiguous else (kind_of(status) or Kind.HARD)
+        unsure = unsure_of_the_address(reply)
+        kind = Kind.SOFT if unsure else (kind_of(status) or Kind.HARD)
         key = f"{SMTP_SOURCE}:{row.id}"
         if not self.outbox.bounces.record(key, row.id, kind.value, status, reply, SMTP_SOURCE):
             return None

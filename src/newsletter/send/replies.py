@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from newsletter.bounces.kinds import STATUS, blames_message
+from newsletter.bounces.kinds import STATUS, blames_message, unsure_of_the_address
 
 
 class Outcome(StrEnum):
@@ -142,10 +142,6 @@ def _about_the_message(code: int, reply: str, stage: Stage) -> bool:
     command is the address, RFC 5321's mailbox codes with no status and a 5.3.x or 5.5.x
     (Outlook.com refuses a dead mailbox with `550 5.5.0 ... mailbox unavailable`) are the
     recipient's: rejected, and soft (bounces/policy.py), so one does not suppress."""
-    status = STATUS.search(reply)
-    if stage == Stage.RCPT:
-        if status is None and code in _MAILBOX_CODES:
-            return False
-        if status is not None and status.group(2) in ("3", "5"):
-            return False
+    if stage == Stage.RCPT and unsure_of_the_address(reply):
+        return STATUS.search(reply) is None and code not in _MAILBOX_CODES
     return blames_message(reply)
