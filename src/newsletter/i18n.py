@@ -126,6 +126,16 @@ PAGES: dict[str, dict[str, str]] = {
         "join_button": "确认订阅",
         "joined_title": "订阅成功",
         "joined_lead": "你已订阅「{list}」。下一期会发到你的邮箱。",
+        "confirm_left_title": "你已退订",
+        "confirm_left_lead": (
+            "这个地址已退订「{list}」，这个较早的确认链接不会撤销退订，之后不会再收到邮件。"
+            "如果想重新接收，请打开任意一期邮件底部的退订链接，在那个页面上点「重新订阅」。"
+        ),
+        "confirm_stopped_title": "未订阅",
+        "confirm_stopped_lead": (
+            "「{list}」已停止向这个地址发信：由编辑停止，或因为发往这里的邮件被退回或被标记为"
+            "垃圾邮件。确认不会改变这一点，之后不会收到邮件。如需重新接收，请回复任意一期邮件联系我们。"
+        ),
         "link_expired_title": "链接已过期",
         "link_expired_lead": "这个确认链接已经过期。请重新订阅，我们会发一封新的确认邮件。",
         "link_invalid_lead": "这个链接无效、不完整或已被改动。请使用邮件里的链接，或重新订阅。",
@@ -220,6 +230,14 @@ PAGES: dict[str, dict[str, str]] = {
         "join_button": "Confirm",
         "joined_title": "Subscribed",
         "joined_lead": "You are subscribed to {list}. The next issue comes to your inbox.",
+        "confirm_left_title": "You unsubscribed",
+        "confirm_left_lead": "This address unsubscribed from {list}, and this older confirmation "
+        "link does not undo that: nothing more comes. To receive it again, open the unsubscribe "
+        "link at the foot of any issue and press Re-subscribe there.",
+        "confirm_stopped_title": "Not subscribed",
+        "confirm_stopped_lead": "Mail from {list} to this address was stopped, by the editor or "
+        "because mail to it bounced or was marked as spam. Confirming does not change that, and "
+        "nothing comes. To receive it again, reply to any issue to reach us.",
         "link_expired_title": "This link has expired",
         "link_expired_lead": "This confirmation link has expired. Sign up again and a new "
         "confirmation comes.",

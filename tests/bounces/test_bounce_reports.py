@@ -64,6 +64,9 @@ def test_reading_twice_gives_the_same_key() -> None:
         ("5.4.4", "failed", Kind.HARD),
         ("5.2.2", "failed", Kind.SOFT),
         ("5.3.4", "failed", Kind.SOFT),
+        ("5.6.0", "failed", Kind.SOFT),  # content: never the address
+        ("5.2.3", "failed", Kind.SOFT),  # too long
+        ("5.5.0", "failed", Kind.HARD),  # Outlook.com's dead mailbox
         ("5.7.26", "failed", Kind.SOFT),
         ("4.2.2", "failed", Kind.SOFT),
         ("4.4.7", "delayed", Kind.DELAYED),

@@ -116,6 +116,29 @@ def test_a_dry_run_imports_nothing(project: Path) -> None:
         assert not outbox.suppressions.all("main")
 
 
+def test_a_dry_run_counts_what_the_import_then_does(project: Path) -> None:
+    # Issue 29, point 14: after the editor suppressed one of the file's unsubscribed people and
+    # another was erased on request, a dry run promised their suppressions ("3 new"), which the
+    # import then skipped. Both now run the same decisions: the same line, word for word.
+    export = _mailchimp_zip(project)
+    assert run(project, "unsubscribe", "edsger@example.org").exit_code == 0
+    forgot = run(project, "subscribers", "forget", "gone.mailbox@example.com", "--yes")
+    assert forgot.exit_code == 0, forgot.output
+    with open_outbox(_outbox(project)) as outbox:
+        before = (outbox.suppressions.all("main"), outbox.consent.of("edsger@example.org"))
+    dry = run(project, "subscribers", "import", str(export), "--dry-run")
+    with open_outbox(_outbox(project)) as outbox:
+        after = (outbox.suppressions.all("main"), outbox.consent.of("edsger@example.org"))
+        assert outbox.roster.counts("main")[Status.CONFIRMED] == 0
+    assert after == before  # the dry run wrote nothing
+    real = run(project, "subscribers", "import", str(export))
+    (promised,) = [line for line in dry.output.splitlines() if "row(s):" in line]
+    (done,) = [line for line in real.output.splitlines() if "row(s):" in line]
+    assert promised.replace("would import", "imported") == done
+    assert "3 suppressed (1 new)" in done
+    assert dry.exit_code == real.exit_code == 1  # the file's one invalid row, both times
+
+
 def test_a_zip_damaged_halfway_imports_nothing(project: Path) -> None:
     # The audience's files first, then a long member damaged in its middle: rows of the first
     # files were read (and would have been written) before the damage shows.

@@ -57,10 +57,15 @@ def test_tally_counts_requests_where_no_reader_is_named() -> None:
 def test_hide_small_hides_a_second_figure_of_a_sum() -> None:
     # total 20 = 12 + 6 + 2: the 2 alone hidden would be 20 - 12 - 6.
     assert hide_small([20, 12, 6, 2], [[0, 1, 2, 3]], 5) == {3, 2}
+    # total 17 = 12 + 5 + 0: beside the 5, known to be 5 or more ("hidden"), the 0 would be
+    # 17 - 12 - 5 or less: 0. The 12 goes too.
+    assert hide_small([17, 12, 5, 0], [[0, 1, 2, 3]], 5) == {1, 2, 3}
     # Nothing under the limit: nothing hidden.
     assert hide_small([20, 12, 8], [[0, 1, 2]], 5) == set()
-    # Two small ones already hide each other.
-    assert hide_small([20, 12, 4, 4], [[0, 1, 2, 3]], 5) == {2, 3}
+    # Two small ones hide each other, unless their sum gives both away: two figures under 5
+    # that make 8 are 4 and 4.
+    assert hide_small([20, 14, 3, 3], [[0, 1, 2, 3]], 5) == {2, 3}
+    assert hide_small([20, 12, 4, 4], [[0, 1, 2, 3]], 5) == {1, 2, 3}
 
 
 def test_hide_small_leaves_no_sum_with_one_hidden_figure() -> None:

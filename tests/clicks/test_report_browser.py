@@ -44,6 +44,13 @@ def test_the_report_in_each_width_and_scheme(report_page: Any) -> None:
         "getComputedStyle(document.querySelector('svg .series.serie-0 rect')).fill"
     )
     assert bar == ("rgb(68, 147, 248)" if dark else "rgb(9, 105, 218)")
+    # The values are drawn past their bars, on the page: in its ink (once white on white).
+    fills = report_page.evaluate(
+        "[...document.querySelectorAll('svg text.value')].map(t => getComputedStyle(t).fill)"
+    )
+    ink = report_page.evaluate("getComputedStyle(document.documentElement).color")
+    assert fills
+    assert set(fills) == {ink}
     results = Axe().run(report_page, options={**WCAG_AA, "resultTypes": ["violations", "passes"]})
     assert violations(report_page) == []
     assert "color-contrast" in {rule["id"] for rule in results.response["passes"]}

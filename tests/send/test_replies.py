@@ -33,6 +33,17 @@ from newsletter.send.replies import Outcome, Scope, Stage, accepts, classify, re
         (550, "5.1.1 user unknown", Stage.RCPT, Outcome.REJECTED, Scope.RECIPIENT),
         (452, "4.3.1 insufficient storage", Stage.DATA, Outcome.DEFERRED, Scope.RECIPIENT),
         (554, "5.7.1 spam", Stage.BODY, Outcome.REJECTED, Scope.RECIPIENT),
+        # About the message, not the address (issue 29): the reader stays, the row fails.
+        (554, "5.6.0 Message content rejected", Stage.BODY, Outcome.FAILED, Scope.MESSAGE),
+        (554, "Transaction failed", Stage.BODY, Outcome.FAILED, Scope.MESSAGE),
+        (500, "", Stage.RCPT, Outcome.FAILED, Scope.MESSAGE),
+        (554, "5.5.0 protocol error", Stage.DATA, Outcome.FAILED, Scope.MESSAGE),
+        (550, "5.3.0 system error", Stage.DATA, Outcome.FAILED, Scope.MESSAGE),
+        (550, "5.5.0 mailbox unavailable", Stage.RCPT, Outcome.REJECTED, Scope.RECIPIENT),
+        (552, "5.2.3 message too long", Stage.BODY, Outcome.FAILED, Scope.MESSAGE),
+        (552, "5.2.2 mailbox full", Stage.BODY, Outcome.REJECTED, Scope.RECIPIENT),
+        (550, "no such user here", Stage.RCPT, Outcome.REJECTED, Scope.RECIPIENT),  # RFC 5321
+        (550, "no such user here", Stage.BODY, Outcome.FAILED, Scope.MESSAGE),
         (250, "ok", Stage.DATA, Outcome.RETRY, Scope.CONNECTION),  # not DATA's 354: out of step
     ],
 )

@@ -7,8 +7,16 @@ DSNs, non-standard bounces and SMTP replies at send time are all judged by this 
     Action delayed                                DELAYED (a warning: still being retried)
     4.x.x                                         SOFT    (try again; suppressed after N in a row)
     5.x.x                                         HARD    (the address is dead: suppressed at once)
-    5.2.2 mailbox full, 5.3.4 message too big,    SOFT    (permanent for this message, not for
-    5.7.x refused by policy (spam, DMARC, ...)             the address: the reader may be fine)
+    5.2.2 mailbox full, 5.2.3 message too long,   SOFT    (permanent for this message, not for
+    5.3.4 message too big, 5.6.x content,                  the address: the reader may be fine)
+    5.7.x refused by policy (spam, DMARC, ...)
+
+5.3.x (mail system) and 5.5.x (protocol) stay HARD in a report: Outlook.com's DSN for a dead
+mailbox says `550 5.5.0 Requested action not taken: mailbox unavailable`.
+
+`blames_message` draws the line a send acts on (send/replies.py): a refusal that says nothing
+about the address (content, protocol, the relay's own system, the message's length, or a bare
+code with no RFC 3463 status at all) fails that message and suppresses no one.
 """
 
 from __future__ import annotations
@@ -37,8 +45,13 @@ class Kind(StrEnum):
 SEVERITY = (Kind.COMPLAINT, Kind.HARD, Kind.SOFT, Kind.DELAYED, Kind.AUTO_REPLY, Kind.UNKNOWN)
 
 # 5.x.x codes about this message or the sender, not about the address (subject.detail).
-_NOT_THE_ADDRESS = ("2.2", "3.4")
-_POLICY_SUBJECT = "7"
+_NOT_THE_ADDRESS = ("2.2", "2.3", "3.4")
+# Policy (spam, DMARC) and content: never about the address, the reader may be fine.
+_NOT_ABOUT_THE_ADDRESS = ("6", "7")
+# The subjects of a refusal that would refuse this message to anyone: mail system (5.3.x),
+# protocol (5.5.x), content (5.6.x). 5.7.x stays apart: a policy refusal may be the
+# recipient's own (a blocklist at one provider), and many in a row are not the message's.
+_THE_MESSAGE = ("3", "5", "6")
 
 STATUS = re.compile(r"\b([245])\.(\d{1,3})\.(\d{1,3})\b")
 _BASIC = re.compile(r"^\s*([245])\d\d\b")
@@ -70,9 +83,29 @@ def kind_of(status: str, action: str = "failed") -> Kind | None:
         return None
     if klass == "4":
         return Kind.SOFT
-    if f"{subject}.{detail}" in _NOT_THE_ADDRESS or subject == _POLICY_SUBJECT:
+    if f"{subject}.{detail}" in _NOT_THE_ADDRESS or subject in _NOT_ABOUT_THE_ADDRESS:
         return Kind.SOFT
     return Kind.HARD
+
+
+def blames_message(text: str) -> bool:
+    """Whether a permanent refusal's text says the message failed rather than the address: no
+    RFC 3463 status in it at all (a bare `554 Transaction failed`, a bare `500`), or one about
+    the content, the protocol, the relay's system or the message's length."""
+    match = STATUS.search(text)
+    if not match:
+        return True
+    _klass, subject, detail = match.groups()
+    return subject in _THE_MESSAGE or f"{subject}.{detail}" == "2.3"
+
+
+def unsure_of_the_address(text: str) -> bool:
+    """Whether a refusal may be the relay's trouble as much as the address's: no RFC 3463
+    status (a bare `550`), or a mail system (5.3.x) or protocol (5.5.x) one. To RCPT, which
+    names the address, such a refusal is the recipient's, but soft: one is not proof enough
+    to lose the reader for good (Outlook.com's dead mailbox is `550 5.5.0`)."""
+    match = STATUS.search(text)
+    return match is None or match.group(2) in ("3", "5")
 
 
 def worst(kinds: list[Kind]) -> Kind:

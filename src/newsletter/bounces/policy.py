@@ -19,6 +19,8 @@ change nothing, so they are recorded on a Message-ID alone.
 The policy ([bounces] in newsletter.toml):
 
     hard bounce (5.x.x, or 550 5.1.1 at send time)   suppressed at once, reason `bounced`
+    (a refusal at send time about the message: content, protocol, system, a bare code other
+    than 550/551/553 to RCPT: no bounce at all; send/replies.py fails the row instead)
     complaint (ARF abuse, fraud, virus, other)       suppressed at once, reason `complained`
     soft bounce (4.x.x, mailbox full, policy)        suppressed after `soft_limit` issues in a
                                                      row bounced (default 3), reason `bounced`
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from newsletter.bounces.kinds import Kind, find_status, kind_of, worst
+from newsletter.bounces.kinds import Kind, find_status, kind_of, unsure_of_the_address, worst
 from newsletter.bounces.reports import Diagnosis, Report
 from newsletter.bounces.verp import read_tag
 from newsletter.outbox import Delivery, Outbox
@@ -182,9 +184,12 @@ class Policy:
 
     def refused(self, row: Delivery, code: int, reply: str) -> Suppressed | None:
         """A 5xx for this recipient at send time is a bounce too: record it (once per row) and
-        suppress the address when the code says it is dead (550 5.1.1, not 5.7.1 policy)."""
+        suppress the address when the code says it is dead (550 5.1.1, not 5.7.1 policy). A
+        bare 550 to RCPT, or a 5.3.x or 5.5.x there, is soft (`unsure_of_the_address`): after
+        `soft_limit` issues in a row it suppresses, one alone does not."""
         status = find_status(f"{code} {reply}")
-        kind = kind_of(status) or Kind.HARD
+        unsure = unsure_of_the_address(reply)
+        kind = Kind.SOFT if unsure else (kind_of(status) or Kind.HARD)
         key = f"{SMTP_SOURCE}:{row.id}"
         if not self.outbox.bounces.record(key, row.id, kind.value, status, reply, SMTP_SOURCE):
             return None

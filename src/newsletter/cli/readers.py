@@ -130,7 +130,11 @@ def remove(settings: Settings, address: str, list_name: str) -> None:
     is_flag=True,
     help="Every row is someone who unsubscribed (an export of unsubscribes whose rows do not say).",
 )
-@click.option("--dry-run", is_flag=True, help="Read and report; write nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Run the import and report its counts, then roll it back: write nothing.",
+)
 @pass_settings
 def import_(
     settings: Settings,

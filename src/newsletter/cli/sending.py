@@ -63,7 +63,12 @@ EXIT_STOPPED = 4
     is_flag=True,
     help="Also resend recipients whose outcome is unknown, under the same Message-ID.",
 )
-@click.option("--retry-failed", is_flag=True, help="Also retry recipients that failed.")
+@click.option(
+    "--retry-failed",
+    is_flag=True,
+    help="Also retry recipients that failed (the message could not be built, or the server"
+    " refused the message itself).",
+)
 @click.option(
     "--processes",
     type=click.IntRange(1, 16),

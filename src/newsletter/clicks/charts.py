@@ -3,12 +3,13 @@
 Drawn on the server, static: pygal always writes a `<script>` with its configuration (for its
 tooltips), which is taken out, with its comments, before the markup leaves here. Colours are
 CSS custom properties of the page (--people, --machines, --ink, --rule), so one chart follows the
-page's light or dark scheme. A hidden figure is drawn as no bar, labelled "< 5": the length of a
-bar never tells what its label hides.
+page's light or dark scheme. A hidden figure is drawn as no bar, labelled as the tables label it
+("< 5", or "hidden"): the length of a bar never tells what its label hides.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -16,8 +17,7 @@ import pygal
 from pygal.etree import etree
 from pygal.style import Style
 
-from newsletter.clicks.report import Below, ClickReport, Count, shown
-from newsletter.clicks.tables import lines
+from newsletter.clicks.report import Below, ClickReport, Count, Line, Withheld, lines, shown
 
 WIDTH = 400  # the SVG's own width: drawn at about this size on a phone, so its text stays legible
 _STYLE = Style(
@@ -27,6 +27,10 @@ _STYLE = Style(
     foreground_strong="var(--ink)",
     foreground_subtle="var(--rule)",
     colors=("var(--people)", "var(--machines)"),
+    # The values are printed past the end of their bar, on the page's background: in its ink.
+    # (pygal's default picks white or black from the bar's colour, and reads a CSS variable as
+    # light: white on white in the light scheme.)
+    value_colors=("var(--ink)", "var(--ink)"),
     font_family="system-ui, -apple-system, 'Segoe UI', 'Noto Sans', sans-serif",
     label_font_size=12,
     major_label_font_size=12,
@@ -64,6 +68,7 @@ def clicks_chart(report: ClickReport) -> str:
         show_y_guides=True,
         print_values_position="top",
         margin_right=56,
+        y_labels=whole_ticks(max((_shown_figure(r) for r in rows), default=0)),
     )
     chart.uuid = "clicks"
     chart.add(f"people ({report.people_are})", [_bar(row.people) for row in rows])
@@ -87,6 +92,7 @@ def delivery_chart(report: ClickReport) -> str:
         show_minor_x_labels=False,
         truncate_label=-1,
         show_x_guides=False,
+        y_labels=whole_ticks(max((sent for _, sent in series), default=0)),
     )
     chart.uuid = "delivery"
     per = "minute" if report.bucket == 1 else f"{report.bucket} minutes"
@@ -99,8 +105,28 @@ def delivery_chart(report: ClickReport) -> str:
     )
 
 
+def whole_ticks(top: int, most: int = 6) -> list[int]:
+    """The value axis's ticks: clicks and messages are whole numbers, so whole numbers from 0
+    to `top` or just past it, in steps of 1, 2 or 5 times a power of ten, at most `most` + 1
+    of them (pygal's own ticks step by 0.1 when the figures are small or all hidden)."""
+    top = max(top, 1)
+    step, scale = 1, 1
+    while math.ceil(top / step) > most:
+        for factor in (2, 5, 10):
+            step = factor * scale
+            if math.ceil(top / step) <= most:
+                break
+        scale *= 10
+    return list(range(0, math.ceil(top / step) * step + 1, step))
+
+
+def _shown_figure(line: Line) -> int:
+    """The line's largest figure that is shown (a hidden one is drawn as no bar)."""
+    return max((f for f in (line.people, line.machines) if isinstance(f, int)), default=0)
+
+
 def _bar(count: Count) -> dict[str, Any]:
-    if isinstance(count, Below):
+    if isinstance(count, (Below, Withheld)):
         return {"value": 0, "formatter": lambda _: str(count)}
     return {"value": count, "formatter": lambda value: f"{value:,.0f}"}
 

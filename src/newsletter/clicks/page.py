@@ -15,9 +15,9 @@ import jinja2
 from markupsafe import Markup
 
 from newsletter.clicks.charts import clicks_chart, delivery_chart
-from newsletter.clicks.report import ClickReport, shown
+from newsletter.clicks.report import ClickReport, lines, shown, withheld_note
 from newsletter.clicks.rules import ABOUT
-from newsletter.clicks.tables import MODES, PEOPLE, lines
+from newsletter.clicks.tables import MODES, PEOPLE
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -46,6 +46,7 @@ def render_html(report: ClickReport, *, language: str = "en") -> str:
         "lines": [(line, id(line) in totals) for line in lines(report)],
         "rules": [(rule, count, ABOUT[rule]) for rule, count in report.rules],
         "shown": shown,
+        "withheld": withheld_note(report.min_count) if report.withholds else "",
         "per": per,
         "first": series[0][0].strftime("%Y-%m-%d %H:%M") if series else "",
         "last": series[-1][0].strftime("%Y-%m-%d %H:%M") if series else "",

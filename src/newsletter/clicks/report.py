@@ -5,10 +5,14 @@ What is hidden (README, "What readers read"): every count of what readers or the
 (people, machine requests, each rule's requests, bounces, complaints, unsubscribes) under
 `min_count`, zero included, shows as "< 5". Then, since a sum and all but one of its parts give
 away the last part, no sum (a section's total and its lines; the issue's total and its
-sections, intro, outro and canary; the machine requests and each rule's) is left with exactly
-one hidden figure: the smallest figure still shown is hidden with it, until none is. The counts
-of messages sent are not about readers and are always shown. The views (clicks/tables.py,
-clicks/page.py) get `Below` in place of a hidden count, never the count.
+sections, intro, outro and canary; the machine requests and each rule's) may pin a hidden
+small figure to one value: while one does (one hidden figure alone; two whose sum shows they
+are both 4; one beside a "hidden" one that the sum leaves at 0), the smallest figure still
+shown is hidden with it. Such a figure is 5 or more, and is labelled so: "hidden", with a note
+saying why, never "< 5" (a 134 shown as "< 5" misled the editor); the check above counts on
+the reader knowing that. The counts of
+messages sent are not about readers and are always shown. The views (clicks/tables.py,
+clicks/page.py) get `Below` or `Withheld` in place of a hidden count, never the count.
 """
 
 from __future__ import annotations
@@ -37,11 +41,28 @@ class Below(NamedTuple):
         return f"< {self.limit}"
 
 
-Count = int | Below
+class Withheld(NamedTuple):
+    """A figure of `limit` or more, hidden only so that a sum cannot give a small one away."""
+
+    limit: int
+
+    def __str__(self) -> str:
+        return "hidden"
+
+
+Count = int | Below | Withheld
+
+
+def withheld_note(limit: int) -> str:
+    """What a "hidden" figure is, for the views to print once under their figures."""
+    return (
+        f'"hidden": a figure of {limit} or more, hidden so that a total cannot give away'
+        f" a figure under {limit}"
+    )
 
 
 def shown(count: Count) -> str:
-    return str(count) if isinstance(count, Below) else f"{count:,}"
+    return f"{count:,}" if isinstance(count, int) else str(count)
 
 
 @dataclass(frozen=True)
@@ -73,7 +94,7 @@ class SendSummary:
 class OutcomeRate:
     name: str
     count: Count
-    rate: str  # of the messages sent: "0.12 %", "< 0.05 %", or "n/a" when none was sent
+    rate: str  # of the messages sent: "0.12 %", "< 0.05 %", "n/a" when none (or too few) was sent
 
 
 @dataclass(frozen=True)
@@ -94,15 +115,32 @@ class ClickReport:
     outcomes: tuple[OutcomeRate, ...]
 
     @property
+    def withholds(self) -> bool:
+        """Whether any figure is "hidden" (and so the views print `withheld_note`)."""
+        figures = [f for line in lines(self) for f in (line.people, line.machines)]
+        return any(isinstance(f, Withheld) for f in [*figures, *(c for _, c in self.rules)])
+
+    @property
     def people_are(self) -> str:
         """What the people column counts."""
         return "readers" if self.mode == "per-reader" else "requests"
 
 
+def lines(report: ClickReport) -> list[Line]:
+    """The click table's lines in the order the issue has them, the total last."""
+    found = [report.intro] if report.intro else []
+    for section in report.sections:
+        found += [section.total, *section.lines]
+    if report.outro:
+        found.append(report.outro)
+    return [*found, report.total]
+
+
 def hide_small(values: Sequence[int], groups: Sequence[Sequence[int]], limit: int) -> set[int]:
-    """The indexes of `values` to hide: each under `limit`, then in every group (a sum and its
-    parts, as indexes) the smallest shown one wherever exactly one is hidden, until none is.
-    A limit of 1 hides nothing: a figure under it is 0, which "< 1" would tell anyway."""
+    """The indexes of `values` to hide: each under `limit`, then in every group (a sum first,
+    then its parts, as indexes) the smallest shown one wherever the group pins a hidden one to
+    one value, until none does. A limit of 1 hides nothing: a figure under it is 0, which "< 1"
+    would tell anyway."""
     if limit <= 1:
         return set()
     hidden = {index for index, value in enumerate(values) if value < limit}
@@ -110,13 +148,38 @@ def hide_small(values: Sequence[int], groups: Sequence[Sequence[int]], limit: in
     while changed:
         changed = False
         for group in groups:
-            if sum(index in hidden for index in group) != 1:
+            if not _gives_away(values, group, hidden, limit):
                 continue
             shown_ = [index for index in group if index not in hidden]
             if shown_:
                 hidden.add(min(shown_, key=lambda index: (values[index], index)))
                 changed = True
     return hidden
+
+
+def _gives_away(values: Sequence[int], group: Sequence[int], hidden: set[int], limit: int) -> bool:
+    """Whether someone who reads the group's shown figures, and knows each hidden one is under
+    `limit` ("< 5") or at least `limit` ("hidden"), can tell a hidden one's value: the sum minus
+    the parts is 0, so each hidden figure lies within the others' bounds. (A narrower range
+    than "< 5" is allowed, as two small figures of a sum always give: that is not the value.)"""
+    sign = {index: 1 if n == 0 else -1 for n, index in enumerate(group)}
+    known = sum(sign[i] * values[i] for i in group if i not in hidden)
+
+    def bounds(i: int) -> tuple[float, float]:
+        return (0.0, limit - 1.0) if values[i] < limit else (float(limit), math.inf)
+
+    for target in (i for i in group if i in hidden):
+        low, high = float(known), float(known)  # the rest of the sum, as bounds
+        for i in group:
+            if i != target and i in hidden:
+                lo, hi = bounds(i)
+                low, high = (low + lo, high + hi) if sign[i] > 0 else (low - hi, high - lo)
+        at_least, at_most = (-high, -low) if sign[target] > 0 else (low, high)
+        # A "hidden" figure told here would give away the small one it hides in another sum.
+        lo, hi = bounds(target)
+        if max(at_least, lo) >= min(at_most, hi):
+            return True
+    return False
 
 
 class _Column:
@@ -132,7 +195,10 @@ class _Column:
 
     def counts(self, limit: int) -> list[Count]:
         hidden = hide_small(self.values, self.groups, limit)
-        return [Below(limit) if i in hidden else v for i, v in enumerate(self.values)]
+        return [
+            v if i not in hidden else Below(limit) if v < limit else Withheld(limit)
+            for i, v in enumerate(self.values)
+        ]
 
 
 def build_report(
@@ -232,8 +298,11 @@ def _outcome(name: str, count: int, sent: int, limit: int) -> OutcomeRate:
     hide = count < limit and limit > 1  # as hide_small: a limit of 1 hides nothing
     if sent <= 0:
         return OutcomeRate(name, Below(limit) if hide else count, "n/a")
+    if hide and sent < limit:
+        # "< 5" of 3 messages bounds the rate by nothing ("< 167 %" once): say why there is none.
+        return OutcomeRate(name, Below(limit), f"n/a: fewer than {limit} sent")
     if hide:
-        # An upper bound, so rounded up: "< 0.13 %" for 5 of 4,000 (0.125 %).
+        # An upper bound, so rounded up: "< 0.13 %" for 5 of 4,000 (0.125 %); at most 100 %.
         return OutcomeRate(name, Below(limit), f"< {_percent(limit, sent, ROUND_CEILING)}")
     return OutcomeRate(name, count, _percent(count, sent, ROUND_HALF_UP))
 

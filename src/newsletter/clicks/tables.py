@@ -1,6 +1,7 @@
 """A ClickReport in; the report as terminal text, and as CSV for a spreadsheet, out.
 
-Both show only what the report holds: a hidden figure is "< 5" here as everywhere.
+Both show only what the report holds: a figure under the limit is "< 5" here as everywhere, one
+hidden only to protect another is "hidden", explained once.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import TextIO
 
 from rich.cells import cell_len
 
-from newsletter.clicks.report import ClickReport, Count, Line, shown
+from newsletter.clicks.report import ClickReport, Count, Line, lines, shown, withheld_note
 from newsletter.safetext import printable
 from newsletter.spreadsheet import write_rows
 
@@ -30,16 +31,6 @@ MODES = {
 }
 
 
-def lines(report: ClickReport) -> list[Line]:
-    """The click table's lines in the order the issue has them, the total last."""
-    found = [report.intro] if report.intro else []
-    for section in report.sections:
-        found += [section.total, *section.lines]
-    if report.outro:
-        found.append(report.outro)
-    return [*found, report.total]
-
-
 def render_text(report: ClickReport, width: int = 100) -> str:
     """The report for a terminal `width` columns wide (CJK titles count double)."""
     out = [
@@ -47,6 +38,8 @@ def render_text(report: ClickReport, width: int = 100) -> str:
         f"Clicks: {MODES[report.mode]}; figures under {report.min_count} show as "
         f'"< {report.min_count}".',
     ]
+    if report.withholds:
+        out.append(withheld_note(report.min_count) + ".")
     if report.mode != "off":
         out += ["", *_click_table(report, width), ""]
         out.append(

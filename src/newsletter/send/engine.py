@@ -77,6 +77,7 @@ class Engine:
         self._batch = max(2 * options.concurrency, min(CLAIM, int(2 * options.rate) or CLAIM))
         self._in_flight = 0
         self._failures = 0
+        self._refused = 0  # replies refusing the message itself since the last one sent
         self._throttles = 0
         self._stopping = False
         self._started = 0.0
@@ -325,10 +326,8 @@ class Engine:
             self.per_second.pause(pause)
             if self._throttles >= opts.breaker_threshold:
                 self.stop(f"the server keeps throttling us ({result.describe()})")
-        elif outcome == Outcome.SENT:
-            self._throttles = 0
         if outcome == Outcome.SENT:
-            self._sent += 1
+            self._sent, self._refused, self._throttles = self._sent + 1, 0, 0
             self._record(row, S.SENT, result)
         elif outcome == Outcome.REJECTED:
             self._record(row, S.REJECTED, result, attempted=attempted)
@@ -336,6 +335,12 @@ class Engine:
                 self._policy.refused(row, result.code, result.reply)
         elif outcome == Outcome.FAILED:
             self._record(row, S.FAILED, result, attempted=attempted)
+            self._refused += result.scope == Scope.MESSAGE  # the message's fault, not the list's
+            if self._refused >= opts.breaker_threshold:  # stop before every reader is failed
+                self.stop(
+                    f"the server refused the message itself {self._refused} times in a row"
+                    f" (last: {result.describe()}): fix it, then re-run with --retry-failed"
+                )
         elif outcome == Outcome.UNKNOWN:
             self._record(row, S.UNKNOWN, result)
         elif outcome == Outcome.STOPPED:

@@ -1,7 +1,12 @@
 """SMTP replies in, outcomes out: the reply table, what a server's answer to a message's MAIL,
 RCPT, DATA or body means for that message, by scope:
 
-    recipient   4xx -> DEFERRED, 5xx -> REJECTED           (this message only)
+    recipient   4xx -> DEFERRED; 5xx about the address      (this message only; a bounce:
+                (5.1.x, 5.2.x, 5.4.x, 5.7.x; to RCPT also   bounces/policy.py says whether
+                a bare 550/551/553, 5.3.x, 5.5.x) -> REJECTED  it suppresses)
+    message     5xx about the message: content (5.6.x),     (this message only, the reader
+                protocol (5.5.x), system (5.3.x), 5.2.3     untouched; `breaker_threshold`
+                too long, or a bare code -> FAILED          in a row stop the run)
     connection  421 -> RETRY                                (reconnect, try again)
     account     454, throttling 4xx -> THROTTLED            (slow down)
                 550 5.4.5 daily quota, sender refused -> STOPPED (end the run)
@@ -20,6 +25,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from newsletter.bounces.kinds import STATUS, blames_message, unsure_of_the_address
+
 
 class Outcome(StrEnum):
     SENT = "sent"
@@ -34,6 +41,7 @@ class Outcome(StrEnum):
 
 class Scope(StrEnum):
     RECIPIENT = "recipient"
+    MESSAGE = "message"
     CONNECTION = "connection"
     ACCOUNT = "account"
 
@@ -116,5 +124,24 @@ def classify(code: int, reply: str, stage: Stage) -> Result:
     if 400 <= code < 500:
         return Result(Outcome.DEFERRED, Scope.RECIPIENT, code, reply)
     if 500 <= code < 600:
+        if _about_the_message(code, reply, stage):
+            return Result(Outcome.FAILED, Scope.MESSAGE, code, reply)
         return Result(Outcome.REJECTED, Scope.RECIPIENT, code, reply)
     return Result(Outcome.RETRY, Scope.CONNECTION, code, reply)
+
+
+# RFC 5321's replies to RCPT that name the mailbox: unavailable (550), not local (551), its
+# name not allowed (553). An old server with no enhanced status codes says "550 no such user".
+_MAILBOX_CODES = (550, 551, 553)
+
+
+def _about_the_message(code: int, reply: str, stage: Stage) -> bool:
+    """Whether a 5xx refuses the message rather than its recipient. A content, protocol or
+    system refusal (or a bare `554 Transaction failed`) would refuse this message to anyone:
+    suppressing the reader for it loses a reader for the message's fault. At RCPT, where the
+    command is the address, RFC 5321's mailbox codes with no status and a 5.3.x or 5.5.x
+    (Outlook.com refuses a dead mailbox with `550 5.5.0 ... mailbox unavailable`) are the
+    recipient's: rejected, and soft (bounces/policy.py), so one does not suppress."""
+    if stage == Stage.RCPT and unsure_of_the_address(reply):
+        return STATUS.search(reply) is None and code not in _MAILBOX_CODES
+    return blames_message(reply)

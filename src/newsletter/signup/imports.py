@@ -14,13 +14,16 @@ Per outcome:
 - **Refused**: counted and handed to `on_refused` with its file, line and reason.
 
 All of it or nothing: a file found damaged halfway (ExportFileError from the Export), or the
-database failing, leaves the outbox as it was. With `dry_run` nothing is written at all.
+database failing, leaves the outbox as it was. With `dry_run` the same import runs, decision
+for decision, and its transaction is rolled back: what it counts is what the import would do
+(a dry run that decided apart once promised suppressions the import then skipped).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from newsletter.errors import Problem
@@ -28,6 +31,7 @@ from newsletter.importers import Export, Imported, ImportedSuppression, ImportRe
 from newsletter.importers.values import parse_ip
 from newsletter.mail.tokens import SigningKey
 from newsletter.outbox import Outbox
+from newsletter.outbox.backend import Backend
 from newsletter.outbox.consent import ConsentEvent, ConsentLedger
 from newsletter.outbox.roster import Roster, Status
 from newsletter.settings import Settings
@@ -48,6 +52,22 @@ class Imports:
     updated: int = 0  # already on it: kept, their name filled in if it had none
     suppressed: int = 0  # suppressions recorded (others were the editor's already)
     refused: list[Problem] = field(default_factory=list)  # rows refused here (left, erased)
+
+
+class _DryRun(Exception):  # noqa: N818 (not an error: how a dry run undoes its transaction)
+    """Raised at the end of a dry run's transaction, so that all it wrote is rolled back."""
+
+
+@contextmanager
+def _transaction(backend: Backend, *, roll_back: bool) -> Iterator[None]:
+    """One transaction, committed, or with `roll_back` undone once its block is through."""
+    try:
+        with backend.transaction():
+            yield
+            if roll_back:
+                raise _DryRun
+    except _DryRun:
+        pass
 
 
 def _iso(moment: dt.datetime | None) -> str | None:
@@ -95,7 +115,7 @@ def import_export(
         done.refused.append(problem)
         on_refused(problem)
 
-    with backend.transaction():
+    with _transaction(backend, roll_back=dry_run):
         for outcome in export:
             if isinstance(outcome, Refused):
                 on_refused(outcome.problem)
@@ -132,10 +152,6 @@ def import_export(
                         )
                     )
                     continue
-                if dry_run:
-                    done.added += member is None
-                    done.updated += member is not None
-                    continue
                 consent = outcome.consent
                 before = roster.add(
                     list_name,
@@ -171,9 +187,6 @@ def import_export(
                     )
                 )
             else:
-                if dry_run:
-                    done.suppressed += 1
-                    continue
                 if forgotten(outcome.address):
                     continue  # their hash keeps them from every list already
                 if suppressions.add(list_name, outcome.address, IMPORTED):

@@ -18,7 +18,9 @@ Every way out of it is answered alike by the endpoints (no enumeration): `What` 
 and the tests. `Intake.confirm` confirms the row the link names (its nonce must match: a link
 from before a re-signup or an erasure confirms nothing), records the `confirm` event, lifts the
 reader's own unsubscribe from that list (the link proves they want it), and queues the welcome
-mail when `[signup] welcome` is on.
+mail when `[signup] welcome` is on. A link pressed again after the reader unsubscribed changes
+nothing (the later wish stands), and neither does one for an address the editor or a bounce
+stopped: each says so, never "subscribed".
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ class Confirmation(StrEnum):
     CONFIRMED = "confirmed"
     ALREADY = "already-confirmed"
     STALE = "stale"  # no pending row for this link (a newer link, a departure, an erasure)
+    UNSUBSCRIBED = "unsubscribed"  # confirmed once, unsubscribed since: that stands
+    SUPPRESSED = "suppressed"  # the editor or a bounce stopped mail to it: nothing confirmed
 
 
 @dataclass(frozen=True)
@@ -200,11 +204,19 @@ class Intake:
                 return Confirmation.STALE
             roster = Roster(backend)
             before = roster.get(list_name, key)
+            stopped = outbox.suppressions.get(list_name, key)
+            on_list = before is not None and before.status is not Status.LEFT
+            if on_list and stopped is not None and stopped.source not in READER_SOURCES:
+                # A link cannot lift the editor's or a bounce's stop, and a reader nothing will
+                # reach is not told "subscribed": nothing changes.
+                return Confirmation.SUPPRESSED
             member = roster.confirm(list_name, key, target.nonce)
             if before is None or member is None:
                 return Confirmation.STALE
             if before.status is Status.CONFIRMED:
-                return Confirmation.ALREADY
+                # Pressed again after an unsubscribe: the later wish stands (the unsubscribe
+                # page's own button undoes it).
+                return Confirmation.ALREADY if stopped is None else Confirmation.UNSUBSCRIBED
             ConsentLedger(backend).record(self.event(list_name, key, "confirm", request))
             outbox.suppressions.remove(list_name, key, sources=READER_SOURCES)
             if self.settings.signup.welcome:

@@ -281,6 +281,50 @@ def test_confirmation_lifts_the_readers_own_unsubscribe_and_sends_a_welcome(
     assert kinds == [MailKind.CONFIRM, MailKind.WELCOME]
 
 
+def test_a_confirmation_pressed_again_after_an_unsubscribe_says_so(project: Path) -> None:
+    # Issue 29, point 13: the link once said "You are subscribed… the next issue comes to your
+    # inbox" while the unsubscribe stood.
+    with running_service(project, **SIGNUP_ENV, NEWSLETTER_NEWSLETTER__LANGUAGE="en") as site:
+        _confirm_after_unsubscribe(site)
+
+
+def _confirm_after_unsubscribe(site: RunningService) -> None:
+    post_signup(site.url, ANN)
+    link = _confirm_link(site, ANN)
+    assert 'id="joined"' in httpx.post(link, data={"Confirm": "Yes"}).text
+    token = sign(SECRET, "main", ANN)
+    httpx.post(f"{site.url}/unsubscribe/{token}", data={"List-Unsubscribe": "One-Click"})
+    again = httpx.post(link, data={"Confirm": "Yes"})
+    assert again.status_code == 200
+    assert 'id="joined"' not in again.text
+    assert "subscribed to" not in _text(again)
+    assert "This address unsubscribed from" in _text(again)
+    assert "press Re-subscribe there" in _text(again)
+    with open_outbox(_target(site)) as outbox:
+        assert outbox.suppressions.contains("main", ANN)  # the later wish stands
+    assert [e.event for e in ledger(_target(site), ANN)] == ["signup", "confirm", "unsubscribe"]
+
+
+@pytest.mark.parametrize("source", ["cli", "bounced"])
+def test_a_confirmation_of_an_address_the_editor_or_a_bounce_stopped(
+    project: Path, source: str
+) -> None:
+    with running_service(project, **SIGNUP_ENV) as site:  # the project's language: zh-CN
+        post_signup(site.url, ANN)
+        link = _confirm_link(site, ANN)
+        with open_outbox(_target(site)) as outbox:
+            outbox.suppressions.add("main", ANN, source)
+        done = httpx.post(link, data={"Confirm": "Yes"})
+        assert done.status_code == 200
+        assert 'id="joined"' not in done.text
+        assert "已停止向这个地址发信" in _text(done)
+        assert "你已订阅" not in _text(done)
+        assert member(_target(site), ANN).status is Status.PENDING  # type: ignore[union-attr]
+        with open_outbox(_target(site)) as outbox:
+            assert outbox.suppressions.get("main", ANN).source == source  # type: ignore[union-attr]
+        assert [e.event for e in ledger(_target(site), ANN)] == ["signup"]
+
+
 def test_an_expired_a_forged_and_a_stale_link(site: RunningService) -> None:
     post_signup(site.url, ANN)
     expired = _confirm_link(site, ANN, expires=time.time() - 1)

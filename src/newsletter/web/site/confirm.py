@@ -2,7 +2,9 @@
 
     GET  /confirm/{token}   a signup's confirmation page: one button (confirm.js presses it
                             once the page is shown to someone); never confirms
-    POST /confirm/{token}   body exactly Confirm=Yes: the subscriber confirmed (signup/intake.py)
+    POST /confirm/{token}   body exactly Confirm=Yes: the subscriber confirmed (signup/intake.py);
+                            after an unsubscribe, or a stop by the editor or a bounce, a page
+                            that says so (and how to come back), never "subscribed"
     GET  /move/{token}      an address change's page, the same way
     POST /move/{token}      body exactly Move=Yes: the old address's lists moved to this one,
                             once (the link's nonce is used up; again: 409)
@@ -36,6 +38,11 @@ from newsletter.web.site.pages import render_page
 from newsletter.web.site.signup import SCRIPT_CSP, Defences
 
 _FIELDS = {Purpose.CONFIRM: "Confirm", Purpose.CHANGE: "Move"}
+# A confirmation that leaves the reader unsubscribed says so, and how to come back if they can.
+_NOT_SUBSCRIBED = {
+    Confirmation.UNSUBSCRIBED: ("confirm_left_title", "confirm_left_lead"),
+    Confirmation.SUPPRESSED: ("confirm_stopped_title", "confirm_stopped_lead"),
+}
 
 
 class LinkPages:
@@ -72,8 +79,17 @@ class LinkPages:
         request.state.list = target.list_name
         if done is Confirmation.STALE:
             return self._problem(410, "link_expired_title", "link_stale_lead")
-        lead = self.words["joined_lead"].format(list=self._label(target.list_name))
-        return self._done("joined_title", lead)
+        label = self._label(target.list_name)
+        if done in _NOT_SUBSCRIBED:
+            title, lead = _NOT_SUBSCRIBED[done]
+            html = render_page(
+                "problem.html",
+                self.settings,
+                title=self.words[title],
+                lead=self.words[lead].format(list=label),
+            )
+            return HTMLResponse(html, 200, NO_STORE)
+        return self._done("joined_title", self.words["joined_lead"].format(list=label))
 
     async def move_page(self, request: Request) -> Response:
         target = self._target(request, Purpose.CHANGE)
