@@ -47,7 +47,7 @@ from typing import NamedTuple
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
-from newsletter.configfile import SECRET_ENV
+from newsletter.configfile import MIN_SECRET_LENGTH, SECRET_ENV
 from newsletter.errors import LinkExpiredError, SecretError, TokenError
 from newsletter.settings import Settings
 
@@ -56,7 +56,6 @@ _VERSION_1 = b"newsletter-unsubscribe-v1\n"
 _KID_LABEL = b"newsletter key id"
 _BOX_LABEL = b"newsletter unsubscribe token encryption v2"
 _MAX_TOKEN = 2048
-MIN_SECRET_LENGTH = 16
 _FIELD = re.compile(r"[A-Za-z0-9_-]+")
 
 Secret = bytes | str
