@@ -7,7 +7,9 @@ readers out of git), a README for its editors, and the project's secret in .news
 (0600 in a 0700 folder, whatever the umask), read when NEWSLETTER_SECRET is not set (see
 configfile.py). The files are package data (project_templates/), filled with string.Template:
 every value that lands in TOML or YAML goes in as a quoted string, so no choice can add a key.
-Nothing is written until every choice is valid, and nothing that exists is overwritten.
+Nothing is written until every choice is valid, and nothing that exists is overwritten: a folder
+holding any of the project's own files is refused; a README.md found there (a fresh clone's) is
+kept, and a .gitignore found there gets the lines it lacks, so the secret stays out of git.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ FILES = {
     "gitignore": Path(".gitignore"),
     "README.md": Path("README.md"),
 }
+GITIGNORE = Path(".gitignore")
+# What a folder may hold already (a new repository's): kept, or for .gitignore completed.
+SHARED = (Path("README.md"), GITIGNORE)
 # The words a project starts with, by language (English for one not here).
 _WORDS = {
     "en": {"greeting": "friend", "sample": "Sample Reader", "staging": "test", "editor": "Editor"},
@@ -73,7 +78,8 @@ class Choices:
 @dataclass(frozen=True)
 class CreatedProject:
     root: Path
-    files: tuple[Path, ...]  # every file written, the secret's last
+    files: tuple[Path, ...]  # every file written (or completed), the secret's last
+    kept: tuple[Path, ...]  # files found there and left as they were
     secret_file: Path
     issue: Path
     local_smtp: bool  # test sends go to the capture server
@@ -85,25 +91,38 @@ def create_project(folder: Path, choices: Choices, today: dt.date) -> CreatedPro
     written."""
     texts = project_files(choices, today)
     _validate(choices, texts[Path(CONFIG_NAME)], folder)
-    taken = [folder / path for path in (*texts, SECRET_FILE) if (folder / path).exists()]
+    taken = [
+        folder / path
+        for path in (*texts, SECRET_FILE)
+        if path not in SHARED and (folder / path).exists()
+    ]
     if taken:
         raise ProjectExistsError(
-            f"{display_path(folder)}: already holds a project"
+            f"{_folder_name(folder)}: already holds a project"
             f" ({', '.join(display_path(p) for p in taken)}): nothing was written",
             hint="Run `newsletter init` with a new folder's name (newsletter init mynews), or"
             " work in this project as it is.",
         )
-    written = []
+    written, kept = [], []
     for path, text in texts.items():
         target = folder / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "x", encoding="utf-8") as handle:
-            handle.write(text)
-        written.append(target)
+        if path == GITIGNORE and target.exists():
+            if _complete_gitignore(target, text):
+                written.append(target)
+            else:
+                kept.append(target)
+        elif target.exists():  # a README.md of the editor's own
+            kept.append(target)
+        else:
+            with open(target, "x", encoding="utf-8") as handle:
+                handle.write(text)
+            written.append(target)
     secret_file = _write_secret(folder / SECRET_FILE)
     return CreatedProject(
         root=folder,
         files=(*written, secret_file),
+        kept=tuple(kept),
         secret_file=secret_file,
         issue=folder / ISSUE,
         local_smtp=_is_local(choices.smtp_host),
@@ -208,6 +227,33 @@ def _validate(choices: Choices, config: str, folder: Path) -> None:
             f"--sender: {address!r} is not an email address",
             hint="Give the address the issues come from, e.g. editor@news.example.org.",
         )
+
+
+def _folder_name(folder: Path) -> str:
+    shown = display_path(folder)
+    return "this folder" if shown == "." else shown
+
+
+def _complete_gitignore(path: Path, ours: str) -> bool:
+    """Append to the .gitignore at `path` the rules of `ours` it lacks (with their comments);
+    False if it had them all."""
+    found = path.read_text(encoding="utf-8")
+    have = {line.strip() for line in found.splitlines()}
+    block: list[str] = []
+    missing: list[str] = []
+    for line in ours.splitlines():
+        block.append(line)
+        if line and not line.startswith("#"):
+            if line not in have:
+                missing += block
+            block = []
+    if not missing:
+        return False
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(
+            ("" if found.endswith("\n") or not found else "\n") + "\n".join(missing) + "\n"
+        )
+    return True
 
 
 def _write_secret(path: Path) -> Path:

@@ -199,6 +199,32 @@ def test_init_refuses_to_write_over_a_project(tmp_path: Path) -> None:
     assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
 
 
+def test_init_in_a_new_repository_keeps_its_readme_and_completes_its_gitignore(
+    tmp_path: Path,
+) -> None:
+    """A fresh clone holds a README and a .gitignore: they are no project, and the secret must
+    still stay out of git."""
+    project = tmp_path / "clone"
+    project.mkdir()
+    (project / "README.md").write_text("# Our letter\n", encoding="utf-8")
+    (project / ".gitignore").write_text("*.pyc", encoding="utf-8")
+    done = newsletter("init", "--yes", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "  README.md (kept as it was)\n" in done.stdout
+    assert "  .gitignore\n" in done.stdout
+    assert (project / "README.md").read_text(encoding="utf-8") == "# Our letter\n"
+    ignore = (project / ".gitignore").read_text(encoding="utf-8")
+    assert ignore.startswith("*.pyc\n# The state:")
+    assert "\n/.newsletter/\n" in ignore
+    assert "\n/subscribers.csv\n" in ignore
+    assert (project / SECRET).exists()
+    # Run again, it is a project: refused, and the .gitignore is not grown twice.
+    again = newsletter("init", "--yes", cwd=project)
+    assert again.returncode == 1
+    assert again.stderr.startswith("error: this folder: already holds a project (newsletter.toml,")
+    assert (project / ".gitignore").read_text(encoding="utf-8") == ignore
+
+
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [

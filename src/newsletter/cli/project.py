@@ -59,7 +59,8 @@ def init(
     subscribers.csv, staging.csv with you as its reader, .gitignore, a README for the editors,
     and the project's secret in .newsletter/secret (0600, ignored by git, never shown: back it
     up; every unsubscribe and click link is signed with it). NEWSLETTER_SECRET, when set, wins
-    over the file. A folder that already holds a project is left as it is (exit code 1).
+    over the file. A folder that already holds a project is left as it is (exit code 1); a
+    README.md there is kept, and a .gitignore there gets the lines it lacks.
 
     \b
     Then, with no other step:
@@ -88,6 +89,8 @@ def init(
     click.echo(f"Created the newsletter {choices.name!r} in {where}:")
     for path in created.files:
         click.echo(f"  {display_path(path.resolve())}")
+    for path in created.kept:
+        click.echo(f"  {display_path(path.resolve())} (kept as it was)")
     click.echo(
         f"The project's secret is in {display_path(created.secret_file.resolve())}: back it up"
         " (a password manager). If it is lost, every unsubscribe and click link already sent"

@@ -47,7 +47,7 @@ from typing import NamedTuple
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
-from newsletter.configfile import MIN_SECRET_LENGTH, SECRET_ENV
+from newsletter.configfile import MIN_SECRET_LENGTH, SECRET_ENV, SECRET_FILE
 from newsletter.errors import LinkExpiredError, SecretError, TokenError
 from newsletter.settings import Settings
 
@@ -88,7 +88,10 @@ def signing_key(settings: Settings, *, allow_ephemeral: bool) -> SigningKey:
         value = _long_enough(settings.secret.get_secret_value(), var)
         return SigningKey(value.encode("utf-8"), ephemeral=False, previous=previous)
     if not allow_ephemeral:
-        raise SecretError(f"{var} is not set: unsubscribe links cannot be signed for a real send")
+        raise SecretError(
+            f"{var} is not set, and the project has no {SECRET_FILE}: unsubscribe links cannot"
+            " be signed for a real send"
+        )
     return SigningKey(_ephemeral_secret(), ephemeral=True, previous=previous)
 
 
