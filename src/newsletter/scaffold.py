@@ -21,6 +21,7 @@ import re
 import secrets
 import string
 import tomllib
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +90,7 @@ def create_project(folder: Path, choices: Choices, today: dt.date) -> CreatedPro
     """Write the project into `folder` (made if missing). ConfigError naming the flag if a
     choice is unusable, ProjectExistsError if any of its files exists; then nothing is
     written."""
+    _refuse_control_characters(choices)
     texts = project_files(choices, today)
     _validate(choices, texts[Path(CONFIG_NAME)], folder)
     taken = [
@@ -139,6 +141,7 @@ def project_files(choices: Choices, today: dt.date) -> dict[Path, str]:
     chinese = language == "zh"
     values = {
         "name": choices.name,
+        "name_markdown": _markdown_text(choices.name),
         "name_toml": _quoted(choices.name),
         "language_toml": _quoted(choices.language),
         "sender_toml": _quoted(sender),
@@ -186,6 +189,12 @@ def _quoted(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _markdown_text(value: str) -> str:
+    """`value` as Markdown that shows it as written: every ASCII punctuation mark escaped, so a
+    name with `*`, `<` or `[` is neither emphasis, inline HTML nor a link."""
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", value)
+
+
 def _csv_cell(value: str) -> str:
     return f'"{value.replace(chr(34), chr(34) * 2)}"' if re.search(r'[",\r\n]', value) else value
 
@@ -204,6 +213,18 @@ def _sender(choices: Choices) -> tuple[str, str]:
 
 def _is_local(host: str) -> bool:
     return host.strip().lower() in LOCAL_HOSTS
+
+
+def _refuse_control_characters(choices: Choices) -> None:
+    """Each answer is one line of text: a newline in the name would end the comment it is
+    quoted in and the Markdown heading it opens (and has no place in a From: header)."""
+    for field, flag in _FLAGS.items():
+        value = getattr(choices, "smtp_host" if field == "host" else field)
+        if any(unicodedata.category(c) == "Cc" for c in value):
+            raise ConfigError(
+                f"{flag}: {value!r} holds a line break or another control character",
+                hint="Give it as one line of text.",
+            )
 
 
 def _validate(choices: Choices, config: str, folder: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import email
 import email.policy
+import email.utils
 import mailbox
 import os
 import re
@@ -225,12 +226,33 @@ def test_init_in_a_new_repository_keeps_its_readme_and_completes_its_gitignore(
     assert (project / ".gitignore").read_text(encoding="utf-8") == ignore
 
 
+def test_a_name_with_quotes_and_markup_stays_its_text_in_every_file(tmp_path: Path) -> None:
+    """Each choice goes into TOML and YAML as a quoted string and into Markdown escaped: it can
+    add no key, no link and no HTML, and the first issue still passes `check`."""
+    name = 'Crab <Post> *weekly* "#1", [a](b) \\ $HOME = x'
+    done = newsletter("init", "mynews", "--yes", "--name", name, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    project = tmp_path / "mynews"
+    settings = load_settings(project / "newsletter.toml", environ={})
+    assert settings.newsletter.name == name
+    assert email.utils.parseaddr(settings.newsletter.sender) == (name, "editor@example.org")
+    assert load_issue_file(project / "issues" / "1.md").title == f"{name} 1"
+    checked = newsletter("check", "--issue", "1", cwd=project)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.splitlines()[-1] == "issue 1: 0 error(s), 0 warning(s)"
+    built = newsletter("build", "--issue", "1", "--out", "out", cwd=project)
+    assert built.returncode == 0, built.stderr
+    text = (project / "out" / "email.txt").read_text(encoding="utf-8")
+    assert f"Welcome to the first issue of {name}." in " ".join(text.split(" "))
+
+
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
         ("--sender", "nobody", "error: --sender: 'nobody' is not an email address"),
         ("--language", "not a tag", "error: --language: 'not a tag' is not a language tag"),
         ("--base-url", "news.example.org", "error: --base-url: 'news.example.org' must be an"),
+        ("--name", 'A\nsender = "x"', "error: --name: 'A\\nsender = \"x\"' holds a line break"),
     ],
 )
 def test_a_bad_choice_names_its_option_and_writes_nothing(
