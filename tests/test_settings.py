@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,9 @@ def test_the_secret_file_is_read_when_the_environment_has_none(tmp_path: Path) -
     secret = load_settings(config, environ=environ).secret
     assert secret is not None
     assert secret.get_secret_value() == "from-the-environment-0123"
+    (tmp_path / ".newsletter" / "secret").chmod(0o644)  # restored from a backup, say
+    load_settings(config, environ={})
+    assert stat.S_IMODE((tmp_path / ".newsletter" / "secret").stat().st_mode) == 0o640
     (tmp_path / ".newsletter" / "secret").write_text("\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"secret: the project's secret is too short \(0 ") as e:
         load_settings(config, environ={})

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from newsletter.dburl import secret_parameters
 from newsletter.errors import ConfigError, display_path
 from newsletter.fields import check_placeholders
+from newsletter.statefiles import private_file
 
 ENV_PREFIX = "NEWSLETTER_"
 SECRET_ENV = {
@@ -113,6 +114,9 @@ def read_secret_file(path: Path) -> str | None:
             hint="Make it readable by this user (it is 0600, its owner's), or set"
             " NEWSLETTER_SECRET in the environment instead.",
         ) from None
+    # Found readable by other users (a copy from a backup, a chmod): they lose that access, as
+    # every state file does when found (statefiles.py); the group keeps its for `serve`.
+    private_file(path)
     if len(value) < MIN_SECRET_LENGTH:
         raise ConfigError(
             f"{display_path(path)}: the project's secret is too short ({len(value)} characters;"
