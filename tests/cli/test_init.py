@@ -276,3 +276,17 @@ def test_a_too_short_secret_file_is_named_and_nothing_is_sent(tmp_path: Path) ->
     )
     assert "short" not in done.stderr.split(")", 1)[1]
     assert not (project / ".newsletter" / "outbox.sqlite3").exists()
+
+
+def test_a_remote_smtp_host_gets_the_submission_port_with_starttls(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["init", str(tmp_path / "p"), "--yes", "--smtp-host", "smtp.example.org"]
+    )
+    assert result.exit_code == 0, result.output
+    settings = load_settings(tmp_path / "p" / "newsletter.toml", environ={})
+    assert (settings.smtp.host, settings.smtp.port, settings.smtp.security) == (
+        "smtp.example.org",
+        587,
+        "starttls",
+    )
+    assert "newsletter mailbox" not in result.output  # no capture server to start
