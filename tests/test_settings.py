@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,30 @@ def test_secrets_in_the_file_are_refused(tmp_path: Path) -> None:
         load_settings(path, environ={})
     assert "`secret` must not be stored in the file" in info.value.message
     assert "NEWSLETTER_SECRET" in info.value.hint
+
+
+def test_the_secret_file_is_read_when_the_environment_has_none(tmp_path: Path) -> None:
+    """Issue 32.3: .newsletter/secret under the project root, as `newsletter init` keeps it,
+    is the second source; NEWSLETTER_SECRET still wins; an unusable file is named."""
+    config = tmp_path / "newsletter.toml"
+    config.write_text("", encoding="utf-8")
+    assert load_settings(config, environ={}).secret is None
+    (tmp_path / ".newsletter").mkdir()
+    (tmp_path / ".newsletter" / "secret").write_text("from-the-file-0123456789\n", encoding="utf-8")
+    secret = load_settings(config, environ={}).secret
+    assert secret is not None
+    assert secret.get_secret_value() == "from-the-file-0123456789"
+    environ = {"NEWSLETTER_SECRET": "from-the-environment-0123"}
+    secret = load_settings(config, environ=environ).secret
+    assert secret is not None
+    assert secret.get_secret_value() == "from-the-environment-0123"
+    (tmp_path / ".newsletter" / "secret").chmod(0o644)  # restored from a backup, say
+    load_settings(config, environ={})
+    assert stat.S_IMODE((tmp_path / ".newsletter" / "secret").stat().st_mode) == 0o640
+    (tmp_path / ".newsletter" / "secret").write_text("\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"secret: the project's secret is too short \(0 ") as e:
+        load_settings(config, environ={})
+    assert "backup" in e.value.hint
 
 
 def test_bad_value_names_file_line_and_key(tmp_path: Path) -> None:

@@ -6,6 +6,10 @@ one stored in the file is an error (a database password in [outbox] url too, in 
 libpq would read it), and so is a variable whose name or value is not UTF-8. No value may hold a
 word filled per reader (`__NL_…`). Each fault names where it came from: the file's line, or the
 variable.
+
+The project's secret has a second source, read only when NEWSLETTER_SECRET is unset: the
+private file `.newsletter/secret` under the project root, which `newsletter init` writes (0600,
+ignored by git), so a new project sends with no export; the environment still wins.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from newsletter.dburl import secret_parameters
-from newsletter.errors import ConfigError
+from newsletter.errors import ConfigError, display_path
 from newsletter.fields import check_placeholders
+from newsletter.statefiles import private_file
 
 ENV_PREFIX = "NEWSLETTER_"
 SECRET_ENV = {
@@ -32,6 +37,12 @@ SECRET_ENV = {
     "bounces_password": "NEWSLETTER_BOUNCES_PASSWORD",
 }
 CONFIG_NAME = "newsletter.toml"
+# The project's secret when NEWSLETTER_SECRET is not set, relative to the project root. Not
+# under [paths] state: the secret belongs to the project, and a state folder moved elsewhere
+# (or shared by several projects) must not change which key signs its links.
+SECRET_FILE = Path(".newsletter") / "secret"
+# Shorter secrets are refused, from the environment or the file (mail/tokens.py's keys).
+MIN_SECRET_LENGTH = 16
 SQLITE_SCHEME = "sqlite:///"
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -81,7 +92,40 @@ def read_config(
             data[key] = _text(var, env[var])
             sources[(key,)] = var
     data["root"] = path.resolve().parent
+    if "secret" not in data:
+        stored = read_secret_file(data["root"] / SECRET_FILE)
+        if stored is not None:
+            data["secret"] = stored
     return RawConfig(data, path, text, sources)
+
+
+def read_secret_file(path: Path) -> str | None:
+    """The secret kept in `path` (surrounding whitespace dropped), None if there is no such
+    file; ConfigError naming the file if it cannot be read or is not a usable secret. The
+    value itself is never part of a message."""
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(
+            f"{display_path(path)}: cannot read the project's secret: {reason}",
+            hint="Make it readable by this user (it is 0600, its owner's), or set"
+            " NEWSLETTER_SECRET in the environment instead.",
+        ) from None
+    # Found readable by other users (a copy from a backup, a chmod): they lose that access, as
+    # every state file does when found (statefiles.py); the group keeps its for `serve`.
+    private_file(path)
+    if len(value) < MIN_SECRET_LENGTH:
+        raise ConfigError(
+            f"{display_path(path)}: the project's secret is too short ({len(value)} characters;"
+            f" at least {MIN_SECRET_LENGTH})",
+            hint="Put back the value from your backup: every unsubscribe and click link already"
+            " sent was signed with it. A project that has sent nothing may take a new one:"
+            " python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > .newsletter/secret",
+        )
+    return value
 
 
 def _refuse_stored_password(data: dict[str, Any], path: Path, text: str) -> None:

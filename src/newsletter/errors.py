@@ -6,6 +6,7 @@ The tree (the CLI maps the whole of it to exit code 1, with no traceback; an Out
     NewsletterError                 message + hint
     ├── ConfigError                 newsletter.toml or NEWSLETTER_* is wrong
     │   └── SecretError             NEWSLETTER_SECRET missing or too short (how to make one)
+    ├── ProjectExistsError          `init` was asked to write a project over one (nothing written)
     ├── IssueError                  an issue file cannot be used (one Problem per fault)
     │   └── IssueNotFoundError      no issues/N.yaml or N.md (lists the ones there are)
     ├── TemplateError               a Jinja or MJML template fails to render
@@ -72,8 +73,13 @@ class SecretError(ConfigError):
         f"Make one and export it in the shell you send from:\n  {KEY_EXPORT_LINE}\n"
         "Keep that value (a password manager, your shell profile, the service's environment) and"
         " use the same one for every send and for `newsletter serve`: the links already sent are"
-        " signed with it (at least 16 characters)."
+        " signed with it (at least 16 characters). Or keep it in the project's"
+        " .newsletter/secret (0600, out of git), where `newsletter init` puts one."
     )
+
+
+class ProjectExistsError(NewsletterError):
+    hint = "Run `newsletter init` with a new folder's name."
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from newsletter.cli.terminal import Group
 
 # Every command, in the order help lists them: name -> the cli module that defines it.
 COMMANDS = {
+    "init": "project",
     "new": "author",
     "build": "author",
     "check": "author",
@@ -66,6 +67,10 @@ class LazyGroup(Group):
 def cli(ctx: click.Context, config: Path | None) -> None:
     """Turn an issue file into responsive email, preview it, and send it to every subscriber
     exactly once.
+
+    \b
+    A newsletter of your own:
+      newsletter init mynews --yes             a project: config, issue 1, lists, secret
 
     \b
     The editor's day:

@@ -70,8 +70,9 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
     unless [serve] publish = "all" (a draft stays private).
 
     Meant to run behind a TLS-terminating reverse proxy at newsletter.base_url (see README).
-    Needs NEWSLETTER_SECRET, the same one `send` signs unsubscribe links with (after changing
-    it, put the old value in NEWSLETTER_SECRET_PREVIOUS: links already sent keep working). Logs
+    Needs NEWSLETTER_SECRET (or the project's .newsletter/secret), the same one `send` signs
+    unsubscribe links with (after changing it, put the old value in NEWSLETTER_SECRET_PREVIOUS:
+    links already sent keep working). Logs
     one JSON line per request to stderr, with tokens redacted. Ctrl-C or SIGTERM stops it.
     """
     # starlette + uvicorn: imported only when used

@@ -47,7 +47,7 @@ from typing import NamedTuple
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
-from newsletter.configfile import SECRET_ENV
+from newsletter.configfile import MIN_SECRET_LENGTH, SECRET_ENV, SECRET_FILE
 from newsletter.errors import LinkExpiredError, SecretError, TokenError
 from newsletter.settings import Settings
 
@@ -56,7 +56,6 @@ _VERSION_1 = b"newsletter-unsubscribe-v1\n"
 _KID_LABEL = b"newsletter key id"
 _BOX_LABEL = b"newsletter unsubscribe token encryption v2"
 _MAX_TOKEN = 2048
-MIN_SECRET_LENGTH = 16
 _FIELD = re.compile(r"[A-Za-z0-9_-]+")
 
 Secret = bytes | str
@@ -89,7 +88,10 @@ def signing_key(settings: Settings, *, allow_ephemeral: bool) -> SigningKey:
         value = _long_enough(settings.secret.get_secret_value(), var)
         return SigningKey(value.encode("utf-8"), ephemeral=False, previous=previous)
     if not allow_ephemeral:
-        raise SecretError(f"{var} is not set: unsubscribe links cannot be signed for a real send")
+        raise SecretError(
+            f"{var} is not set, and the project has no {SECRET_FILE}: unsubscribe links cannot"
+            " be signed for a real send"
+        )
     return SigningKey(_ephemeral_secret(), ephemeral=True, previous=previous)
 
 

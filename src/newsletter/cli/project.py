@@ -1,0 +1,105 @@
+"""`newsletter init`: a newsletter project of your own, from a few answers (scaffold.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import click
+
+from newsletter.errors import display_path
+from newsletter.scaffold import ISSUE, Choices, create_project
+
+_DEFAULTS = Choices()
+
+
+@click.command()
+@click.argument(
+    "folder", type=click.Path(file_okay=False, path_type=Path), default=Path(), required=False
+)
+@click.option("--name", default=None, help=f"The newsletter's name [{_DEFAULTS.name}].")
+@click.option(
+    "--language",
+    default=None,
+    help=f"Its language tag: en, zh-CN, ... (the first issue is written in it) "
+    f"[{_DEFAULTS.language}].",
+)
+@click.option(
+    "--sender",
+    default=None,
+    help=f"The address issues come from, also the staging list's reader [{_DEFAULTS.sender}].",
+)
+@click.option(
+    "--base-url",
+    default=None,
+    help=f"Where `newsletter serve` will answer readers [{_DEFAULTS.base_url}].",
+)
+@click.option(
+    "--smtp-host",
+    default=None,
+    help=f"The mail server; {_DEFAULTS.smtp_host} is the capture server, `newsletter "
+    f"mailbox` [{_DEFAULTS.smtp_host}].",
+)
+@click.option(
+    "--yes", "-y", is_flag=True, help="Ask nothing: the defaults for every choice not given."
+)
+def init(
+    folder: Path,
+    name: str | None,
+    language: str | None,
+    sender: str | None,
+    base_url: str | None,
+    smtp_host: str | None,
+    yes: bool,
+) -> None:
+    """Start a newsletter of your own in FOLDER (default: here, made if missing).
+
+    Asks for each choice not given as an option (--yes: the defaults), then writes
+    newsletter.toml (every choice commented), issues/1.md in the newsletter's language, an empty
+    subscribers.csv, staging.csv with you as its reader, .gitignore, a README for the editors,
+    and the project's secret in .newsletter/secret (0600, ignored by git, never shown: back it
+    up; every unsubscribe and click link is signed with it). NEWSLETTER_SECRET, when set, wins
+    over the file. A folder that already holds a project is left as it is (exit code 1); a
+    README.md there is kept, and a .gitignore there gets the lines it lacks.
+
+    \b
+    Then, with no other step:
+      cd FOLDER
+      newsletter mailbox &                       the capture server on port 1025
+      newsletter send --issue 1 --list staging   a test send, to you
+    """
+
+    def ask(value: str | None, question: str, default: str) -> str:
+        if value is not None or yes:
+            return default if value is None else value
+        return str(click.prompt(question, default=default))
+
+    chosen_name = ask(name, "Newsletter name", _DEFAULTS.name)
+    choices = Choices(
+        name=chosen_name,
+        language=ask(language, "Language (en, zh-CN, ...)", _DEFAULTS.language),
+        sender=ask(sender, "Sender address (yours: the test list's reader)", _DEFAULTS.sender),
+        base_url=ask(
+            base_url, "Site address (where `newsletter serve` answers)", _DEFAULTS.base_url
+        ),
+        smtp_host=ask(smtp_host, "SMTP host (127.0.0.1: the capture server)", _DEFAULTS.smtp_host),
+    )
+    created = create_project(folder, choices, dt.date.today())
+    where = display_path(created.root.resolve())
+    click.echo(f"Created the newsletter {choices.name!r} in {where}:")
+    for path in created.files:
+        click.echo(f"  {display_path(path.resolve())}")
+    for path in created.kept:
+        click.echo(f"  {display_path(path.resolve())} (kept as it was)")
+    click.echo(
+        f"The project's secret is in {display_path(created.secret_file.resolve())}: back it up"
+        " (a password manager). If it is lost, every unsubscribe and click link already sent"
+        " stops working."
+    )
+    click.echo("Next:")
+    if where != ".":
+        click.echo(f"  cd {where}")
+    if created.local_smtp:
+        click.echo("  newsletter mailbox &                        # the capture server")
+    click.echo(f"  newsletter preview --issue 1                # {ISSUE}")
+    click.echo("  newsletter send --issue 1 --list staging    # a test send, to you")
