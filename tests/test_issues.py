@@ -481,17 +481,21 @@ def test_markdown_that_an_email_cannot_carry_is_a_note_at_its_line(tmp_path: Pat
                 for line in (14, 23)
             ],
         ),
-        (
-            lambda t: t.replace("---\n# Weekly", "title: Weekly 7\n---\n# Weekly"),
-            [
-                "issues/7.yaml:7: title: is given twice, as 'Weekly 7' in the front matter and as "
-                "# Weekly seven; keep one"
-            ],
-        ),
     ],
 )
 def test_markdown_structure_errors(tmp_path: Path, change: Any, expected: list[str]) -> None:
     assert messages(write_markdown(tmp_path, change(MARKDOWN))) == expected
+
+
+def test_a_first_heading_under_a_front_matter_title_is_a_section(tmp_path: Path) -> None:
+    # issue 30: a pasted weekly heads its first part with `#`; it was "title given twice".
+    text = MARKDOWN.replace("---\n# Weekly", "title: Weekly 7\n---\n# Weekly")
+    issue = load_issue_file(write_markdown(tmp_path, text))
+    assert issue.title == "Weekly 7"
+    assert [str(s.title) for s in issue.sections][:2] == ["Weekly seven", "Updates"]
+    assert content_text(issue.sections[0].intro).startswith("Welcome to issue seven.")
+    same = MARKDOWN.replace("---\n# Weekly seven", "title: Weekly seven\n---\n# Weekly seven")
+    assert str(load_issue_file(write_markdown(tmp_path, same)).sections[0].title) == "Updates"
 
 
 def test_an_issue_with_two_files_is_an_error(tmp_path: Path) -> None:
