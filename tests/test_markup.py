@@ -214,3 +214,23 @@ def test_an_img_with_no_picture_file_is_left_out_with_a_note() -> None:
         ("warning", 10, "an image with no picture file <img s"),
         ("warning", 10, "an image with no picture file <img s"),
     ]
+
+
+def test_a_link_around_a_logo_and_its_name_links_both() -> None:
+    # A digest's sponsor table: logo, <br> and name in one <a>; both keep the link.
+    source = (
+        '<table><thead><tr><th align="center">\n'
+        '  <a href="https://s.example.org/">\n'
+        '    <img src="https://i.example.org/l.png" width="60px"><br>\n'
+        "    <sub>Sponsor</sub><br>\n    <sub>Fast clouds</sub>\n  </a>\n"
+        "</th></tr></thead></table>"
+    )
+    [table] = blocks(source)
+    link = {"kind": "link", "url": "https://s.example.org/"}
+    assert table["head"] == [
+        [
+            {"kind": "image", "src": "https://i.example.org/l.png", "alt": "", "width": 60}
+            | {"href": "https://s.example.org/"},
+            para({**link, "spans": [text("Sponsor"), {"kind": "break"}, text("Fast clouds")]}),
+        ]
+    ]

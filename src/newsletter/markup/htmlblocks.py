@@ -112,19 +112,22 @@ class HtmlReader:
             self._inline_children(element, inner, offset)
             if target is None:
                 run.extend(inner)
-            elif len(trimmed(inner)) == 1 and trimmed(inner)[0].get("kind") == "image":
-                run.append({**trimmed(inner)[0], "href": target})
-            elif trimmed(inner):
-                run.append({"kind": "link", "url": target, "spans": trimmed(inner)})
+                return
+            # A sponsor's logo and name in one <a>: the logo links there, and so do the words.
+            images = [{**s, "href": target} for s in hoist_images(inner) if s["kind"] == "image"]
+            words = without_breaks([s for s in hoist_images(inner) if s["kind"] != "image"])
+            run.extend(images)
+            if words:
+                run.append({"kind": "link", "url": target, "spans": words})
         elif name in STYLES:
             inner = []
             self._inline_children(element, inner, offset)
             if inner:
                 run.append({"kind": STYLES[name], "spans": inner})
         elif name in CODES:
-            words = " ".join(element.text().split())
-            if words:
-                run.append({"kind": "code", "text": words})
+            code = " ".join(element.text().split())
+            if code:
+                run.append({"kind": "code", "text": code})
         else:  # <span>, <sub>, <small>, an unknown tag: its words, without its look
             self._inline_children(element, run, offset)
 
@@ -240,13 +243,14 @@ def _add_words(run: list[Data], text: str, spans: SpanReader) -> None:
     """HTML text: runs of white space are one space (none between two Chinese characters)."""
     words = text.split()
     if not words:
-        if text and run:
+        if text and run and run[-1].get("kind") != "break":
             spans.add_text(run, " ", False)
         return
     joined = words[0]
     for word in words[1:]:
         joined += word if wide(joined[-1]) and wide(word[0]) else " " + word
-    lead = " " if text[:1].isspace() else ""
+    after_break = bool(run) and run[-1].get("kind") == "break"  # a new line starts at its word
+    lead = " " if text[:1].isspace() and not after_break else ""
     tail = " " if text[-1:].isspace() else ""
     spans.add_text(run, lead + joined + tail, True)
 
@@ -263,7 +267,7 @@ def _paragraph(spans: list[Data], out: list[Data], centre: bool) -> None:
 
 def without_breaks(spans: list[Data]) -> list[Data]:
     """A paragraph's spans without line breaks at either end (an image's <br> once it has
-    become a block of its own); `spans` holds more than breaks."""
+    become a block of its own): none if it held only breaks."""
     while spans and spans[0].get("kind") == "break":
         spans = spans[1:]
     while spans and spans[-1].get("kind") == "break":
