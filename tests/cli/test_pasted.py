@@ -251,3 +251,23 @@ def test_the_smaller_rules_of_a_pasted_weekly(project: Path) -> None:
         "GOPROXY=<https://goproxy.cn>,direct; see <https://e.org/go>; or <https://e.org/x>!" in text
     )
     assert "GOPROXY=https://goproxy.cn,direct; see" in "".join(found.words)
+
+
+def test_an_image_at_the_site_root_without_base_is_one_clear_error(project: Path) -> None:
+    # A React weekly's `![](/emails/issues/209/expo.jpg)`: two errors that named no fix.
+    body = "## A\n\n![Expo](/emails/issues/209/expo.jpg)\n\n<img src='/emails/x.png' alt=x>\n"
+    paste(project, 37, body)
+    code, out, err = run("check", "--issue", "37")
+    assert code == 1
+    found = [line for line in (out + err).splitlines() if "issues/37.md" in line]
+    assert [line.split(": the image ")[0].removeprefix("error: ") for line in found] == [
+        "issues/37.md:7",
+        "issues/37.md:9",
+    ]
+    assert "add the issue page's address to the front matter (base: https://" in found[0]
+    paste(project, 37, body, extra="base: https://react.example.org/newsletter/209/\n")
+    code, out, err = run("check", "--issue", "37")
+    assert code == 0, out + err
+    _, text, found_page = built(37)
+    assert "https://react.example.org/emails/issues/209/expo.jpg" in text
+    assert ("https://react.example.org/emails/x.png", "x") in found_page.images

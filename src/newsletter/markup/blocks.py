@@ -173,8 +173,8 @@ class Reader:
                 "markup",
                 line,
                 f"MDX {'lines' if len(lines) > 1 else 'line'} {shown}"
-                f"{' …' if len(lines) > 3 else ''} left out of the email: they load code for "
-                "the site's page, which no reader of an email sees",
+                f"{' …' if len(lines) > 3 else ''} left out of the email: code the site's page "
+                "loads, which no reader of an email sees",
             )
             return []
         out: list[Data] = []

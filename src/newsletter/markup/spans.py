@@ -103,7 +103,8 @@ class SpanReader:
             elif kind == "image":
                 image = self._image(token, children, index, line)
                 skip = image.pop("_skip", 0)
-                self.place_image(current, image, line, allow_images)
+                if self.reachable(image["src"], line):
+                    self.place_image(current, image, line, allow_images)
             elif kind == "html_inline":
                 tag = read_tag(token.content)
                 if tag is not None:
@@ -153,6 +154,20 @@ class SpanReader:
     def image_source(self, src: str) -> str:
         return image_source(src, self.base)
 
+    def reachable(self, src: str, line: int) -> bool:
+        """False, with an error, for an image at the root of a site no `base:` names."""
+        if not src.startswith("/"):
+            return True
+        self.note(
+            "error",
+            "link",
+            line,
+            f"the image {src} is at the root of the weekly's own site, which an email cannot "
+            "know: add the issue page's address to the front matter (base: "
+            "https://example.org/weekly/42/), or write the image's whole address",
+        )
+        return False
+
     @staticmethod
     def _closed(span: Data) -> list[Data]:
         """The span once closed: a link around a lone image is the image's link."""
@@ -190,6 +205,8 @@ class SpanReader:
         """An <img>'s image data: its source, alt, width and height. One with no picture to
         show (no source, a `data:` pixel, `src=x`) is left out with a Note."""
         src = self.image_source(attrs.get("src", ""))
+        if not self.reachable(src, line):
+            return None
         scheme = urlsplit(src).scheme.lower()
         if scheme not in ("http", "https") and (scheme or not src.lower().endswith(_PICTURES)):
             self.left_out(f"<img src={src[:40]!r}>", "an image with no picture file", line)
