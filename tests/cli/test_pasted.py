@@ -271,3 +271,12 @@ def test_an_image_at_the_site_root_without_base_is_one_clear_error(project: Path
     _, text, found_page = built(37)
     assert "https://react.example.org/emails/issues/209/expo.jpg" in text
     assert ("https://react.example.org/emails/x.png", "x") in found_page.images
+
+
+def test_titles_that_start_with_a_version_keep_the_numbering(project: Path) -> None:
+    paste(project, 38, "## Releases\n\n### 1.0 is out\n\nA.\n\n### 2.1 is out\n\nB.\n")
+    code, out, err = run("check", "--issue", "38")
+    assert code == 0, out + err
+    assert "[numbering]" not in out
+    _, text, _ = built(38)
+    assert "0、1.0 is out" in text  # the newsletter's own numbering (Chinese, from 0)

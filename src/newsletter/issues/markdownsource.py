@@ -34,7 +34,8 @@ from newsletter.markup.document import parse_document
 Data = dict[str, Any]
 _FENCE = "---"
 # A title's own number: "0、C 项目", "1. Rust", "3) x", "#12 …", "No. 4".
-_OWN_NUMBER = re.compile(r"\s*(?:\d+\s*[、.．)）:]|#\d+|No\.\s*\d+)")
+# "1.0 is out" is a version, not a number: a "." takes no digit after it.
+_OWN_NUMBER = re.compile(r"\s*(?:\d+\s*(?:[、．)）:]|\.(?!\d))|#\d+|No\.\s*\d+)")
 
 
 @dataclass
