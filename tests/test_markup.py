@@ -134,7 +134,9 @@ def test_code_headings_and_rules() -> None:
     ]
 
 
-def test_what_an_email_cannot_carry_is_a_note_at_its_line() -> None:
+def test_html_tables_and_relative_links_are_carried_or_noted_at_their_lines() -> None:
+    # issue 30: <kbd>, tables and <div align=center> were notes and lost; now they are carried,
+    # and only what cannot be (an unsafe link, a relative one with no base) is a note.
     source = (
         "text <kbd>Ctrl</kbd> here<br>next\n\n"
         "| a | b |\n|---|---|\n| 1 | 2 |\n\n"
@@ -142,18 +144,24 @@ def test_what_an_email_cannot_carry_is_a_note_at_its_line() -> None:
         "<!-- a comment for the editors -->\n\n"
         "[bad](javascript:alert(1)) and [rel](page.html)\n"
     )
-    assert [(level, line) for level, line, _ in notes(source)] == [
-        ("warning", 10),
-        ("error", 12),
-        ("error", 16),
-        ("error", 20),
-        ("error", 20),
-    ]
+    assert [(level, line) for level, line, _ in notes(source)] == [("error", 20), ("warning", 20)]
     found = blocks(source)
-    assert found[0]["spans"] == [text("text Ctrl here"), {"kind": "break"}, text("next")]
+    assert found[0]["spans"] == [
+        text("text "),
+        {"kind": "code", "text": "Ctrl"},
+        text(" here"),
+        {"kind": "break"},
+        text("next"),
+    ]
+    assert found[1] == {
+        "kind": "table",
+        "head": [[para(text("a"))], [para(text("b"))]],
+        "rows": [[[para(text("1"))], [para(text("2"))]]],
+    }
+    assert found[2] == {**para(text("raw")), "align": "center"}
     # The words of a refused link stay, without the link.
-    assert found[1] == para(text("bad and rel"))
-    assert len(found) == 2
+    assert found[3] == para(text("bad and rel"))
+    assert len(found) == 4
 
 
 def test_entities_are_read_as_commonmark_reads_them() -> None:
@@ -196,3 +204,33 @@ def test_nesting_past_markdowns_limit_is_an_error_not_a_silent_loss() -> None:
     assert ("error", 10) in [(level, line) for level, line, _ in found]
     assert any("what is inside is lost" in message for _, _, message in found)
     assert not [n for n in notes("> " * 3 + "kept") if n[0] == "error"]
+
+
+def test_an_img_with_no_picture_file_is_left_out_with_a_note() -> None:
+    # A tracking pixel or `src=x` shows nothing: it goes, named, and the words stay.
+    found = parse_content('Hi <img src="data:image/gif;base64,R0lG"> <img src=x> there', 10)
+    assert found.blocks == [para(text("Hi   there"))]
+    assert [(n.level, n.line, n.message[:36]) for n in found.notes] == [
+        ("warning", 10, "an image with no picture file <img s"),
+        ("warning", 10, "an image with no picture file <img s"),
+    ]
+
+
+def test_a_link_around_a_logo_and_its_name_links_both() -> None:
+    # A digest's sponsor table: logo, <br> and name in one <a>; both keep the link.
+    source = (
+        '<table><thead><tr><th align="center">\n'
+        '  <a href="https://s.example.org/">\n'
+        '    <img src="https://i.example.org/l.png" width="60px"><br>\n'
+        "    <sub>Sponsor</sub><br>\n    <sub>Fast clouds</sub>\n  </a>\n"
+        "</th></tr></thead></table>"
+    )
+    [table] = blocks(source)
+    link = {"kind": "link", "url": "https://s.example.org/"}
+    assert table["head"] == [
+        [
+            {"kind": "image", "src": "https://i.example.org/l.png", "alt": "", "width": 60}
+            | {"href": "https://s.example.org/"},
+            para({**link, "spans": [text("Sponsor"), {"kind": "break"}, text("Fast clouds")]}),
+        ]
+    ]

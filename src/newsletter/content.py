@@ -132,6 +132,8 @@ class Inline(Value):
 class Paragraph(Value):
     kind: Literal["paragraph"] = "paragraph"
     spans: Annotated[tuple[Span, ...], Field(min_length=1)]
+    # "center": an HTML paragraph the weekly centres (`<p align="center">`).
+    align: Literal["", "center"] = ""
 
 
 class Heading(Value):
@@ -145,24 +147,15 @@ class Heading(Value):
 class Image(Value):
     kind: Literal["image"] = "image"
     src: ImageSource
-    # Read aloud by screen readers and shown where images are blocked: never empty.
-    alt: Annotated[str, AfterValidator(check_text), Field(min_length=1)]
+    # Read aloud by screen readers and shown where images are blocked. Empty only as pasted
+    # (`![](…)`): the loader warns at its line (or refuses it, [check] alt_text = "error").
+    alt: Annotated[str, AfterValidator(check_text)] = ""
     # Its size in pixels, so the layout does not jump while it loads; read from the file for
     # an image under issues/.
     width: Annotated[int, Field(ge=1, le=10_000)] | None = None
     height: Annotated[int, Field(ge=1, le=10_000)] | None = None
     href: LinkTarget | None = None
     caption: SpanText = ""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _alt_given(cls, value: Any) -> Any:
-        if isinstance(value, dict) and not str(value.get("alt") or "").strip():
-            raise ValueError(
-                "has no alt text: describe the image for readers who cannot see it, "
-                "![a café by a stream](…)"
-            )
-        return value
 
     @property
     def local(self) -> bool:
@@ -206,8 +199,27 @@ class Divider(Value):
     kind: Literal["rule"] = "rule"
 
 
+class Table(Value):
+    """A table: its header row (if it has one), then its rows; each cell is blocks."""
+
+    kind: Literal["table"] = "table"
+    head: tuple[tuple[Block, ...], ...] = ()
+    rows: tuple[tuple[tuple[Block, ...], ...], ...] = ()
+
+    @model_validator(mode="after")
+    def _has_cells(self) -> Table:
+        if not self.head and not self.rows:
+            raise ValueError("a table needs at least one row")
+        return self
+
+    def cells(self) -> Iterator[tuple[Block, ...]]:
+        yield from self.head
+        for row in self.rows:
+            yield from row
+
+
 Block = Annotated[
-    Paragraph | Heading | Image | Quote | ListBlock | CodeBlock | Divider,
+    Paragraph | Heading | Image | Quote | ListBlock | CodeBlock | Divider | Table,
     Field(discriminator="kind"),
 ]
 
@@ -234,7 +246,7 @@ def _blocks_from_markdown(value: Any) -> Any:
 
 Content = Annotated[tuple[Block, ...], BeforeValidator(_blocks_from_markdown)]
 
-for _model in (Strong, Emphasis, Strike, Anchor, Inline, Quote, ListBlock):
+for _model in (Strong, Emphasis, Strike, Anchor, Inline, Quote, ListBlock, Table):
     _model.model_rebuild()
 
 
@@ -255,6 +267,9 @@ def walk_blocks(blocks: Iterable[Any]) -> Iterator[Any]:
         elif isinstance(block, ListBlock):
             for entry in block.items:
                 yield from walk_blocks(entry)
+        elif isinstance(block, Table):
+            for cell in block.cells():
+                yield from walk_blocks(cell)
 
 
 def content_links(blocks: Iterable[Any]) -> list[str]:
@@ -326,9 +341,9 @@ def _span_html(span: Any) -> str:
 
 def inline_text(value: Inline | Iterable[Any]) -> str:
     """Spans as plain text: markup dropped, each link's URL written after its text."""
-    spans: Iterable[Any] = value.spans if isinstance(value, Inline) else value
+    spans = list(value.spans if isinstance(value, Inline) else value)
     out = []
-    for span in spans:
+    for index, span in enumerate(spans):
         if isinstance(span, Text | Code):
             out.append(span.text)
         elif isinstance(span, Break):
@@ -336,7 +351,21 @@ def inline_text(value: Inline | Iterable[Any]) -> str:
         elif isinstance(span, Anchor):
             shown = inline_text(span.spans)
             target = span.url.removeprefix("mailto:")
-            out.append(shown if target == shown else f"{shown} ({target})")
+            if target != shown:
+                out.append(f"{shown} ({target})")
+            elif _glued(spans[index + 1 : index + 2]):
+                # A mail client would take the "!" or "," after a bare URL into the link.
+                out.append(f"<{shown}>")
+            else:
+                out.append(shown)
         else:
             out.append(inline_text(span.spans))
     return "".join(out)
+
+
+def _glued(following: list[Any]) -> bool:
+    """Text that starts right after a URL, with no space between."""
+    if not following or isinstance(following[0], Break):
+        return False
+    first = plain_text(following)[:1]
+    return bool(first) and not first.isspace()

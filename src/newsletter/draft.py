@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import email
 import email.policy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -80,6 +80,8 @@ def review(settings: Settings, path: Path, list_name: str) -> Draft:
     html_size = encoded_size(html_part) if html_part else 0
     parts = None if html_part is None or text_part is None else (html, text, html_size)
     notes = note_findings(source.notes, source.display)
+    if settings.check.alt_text == "error":  # [check] alt_text: every image must be described
+        notes = [replace(n, level="error") if n.code == "alt" else n for n in notes]
     findings = run_checks(issue, rendered, parts, notes, language=settings.newsletter.language)
     findings += check_tracked_host(settings)
     shown, silenced = silence_findings(findings, issue.silence)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -151,6 +151,8 @@ class Issue(Frozen):
     date: dt.date | None = None
     preheader: Annotated[str, AfterValidator(check_text)] = ""
     cover: Image | None = None
+    # This issue's numbering, over [render] numbering: "none" where its titles carry their own.
+    numbering: Literal["chinese", "decimal", "none"] | None = None
     intro: Content = ()
     outro: Content = ()
     sections: list[Section] = Field(default_factory=list)

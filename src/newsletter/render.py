@@ -198,9 +198,10 @@ def quote_lines(text: str, prefix: str = "> ") -> str:
     return "\n".join(f"{prefix}{line}".rstrip() for line in text.split("\n"))
 
 
-def numbering_style(settings: Settings) -> str:
-    """`chinese` (一、 and 0、), `decimal` (1. or 1、) or `none`; `auto` picks by language."""
-    style = settings.render.numbering
+def numbering_style(settings: Settings, issue: Issue | None = None) -> str:
+    """`chinese` (一、 and 0、), `decimal` (1. or 1、) or `none`; `auto` picks by language. An
+    issue's own `numbering` (front matter, or "none" where its titles carry numbers) wins."""
+    style = issue.numbering if issue is not None and issue.numbering else settings.render.numbering
     if style == "auto":
         return "chinese" if _is_chinese(settings.newsletter.language) else "decimal"
     return style
@@ -308,7 +309,7 @@ def preheader_for(issue: Issue) -> str:
 
 def _context(issue: Issue, settings: Settings, online_from: int | None = None) -> dict[str, Any]:
     language = settings.newsletter.language
-    style = numbering_style(settings)
+    style = numbering_style(settings, issue)
     base_url = settings.newsletter.base_url
     sections = issue.sections if online_from is None else issue.sections[:online_from]
     return {

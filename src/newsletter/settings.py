@@ -368,6 +368,9 @@ class CheckSettings(SettingsTable):
     """`newsletter check --online`: the sender's DNS and every link of the issue."""
 
     online: bool = False
+    # An image without alt text: a warning (pasted weeklies build), or an error for editors
+    # who want every image described before a send.
+    alt_text: Literal["warning", "error"] = "warning"
     # Hosts (and their subdomains) never fetched: sites that refuse robots.
     link_skip: list[str] = Field(default_factory=list)
     # "IP" or "IP:PORT" ("[IPv6]:PORT"); empty: the system's resolver (/etc/resolv.conf).

@@ -16,7 +16,7 @@ from newsletter.settings import load_settings
 from support.sendcli import environment, newsletter
 from support.smtp import FaultyHandler, start
 
-# An issue whose raw HTML block `check` calls an error (it cannot go into the email).
+# An issue whose unsafe link `check` calls an error (it would go nowhere for readers).
 BROKEN = """---
 number: 15
 title: Weekly 15
@@ -29,7 +29,7 @@ Intro text.
 
 Some text.
 
-<div align="center">raw block</div>
+[a script](javascript:alert(1))
 """
 
 
@@ -47,8 +47,8 @@ async def test_a_send_with_a_check_error_is_refused_naming_it(project: Path) -> 
         status = await newsletter(["status", "--issue", "15"], env, project)
     for done in (main, staging):
         assert done.code == 1, done.err
-        assert "issues/15.md:13: raw HTML" in done.err
-        assert "[markup]" in done.err
+        assert "issues/15.md:13: the link to" in done.err
+        assert "[link]" in done.err
         assert "refusing to send issue 15" in done.err
         assert "nothing was planned or sent" in done.err
         assert "--force" in done.err
@@ -67,7 +67,7 @@ async def test_force_sends_despite_the_error_and_says_so(project: Path) -> None:
             ["send", "--issue", "15", "--list", "staging", "--force"], env, project
         )
     assert done.code == 0, done.err
-    assert "issues/15.md:13: raw HTML" in done.err
+    assert "issues/15.md:13: the link to" in done.err
     assert "--force: sending issue 15 despite 1 error(s)" in done.err
     assert len(handler.by_recipient) == 2
 
@@ -201,7 +201,7 @@ def test_inspect_send_is_a_value_a_scheduler_can_call(project: Path) -> None:
     settings = load_settings(project / "newsletter.toml", environ={})
     broken = inspect_send(settings, 15, "main", online=False)
     assert not broken.passed
-    assert [f.code for f in broken.errors] == ["markup"]
+    assert [f.code for f in broken.errors] == ["link"]
     fine = inspect_send(settings, 14, "main", online=False)
     assert fine.passed
     assert [f.code for f in fine.warnings] == ["duplicate-url"]

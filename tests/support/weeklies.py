@@ -38,6 +38,23 @@ def add_weekly(project: Path, number: int) -> Path:
     return project / "issues" / f"{number}.md"
 
 
+# Four more, pasted as editors paste them (tests/data/weeklies/pasted/README.md); the local
+# images 304 shows under issues/ are made here, each a picture of its own size.
+PASTED = (301, 302, 303, 304)
+_PASTED_IMAGES = {"images/304-downloads.png": (1200, 600), "images/304-office.png": (800, 600)}
+
+
+def add_pasted(project: Path, number: int) -> Path:
+    """Copy pasted weekly `number` into `project`/issues (with its images); its path."""
+    path = project / "issues" / f"{number}.md"
+    shutil.copy2(WEEKLIES / "pasted" / f"{number}.md", path)
+    for name, size in _PASTED_IMAGES.items():
+        image = project / "issues" / name
+        image.parent.mkdir(parents=True, exist_ok=True)
+        image.write_bytes(picture(*size, seed=len(name)))
+    return path
+
+
 def weekly_environ(number: int) -> dict[str, str]:
     return dict(_ENV[number])
 

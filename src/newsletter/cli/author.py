@@ -139,7 +139,8 @@ def check(settings: Settings, number: int, list_name: str, online: bool | None) 
     """Pre-send checks. Exit 0: no errors (warnings allowed); 1: errors.
 
     Warnings the issue file silences (its `silence:` key) are counted and named, not shown;
-    errors are never silenced.
+    errors are never silenced. An image without alt text is a warning; `[check] alt_text =
+    "error"` makes it an error.
 
     Also scores the sample message with SpamAssassin (`spamassassin -L -t`, local rules) when
     it is installed: a warning above 0.0, an error from 5.0.

@@ -29,7 +29,7 @@ from newsletter.textfile import SAVE_AS_UTF8, UTF16, looks_like_utf16
 # The fields whose text is Markdown; an error inside one is named by the field, at its line.
 CONTENT_FIELDS = {"intro", "outro", "summary"}
 INLINE_FIELDS = {"title"}
-_BLOCK_KINDS = {"paragraph", "heading", "image", "quote", "list", "code_block", "rule"}
+_BLOCK_KINDS = {"paragraph", "heading", "image", "quote", "list", "code_block", "rule", "table"}
 _SPAN_KINDS = {"text", "code", "strong", "em", "strike", "link", "break"}
 HEAVY_IMAGE = 1024 * 1024  # bytes: more than this is slow to load on a phone
 MAX_ISSUE_BYTES = 2 * 1024 * 1024  # an issue's text: 20 times what Gmail shows before its clip
@@ -174,9 +174,12 @@ def measure_images(
     problems: list[Problem] = []
     notes: list[Note] = []
     unsized: list[tuple[int, str]] = []
+    undescribed: list[int] = []
     for loc, image in _images(data, ()):
         line = _line(lines, loc) or 1
         src = image.get("src")
+        if not str(image.get("alt") or "").strip():
+            undescribed.append(line)
         if not isinstance(src, str) or not src:
             continue
         if src.startswith(("http:", "https:")) or "://" in src:
@@ -221,6 +224,8 @@ def measure_images(
             )
     if unsized:
         notes.append(_unsized_note(unsized))
+    if undescribed:
+        notes.append(_undescribed_note(undescribed))
     return problems, notes
 
 
@@ -233,6 +238,23 @@ def _pixel_note(line: int, src: str) -> Note:
         line,
         f"{src} is a 1×1 image, a tracking pixel: each reader's mail client fetches it, telling "
         "its host who opened the email, when and from where; remove it",
+    )
+
+
+def _undescribed_note(lines: list[int]) -> Note:
+    """One note for every image without alt text: pasted weeklies write `![](…)` by habit."""
+    which = (
+        "an image has"
+        if len(lines) == 1
+        else f"{len(lines)} images have (lines {', '.join(str(n) for n in lines)})"
+    )
+    return Note(
+        "warning",
+        "alt",
+        lines[0],
+        f"{which} no alt text, so a screen reader says nothing of it, nor does a mail client "
+        "that blocks images: describe each, ![a café by a stream](…), or put a short caption "
+        "line right under it",
     )
 
 
@@ -285,6 +307,16 @@ def _block_images(blocks: Any, loc: Loc) -> Iterator[tuple[Loc, dict[str, Any]]]
         elif kind == "list":
             for e, entry in enumerate(block.get("items") or []):
                 yield from _block_images(entry, (*loc, index, "items", e))
+        elif kind == "table":
+            yield from _cell_images(block, (*loc, index))
+
+
+def _cell_images(table: dict[str, Any], loc: Loc) -> Iterator[tuple[Loc, dict[str, Any]]]:
+    for c, cell in enumerate(table.get("head") or []):
+        yield from _block_images(cell, (*loc, "head", c))
+    for r, row in enumerate(table.get("rows") or []):
+        for c, cell in enumerate(row if isinstance(row, list) else []):
+            yield from _block_images(cell, (*loc, "rows", r, c))
 
 
 def _line(lines: dict[Loc, int], loc: Loc) -> int | None:

@@ -11,22 +11,31 @@ of every value, every fault, and Notes for what the email cannot carry.
     The item's text: paragraphs, images, quotes, lists, code, #### headings.
     ###                                     an empty ### opens an untitled item (a quote, a note)
 
-A list of links directly under a section (not under a ###) is a compact list: one item per entry,
-its link the title. A `# Title` first line is the title (front matter may then leave it out).
+A list of links right under a section's heading (nothing written between them), each entry one
+paragraph starting with its link, is a compact list: one item per entry, its link the title.
+A `# Title` first line is the title (front matter may then leave it out); under a front matter
+title, it is a section. `base: https://…/42/` in the front matter is the page the weekly's own
+site shows the issue at: relative links and images resolve against it. Titles that carry their
+own numbers (`1、`, `2.`, `#12`) turn the email's numbering off for the issue, with a note.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from newsletter.errors import Problem
 from newsletter.issues.yamlsource import Loc, Source, read_yaml
-from newsletter.markup import Note, Reader, closing
+from newsletter.markup import Note, Reader, closing, describe_image
 from newsletter.markup.document import parse_document
 
 Data = dict[str, Any]
 _FENCE = "---"
+# A title's own number: "0、C 项目", "1. Rust", "3) x", "#12 …", "No. 4".
+# "1.0 is out" is a version, not a number: a "." takes no digit after it.
+_OWN_NUMBER = re.compile(r"\s*(?:\d+\s*(?:[、．)）:]|\.(?!\d))|#\d+|No\.\s*\d+)")
 
 
 @dataclass
@@ -70,21 +79,87 @@ def read_markdown(text: str, name: str) -> MarkdownSource:
                 "comes from the body's ## headings in a Markdown issue; remove it",
             )
         )
+    base = _base(data, name, source)
     body = "\n".join(lines[close + 1 :])
-    outline = _Outline(name, close + 2, data, source)
+    outline = _Outline(name, close + 2, data, source, base)
     outline.read(body)
+    _own_numbers(data, source)
     source.data = data
     return source
+
+
+def _base(data: Data, name: str, source: MarkdownSource) -> str:
+    """The front matter's `base:` (taken out: it is how to read the body, not the issue's)."""
+    base = data.pop("base", "")
+    parts = urlsplit(base) if isinstance(base, str) else None
+    if base and (parts is None or parts.scheme not in ("http", "https") or not parts.netloc):
+        source.problems.append(
+            Problem(
+                name,
+                source.lines.get(("base",)),
+                "base",
+                f"must be the https:// address the weekly's site shows this issue at, got "
+                f"{base!r}: relative links and images resolve against it",
+            )
+        )
+        return ""
+    return str(base) if base else ""
+
+
+def _own_numbers(data: Data, source: MarkdownSource) -> None:
+    """Numbering off for this issue when most of its section titles, or most of its item
+    titles, carry their own number (`0、C 项目`, `1. Rust`, `#12`): they would be numbered twice."""
+    sections = data["sections"]
+    groups = [
+        [(s.get("title"), source.lines.get(("sections", n))) for n, s in enumerate(sections)],
+        [
+            (item.get("title"), source.lines.get(("sections", n, "items", i)))
+            for n, section in enumerate(sections)
+            for i, item in enumerate(section["items"])
+            if item.get("title")
+        ],
+        # Entries numbered in their first line, under titles that are categories: "1、[x](…)".
+        [
+            (item["summary"][0].get("spans"), source.lines.get(("sections", n, "items", i)))
+            for n, section in enumerate(sections)
+            for i, item in enumerate(section["items"])
+            if item.get("title") and item["summary"] and item["summary"][0]["kind"] == "paragraph"
+        ],
+    ]
+    for titles in groups:
+        numbered = [(title, line) for title, line in titles if _OWN_NUMBER.match(_text(title))]
+        if "numbering" in data or len(numbered) < 2 or len(numbered) * 2 < len(titles):
+            continue
+        data["numbering"] = "none"
+        title, line = numbered[0]
+        shown = _text(title).strip()
+        shown = shown if len(shown) <= 24 else f"{shown[:24]}…"
+        source.notes.append(
+            Note(
+                "warning",
+                "numbering",
+                line or 1,
+                f'{len(numbered)} titles carry their own numbers ("{shown}"), '
+                "so the email does not number them again in this issue; set numbering: in the "
+                "front matter to choose",
+            )
+        )
+
+
+def _text(spans: Any) -> str:
+    return "".join(_plain(spans)) if isinstance(spans, list) else ""
 
 
 class _Outline:
     """The body's tokens split into intro, sections and items by their headings."""
 
-    def __init__(self, name: str, first_line: int, data: Data, source: MarkdownSource) -> None:
+    def __init__(
+        self, name: str, first_line: int, data: Data, source: MarkdownSource, base: str
+    ) -> None:
         self.name = name
         self.data = data
         self.source = source
-        self.reader = Reader(first_line)
+        self.reader = Reader(first_line, base)
         self.sections: list[Data] = []
         # Where blocks go now: the intro, a section's intro, or an item's summary.
         self.target: list[Any] | None = []
@@ -103,7 +178,11 @@ class _Outline:
                 token = tokens[index]
                 end = closing(tokens, index)
                 line = self.reader.line_of(token)
-                if token.type == "heading_open" and token.tag in ("h1", "h2", "h3"):
+                if token.type == "heading_open" and token.markup == "-":
+                    # A line, then `---` alone under it: a weekly's divider after the line,
+                    # not a section named by it (CommonMark's setext heading).
+                    self.divided(tokens[index + 1], line)
+                elif token.type == "heading_open" and token.tag in ("h1", "h2", "h3"):
                     children = tokens[index + 1].children or []
                     self.heading(int(token.tag[1]), children, line, first_block)
                 elif token.type in (
@@ -125,14 +204,16 @@ class _Outline:
             else:
                 self.data["intro"] = intro
         self.data["sections"] = self.sections
-        self.source.notes = self.reader.notes
+        self.source.notes += self.reader.notes
 
     def problem(self, line: int | None, where: str, message: str) -> None:
         self.source.problems.append(Problem(self.name, line, where, message))
 
     def heading(self, level: int, children: list[Any], line: int, first_block: bool) -> None:
         spans = self.reader.title(children, line)
-        if level == 1 and first_block:
+        if not spans and level <= 2:
+            return  # `##` with nothing after it (or a `---` under a blank title) opens nothing
+        if level == 1 and first_block and self.is_title(spans):
             self.title(spans, line)
         elif level <= 2:  # a later # is a section too: weeklies put one above a last section
             loc: Loc = ("sections", len(self.sections))
@@ -151,18 +232,16 @@ class _Outline:
         else:
             self.item(spans, line)
 
-    def title(self, spans: list[Data], line: int) -> None:
+    def is_title(self, spans: list[Data]) -> bool:
+        """A first `# heading` is the title, unless the front matter has another: then it is
+        the first section, as pasted weeklies head their first part."""
         text = "".join(_plain(spans)).strip()
+        return "title" not in self.data or str(self.data["title"]).strip() == text
+
+    def title(self, spans: list[Data], line: int) -> None:
         if "title" not in self.data:
-            self.data["title"] = text
+            self.data["title"] = "".join(_plain(spans)).strip()
             self.source.lines[("title",)] = line
-        elif str(self.data["title"]).strip() != text:
-            self.problem(
-                line,
-                "title",
-                f"is given twice, as {self.data['title']!r} in the front matter and as "
-                f"# {text}; keep one",
-            )
 
     def item(self, spans: list[Data], line: int) -> None:
         section = self.sections[-1]
@@ -178,24 +257,38 @@ class _Outline:
         self.source.lines[(*loc, "title")] = line
         self.target, self.target_loc, self.in_item = item["summary"], (*loc, "summary"), True
 
+    def divided(self, inline: Any, line: int) -> None:
+        blocks = [*self.reader.paragraph(inline, line), {"kind": "rule"}]
+        self.add(blocks, {(n,): line for n in range(len(blocks))}, line)
+
     def append(self, tokens: list[Any]) -> None:
         found: dict[Loc, int] = {}
         blocks = self.reader.blocks(tokens, (), 0, found)
+        self.add(blocks, found, self.reader.line_of(tokens[0]))
+
+    def add(self, blocks: list[Data], found: dict[Loc, int], line: int) -> None:
+        """`blocks` (their lines in `found`) into where text goes now."""
         if not blocks:
             return
         if self.target is None:
             # Text after a compact list is an untitled item of its own, in its place.
-            self.item([], self.reader.line_of(tokens[0]))
+            self.item([], line)
         assert self.target is not None
+        if self.target:
+            describe_image(self.target[-1], blocks[0])  # a caption line under an image
         start = len(self.target)
-        for (place, *rest), line in found.items():
+        for (place, *rest), at in found.items():
             assert isinstance(place, int)
-            self.source.lines[(*self.target_loc, start + place, *rest)] = line
+            self.source.lines[(*self.target_loc, start + place, *rest)] = at
         self.target.extend(blocks)
 
     def compact_here(self, tokens: list[Any], index: int, end: int) -> bool:
-        """A list of links right under a section: every entry starts with a link."""
+        """A list of links right under a section's heading: every entry one paragraph that
+        starts with a link. After the section's own words, a list is a list."""
         if not self.sections or self.in_item:
+            return False
+        section = self.sections[-1]
+        if self.target is not section["intro"] or section["intro"] or section["items"]:
             return False
         cursor = index + 1
         while cursor < end:
@@ -203,6 +296,8 @@ class _Outline:
             inner = tokens[cursor + 1 : item_end]
             if not inner or inner[0].type != "paragraph_open":
                 return False
+            if sum(t.type == "paragraph_open" for t in inner if t.level == inner[0].level) > 1:
+                return False  # an entry of paragraphs is an entry, not a title
             children = inner[1].children or []
             if not children or children[0].type != "link_open":
                 return False

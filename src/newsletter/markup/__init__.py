@@ -2,8 +2,10 @@
 with the line of every block and a Note for whatever an email cannot carry.
 
 The data has the shape of content.py's values (`{"kind": "paragraph", "spans": [...]}`), which
-validate it. Nothing the editor wrote is lost without a word: raw HTML and tables (which no email
-can lay out) are Notes at their lines; an HTML comment, which no reader ever sees, is dropped.
+validate it. Nothing the editor wrote is lost without a word: HTML in the Markdown is read into
+the same blocks and spans (an image, a link, a centred paragraph, a table); what an email cannot
+carry (a script, a form, an MDX component) is a Note at its line; an HTML comment, which no
+reader ever sees, is dropped.
 Line breaks inside a paragraph join Chinese and Japanese text without a space, as they are
 written; bare http(s) URLs become links, as on GitHub.
 """
@@ -14,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from newsletter.markup.blocks import Reader
+from newsletter.markup.htmlblocks import describe_image
 from newsletter.markup.spans import text_span
 from newsletter.markup.tokens import Data, Loc, Note, closing, parser
 
@@ -24,6 +27,7 @@ __all__ = [
     "Parsed",
     "Reader",
     "closing",
+    "describe_image",
     "parse_content",
     "parse_inline",
     "parser",

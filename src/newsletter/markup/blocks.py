@@ -1,10 +1,12 @@
-"""Block tokens in; block data out (paragraphs, headings, images, quotes, lists, code, rules),
-each block's line recorded, and a Note for whatever an email cannot carry (raw HTML, tables)."""
+"""Block tokens in; block data out (paragraphs, headings, images, quotes, lists, code, rules,
+tables, and HTML blocks read into the same), each block's line recorded, and a Note for whatever
+an email cannot carry (a script, a form, an MDX component or `import`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from newsletter.markup.htmlblocks import HtmlReader, describe_image, without_breaks
 from newsletter.markup.spans import SpanReader, trimmed
 from newsletter.markup.tokens import Data, Loc, Note, closing, too_deep
 
@@ -18,10 +20,11 @@ MAX_DEPTH = 3
 class Reader:
     """markdown-it's token stream -> block and span data, collecting Notes on the way."""
 
-    def __init__(self, first_line: int) -> None:
+    def __init__(self, first_line: int, base: str = "") -> None:
         self.first_line = first_line
         self.notes: list[Note] = []
-        self.inline = SpanReader(self.note)
+        self.inline = SpanReader(self.note, base)
+        self.html = HtmlReader(self.inline)
 
     def line_of(self, token: Token) -> int:
         return self.first_line + (token.map[0] if token.map else 0)
@@ -48,6 +51,8 @@ class Reader:
             end = closing(tokens, index) if token.nesting == 1 else index
             line = self.line_of(token)
             found = self.block(tokens, index, end, at, len(out), depth, lines)
+            if out and found:
+                describe_image(out[-1], found[0])
             for block in found:
                 lines.setdefault((*at, len(out)), line)
                 out.append(block)
@@ -90,25 +95,9 @@ class Reader:
         if kind == "hr":
             return [{"kind": "rule"}]
         if kind == "html_block":
-            if not token.content.lstrip().startswith("<!--"):
-                snippet = token.content.strip().splitlines()[0][:60]
-                self.note(
-                    "error",
-                    "markup",
-                    line,
-                    f"raw HTML ({snippet}) cannot go into the email and is left out; "
-                    "write it in Markdown",
-                )
-            return []
+            return self.html.blocks(token.content, line)
         if kind == "table_open":
-            self.note(
-                "error",
-                "markup",
-                line,
-                "a table cannot be laid out in an email (it would not fit a phone) and is left "
-                "out; write its rows as a list",
-            )
-            return []
+            return self.table(tokens[index : end + 1], line)
         return []
 
     def list_block(
@@ -153,8 +142,41 @@ class Reader:
     def _lists_above(at: Loc) -> int:
         return sum(1 for part in at if part == "items")
 
+    def table(self, tokens: list[Token], line: int) -> list[Data]:
+        """A Markdown pipe table: its header row, then its rows, each cell as blocks."""
+        head: list[list[Data]] = []
+        rows: list[list[list[Data]]] = []
+        row: list[list[Data]] = []
+        in_head = False
+        for token in tokens:
+            if token.type in ("thead_open", "thead_close"):
+                in_head = token.type == "thead_open"
+            elif token.type == "tr_open":
+                row = []
+            elif token.type == "inline":
+                cell_line = self.line_of(token) if token.map else line
+                row.append(self.paragraph(token, cell_line))
+            elif token.type == "tr_close":
+                if in_head:
+                    head = row
+                else:
+                    rows.append(row)
+        return [{"kind": "table", "head": head, "rows": rows}] if head or rows else []
+
     def paragraph(self, inline: Token, line: int) -> list[Data]:
         """A paragraph's spans; an image among them becomes a block of its own, splitting it."""
+        if _mdx_module_lines(inline.content):
+            lines = inline.content.strip().splitlines()
+            shown = ", ".join(repr(line.strip()[:50]) for line in lines[:3])
+            self.note(
+                "warning",
+                "markup",
+                line,
+                f"MDX {'lines' if len(lines) > 1 else 'line'} {shown}"
+                f"{' …' if len(lines) > 3 else ''} left out of the email: code the site's page "
+                "loads, which no reader of an email sees",
+            )
+            return []
         out: list[Data] = []
         run: list[Data] = []
         for piece in self.inline.spans(inline.children or [], line, allow_images=True):
@@ -164,14 +186,26 @@ class Reader:
             else:
                 run.append(piece)
         _flush(run, out)
+        if len(out) > 1 and out[0].get("kind") == "image":  # a line under a paragraph's image
+            describe_image(out[0], out[1])
         return out
 
     def title(self, children: list[Token], line: int) -> list[Data]:
         return self.inline.title(children, line)
 
 
+def _mdx_module_lines(text: str) -> bool:
+    """Every line an MDX `import … from '…'` or `export …`: code the site loads, not words."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return bool(lines) and all(
+        (line.startswith("import ") and (" from " in line or line[7:8] in "'\""))
+        or line.startswith("export ")
+        for line in lines
+    )
+
+
 def _flush(run: list[Data], out: list[Data]) -> None:
     spans = trimmed(run)
     if spans and not all(s.get("kind") == "break" for s in spans):
-        out.append({"kind": "paragraph", "spans": spans})
+        out.append({"kind": "paragraph", "spans": without_breaks(spans)})
     run.clear()

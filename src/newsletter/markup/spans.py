@@ -14,16 +14,29 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
+from newsletter.markup.addresses import image_source, link_target, player_page
+from newsletter.markup.html import (
+    BLOCKS,
+    CODES,
+    DROPPED,
+    MEDIA,
+    STYLES,
+    TRANSPARENT,
+    Tag,
+    read_tag,
+    size_of,
+)
 from newsletter.markup.tokens import Data
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
 
-_LINK_SCHEMES = ("http", "https", "mailto")
+# What a file under issues/ may be (fields.py checks it again); anything else has no picture.
+_PICTURES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 _SIZE = re.compile(r"\{\s*((?:(?:width|height)=\d+\s*)+)\}")
-_BARE_URL = re.compile(r"https?://[^\s<>\"'\u3000-\u303f\uff00-\uffef]+")
-_BREAK_TAG = re.compile(r"<br\s*/?>", re.IGNORECASE)
-_TAG_NAME = re.compile(r"</?([A-Za-z][A-Za-z0-9-]*)")
+# A bare URL ends before a space, a comma or semicolon (`https://goproxy.cn,direct`), and before
+# CJK punctuation and full-width forms (。，、（）「」…), which never belong to one.
+_BARE_URL = re.compile(r"https?://[^\s<>\"',;\u2018-\u201f\u2026\u3000-\u303f\uff00-\uffef]+")
 Level = Literal["error", "warning"]
 
 
@@ -31,7 +44,7 @@ def text_span(text: str) -> Data:
     return {"kind": "text", "text": text}
 
 
-def _wide(char: str) -> bool:
+def wide(char: str) -> bool:
     """Chinese and Japanese are written without spaces; Korean (Hangul) uses them."""
     if not char or "\uac00" <= char <= "\ud7af" or "\u1100" <= char <= "\u11ff":
         return False
@@ -40,10 +53,12 @@ def _wide(char: str) -> bool:
 
 class SpanReader:
     """Inline tokens -> span data; what cannot be shown is told to `note` (level, code, line,
-    message)."""
+    message). `base` (the front matter's `base:`) is the address relative links and images
+    resolve against, as on the weekly's own site."""
 
-    def __init__(self, note: Callable[[Level, str, int, str], None]) -> None:
+    def __init__(self, note: Callable[[Level, str, int, str], None], base: str = "") -> None:
         self.note = note
+        self.base = base
 
     def title(self, children: list[Token], line: int) -> list[Data]:
         """A title's spans: an image in it is shown as its alt text."""
@@ -63,7 +78,7 @@ class SpanReader:
             if kind == "text":
                 content = token.content[skip:]
                 skip = 0
-                self._add_text(current, content, linkify=not self._in_link(stack))
+                self.add_text(current, content, linkify=not self._in_link(stack))
                 last = content[-1:] or last
             elif kind == "code_inline":
                 current.append({"kind": "code", "text": token.content})
@@ -71,8 +86,8 @@ class SpanReader:
             elif kind == "softbreak":
                 # A line break joins Chinese to Chinese without a space, anything else with one.
                 after = _next_char(children, index + 1)
-                if not (_wide(last) and _wide(after)):
-                    self._add_text(current, " ", False)
+                if not (wide(last) and wide(after)):
+                    self.add_text(current, " ", False)
                     last = " "
             elif kind == "hardbreak":
                 current.append({"kind": "break"})
@@ -88,18 +103,12 @@ class SpanReader:
             elif kind == "image":
                 image = self._image(token, children, index, line)
                 skip = image.pop("_skip", 0)
-                if allow_images:
-                    current.append(image)
-                else:
-                    self.note(
-                        "warning",
-                        "markup",
-                        line,
-                        "an image cannot be shown in a title: its alt text is shown instead",
-                    )
-                    self._add_text(current, image["alt"], False)
+                if self.reachable(image["src"], line):
+                    self.place_image(current, image, line, allow_images)
             elif kind == "html_inline":
-                self._html_inline(current, token.content, line)
+                tag = read_tag(token.content)
+                if tag is not None:
+                    current = self._html_tag(tag, stack, current, line, allow_images)
             index += 1
         while stack:  # unclosed markup: markdown-it closes everything, but stay safe
             span, parent = stack.pop()
@@ -109,6 +118,18 @@ class SpanReader:
             return hoist_images(out)
         return out
 
+    def place_image(self, current: list[Data], image: Data, line: int, allow: bool) -> None:
+        if allow:
+            current.append(image)
+            return
+        self.note(
+            "warning",
+            "markup",
+            line,
+            "an image cannot be shown in a title: its alt text is shown instead",
+        )
+        self.add_text(current, image["alt"], False)
+
     @staticmethod
     def _in_link(stack: list[tuple[Data, list[Data]]]) -> bool:
         return any(span["kind"] == "link" for span, _ in stack)
@@ -117,17 +138,35 @@ class SpanReader:
         kind = {"strong_open": "strong", "em_open": "em", "s_open": "strike"}.get(token.type)
         if kind:
             return {"kind": kind, "spans": []}
-        href = str(token.attrGet("href") or "")
-        if urlsplit(href).scheme.lower() not in _LINK_SCHEMES or any(ord(c) < 32 for c in href):
-            self.note(
-                "error",
-                "link",
-                line,
-                f"the link to {href!r} must be an absolute http://, https:// or mailto: address; "
-                "its text is shown without the link",
-            )
+        return self.link_span(str(token.attrGet("href") or ""), line)
+
+    def link_span(self, href: str, line: int) -> Data:
+        """An opened link to `href`, or its text alone (with a Note) if it cannot be one."""
+        target = self.link_target(href, line)
+        if target is None:
             return {"kind": "unlinked", "spans": []}
-        return {"kind": "link", "url": href, "spans": []}
+        return {"kind": "link", "url": target, "spans": []}
+
+    def link_target(self, href: str, line: int) -> str | None:
+        """`href` as an absolute address (see addresses.py), or None and a Note."""
+        return link_target(href, self.base, line, self.note)
+
+    def image_source(self, src: str) -> str:
+        return image_source(src, self.base)
+
+    def reachable(self, src: str, line: int) -> bool:
+        """False, with an error, for an image at the root of a site no `base:` names."""
+        if not src.startswith("/"):
+            return True
+        self.note(
+            "error",
+            "link",
+            line,
+            f"the image {src} is at the root of the weekly's own site, which an email cannot "
+            "know: add the issue page's address to the front matter (base: "
+            "https://example.org/weekly/42/), or write the image's whole address",
+        )
+        return False
 
     @staticmethod
     def _closed(span: Data) -> list[Data]:
@@ -135,6 +174,9 @@ class SpanReader:
         inner = trimmed(span["spans"]) if span["kind"] == "link" else span["spans"]
         if span["kind"] == "unlinked":
             return list(span["spans"])
+        if span["kind"] == "_code":  # <kbd>, <code>: their words as code
+            words = "".join(_words(span["spans"]))
+            return [{"kind": "code", "text": words}] if words else []
         if span["kind"] == "link" and len(inner) == 1 and inner[0].get("kind") == "image":
             return [{**inner[0], "href": span["url"]}]
         return [span] if span["spans"] else []
@@ -142,7 +184,7 @@ class SpanReader:
     def _image(self, token: Token, children: list[Token], index: int, line: int) -> Data:
         image: Data = {
             "kind": "image",
-            "src": str(token.attrGet("src") or ""),
+            "src": self.image_source(str(token.attrGet("src") or "")),
             "alt": token.content.strip(),
         }
         title = token.attrGet("title")
@@ -159,23 +201,106 @@ class SpanReader:
                 image["_skip"] = size.end()
         return image
 
-    def _html_inline(self, current: list[Data], html: str, line: int) -> None:
-        if _BREAK_TAG.fullmatch(html.strip()):
+    def html_image(self, attrs: dict[str, str], line: int) -> Data | None:
+        """An <img>'s image data: its source, alt, width and height. One with no picture to
+        show (no source, a `data:` pixel, `src=x`) is left out with a Note."""
+        src = self.image_source(attrs.get("src", ""))
+        if not self.reachable(src, line):
+            return None
+        scheme = urlsplit(src).scheme.lower()
+        if scheme not in ("http", "https") and (scheme or not src.lower().endswith(_PICTURES)):
+            self.left_out(f"<img src={src[:40]!r}>", "an image with no picture file", line)
+            return None
+        image: Data = {
+            "kind": "image",
+            "src": src,
+            "alt": " ".join(attrs.get("alt", "").split()),
+        }
+        for name in ("width", "height"):
+            size = size_of(attrs.get(name, ""))
+            if size is not None:
+                image[name] = size
+        if attrs.get("title"):
+            image["caption"] = attrs["title"]
+        return image
+
+    def media_link(self, tag_name: str, attrs: dict[str, str], line: int) -> Data | None:
+        """A <video>, <audio> or <iframe> as a link to what it plays ("▶ its title")."""
+        src = attrs.get("src", "")
+        if not src:
+            return None
+        target = self.link_target(src, line)
+        if target is None:
+            return None
+        target = player_page(target)
+        title = " ".join((attrs.get("title") or attrs.get("aria-label") or "").split())
+        label = f"▶ {title}" if title else ("▶ audio" if tag_name == "audio" else "▶ video")
+        return {"kind": "link", "url": target, "spans": [text_span(label)]}
+
+    def _html_tag(
+        self,
+        tag: Tag,
+        stack: list[tuple[Data, list[Data]]],
+        current: list[Data],
+        line: int,
+        allow_images: bool,
+    ) -> list[Data]:
+        """One inline HTML tag read into the spans; the list new spans go into after it."""
+        name = tag.name
+        if tag.component:
+            if not tag.closing:
+                self.left_out(tag.shown, "an MDX component", line)
+            return current
+        if name in STYLES or name in CODES or name == "a":
+            if tag.closing:
+                wanted = {"a": ("link", "unlinked")}.get(name, (STYLES.get(name, "_code"),))
+                if stack and stack[-1][0]["kind"] in wanted:
+                    span, parent = stack.pop()
+                    for piece in self._closed(span):
+                        _append(parent, piece)
+                    return parent
+                return current
+            if tag.shown.endswith("/>"):
+                return current
+            if name == "a":
+                span = self.link_span(tag.attrs.get("href", ""), line)
+            else:
+                span = {"kind": STYLES.get(name, "_code"), "spans": []}
+            stack.append((span, current))
+            inner: list[Data] = span["spans"]
+            return inner
+        if tag.closing or name in TRANSPARENT or (name in BLOCKS and name not in MEDIA):
+            return current  # its words stay, in the paragraph they are in
+        if name == "br":
             current.append({"kind": "break"})
-            return
-        if html.startswith(("<!--", "</")):
-            return  # a comment no reader sees anywhere; a closing tag, told with its opening
-        name = _TAG_NAME.match(html)
-        shown = f"<{name.group(1)}>" if name else html[:20]
+        elif name == "img":
+            image = self.html_image(tag.attrs, line)
+            if image is not None:
+                self.place_image(current, image, line, allow_images)
+        elif name in MEDIA:
+            link = self.media_link(name, tag.attrs, line)
+            if link is None:
+                self.left_out(tag.shown, "a player without a source", line)
+            else:
+                current.append(link)
+        else:
+            self.left_out(tag.shown, "inline HTML" if name in DROPPED else "an unknown tag", line)
+        return current
+
+    def left_out(self, shown: str, what: str, line: int) -> None:
+        fix = (
+            "the site draws it, an email cannot: write what readers need of it in Markdown"
+            if what == "an MDX component"
+            else "write it in Markdown"
+        )
         self.note(
             "warning",
             "markup",
             line,
-            f"inline HTML {shown} is left out of the email (the text around it stays); "
-            "write it in Markdown",
+            f"{what} {shown} is left out of the email (the text around it stays); {fix}",
         )
 
-    def _add_text(self, current: list[Data], text: str, linkify: bool) -> None:
+    def add_text(self, current: list[Data], text: str, linkify: bool) -> None:
         if not text:
             return
         pieces: list[Data] = []
@@ -210,6 +335,10 @@ def _trim_url(url: str) -> str:
             break
         url = url[:-1]
     return url
+
+
+def _words(spans: list[Data]) -> list[str]:
+    return [str(s.get("text", "")) + "".join(_words(s.get("spans", []))) for s in spans]
 
 
 def _next_char(children: list[Token], start: int) -> str:

@@ -185,6 +185,27 @@ def test_hostile_text_in_an_issue_stays_text(project: Path) -> None:
     assert "javascript" not in content  # never a link, and the target not shown
 
 
+def test_a_table_reaches_the_feed_as_a_table(project: Path) -> None:
+    # issue 30: tables are blocks now; the feed's template had no branch and dropped them.
+    (project / "issues" / "16.md").write_text(
+        "---\nnumber: 16\ntitle: Tables\n---\n## Releases\n\n"
+        "| Package | Version |\n|---|---|\n| [aeson](https://e.org/aeson) | 3.1 |\n",
+        encoding="utf-8",
+    )
+    base = "https://n.example"
+    settings = Settings.model_validate({"root": project, "newsletter": {"base_url": base}})
+    root = check_atom(Archive(settings).feed(), base)
+    entry = next(
+        e for e in root.findall(f"{A}entry") if e.findtext(f"{A}id") == f"{base}/issues/16"
+    )
+    content = entry.findtext(f"{A}content") or ""
+    assert (
+        "<table><tr><th><p>Package</p></th><th><p>Version</p></th></tr>"
+        '<tr><td><p><a href="https://e.org/aeson">aeson</a></p></td><td><p>3.1</p></td></tr>'
+        "</table>"
+    ) in content
+
+
 def test_build_site_writes_the_feed_serve_answers(project: Path, settings: Settings) -> None:
     result = CliRunner().invoke(cli, ["build", "--site", "site"])
     assert result.exit_code == 0, result.stderr

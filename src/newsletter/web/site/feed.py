@@ -98,7 +98,7 @@ def atom_feed(settings: Settings, entries: Sequence[FeedEntry]) -> str:
 
 def entry_html(issue: Issue, settings: Settings) -> str:
     """The issue as plain HTML for a feed reader (templates/feed_entry.html)."""
-    language, style = settings.newsletter.language, numbering_style(settings)
+    language, style = settings.newsletter.language, numbering_style(settings, issue)
     base_url = settings.newsletter.base_url
     return render_page(
         "feed_entry.html",
