@@ -275,3 +275,24 @@ def test_an_issue_file_that_does_not_load_is_annotated_at_its_line(initialized: 
     assert out.startswith("::error file=issues/2.md,line=4,title=newsletter check%3A issue-file::")
     assert "error: issues/2.md:4: date:" in err
     assert "Traceback" not in err
+
+
+def test_a_property_with_a_comma_or_colon_is_escaped(initialized: Path) -> None:
+    # The issue folder is the project's choice ([paths] issues): its name goes into `file=`.
+    config = initialized / "newsletter.toml"
+    config.write_text(
+        config.read_text(encoding="utf-8") + '\n[paths]\nissues = "drafts,2026:dec"\n',
+        encoding="utf-8",
+    )
+    folder = initialized / "drafts,2026:dec"
+    folder.mkdir()
+    (initialized / "issues" / "2.md").rename(folder / "2.md")
+    code, out, _ = check("--format", "github")
+    assert code == 1
+    assert out.startswith(
+        f"::error file=drafts%2C2026%3Adec/2.md,line={FTP_LINE},title=newsletter check%3A link::"
+    )
+    code, out, _ = check("--format", "sarif")
+    result = json.loads(out)["runs"][0]["results"][0]
+    uri = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri == "drafts%2C2026%3Adec/2.md"

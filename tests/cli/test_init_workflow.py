@@ -102,6 +102,10 @@ def _pull_request(tmp_path: Path) -> tuple[Path, int]:
     issue.write_text(text, encoding="utf-8")
     line = text.splitlines().index("### [The files](ftp://files.example.org/archive)") + 1
     git(work, "commit", "-q", "-am", "head")
+    # What actions/checkout checks out for a pull request: the head merged into the base
+    # (refs/pull/N/merge), a detached HEAD.
+    git(work, "checkout", "-q", "--detach", "origin/main")
+    git(work, "merge", "-q", "--no-ff", "-m", "Merge one-word into main", "one-word")
     return work, line
 
 
@@ -170,7 +174,7 @@ def test_the_workflow_annotates_the_changed_issue_of_a_pull_request(tmp_path: Pa
 
 def test_the_workflow_passes_a_pull_request_that_changes_no_issue(tmp_path: Path) -> None:
     work, _ = _pull_request(tmp_path)
-    git(work, "checkout", "-q", "-b", "readme-only", "main")
+    git(work, "checkout", "-q", "-b", "readme-only", "origin/main")
     (work / "issues" / "images").mkdir()
     (work / "issues" / "images" / "2.md").write_text("not an issue\n", encoding="utf-8")
     (work / "README.md").write_text("# Our letter\n", encoding="utf-8")
