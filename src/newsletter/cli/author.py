@@ -180,12 +180,13 @@ def check(
     if verdict.ephemeral_key:
         click.echo(EPHEMERAL_NOTE, err=True)
     notes = [f"note: {note}" for note in verdict.online.notes] if verdict.online else []
-    if verdict.silences:
-        notes.append(f"silenced by the issue file: {', '.join(verdict.silences)}")
-    if output != "text":
+    silenced = f"silenced by the issue file: {', '.join(verdict.silences)}"
+    if output == "text":
+        for finding in verdict.findings:
+            click.secho(text_line(finding), fg="red" if finding.level == "error" else "yellow")
+    else:
+        notes += [silenced] if verdict.silences else []
         _write_findings(output, verdict.findings, notes, issue_file)
-    for finding in verdict.findings if output == "text" else ():
-        click.secho(text_line(finding), fg="red" if finding.level == "error" else "yellow")
     # The summary: after the findings on a terminal and in a CI log; on stderr when stdout
     # is a document for a program (json, sarif).
     summary = output in ("json", "sarif")
@@ -201,7 +202,7 @@ def check(
             click.echo(f"note: {note}", err=summary)
         click.echo(verdict.online.summary(), err=summary)
     if verdict.silences:
-        click.echo(f"silenced by the issue file: {', '.join(verdict.silences)}", err=summary)
+        click.echo(silenced, err=summary)
     click.echo(f"issue {number}: {verdict.tally()}", err=summary)
     if not verdict.passed:
         sys.exit(1)
