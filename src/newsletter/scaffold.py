@@ -98,9 +98,7 @@ def create_project(
     `workflow` is False. ConfigError naming the flag if a choice is unusable,
     ProjectExistsError if any of its files exists; then nothing is written."""
     _refuse_control_characters(choices)
-    texts = project_files(choices, today)
-    if workflow:
-        texts[WORKFLOW] = workflow_text("issues")
+    texts = project_files(choices, today, workflow=workflow)
     _validate(choices, texts[Path(CONFIG_NAME)], folder)
     taken = [
         folder / path
@@ -140,8 +138,9 @@ def create_project(
     )
 
 
-def project_files(choices: Choices, today: dt.date) -> dict[Path, str]:
-    """Each file's path (under the project) and text; the secret is not among them."""
+def project_files(choices: Choices, today: dt.date, *, workflow: bool = True) -> dict[Path, str]:
+    """Each file's path (under the project) and text, the workflow's if asked; the secret is
+    not among them."""
     language = primary(choices.language) if choices.language else "en"
     words = _WORDS.get(language, _WORDS["en"])
     address, sender = _sender(choices)
@@ -171,6 +170,12 @@ def project_files(choices: Choices, today: dt.date) -> dict[Path, str]:
             else "Port 587 with STARTTLS, the submission\n# port most providers offer."
         ),
         "date": today.isoformat(),
+        "workflow_note": (
+            f"- `{WORKFLOW.as_posix()}`: GitHub checks the issues each pull request changes\n"
+            "  and shows the findings on their lines.\n"
+            if workflow
+            else ""
+        ),
         "title_yaml": _quoted(f"{choices.name}第1期" if chinese else f"{choices.name} 1"),
         "preheader_yaml": _quoted(
             f"{choices.name}的第一期。" if chinese else f"The first issue of {choices.name}."
@@ -184,7 +189,9 @@ def project_files(choices: Choices, today: dt.date) -> dict[Path, str]:
     }
     texts[Path("subscribers.csv")] = "email,name\n"
     texts[Path("staging.csv")] = f"email,name\n{_csv_cell(address)},{words['editor']}\n"
-    return {path: texts[path] for path in FILES.values()}
+    if workflow:
+        texts[WORKFLOW] = workflow_text("issues")
+    return {path: texts[path] for path in [*FILES.values(), *texts.keys() - FILES.values()]}
 
 
 def add_workflow(root: Path, issues: str) -> Path:

@@ -51,6 +51,10 @@ def test_init_writes_a_workflow_githubs_schema_accepts(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     path = tmp_path / "letter" / WORKFLOW
     assert f"{WORKFLOW}\n" in done.output  # listed with the project's other files
+    # The editors' README says what the file does.
+    assert f"- `{WORKFLOW.as_posix()}`: GitHub checks the issues each pull request changes\n" in (
+        tmp_path / "letter" / "README.md"
+    ).read_text(encoding="utf-8")
     checked = subprocess.run(
         [BIN / "check-jsonschema", "--builtin-schema", "vendor.github-workflows", path],
         capture_output=True,
@@ -71,6 +75,7 @@ def test_init_ci_none_writes_no_workflow_and_ci_github_adds_it_later(tmp_path: P
     root = tmp_path / "letter"
     assert init(str(root), "--yes", "--ci", "none").exit_code == 0
     assert not (root / WORKFLOW).exists()
+    assert "workflows" not in (root / "README.md").read_text(encoding="utf-8")
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     added = init(str(root), "--ci", "github")
     assert added.exit_code == 0, added.output
