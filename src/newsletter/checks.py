@@ -40,6 +40,8 @@ class Finding:
     code: str
     message: str
     subject: str = ""  # the one URL the finding is about, for a silence that names URLs
+    file: str | None = None  # the issue file's line it is at (the message starts `file:line: `)
+    line: int | None = None
 
     def __str__(self) -> str:
         return f"{self.level}: {self.message} [{self.code}]"
@@ -117,7 +119,10 @@ def silence_findings(
 
 def note_findings(notes: Iterable[Note], path: str) -> list[Finding]:
     """What the issue file's source says of itself (markup left out, images without a size)."""
-    return [Finding(n.level, n.code, f"{path}:{n.line}: {n.message}") for n in notes]
+    return [
+        Finding(n.level, n.code, f"{path}:{n.line}: {n.message}", file=path, line=n.line)
+        for n in notes
+    ]
 
 
 def encoded_size(part: MIMEPart) -> int:
@@ -198,15 +203,10 @@ def check_markers(body: str, part: str) -> list[Finding]:
 
 def check_styles(page: _Page) -> list[Finding]:
     size = sum(len(s.encode()) for s in page.styles)
-    if size > STYLE_LIMIT:
-        return [
-            Finding(
-                "error",
-                "style-size",
-                f"<style> blocks total {size / KB:.1f} KB; Gmail drops them past 16 KB",
-            )
-        ]
-    return []
+    if size <= STYLE_LIMIT:
+        return []
+    message = f"<style> blocks total {size / KB:.1f} KB; Gmail drops them past 16 KB"
+    return [Finding("error", "style-size", message)]
 
 
 def check_links(page: _Page, issue: Issue) -> list[Finding]:

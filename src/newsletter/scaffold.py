@@ -3,9 +3,11 @@ init`), one that previews, checks and test-sends to the capture server with no o
 
 The project: newsletter.toml (every choice commented), issues/1.md in the newsletter's language,
 an empty main list, a staging list whose one reader is the editor, .gitignore (state, secret and
-readers out of git), a README for its editors, and the project's secret in .newsletter/secret
-(0600 in a 0700 folder, whatever the umask), read when NEWSLETTER_SECRET is not set (see
-configfile.py). The files are package data (project_templates/), filled with string.Template:
+readers out of git), a README for its editors, the GitHub workflow that checks the issues a
+pull request changes (.github/workflows/newsletter.yml), and the project's secret in
+.newsletter/secret (0600 in a 0700 folder, whatever the umask), read when NEWSLETTER_SECRET is
+not set (see configfile.py). The files are package data (project_templates/), filled with
+string.Template (the workflow, shell script inside, by two markers of its own):
 every value that lands in TOML or YAML goes in as a quoted string, so no choice can add a key.
 Nothing is written until every choice is valid, and nothing that exists is overwritten: a folder
 holding any of the project's own files is refused; a README.md found there (a fresh clone's) is
@@ -23,6 +25,7 @@ import string
 import tomllib
 import unicodedata
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -46,6 +49,8 @@ FILES = {
     "gitignore": Path(".gitignore"),
     "README.md": Path("README.md"),
 }
+# The GitHub workflow that checks the issues a pull request changes (`init`, or `init --ci github`).
+WORKFLOW = Path(".github") / "workflows" / "newsletter.yml"
 GITIGNORE = Path(".gitignore")
 # What a folder may hold already (a new repository's): kept, or for .gitignore completed.
 SHARED = (Path("README.md"), GITIGNORE)
@@ -86,12 +91,14 @@ class CreatedProject:
     local_smtp: bool  # test sends go to the capture server
 
 
-def create_project(folder: Path, choices: Choices, today: dt.date) -> CreatedProject:
-    """Write the project into `folder` (made if missing). ConfigError naming the flag if a
-    choice is unusable, ProjectExistsError if any of its files exists; then nothing is
-    written."""
+def create_project(
+    folder: Path, choices: Choices, today: dt.date, *, workflow: bool = True
+) -> CreatedProject:
+    """Write the project into `folder` (made if missing), with the GitHub workflow unless
+    `workflow` is False. ConfigError naming the flag if a choice is unusable,
+    ProjectExistsError if any of its files exists; then nothing is written."""
     _refuse_control_characters(choices)
-    texts = project_files(choices, today)
+    texts = project_files(choices, today, workflow=workflow)
     _validate(choices, texts[Path(CONFIG_NAME)], folder)
     taken = [
         folder / path
@@ -131,8 +138,9 @@ def create_project(folder: Path, choices: Choices, today: dt.date) -> CreatedPro
     )
 
 
-def project_files(choices: Choices, today: dt.date) -> dict[Path, str]:
-    """Each file's path (under the project) and text; the secret is not among them."""
+def project_files(choices: Choices, today: dt.date, *, workflow: bool = True) -> dict[Path, str]:
+    """Each file's path (under the project) and text, the workflow's if asked; the secret is
+    not among them."""
     language = primary(choices.language) if choices.language else "en"
     words = _WORDS.get(language, _WORDS["en"])
     address, sender = _sender(choices)
@@ -162,6 +170,12 @@ def project_files(choices: Choices, today: dt.date) -> dict[Path, str]:
             else "Port 587 with STARTTLS, the submission\n# port most providers offer."
         ),
         "date": today.isoformat(),
+        "workflow_note": (
+            f"- `{WORKFLOW.as_posix()}`: GitHub checks the issues each pull request changes\n"
+            "  and shows the findings on their lines.\n"
+            if workflow
+            else ""
+        ),
         "title_yaml": _quoted(f"{choices.name}第1期" if chinese else f"{choices.name} 1"),
         "preheader_yaml": _quoted(
             f"{choices.name}的第一期。" if chinese else f"The first issue of {choices.name}."
@@ -175,7 +189,35 @@ def project_files(choices: Choices, today: dt.date) -> dict[Path, str]:
     }
     texts[Path("subscribers.csv")] = "email,name\n"
     texts[Path("staging.csv")] = f"email,name\n{_csv_cell(address)},{words['editor']}\n"
-    return {path: texts[path] for path in FILES.values()}
+    if workflow:
+        texts[WORKFLOW] = workflow_text("issues")
+    return {path: texts[path] for path in [*FILES.values(), *texts.keys() - FILES.values()]}
+
+
+def add_workflow(root: Path, issues: str) -> Path:
+    """Write the GitHub workflow into the project at `root`, whose issue files are in `issues`
+    (a folder relative to the root); ProjectExistsError if the project has one."""
+    target = root / WORKFLOW
+    if target.exists():
+        raise ProjectExistsError(
+            f"{display_path(target)} exists: nothing was written",
+            hint="Edit it, or delete it and run `newsletter init --ci github` again.",
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "x", encoding="utf-8") as handle:
+        handle.write(workflow_text(issues))
+    return target
+
+
+def workflow_text(issues: str) -> str:
+    """The workflow (project_templates/workflow.yml) for issue files in `issues`: it installs
+    the version of newsletter that writes it, so CI checks as the editor's `check` does."""
+    try:
+        requirement = f"newsletter=={version('newsletter')}"
+    except PackageNotFoundError:  # a source tree never installed: the newest release
+        requirement = "newsletter"
+    text = (TEMPLATES / "workflow.yml").read_text(encoding="utf-8")
+    return text.replace("@requirement@", requirement).replace("@issues@", _quoted(issues))
 
 
 def _fill(template: str, values: dict[str, str]) -> str:

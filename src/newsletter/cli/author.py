@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import click
 
-from newsletter.cli.terminal import issue_option, pass_settings, sample_list_option
+from newsletter.checks import Finding
+from newsletter.cli.terminal import fail, issue_option, pass_settings, sample_list_option
 from newsletter.clip import GMAIL_CLIP
 from newsletter.configfile import CONFIG_NAME
 from newsletter.draft import Draft, review, write_files
-from newsletter.errors import display_path
+from newsletter.errors import IssueError, Problem, display_path
+from newsletter.findingformats import (
+    FORMATS,
+    Format,
+    github_commands,
+    json_document,
+    place,
+    sarif_log,
+    text_line,
+)
 from newsletter.gate import inspect_send
 from newsletter.issues import issue_path
 from newsletter.issues.skeleton import start_issue, write_skeleton
@@ -134,8 +145,21 @@ def _build_issue(settings: Settings, number: int, list_name: str, out: Path | No
     help="Also check the sender's DNS (SPF, DKIM, DMARC, MX), the unsubscribe endpoint and "
     "every link (default: [check] online).",
 )
+@click.option(
+    "--format",
+    "output",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="How findings are written: text for a terminal; json (one object per finding: rule, "
+    "severity, file, line, message); github (workflow commands: annotations on a pull "
+    "request's lines); sarif (a SARIF 2.1.0 log for code scanning). With json and sarif, "
+    "stdout is the document alone and the summary goes to stderr.",
+)
 @pass_settings
-def check(settings: Settings, number: int, list_name: str, online: bool | None) -> None:
+def check(
+    settings: Settings, number: int, list_name: str, online: bool | None, output: Format
+) -> None:
     """Pre-send checks. Exit 0: no errors (warnings allowed); 1: errors.
 
     Warnings the issue file silences (its `silence:` key) are counted and named, not shown;
@@ -145,26 +169,65 @@ def check(settings: Settings, number: int, list_name: str, online: bool | None) 
     Also scores the sample message with SpamAssassin (`spamassassin -L -t`, local rules) when
     it is installed: a warning above 0.0, an error from 5.0.
     """
-    verdict = inspect_send(settings, number, list_name, online=online)
+    issue_file = display_path(issue_path(settings.issues_dir, number))
+    try:
+        verdict = inspect_send(settings, number, list_name, online=online)
+    except IssueError as exc:
+        if output == "text":
+            raise
+        # A file the checks cannot load is the first thing CI should show on its lines.
+        _write_findings(output, [_problem_finding(p) for p in exc.problems], [], issue_file)
+        fail(exc)
     if verdict.ephemeral_key:
         click.echo(EPHEMERAL_NOTE, err=True)
-    for finding in verdict.findings:
-        click.secho(str(finding), fg="red" if finding.level == "error" else "yellow")
+    notes = [f"note: {note}" for note in verdict.online.notes] if verdict.online else []
+    silenced = f"silenced by the issue file: {', '.join(verdict.silences)}"
+    if output == "text":
+        for finding in verdict.findings:
+            click.secho(text_line(finding), fg="red" if finding.level == "error" else "yellow")
+    else:
+        notes += [silenced] if verdict.silences else []
+        _write_findings(output, verdict.findings, notes, issue_file)
+    # The summary: after the findings on a terminal and in a CI log; on stderr when stdout
+    # is a document for a program (json, sarif).
+    summary = output in ("json", "sarif")
     size = verdict.html_size
     click.echo(
         f"HTML part: {size / 1024:.1f} KB encoded ({verdict.html_encoding}), "
-        f"{size / GMAIL_CLIP:.0%} of Gmail's ~102 KB clipping limit"
+        f"{size / GMAIL_CLIP:.0%} of Gmail's ~102 KB clipping limit",
+        err=summary,
     )
-    click.echo(verdict.spam_line())
+    click.echo(verdict.spam_line(), err=summary)
     if verdict.online is not None:
         for note in verdict.online.notes:
-            click.echo(f"note: {note}")
-        click.echo(verdict.online.summary())
+            click.echo(f"note: {note}", err=summary)
+        click.echo(verdict.online.summary(), err=summary)
     if verdict.silences:
-        click.echo(f"silenced by the issue file: {', '.join(verdict.silences)}")
-    click.echo(f"issue {number}: {verdict.tally()}")
+        click.echo(silenced, err=summary)
+    click.echo(f"issue {number}: {verdict.tally()}", err=summary)
     if not verdict.passed:
         sys.exit(1)
+
+
+def _write_findings(
+    output: Format, findings: Iterable[Finding], notes: list[str], issue_file: str
+) -> None:
+    placed = place(findings, issue_file)
+    if output == "json":
+        click.echo(json_document(placed))
+    elif output == "sarif":
+        click.echo(sarif_log(placed))
+    else:
+        for line in github_commands(placed, notes, issue_file):
+            click.echo(line)
+
+
+def _problem_finding(problem: Problem) -> Finding:
+    """A fault that keeps the issue file from loading, as a finding at its line."""
+    where = f"{problem.path}:{problem.line}: " if problem.line is not None else ""
+    what = f"{problem.field}: {problem.message}" if problem.field else problem.message
+    line = problem.line
+    return Finding("error", "issue-file", where + what, file=problem.path, line=line)
 
 
 @click.command()

@@ -17,6 +17,7 @@ import sys
 import click
 
 from newsletter.cli.terminal import printable
+from newsletter.findingformats import text_line
 from newsletter.gate import SendVerdict
 from newsletter.send.recipients import RecipientsReport
 
@@ -29,9 +30,9 @@ def judge(verdict: SendVerdict, *, force: bool) -> None:
     warnings either way."""
     errors, warnings = verdict.errors, verdict.warnings
     for finding in errors[:_SHOWN]:
-        click.secho(str(finding), fg="red", err=True)
+        click.secho(text_line(finding), fg="red", err=True)
     for finding in warnings[:_SHOWN]:
-        click.secho(str(finding), fg="yellow")
+        click.secho(text_line(finding), fg="yellow")
     hidden = max(len(errors) - _SHOWN, 0) + max(len(warnings) - _SHOWN, 0)
     if hidden:
         click.echo(f"... and {hidden} more (`newsletter check --issue {verdict.number}`)")

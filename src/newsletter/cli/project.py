@@ -7,8 +7,10 @@ from pathlib import Path
 
 import click
 
-from newsletter.errors import display_path
-from newsletter.scaffold import ISSUE, Choices, create_project
+from newsletter.configfile import CONFIG_NAME
+from newsletter.errors import ConfigError, display_path
+from newsletter.scaffold import ISSUE, Choices, add_workflow, create_project
+from newsletter.settings import load_settings
 
 _DEFAULTS = Choices()
 
@@ -43,7 +45,18 @@ _DEFAULTS = Choices()
 @click.option(
     "--yes", "-y", is_flag=True, help="Ask nothing: the defaults for every choice not given."
 )
+@click.option(
+    "--ci",
+    type=click.Choice(["github", "none"]),
+    default="github",
+    show_default=True,
+    help="github: also write .github/workflows/newsletter.yml, which checks every issue a pull"
+    " request changes (in a folder that is a project already, only that file is written);"
+    " none: no workflow.",
+)
+@click.pass_context
 def init(
+    ctx: click.Context,
     folder: Path,
     name: str | None,
     language: str | None,
@@ -51,6 +64,7 @@ def init(
     base_url: str | None,
     smtp_host: str | None,
     yes: bool,
+    ci: str,
 ) -> None:
     """Start a newsletter of your own in FOLDER (default: here, made if missing).
 
@@ -62,12 +76,22 @@ def init(
     over the file. A folder that already holds a project is left as it is (exit code 1); a
     README.md there is kept, and a .gitignore there gets the lines it lacks.
 
+    It also writes .github/workflows/newsletter.yml (--ci none: not): on every pull request,
+    GitHub installs this version of newsletter, checks each issue file the pull request changes
+    (`check --format github`: the findings on its lines) and keeps the SARIF logs as an
+    artifact. `newsletter init --ci github` in a project writes only that file.
+
     \b
     Then, with no other step:
       cd FOLDER
       newsletter mailbox &                       the capture server on port 1025
       newsletter send --issue 1 --list staging   a test send, to you
     """
+
+    asked = ctx.get_parameter_source("ci") is click.core.ParameterSource.COMMANDLINE
+    if ci == "github" and asked and (folder / CONFIG_NAME).exists():
+        _add_workflow(folder)
+        return
 
     def ask(value: str | None, question: str, default: str) -> str:
         if value is not None or yes:
@@ -84,7 +108,7 @@ def init(
         ),
         smtp_host=ask(smtp_host, "SMTP host (127.0.0.1: the capture server)", _DEFAULTS.smtp_host),
     )
-    created = create_project(folder, choices, dt.date.today())
+    created = create_project(folder, choices, dt.date.today(), workflow=ci == "github")
     where = display_path(created.root.resolve())
     click.echo(f"Created the newsletter {choices.name!r} in {where}:")
     for path in created.files:
@@ -103,3 +127,20 @@ def init(
         click.echo("  newsletter mailbox &                        # the capture server")
     click.echo(f"  newsletter preview --issue 1                # {ISSUE}")
     click.echo("  newsletter send --issue 1 --list staging    # a test send, to you")
+
+
+def _add_workflow(root: Path) -> None:
+    """The workflow alone, for a project made before init wrote one: it watches the project's
+    own issue folder, which must be inside the project (the repository's root)."""
+    settings = load_settings(root / CONFIG_NAME)
+    try:
+        issues = settings.issues_dir.resolve().relative_to(root.resolve())
+    except ValueError:
+        raise ConfigError(
+            f"[paths] issues is {display_path(settings.issues_dir)}, outside the project: the"
+            " workflow checks the issue files of the repository it is in",
+            hint="Keep the issues in a folder of the project, or write the workflow by hand.",
+        ) from None
+    written = add_workflow(root, issues.as_posix())
+    click.echo(f"Created {display_path(written.resolve())}: on every pull request it checks the")
+    click.echo(f"issue files in {issues.as_posix()}/ that the pull request changes. Commit it.")
