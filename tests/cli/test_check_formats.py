@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
+from newsletter.findingformats import escape_data, escape_property
 
 # Each line is the issue file's, so a test can name the line a finding must point at.
 ISSUE = """\
@@ -32,16 +33,15 @@ Its text.
 
 ### [Mirror](ftp://files.example.org/a)
 
-A <b>bold</b> claim.
+A <Support /> claim.
 
 ### [Odd markup](https://example.org/odd)
 
-See <?x 5%,
-y:z?> here.
+See [it](./5%,y:z.md) here.
 """
 FTP_LINE = 15  # the ftp:// link: an error
-BOLD_LINE = 17  # inline <b>: a warning
-ODD_LINE = 21  # inline markup whose shown text has %, `,`, `:` and a line break
+BOLD_LINE = 17  # an MDX component: a warning
+ODD_LINE = 21  # a relative link whose shown target has %, `,` and `:`
 
 # SARIF 2.1.0's required structure, written from the standard (sections 3.13-3.30): no package
 # that installs here ships the OASIS schema file, so the fields code scanning reads are held to
@@ -151,8 +151,8 @@ def initialized(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "issues" / "2.md").write_text(ISSUE, encoding="utf-8")
     lines = ISSUE.splitlines()
     assert "ftp://" in lines[FTP_LINE - 1]
-    assert "<b>" in lines[BOLD_LINE - 1]
-    assert "<?x" in lines[ODD_LINE - 1]
+    assert "<Support />" in lines[BOLD_LINE - 1]
+    assert "./5%,y:z.md" in lines[ODD_LINE - 1]
     return root
 
 
@@ -171,13 +171,15 @@ def test_github_format_annotates_the_issue_files_lines_escaped_as_github_says(
         f"::error file=issues/2.md,line={FTP_LINE},title=newsletter check%3A link::the link to"
         " 'ftp://files.example.org/a' must be an absolute http://, https:// or mailto: address;"
         " its text is shown without the link",
-        f"::warning file=issues/2.md,line={BOLD_LINE},title=newsletter check%3A markup::inline"
-        " HTML <b> is left out of the email (the text around it stays); write it in Markdown",
-        # `%` is %25 and the line break %0A in the message; `,` and `:` stay (they are only
-        # escaped in properties, as the title's `:` is).
-        f"::warning file=issues/2.md,line={ODD_LINE},title=newsletter check%3A markup::inline"
-        " HTML <?x 5%25,%0Ay:z?> is left out of the email (the text around it stays); write it"
-        " in Markdown",
+        f"::warning file=issues/2.md,line={BOLD_LINE},title=newsletter check%3A markup::an MDX"
+        " component <Support /> is left out of the email (the text around it stays); the site"
+        " draws it, an email cannot: write what readers need of it in Markdown",
+        # `%` is %25 in the message (the link's own %25 becomes %2525); `,` and `:` stay (they are
+        # only escaped in properties, as the title's `:` is).
+        f"::warning file=issues/2.md,line={ODD_LINE},title=newsletter check%3A link::the link to"
+        " './5%2525,y:z.md' is relative, and an email has no page to resolve it from: its text is"
+        " shown without the link; add the page's address to the front matter (base:"
+        " https://example.org/weekly/42/) or write the link whole",
     ]
     # The summary stays in the log, after the annotations.
     assert out.splitlines()[-1] == "issue 2: 1 error(s), 2 warning(s)"
@@ -201,16 +203,16 @@ def test_json_format_is_one_object_per_finding_on_stdout_alone(initialized: Path
     assert [(f["rule"], f["severity"], f["file"], f["line"]) for f in findings] == [
         ("link", "error", "issues/2.md", FTP_LINE),
         ("markup", "warning", "issues/2.md", BOLD_LINE),
-        ("markup", "warning", "issues/2.md", ODD_LINE),
+        ("link", "warning", "issues/2.md", ODD_LINE),
     ]
-    assert findings[2]["message"].startswith("inline HTML <?x 5%,\ny:z?> is left out")
+    assert findings[2]["message"].startswith("the link to './5%25,y:z.md' is relative")
     assert "issue 2: 1 error(s), 2 warning(s)" in err
 
 
 def test_a_finding_about_no_line_is_on_the_issue_file(initialized: Path) -> None:
     path = initialized / "issues" / "2.md"
     text = ISSUE.replace("ftp://files.example.org/a", "http://files.example.org/a")
-    path.write_text(text.replace("<b>bold</b>", "bold").replace("<?x 5%,\ny:z?>", "it"))
+    path.write_text(text.replace("<Support />", "bold").replace("[it](./5%,y:z.md)", "it"))
     code, out, _ = check("--format", "github")
     assert code == 0  # warnings only: exit 0, as in the text format
     assert (
@@ -262,7 +264,7 @@ def test_sarif_format_is_a_valid_sarif_log_at_the_real_lines(initialized: Path) 
     assert placed == [
         ("link", "link", "error", "issues/2.md", FTP_LINE),
         ("markup", "markup", "warning", "issues/2.md", BOLD_LINE),
-        ("markup", "markup", "warning", "issues/2.md", ODD_LINE),
+        ("link", "link", "warning", "issues/2.md", ODD_LINE),
     ]
     assert "issue 2: 1 error(s), 2 warning(s)" in err
 
@@ -296,3 +298,10 @@ def test_a_property_with_a_comma_or_colon_is_escaped(initialized: Path) -> None:
     result = json.loads(out)["runs"][0]["results"][0]
     uri = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert uri == "drafts%2C2026%3Adec/2.md"
+
+
+def test_a_line_break_in_a_message_is_escaped_as_github_says() -> None:
+    # No finding of today's checks carries a line break, but a message is the editor's text:
+    # a raw break would end the workflow command and start a line the runner reads as a log.
+    assert escape_data("5%,\r\ny:z") == "5%25,%0D%0Ay:z"
+    assert escape_property("5%,\r\ny:z") == "5%25%2C%0D%0Ay%3Az"
