@@ -29,7 +29,7 @@ LAYERS: list[set[str]] = [
     {"importers"},
     {"render", "linkslots", "outbox", "spamscore"},
     {"bounces"},
-    {"mail", "spreadsheet"},
+    {"mail", "spreadsheet", "markers"},
     {"clicks"},
     {"draft"},
     {"preflight"},

@@ -30,6 +30,7 @@ from newsletter.errors import NewsletterError
 from newsletter.issues import read_issue_file
 from newsletter.mail.message import sample_message
 from newsletter.mail.tracking import render_for_sending
+from newsletter.markers import check_markers
 from newsletter.models import Issue, RenderedEmail
 from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
 from newsletter.render import dated, preheader_for
@@ -80,6 +81,7 @@ def review(settings: Settings, path: Path, list_name: str) -> Draft:
     html_size = encoded_size(html_part) if html_part else 0
     parts = None if html_part is None or text_part is None else (html, text, html_size)
     notes = note_findings(source.notes, source.display)
+    notes += check_markers(settings, html) if parts is not None else []
     findings = run_checks(issue, rendered, parts, notes, language=settings.newsletter.language)
     findings += check_tracked_host(settings)
     shown, silenced = silence_findings(findings, issue.silence)

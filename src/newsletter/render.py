@@ -188,9 +188,7 @@ def compact_css(css: str) -> str:
     css = re.sub(r"\s+", " ", re.sub(r"/\*.*?\*/", "", css, flags=re.DOTALL))
     css = re.sub(r"\s*([{};,>])\s*", r"\1", css)
     css = re.sub(r":\s+", ":", css)
-    css = re.sub(r"\s*!important", "!important", css).replace(";}", "}")
-    # `}}` closing an @media block would read as a leftover template marker to `check`.
-    return css.replace("}}", "}\n}").strip()
+    return re.sub(r"\s*!important", "!important", css).replace(";}", "}").strip()
 
 
 def quote_lines(text: str, prefix: str = "> ") -> str:
