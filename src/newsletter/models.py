@@ -26,6 +26,7 @@ from pydantic import (
 from newsletter.content import Block, Content, Image, Inline, Url, content_links, walk_blocks
 from newsletter.fields import PLACEHOLDER_PREFIX as PLACEHOLDER_PREFIX
 from newsletter.fields import check_text, check_url
+from newsletter.settings import check_language
 from newsletter.silence import Silence, read_silence
 
 
@@ -150,6 +151,8 @@ class Issue(Frozen):
     title: HeaderText
     date: dt.date | None = None
     preheader: Annotated[str, AfterValidator(check_text)] = ""
+    # The issue's own language, when it is not the newsletter's: its fonts and `lang` follow.
+    language: Annotated[str, AfterValidator(check_language)] | None = None
     cover: Image | None = None
     intro: Content = ()
     outro: Content = ()

@@ -32,13 +32,23 @@ from newsletter.settings import Settings
 TEXT_TEMPLATE = "issue.txt"
 INLINE_CSS = "inline.css"
 
-FONT_STACK = (
-    "-apple-system, BlinkMacSystemFont, 'Segoe UI', 'PingFang SC', 'Hiragino Sans GB', "
-    "'Microsoft YaHei', 'Noto Sans CJK SC', 'Source Han Sans SC', 'Helvetica Neue', "
-    "Arial, sans-serif"
+# The font stacks by the language's script. A CJK font draws Latin quotes and apostrophes
+# full-width ("It’ s"), so a Latin-script newsletter names its Latin fonts first and the CJK ones
+# after, for the Chinese words it quotes; Chinese names its CJK fonts first, whose punctuation
+# is the full-width its readers expect.
+LATIN_FONT_STACK = (
+    "-apple-system, BlinkMacSystemFont, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, "
+    "'PingFang SC', 'Microsoft YaHei', 'Noto Sans CJK SC', sans-serif"
 )
-# Outlook desktop (Word) uses the first family only: one it has, that also covers Chinese.
-MSO_FONT_STACK = Markup("'Microsoft YaHei', 'Segoe UI', Arial, sans-serif")
+CJK_FONT_STACK = (
+    "-apple-system, BlinkMacSystemFont, 'PingFang SC', 'Hiragino Sans GB', 'Microsoft YaHei', "
+    "'Noto Sans CJK SC', 'Source Han Sans SC', 'Segoe UI', 'Helvetica Neue', Arial, sans-serif"
+)
+# Outlook desktop (Word) uses the first family only: one it has, of the language's script.
+_MSO_FONT_STACKS = (
+    Markup("'Segoe UI', Arial, sans-serif"),
+    Markup("'Microsoft YaHei', 'Segoe UI', Arial, sans-serif"),
+)
 PREHEADER_LIMIT = 140
 # The card is 600 px wide with 28 px on either side: no image is shown wider.
 CONTENT_WIDTH = 544
@@ -208,6 +218,11 @@ def _is_chinese(language: str) -> bool:
     return language.lower().startswith("zh")
 
 
+def font_stack(language: str) -> str:
+    """The email's font stack for `language`: CJK-first for Chinese, else Latin-first."""
+    return CJK_FONT_STACK if _is_chinese(language) else LATIN_FONT_STACK
+
+
 def section_number(n: int, language: str, style: str = "chinese") -> str:
     """Section `n`'s label: "一、" (chinese), "1、" or "1. " (decimal), "" (none)."""
     if style == "none":
@@ -306,6 +321,9 @@ def preheader_for(issue: Issue) -> str:
 
 def _context(issue: Issue, settings: Settings, online_from: int | None = None) -> dict[str, Any]:
     language = settings.newsletter.language
+    # The issue's own language (its front matter) picks its fonts and `lang`; the email's
+    # words and numbering stay the newsletter's.
+    script = issue.language or language
     style = numbering_style(settings)
     base_url = settings.newsletter.base_url
     sections = issue.sections if online_from is None else issue.sections[:online_from]
@@ -326,9 +344,9 @@ def _context(issue: Issue, settings: Settings, online_from: int | None = None) -
             if online_from is not None and n > online_from
         ],
         "newsletter_name": settings.newsletter.name,
-        "lang": language,
-        "font_stack": FONT_STACK,
-        "mso_font_stack": MSO_FONT_STACK,
+        "lang": script,
+        "font_stack": font_stack(script),
+        "mso_font_stack": _MSO_FONT_STACKS[_is_chinese(script)],
         "preheader": preheader_for(issue),
         "text": strings_for(EMAIL, language, name=settings.newsletter.name),
         "image_size": shown_size,

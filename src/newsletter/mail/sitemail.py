@@ -40,7 +40,7 @@ from newsletter.mail.mime import (
 from newsletter.mail.tokens import sign
 from newsletter.models import OutgoingMessage
 from newsletter.outbox.mailqueue import MailKind
-from newsletter.render import FONT_STACK, render_parts
+from newsletter.render import font_stack, render_parts
 from newsletter.settings import Settings
 from newsletter.subscribers import DOT_ATOM
 
@@ -182,7 +182,7 @@ def _render(settings: Settings, kind: MailKind, list_name: str) -> tuple[str, st
         "newsletter_name": newsletter,
         "list_label": label,
         "subject": subject,
-        "font_stack": FONT_STACK,
+        "font_stack": font_stack(language),
         "text": words,
         "email": strings_for(EMAIL, language, name=newsletter),
         "link": _LINK,
