@@ -25,30 +25,13 @@ from newsletter.clip import CUT_AT, MEASURE_FROM, section_sizes, sections_that_f
 from newsletter.content import Image, content_text, inline_html, inline_text
 from newsletter.errors import TemplateError, display_path
 from newsletter.htmlpart import HTML_TEMPLATE, compile_mjml, inline_css
-from newsletter.i18n import EMAIL, strings_for
+from newsletter.i18n import EMAIL, FONT_STACKS, strings_for
 from newsletter.models import Issue, Item, Placeholder, RenderedEmail
 from newsletter.settings import Settings
 
 TEXT_TEMPLATE = "issue.txt"
 INLINE_CSS = "inline.css"
 
-# The font stacks by the language's script. A CJK font draws Latin quotes and apostrophes
-# full-width ("It’ s"), so a Latin-script newsletter names its Latin fonts first and the CJK ones
-# after, for the Chinese words it quotes; Chinese names its CJK fonts first, whose punctuation
-# is the full-width its readers expect.
-LATIN_FONT_STACK = (
-    "-apple-system, BlinkMacSystemFont, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, "
-    "'PingFang SC', 'Microsoft YaHei', 'Noto Sans CJK SC', sans-serif"
-)
-CJK_FONT_STACK = (
-    "-apple-system, BlinkMacSystemFont, 'PingFang SC', 'Hiragino Sans GB', 'Microsoft YaHei', "
-    "'Noto Sans CJK SC', 'Source Han Sans SC', 'Segoe UI', 'Helvetica Neue', Arial, sans-serif"
-)
-# Outlook desktop (Word) uses the first family only: one it has, of the language's script.
-_MSO_FONT_STACKS = (
-    Markup("'Segoe UI', Arial, sans-serif"),
-    Markup("'Microsoft YaHei', 'Segoe UI', Arial, sans-serif"),
-)
 PREHEADER_LIMIT = 140
 # The card is 600 px wide with 28 px on either side: no image is shown wider.
 CONTENT_WIDTH = 544
@@ -218,11 +201,6 @@ def _is_chinese(language: str) -> bool:
     return language.lower().startswith("zh")
 
 
-def font_stack(language: str) -> str:
-    """The email's font stack for `language`: CJK-first for Chinese, else Latin-first."""
-    return CJK_FONT_STACK if _is_chinese(language) else LATIN_FONT_STACK
-
-
 def section_number(n: int, language: str, style: str = "chinese") -> str:
     """Section `n`'s label: "一、" (chinese), "1、" or "1. " (decimal), "" (none)."""
     if style == "none":
@@ -345,8 +323,8 @@ def _context(issue: Issue, settings: Settings, online_from: int | None = None) -
         ],
         "newsletter_name": settings.newsletter.name,
         "lang": script,
-        "font_stack": font_stack(script),
-        "mso_font_stack": _MSO_FONT_STACKS[_is_chinese(script)],
+        "font_stack": strings_for(FONT_STACKS, script)["all"],
+        "mso_font_stack": Markup(strings_for(FONT_STACKS, script)["outlook"]),  # noqa: S704
         "preheader": preheader_for(issue),
         "text": strings_for(EMAIL, language, name=settings.newsletter.name),
         "image_size": shown_size,
