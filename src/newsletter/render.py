@@ -22,7 +22,7 @@ import jinja2
 from markupsafe import Markup
 
 from newsletter.clip import CUT_AT, MEASURE_FROM, section_sizes, sections_that_fit, wire_size
-from newsletter.content import Image, content_text, inline_html, inline_text
+from newsletter.content import Anchor, Image, Inline, content_text, inline_html, inline_text
 from newsletter.errors import TemplateError, display_path
 from newsletter.htmlpart import HTML_TEMPLATE, compile_mjml, inline_css
 from newsletter.i18n import EMAIL, FONT_STACKS, strings_for
@@ -151,6 +151,7 @@ def template_environment(project_dir: Path) -> jinja2.Environment:
     )
     env.filters["inline"] = inline_html
     env.filters["inline_text"] = inline_text
+    env.filters["unlinked"] = unlinked_html
     env.filters["long_date"] = _long_date_filter
     env.filters["site"] = site_name
     env.filters["quote_lines"] = quote_lines
@@ -182,6 +183,24 @@ def compact_css(css: str) -> str:
     css = re.sub(r"\s*([{};,>])\s*", r"\1", css)
     css = re.sub(r":\s+", ":", css)
     return re.sub(r"\s*!important", "!important", css).replace(";}", "}").strip()
+
+
+def unlinked_html(value: Inline) -> Markup:
+    """A title's spans as HTML with the <a> of its links left out, their text kept: the whole
+    title is then one link (an <a> inside another is not HTML)."""
+    return inline_html(_unlinked(value.spans))
+
+
+def _unlinked(spans: Iterable[Any]) -> list[Any]:
+    out: list[Any] = []
+    for span in spans:
+        if isinstance(span, Anchor):
+            out += _unlinked(span.spans)
+        elif isinstance(getattr(span, "spans", None), tuple):  # bold, italic, … around a link
+            out.append(span.model_copy(update={"spans": tuple(_unlinked(span.spans))}))
+        else:
+            out.append(span)
+    return out
 
 
 def quote_lines(text: str, prefix: str = "> ") -> str:
