@@ -58,7 +58,7 @@ def phone_issues(tmp_path_factory: pytest.TempPathFactory) -> Issues:
     paths = {"14": (root / "issues" / "14.yaml", settings)}
     for number in (CHINESE, ENGLISH):
         paths[str(number)] = (add_weekly(root, number), weekly_settings(root, number))
-    for source in sorted(PHONES.glob("*.md")):
+    for source in sorted(PHONES.glob("[0-9]*.md")):  # not README.md
         shutil.copy2(source, root / "issues" / source.name)
         paths[source.stem] = (root / "issues" / source.name, settings)
     files = {}
