@@ -72,11 +72,18 @@ def _template_sources(env: jinja2.Environment) -> Iterator[tuple[str, str]]:
         except jinja2.TemplateNotFound:
             continue  # the render says so, with the folders it looked in
         yield display_path(filename or name), source
-        try:
-            tree = env.parse(source)
-        except jinja2.TemplateSyntaxError:
-            continue  # likewise: the render names its line
-        pending += [n for n in meta.find_referenced_templates(tree) if n is not None]
+        pending += _references(source)
+
+
+@lru_cache(maxsize=32)
+def _references(source: str) -> tuple[str, ...]:
+    """The templates `source` imports or includes by name (cached: parsing costs more than
+    the render's checks, and the preview checks at every save)."""
+    try:
+        tree = jinja2.Environment(autoescape=True).parse(source)  # only parses
+    except jinja2.TemplateSyntaxError:
+        return ()  # the render names its line
+    return tuple(n for n in meta.find_referenced_templates(tree) if n is not None)
 
 
 @lru_cache(maxsize=8)
@@ -111,6 +118,8 @@ def _find_literal_markers(sources: tuple[tuple[str, str], ...]) -> Iterator[tupl
 
 
 def _html_leftovers(html: str) -> Iterator[tuple[str, str]]:
+    if "<mj-" not in html:  # an issue's own "<mj-" is escaped: only a template writes this
+        return
     tags = _Tags()
     tags.feed(html)
     for tag in sorted(tags.mjml):
