@@ -7,7 +7,9 @@ code in front of readers."""
 
 from __future__ import annotations
 
+import email
 import shutil
+from email.header import decode_header, make_header
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,10 @@ from click.testing import CliRunner
 from newsletter.cli.main import cli
 
 PHONES = Path(__file__).resolve().parent / "data" / "phones"
-# What issue 33 writes in a heading, an item title, a paragraph and a code block.
+# What issue 33 writes in its title, a heading, an item title, a paragraph and a code block.
+TITLE = "Code: {{ .Values }} and {% raw %} in a weekly about templates"
 WRITTEN = (
+    TITLE,
     "Helm {{ .Values.replicas }} replicas",
     "The chart's {{ .Values.image.tag }} and {% raw %}",
     "Jinja writes {% for x in xs %} and {# a comment #}",
@@ -41,6 +45,8 @@ def test_markers_in_an_issue_are_shown_as_written_and_check_clean(project: Path)
     assert code == 0, err
     html = (project / "dist" / "email.html").read_text(encoding="utf-8")
     text = (project / "dist" / "email.txt").read_text(encoding="utf-8")
+    message = email.message_from_bytes((project / "dist" / "email.eml").read_bytes())
+    assert str(make_header(decode_header(message["Subject"]))) == TITLE
     for written in WRITTEN:
         assert written in html
         # The text part indents code by four spaces: each line as written after that.
