@@ -151,12 +151,12 @@ class Issue(Frozen):
     title: HeaderText
     date: dt.date | None = None
     preheader: Annotated[str, AfterValidator(check_text)] = ""
-    # The issue's own language, when it is not the newsletter's: its fonts and `lang` follow.
-    language: Annotated[str, AfterValidator(check_language)] | None = None
     cover: Image | None = None
     intro: Content = ()
     outro: Content = ()
     sections: list[Section] = Field(default_factory=list)
+    # The issue's own language, when it is not the newsletter's: its fonts and `lang` follow.
+    language: Annotated[str, AfterValidator(check_language)] | None = None
     # The checks whose warnings the editor has judged for this issue (see silence.py).
     silence: tuple[Annotated[Silence, BeforeValidator(read_silence)], ...] = ()
 

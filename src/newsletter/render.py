@@ -318,9 +318,6 @@ def preheader_for(issue: Issue) -> str:
 
 def _context(issue: Issue, settings: Settings, online_from: int | None = None) -> dict[str, Any]:
     language = settings.newsletter.language
-    # The issue's own language (its front matter) picks its fonts and `lang`; the email's
-    # words and numbering stay the newsletter's.
-    script = issue.language or language
     style = numbering_style(settings)
     base_url = settings.newsletter.base_url
     sections = issue.sections if online_from is None else issue.sections[:online_from]
@@ -341,9 +338,7 @@ def _context(issue: Issue, settings: Settings, online_from: int | None = None) -
             if online_from is not None and n > online_from
         ],
         "newsletter_name": settings.newsletter.name,
-        "lang": script,
-        "font_stack": strings_for(FONT_STACKS, script)["all"],
-        "mso_font_stack": Markup(strings_for(FONT_STACKS, script)["outlook"]),  # noqa: S704
+        **_script(issue.language or language),
         "preheader": preheader_for(issue),
         "text": strings_for(EMAIL, language, name=settings.newsletter.name),
         "image_size": shown_size,
@@ -354,6 +349,14 @@ def _context(issue: Issue, settings: Settings, online_from: int | None = None) -
             "web_url": Placeholder.WEB_URL.value,
         },
     }
+
+
+def _script(language: str) -> dict[str, Any]:
+    """`lang` and the font stacks, by the issue's own language (its front matter) where it has
+    one; the email's words and numbering stay the newsletter's."""
+    stacks = strings_for(FONT_STACKS, language)
+    outlook = Markup(stacks["outlook"])  # noqa: S704 (the project's own table)
+    return {"lang": language, "font_stack": stacks["all"], "mso_font_stack": outlook}
 
 
 def _render_template(env: jinja2.Environment, name: str, context: dict[str, Any]) -> str:
