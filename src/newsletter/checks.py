@@ -66,8 +66,7 @@ def run_checks(
 ) -> list[Finding]:
     """Every check, errors first; `sample` is one recipient's finished message as its decoded
     HTML part, text part and the HTML part's encoded size (None: a part is missing); `notes`
-    are the findings made before: the issue file's own (note_findings) and the templates'
-    leftovers (markers.py, which reads the parts); `language` the newsletter's."""
+    are the issue file's own findings (note_findings); `language` the newsletter's."""
     findings: list[Finding] = list(notes or [])
     if sample is None:
         findings.append(Finding("error", "parts", "the message lacks its HTML or text part"))

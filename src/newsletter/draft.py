@@ -81,9 +81,11 @@ def review(settings: Settings, path: Path, list_name: str) -> Draft:
     html_size = encoded_size(html_part) if html_part else 0
     parts = None if html_part is None or text_part is None else (html, text, html_size)
     notes = note_findings(source.notes, source.display)
-    notes += check_markers(settings, html) if parts is not None else []
     findings = run_checks(issue, rendered, parts, notes, language=settings.newsletter.language)
     findings += check_tracked_host(settings)
+    if parts is not None:  # the templates' own leftovers: errors, shown with the others first
+        findings += check_markers(settings, html)
+        findings.sort(key=lambda f: f.level != "error")
     shown, silenced = silence_findings(findings, issue.silence)
     return Draft(
         issue=issue,
