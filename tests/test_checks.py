@@ -64,11 +64,6 @@ def test_size_warns_near_and_errors_past_gmails_clip() -> None:
     assert codes(past) == [("error", "size")]
 
 
-def test_template_markers_left_in_a_part_are_errors() -> None:
-    findings = run_checks(issue(), rendered(GOOD), (SAMPLE + "{{ name }}", "<mj-text>", 1))
-    assert codes(findings) == [("error", "markers"), ("error", "markers")]
-
-
 def test_links_must_be_absolute_and_http_is_a_warning() -> None:
     findings = run_checks(
         issue("http://a.example/x"),

@@ -41,7 +41,7 @@ LAYERS: list[set[str]] = [
     {"importers"},
     {"render", "linkslots", "outbox", "spamscore", "findingformats"},
     {"bounces"},
-    {"mail", "spreadsheet"},
+    {"mail", "spreadsheet", "markers"},
     {"clicks"},
     {"draft"},
     {"preflight"},

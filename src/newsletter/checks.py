@@ -31,7 +31,6 @@ HTML_WARN = 90 * KB
 STYLE_LIMIT = 16 * KB  # Gmail drops <style> blocks past 16 KB
 COSTLIEST = 3  # sections named when an issue nears the clip
 NAMED = 5  # sections named of those that went online, or of the empty ones
-_MARKERS = re.compile(r"\{\{|\}\}|\{%|%\}|\{#|#\}|<mj-|" + re.escape(PLACEHOLDER_PREFIX))
 
 
 @dataclass(frozen=True)
@@ -74,12 +73,10 @@ def run_checks(
     if sample is None:
         findings.append(Finding("error", "parts", "the message lacks its HTML or text part"))
     else:
-        html, text, html_size = sample
+        html_size = sample[2]
         # A cut email is near the clip by design: the clip finding says so instead.
         findings += check_size(html_size) if rendered.online_from is None else []
         findings += check_clip(issue, rendered, html_size)
-        findings += check_markers(html, "HTML")
-        findings += check_markers(text, "text")
     page = _Page()
     page.feed(rendered.html)
     findings += check_styles(page)
@@ -191,14 +188,6 @@ def check_clip(issue: Issue, rendered: RenderedEmail, size: int) -> list[Finding
             )
         )
     return findings
-
-
-def check_markers(body: str, part: str) -> list[Finding]:
-    found = sorted(set(_MARKERS.findall(body)))
-    if not found:
-        return []
-    shown = ", ".join(repr(m) for m in found)
-    return [Finding("error", "markers", f"the {part} part still contains template markers {shown}")]
 
 
 def check_styles(page: _Page) -> list[Finding]:

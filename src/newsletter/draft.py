@@ -30,6 +30,7 @@ from newsletter.errors import NewsletterError
 from newsletter.issues import read_issue_file
 from newsletter.mail.message import sample_message
 from newsletter.mail.tracking import render_for_sending
+from newsletter.markers import check_markers
 from newsletter.models import Issue, RenderedEmail
 from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
 from newsletter.render import dated, preheader_for
@@ -84,6 +85,9 @@ def review(settings: Settings, path: Path, list_name: str) -> Draft:
         notes = [replace(n, level="error") if n.code == "alt" else n for n in notes]
     findings = run_checks(issue, rendered, parts, notes, language=settings.newsletter.language)
     findings += check_tracked_host(settings)
+    if parts is not None:  # the templates' own leftovers: errors, shown with the others first
+        findings += check_markers(settings, html)
+        findings.sort(key=lambda f: f.level != "error")
     shown, silenced = silence_findings(findings, issue.silence)
     return Draft(
         issue=issue,

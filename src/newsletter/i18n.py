@@ -334,6 +334,26 @@ ISSUE_TITLE: dict[str, dict[str, str]] = {
     "en": {"title": "{name} {number}"},
 }
 
+# The email's font stacks by the language's script ("all" for every client, "outlook" for
+# Outlook desktop, which takes the first family only). A CJK font draws Latin quotes and
+# apostrophes full-width ("It’ s"), so a Latin-script newsletter (English, and any language
+# without a table) names its Latin fonts first and the CJK ones after, for the Chinese words it
+# quotes; Chinese names its CJK fonts first, whose punctuation is the full-width its readers
+# expect.
+FONT_STACKS: dict[str, dict[str, str]] = {
+    "zh": {
+        "all": "-apple-system, BlinkMacSystemFont, 'PingFang SC', 'Hiragino Sans GB', "
+        "'Microsoft YaHei', 'Noto Sans CJK SC', 'Source Han Sans SC', 'Segoe UI', "
+        "'Helvetica Neue', Arial, sans-serif",
+        "outlook": "'Microsoft YaHei', 'Segoe UI', Arial, sans-serif",
+    },
+    "en": {
+        "all": "-apple-system, BlinkMacSystemFont, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, "
+        "'PingFang SC', 'Microsoft YaHei', 'Noto Sans CJK SC', sans-serif",
+        "outlook": "'Segoe UI', Arial, sans-serif",
+    },
+}
+
 
 def quote(text: str, language: str) -> str:
     """`text` in the quotation marks of `language` (English ones for a language without)."""

@@ -26,6 +26,7 @@ from pydantic import (
 from newsletter.content import Block, Content, Image, Inline, Url, content_links, walk_blocks
 from newsletter.fields import PLACEHOLDER_PREFIX as PLACEHOLDER_PREFIX
 from newsletter.fields import check_text, check_url
+from newsletter.settings import check_language
 from newsletter.silence import Silence, read_silence
 
 
@@ -156,6 +157,8 @@ class Issue(Frozen):
     intro: Content = ()
     outro: Content = ()
     sections: list[Section] = Field(default_factory=list)
+    # The issue's own language, when it is not the newsletter's: its fonts and `lang` follow.
+    language: Annotated[str, AfterValidator(check_language)] | None = None
     # The checks whose warnings the editor has judged for this issue (see silence.py).
     silence: tuple[Annotated[Silence, BeforeValidator(read_silence)], ...] = ()
 

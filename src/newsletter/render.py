@@ -22,23 +22,16 @@ import jinja2
 from markupsafe import Markup
 
 from newsletter.clip import CUT_AT, MEASURE_FROM, section_sizes, sections_that_fit, wire_size
-from newsletter.content import Image, content_text, inline_html, inline_text
+from newsletter.content import Anchor, Image, Inline, content_text, inline_html, inline_text
 from newsletter.errors import TemplateError, display_path
 from newsletter.htmlpart import HTML_TEMPLATE, compile_mjml, inline_css
-from newsletter.i18n import EMAIL, strings_for
+from newsletter.i18n import EMAIL, FONT_STACKS, strings_for
 from newsletter.models import Issue, Item, Placeholder, RenderedEmail
 from newsletter.settings import Settings
 
 TEXT_TEMPLATE = "issue.txt"
 INLINE_CSS = "inline.css"
 
-FONT_STACK = (
-    "-apple-system, BlinkMacSystemFont, 'Segoe UI', 'PingFang SC', 'Hiragino Sans GB', "
-    "'Microsoft YaHei', 'Noto Sans CJK SC', 'Source Han Sans SC', 'Helvetica Neue', "
-    "Arial, sans-serif"
-)
-# Outlook desktop (Word) uses the first family only: one it has, that also covers Chinese.
-MSO_FONT_STACK = Markup("'Microsoft YaHei', 'Segoe UI', Arial, sans-serif")
 PREHEADER_LIMIT = 140
 # The card is 600 px wide with 28 px on either side: no image is shown wider.
 CONTENT_WIDTH = 544
@@ -158,6 +151,7 @@ def template_environment(project_dir: Path) -> jinja2.Environment:
     )
     env.filters["inline"] = inline_html
     env.filters["inline_text"] = inline_text
+    env.filters["unlinked"] = unlinked_html
     env.filters["long_date"] = _long_date_filter
     env.filters["site"] = site_name
     env.filters["quote_lines"] = quote_lines
@@ -188,9 +182,25 @@ def compact_css(css: str) -> str:
     css = re.sub(r"\s+", " ", re.sub(r"/\*.*?\*/", "", css, flags=re.DOTALL))
     css = re.sub(r"\s*([{};,>])\s*", r"\1", css)
     css = re.sub(r":\s+", ":", css)
-    css = re.sub(r"\s*!important", "!important", css).replace(";}", "}")
-    # `}}` closing an @media block would read as a leftover template marker to `check`.
-    return css.replace("}}", "}\n}").strip()
+    return re.sub(r"\s*!important", "!important", css).replace(";}", "}").strip()
+
+
+def unlinked_html(value: Inline) -> Markup:
+    """A title's spans as HTML with the <a> of its links left out, their text kept: the whole
+    title is then one link (an <a> inside another is not HTML)."""
+    return inline_html(_unlinked(value.spans))
+
+
+def _unlinked(spans: Iterable[Any]) -> list[Any]:
+    out: list[Any] = []
+    for span in spans:
+        if isinstance(span, Anchor):
+            out += _unlinked(span.spans)
+        elif isinstance(getattr(span, "spans", None), tuple):  # bold, italic, … around a link
+            out.append(span.model_copy(update={"spans": tuple(_unlinked(span.spans))}))
+        else:
+            out.append(span)
+    return out
 
 
 def quote_lines(text: str, prefix: str = "> ") -> str:
@@ -329,9 +339,7 @@ def _context(issue: Issue, settings: Settings, online_from: int | None = None) -
             if online_from is not None and n > online_from
         ],
         "newsletter_name": settings.newsletter.name,
-        "lang": language,
-        "font_stack": FONT_STACK,
-        "mso_font_stack": MSO_FONT_STACK,
+        **_script(issue.language or language),
         "preheader": preheader_for(issue),
         "text": strings_for(EMAIL, language, name=settings.newsletter.name),
         "image_size": shown_size,
@@ -342,6 +350,14 @@ def _context(issue: Issue, settings: Settings, online_from: int | None = None) -
             "web_url": Placeholder.WEB_URL.value,
         },
     }
+
+
+def _script(language: str) -> dict[str, Any]:
+    """`lang` and the font stacks, by the issue's own language (its front matter) where it has
+    one; the email's words and numbering stay the newsletter's."""
+    stacks = strings_for(FONT_STACKS, language)
+    outlook = Markup(stacks["outlook"])  # noqa: S704 (the project's own table)
+    return {"lang": language, "font_stack": stacks["all"], "mso_font_stack": outlook}
 
 
 def _render_template(env: jinja2.Environment, name: str, context: dict[str, Any]) -> str:

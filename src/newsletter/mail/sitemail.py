@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from newsletter.errors import ConfigError, UnsafeHeaderError
-from newsletter.i18n import EMAIL, SITE_MAIL, strings_for
+from newsletter.i18n import EMAIL, FONT_STACKS, SITE_MAIL, strings_for
 from newsletter.links import unsubscribe_url
 from newsletter.mail.canonical import relaxed_lines
 from newsletter.mail.mime import (
@@ -40,7 +40,7 @@ from newsletter.mail.mime import (
 from newsletter.mail.tokens import sign
 from newsletter.models import OutgoingMessage
 from newsletter.outbox.mailqueue import MailKind
-from newsletter.render import FONT_STACK, render_parts
+from newsletter.render import render_parts
 from newsletter.settings import Settings
 from newsletter.subscribers import DOT_ATOM
 
@@ -182,7 +182,7 @@ def _render(settings: Settings, kind: MailKind, list_name: str) -> tuple[str, st
         "newsletter_name": newsletter,
         "list_label": label,
         "subject": subject,
-        "font_stack": FONT_STACK,
+        "font_stack": strings_for(FONT_STACKS, language)["all"],
         "text": words,
         "email": strings_for(EMAIL, language, name=newsletter),
         "link": _LINK,
