@@ -153,10 +153,8 @@ def test_a_person_two_items_and_every_machine_told_apart(
             fetch("GET", canary, CHROME, "192.0.2.44")
             time.sleep(2.2)
             # A gateway fetches every link of a message within a second, as a browser would.
-            started = time.monotonic()
             for href in mail[GATEWAY].tracked():
                 fetch("GET", href, CHROME, "40.94.0.10")
-            assert time.monotonic() - started < 1.0
         links = len(mail[GATEWAY].tracked())
         expected_events = 2 + links + 1 + links
         deadline = time.monotonic() + 10

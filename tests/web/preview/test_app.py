@@ -382,17 +382,16 @@ def test_ctrl_c_stops_cleanly_with_a_page_open(project: Path) -> None:
         base = match.group(1)
         assert httpx.get(base + "/issues/14", timeout=10).status_code == 200
         # An open event stream, as a browser tab keeps, must not hold the shutdown up.
-        with httpx.stream("GET", base + "/events", timeout=10) as stream:
+        with httpx.stream("GET", base + "/events", timeout=60) as stream:
             next_event(stream.iter_lines())
-            started = time.monotonic()
             process.send_signal(signal.SIGINT)
-            out, err = process.communicate(timeout=10)
-        # Without ending the stream, uvicorn would wait out its 3 s graceful-shutdown timeout
-        # (a loaded machine can take most of a second or two to stop even so).
-        assert time.monotonic() - started < 2.9
+            out, err = process.communicate(timeout=60)
     finally:
         process.kill()
     assert process.returncode == 0, err
+    # Without ending the stream, uvicorn would wait out its 3 s graceful-shutdown timeout and
+    # then cancel the stream's task, which it says (at the "warning" level the preview logs).
+    assert "graceful shutdown exceeded" not in err
     assert "Preview stopped." in out
     assert "Traceback" not in err
 
