@@ -40,6 +40,9 @@ CHROME = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
     "Chrome/131.0.0.0 Safari/537.36"
 )
+# Chromium, a real send and `serve`, and seconds between the clicks: a minute in all.
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 PERSON, SCANNER, CANARY_HIT, GATEWAY = (
     "li.lei@example.com",
     "alice@example.net",
