@@ -14,7 +14,7 @@ import pytest
 
 from newsletter.outbox import open_outbox
 from newsletter.outbox.mailqueue import MailKind, MailState
-from support.sendcli import environment, finish, newsletter, spawn, wait_for
+from support.sendcli import HANG, environment, finish, newsletter, spawn, wait_for
 from support.smtp import Fault, FaultyHandler, start
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ def target(project: Path, outbox_target: Path | str) -> Path | str:
     return project / ".newsletter" / "outbox.sqlite3"
 
 
-async def _until(check: object, timeout: float = 30) -> None:
+async def _until(check: object, timeout: float = HANG) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not check():  # type: ignore[operator]
@@ -159,7 +159,7 @@ async def test_sigterm_finishes_the_mail_in_hand_and_stops(
         await asyncio.sleep(0.3)
         assert proc.returncode is None  # still finishing the upload
         hold.set()
-        done = await finish(proc, timeout=20)
+        done = await finish(proc)
     assert done.code == 0, done.err
     assert _states(target)["reader000@example.org"] is MailState.SENT
     assert "Worker stopped." in done.err
@@ -182,7 +182,7 @@ async def test_one_worker_per_project_on_sqlite(project: Path) -> None:
         env = _env(server.port, project / ".newsletter" / "outbox.sqlite3")
         first = await spawn(["worker"], env, project)
         await started(first)
-        second = await newsletter(["worker"], env, project, timeout=60)
+        second = await newsletter(["worker"], env, project)
         first.send_signal(signal.SIGTERM)
         await finish(first)
     assert second.code == 1

@@ -18,7 +18,7 @@ import pytest
 
 from newsletter.outbox import open_outbox
 from newsletter.outbox.schedules import Schedule, ScheduleState
-from support.sendcli import children, environment, finish, newsletter, spawn, write_list
+from support.sendcli import HANG, children, environment, finish, newsletter, spawn, write_list
 from support.smtp import Fault, FaultyHandler, start
 
 pytestmark = pytest.mark.slow
@@ -71,7 +71,7 @@ def _due(project: Path, env: dict[str, str]) -> None:
         )
 
 
-async def _until(check: Callable[[], bool], timeout: float = 60) -> None:
+async def _until(check: Callable[[], bool], timeout: float = HANG) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not check():
@@ -179,7 +179,7 @@ async def test_sigterm_hands_the_send_back_and_the_next_worker_resumes_it(
         proc = await spawn(["worker"], env, project)
         await _until(lambda: len(handler.received) >= 5)
         proc.send_signal(signal.SIGTERM)
-        stopped = await finish(proc, timeout=30)
+        stopped = await finish(proc)
         (schedule,) = _schedules(target)
         assert schedule.state is ScheduleState.DUE
         assert schedule.started_at is not None  # resumed however late: never `missed`
