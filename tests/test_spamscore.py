@@ -116,6 +116,7 @@ def test_a_program_without_a_report_is_named_with_its_exit_code() -> None:
 
 
 @pytest.mark.usefixtures("spamassassin")
+@pytest.mark.slow
 async def test_the_preview_s_async_run_gives_the_same_verdict(settings: Settings) -> None:
     data = sample_bytes(settings, "staging")
     assert await score_message_async(data) == score_message(data)
@@ -150,6 +151,7 @@ def test_an_issue_with_images_scores_nothing(settings: Settings) -> None:
 
 
 @pytest.mark.usefixtures("spamassassin")
+@pytest.mark.slow
 def test_the_weeklies_score_nothing_but_links_inside_chinese_text(project: Path) -> None:
     english = add_weekly(project, ENGLISH)
     draft = review(weekly_settings(project, ENGLISH), english, "main")

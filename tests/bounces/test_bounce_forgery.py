@@ -11,6 +11,8 @@ import re
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from newsletter.send.mailbox import serve_mailbox
 from support.dsn import dsn
 from support.providers import Provider
@@ -104,6 +106,7 @@ async def test_one_forged_complaint_with_computed_ids_suppresses_nobody(project:
     assert left(bounces) == 1
 
 
+@pytest.mark.slow
 async def test_a_stranger_quoting_real_ids_is_held_for_review(project: Path) -> None:
     """Message-IDs leak (a forwarded issue, a reply quoting References): one that is real is
     still no proof. The mail is held, shown, counted and left; at most one row is named."""

@@ -62,6 +62,7 @@ def assert_clean(*done: Done) -> None:
             assert not _CONTROLS.search(line), repr(line)
 
 
+@pytest.mark.slow
 async def test_a_reply_that_is_not_utf8_is_recorded_rejected_and_the_run_goes_on(
     project: Path, outbox_url: str
 ) -> None:

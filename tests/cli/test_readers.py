@@ -116,6 +116,7 @@ def test_a_dry_run_imports_nothing(project: Path) -> None:
         assert not outbox.suppressions.all("main")
 
 
+@pytest.mark.slow
 def test_a_zip_damaged_halfway_imports_nothing(project: Path) -> None:
     # The audience's files first, then a long member damaged in its middle: rows of the first
     # files were read (and would have been written) before the damage shows.

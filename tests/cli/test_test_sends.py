@@ -50,6 +50,7 @@ def outbox_env(request: pytest.FixtureRequest) -> dict[str, str]:
     return {"NEWSLETTER_OUTBOX__URL": url}
 
 
+@pytest.mark.slow
 async def test_a_changed_test_goes_out_again_an_unchanged_one_does_not(
     project: Path, outbox_env: dict[str, str]
 ) -> None:
@@ -98,6 +99,7 @@ async def test_a_changed_test_goes_out_again_an_unchanged_one_does_not(
     assert "  test " not in main
 
 
+@pytest.mark.slow
 async def test_a_killed_test_is_resumed_not_begun_again(
     project: Path, outbox_env: dict[str, str]
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -64,6 +65,7 @@ def test_config_turns_it_on_and_offline_turns_it_off(
     assert "online" not in out
 
 
+@pytest.mark.slow
 def test_no_network_is_one_line_and_the_same_exit_code(project: Path, http_site: Site) -> None:
     configure(project, nameserver=f"127.0.0.1:{closed_port()}", base_url=http_site.base)
     offline_code, offline_out, _ = run("check", "--issue", "14")

@@ -41,6 +41,7 @@ def named_link(site: Site, host: str, path: str) -> str:
 
 
 @pytest.mark.parametrize("rcode", ["SERVFAIL", "REFUSED"])
+@pytest.mark.slow
 def test_a_resolver_failing_everything_is_one_line(
     project: Path, http_site: Site, rcode: str
 ) -> None:
@@ -63,6 +64,7 @@ def test_a_resolver_failing_everything_is_one_line(
     assert len(resolver.queries) == 2
 
 
+@pytest.mark.slow
 def test_warm_cache_then_offline_is_still_one_line(
     project: Path, dns: tuple[int, ZoneResolver], http_site: Site
 ) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from newsletter.mail.tokens import SigningKey
 from newsletter.outbox import open_outbox
 from newsletter.signup.forgetting import forget
@@ -33,6 +35,7 @@ def _fill(project: Path) -> None:
         )
 
 
+@pytest.mark.slow
 async def test_the_csv_and_the_confirmed_subscribers_each_once(project: Path) -> None:
     _fill(project)
     handler = FaultyHandler()

@@ -356,6 +356,7 @@ def test_cli_unknown_issue_exits_1(project: Path) -> None:
     assert "no such issue (issues: 14)" in result.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_with_a_page_open(project: Path) -> None:
     process = subprocess.Popen(
         [
@@ -444,6 +445,7 @@ def test_an_editors_atomic_save_is_seen(preview: RunningPreview) -> None:
     assert "原子保存" in wait_for(preview, "/issues/14", "原子保存")
 
 
+@pytest.mark.slow
 def test_checks_show_the_spam_score_when_spamassassin_answers(preview: RunningPreview) -> None:
     """SpamAssassin runs in the background: the page says so, then a "checks" event (not a new
     version: the email frame stays) announces the score, which the Checks tab then shows."""

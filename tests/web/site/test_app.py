@@ -102,6 +102,7 @@ def test_one_click_post_from_the_message_header_suppresses_and_the_dry_run_skips
     assert "1 suppressed" in out
 
 
+@pytest.mark.slow
 async def test_a_real_send_after_a_one_click_skips_the_address(
     project: Path, service: RunningService
 ) -> None:
