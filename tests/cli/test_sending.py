@@ -23,6 +23,7 @@ from support.sendcli import environment, newsletter, spawn, write_list
 from support.smtp import Fault, FaultyHandler, start
 
 
+@pytest.mark.slow
 async def test_staging_test_send_delivers_and_status_shows_it(project: Path) -> None:
     handler = FaultyHandler()
     async with start(handler) as server:
@@ -42,6 +43,7 @@ async def test_staging_test_send_delivers_and_status_shows_it(project: Path) -> 
     assert "sent      2" in status.out
 
 
+@pytest.mark.slow
 async def test_main_list_needs_yes_without_a_terminal(project: Path) -> None:
     handler = FaultyHandler()
     async with start(handler) as server:
@@ -143,6 +145,7 @@ async def test_deferred_at_the_end_exit_3_and_the_next_run_retries(project: Path
     assert handler.by_recipient["reader00001@example.com"] == 1
 
 
+@pytest.mark.slow
 async def test_rate_option_paces_the_send(project: Path) -> None:
     write_list(project / "big.csv", 12)
     handler = FaultyHandler()

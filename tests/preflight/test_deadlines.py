@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
@@ -43,6 +44,7 @@ def test_the_run_deadline_names_the_links_it_cut(http_site: Site) -> None:
     assert summary.startswith("online: 4 link(s): 0 answering, 1 failing, 3 out of time, ")
 
 
+@pytest.mark.slow
 def test_check_online_ends_at_run_timeout_and_says_what_was_left(
     project: Path, dns: tuple[int, ZoneResolver], http_site: Site
 ) -> None:

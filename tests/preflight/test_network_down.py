@@ -89,6 +89,7 @@ def test_warm_cache_then_offline_is_still_one_line(
     assert {name for name, _ in resolver.queries} == {"added.example", ""}
 
 
+@pytest.mark.slow
 def test_one_broken_zone_is_that_zones_problem(
     project: Path, dns: tuple[int, ZoneResolver], http_site: Site
 ) -> None:

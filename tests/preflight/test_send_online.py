@@ -38,6 +38,7 @@ async def test_a_broken_link_online_refuses_the_send_and_offline_lets_it_go(
     assert len(handler.by_recipient) == 2
 
 
+@pytest.mark.slow
 async def test_no_network_skips_the_online_checks_in_one_line_and_sends(
     project: Path, http_site: Site
 ) -> None:

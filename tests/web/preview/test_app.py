@@ -333,6 +333,7 @@ def test_busy_port_is_a_clear_error() -> None:
         assert "--port" in caught.value.hint
 
 
+@pytest.mark.slow
 def test_cli_busy_port_exits_1_without_traceback(project: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
