@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -24,8 +24,17 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks docs tools
 	$(BIN)/mypy src tools benchmarks
 
+# The suite on every core (pytest-xdist): each worker starts its own PostgreSQL, Dovecot and
+# browser once; --dist loadfile keeps a module's tests on one worker, so a module's server or
+# browser starts once. `make test` is the full run, lint and all, nothing skipped;
+# `make test-fast` is the edit loop: no lint, no `slow` or `browser` tests.
+WORKERS ?= auto
+
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile -q -m "not slow and not browser"
 
 bench: $(STAMP)
 	$(PY) benchmarks/render.py

@@ -182,6 +182,18 @@ def test_durability_means_the_same_on_both_backends(
             assert backend._journal.execute("SHOW synchronous_commit").fetchone()[0] == postgres
 
 
+def blocked_on_lock(url: str) -> None:
+    """Return once some session on the server waits for a row lock (the clock is only a
+    guard against a hang: a loaded machine may take its time to get there)."""
+    deadline = time.monotonic() + 60
+    with psycopg.connect(url, autocommit=True) as watcher:
+        while not watcher.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        ).fetchone()[0]:
+            assert time.monotonic() < deadline, "the worker's commit never waited for the lock"
+            time.sleep(0.01)
+
+
 def test_a_reaper_never_waits_for_a_worker_writing_its_rows(postgres_url: str) -> None:
     """A worker paused past its lease wakes and commits an outcome and a mark (one statement,
     which reaches its rows in whatever order its plan takes) while another worker reaps it. The
@@ -209,11 +221,11 @@ def test_a_reaper_never_waits_for_a_worker_writing_its_rows(postgres_url: str) -
             # Someone else holds b for a moment, so the worker's commit holds a and waits.
             holder.execute("SELECT id FROM deliveries WHERE id = %s FOR UPDATE", (b.id,))
             woken.start()
-            time.sleep(0.3)
-            assert woken.is_alive()
-            started = time.monotonic()
+            blocked_on_lock(postgres_url)  # the worker's commit holds a, waits for b
             assert reaper.leases.reap(14, "main") == []  # the worker is busy: next time
-            assert time.monotonic() - started < 0.2  # it did not wait for the worker
+            # It did not wait for the worker: the worker is still blocked by this very
+            # transaction, so a reaper that waited would have run into its lock_timeout.
+            assert woken.is_alive()
             assert [w.id for w in reaper.leases.workers(14, "main", expired=True)] == [W]
         woken.join(10)
         assert written == [True, True]  # written before the reaper took the rows

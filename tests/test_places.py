@@ -88,6 +88,7 @@ def test_every_link_of_the_weeklies_has_one_place(tmp_path: Path, number: int) -
     assert {link.url for link in links} == set(issue.links)
 
 
+@pytest.mark.slow
 def test_past_the_clip_the_cut_sections_keep_their_places_in_the_text(tmp_path: Path) -> None:
     project = copy_project(tmp_path / "project")
     source = add_weekly(project, ENGLISH).read_text(encoding="utf-8")

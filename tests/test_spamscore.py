@@ -54,6 +54,7 @@ def sample_bytes(settings: Settings, list_name: str = "main") -> bytes:
 
 @pytest.mark.usefixtures("spamassassin")
 @pytest.mark.parametrize("list_name", ["main", "staging"])
+@pytest.mark.slow
 def test_issue_14_scores_nothing_on_either_list(settings: Settings, list_name: str) -> None:
     result = score_message(sample_bytes(settings, list_name))
     assert isinstance(result, SpamScore), result
@@ -65,6 +66,7 @@ def test_issue_14_scores_nothing_on_either_list(settings: Settings, list_name: s
 
 
 @pytest.mark.usefixtures("spamassassin")
+@pytest.mark.slow
 def test_a_colour_hidden_preheader_is_a_warning(settings: Settings) -> None:
     """MJML's mj-preview hides the preheader as white 1 px text, which SpamAssassin scores."""
     template = settings.templates_dir / "issue.mjml"
@@ -90,6 +92,7 @@ def test_a_colour_hidden_preheader_is_a_warning(settings: Settings) -> None:
 
 
 @pytest.mark.usefixtures("spamassassin")
+@pytest.mark.slow
 def test_spam_is_an_error(settings: Settings) -> None:
     issue_file = settings.issues_dir / "14.yaml"
     text = issue_file.read_text(encoding="utf-8")
@@ -118,6 +121,7 @@ def test_a_program_without_a_report_is_named_with_its_exit_code() -> None:
 
 
 @pytest.mark.usefixtures("spamassassin")
+@pytest.mark.slow
 async def test_the_preview_s_async_run_gives_the_same_verdict(settings: Settings) -> None:
     data = sample_bytes(settings, "staging")
     assert await score_message_async(data) == score_message(data)
@@ -126,6 +130,7 @@ async def test_the_preview_s_async_run_gives_the_same_verdict(settings: Settings
 
 
 @pytest.mark.usefixtures("spamassassin")
+@pytest.mark.slow
 def test_an_issue_with_images_scores_nothing(settings: Settings) -> None:
     # issue 20: issue 14 with a cover and an image in every section, one of them linked.
     (settings.issues_dir / "images").mkdir()
@@ -152,6 +157,7 @@ def test_an_issue_with_images_scores_nothing(settings: Settings) -> None:
 
 
 @pytest.mark.usefixtures("spamassassin")
+@pytest.mark.slow
 @pytest.mark.parametrize("number", [CHINESE, ENGLISH], ids=["chinese", "english"])
 def test_the_weeklies_score_nothing(project: Path, number: int) -> None:
     # The Chinese weekly's titles "1、[title](url)" once put a tag between their number and
@@ -182,6 +188,7 @@ def test_an_image_heavy_digest_scores_nothing(settings: Settings) -> None:
 
 @pytest.mark.usefixtures("spamassassin")
 @pytest.mark.parametrize("mode", ["aggregate", "per-reader"])
+@pytest.mark.slow
 def test_tracked_links_and_the_canary_score_nothing(settings: Settings, mode: str) -> None:
     tracked = settings.model_copy(
         update={"tracking": settings.tracking.model_copy(update={"clicks": mode})}

@@ -14,7 +14,7 @@ import pytest
 
 from newsletter.outbox import open_outbox
 from newsletter.outbox.mailqueue import MailKind, MailState
-from support.sendcli import environment, finish, newsletter, spawn, wait_for
+from support.sendcli import HANG, environment, finish, newsletter, spawn, wait_for
 from support.smtp import Fault, FaultyHandler, start
 
 pytestmark = pytest.mark.slow
@@ -54,7 +54,7 @@ def target(project: Path, outbox_target: Path | str) -> Path | str:
     return project / ".newsletter" / "outbox.sqlite3"
 
 
-async def _until(check: object, timeout: float = 30) -> None:
+async def _until(check: object, timeout: float = HANG) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not check():  # type: ignore[operator]
@@ -159,10 +159,21 @@ async def test_sigterm_finishes_the_mail_in_hand_and_stops(
         await asyncio.sleep(0.3)
         assert proc.returncode is None  # still finishing the upload
         hold.set()
-        done = await finish(proc, timeout=20)
+        done = await finish(proc)
     assert done.code == 0, done.err
     assert _states(target)["reader000@example.org"] is MailState.SENT
     assert "Worker stopped." in done.err
+
+
+async def started(proc: asyncio.subprocess.Process) -> None:
+    """Return once the worker says it started: it holds the project's lock by then (on a
+    loaded machine a second may not be enough for Python to start)."""
+    assert proc.stderr is not None
+    said = b""
+    while not said.endswith(b"\n") or b"Worker started: " not in said:
+        line = await asyncio.wait_for(proc.stderr.readline(), 60)
+        assert line, f"the worker ended before it started: {said!r}"
+        said += line
 
 
 async def test_one_worker_per_project_on_sqlite(project: Path) -> None:
@@ -170,8 +181,8 @@ async def test_one_worker_per_project_on_sqlite(project: Path) -> None:
     async with start(handler) as server:
         env = _env(server.port, project / ".newsletter" / "outbox.sqlite3")
         first = await spawn(["worker"], env, project)
-        await asyncio.sleep(1.0)
-        second = await newsletter(["worker"], env, project, timeout=30)
+        await started(first)
+        second = await newsletter(["worker"], env, project)
         first.send_signal(signal.SIGTERM)
         await finish(first)
     assert second.code == 1
@@ -181,10 +192,16 @@ async def test_one_worker_per_project_on_sqlite(project: Path) -> None:
 
 async def test_two_workers_on_postgresql_share_the_queue(project: Path, postgres_url: str) -> None:
     addresses = _queue(postgres_url, 80)
-    handler = FaultyHandler([Fault("data", sleep=0.01)])
+    # Every upload waits until two are in at once: with one SMTP session each, that takes
+    # both workers (a clock would let the first to start take all 80 on a loaded machine).
+    go = asyncio.Event()
+    uploads = Fault("data", hold=go)
+    handler = FaultyHandler([uploads])
     async with start(handler) as server:
-        env = _env(server.port, postgres_url)
+        env = _env(server.port, postgres_url, NEWSLETTER_WORKER__CONCURRENCY="1")
         workers = [await spawn(["worker"], env, project) for _ in range(2)]
+        await _until(lambda: sum(uploads.used.values()) >= 2, timeout=120)
+        go.set()
         await wait_for(handler, 80)
         for proc in workers:
             proc.send_signal(signal.SIGTERM)

@@ -11,6 +11,8 @@ import re
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from newsletter.send.mailbox import serve_mailbox
 from support.dsn import dsn
 from support.providers import Provider
@@ -86,6 +88,7 @@ def left(folder: Path) -> int:
     return len(mailbox.Maildir(folder, create=False))
 
 
+@pytest.mark.slow
 async def test_one_forged_complaint_with_computed_ids_suppresses_nobody(project: Path) -> None:
     """Issue 18: before, this one mail suppressed every address of the list."""
     readers = write_list(project / "list.csv", 5)
@@ -104,6 +107,7 @@ async def test_one_forged_complaint_with_computed_ids_suppresses_nobody(project:
     assert left(bounces) == 1
 
 
+@pytest.mark.slow
 async def test_a_stranger_quoting_real_ids_is_held_for_review(project: Path) -> None:
     """Message-IDs leak (a forwarded issue, a reply quoting References): one that is real is
     still no proof. The mail is held, shown, counted and left; at most one row is named."""
@@ -150,6 +154,7 @@ async def test_a_stranger_quoting_real_ids_is_held_for_review(project: Path) -> 
     assert "no report held for review has id 1" in unknown.err
 
 
+@pytest.mark.slow
 async def test_the_editor_accepts_a_held_report(project: Path) -> None:
     readers = write_list(project / "list.csv", 2)
     got = await send_issue_14(project, project / "sent")
@@ -167,6 +172,7 @@ async def test_the_editor_accepts_a_held_report(project: Path) -> None:
     assert (await newsletter(["bounces", "--held"], env, project)).out == ""
 
 
+@pytest.mark.slow
 async def test_the_readers_own_mail_system_proves_itself_and_acts_on_one_row(
     project: Path, provider: Provider
 ) -> None:
@@ -190,6 +196,7 @@ async def test_the_readers_own_mail_system_proves_itself_and_acts_on_one_row(
     assert [line.split()[2] for line in listed.out.splitlines()] == [readers[2]]
 
 
+@pytest.mark.slow
 async def test_a_held_report_past_the_window_is_deleted(project: Path) -> None:
     """[privacy] held_retention_days: the outbox's copy of a stranger's report goes; its mail,
     still in the bounce mailbox, is held again as new when the mailbox is next read."""

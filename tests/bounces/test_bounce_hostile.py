@@ -98,6 +98,7 @@ def env(project: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 async def test_maildir_deep_and_huge_mails(project: Path, env: dict[str, str]) -> None:
     got = await sent_with_verp(project, env)
     folder = project / "bounces"
@@ -128,6 +129,7 @@ async def test_maildir_deep_and_huge_mails(project: Path, env: dict[str, str]) -
     assert "read 1 mail(s): 1 not understood; 0 address(es) suppressed; 1 left" in again.out
 
 
+@pytest.mark.slow
 async def test_imap_deep_and_huge_mails(
     project: Path, env: dict[str, str], dovecot: Dovecot
 ) -> None:

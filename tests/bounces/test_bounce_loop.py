@@ -9,6 +9,8 @@ import email
 import mailbox
 from pathlib import Path
 
+import pytest
+
 from newsletter.send.mailbox import serve_mailbox
 from support.dovecot import Dovecot
 from support.dsn import complaint, dsn, vacation
@@ -48,6 +50,7 @@ async def send(project: Path, env: dict[str, str], issue: int, folder: Path) -> 
     return captured(folder)
 
 
+@pytest.mark.slow
 async def test_bounces_become_suppressions_and_the_next_issue_skips_them(
     project: Path, dovecot: Dovecot
 ) -> None:
@@ -110,6 +113,7 @@ async def test_bounces_become_suppressions_and_the_next_issue_skips_them(
     assert f"skipped   {COMPLAINER}  complained" in status.out
 
 
+@pytest.mark.slow
 async def test_the_capture_server_bounces_and_bounces_reads_its_maildir(project: Path) -> None:
     """What `make demo` shows: the capture server answers one staging address with a DSN."""
     folder = project / ".newsletter" / "mailbox"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from support.sendcli import environment, newsletter, sqlite_states, write_list
 from support.smtp import Fault, FaultyHandler, start
 
@@ -23,6 +25,7 @@ def faults() -> list[Fault]:
     ]
 
 
+@pytest.mark.slow
 async def test_refusals_suppress_and_the_rate_guard_stops_the_run(project: Path) -> None:
     readers = write_list(project / "list.csv", 40)
     handler = FaultyHandler(faults())

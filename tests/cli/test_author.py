@@ -59,6 +59,7 @@ def test_build_defaults_to_out_folder(project: Path) -> None:
     assert (project / "out" / "14" / "email.eml").exists()
 
 
+@pytest.mark.slow
 def test_check_passes_issue_14_with_the_duplicate_link_warning(project: Path) -> None:
     code, out, _ = run("check", "--issue", "14")
     assert code == 0
@@ -140,6 +141,7 @@ def test_missing_issue_lists_what_exists(project: Path) -> None:
     assert "error: issues/15.yaml: no such issue (issues: 14)" in err
 
 
+@pytest.mark.slow
 def test_check_errors_when_the_unsubscribe_link_is_gone(project: Path) -> None:
     template = project / "templates" / "email" / "issue.mjml"
     text = template.read_text(encoding="utf-8")
@@ -149,6 +151,7 @@ def test_check_errors_when_the_unsubscribe_link_is_gone(project: Path) -> None:
     assert "error: the HTML has no visible unsubscribe link" in out
 
 
+@pytest.mark.slow
 def test_check_warns_on_http_and_errors_on_oversize(project: Path) -> None:
     path = project / "issues" / "14.yaml"
     text = path.read_text(encoding="utf-8")
@@ -164,6 +167,7 @@ def test_check_warns_on_http_and_errors_on_oversize(project: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_check_passes_an_issue_cut_at_the_clip_and_says_what_went_online(project: Path) -> None:
     # issue 20: past the clip the email ends at a section with the rest online: not an error.
     text = (project / "issues" / "14.yaml").read_text(encoding="utf-8")
@@ -203,6 +207,7 @@ def test_console_script_runs_without_traceback(project: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_check_prints_the_spam_score(project: Path) -> None:
     if shutil.which("spamassassin") is None and os.environ.get("CI") != "true":
         pytest.skip("spamassassin is not installed (apt-get install spamassassin)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
@@ -34,6 +35,7 @@ def front_matter(path: Path, line: str) -> None:
     path.write_text(text.replace("\ndate: ", f"\n{line}\ndate: ", 1), encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_links_repeated_within_one_sections_text_are_not_duplicates(project: Path) -> None:
     # As written, the events are a list in each section's intro: a meetup's page repeated there
     # is meant (one per event), not a slip between two items.
@@ -43,6 +45,7 @@ def test_links_repeated_within_one_sections_text_are_not_duplicates(project: Pat
     assert "[duplicate-url]" not in out
 
 
+@pytest.mark.slow
 def test_a_weekly_repeating_meetup_pages_gets_one_warning_per_page(project: Path) -> None:
     english_weekly(project)
     code, out, _ = check("--issue", "580", environ=weekly_environ(ENGLISH))
@@ -62,6 +65,7 @@ def test_a_weekly_repeating_meetup_pages_gets_one_warning_per_page(project: Path
     assert out.splitlines()[-1] == "issue 580: 0 error(s), 13 warning(s)"
 
 
+@pytest.mark.slow
 def test_the_issue_file_silences_them_and_check_says_so(project: Path) -> None:
     path = english_weekly(project)
     front_matter(path, "silence: [duplicate-url]")
@@ -72,6 +76,7 @@ def test_the_issue_file_silences_them_and_check_says_so(project: Path) -> None:
     assert out.splitlines()[-1] == "issue 580: 0 error(s), 0 warning(s), 13 silenced"
 
 
+@pytest.mark.slow
 def test_a_silence_can_name_the_urls_it_is_about(project: Path) -> None:
     path = english_weekly(project)
     front_matter(
@@ -116,6 +121,7 @@ def test_a_silence_with_nothing_left_to_silence_is_named(project: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_errors_are_never_silenced(project: Path) -> None:
     # The template loses its unsubscribe link: no silence can hide that, and naming the check
     # is itself an error at its line.

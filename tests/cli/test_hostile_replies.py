@@ -62,6 +62,7 @@ def assert_clean(*done: Done) -> None:
             assert not _CONTROLS.search(line), repr(line)
 
 
+@pytest.mark.slow
 async def test_a_reply_that_is_not_utf8_is_recorded_rejected_and_the_run_goes_on(
     project: Path, outbox_url: str
 ) -> None:
@@ -118,6 +119,7 @@ ESCAPES = {
 }
 
 
+@pytest.mark.slow
 async def test_control_sequences_in_replies_reach_no_terminal_and_no_csv(project: Path) -> None:
     names = list(ESCAPES)
     write_list(project / "big.csv", len(names))
@@ -153,6 +155,7 @@ async def test_control_sequences_in_replies_reach_no_terminal_and_no_csv(project
     assert kept["reader00001@example.com"] == f"5.7.1 {ESCAPES['title']} title"
 
 
+@pytest.mark.slow
 async def test_a_hostile_greeting_is_one_clean_error_line(project: Path) -> None:
     """The refusal stops the run before anything is planned: exit 1, the server's words in
     the error line, decoded and cleaned (it was a UnicodeEncodeError traceback)."""

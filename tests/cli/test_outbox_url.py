@@ -68,6 +68,7 @@ def test_outbox_info_masks_the_password(project: Path, postgres_url: str, form: 
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("fault", ["unreachable", "no such database"])
+@pytest.mark.slow
 def test_a_connection_error_masks_the_password(
     project: Path, postgres_url: str, form: str, fault: str
 ) -> None:
@@ -93,6 +94,7 @@ def test_a_connection_error_masks_the_password(
         (f"scram_client_key={SECRET}", "invalid SCRAM client key"),
     ],
 )
+@pytest.mark.slow
 def test_libpqs_own_message_is_scrubbed(
     project: Path, postgres_url: str, query: str, libpq_says: str
 ) -> None:

@@ -139,6 +139,7 @@ def test_a_dry_run_counts_what_the_import_then_does(project: Path) -> None:
     assert dry.exit_code == real.exit_code == 1  # the file's one invalid row, both times
 
 
+@pytest.mark.slow
 def test_a_zip_damaged_halfway_imports_nothing(project: Path) -> None:
     # The audience's files first, then a long member damaged in its middle: rows of the first
     # files were read (and would have been written) before the damage shows.

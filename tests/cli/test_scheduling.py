@@ -33,6 +33,7 @@ def schedules(project: Path) -> list[tuple[int, str, ScheduleState]]:
     return [(r.issue, r.list, r.state) for r in rows]
 
 
+@pytest.mark.slow
 def test_a_booking_says_when_in_its_zone_and_in_utc(project: Path) -> None:
     at = ahead(20)
     code, out, err = run(
@@ -49,6 +50,7 @@ def test_a_booking_says_when_in_its_zone_and_in_utc(project: Path) -> None:
     assert "  due  (booked by " in listing
 
 
+@pytest.mark.slow
 def test_the_zone_defaults_to_the_newsletters(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -101,6 +103,7 @@ def test_the_past_error_says_how_long_ago(project: Path) -> None:
     assert "Give a time in the future" in err
 
 
+@pytest.mark.slow
 def test_an_issue_that_fails_check_is_not_scheduled(project: Path) -> None:
     # The template leaves its own code in every email (an issue's `{{` is only text).
     path = project / "templates" / "email" / "issue.txt"
@@ -124,6 +127,7 @@ def test_an_issue_or_list_that_is_not_there(project: Path) -> None:
     assert "no list named 'nope'" in err
 
 
+@pytest.mark.slow
 def test_a_second_schedule_of_the_same_send_is_refused(project: Path) -> None:
     assert run("send", "--issue", "14", "--at", ahead(3), "--yes")[0] == 0
     code, _, err = run("send", "--issue", "14", "--at", ahead(4), "--yes")
@@ -153,6 +157,7 @@ def test_options_that_do_not_go_with_at(project: Path, extra: list[str], expecte
     assert not (project / ".newsletter" / "outbox.sqlite3").exists()
 
 
+@pytest.mark.slow
 def test_rate_and_concurrency_are_kept_with_the_schedule(project: Path) -> None:
     at = ahead(3)
     code, out, err = run(
@@ -175,6 +180,7 @@ def test_rate_and_concurrency_are_kept_with_the_schedule(project: Path) -> None:
     assert "--concurrency" in err  # send's own range check applies to a scheduled send too
 
 
+@pytest.mark.slow
 def test_today_and_tomorrow_in_the_schedules_zone(project: Path) -> None:
     shanghai = dt.timezone(dt.timedelta(hours=8))  # Asia/Shanghai, UTC+8 all year
     now = dt.datetime.now(shanghai)
@@ -215,6 +221,7 @@ def test_timezone_without_at(project: Path) -> None:
     assert "give --at TIME with it" in err
 
 
+@pytest.mark.slow
 def test_cancel_cancels_what_waits_and_says_when_nothing_does(project: Path) -> None:
     assert run("send", "--issue", "14", "--at", ahead(3), "--yes")[0] == 0
     assert run("send", "--issue", "14", "--list", "staging", "--at", ahead(3))[0] == 0
@@ -242,6 +249,7 @@ def test_schedule_with_no_outbox(project: Path) -> None:
     assert "no scheduled send" in err
 
 
+@pytest.mark.slow
 def test_status_shows_the_issues_scheduled_sends_and_those_that_did_not_go(
     project: Path,
 ) -> None:

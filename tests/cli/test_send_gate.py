@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from newsletter.gate import inspect_send
 from newsletter.settings import load_settings
 from support.sendcli import environment, newsletter
@@ -37,6 +39,7 @@ def write_broken(project: Path) -> None:
     (project / "issues" / "15.md").write_text(BROKEN, encoding="utf-8")
 
 
+@pytest.mark.slow
 async def test_a_send_with_a_check_error_is_refused_naming_it(project: Path) -> None:
     write_broken(project)
     handler = FaultyHandler()
@@ -58,6 +61,7 @@ async def test_a_send_with_a_check_error_is_refused_naming_it(project: Path) -> 
     assert "nothing sent yet" in status.out
 
 
+@pytest.mark.slow
 async def test_force_sends_despite_the_error_and_says_so(project: Path) -> None:
     write_broken(project)
     handler = FaultyHandler()
@@ -72,6 +76,7 @@ async def test_force_sends_despite_the_error_and_says_so(project: Path) -> None:
     assert len(handler.by_recipient) == 2
 
 
+@pytest.mark.slow
 async def test_warnings_are_shown_and_do_not_stop_a_send(project: Path) -> None:
     handler = FaultyHandler()
     async with start(handler) as server:
@@ -127,6 +132,7 @@ def _confirm(project: Path, env: dict[str, str], answer: bytes) -> tuple[int, st
     return proc.returncode, (shown + out).decode() + err.decode()
 
 
+@pytest.mark.slow
 def test_the_confirmation_shows_subject_size_spam_score_and_checks(project: Path) -> None:
     env = environment(9)  # the question comes before any connection
     code, text = _confirm(project, env, b"n\n")
@@ -174,6 +180,7 @@ def test_without_spamassassin_the_confirmation_says_so_in_one_line(
     assert "Traceback" not in text
 
 
+@pytest.mark.slow
 async def test_again_on_a_real_list_and_flags_with_dry_run_are_clear_errors(
     project: Path,
 ) -> None:
@@ -196,6 +203,7 @@ async def test_again_on_a_real_list_and_flags_with_dry_run_are_clear_errors(
     assert handler.received == []
 
 
+@pytest.mark.slow
 def test_inspect_send_is_a_value_a_scheduler_can_call(project: Path) -> None:
     write_broken(project)
     settings = load_settings(project / "newsletter.toml", environ={})

@@ -18,10 +18,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from support.sendcli import environment, newsletter, spawn, write_list
 from support.smtp import Fault, FaultyHandler, start
 
 
+@pytest.mark.slow
 async def test_staging_test_send_delivers_and_status_shows_it(project: Path) -> None:
     handler = FaultyHandler()
     async with start(handler) as server:
@@ -41,6 +44,7 @@ async def test_staging_test_send_delivers_and_status_shows_it(project: Path) -> 
     assert "sent      2" in status.out
 
 
+@pytest.mark.slow
 async def test_main_list_needs_yes_without_a_terminal(project: Path) -> None:
     handler = FaultyHandler()
     async with start(handler) as server:
@@ -52,6 +56,7 @@ async def test_main_list_needs_yes_without_a_terminal(project: Path) -> None:
     assert "Traceback" not in done.err
 
 
+@pytest.mark.slow
 async def test_a_real_send_refuses_without_the_secret(project: Path) -> None:
     handler = FaultyHandler()
     async with start(handler) as server:
@@ -77,6 +82,7 @@ async def test_a_real_send_refuses_without_the_secret(project: Path) -> None:
     assert len(handler.by_recipient) == 2
 
 
+@pytest.mark.slow
 async def test_no_server_is_an_error_before_sending(project: Path) -> None:
     async with start(FaultyHandler()) as server:
         port = server.port
@@ -86,6 +92,7 @@ async def test_no_server_is_an_error_before_sending(project: Path) -> None:
     assert "Traceback" not in done.err
 
 
+@pytest.mark.slow
 async def test_rejected_recipients_exit_3_and_status_csv_is_neutralised(project: Path) -> None:
     write_list(project / "big.csv", 6, extra=["-dash@example.com", "+plus@example.com"])
     handler = FaultyHandler(
@@ -118,6 +125,7 @@ async def test_rejected_recipients_exit_3_and_status_csv_is_neutralised(project:
     assert sum(f.used[r] for f in handler.faults for r in f.used) == 2
 
 
+@pytest.mark.slow
 async def test_circuit_breaker_exits_4_and_a_rerun_resumes(project: Path) -> None:
     write_list(project / "big.csv", 20)
     breaker = Fault("rcpt", drop=True, match=lambda r: True)
@@ -134,6 +142,7 @@ async def test_circuit_breaker_exits_4_and_a_rerun_resumes(project: Path) -> Non
     assert sorted(handler.by_recipient.values()) == [1] * 20
 
 
+@pytest.mark.slow
 async def test_deferred_at_the_end_exit_3_and_the_next_run_retries(project: Path) -> None:
     write_list(project / "big.csv", 3)
     handler = FaultyHandler(
@@ -151,6 +160,7 @@ async def test_deferred_at_the_end_exit_3_and_the_next_run_retries(project: Path
     assert handler.by_recipient["reader00001@example.com"] == 1
 
 
+@pytest.mark.slow
 async def test_rate_option_paces_the_send(project: Path) -> None:
     write_list(project / "big.csv", 12)
     handler = FaultyHandler()
@@ -164,6 +174,7 @@ async def test_rate_option_paces_the_send(project: Path) -> None:
     assert worst <= 12  # rate + window edge + arrival jitter
 
 
+@pytest.mark.slow
 async def test_mailbox_captures_into_a_maildir_and_stops_on_sigterm(project: Path) -> None:
     proc = await spawn(["mailbox", "--port", "0"], environment(1), project)
     assert proc.stdout is not None
@@ -193,6 +204,7 @@ async def test_status_without_a_log_says_so(project: Path) -> None:
     assert "nothing sent yet" in done.out
 
 
+@pytest.mark.slow
 async def test_worker_processes_report_every_recipient_to_the_parent(project: Path) -> None:
     addresses = write_list(project / "big.csv", 250)
     refused = addresses[7]
@@ -208,6 +220,7 @@ async def test_worker_processes_report_every_recipient_to_the_parent(project: Pa
     assert len(handler.by_recipient) == 249
 
 
+@pytest.mark.slow
 def test_the_confirmation_counts_only_the_recipients_that_will_be_sent(project: Path) -> None:
     # issue 13.10: the prompt said 5 while one of them was suppressed and 4 would be sent.
     env = environment(9, PYTHONUNBUFFERED="1")  # the prompt comes before any connection
@@ -245,6 +258,7 @@ def test_the_confirmation_counts_only_the_recipients_that_will_be_sent(project: 
     assert "Nothing sent." in text
 
 
+@pytest.mark.slow
 async def test_verify_false_is_warned_about(project: Path) -> None:
     # issue 13.10: `verify = false` printed no warning.
     async with start(FaultyHandler()) as server:
@@ -256,6 +270,7 @@ async def test_verify_false_is_warned_about(project: Path) -> None:
     assert done.code == 1  # this server offers no STARTTLS: refused, never sent in the clear
 
 
+@pytest.mark.slow
 async def test_the_list_read_while_planning_reports_its_rejected_rows(project: Path) -> None:
     """Planning reads the list in a child process: its findings still reach the user, and the
     plan's counts add up with them."""

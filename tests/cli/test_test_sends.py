@@ -50,6 +50,7 @@ def outbox_env(request: pytest.FixtureRequest) -> dict[str, str]:
     return {"NEWSLETTER_OUTBOX__URL": url}
 
 
+@pytest.mark.slow
 async def test_a_changed_test_goes_out_again_an_unchanged_one_does_not(
     project: Path, outbox_env: dict[str, str]
 ) -> None:
@@ -98,6 +99,7 @@ async def test_a_changed_test_goes_out_again_an_unchanged_one_does_not(
     assert "  test " not in main
 
 
+@pytest.mark.slow
 async def test_a_killed_test_is_resumed_not_begun_again(
     project: Path, outbox_env: dict[str, str]
 ) -> None:
@@ -153,6 +155,7 @@ async def test_a_killed_test_is_resumed_not_begun_again(
     assert "test 2    at " in status.out
 
 
+@pytest.mark.slow
 async def test_a_repeated_tests_unsubscribe_link_still_verifies_in_serve(project: Path) -> None:
     with running_service(project) as service:
         handler = FaultyHandler()
@@ -178,6 +181,7 @@ async def test_a_repeated_tests_unsubscribe_link_still_verifies_in_serve(project
     assert found == [("staging", "one-click")]
 
 
+@pytest.mark.slow
 async def test_status_counts_the_unsubscribes_and_complaints_an_issue_brought(
     project: Path, outbox_env: dict[str, str]
 ) -> None:

@@ -40,6 +40,9 @@ CHROME = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
     "Chrome/131.0.0.0 Safari/537.36"
 )
+# Chromium, a real send and `serve`, and seconds between the clicks: a minute in all.
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 PERSON, SCANNER, CANARY_HIT, GATEWAY = (
     "li.lei@example.com",
     "alice@example.net",
@@ -153,10 +156,8 @@ def test_a_person_two_items_and_every_machine_told_apart(
             fetch("GET", canary, CHROME, "192.0.2.44")
             time.sleep(2.2)
             # A gateway fetches every link of a message within a second, as a browser would.
-            started = time.monotonic()
             for href in mail[GATEWAY].tracked():
                 fetch("GET", href, CHROME, "40.94.0.10")
-            assert time.monotonic() - started < 1.0
         links = len(mail[GATEWAY].tracked())
         expected_events = 2 + links + 1 + links
         deadline = time.monotonic() + 10

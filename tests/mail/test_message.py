@@ -144,6 +144,7 @@ def test_cjk_parts_are_base64_and_english_parts_quoted_printable(settings: Setti
     assert b"trailing space=20\r\n" in raw  # trailing whitespace survives transport
 
 
+@pytest.mark.slow
 def test_many_value_lengths_decode_exactly(settings: Settings) -> None:
     """Every offset of the cached base64 and quoted-printable lines, checked by decoding."""
     rng = random.Random(4)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -18,6 +19,7 @@ def run(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+@pytest.mark.slow
 def test_online_names_each_broken_link_and_keeps_exit_codes(
     project: Path,
     dns: tuple[int, ZoneResolver],
@@ -50,6 +52,7 @@ def test_online_names_each_broken_link_and_keeps_exit_codes(
     assert "online" not in out
 
 
+@pytest.mark.slow
 def test_config_turns_it_on_and_offline_turns_it_off(
     project: Path, dns: tuple[int, ZoneResolver], http_site: Site
 ) -> None:
@@ -64,6 +67,7 @@ def test_config_turns_it_on_and_offline_turns_it_off(
     assert "online" not in out
 
 
+@pytest.mark.slow
 def test_no_network_is_one_line_and_the_same_exit_code(project: Path, http_site: Site) -> None:
     configure(project, nameserver=f"127.0.0.1:{closed_port()}", base_url=http_site.base)
     offline_code, offline_out, _ = run("check", "--issue", "14")
@@ -75,6 +79,7 @@ def test_no_network_is_one_line_and_the_same_exit_code(project: Path, http_site:
     assert "Traceback" not in out + err
 
 
+@pytest.mark.slow
 def test_the_bulk_line_turns_missing_authentication_into_errors(
     project: Path,
     dns: tuple[int, ZoneResolver],
@@ -106,6 +111,7 @@ def test_the_bulk_line_turns_missing_authentication_into_errors(
     assert out.splitlines()[-1] == "issue 15: 3 error(s), 0 warning(s)"
 
 
+@pytest.mark.slow
 def test_a_missing_ca_file_is_a_clear_error(
     project: Path, dns: tuple[int, ZoneResolver], https_site: Site
 ) -> None:

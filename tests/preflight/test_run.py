@@ -4,7 +4,6 @@ and web servers the tests run on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -102,9 +101,7 @@ def test_missing_records_by_list_size(
 def test_offline_is_one_line(project: Path, http_site: Site) -> None:
     configure(project, nameserver=f"127.0.0.1:{closed_port()}", base_url=http_site.base)
     write_issue(project, 15, {"好": [http_site.url("/ok?offline")]})
-    started = time.monotonic()
-    result = online(project, 15, recipients=9)
-    assert time.monotonic() - started < 30  # a refused port answers at once; never hangs
+    result = online(project, 15, recipients=9)  # a refused port answers at once
     assert result.findings == []
     assert result.links == {}
     assert result.summary().startswith("online checks skipped: no answer from 127.0.0.1:")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from support.dnszone import ZoneResolver, closed_port
 from support.onlineproject import configure, write_issue
 from support.sendcli import environment, newsletter
@@ -14,6 +16,7 @@ from support.websites import Site
 STAGING = ["send", "--issue", "15", "--list", "staging"]
 
 
+@pytest.mark.slow
 async def test_a_broken_link_online_refuses_the_send_and_offline_lets_it_go(
     project: Path, dns: tuple[int, ZoneResolver], http_site: Site
 ) -> None:
@@ -35,6 +38,7 @@ async def test_a_broken_link_online_refuses_the_send_and_offline_lets_it_go(
     assert len(handler.by_recipient) == 2
 
 
+@pytest.mark.slow
 async def test_no_network_skips_the_online_checks_in_one_line_and_sends(
     project: Path, http_site: Site
 ) -> None:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from newsletter.outbox.schedules import ScheduleState
 from newsletter.send.coordinator import send_lock
-from schedule.test_worker_sends import _book, _env, _schedules, _sqlite, _state, _until
+from schedule.test_worker_sends import _book, _due, _env, _schedules, _sqlite, _state, _until
 from support.sendcli import finish, newsletter, spawn, write_list
 from support.smtp import Fault, FaultyHandler, start
 
@@ -40,7 +39,7 @@ async def test_a_send_finished_by_hand_leaves_its_schedule_done(
     handler = FaultyHandler()
     async with start(handler) as server:
         env = _env(server.port, target)
-        await _book(project, env, 3)
+        await _book(project, env)
         hand = await newsletter(["send", "--issue", "14", "--yes"], env, project)
         assert hand.code == 0, hand.err
         # The editor moves on: the file no longer passes `check`. It went out; that stands.
@@ -51,7 +50,7 @@ async def test_a_send_finished_by_hand_leaves_its_schedule_done(
             ),
             encoding="utf-8",
         )
-        await asyncio.sleep(3.1)
+        _due(project, env)
         done = await newsletter(["worker", "--once"], env, project, timeout=90)
         listing = await newsletter(["schedule"], env, project)
     assert done.code == 0, done.err
@@ -74,13 +73,17 @@ async def test_a_send_running_by_hand_keeps_its_schedule_open_until_it_ends(
 ) -> None:
     addresses = write_list(project / "big.csv", 30)
     target = _target(project, backend, request)
-    handler = FaultyHandler([Fault("data", sleep=0.2)])
+    # After two, the hand send's uploads wait for the test: still running when the worker
+    # looks, however long a loaded machine takes to start the worker.
+    go = asyncio.Event()
+    handler = FaultyHandler()
+    handler.faults.append(Fault("data", hold=go, match=lambda _: len(handler.received) >= 2))
     async with start(handler) as server:
         env = _env(server.port, target, NEWSLETTER_SEND__CONCURRENCY="1")
-        await _book(project, env, 4)
+        await _book(project, env)
         hand = await spawn(["send", "--issue", "14", "--yes"], env, project)
         await _until(lambda: len(handler.received) >= 2)
-        await asyncio.sleep(max(0.0, _schedules(target)[0].due_at - time.time()))
+        _due(project, env)
         look = await newsletter(["worker", "--once"], env, project, timeout=90)
         assert look.code == 0, look.err
         (waiting,) = _schedules(target)
@@ -94,6 +97,7 @@ async def test_a_send_running_by_hand_keeps_its_schedule_open_until_it_ends(
         listing = await newsletter(["schedule"], env, project)
         assert "  due  (booked by " in listing.out
         assert "    waiting: " in listing.out
+        go.set()
         by_hand = await finish(hand, 90)
         assert by_hand.code == 0, by_hand.err
         again = await newsletter(["worker", "--once"], env, project, timeout=90)
@@ -117,7 +121,8 @@ async def test_a_hand_send_that_takes_the_lock_as_the_worker_starts_does_not_fai
     state_dir = project / ".newsletter"
     async with start(handler) as server:
         env = _env(server.port, target)
-        await _book(project, env, 3)
+        await _book(project, env)
+        _due(project, env)
         worker = await spawn(["worker"], env, project)
         try:
             assert worker.stdout is not None

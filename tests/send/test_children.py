@@ -250,14 +250,14 @@ async def test_kill_9_during_planning_leaves_nothing_and_the_rerun_resumes(
                 assert handler.received == []  # nothing sent yet
                 proc.kill()
                 # (Not proc.wait(): it also waits for the output pipes, which an orphan holds.)
-                await until(lambda: proc.returncode is not None, "the run to die", 10)
+                await until(lambda: proc.returncode is not None, "the run to die", 60)
                 assert proc.returncode == -signal.SIGKILL
                 # Nothing of the dead run stays behind: no reader, no lock, no session.
-                await until(lambda: not in_folder(project), "the killed run's children", 10)
+                await until(lambda: not in_folder(project), "the killed run's children", 60)
         released.set()
         if backend:
-            await until(lambda: outbox.advisory_locks() == 0, "the dead session's locks", 10)
-        await finish(proc, timeout=10)
+            await until(lambda: outbox.advisory_locks() == 0, "the dead session's locks", 60)
+        await finish(proc)
         rerun = await newsletter(args, env, project, timeout=120)
     assert rerun.code == 0, rerun.out + rerun.err
     if moment != "planned":
@@ -334,8 +334,8 @@ async def test_a_send_stopped_during_planning_exits_4_leaves_no_reader_and_resum
             await until(lambda: outbox.reached("mid-plan"), "mid-plan")
             assert len(children(proc.pid)) == 1  # the reader, sending batches as fast as it can
             proc.send_signal(signum)
-            await until(lambda: not in_folder(project), "the run and its reader to end", 10)
-            done = await finish(proc, timeout=10)
+            await until(lambda: not in_folder(project), "the run and its reader to end", 60)
+            done = await finish(proc)
             assert done.code == 4, done.out + done.err
             assert f"stopped: stopped by {signum.name}" in done.err, done.err
             assert "Traceback" not in done.err, done.err

@@ -126,7 +126,7 @@ async def test_sigint_finishes_in_flight_messages_and_resumes(
         proc = await spawn(args, env, project)
         await wait_for(handler, 30)
         proc.send_signal(signal.SIGINT)
-        stopped = await finish(proc, timeout=15)
+        stopped = await finish(proc)
         rows = states(project)
         counts = {s: sum(1 for x, _ in rows.values() if x == s) for s in ("sent", "pending")}
         arrived = len(handler.received)

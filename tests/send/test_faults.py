@@ -496,6 +496,7 @@ async def test_a_server_refusing_every_reconnect_trips_the_breaker_and_rejects_n
     assert report.counts[S.DEFERRED] + report.counts[S.PENDING] == 9
 
 
+@pytest.mark.slow
 async def test_a_run_the_server_refuses_at_connect_stops_with_exit_4_and_resumes(
     project: Path,
 ) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from support.sendcli import finish, newsletter, shared_environment, spawn, write_list
+from support.sendcli import HANG, finish, newsletter, shared_environment, spawn, write_list
 from support.smtp import Fault, FaultyHandler, start
 
 pytestmark = pytest.mark.slow
@@ -43,7 +43,7 @@ def worker_states(url: str) -> dict[int, str]:
         return dict(db.execute("SELECT pid, state FROM workers").fetchall())
 
 
-async def held(handler: FaultyHandler, url: str, *faults: Fault, timeout: float = 60) -> None:
+async def held(handler: FaultyHandler, url: str, *faults: Fault, timeout: float = HANG) -> None:
     """Each fault holds a reply, so the worker is inside those two SMTP transactions, and the
     log has caught up with the server: every message it stored is `sent` and only the held
     upload is `sending`. (The server reaches a hold before the worker has read the reply to

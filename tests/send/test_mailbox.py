@@ -5,6 +5,8 @@ from __future__ import annotations
 import mailbox
 from pathlib import Path
 
+import pytest
+
 from newsletter.send.mailbox import captured_messages, serve_mailbox
 from newsletter.send.replies import Outcome
 from newsletter.send.smtp import Pool
@@ -12,6 +14,7 @@ from newsletter.settings import SmtpSettings
 from support.smtp import Marks, make_message, send_one
 
 
+@pytest.mark.slow
 async def test_mailbox_stores_each_message_in_a_maildir(tmp_path: Path) -> None:
     seen: list[str] = []
     server = await serve_mailbox(tmp_path / "mailbox", lambda c: seen.append(c.recipient), port=0)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from newsletter.mail.tokens import SigningKey
 from newsletter.outbox import open_outbox
 from newsletter.signup.forgetting import forget
@@ -33,6 +35,7 @@ def _fill(project: Path) -> None:
         )
 
 
+@pytest.mark.slow
 async def test_the_csv_and_the_confirmed_subscribers_each_once(project: Path) -> None:
     _fill(project)
     handler = FaultyHandler()
@@ -54,6 +57,7 @@ async def test_the_csv_and_the_confirmed_subscribers_each_once(project: Path) ->
     assert b"To: B <bob@example.org>" in bob.data  # the CSV's row, named as it names him
 
 
+@pytest.mark.slow
 async def test_a_list_without_a_csv_sends_to_its_subscribers(project: Path) -> None:
     config = project / "newsletter.toml"
     config.write_text(config.read_text() + "\n[lists.signups]\nsignup = true\n", encoding="utf-8")

@@ -56,7 +56,8 @@ def capture_server(project: Path) -> Iterator[int]:
 
 def deliver(port: int, message: bytes, to: str = "reader@example.org") -> None:
     """Hand `message` to the capture server as anyone could: no account, any sender."""
-    with smtplib.SMTP("127.0.0.1", port, timeout=10) as smtp:
+    # A guard against a hang, not a measure: a loaded machine may take long over a big message.
+    with smtplib.SMTP("127.0.0.1", port, timeout=60) as smtp:
         smtp.sendmail("stranger@example.net", [to], message, mail_options=["SMTPUTF8"])
 
 

@@ -12,6 +12,10 @@ from pathlib import Path
 from support.smtp import FaultyHandler
 
 SECRET = "test-secret-0123456789abcdef"
+# How long a command or a wait may take before the test calls it hung: only a guard, never a
+# measure. A `newsletter` process on a machine at load 10 can spend a minute just starting;
+# pytest-timeout (300 s a test) is the last resort.
+HANG = 180.0
 
 
 @dataclass
@@ -60,13 +64,15 @@ async def spawn(args: list[str], env: dict[str, str], cwd: Path) -> asyncio.subp
     )
 
 
-async def finish(proc: asyncio.subprocess.Process, timeout: float = 60) -> Done:
+async def finish(proc: asyncio.subprocess.Process, timeout: float = HANG) -> Done:
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
     assert proc.returncode is not None
     return Done(proc.returncode, out.decode(), err.decode())
 
 
-async def newsletter(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 60) -> Done:
+async def newsletter(
+    args: list[str], env: dict[str, str], cwd: Path, timeout: float = HANG
+) -> Done:
     return await finish(await spawn(args, env, cwd), timeout)
 
 
@@ -93,7 +99,7 @@ def sqlite_states(project: Path) -> dict[str, tuple[str, str | None]]:
         db.close()
 
 
-async def wait_for(handler: FaultyHandler, count: int, timeout: float = 60) -> None:
+async def wait_for(handler: FaultyHandler, count: int, timeout: float = HANG) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while len(handler.received) < count:

@@ -333,6 +333,7 @@ def test_busy_port_is_a_clear_error() -> None:
         assert "--port" in caught.value.hint
 
 
+@pytest.mark.slow
 def test_cli_busy_port_exits_1_without_traceback(project: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -356,6 +357,7 @@ def test_cli_unknown_issue_exits_1(project: Path) -> None:
     assert "no such issue (issues: 14)" in result.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_with_a_page_open(project: Path) -> None:
     process = subprocess.Popen(
         [
@@ -382,17 +384,16 @@ def test_ctrl_c_stops_cleanly_with_a_page_open(project: Path) -> None:
         base = match.group(1)
         assert httpx.get(base + "/issues/14", timeout=10).status_code == 200
         # An open event stream, as a browser tab keeps, must not hold the shutdown up.
-        with httpx.stream("GET", base + "/events", timeout=10) as stream:
+        with httpx.stream("GET", base + "/events", timeout=60) as stream:
             next_event(stream.iter_lines())
-            started = time.monotonic()
             process.send_signal(signal.SIGINT)
-            out, err = process.communicate(timeout=10)
-        # Without ending the stream, uvicorn would wait out its 3 s graceful-shutdown timeout
-        # (a loaded machine can take most of a second or two to stop even so).
-        assert time.monotonic() - started < 2.9
+            out, err = process.communicate(timeout=60)
     finally:
         process.kill()
     assert process.returncode == 0, err
+    # Without ending the stream, uvicorn would wait out its 3 s graceful-shutdown timeout and
+    # then cancel the stream's task, which it says (at the "warning" level the preview logs).
+    assert "graceful shutdown exceeded" not in err
     assert "Preview stopped." in out
     assert "Traceback" not in err
 
@@ -445,6 +446,7 @@ def test_an_editors_atomic_save_is_seen(preview: RunningPreview) -> None:
     assert "原子保存" in wait_for(preview, "/issues/14", "原子保存")
 
 
+@pytest.mark.slow
 def test_checks_show_the_spam_score_when_spamassassin_answers(preview: RunningPreview) -> None:
     """SpamAssassin runs in the background: the page says so, then a "checks" event (not a new
     version: the email frame stays) announces the score, which the Checks tab then shows."""

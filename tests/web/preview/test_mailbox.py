@@ -76,7 +76,7 @@ def capture(project: Path) -> Iterator[int]:
 
 
 def get(preview: RunningPreview, path: str) -> httpx.Response:
-    return httpx.get(preview.url + path, timeout=10)
+    return httpx.get(preview.url + path, timeout=60)
 
 
 def keys(preview: RunningPreview) -> dict[str, str]:
@@ -97,6 +97,7 @@ def pane(page: str, name: str) -> str:
     return match.group(1)
 
 
+@pytest.mark.slow
 def test_a_test_send_reads_like_the_issue_view(
     preview: RunningPreview, capture: int, project: Path
 ) -> None:
@@ -280,13 +281,14 @@ BOMBS = {
 
 
 @pytest.mark.parametrize("name", sorted(BOMBS))
+@pytest.mark.slow
 def test_a_message_built_to_be_slow_is_bounded(
     preview: RunningPreview, capture: int, name: str
 ) -> None:
     bomb, note = BOMBS[name]
     deliver(capture, bomb)
     key = only_key(preview)
-    # The client's timeout is the hang detector: unbounded, each of these takes minutes.
+    # The client's 60 s timeout is the hang detector: unbounded, each of these takes minutes.
     page = get(preview, f"/mailbox/{key}")
     assert page.status_code == 200
     assert f"<tr><th>Subject</th><td>{name}</td></tr>" in page.text

@@ -93,6 +93,7 @@ def test_a_signup_is_pending_recorded_and_its_confirmation_queued(site: RunningS
     assert "我同意" in event.evidence["text"]
 
 
+@pytest.mark.slow
 def test_every_address_gets_the_same_answer_and_at_most_one_mail(site: RunningService) -> None:
     with open_outbox(_target(site)) as outbox:
         outbox.suppressions.add("main", "edited@example.org", "cli")

@@ -1,6 +1,8 @@
 """A real `newsletter serve` process against slow clients on real sockets (issue 18.11): a body or
 a head sent a byte at a time, and more idle connections than it may hold. Each is cut off at
-its deadline, and a normal client is answered at once all the while."""
+its deadline, and a normal client is answered all the while. No clock decides a test: a
+deadline is proven by what the server answers (a 408 where a finished request would get 200)
+and by what the client had still to send; the limits below only guard against a hang."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from support.site import ALICE, SECRET
 
 TIMEOUT = 1.0  # [serve] timeout for these servers
 CAP = 40  # [serve] max_connections
-SLACK = 3.0  # what a loaded CI machine may add to a deadline
+HANG = 60.0  # seconds after which a server that never closed is taken as hung
 ONE_CLICK = b"List-Unsubscribe=One-Click"
 
 
@@ -47,20 +49,16 @@ class Serve:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
 
-    def normal_client(self) -> float:
-        """A GET and a one-click POST, as a browser and a mailbox provider send them; the
-        seconds the slower took."""
-        slowest = 0.0
+    def normal_client(self) -> None:
+        """A GET and a one-click POST, as a browser and a mailbox provider send them: both
+        answered."""
         token = sign(SECRET, "main", "bob@example.net")
         for method, path, body in (
             ("GET", "/healthz", None),
             ("POST", f"/unsubscribe/{token}", {"List-Unsubscribe": "One-Click"}),
         ):
-            started = time.monotonic()
-            answer = httpx.request(method, self.base + path, data=body, timeout=10)
+            answer = httpx.request(method, self.base + path, data=body, timeout=HANG)
             assert answer.status_code == 200, answer.text
-            slowest = max(slowest, time.monotonic() - started)
-        return slowest
 
 
 @contextmanager
@@ -109,13 +107,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
         yield running
 
 
-def until_closed(sock: socket.socket, limit: float) -> tuple[bytes, float]:
+def until_closed(sock: socket.socket) -> tuple[bytes, float]:
     """What the server sends until it closes the connection, and when it closed it (seconds
-    from now; `limit` when it never did)."""
+    from now); a server still holding it after HANG seconds fails the test."""
     started = time.monotonic()
     sock.settimeout(0.05)
     data = b""
-    while time.monotonic() - started < limit:
+    while True:
+        assert time.monotonic() - started < HANG, f"never closed; sent {data[:80]!r}"
         try:
             chunk = sock.recv(65536)
         except TimeoutError:
@@ -142,21 +141,40 @@ def is_closed(sock: socket.socket) -> bool:
         sock.setblocking(True)
 
 
-def dribble(sock: socket.socket, data: bytes, every: float, stop: threading.Event) -> None:
-    """Send `data` one byte each `every` seconds until the server closes or `stop` is set."""
-    for byte in data:
-        if stop.wait(every):
-            return
-        try:
-            sock.sendall(bytes([byte]))
-        except OSError:
-            return
+class Dribble(threading.Thread):
+    """Sends `data` one byte each `every` seconds until the server closes or `stop` is set;
+    `sent` counts the bytes that went out, `done` is set once all of them did."""
+
+    def __init__(self, sock: socket.socket, data: bytes, every: float) -> None:
+        super().__init__()
+        self.sock, self.data, self.every = sock, data, every
+        self.stop, self.done = threading.Event(), threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        for byte in self.data:
+            if self.stop.wait(self.every):
+                return
+            try:
+                self.sock.sendall(bytes([byte]))
+            except OSError:
+                return
+            self.sent += 1
+        self.done.set()
+
+    def __enter__(self) -> Dribble:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.join()
 
 
 def test_a_body_sent_a_byte_at_a_time_gets_408_at_its_deadline(server: Serve) -> None:
     # It was a 10 s timeout per chunk: one byte every 5 s kept the request open for hours.
     token = sign(SECRET, "main", ALICE)
-    stop = threading.Event()
+    opened = time.monotonic()  # the deadlines count from here at the earliest
     with server.connect() as sock:
         sock.sendall(
             f"POST /unsubscribe/{token} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -164,46 +182,60 @@ def test_a_body_sent_a_byte_at_a_time_gets_408_at_its_deadline(server: Serve) ->
             f"Content-Length: {len(ONE_CLICK)}\r\n\r\n".encode()
         )
         # 26 bytes, 0.25 s apart: under the timeout each, 6.5 s in all.
-        sender = threading.Thread(target=dribble, args=(sock, ONE_CLICK, 0.25, stop))
-        sender.start()
-        assert server.normal_client() < SLACK
-        answer, waited = until_closed(sock, 8)
-        stop.set()
-        sender.join()
+        with Dribble(sock, ONE_CLICK, 0.25) as sender:
+            server.normal_client()
+            answer, _ = until_closed(sock)
+            waited = time.monotonic() - opened
+            finished = sender.done.is_set()
+    # A body that arrived whole would have unsubscribed Alice with a 200.
     assert answer.startswith(b"HTTP/1.1 408 "), answer
-    assert TIMEOUT - 0.3 < waited < TIMEOUT + SLACK
+    assert not finished
+    assert waited > TIMEOUT - 0.3
     with open_outbox(server.project / ".newsletter" / "outbox.sqlite3") as outbox:
         assert not outbox.suppressions.contains("main", ALICE)
 
 
 def test_a_body_no_route_reads_is_cut_off_too(server: Serve) -> None:
     # /healthz answers without reading the body: the connection then waits for the body's end.
-    stop = threading.Event()
     with server.connect() as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4000\r\n\r\n")
-        sender = threading.Thread(target=dribble, args=(sock, b"x" * 4000, 0.2, stop))
-        sender.start()
-        answer, waited = until_closed(sock, 10)
-        stop.set()
-        sender.join()
+        # 800 s of body: the close can only be the server's deadline.
+        with Dribble(sock, b"x" * 4000, 0.2) as sender:
+            answer, _ = until_closed(sock)
+            sent = sender.sent
     assert answer.startswith(b"HTTP/1.1 200 ")
-    assert waited < TIMEOUT + SLACK
+    assert sent < 4000
 
 
 def test_a_head_sent_a_byte_at_a_time_gets_408_at_its_deadline(server: Serve) -> None:
     # It was never timed out.
-    stop = threading.Event()
+    opened = time.monotonic()
     with server.connect() as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\n")
         headers = b"User-Agent: " + b"x" * 200 + b"\r\n\r\n"
-        sender = threading.Thread(target=dribble, args=(sock, headers, 0.1, stop))
-        sender.start()
-        assert server.normal_client() < SLACK
-        answer, waited = until_closed(sock, 10)
-        stop.set()
-        sender.join()
+        # 21 s of head, a byte each 0.1 s: a head that arrived whole would get a 200.
+        with Dribble(sock, headers, 0.1) as sender:
+            server.normal_client()
+            answer, _ = until_closed(sock)
+            waited = time.monotonic() - opened
+            finished = sender.done.is_set()
     assert answer.startswith(b"HTTP/1.1 408 "), answer
-    assert TIMEOUT - 0.3 < waited < TIMEOUT + SLACK
+    assert not finished
+    assert waited > TIMEOUT - 0.3
+
+
+def open_ones(idle: list[socket.socket]) -> list[socket.socket]:
+    return [sock for sock in idle if not is_closed(sock)]
+
+
+def until_at_most(idle: list[socket.socket], count: int) -> list[socket.socket]:
+    """The connections of `idle` still open, once at most `count` are (closing takes the
+    server a moment; HANG seconds fail the test)."""
+    deadline = time.monotonic() + HANG
+    while len(still_open := open_ones(idle)) > count:
+        assert time.monotonic() < deadline, f"{len(still_open)} still open, {count} expected"
+        time.sleep(0.05)
+    return still_open
 
 
 def test_more_idle_connections_than_the_cap_close_the_idlest_and_a_client_gets_in(
@@ -218,19 +250,16 @@ def test_more_idle_connections_than_the_cap_close_the_idlest_and_a_client_gets_i
                 sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # a head never finished
             idle.append(sock)
             if n % CAP == CAP - 1:
-                assert server.normal_client() < SLACK
-        time.sleep(0.3)
-        still_open = [sock for sock in idle if not is_closed(sock)]
-        assert len(still_open) <= CAP
+                server.normal_client()
+        still_open = until_at_most(idle, CAP)
         # The newest stay; the oldest were closed to make room.
         assert not set(idle[-CAP // 2 :]) - set(still_open)
-        assert server.normal_client() < SLACK
-        time.sleep(TIMEOUT + SLACK)
-        assert [sock for sock in idle if not is_closed(sock)] == []
+        server.normal_client()
+        until_at_most(idle, 0)  # and the rest at their deadline
     finally:
         for sock in idle:
             sock.close()
-    assert server.normal_client() < SLACK
+    server.normal_client()
 
 
 def test_when_every_connection_is_busy_a_newcomer_gets_503(tmp_path: Path) -> None:
@@ -248,15 +277,15 @@ def test_when_every_connection_is_busy_a_newcomer_gets_503(tmp_path: Path) -> No
             time.sleep(0.2)
             with small.connect() as newcomer:
                 newcomer.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                answer, waited = until_closed(newcomer, 5)
+                answer, _ = until_closed(newcomer)
+            # Turned away at once: served once a busy one was freed, it would get a 200.
             assert answer.startswith(b"HTTP/1.1 503 ")
-            assert waited < SLACK
             for sock in busy:  # Guard's deadline frees them
-                assert until_closed(sock, TIMEOUT + SLACK)[0].startswith(b"HTTP/1.1 408 ")
+                assert until_closed(sock)[0].startswith(b"HTTP/1.1 408 ")
         finally:
             for sock in busy:
                 sock.close()
-        assert small.normal_client() < SLACK
+        small.normal_client()
 
 
 FIT = """
