@@ -50,6 +50,7 @@ LAYERS: list[set[str]] = [
     {"send"},
     {"schedule"},
     {"worker"},
+    {"doctor"},
     {"web"},
     {"cli"},
 ]

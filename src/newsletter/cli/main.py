@@ -37,6 +37,7 @@ COMMANDS = {
     "mailbox": "servers",
     "serve": "servers",
     "worker": "servers",
+    "doctor": "production",
 }
 
 
