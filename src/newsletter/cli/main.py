@@ -38,6 +38,7 @@ COMMANDS = {
     "serve": "servers",
     "worker": "servers",
     "doctor": "production",
+    "deploy": "production",
 }
 
 
