@@ -151,3 +151,18 @@ async def test_the_bounce_mailbox_logs_in_and_nothing_is_read_or_moved(
     _, checks = await run_doctor(project, doctor_env())
     assert checks["mailbox"]["ok"] is False
     assert "[bounces] imap" in str(checks["mailbox"]["fix"])
+
+
+async def test_a_dkim_key_file_that_is_missing_fails_its_line_and_the_rest_still_run(
+    project: Path,
+) -> None:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with dns_server({(SENDER, "TXT"): ["v=spf1 -all"]}) as (port, _):
+        configure(project, nameserver=f"127.0.0.1:{port}", base_url="https://x", dkim_key=key)
+        (project / "dkim.pem").unlink()
+        code, checks = await run_doctor(project, doctor_env())
+    assert code == 1
+    assert checks["dkim"]["ok"] is False
+    assert "dkim.pem" in str(checks["dkim"]["detail"])
+    assert checks["spf"]["ok"] is True, checks["spf"]
+    assert len(checks) == 12

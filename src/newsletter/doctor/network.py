@@ -58,9 +58,12 @@ async def check_serve(settings: Settings, lookup: Lookup) -> Diagnosis:
         return failed("serve", "not checked: no secret here to check serve's against", _SERVE_FIX)
     probe = secrets.token_urlsafe(16)
     url = f"{settings.newsletter.base_url.rstrip('/')}/healthz"
+    try:
+        tls = checking_tls_context(settings)
+    except NewsletterError as exc:  # [check] ca_file cannot be used
+        return failed("serve", exc.message, exc.hint or "Fix [check] ca_file.")
     transport = CheckedTransport(
-        CheckedBackend(lookup.addresses, settings.check.allow_private),
-        checking_tls_context(settings),
+        CheckedBackend(lookup.addresses, settings.check.allow_private), tls
     )
     try:
         async with httpx.AsyncClient(
@@ -176,10 +179,15 @@ async def check_dns(settings: Settings, lookup: Lookup) -> list[Diagnosis]:
         "dmarc": (from_domain, auth.check_dmarc(lookup, from_domain, dkim_domain, return_path)),
         "mx": (return_path, auth.check_mail_domain(lookup, return_path, "Return-Path (bounces)")),
     }
+    key_fault: NewsletterError | None = None
     if dkim is not None:
-        public = dkim_public_key(settings, Cache(None))
-        check = auth.check_dkim(lookup, dkim.domain, dkim.selector, public)
-        jobs["dkim"] = (dkim.domain, check)
+        try:
+            public = dkim_public_key(settings, Cache(None))
+        except NewsletterError as exc:  # the key file missing or not a key: this line says so
+            key_fault = exc
+        else:
+            check = auth.check_dkim(lookup, dkim.domain, dkim.selector, public)
+            jobs["dkim"] = (dkim.domain, check)
     try:
         faults = await asyncio.gather(*(_faults(job) for _, job in jobs.values()))
     except NetworkDownError as exc:
@@ -188,7 +196,10 @@ async def check_dns(settings: Settings, lookup: Lookup) -> list[Diagnosis]:
     for (name, (domain, job)), found_faults in zip(jobs.items(), faults, strict=True):
         selector = dkim.selector if dkim is not None else "SELECTOR"
         fix = _DNS_FIX[name].format(domain=domain, selector=selector)
-        if job is None:
+        if name == "dkim" and key_fault is not None:
+            fix = key_fault.hint or "Point [dkim] private_key at the PEM file of the key."
+            found.append(failed(name, key_fault.message, fix))
+        elif job is None:
             found.append(
                 failed(
                     name,
