@@ -37,7 +37,7 @@ LAYERS: list[set[str]] = [
     {"content"},
     {"models"},
     {"i18n", "clip"},
-    {"issues", "subscribers", "scaffold", "checks", "htmlpart", "places"},
+    {"issues", "subscribers", "scaffold", "deploy", "checks", "htmlpart", "places"},
     {"importers"},
     {"render", "linkslots", "outbox", "spamscore", "findingformats"},
     {"bounces"},
@@ -50,6 +50,7 @@ LAYERS: list[set[str]] = [
     {"send"},
     {"schedule"},
     {"worker"},
+    {"doctor"},
     {"web"},
     {"cli"},
 ]

@@ -11,7 +11,8 @@ deleted as they age), bounce-report retention (bounces/retention.py: the reports
 past `[privacy] held_retention_days` deleted, the server's text of the others and the stored
 SMTP replies past `[privacy] bounce_text_days` cleared), and scheduled sends (schedule/duty.py:
 each due send started by exactly one worker, as `newsletter send` runs it, after the issue
-passed its check again).
+passed its check again), and the heartbeat (a row in the outbox, rewritten every few seconds,
+by which `newsletter doctor` tells a live worker from a dead one).
 
 On SQLite one worker runs per project (a lock the kernel drops when the process dies); on
 PostgreSQL any number, on any machines: leases on the database's clock decide who sends what.
@@ -29,6 +30,7 @@ import os
 import secrets
 import signal
 import socket
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +41,7 @@ from newsletter.clicks.retention import RetentionDuty
 from newsletter.errors import DeliveryError, OutboxError
 from newsletter.mail.tokens import SigningKey
 from newsletter.outbox import Outbox, open_project_outbox
+from newsletter.outbox.heartbeats import BEAT_EVERY
 from newsletter.outbox.mailqueue import SiteMail
 from newsletter.schedule.duty import ScheduleDuty
 from newsletter.send.courier import Courier
@@ -158,6 +161,35 @@ class SiteMailDuty:
         self.courier.rebind(outbox.backend)
 
 
+class HeartbeatDuty:
+    """The worker's beat in the outbox, every BEAT_EVERY seconds, on a connection opened for
+    each beat off the event loop (a beat is one statement; a pool would outlive its use)."""
+
+    name = "heartbeat"
+
+    def __init__(self, settings: Settings, owner: str, log: Log) -> None:
+        self.settings = settings
+        self.owner = owner
+        self.log = log
+
+    async def start(self) -> None:
+        return None
+
+    async def run_once(self) -> float:
+        try:
+            await asyncio.to_thread(self._beat)
+        except OutboxError as exc:
+            self.log(f"heartbeat: the outbox failed: {exc.message}")
+        return BEAT_EVERY
+
+    async def stop(self) -> None:
+        return None
+
+    def _beat(self) -> None:
+        with open_project_outbox(self.settings) as outbox:
+            outbox.heartbeats.beat(self.owner, socket.gethostname(), os.getpid(), time.time())
+
+
 def _helo(settings: Settings) -> str:
     domain = settings.newsletter.sender.rpartition("@")[2].strip(" >")
     return domain.encode("idna").decode("ascii") if domain else "localhost"
@@ -217,6 +249,7 @@ async def _main(
         loop.add_signal_handler(number, on_signal)
     owner = worker_owner()
     duties: list[Duty] = [
+        HeartbeatDuty(settings, owner, log),
         SiteMailDuty(settings, key, owner, log),
         RetentionDuty(settings, log),
         BounceRetentionDuty(settings, log),

@@ -37,6 +37,8 @@ COMMANDS = {
     "mailbox": "servers",
     "serve": "servers",
     "worker": "servers",
+    "doctor": "production",
+    "deploy": "production",
 }
 
 

@@ -111,7 +111,8 @@ def worker(settings: Settings, once: bool) -> None:
     SQLite one worker per project; with a PostgreSQL outbox run any number, on any machines:
     exactly one of them starts each scheduled send. A send whose time passed while no worker
     ran starts when one comes back, unless it is more than [schedule] grace late (then it is
-    `missed`, not sent). Prints one line per mail and per step of a send. SIGTERM or Ctrl-C
+    `missed`, not sent). Every 10 s it writes a heartbeat into the outbox, by which `newsletter
+    doctor` knows it is alive. Prints one line per mail and per step of a send. SIGTERM or Ctrl-C
     finishes the mail in hand, stops the sends (their uploads finish) and hands them back to
     be resumed; a second one stops at once. Exit code 0 when stopped.
     """

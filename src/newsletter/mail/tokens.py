@@ -146,6 +146,22 @@ def derived_key(secret: Secret, label: bytes) -> bytes:
     return hmac.digest(_key(secret), label, hashlib.sha256)
 
 
+_HEALTH_LABEL = b"newsletter health probe v1"
+# A probe is a short random word (`newsletter doctor` sends 22 base64url characters); anything
+# longer or in other characters gets no proof, so the endpoint signs nothing a stranger chose
+# at length.
+_PROBE = re.compile(r"[A-Za-z0-9_-]{16,64}")
+
+
+def health_proof(secret: Secret, probe: str) -> str | None:
+    """What serve answers to `GET /healthz?probe=PROBE`: a MAC of the probe under a key derived
+    from the secret (never the secret, nor a token of any use elsewhere), so `newsletter doctor`
+    proves that the serve at base_url runs with its project's secret. None for a malformed probe."""
+    if not _PROBE.fullmatch(probe):
+        return None
+    return b64(hmac.digest(derived_key(secret, _HEALTH_LABEL), probe.encode(), hashlib.sha256))
+
+
 def sign(secret: Secret, list_name: str, address: str) -> str:
     """An opaque token that proves `address` may be unsubscribed from `list_name`."""
     if "\n" in list_name or "\n" in address:

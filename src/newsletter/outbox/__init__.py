@@ -29,6 +29,7 @@ from newsletter.outbox.clicks import Clicks
 from newsletter.outbox.consent import ConsentLedger
 from newsletter.outbox.deliveries import Deliveries
 from newsletter.outbox.forgotten import Forgotten
+from newsletter.outbox.heartbeats import Heartbeats
 from newsletter.outbox.journal import Commit, Journal
 from newsletter.outbox.leases import Leases
 from newsletter.outbox.mailqueue import SiteMailQueue
@@ -102,6 +103,7 @@ class Outbox:
         self.send_figures = SendFigures(backend)
         self.test_sends = TestSends(backend, self.deliveries, self.plans)
         self.schedules = Schedules(backend)
+        self.heartbeats = Heartbeats(backend)
 
     def journal(self, owner: str | None) -> Journal:
         return Journal(self.backend, owner)

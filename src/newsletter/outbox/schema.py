@@ -370,6 +370,17 @@ CREATE TABLE IF NOT EXISTS test_sends (
 );
 """
 
+# Each worker's last beat, written every few seconds while it runs: `newsletter doctor` tells a
+# live worker from a dead one by its age, on any machine that shares the outbox.
+_HEARTBEATS = """
+CREATE TABLE IF NOT EXISTS heartbeats (
+    worker  TEXT    PRIMARY KEY,
+    host    TEXT    NOT NULL,
+    pid     INTEGER NOT NULL,
+    beat_at {real}  NOT NULL
+);
+"""
+
 # What a scheduled send keeps of `send`'s options, passed on to the send the worker starts
 # (NULL: newsletter.toml's [send] value at that time).
 _SCHEDULE_OPTIONS = """
@@ -438,6 +449,12 @@ MIGRATIONS: list[Migration] = [
         postgres=_SCHEDULE_OPTIONS.format(real="DOUBLE PRECISION"),
     ),
     Migration(11, "held reports' ids never reused", sqlite=_HELD_IDS_SQLITE, postgres=""),
+    Migration(
+        12,
+        "workers' heartbeats",
+        sqlite=_HEARTBEATS.format(real="REAL"),
+        postgres=_HEARTBEATS.format(real="DOUBLE PRECISION"),
+    ),
 ]
 
 LATEST = MIGRATIONS[-1].version

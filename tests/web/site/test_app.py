@@ -26,7 +26,7 @@ from click.testing import CliRunner
 
 from newsletter.cli.main import cli
 from newsletter.issues import load_issue
-from newsletter.mail.tokens import sign
+from newsletter.mail.tokens import health_proof, sign
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.settings import Settings
@@ -280,6 +280,20 @@ def test_the_public_name_from_base_url_and_loopback_names_are_answered(project: 
         for host in ("news.example.org", "NEWS.example.org", f"localhost:{port}", "[::1]"):
             assert httpx.get(on.url + "/healthz", headers={"Host": host}).status_code == 200
         assert httpx.get(on.url + "/healthz", headers={"Host": "example.org"}).status_code == 400
+
+
+def test_healthz_proves_the_secret_for_a_probe_and_signs_nothing_else(project: Path) -> None:
+    """`newsletter doctor`'s probe: the proof is the secret's MAC of the word, not the secret;
+    a word that is not a short base64url one gets the plain answer."""
+    probe = "Zm9vYmFyYmF6cXV4cXV1eA"
+    with running_service(project) as on:
+        answer = httpx.get(f"{on.url}/healthz", params={"probe": probe})
+        assert answer.text == f"ok\nproof {health_proof(SECRET.encode(), probe)}\n"
+        assert SECRET not in answer.text
+        assert health_proof(b"another-secret-0123456789", probe) not in answer.text
+        for odd in ("short", "x" * 65, "has space in it 0123", "a/b+c=0123456789abc"):
+            plain = httpx.get(f"{on.url}/healthz", params={"probe": odd})
+            assert plain.text == "ok\n", odd
 
 
 def test_a_body_shorter_than_its_content_length_times_out(project: Path) -> None:

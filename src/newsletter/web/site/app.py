@@ -14,7 +14,7 @@ Routes (all answers carry the security headers; see `Guard`):
     GET  /signup, POST /signup, POST /api/signup, ...   signup (signup.py)
     GET, POST /confirm/{token}, /move/{token}   the site mail's links (confirm.py)
     GET, POST /preferences/{token}   the reader's lists and address (preferences.py)
-    GET  /healthz, /robots.txt
+    GET  /healthz, /robots.txt   (/healthz?probe=WORD also proves the secret: see healthz)
 
 The token is the only credential (mailbox providers POST without cookies), so it is verified
 (HMAC, constant time) before anything is read or written, and never logged. Suppressions go to
@@ -42,7 +42,7 @@ from starlette.routing import Route
 from newsletter.draft import sent_dates
 from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
 from newsletter.i18n import PAGES, strings_for
-from newsletter.mail.tokens import SigningKey, verify
+from newsletter.mail.tokens import SigningKey, health_proof, verify
 from newsletter.outbox import Outbox, Suppression, outbox_exists
 from newsletter.settings import Settings
 from newsletter.signup.intake import READER_SOURCES
@@ -207,7 +207,11 @@ class Service:
         return self.page("resubscribed.html", address=target.address, list_label=target.list_label)
 
     async def healthz(self, request: Request) -> Response:
-        return PlainTextResponse("ok\n", headers=NO_STORE)
+        """`ok`; with ?probe=WORD also `proof VALUE`, the proof that this serve has the secret
+        (mail/tokens.py's health_proof), which `newsletter doctor` checks against its own."""
+        proof = health_proof(self.keys[0], request.query_params.get("probe", ""))
+        body = "ok\n" if proof is None else f"ok\nproof {proof}\n"
+        return PlainTextResponse(body, headers=NO_STORE)
 
     async def robots(self, request: Request) -> Response:
         return PlainTextResponse(ROBOTS, headers=PUBLIC)

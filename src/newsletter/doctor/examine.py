@@ -1,0 +1,48 @@
+"""`newsletter doctor`'s one call: settings in, every check's Diagnosis out, in a fixed order
+(the secret first, the disk last). The network checks run at once, each within its own timeout
+([check] timeout, [smtp] timeout, [bounces] timeout); nothing is sent, written or moved, and
+DNS answers are asked afresh (the preflight's cache is neither read nor written)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from newsletter.doctor.diagnosis import Diagnosis
+from newsletter.doctor.local import check_disk, check_outbox, check_secret
+from newsletter.doctor.network import (
+    check_base_url,
+    check_dns,
+    check_mailbox,
+    check_serve,
+    check_smtp,
+)
+from newsletter.preflight.cache import Cache
+from newsletter.preflight.lookup import Lookup
+from newsletter.settings import Settings
+
+MIN_FREE = 1 << 30  # bytes the state folder's file system should have free (`--min-free`)
+
+
+def examine(settings: Settings, *, min_free: int = MIN_FREE) -> list[Diagnosis]:
+    return asyncio.run(_examine(settings, min_free))
+
+
+async def _examine(settings: Settings, min_free: int) -> list[Diagnosis]:
+    lookup = Lookup(settings.check, Cache(None))
+    serve, smtp, dns, mailbox, outbox = await asyncio.gather(
+        check_serve(settings, lookup),
+        check_smtp(settings),
+        check_dns(settings, lookup),
+        asyncio.to_thread(check_mailbox, settings),
+        asyncio.to_thread(check_outbox, settings),
+    )
+    return [
+        check_secret(settings),
+        check_base_url(settings),
+        serve,
+        smtp,
+        *dns,
+        *outbox,
+        mailbox,
+        check_disk(settings, min_free),
+    ]

@@ -1,0 +1,146 @@
+"""The doctor's checks of this machine's side of the project: the secret, the outbox (reachable,
+migrated, private), the worker's heartbeat in it, and the state folder's free space. Settings in,
+Diagnoses out; nothing is changed (the outbox is opened without migrating it)."""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import time
+from pathlib import Path
+
+from newsletter.configfile import MIN_SECRET_LENGTH, SECRET_ENV, SECRET_FILE
+from newsletter.doctor.diagnosis import Diagnosis, failed, passed
+from newsletter.errors import NewsletterError, display_path
+from newsletter.outbox import LATEST, Outbox, open_project_outbox, outbox_exists
+from newsletter.outbox.heartbeats import ALIVE_WITHIN
+from newsletter.settings import Settings
+
+_LOST = (
+    "back it up apart from this machine (a password manager): if it is lost, every unsubscribe,"
+    " preference and click link already sent stops working"
+)
+_START_WORKER = (
+    "Start it: `systemctl enable --now newsletter-worker` with the units of `newsletter deploy"
+    " systemd`, or run `newsletter worker` under your process supervisor."
+)
+
+
+def check_secret(settings: Settings) -> Diagnosis:
+    var = SECRET_ENV["secret"]
+    file = settings.root / SECRET_FILE
+    if settings.secret is None:
+        return failed(
+            "secret",
+            f"not set: neither {var} nor {display_path(file)}",
+            "Run `newsletter init` in a new project, or write one: python3 -c 'import secrets;"
+            f" print(secrets.token_urlsafe(32))' > {SECRET_FILE}; chmod 600 {SECRET_FILE}",
+        )
+    value = settings.secret.get_secret_value()
+    if len(value) < MIN_SECRET_LENGTH:
+        return failed(
+            "secret",
+            f"{var} is too short ({len(value)} characters; at least {MIN_SECRET_LENGTH})",
+            f"Set {var} to a long random value, e.g. python3 -c 'import secrets;"
+            " print(secrets.token_urlsafe(32))' (a changed secret: keep the old one in"
+            " NEWSLETTER_SECRET_PREVIOUS so the links already sent keep working)",
+        )
+    if _file_secret(file) != value:
+        return passed("secret", f"set ({len(value)} characters) from {var}; {_LOST}")
+    mode = stat.S_IMODE(file.stat().st_mode)
+    if mode & 0o077:
+        return failed(
+            "secret",
+            f"{display_path(file)} is readable by other users (mode {mode:04o})",
+            f"chmod 600 {display_path(file)}",
+        )
+    where = f"{display_path(file)} (mode {mode:04o})"
+    return passed("secret", f"set ({len(value)} characters) from {where}; {_LOST}")
+
+
+def _file_secret(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def check_outbox(settings: Settings) -> list[Diagnosis]:
+    """The database, then the worker's heartbeat in it (which needs a database to be read)."""
+    target = settings.outbox_target
+    if not outbox_exists(target):
+        missing = f"no outbox at {display_path(target)} yet"
+        return [
+            failed("database", missing, "Run `newsletter outbox migrate` (as the service user)."),
+            failed("worker", f"{missing}: no worker has run", _START_WORKER),
+        ]
+    mode = stat.S_IMODE(target.stat().st_mode) if isinstance(target, Path) else 0
+    try:
+        with open_project_outbox(settings, migrate=False) as outbox:
+            return _database(outbox, mode)
+    except NewsletterError as exc:
+        fix = exc.hint or "Check [outbox] url and that the database server runs and lets us in."
+        return [
+            failed("database", exc.message, fix),
+            failed("worker", "the outbox cannot be read: no heartbeat to look at", fix),
+        ]
+
+
+def _database(outbox: Outbox, mode: int) -> list[Diagnosis]:
+    version = outbox.backend.version()
+    where = f"{outbox.backend.name}: {outbox.display}"
+    if version < LATEST:
+        behind = f"{where}: schema version {version}, {LATEST - version} migration(s) behind"
+        return [
+            failed("database", behind, "Run `newsletter outbox migrate`."),
+            failed("worker", f"{where} is not migrated: no heartbeat to look at", _START_WORKER),
+        ]
+    if version > LATEST:
+        ahead = f"{where}: schema version {version}, newer than this newsletter's {LATEST}"
+        fix = "Upgrade newsletter on this machine to the version the others run."
+        return [failed("database", ahead, fix), failed("worker", ahead, fix)]
+    if mode & 0o077:
+        database = failed(
+            "database",
+            f"{where} is readable by other users (mode {mode:04o}): it holds every reader's"
+            " address",
+            f"chmod 600 {outbox.display}",
+        )
+    else:
+        private = f", mode {mode:04o}" if mode else ""
+        database = passed("database", f"{where}: schema version {version} (current{private})")
+    return [database, _worker(outbox)]
+
+
+def _worker(outbox: Outbox) -> Diagnosis:
+    beat = outbox.heartbeats.latest()
+    if beat is None:
+        return failed("worker", "no worker has beaten in the last day", _START_WORKER)
+    age = max(time.time() - beat.at, 0.0)
+    seen = f"last beat {age:.0f} s ago from {beat.host} (pid {beat.pid})"
+    if age > ALIVE_WITHIN:
+        return failed(
+            "worker",
+            f"{seen}: older than {ALIVE_WITHIN:.0f} s, so it is stopped, hung or cut off from the"
+            " outbox",
+            "Look at its log (journalctl -u newsletter-worker) and restart it.",
+        )
+    return passed("worker", f"alive: {seen}")
+
+
+def check_disk(settings: Settings, min_free: int) -> Diagnosis:
+    """Free space where the state folder is (or would be): the outbox and its WAL grow there."""
+    folder = settings.state_dir
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    usage = shutil.disk_usage(probe)
+    free = f"{usage.free / 2**30:.1f} GiB free of {usage.total / 2**30:.1f} GiB"
+    where = f"{free} under {display_path(folder)}"
+    if usage.free < min_free:
+        return failed(
+            "disk",
+            f"{where}: less than {min_free / 2**30:.1f} GiB",
+            "Free space on that file system, or move [paths] state to a larger one.",
+        )
+    return passed("disk", where)
