@@ -193,7 +193,9 @@ def test_a_table_reaches_the_feed_as_a_table(project: Path) -> None:
         encoding="utf-8",
     )
     base = "https://n.example"
-    settings = Settings.model_validate({"root": project, "newsletter": {"base_url": base}})
+    settings = Settings.model_validate(
+        {"root": project, "newsletter": {"base_url": base}, "serve": {"publish": "all"}}
+    )
     root = check_atom(Archive(settings).feed(), base)
     entry = next(
         e for e in root.findall(f"{A}entry") if e.findtext(f"{A}id") == f"{base}/issues/16"
