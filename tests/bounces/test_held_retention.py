@@ -148,7 +148,7 @@ def test_migration_11_keeps_the_held_reports_of_a_sqlite_outbox(tmp_path: Path) 
         db.executescript(five.sqlite)  # held_reports as migration 5 made it
         db.execute("INSERT INTO held_reports SELECT * FROM kept")
         db.execute("DROP TABLE kept")
-        db.execute("DELETE FROM schema_migrations WHERE version = 11")
+        db.execute("DELETE FROM schema_migrations WHERE version >= 11")  # from before 11
     db.close()
     with open_outbox(path) as outbox:
         assert outbox.backend.version() == schema.LATEST

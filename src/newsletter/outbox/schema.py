@@ -377,6 +377,17 @@ ALTER TABLE schedules ADD COLUMN rate {real};
 ALTER TABLE schedules ADD COLUMN concurrency INTEGER;
 """
 
+# Provider webhook events already applied, by the provider's own event id: a retried or replayed
+# event is answered and changes nothing. Pruned by age (seen_at, Unix seconds).
+_WEBHOOK_EVENTS = """
+CREATE TABLE IF NOT EXISTS webhook_events (
+    provider TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    seen_at  {real} NOT NULL,
+    PRIMARY KEY (provider, event_id)
+);
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         1,
@@ -438,6 +449,12 @@ MIGRATIONS: list[Migration] = [
         postgres=_SCHEDULE_OPTIONS.format(real="DOUBLE PRECISION"),
     ),
     Migration(11, "held reports' ids never reused", sqlite=_HELD_IDS_SQLITE, postgres=""),
+    Migration(
+        12,
+        "provider webhook events seen, each applied once",
+        sqlite=_WEBHOOK_EVENTS.format(real="REAL"),
+        postgres=_WEBHOOK_EVENTS.format(real="DOUBLE PRECISION"),
+    ),
 ]
 
 LATEST = MIGRATIONS[-1].version

@@ -14,6 +14,7 @@ Routes (all answers carry the security headers; see `Guard`):
     GET  /signup, POST /signup, POST /api/signup, ...   signup (signup.py)
     GET, POST /confirm/{token}, /move/{token}   the site mail's links (confirm.py)
     GET, POST /preferences/{token}   the reader's lists and address (preferences.py)
+    POST /webhooks/{provider}    providers' bounces and complaints, verified first (hooks.py)
     GET  /healthz, /robots.txt
 
 The token is the only credential (mailbox providers POST without cookies), so it is verified
@@ -54,6 +55,7 @@ from newsletter.web.site.confirm import LinkPages
 from newsletter.web.site.connection import OutboxThread
 from newsletter.web.site.feed import MEDIA_TYPE as FEED_MEDIA_TYPE
 from newsletter.web.site.guard import MAX_BODY, Guard, error_log
+from newsletter.web.site.hooks import Webhooks
 from newsletter.web.site.pages import render_page
 from newsletter.web.site.preferences import PreferencePages
 from newsletter.web.site.redirect import METHODS, Redirects
@@ -319,6 +321,7 @@ def create_app(
             *SignupPages(settings, defences).routes(),
             *LinkPages(settings, keys, defences).routes(),
             *PreferencePages(settings, keys, defences).routes(),
+            *Webhooks(settings, keys, outbox).routes(),
             Route("/", service.index),
             Route("/issues/{number:int}", service.issue),
             Route("/issues/{number:int}/", service.issue),
