@@ -270,3 +270,113 @@ def test_a_malformed_key_stops_serve_with_the_variable_named(project: Path) -> N
     assert result.exit_code == 1
     assert "NEWSLETTER_WEBHOOK_RESEND_SECRET must start with whsec_" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+MAILGUN_KEY = "key-mailgun-test-signing-0123456789"
+POSTMARK_PASSWORD = "postmark-test-password-0123456789"
+
+
+@pytest.fixture
+def more(project: Path) -> Iterator[RunningService]:
+    with running_service(
+        project,
+        NEWSLETTER_WEBHOOK_MAILGUN_KEY=MAILGUN_KEY,
+        NEWSLETTER_WEBHOOK_POSTMARK_PASSWORD=POSTMARK_PASSWORD,
+    ) as running:
+        yield running
+
+
+def postmark_bounce(tag: str, kind: str = "HardBounce") -> bytes:
+    """Postmark's documented bounce webhook sample, our tag in Metadata."""
+    return json.dumps(
+        {
+            "RecordType": "Bounce",
+            "MessageStream": "outbound",
+            "ID": 4323372036854775807,
+            "Type": kind,
+            "TypeCode": 1,
+            "Name": "Hard bounce",
+            "Tag": "Test",
+            "MessageID": "883953f4-6105-42a2-a16a-77a8eac79483",
+            "Metadata": {"newsletter_tag": tag},
+            "ServerID": 23,
+            "Description": "The server was unable to deliver your message (ex: unknown user).",
+            "Details": "Test bounce details",
+            "Email": ALICE,
+            "From": "sender@example.com",
+            "BouncedAt": "2019-11-05T16:33:54.9070259Z",
+        }
+    ).encode()
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"authorization": f"Basic {token}", "content-type": "application/json"}
+
+
+def mailgun_failure(tag: str, stamp: int | None = None, key: str = MAILGUN_KEY) -> bytes:
+    """Mailgun's documented permanent-failure sample, signed now, our tag in user-variables."""
+    ts = str(int(time.time()) if stamp is None else stamp)
+    token = "a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0"
+    mac = hmac.new(key.encode(), (ts + token).encode(), hashlib.sha256).hexdigest()
+    return json.dumps(
+        {
+            "signature": {"timestamp": ts, "token": token, "signature": mac},
+            "event-data": {
+                "event": "failed",
+                "id": "G9Bn5sl1TC6nu79C8C0bwg",
+                "timestamp": 1521233195.375624,
+                "log-level": "error",
+                "severity": "permanent",
+                "reason": "suppress-bounce",
+                "delivery-status": {
+                    "attempt-no": 1,
+                    "message": "",
+                    "code": 605,
+                    "description": "Not delivering to previously bounced address",
+                },
+                "message": {"headers": {"to": ALICE, "message-id": "20130503.1@mailgun.org"}},
+                "recipient": ALICE,
+                "recipient-domain": "example.net",
+                "user-variables": {"newsletter_tag": tag},
+                "tags": ["my_tag_1"],
+            },
+        }
+    ).encode()
+
+
+def test_a_postmark_bounce_needs_the_credentials_and_applies_once(more: RunningService) -> None:
+    tag = tag_for_alice(more)
+    body = postmark_bounce(tag)
+    url = f"{more.url}/webhooks/postmark"
+    for headers in (basic("postmark", "guess"), basic("other", POSTMARK_PASSWORD), {}):
+        answer = httpx.post(url, content=body, headers=headers)
+        assert (answer.status_code, answer.text) == (401, "refused\n")
+    assert more.wait_for_log("webhook postmark refused: the basic-auth credentials")
+    assert stored(more) == ([], [])
+    for _ in range(2):
+        answer = httpx.post(url, content=body, headers=basic("postmark", POSTMARK_PASSWORD))
+        assert answer.status_code == 200
+    assert stored(more) == (
+        [("main", ALICE, "bounced")],
+        [("postmark:Bounce:4323372036854775807", "hard", "webhook:postmark")],
+    )
+
+
+def test_a_mailgun_failure_is_verified_fresh_and_applied_once(more: RunningService) -> None:
+    tag = tag_for_alice(more)
+    url = f"{more.url}/webhooks/mailgun"
+    forged = mailgun_failure(tag, key="not-the-key")
+    assert httpx.post(url, content=forged).status_code == 401
+    assert more.wait_for_log("webhook mailgun refused: the signature does not verify")
+    stale = mailgun_failure(tag, int(time.time()) - 3600)
+    assert httpx.post(url, content=stale).status_code == 401
+    assert httpx.post(url, content=b"[not json").status_code == 400
+    assert stored(more) == ([], [])
+    body = mailgun_failure(tag)
+    assert httpx.post(url, content=body).status_code == 200
+    assert httpx.post(url, content=mailgun_failure(tag)).status_code == 200  # a retry
+    assert stored(more) == (
+        [("main", ALICE, "bounced")],
+        [("mailgun:G9Bn5sl1TC6nu79C8C0bwg", "hard", "webhook:mailgun")],
+    )

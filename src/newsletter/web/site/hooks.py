@@ -27,6 +27,8 @@ from newsletter.settings import Settings
 from newsletter.web.listen import NO_STORE
 from newsletter.web.site.connection import OutboxThread
 from newsletter.webhooks.common import Event, RefusedError, apply_events
+from newsletter.webhooks.mailgun import Mailgun
+from newsletter.webhooks.postmark import Postmark
 from newsletter.webhooks.resend import Resend
 from newsletter.webhooks.sendgrid import SendGrid
 
@@ -49,6 +51,12 @@ def readers_for(settings: Settings) -> dict[str, Reader]:
         if settings.webhook_resend_secret is not None:
             secret = settings.webhook_resend_secret.get_secret_value()
             found["resend"] = Resend(secret, tolerance)
+        if settings.webhook_mailgun_key is not None:
+            key = settings.webhook_mailgun_key.get_secret_value()
+            found["mailgun"] = Mailgun(key, tolerance)
+        if settings.webhook_postmark_password is not None:
+            password = settings.webhook_postmark_password.get_secret_value()
+            found["postmark"] = Postmark(settings.webhooks.postmark_user, password)
     except ValueError as exc:
         raise ConfigError(
             str(exc), hint="Copy the key or secret again from the provider's webhook settings."
