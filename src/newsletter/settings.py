@@ -206,6 +206,10 @@ class WebhooksSettings(SettingsTable):
     tolerance_seconds: Annotated[int, Field(ge=30, le=3600)] = 300
     # The basic-auth user name Postmark's webhook URL carries (Postmark does not sign).
     postmark_user: str = "postmark"
+    # The relay the send goes through: each message then carries the header that makes it
+    # echo the row's signed tag in its events (X-SMTPAPI, X-PM-Metadata-newsletter_tag,
+    # X-Mailgun-Variables, X-SES-MESSAGE-TAGS). "" adds nothing.
+    relay: Literal["", "sendgrid", "postmark", "mailgun", "ses", "resend"] = ""
 
 
 class ServeSettings(SettingsTable):

@@ -38,6 +38,24 @@ SEEN_SECONDS = 7 * 86400
 MAX_EVENTS = 1000
 
 
+# What a send adds (with [webhooks] relay) so the relay echoes the tag in its events: each
+# provider's documented way to attach a value over SMTP. A tag is [0-9a-z-] (verp.py), so it
+# needs no quoting in JSON or in SES's tag syntax.
+ECHO_HEADERS = {
+    "sendgrid": 'X-SMTPAPI: {{"unique_args": {{"newsletter_tag": "{tag}"}}}}',
+    "postmark": "X-PM-Metadata-newsletter_tag: {tag}",
+    "mailgun": 'X-Mailgun-Variables: {{"newsletter_tag": "{tag}"}}',
+    "ses": "X-SES-MESSAGE-TAGS: newsletter_tag={tag}",
+}
+
+
+def echo_header(relay: str, tag: str) -> str:
+    """The header line (no CRLF) that makes `relay` echo `tag`; "" for a relay that echoes
+    X-Newsletter-Tag itself or for none."""
+    template = ECHO_HEADERS.get(relay, "")
+    return template.format(tag=tag) if template else ""
+
+
 class RefusedError(NewsletterError):
     """A request that proves nothing. `message` is for the server log only; `status` is all
     the sender is told."""

@@ -5,11 +5,13 @@ replays and stale timestamps changing nothing and logged with their reason."""
 from __future__ import annotations
 
 import base64
+import email
+import email.policy
 import hashlib
 import hmac
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -20,11 +22,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from newsletter.bounces.kinds import Kind
 from newsletter.bounces.policy import Policy, Verdict
-from newsletter.bounces.verp import make_tag
+from newsletter.bounces.verp import make_tag, read_tag
 from newsletter.cli.main import cli
-from newsletter.models import DeliveryStatus
+from newsletter.issues import load_issue
+from newsletter.mail.message import MessageFactory
+from newsletter.models import DeliveryStatus, Subscriber
 from newsletter.outbox import Outbox, open_outbox
-from newsletter.settings import BouncesSettings
+from newsletter.render import render_issue
+from newsletter.settings import BouncesSettings, load_settings
 from newsletter.webhooks.common import Event, RefusedError, apply_events
 from newsletter.webhooks.resend import Resend
 from newsletter.webhooks.sendgrid import SendGrid
@@ -380,3 +385,30 @@ def test_a_mailgun_failure_is_verified_fresh_and_applied_once(more: RunningServi
         [("main", ALICE, "bounced")],
         [("mailgun:G9Bn5sl1TC6nu79C8C0bwg", "hard", "webhook:mailgun")],
     )
+
+
+@pytest.mark.parametrize(
+    ("relay", "field", "echoed"),
+    [
+        ("sendgrid", "X-SMTPAPI", lambda v: json.loads(v)["unique_args"]["newsletter_tag"]),
+        ("mailgun", "X-Mailgun-Variables", lambda v: json.loads(v)["newsletter_tag"]),
+        ("postmark", "X-PM-Metadata-newsletter_tag", lambda v: v),
+        ("ses", "X-SES-MESSAGE-TAGS", lambda v: v.removeprefix("newsletter_tag=")),
+    ],
+)
+def test_with_a_relay_set_each_message_carries_the_tag_its_events_echo(
+    project: Path, relay: str, field: str, echoed: Callable[[str], str]
+) -> None:
+    """The send's side of the tie: with [webhooks] relay, the message of an outbox row carries
+    the header that relay echoes, holding the row's signed tag; without it, nothing extra."""
+    env = {"NEWSLETTER_SECRET": SECRET, "NEWSLETTER_WEBHOOKS__RELAY": relay}
+    settings = load_settings(project / "newsletter.toml", environ=env)
+    rendered = render_issue(load_issue(settings.issues_dir, 14), settings)
+    factory = MessageFactory(rendered, settings, "main", secret=SECRET.encode())
+    data = factory.build(Subscriber(envelope=ALICE, name="Alice"), row_id=42).data
+    message = email.message_from_bytes(data, policy=email.policy.default)
+    assert read_tag(SECRET.encode(), echoed(str(message[field]))) == 42
+    plain = load_settings(project / "newsletter.toml", environ={"NEWSLETTER_SECRET": SECRET})
+    factory = MessageFactory(rendered, plain, "main", secret=SECRET.encode())
+    data = factory.build(Subscriber(envelope=ALICE, name="Alice"), row_id=42).data
+    assert field.encode() not in data
