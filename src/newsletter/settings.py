@@ -210,6 +210,9 @@ class WebhooksSettings(SettingsTable):
     # echo the row's signed tag in its events (X-SMTPAPI, X-PM-Metadata-newsletter_tag,
     # X-Mailgun-Variables, X-SES-MESSAGE-TAGS). "" adds nothing.
     relay: Literal["", "sendgrid", "postmark", "mailgun", "ses", "resend"] = ""
+    # The SNS topics (ARNs) SES publishes bounces and complaints to: /webhooks/ses answers
+    # only these, and confirms a subscription only to one of them.
+    ses_topics: tuple[str, ...] = ()
 
 
 class ServeSettings(SettingsTable):

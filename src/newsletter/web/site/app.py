@@ -60,6 +60,7 @@ from newsletter.web.site.pages import render_page
 from newsletter.web.site.preferences import PreferencePages
 from newsletter.web.site.redirect import METHODS, Redirects
 from newsletter.web.site.signup import Defences, SignupPages
+from newsletter.webhooks.ses import Fetch, fetch_https
 
 T = TypeVar("T")
 
@@ -305,12 +306,14 @@ def create_app(
     body_timeout: float | None = None,
     outbox: OutboxThread | None = None,
     clicks: ClickWriter | None = None,
+    fetch: Fetch = fetch_https,
 ) -> Guard:
     """The service as an ASGI app; `secret` must be the key the sender signs tokens with,
     `previous` the earlier ones whose tokens are still out there. `outbox` is the connection
     the caller closes (by default one of the app's own, opened at the first request); a body
     must have arrived `body_timeout` seconds after its head (default: [serve] timeout);
-    `clicks` writes the click events (the caller flushes it; by default the app's own)."""
+    `clicks` writes the click events (the caller flushes it; by default the app's own);
+    `fetch` gets the SNS certificates and confirmation URLs for SES's webhook (a test's own)."""
     outbox = outbox or OutboxThread(settings.outbox_target, settings.outbox.durability)
     keys = (secret, *previous)
     signing = SigningKey(secret, ephemeral=False, previous=tuple(previous))
@@ -321,7 +324,7 @@ def create_app(
             *SignupPages(settings, defences).routes(),
             *LinkPages(settings, keys, defences).routes(),
             *PreferencePages(settings, keys, defences).routes(),
-            *Webhooks(settings, keys, outbox).routes(),
+            *Webhooks(settings, keys, outbox, fetch).routes(),
             Route("/", service.index),
             Route("/issues/{number:int}", service.issue),
             Route("/issues/{number:int}/", service.issue),

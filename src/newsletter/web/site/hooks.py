@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -31,6 +32,7 @@ from newsletter.webhooks.mailgun import Mailgun
 from newsletter.webhooks.postmark import Postmark
 from newsletter.webhooks.resend import Resend
 from newsletter.webhooks.sendgrid import SendGrid
+from newsletter.webhooks.ses import Fetch, Ses, fetch_https
 
 log = logging.getLogger("newsletter.webhooks")
 
@@ -39,7 +41,7 @@ class Reader(Protocol):
     def read(self, headers: Mapping[str, str], body: bytes, now: float) -> list[Event]: ...
 
 
-def readers_for(settings: Settings) -> dict[str, Reader]:
+def readers_for(settings: Settings, fetch: Fetch = fetch_https) -> dict[str, Reader]:
     """The providers whose key or secret is set; a malformed one stops `serve` at start
     (ConfigError naming the variable), not at the provider's first event."""
     tolerance = settings.webhooks.tolerance_seconds
@@ -57,6 +59,8 @@ def readers_for(settings: Settings) -> dict[str, Reader]:
         if settings.webhook_postmark_password is not None:
             password = settings.webhook_postmark_password.get_secret_value()
             found["postmark"] = Postmark(settings.webhooks.postmark_user, password)
+        if settings.webhooks.ses_topics:
+            found["ses"] = Ses(settings.webhooks.ses_topics, tolerance, fetch)
     except ValueError as exc:
         raise ConfigError(
             str(exc), hint="Copy the key or secret again from the provider's webhook settings."
@@ -65,11 +69,17 @@ def readers_for(settings: Settings) -> dict[str, Reader]:
 
 
 class Webhooks:
-    def __init__(self, settings: Settings, keys: Sequence[bytes], outbox: OutboxThread) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        keys: Sequence[bytes],
+        outbox: OutboxThread,
+        fetch: Fetch = fetch_https,
+    ) -> None:
         self.settings = settings
         self.keys = tuple(keys)
         self.outbox = outbox
-        self.readers = readers_for(settings)
+        self.readers = readers_for(settings, fetch)
 
     def routes(self) -> list[Route]:
         return [Route("/webhooks/{provider}", self.receive, methods=["POST"])]
@@ -82,7 +92,8 @@ class Webhooks:
         body = await request.body()  # bounded by Guard (webhooks.common.MAX_BODY)
         now = time.time()
         try:
-            events = reader.read(request.headers, body, now)
+            # On a worker thread: SES's first message of a certificate fetches it.
+            events = await run_in_threadpool(reader.read, request.headers, body, now)
         except RefusedError as exc:
             log.warning("webhook %s refused: %s", provider, exc.message)
             request.state.event = "webhook-refused"
