@@ -386,6 +386,8 @@ CREATE TABLE IF NOT EXISTS webhook_events (
     seen_at  {real} NOT NULL,
     PRIMARY KEY (provider, event_id)
 );
+-- Every verified request prunes by age: the index keeps that from reading the whole table.
+CREATE INDEX IF NOT EXISTS webhook_events_seen ON webhook_events (seen_at);
 """
 
 MIGRATIONS: list[Migration] = [

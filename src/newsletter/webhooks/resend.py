@@ -65,8 +65,8 @@ def _event(ident: str, payload: dict[str, object]) -> Event | None:
     if not isinstance(data, dict):
         return None
     name = payload.get("type")
-    bounce = data.get("bounce") if isinstance(data.get("bounce"), dict) else {}
-    assert isinstance(bounce, dict)
+    found = data.get("bounce")
+    bounce = found if isinstance(found, dict) else {}
     if name == "email.bounced":
         kind = Kind.SOFT if bounce.get("type") == "Transient" else Kind.HARD
     elif name == "email.delivery_delayed":

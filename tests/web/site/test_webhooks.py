@@ -247,6 +247,12 @@ def test_an_unconfigured_provider_is_not_found_and_a_big_batch_fits(
     )
     assert answer.status_code == 200
     assert stored(service) == ([], [])
+    # Past 1 MiB is no provider's batch: refused before the signature is even looked at.
+    huge = b"[" + b" " * (1 << 20) + b"]"
+    answer = httpx.post(
+        f"{service.url}/webhooks/sendgrid", content=huge, headers=sendgrid_headers(huge)
+    )
+    assert answer.status_code == 413
 
 
 def test_events_apply_once_on_each_backend(outbox: Outbox) -> None:
