@@ -268,8 +268,15 @@ def test_events_apply_once_on_each_backend(outbox: Outbox) -> None:
     assert [d.verdict for d in again] == [Verdict.REPEATED, Verdict.REPEATED]
     assert outbox.suppressions.get("main", ALICE) is None
     assert outbox.bounces.counts(14, "main").get(Kind.SOFT, 0) == 1
+    # Our Message-ID alone proves nothing (anyone who saw the message can quote it): held for
+    # review, as a mailed report matched only by Message-ID is, and nobody suppressed.
+    quoted = Event("mailgun", "ev-3", Kind.HARD, ALICE, message_id="<14.alice@news.example.org>")
+    (held,) = apply_events(outbox, policy, [quoted], time.time())
+    assert held.verdict is Verdict.HELD
+    assert outbox.suppressions.get("main", ALICE) is None
+    assert [h.report for h in outbox.bounces.held()] == ["mailgun:ev-3"]
     # Pruned by age: ids seen long ago go (a replay that old fails its timestamp).
-    assert outbox.webhook_events.prune(time.time() + 1) == 2
+    assert outbox.webhook_events.prune(time.time() + 1) == 3
 
 
 def test_a_malformed_key_stops_serve_with_the_variable_named(project: Path) -> None:
