@@ -41,6 +41,7 @@ LAYERS: list[set[str]] = [
     {"importers"},
     {"render", "linkslots", "outbox", "spamscore", "findingformats"},
     {"bounces"},
+    {"webhooks"},
     {"mail", "spreadsheet", "markers"},
     {"clicks"},
     {"draft"},

@@ -35,6 +35,11 @@ SECRET_ENV = {
     "secret_previous": "NEWSLETTER_SECRET_PREVIOUS",
     "smtp_password": "NEWSLETTER_SMTP_PASSWORD",
     "bounces_password": "NEWSLETTER_BOUNCES_PASSWORD",
+    # Provider webhooks (web/site/hooks.py): a provider's route answers only once its is set.
+    "webhook_sendgrid_key": "NEWSLETTER_WEBHOOK_SENDGRID_KEY",
+    "webhook_resend_secret": "NEWSLETTER_WEBHOOK_RESEND_SECRET",
+    "webhook_mailgun_key": "NEWSLETTER_WEBHOOK_MAILGUN_KEY",
+    "webhook_postmark_password": "NEWSLETTER_WEBHOOK_POSTMARK_PASSWORD",
 }
 CONFIG_NAME = "newsletter.toml"
 # The project's secret when NEWSLETTER_SECRET is not set, relative to the project root. Not

@@ -197,6 +197,24 @@ def ip_networks(entries: list[str]) -> list[str]:
     return networks
 
 
+class WebhooksSettings(SettingsTable):
+    """[webhooks]: providers' bounce and complaint events at POST /webhooks/PROVIDER. The keys
+    and secrets come from the environment only (NEWSLETTER_WEBHOOK_SENDGRID_KEY, ..._RESEND_SECRET,
+    ..._MAILGUN_KEY, ..._POSTMARK_PASSWORD); a provider without one answers 404."""
+
+    # A signed request whose timestamp is further than this from our clock is refused (replay).
+    tolerance_seconds: Annotated[int, Field(ge=30, le=3600)] = 300
+    # The basic-auth user name Postmark's webhook URL carries (Postmark does not sign).
+    postmark_user: str = "postmark"
+    # The relay the send goes through: each message then carries the header that makes it
+    # echo the row's signed tag in its events (X-SMTPAPI, X-PM-Metadata-newsletter_tag,
+    # X-Mailgun-Variables, X-SES-MESSAGE-TAGS). "" adds nothing.
+    relay: Literal["", "sendgrid", "postmark", "mailgun", "ses", "resend"] = ""
+    # The SNS topics (ARNs) SES publishes bounces and complaints to: /webhooks/ses answers
+    # only these, and confirms a subscription only to one of them.
+    ses_topics: tuple[str, ...] = ()
+
+
 class ServeSettings(SettingsTable):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8025
@@ -430,6 +448,7 @@ class Settings(SettingsTable):
     send: SendSettings = SendSettings()
     dkim: DkimSettings | None = None
     serve: ServeSettings = ServeSettings()
+    webhooks: WebhooksSettings = WebhooksSettings()
     signup: SignupSettings = SignupSettings()
     bounces: BouncesSettings = BouncesSettings()
     outbox: OutboxSettings = OutboxSettings()
@@ -442,6 +461,10 @@ class Settings(SettingsTable):
     secret_previous: SecretStr | None = None
     smtp_password: SecretStr | None = None
     bounces_password: SecretStr | None = None
+    webhook_sendgrid_key: SecretStr | None = None
+    webhook_resend_secret: SecretStr | None = None
+    webhook_mailgun_key: SecretStr | None = None
+    webhook_postmark_password: SecretStr | None = None
 
     def resolve(self, path: Path) -> Path:
         """A path from the config, made absolute against the project root."""

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from newsletter.outbox import open_outbox
+from newsletter.outbox.schema import LATEST
 from support.doctoring import doctor_env, run_doctor
 from support.sendcli import newsletter
 
@@ -86,7 +87,7 @@ async def test_an_outbox_behind_the_schema_fails_with_the_migrate_command(projec
     env = doctor_env()
     assert (await newsletter(["outbox", "migrate"], env, project)).code == 0
     with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        outbox.backend.run("DELETE FROM schema_migrations WHERE version = 12")
+        outbox.backend.run("DELETE FROM schema_migrations WHERE version = ?", (LATEST,))
     _, checks = await run_doctor(project, env)
     assert checks["database"]["ok"] is False
     assert "1 migration(s) behind" in str(checks["database"]["detail"])

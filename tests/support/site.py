@@ -16,7 +16,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -72,9 +72,14 @@ class RunningService:
 
 @contextmanager
 def running_service(
-    project: Path, *, body_timeout: float | None = None, **env: str
+    project: Path,
+    *,
+    body_timeout: float | None = None,
+    fetch: Callable[[str], bytes] | None = None,
+    **env: str,
 ) -> Iterator[RunningService]:
-    """Serve `project` until the block ends. `env` adds NEWSLETTER_* settings."""
+    """Serve `project` until the block ends. `env` adds NEWSLETTER_* settings; `fetch` stands in
+    for the network SES's webhook reaches (SNS certificates, confirmation URLs)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -90,7 +95,13 @@ def running_service(
         lg.addHandler(records)
         lg.setLevel(logging.DEBUG)
     config = server_config(
-        create_app(settings, key.secret, previous=key.previous, body_timeout=body_timeout),
+        create_app(
+            settings,
+            key.secret,
+            previous=key.previous,
+            body_timeout=body_timeout,
+            **({"fetch": fetch} if fetch else {}),
+        ),
         settings.serve,
         log_level="debug",
         log_config=None,

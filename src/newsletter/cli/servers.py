@@ -67,7 +67,10 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
     """Run the public web service: one-click unsubscribe (RFC 8058), the web archive, and the
     signup and preference pages of lists with `signup = true` (`newsletter worker` sends their
     confirmations). The archive shows only issues sent to a list that is not a staging list
-    unless [serve] publish = "all" (a draft stays private).
+    unless [serve] publish = "all" (a draft stays private). With a provider's key set
+    (NEWSLETTER_WEBHOOK_SENDGRID_KEY, _RESEND_SECRET, _MAILGUN_KEY, _POSTMARK_PASSWORD; for SES
+    [webhooks] ses_topics), its
+    bounce and complaint events are taken at POST /webhooks/PROVIDER (see README).
 
     Meant to run behind a TLS-terminating reverse proxy at newsletter.base_url (see README).
     Needs NEWSLETTER_SECRET (or the project's .newsletter/secret), the same one `send` signs

@@ -59,6 +59,7 @@ from newsletter.models import (
 from newsletter.places import Place
 from newsletter.settings import Settings
 from newsletter.subscribers import DOT_ATOM, fold_address
+from newsletter.webhooks.common import echo_header
 
 if TYPE_CHECKING:
     from newsletter.mail.signing import IssueSigner
@@ -201,7 +202,10 @@ class MessageFactory:
         ]
         self._fields[:0] = [b"DKIM-Signature"] * len(self._signing.signers if self._signing else [])
         at = self._fields.index(b"Message-ID") + 1
-        self._tagged_fields = [*self._fields[:at], TAG_HEADER.encode(), *self._fields[at:]]
+        self._echo = settings.webhooks.relay
+        echo_field = echo_header(self._echo, "").partition(":")[0]
+        tags = [TAG_HEADER.encode(), *([echo_field.encode()] if echo_field else [])]
+        self._tagged_fields = [*self._fields[:at], *tags, *self._fields[at:]]
 
     def message_id(self, subscriber: Subscriber) -> str:
         """Unique per (issue, list, recipient), the same on every retry, and unguessable."""
@@ -265,10 +269,13 @@ class MessageFactory:
         mailto = f"mailto:{self._mailto}?subject=unsubscribe%20{token}"
         sender = self._return_path or self.sender
         tag_line = b""
-        if self._return_path and row_id is not None:
+        if (self._return_path or self._echo) and row_id is not None:
             tag = make_tag(self._secret, row_id)
-            sender = return_path(self._return_path, tag)
-            tag_line = _ascii(f"{TAG_HEADER}: {tag}\r\n")
+            if self._return_path:
+                sender = return_path(self._return_path, tag)
+            # A relay's webhook events tie back to the row by the tag it echoes (webhooks/).
+            echo = echo_header(self._echo, tag)
+            tag_line = _ascii(f"{TAG_HEADER}: {tag}\r\n" + (f"{echo}\r\n" if echo else ""))
         fields = [
             *self._head,
             _ascii(mailbox_header("To", name, subscriber.envelope)),

@@ -10,6 +10,7 @@ database: `roster` (subscribers), `consent` (the ledger), `claims` (one confirma
 mailbox), `forgotten` (people erased on request), `site_mail` (the worker's queue). What readers
 read: `clicks`, `sent_links` (the links each tracked send carried), `send_figures`. The editor's
 day: `test_sends` (a staging list's tests, one row each), `schedules` (sends booked for later).
+Providers' webhook events: `webhook_events` (each id applied once).
 A store of a later feature is a class of its own over `outbox.backend`, composed here as these are.
 """
 
@@ -53,6 +54,7 @@ from newsletter.outbox.sentlinks import SentLinks
 from newsletter.outbox.sqlite import SqliteBackend
 from newsletter.outbox.suppressions import Suppressions
 from newsletter.outbox.testsends import TestSends
+from newsletter.outbox.webhookevents import WebhookEvents
 from newsletter.settings import Settings
 from newsletter.statefiles import private_folder
 
@@ -104,6 +106,7 @@ class Outbox:
         self.test_sends = TestSends(backend, self.deliveries, self.plans)
         self.schedules = Schedules(backend)
         self.heartbeats = Heartbeats(backend)
+        self.webhook_events = WebhookEvents(backend)
 
     def journal(self, owner: str | None) -> Journal:
         return Journal(self.backend, owner)

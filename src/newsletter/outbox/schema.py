@@ -388,6 +388,19 @@ ALTER TABLE schedules ADD COLUMN rate {real};
 ALTER TABLE schedules ADD COLUMN concurrency INTEGER;
 """
 
+# Provider webhook events already applied, by the provider's own event id: a retried or replayed
+# event is answered and changes nothing. Pruned by age (seen_at, Unix seconds).
+_WEBHOOK_EVENTS = """
+CREATE TABLE IF NOT EXISTS webhook_events (
+    provider TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    seen_at  {real} NOT NULL,
+    PRIMARY KEY (provider, event_id)
+);
+-- Every verified request prunes by age: the index keeps that from reading the whole table.
+CREATE INDEX IF NOT EXISTS webhook_events_seen ON webhook_events (seen_at);
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         1,
@@ -454,6 +467,12 @@ MIGRATIONS: list[Migration] = [
         "workers' heartbeats",
         sqlite=_HEARTBEATS.format(real="REAL"),
         postgres=_HEARTBEATS.format(real="DOUBLE PRECISION"),
+    ),
+    Migration(
+        13,
+        "provider webhook events seen, each applied once",
+        sqlite=_WEBHOOK_EVENTS.format(real="REAL"),
+        postgres=_WEBHOOK_EVENTS.format(real="DOUBLE PRECISION"),
     ),
 ]
 

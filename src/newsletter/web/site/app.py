@@ -14,6 +14,7 @@ Routes (all answers carry the security headers; see `Guard`):
     GET  /signup, POST /signup, POST /api/signup, ...   signup (signup.py)
     GET, POST /confirm/{token}, /move/{token}   the site mail's links (confirm.py)
     GET, POST /preferences/{token}   the reader's lists and address (preferences.py)
+    POST /webhooks/{provider}    providers' bounces and complaints, verified first (hooks.py)
     GET  /healthz, /robots.txt   (/healthz?probe=WORD also proves the secret: see healthz)
 
 The token is the only credential (mailbox providers POST without cookies), so it is verified
@@ -54,10 +55,12 @@ from newsletter.web.site.confirm import LinkPages
 from newsletter.web.site.connection import OutboxThread
 from newsletter.web.site.feed import MEDIA_TYPE as FEED_MEDIA_TYPE
 from newsletter.web.site.guard import MAX_BODY, Guard, error_log
+from newsletter.web.site.hooks import Webhooks
 from newsletter.web.site.pages import render_page
 from newsletter.web.site.preferences import PreferencePages
 from newsletter.web.site.redirect import METHODS, Redirects
 from newsletter.web.site.signup import Defences, SignupPages
+from newsletter.webhooks.ses import Fetch, fetch_https
 
 T = TypeVar("T")
 
@@ -307,12 +310,14 @@ def create_app(
     body_timeout: float | None = None,
     outbox: OutboxThread | None = None,
     clicks: ClickWriter | None = None,
+    fetch: Fetch = fetch_https,
 ) -> Guard:
     """The service as an ASGI app; `secret` must be the key the sender signs tokens with,
     `previous` the earlier ones whose tokens are still out there. `outbox` is the connection
     the caller closes (by default one of the app's own, opened at the first request); a body
     must have arrived `body_timeout` seconds after its head (default: [serve] timeout);
-    `clicks` writes the click events (the caller flushes it; by default the app's own)."""
+    `clicks` writes the click events (the caller flushes it; by default the app's own);
+    `fetch` gets the SNS certificates and confirmation URLs for SES's webhook (a test's own)."""
     outbox = outbox or OutboxThread(settings.outbox_target, settings.outbox.durability)
     keys = (secret, *previous)
     signing = SigningKey(secret, ephemeral=False, previous=tuple(previous))
@@ -323,6 +328,7 @@ def create_app(
             *SignupPages(settings, defences).routes(),
             *LinkPages(settings, keys, defences).routes(),
             *PreferencePages(settings, keys, defences).routes(),
+            *Webhooks(settings, keys, outbox, fetch).routes(),
             Route("/", service.index),
             Route("/issues/{number:int}", service.issue),
             Route("/issues/{number:int}/", service.issue),

@@ -27,9 +27,11 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from newsletter.web.site.clientip import IPNetwork, scope_client_ip
+from newsletter.webhooks.common import MAX_BODY as WEBHOOK_BODY
 
 # A one-click body is 26 bytes; multipart framing adds ~200. Anything near this is not one.
 MAX_BODY = 4096
+WEBHOOK_PATH = "/webhooks/"
 # Seconds a request body may take to arrive, in all: a client that announces more than it sends,
 # or sends it a byte at a time, would otherwise hold its connection open for ever.
 BODY_TIMEOUT = 10.0
@@ -100,6 +102,9 @@ class Guard:
         sent = {"status": 0, "bytes": 0}
         received = 0
         body_done = False
+        # Providers' webhooks post batches of events (webhooks/common.py); everything else is
+        # a form of a few fields.
+        limit = WEBHOOK_BODY if scope["path"].startswith(WEBHOOK_PATH) else self.max_body
 
         async def limited_receive() -> Message:
             nonlocal received, body_done
@@ -114,7 +119,7 @@ class Guard:
                 raise HTTPException(408, headers={"connection": "close"}) from None
             body_done = not message.get("more_body", False)
             received += len(message.get("body", b""))
-            if received > self.max_body:
+            if received > limit:
                 raise HTTPException(413)
             return message
 
@@ -158,7 +163,7 @@ class Guard:
             length = _content_length(scope)
             if length is None or not self._host_allowed(scope):
                 await _plain(guarded_send, 400)
-            elif length > self.max_body:
+            elif length > limit:
                 await _plain(guarded_send, 413)
             else:
                 await self.app(scope, limited_receive, guarded_send)

@@ -1,0 +1,79 @@
+"""Mailgun's webhooks: HMAC-SHA256 of timestamp + token with the webhook signing key
+(NEWSLETTER_WEBHOOK_MAILGUN_KEY), hex, in the body's `signature` object. The signature is read
+and checked before `event-data` is looked at; the timestamp must be within the tolerance. The
+event id is `event-data.id`; the tag comes back in `event-data.user-variables` (the send's
+`X-Mailgun-Variables: {"newsletter_tag": ...}`), our Message-ID in the message headers.
+
+    failed (permanent)   hard      failed (temporary)   soft      complained   complaint
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+
+from newsletter.bounces.kinds import Kind
+from newsletter.webhooks.common import (
+    TAG_KEY,
+    Event,
+    RefusedError,
+    check_time,
+    parse_json,
+    text_of,
+)
+
+NAME = "mailgun"
+
+
+class Mailgun:
+    def __init__(self, key: str, tolerance: int) -> None:
+        self.key = key.encode()
+        self.tolerance = tolerance
+
+    def read(self, headers: Mapping[str, str], body: bytes, now: float) -> list[Event]:
+        """The event of one verified request; RefusedError otherwise."""
+        data = parse_json(body)  # the signature is inside the JSON: nothing else read first
+        signature = data.get("signature") if isinstance(data, dict) else None
+        if not isinstance(signature, dict):
+            raise RefusedError("the body has no signature object")
+        stamp, token = text_of(signature.get("timestamp"), 20), text_of(signature.get("token"))
+        given = text_of(signature.get("signature"), 64)
+        expected = hmac.new(self.key, (stamp + token).encode(), hashlib.sha256).hexdigest()
+        if not token or not hmac.compare_digest(given.encode(), expected.encode()):
+            raise RefusedError("the signature does not verify with the configured key")
+        check_time(stamp, now, self.tolerance)
+        assert isinstance(data, dict)
+        event = _event(data.get("event-data"))
+        return [event] if event else []
+
+
+def _event(item: object) -> Event | None:
+    if not isinstance(item, dict):
+        return None
+    name, severity = item.get("event"), item.get("severity")
+    if name == "failed":
+        kind = Kind.HARD if severity == "permanent" else Kind.SOFT
+    elif name == "complained":
+        kind = Kind.COMPLAINT
+    else:
+        return None
+    ident = text_of(item.get("id"), 200)
+    if not ident:
+        return None
+    variables = item.get("user-variables")
+    message = item.get("message")
+    found = message.get("headers") if isinstance(message, dict) else None
+    message_id = text_of(found.get("message-id"), 400) if isinstance(found, dict) else ""
+    status = item.get("delivery-status")
+    status = status if isinstance(status, dict) else {}
+    return Event(
+        NAME,
+        ident,
+        kind,
+        text_of(item.get("recipient"), 320).lower(),
+        tag=text_of(variables.get(TAG_KEY), 40) if isinstance(variables, dict) else "",
+        message_id=f"<{message_id.strip('<>')}>" if message_id else "",
+        status=text_of(status.get("enhanced-code"), 20),
+        detail=text_of(status.get("message") or status.get("description")),
+    )
