@@ -44,6 +44,7 @@ LAYERS: list[set[str]] = [
     {"mail", "spreadsheet", "markers"},
     {"clicks"},
     {"draft"},
+    {"review"},
     {"preflight"},
     {"gate"},
     {"signup"},
