@@ -36,7 +36,7 @@ LAYERS: list[set[str]] = [
     {"settings"},
     {"content"},
     {"models"},
-    {"i18n", "clip"},
+    {"i18n", "clip", "templatecache"},
     {"issues", "subscribers", "scaffold", "checks", "htmlpart", "places"},
     {"importers"},
     {"render", "linkslots", "outbox", "spamscore", "findingformats"},
