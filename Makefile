@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/preflight.py
 	$(PY) benchmarks/clicks.py
 	$(PY) benchmarks/signup.py
+	$(PY) benchmarks/diff.py
 
 clean:
 	rm -rf $(VENV) out .newsletter .pytest_cache .mypy_cache .ruff_cache
