@@ -154,6 +154,33 @@ def test_each_revision_renders_with_its_own_images(repo: Path) -> None:
     assert "newsletter-diff-" not in broken.stderr  # no temporary folder in what is said
 
 
+def test_a_project_in_a_folder_of_its_repository(tmp_path: Path) -> None:
+    repository = tmp_path / "site"
+    root = repository / "newsletter"
+    assert CliRunner().invoke(cli, ["init", str(root), "--yes"]).exit_code == 0
+    (repository / "README.md").write_text("The site and its newsletter.\n", encoding="utf-8")
+    git(repository, "init", "-q")
+    git(repository, "add", "-A")
+    git(repository, "commit", "-q", "-m", "base")
+    one_word_and_one_link(root)
+    git(repository, "commit", "-q", "-am", "one word, one link")
+    result = diff(root, "HEAD~1", "HEAD")
+    assert result.exit_code == 0, result.output
+    assert "  ~ [Another link] https://example.org/another -> https://example.org/elsewhere" in (
+        result.stdout.splitlines()
+    )
+
+
+def test_a_revision_without_the_project(repo: Path) -> None:
+    git(repo, "rm", "-q", "newsletter.toml")
+    git(repo, "commit", "-q", "-m", "moved away")
+    result = diff(repo, "HEAD", "HEAD~1")
+    assert result.exit_code == 1
+    first = result.stderr.splitlines()[0]
+    assert re.fullmatch(r"error: HEAD \([0-9a-f]{7}\) has no newsletter\.toml: .*", first), first
+    assert "Traceback" not in result.output
+
+
 def test_colour_on_a_terminal_and_never_with_no_color(repo: Path) -> None:
     one_word_and_one_link(repo)
     coloured = diff(repo, color=True)

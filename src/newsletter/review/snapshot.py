@@ -10,7 +10,6 @@ are rendered alike: no outbox, no state folder, the same date.
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import tomllib
@@ -18,10 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from newsletter.errors import NewsletterError
-from newsletter.issues.files import SUFFIXES
+from newsletter.issues.files import SUFFIXES, issue_number_of
 
 WORKING_TREE = "working tree"
-_ISSUE_FILE = re.compile(r"(\d+)\.(md|ya?ml)")
 _BLOB_MODES = {"100644", "100755"}  # no symlink, no submodule: what a render can read
 
 
@@ -57,21 +55,25 @@ def take_snapshot(
 ) -> Snapshot:
     """The files issue `number` is rendered from at `rev` (None: the working tree), in `into`."""
     if rev is None:
-        _git(project, "rev-parse", "--show-prefix")
-        files = _working_files(project)
+        _git(project, "rev-parse", "--show-prefix")  # not a repository: said first
         label = WORKING_TREE
+        config = project / config_name
+        config_text = config.read_text("utf-8", "replace") if config.is_file() else None
+        folders = _folders(config_text)
+        files = _working_files(project, [config_name, *folders])
     else:
         commit = git_revision(project, rev)
-        files = _revision_files(project, commit)
         label = f"{rev} ({commit[:7]})"
-    config_text = None
-    if config_name in files:
-        config_text = (
-            (project / config_name).read_text(encoding="utf-8", errors="replace")
-            if rev is None
-            else _git(project, "cat-file", "blob", files[config_name]).decode("utf-8", "replace")
+        files = _revision_files(project, commit)
+        blob = files.get(config_name)
+        config_text = None if blob is None else _git(project, "cat-file", "blob", blob).decode()
+        folders = _folders(config_text)
+    if config_text is None:
+        raise RevisionError(
+            f"{label} has no {config_name}: the project's settings are part of what is compared",
+            hint=f"Compare revisions that hold the project (git add {config_name}).",
         )
-    wanted = _wanted(files, number, config_name, config_text)
+    wanted = _wanted(files, number, config_name, folders)
     if not any(PurePosixPath(p).name in _issue_names(number) for p in wanted):
         raise RevisionError(
             f"issue {number} is not in {label}: no {number}.md, {number}.yaml or {number}.yml "
@@ -88,38 +90,32 @@ def take_snapshot(
 
 
 def _wanted(
-    files: dict[str, str], number: int, config_name: str, config_text: str | None
+    files: dict[str, str], number: int, config_name: str, folders: tuple[str, str]
 ) -> list[str]:
     """The config, the templates and the issues folder (but other issues' own files)."""
-    issues, templates = "issues", "templates/email"
-    if config_text is not None:
-        folders = _config_paths(config_text)
-        issues, templates = folders.get("issues", issues), folders.get("templates", templates)
-    keep = []
-    names = _issue_names(number)
-    for path in files:
-        if path == config_name or _under(path, templates):
-            keep.append(path)
-        elif _under(path, issues):
-            name = PurePosixPath(path).name
-            if not _ISSUE_FILE.fullmatch(name) or name in names:
-                keep.append(path)
-    return keep
+    issues, templates = folders
+    return [
+        path
+        for path in files
+        if path == config_name
+        or _under(path, templates)
+        or (_under(path, issues) and issue_number_of(Path(path)) in (None, number))
+    ]
 
 
-def _config_paths(text: str) -> dict[str, str]:
-    """[paths] issues and templates as the revision's config sets them (relative ones only:
-    an absolute folder is outside the repository and read where it is)."""
+def _folders(text: str | None) -> tuple[str, str]:
+    """The issues and templates folders as the revision's config sets them in [paths]
+    (relative ones only: an absolute folder is outside the repository, read where it is)."""
     try:
-        data = tomllib.loads(text)
+        table = tomllib.loads(text or "").get("paths", {})
     except tomllib.TOMLDecodeError:
-        return {}  # the settings will name the fault at its line when the file is loaded
-    table = data.get("paths", {})
-    return {
+        table = {}  # the settings name the fault at its line when the file is loaded
+    found = {
         key: str(PurePosixPath(value))
         for key, value in (table.items() if isinstance(table, dict) else [])
         if key in ("issues", "templates") and isinstance(value, str) and not value.startswith("/")
     }
+    return found.get("issues", "issues"), found.get("templates", "templates/email")
 
 
 def _issue_names(number: int) -> set[str]:
@@ -143,14 +139,14 @@ def _revision_files(project: Path, commit: str) -> dict[str, str]:
     return files
 
 
-def _working_files(project: Path) -> dict[str, str]:
-    return {
-        path.relative_to(project).as_posix(): ""
-        for path in project.rglob("*")
-        if path.is_file()
-        and not path.is_symlink()
-        and ".git" not in path.relative_to(project).parts
-    }
+def _working_files(project: Path, names: list[str]) -> dict[str, str]:
+    """The files under each of `names` in the working tree (only those: a project can hold a
+    virtualenv or a site build that a walk of the whole folder would read for nothing)."""
+    found = []
+    for name in names:
+        top = project / name
+        found += [top] if top.is_file() else [p for p in top.rglob("*") if p.is_file()]
+    return {p.relative_to(project).as_posix(): "" for p in found if not p.is_symlink()}
 
 
 def _write_blobs(project: Path, blobs: dict[str, str], into: Path) -> None:
