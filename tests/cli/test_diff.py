@@ -154,6 +154,26 @@ def test_each_revision_renders_with_its_own_images(repo: Path) -> None:
     assert "newsletter-diff-" not in broken.stderr  # no temporary folder in what is said
 
 
+def test_a_finding_moved_by_a_line_above_is_neither_gone_nor_new(repo: Path) -> None:
+    (repo / "issues" / "chart.png").write_bytes(png(300, 120))
+    edit(repo / "issues" / "1.md", "## Tools", "![](chart.png)\n\n## Tools")  # no alt text
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a chart, undescribed")
+    edit(repo / "issues" / "1.md", "## Worth reading", "A new line.\n\n## Worth reading")
+    result = diff(repo)
+    assert result.exit_code == 0, result.output
+    out = result.stdout.splitlines()
+    assert "findings: 0 errors, 1 warnings -> 0 errors, 1 warnings" in out
+    assert not [line for line in out if line.startswith(("  + warning", "  - warning"))], out
+    # Described, it is gone.
+    edit(repo / "issues" / "1.md", "![](chart.png)", "![A chart](chart.png)")
+    out = diff(repo).stdout.splitlines()
+    assert "findings: 0 errors, 1 warnings -> 0 errors, 0 warnings" in out
+    gone = [line for line in out if line.startswith("  - warning: issues/1.md:")]
+    assert len(gone) == 1, out
+    assert gone[0].endswith("[alt]"), gone
+
+
 def test_a_project_in_a_folder_of_its_repository(tmp_path: Path) -> None:
     repository = tmp_path / "site"
     root = repository / "newsletter"

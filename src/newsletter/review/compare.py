@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from newsletter.checks import Finding
 from newsletter.configfile import CONFIG_NAME
 from newsletter.draft import review
 from newsletter.errors import NewsletterError
@@ -36,6 +37,8 @@ class Version:
     html_size: int  # the HTML part on the wire, after its transfer encoding
     text: str
     findings: tuple[str, ...]  # "error: … [code]", as `check` prints them
+    # Each finding without its file:line: a line added above it moves it, and changes nothing.
+    finding_keys: tuple[str, ...]
     links: tuple[IssueLink, ...]
 
 
@@ -59,11 +62,15 @@ class IssueDiff:
 
     @property
     def findings_gone(self) -> tuple[str, ...]:
-        return tuple(f for f in self.before.findings if f not in self.after.findings)
+        kept = set(self.after.finding_keys)
+        pairs = zip(self.before.findings, self.before.finding_keys, strict=True)
+        return tuple(shown for shown, key in pairs if key not in kept)
 
     @property
     def findings_new(self) -> tuple[str, ...]:
-        return tuple(f for f in self.after.findings if f not in self.before.findings)
+        known = set(self.before.finding_keys)
+        pairs = zip(self.after.findings, self.after.finding_keys, strict=True)
+        return tuple(shown for shown, key in pairs if key not in known)
 
 
 def compare(
@@ -139,8 +146,17 @@ def _render(snapshot: Snapshot, number: int, list_name: str) -> Version:
         html_size=draft.html_size,
         text=draft.text,
         findings=tuple(_unplaced(str(f), snapshot.root) for f in draft.findings),
+        finding_keys=tuple(_unlocated(f) for f in draft.findings),
         links=tuple(issue_links(draft.issue)),
     )
+
+
+def _unlocated(finding: Finding) -> str:
+    """What a finding says, without the `file:line: ` its message starts with when it has one."""
+    message = finding.message
+    if finding.line is not None:
+        message = message.split(f":{finding.line}: ", 1)[-1]
+    return f"{finding.level} {finding.code} {message}"
 
 
 def _unplaced(text: str, root: Path) -> str:
