@@ -228,6 +228,11 @@ def test_an_unknown_revision(repo: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr.splitlines()[0] == "error: unknown revision 'no-such-branch'"
     assert result.stderr.splitlines()[1].startswith("hint: Name a commit git knows")
+    # Nor is anything git would take for one of its options.
+    result = diff(repo, "HEAD", "--", "--output=stolen")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[0] == "error: unknown revision '--output=stolen'"
+    assert not (repo / "stolen").exists()
 
 
 def test_an_issue_absent_at_a_revision(repo: Path) -> None:

@@ -40,6 +40,8 @@ def git_revision(project: Path, rev: str) -> str:
     """The commit `rev` names in the repository holding `project`, as a full hash."""
     _git(project, "rev-parse", "--show-prefix")  # not a repository: said before anything else
     try:
+        if rev.startswith("-"):  # git would read it as one of its options, not a revision
+            raise RevisionError(rev)
         return (
             _git(project, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").decode().strip()
         )
