@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
@@ -91,6 +92,28 @@ def test_two_commits_one_word_and_one_link(repo: Path) -> None:
     assert "-https://example.org/another" in removed
     assert "+https://example.org/elsewhere" in added
     assert out[-1] == "pictures: pip install 'newsletter[shots]' and --html FILE (not built yet)"
+
+
+def test_a_links_row_names_its_item(repo: Path) -> None:
+    # Two links: the first is also the title's, the row shows both (one alone would only
+    # repeat the title's, and the row would not be shown).
+    links = [
+        {"label": "Paper", "url": "https://example.org/paper"},
+        {"label": "Code", "url": "https://example.org/code"},
+    ]
+    rows = {"title": "A tool", "links": links}
+    issue = {"number": 2, "title": "Two", "sections": [{"title": "Tools", "items": [rows]}]}
+    path = repo / "issues" / "2.yaml"
+    path.write_text(yaml.safe_dump(issue), encoding="utf-8")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "issue 2")
+    edit(path, "https://example.org/code", "https://example.org/source")
+    config = str(repo / "newsletter.toml")
+    result = CliRunner().invoke(cli, ["--config", config, "diff", "--issue", "2"])
+    assert result.exit_code == 0, result.output
+    assert "  ~ [A tool: Code] https://example.org/code -> https://example.org/source" in (
+        result.stdout.splitlines()
+    )
 
 
 def test_the_working_tree_against_the_last_commit_by_default(repo: Path) -> None:

@@ -21,7 +21,8 @@ from newsletter.configfile import CONFIG_NAME
 from newsletter.draft import review
 from newsletter.errors import NewsletterError
 from newsletter.issues import issue_path
-from newsletter.places import IssueLink, issue_links
+from newsletter.models import Issue
+from newsletter.places import IssueLink, Region, issue_links, item_label
 from newsletter.review.snapshot import RevisionError, Snapshot, take_snapshot
 from newsletter.settings import DEFAULT_LIST, load_settings
 
@@ -147,8 +148,18 @@ def _render(snapshot: Snapshot, number: int, list_name: str) -> Version:
         text=draft.text,
         findings=tuple(_unplaced(str(f), snapshot.root) for f in draft.findings),
         finding_keys=tuple(_unlocated(f) for f in draft.findings),
-        links=tuple(issue_links(draft.issue)),
+        links=tuple(_by_item(draft.issue, link) for link in issue_links(draft.issue)),
     )
+
+
+def _by_item(issue: Issue, link: IssueLink) -> IssueLink:
+    """A link of an item's links row named by its item too: its own label ("paper") alone
+    would not say which item's paper changed."""
+    place = link.place
+    if place.region is not Region.LINKS:
+        return link  # the item's title, its section's heading, intro or outro already
+    item = issue.sections[place.section].items[place.item]
+    return link._replace(label=f"{item_label(item)}: {link.label}")
 
 
 def _unlocated(finding: Finding) -> str:
