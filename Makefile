@@ -46,6 +46,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/preflight.py
 	$(PY) benchmarks/clicks.py
 	$(PY) benchmarks/signup.py
+	$(PY) benchmarks/diff.py
+	$(PY) benchmarks/archive.py
 
 clean:
 	rm -rf $(VENV) out .newsletter .pytest_cache .mypy_cache .ruff_cache

@@ -27,7 +27,7 @@ from newsletter.checks import (
     silence_findings,
 )
 from newsletter.errors import NewsletterError
-from newsletter.issues import read_issue_file
+from newsletter.issues import list_issue_numbers, read_issue_file
 from newsletter.mail.message import sample_message
 from newsletter.mail.tracking import render_for_sending
 from newsletter.markers import check_markers
@@ -135,6 +135,16 @@ def sent_dates(
     first = outbox.deliveries.first_sent(lists)
     day = settings.newsletter.date_of
     return {issue: day(dt.datetime.fromisoformat(when)) for issue, when in first.items()}
+
+
+def published_issues(settings: Settings, sent: dict[int, dt.date] | None = None) -> list[int]:
+    """The issues the archive lists: every file, or with `[serve] publish = "sent"` only those
+    sent to a subscriber list (`sent`: sent_dates, if the caller has them already)."""
+    numbers = list_issue_numbers(settings.issues_dir)
+    if settings.serve.publish == "sent":
+        sent = sent_dates(settings) if sent is None else sent
+        numbers = [n for n in numbers if n in sent]
+    return numbers
 
 
 def write_files(draft: Draft, folder: Path) -> list[Path]:

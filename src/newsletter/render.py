@@ -28,6 +28,7 @@ from newsletter.htmlpart import HTML_TEMPLATE, compile_mjml, inline_css
 from newsletter.i18n import EMAIL, FONT_STACKS, strings_for
 from newsletter.models import Issue, Item, Placeholder, RenderedEmail
 from newsletter.settings import Settings
+from newsletter.templatecache import COMPILED_TEMPLATES
 
 TEXT_TEMPLATE = "issue.txt"
 INLINE_CSS = "inline.css"
@@ -148,6 +149,7 @@ def template_environment(project_dir: Path) -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         auto_reload=True,
+        bytecode_cache=COMPILED_TEMPLATES,
     )
     env.filters["inline"] = inline_html
     env.filters["inline_text"] = inline_text

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from newsletter.checks import Finding
-from newsletter.cli.terminal import fail, issue_option, pass_settings, sample_list_option
+from newsletter.cli.terminal import fail, pass_settings, sample_list_option
 from newsletter.clip import GMAIL_CLIP
 from newsletter.configfile import CONFIG_NAME
 from newsletter.draft import Draft, review, write_files
@@ -137,7 +137,13 @@ def _build_issue(settings: Settings, number: int, list_name: str, out: Path | No
 
 
 @click.command()
-@issue_option
+@click.option("--issue", "number", type=int, default=None, help="Issue number.")
+@click.option(
+    "--archive",
+    is_flag=True,
+    help="Instead of one issue: fetch every published issue's links and name the dead ones "
+    "by issue and item (online; answers kept a month in .newsletter/archive-cache.json).",
+)
 @sample_list_option
 @click.option(
     "--online/--offline",
@@ -158,7 +164,12 @@ def _build_issue(settings: Settings, number: int, list_name: str, out: Path | No
 )
 @pass_settings
 def check(
-    settings: Settings, number: int, list_name: str, online: bool | None, output: Format
+    settings: Settings,
+    number: int | None,
+    archive: bool,
+    list_name: str,
+    online: bool | None,
+    output: Format,
 ) -> None:
     """Pre-send checks. Exit 0: no errors (warnings allowed); 1: errors.
 
@@ -168,7 +179,22 @@ def check(
 
     Also scores the sample message with SpamAssassin (`spamassassin -L -t`, local rules) when
     it is installed: a warning above 0.0, an error from 5.0.
+
+    With --archive (and no --issue): the links of every issue the archive publishes, fetched
+    as --online fetches them; exit 1 if any is dead.
     """
+    if archive:
+        if number is not None or output != "text" or online is False:
+            raise click.UsageError(
+                "--archive checks every published issue's links online, as text: "
+                "no --issue, --offline or --format"
+            )
+        # Imported here: the fetcher's HTTP client is no cost of an issue's offline check.
+        from newsletter.cli.archivelinks import report_archive
+
+        sys.exit(report_archive(settings))
+    if number is None:
+        raise click.UsageError("Missing option '--issue' (or --archive).")
     issue_file = display_path(issue_path(settings.issues_dir, number))
     try:
         verdict = inspect_send(settings, number, list_name, online=online)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from newsletter.draft import sent_dates
+from newsletter.draft import published_issues, sent_dates
 from newsletter.errors import NewsletterError
 from newsletter.fields import IMAGE_TYPES
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
@@ -59,11 +59,9 @@ class Archive:
     def numbers(self, sent: dict[int, dt.date] | None = None) -> list[int]:
         """The issues the index lists: every file, or with `[serve] publish = "sent"` only those
         sent to a subscriber list (`sent`: sent_dates, if the caller has them already)."""
-        numbers = list_issue_numbers(self.settings.issues_dir)
-        if self.settings.serve.publish == "sent":
-            sent = self._dates(False) if sent is None else sent
-            numbers = [n for n in numbers if n in sent]
-        return numbers
+        if self.settings.serve.publish == "sent" and sent is None:
+            sent = self._dates(False)  # serve's own reader of the log, on its kept connection
+        return published_issues(self.settings, sent)
 
     def is_published(self, number: int) -> bool:
         """Whether anyone may open issue `number`'s page: always with publish = "all"; once it

@@ -1,0 +1,34 @@
+"""`check --archive`: the published issues' dead links, by issue and item (preflight/archive.py)."""
+
+from __future__ import annotations
+
+import click
+
+from newsletter.cli.terminal import printable
+from newsletter.preflight.archive import check_archive
+from newsletter.settings import Settings
+
+
+def report_archive(settings: Settings) -> int:
+    """Print what check_archive found; the exit code: 1 if a link is dead (or nothing could be
+    fetched), else 0."""
+    found = check_archive(settings)
+    for line in found.unreadable:
+        click.secho(printable(f"error: {line}"), fg="red")
+    if found.skipped:
+        click.echo(printable(f"archive links not checked: {found.skipped}"))
+        return 1
+    for issue in found.issues:
+        if not issue.findings:
+            continue
+        click.echo(f"issue {issue.number}:")
+        for finding in issue.findings:
+            colour = "red" if finding.level == "error" else "yellow"
+            click.secho(printable(f"  {finding}"), fg=colour)
+    cached = found.urls - found.fetched  # or skipped ([check] link_skip): not asked either
+    click.echo(
+        f"archive: {len(found.issues)} published issue(s), {found.urls} link(s) "
+        f"({found.fetched} fetched, {cached} from the cache): {found.dead} dead, "
+        f"{found.doubtful} in doubt"
+    )
+    return 1 if found.dead or found.unreadable else 0
