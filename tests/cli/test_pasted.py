@@ -280,3 +280,32 @@ def test_titles_that_start_with_a_version_keep_the_numbering(project: Path) -> N
     assert "[numbering]" not in out
     _, text, _ = built(38)
     assert "0、1.0 is out" in text  # the newsletter's own numbering (Chinese, from 0)
+
+
+def test_a_player_in_a_paragraph_links_to_its_source_tag_or_poster(project: Path) -> None:
+    # issue 30: a <video> whose <source src=…> is a tag of its own (each one a token in a
+    # paragraph) was left out as "a player without a source".
+    paste(
+        project,
+        39,
+        "## Demo\n\n"
+        'Watch <video controls><source src="https://media.example.org/d.webm" type="video/webm">'
+        "Your browser cannot play it</video> before the talk.\n\n"
+        'And <audio controls title="The podcast">\n<source src="https://media.example.org/p.mp3">'
+        "\n</audio> too.\n\n"
+        'Or <video controls poster="https://img.example.org/still.png"></video> here.\n',
+    )
+    code, out, err = run("check", "--issue", "39")
+    assert code == 0, out + err
+    assert "player without a source" not in out
+    page, text, found = built(39)
+    for url in (
+        "https://media.example.org/d.webm",
+        "https://media.example.org/p.mp3",
+        "https://img.example.org/still.png",
+    ):
+        assert url in found.hrefs
+    assert "Watch ▶ video (https://media.example.org/d.webm) before the talk." in text
+    assert "▶ The podcast (https://media.example.org/p.mp3)" in text
+    assert "cannot play it" not in page + text
+

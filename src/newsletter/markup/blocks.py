@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from newsletter.markup.htmlblocks import HtmlReader, describe_image, without_breaks
-from newsletter.markup.spans import SpanReader, trimmed
-from newsletter.markup.tokens import Data, Loc, Note, closing, too_deep
+from newsletter.markup.spans import SpanReader
+from newsletter.markup.tokens import Data, Loc, Note, closing, too_deep, trimmed
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
