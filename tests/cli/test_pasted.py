@@ -309,3 +309,23 @@ def test_a_player_in_a_paragraph_links_to_its_source_tag_or_poster(project: Path
     assert "▶ The podcast (https://media.example.org/p.mp3)" in text
     assert "cannot play it" not in page + text
 
+
+def test_markdown_inside_a_centring_div_is_centred(project: Path) -> None:
+    # issue 30: `<div align=center>`, Markdown, `</div>` kept the words but not the centring:
+    # each is an HTML block of its own, and the Markdown between was read as any other.
+    paste(
+        project,
+        40,
+        "## Thanks\n\n"
+        "<div align=center>\n\n"
+        "Made with care by the team\n\n"
+        "See you next week\n\n"
+        "</div>\n\n"
+        "Written on the left.\n",
+    )
+    code, out, err = run("check", "--issue", "40")
+    assert code == 0, out + err
+    _, text, found = built(40)
+    assert found.centred == ["Made with care by the team", "See you next week"]
+    assert "Written on the left." in "".join(found.words)
+    assert "See you next week" in text

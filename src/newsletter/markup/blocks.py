@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from newsletter.markup.html import follow_containers
 from newsletter.markup.htmlblocks import HtmlReader, describe_image, without_breaks
 from newsletter.markup.spans import SpanReader
 from newsletter.markup.tokens import Data, Loc, Note, closing, too_deep, trimmed
@@ -25,6 +26,9 @@ class Reader:
         self.notes: list[Note] = []
         self.inline = SpanReader(self.note, base)
         self.html = HtmlReader(self.inline)
+        # Containers an HTML block opened and a later one closes: `<div align="center">`, the
+        # Markdown, `</div>`. The Markdown in between is centred, as the weekly's site shows it.
+        self.open_html: list[tuple[str, bool]] = []
 
     def line_of(self, token: Token) -> int:
         return self.first_line + (token.map[0] if token.map else 0)
@@ -50,7 +54,12 @@ class Reader:
             token = tokens[index]
             end = closing(tokens, index) if token.nesting == 1 else index
             line = self.line_of(token)
+            centre = any(centres for _, centres in self.open_html)
             found = self.block(tokens, index, end, at, len(out), depth, lines)
+            if token.type == "html_block":
+                follow_containers(token.content, self.open_html)
+            if centre:
+                found = [_centred(block) for block in found]
             if out and found:
                 describe_image(out[-1], found[0])
             for block in found:
@@ -202,6 +211,11 @@ def _mdx_module_lines(text: str) -> bool:
         or line.startswith("export ")
         for line in lines
     )
+
+
+def _centred(block: Data) -> Data:
+    """A paragraph centred (other blocks keep their place: an email centres only text)."""
+    return {**block, "align": "center"} if block.get("kind") == "paragraph" else block
 
 
 def _flush(run: list[Data], out: list[Data]) -> None:
