@@ -329,3 +329,32 @@ def test_markdown_inside_a_centring_div_is_centred(project: Path) -> None:
     assert found.centred == ["Made with care by the team", "See you next week"]
     assert "Written on the left." in "".join(found.words)
     assert "See you next week" in text
+
+
+def test_a_project_template_without_a_table_branch_is_warned_at_the_table(
+    project: Path,
+) -> None:
+    # issue 30: a project's own content.mjml, copied before tables existed, rendered a table
+    # as nothing, and `check` said nothing.
+    paste(
+        project,
+        41,
+        "## Tools\n\nThe list:\n\n| Tool | Stars |\n|---|---|\n| ripgrep | 40k |\n\n"
+        "<table><tr><td>fd</td></tr></table>\n",
+    )
+    code, out, err = run("check", "--issue", "41")
+    assert code == 0, out + err
+    assert "no branch for" not in out  # the shipped templates handle every kind
+    template = project / "templates" / "email" / "content.mjml"
+    source = template.read_text(encoding="utf-8")
+    branch = '{%- elif b.kind == "table" -%}\n{{- table_html(b, level) -}}\n'
+    assert branch in source
+    template.write_text(source.replace(branch, ""), encoding="utf-8")
+    code, out, err = run("check", "--issue", "41")
+    assert code == 0, out + err
+    assert (
+        "warning: issues/41.md:9: this table is left out of the HTML part: the project's own "
+        "templates/email/content.mjml has no branch for 'table' blocks"
+    ) in " ".join(out.split())
+    assert out.count("no branch for") == 1  # at the first table; the text part has its branch
+    assert "delete the copy to use the shipped one" in " ".join(out.split())
