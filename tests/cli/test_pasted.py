@@ -358,3 +358,39 @@ def test_a_project_template_without_a_table_branch_is_warned_at_the_table(
     ) in " ".join(out.split())
     assert out.count("no branch for") == 1  # at the first table; the text part has its branch
     assert "delete the copy to use the shipped one" in " ".join(out.split())
+
+
+def test_footnotes_are_superscript_numbers_and_a_notes_list(project: Path) -> None:
+    # issue 30: `[^s3]` and `[^s3]: text` were shown as they are written.
+    paste(
+        project,
+        42,
+        "## Reading\n\n"
+        "Rust 2024 is out[^s3], and Go too[^go].\n\n"
+        "### An item\n\nAgain[^s3], and a talk[^talk].\n\n"
+        "[^s3]: The *release* notes.\n"
+        "[^go]: https://go.dev/doc/go1.24\n\n"
+        "[^talk]: https://e.org/talk\n",  # one address alone: a link definition to CommonMark
+    )
+    code, out, err = run("check", "--issue", "42")
+    assert code == 0, out + err
+    assert "[^" not in out
+    page, text, found = built(42)
+    words = "".join(found.words)
+    assert "Rust 2024 is out¹, and Go too²." in words
+    assert "Again¹, and a talk³." in words
+    assert "Notes" in words
+    assert "https://go.dev/doc/go1.24" in found.hrefs
+    assert "[^" not in page + text
+    assert "Rust 2024 is out¹, and Go too²." in text
+    assert "https://e.org/talk" in found.hrefs
+    notes = text[text.index("Notes") :]
+    assert "1. The release notes.\n2. https://go.dev/doc/go1.24" in notes
+    assert "3. https://e.org/talk" in notes
+
+
+def test_a_footnote_without_its_definition_is_a_warning_at_its_line(project: Path) -> None:
+    paste(project, 43, "## Reading\n\nSee the source[^gone].\n")
+    code, out, _ = run("check", "--issue", "43")
+    assert code == 0
+    assert "issues/43.md:7: the footnote [^gone] has no definition" in " ".join(out.split())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from newsletter.markup.footnotes import definition_label
 from newsletter.markup.html import follow_containers
 from newsletter.markup.htmlblocks import HtmlReader, describe_image, without_breaks
 from newsletter.markup.spans import SpanReader
@@ -186,6 +187,12 @@ class Reader:
                 "loads, which no reader of an email sees",
             )
             return []
+        definitions = _definitions(inline.children or [])
+        if definitions:
+            for label, tokens in definitions:
+                spans = self.inline.spans(tokens, line, allow_images=False)
+                self.inline.footnotes.define(label, trimmed(spans))
+            return []
         out: list[Data] = []
         run: list[Data] = []
         for piece in self.inline.spans(inline.children or [], line, allow_images=True):
@@ -211,6 +218,24 @@ def _mdx_module_lines(text: str) -> bool:
         or line.startswith("export ")
         for line in lines
     )
+
+
+def _definitions(children: list[Token]) -> list[tuple[str, list[Token]]]:
+    """A paragraph of footnote definitions (`[^s3]: text`, one a line, a line that opens with
+    none continuing the one above) as each one's label and tokens; none if it opens with none."""
+    found: list[tuple[str, list[Token]]] = []
+    starts_line = True
+    for token in children:
+        label = definition_label(token.content) if starts_line and token.type == "text" else None
+        if label is not None:
+            # Tokens are shared (parses are cached): the label is cut from a copy.
+            found.append((label[0], [token.copy(content=token.content[label[1] :])]))
+        elif not found:
+            return []
+        else:
+            found[-1][1].append(token)
+        starts_line = token.type in ("softbreak", "hardbreak")
+    return found
 
 
 def _centred(block: Data) -> Data:

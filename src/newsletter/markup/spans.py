@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from newsletter.markup.addresses import image_source, link_target, player_page
+from newsletter.markup.footnotes import Footnotes
 from newsletter.markup.html import (
     BLOCKS,
     CODES,
@@ -61,6 +62,8 @@ class SpanReader:
     def __init__(self, note: Callable[[Level, str, int, str], None], base: str = "") -> None:
         self.note = note
         self.base = base
+        self.footnotes = Footnotes()
+        self.at = 0  # the line of the paragraph being read, for a footnote's first reference
 
     def title(self, children: list[Token], line: int) -> list[Data]:
         """A title's spans: an image in it is shown as its alt text."""
@@ -68,6 +71,7 @@ class SpanReader:
 
     def spans(self, children: list[Token], line: int, *, allow_images: bool) -> list[Data]:
         """Inline tokens -> span data (images, if allowed, as image data in between)."""
+        self.at = line
         out: list[Data] = []
         stack: list[tuple[Data, list[Data]]] = []
         current = out
@@ -175,6 +179,9 @@ class SpanReader:
         if span["kind"] == "_player":  # its fallback words ("cannot play this") give way
             return self._player_link(span["name"], span["attrs"], span["shown"], span["line"])
         inner = trimmed(span["spans"]) if span["kind"] == "link" else span["spans"]
+        reference = self.footnotes.linked(span, self.at) if span["kind"] == "link" else None
+        if reference is not None:
+            return [text_span(reference)]
         if span["kind"] == "unlinked":
             return list(span["spans"])
         if span["kind"] == "_code":  # <kbd>, <code>: their words as code
@@ -340,6 +347,12 @@ class SpanReader:
     def add_text(self, current: list[Data], text: str, linkify: bool) -> None:
         if not text:
             return
+        if "[^" in text:  # footnote references, as their superscript numbers
+            split = self.footnotes.split(text, self.at)
+            if split != [text]:
+                for words in split:
+                    self.add_text(current, words, linkify)
+                return
         pieces: list[Data] = []
         if linkify and "http" in text:
             position = 0
