@@ -321,12 +321,14 @@ def test_markdown_inside_a_centring_div_is_centred(project: Path) -> None:
         "Made with care by the team\n\n"
         "See you next week\n\n"
         "</div>\n\n"
-        "Written on the left.\n",
+        "Written on the left.\n\n"
+        '<p align="center">Sponsor\n\n'  # a <p> left open ends at the next paragraph
+        "Also on the left.\n",
     )
     code, out, err = run("check", "--issue", "40")
     assert code == 0, out + err
     _, text, found = built(40)
-    assert found.centred == ["Made with care by the team", "See you next week"]
+    assert found.centred == ["Made with care by the team", "See you next week", "Sponsor"]
     assert "Written on the left." in "".join(found.words)
     assert "See you next week" in text
 

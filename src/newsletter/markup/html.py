@@ -165,8 +165,9 @@ def centred(attrs: dict[str, str]) -> bool:
     return "text-align:center" in style
 
 
-# Containers a weekly opens in one HTML block and closes in a later one, Markdown between.
-_SPANNING = names("div center p section article header footer main aside nav figure details")
+# Containers a weekly opens in one HTML block and closes in a later one, Markdown between. Not
+# <p>: the Markdown's own next paragraph closes one left open, as in a browser.
+_SPANNING = names("div center section article header footer main aside nav figure details")
 
 
 def follow_containers(html: str, opened: list[tuple[str, bool]]) -> None:
