@@ -396,3 +396,19 @@ def test_a_footnote_without_its_definition_is_a_warning_at_its_line(project: Pat
     code, out, _ = run("check", "--issue", "43")
     assert code == 0
     assert "issues/43.md:7: the footnote [^gone] has no definition" in " ".join(out.split())
+
+
+def test_a_yaml_fields_footnotes_are_noted_at_the_fields_end(project: Path) -> None:
+    # issue 30: a YAML issue's Markdown fields read footnotes too; their notes close the field.
+    (project / "issues" / "44.yaml").write_text(
+        "number: 44\ntitle: Yaml 44\nsections:\n  - title: Reading\n    items:\n"
+        "      - title: Rust\n        url: https://e.org/rust\n"
+        "        summary: |\n          It is out[^a].\n\n          [^a]: Since Thursday.\n",
+        encoding="utf-8",
+    )
+    code, out, err = run("check", "--issue", "44")
+    assert code == 0, out + err
+    _, text, found = built(44)
+    assert "It is out¹." in "".join(found.words)
+    assert "1. Since Thursday." in text
+    assert "[^a]" not in text
