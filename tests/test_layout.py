@@ -39,7 +39,7 @@ LAYERS: list[set[str]] = [
     {"i18n", "clip", "templatecache"},
     {"issues", "subscribers", "scaffold", "deploy", "checks", "htmlpart", "places"},
     {"importers"},
-    {"render", "linkslots", "outbox", "spamscore", "findingformats"},
+    {"render", "templateblocks", "linkslots", "outbox", "spamscore", "findingformats"},
     {"bounces"},
     {"webhooks"},
     {"mail", "spreadsheet", "markers"},

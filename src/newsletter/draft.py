@@ -33,8 +33,9 @@ from newsletter.mail.tracking import render_for_sending
 from newsletter.markers import check_markers
 from newsletter.models import Issue, RenderedEmail
 from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
-from newsletter.render import dated, preheader_for
+from newsletter.render import DEFAULT_TEMPLATE_DIRS, dated, preheader_for
 from newsletter.settings import Settings
+from newsletter.templateblocks import unhandled_blocks
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ def review(settings: Settings, path: Path, list_name: str) -> Draft:
     text = str(text_part.get_content()) if text_part else ""
     html_size = encoded_size(html_part) if html_part else 0
     parts = None if html_part is None or text_part is None else (html, text, html_size)
-    notes = note_findings(source.notes, source.display)
+    own = unhandled_blocks(settings.templates_dir, source.block_lines, DEFAULT_TEMPLATE_DIRS)
+    notes = note_findings(sorted([*source.notes, *own], key=lambda n: n.line), source.display)
     if settings.check.alt_text == "error":  # [check] alt_text: every image must be described
         notes = [replace(n, level="error") if n.code == "alt" else n for n in notes]
     findings = run_checks(issue, rendered, parts, notes, language=settings.newsletter.language)

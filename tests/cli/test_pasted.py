@@ -280,3 +280,135 @@ def test_titles_that_start_with_a_version_keep_the_numbering(project: Path) -> N
     assert "[numbering]" not in out
     _, text, _ = built(38)
     assert "0、1.0 is out" in text  # the newsletter's own numbering (Chinese, from 0)
+
+
+def test_a_player_in_a_paragraph_links_to_its_source_tag_or_poster(project: Path) -> None:
+    # issue 30: a <video> whose <source src=…> is a tag of its own (each one a token in a
+    # paragraph) was left out as "a player without a source".
+    paste(
+        project,
+        39,
+        "## Demo\n\n"
+        'Watch <video controls><source src="https://media.example.org/d.webm" type="video/webm">'
+        "Your browser cannot play it</video> before the talk.\n\n"
+        'And <audio controls title="The podcast">\n<source src="https://media.example.org/p.mp3">'
+        "\n</audio> too.\n\n"
+        'Or <video controls poster="https://img.example.org/still.png"></video> here.\n',
+    )
+    code, out, err = run("check", "--issue", "39")
+    assert code == 0, out + err
+    assert "player without a source" not in out
+    page, text, found = built(39)
+    for url in (
+        "https://media.example.org/d.webm",
+        "https://media.example.org/p.mp3",
+        "https://img.example.org/still.png",
+    ):
+        assert url in found.hrefs
+    assert "Watch ▶ video (https://media.example.org/d.webm) before the talk." in text
+    assert "▶ The podcast (https://media.example.org/p.mp3)" in text
+    assert "cannot play it" not in page + text
+
+
+def test_markdown_inside_a_centring_div_is_centred(project: Path) -> None:
+    # issue 30: `<div align=center>`, Markdown, `</div>` kept the words but not the centring:
+    # each is an HTML block of its own, and the Markdown between was read as any other.
+    paste(
+        project,
+        40,
+        "## Thanks\n\n"
+        "<div align=center>\n\n"
+        "Made with care by the team\n\n"
+        "See you next week\n\n"
+        "</div>\n\n"
+        "Written on the left.\n\n"
+        '<p align="center">Sponsor\n\n'  # a <p> left open ends at the next paragraph
+        "Also on the left.\n",
+    )
+    code, out, err = run("check", "--issue", "40")
+    assert code == 0, out + err
+    _, text, found = built(40)
+    assert found.centred == ["Made with care by the team", "See you next week", "Sponsor"]
+    assert "Written on the left." in "".join(found.words)
+    assert "See you next week" in text
+
+
+def test_a_project_template_without_a_table_branch_is_warned_at_the_table(
+    project: Path,
+) -> None:
+    # issue 30: a project's own content.mjml, copied before tables existed, rendered a table
+    # as nothing, and `check` said nothing.
+    paste(
+        project,
+        41,
+        "## Tools\n\nThe list:\n\n| Tool | Stars |\n|---|---|\n| ripgrep | 40k |\n\n"
+        "<table><tr><td>fd</td></tr></table>\n",
+    )
+    code, out, err = run("check", "--issue", "41")
+    assert code == 0, out + err
+    assert "no branch for" not in out  # the shipped templates handle every kind
+    template = project / "templates" / "email" / "content.mjml"
+    source = template.read_text(encoding="utf-8")
+    branch = '{%- elif b.kind == "table" -%}\n{{- table_html(b, level) -}}\n'
+    assert branch in source
+    template.write_text(source.replace(branch, ""), encoding="utf-8")
+    code, out, err = run("check", "--issue", "41")
+    assert code == 0, out + err
+    assert (
+        "warning: issues/41.md:9: this table is left out of the HTML part: the project's own "
+        "templates/email/content.mjml has no branch for 'table' blocks"
+    ) in " ".join(out.split())
+    assert out.count("no branch for") == 1  # at the first table; the text part has its branch
+    assert "delete the copy to use the shipped one" in " ".join(out.split())
+
+
+def test_footnotes_are_superscript_numbers_and_a_notes_list(project: Path) -> None:
+    # issue 30: `[^s3]` and `[^s3]: text` were shown as they are written.
+    paste(
+        project,
+        42,
+        "## Reading\n\n"
+        "Rust 2024 is out[^s3], and Go too[^go].\n\n"
+        "### An item\n\nAgain[^s3], and a talk[^talk].\n\n"
+        "[^s3]: The *release* notes.\n"
+        "[^go]: https://go.dev/doc/go1.24\n\n"
+        "[^talk]: https://e.org/talk\n",  # one address alone: a link definition to CommonMark
+    )
+    code, out, err = run("check", "--issue", "42")
+    assert code == 0, out + err
+    assert "[^" not in out
+    page, text, found = built(42)
+    words = "".join(found.words)
+    assert "Rust 2024 is out¹, and Go too²." in words
+    assert "Again¹, and a talk³." in words
+    assert "Notes" in words
+    assert "https://go.dev/doc/go1.24" in found.hrefs
+    assert "[^" not in page + text
+    assert "Rust 2024 is out¹, and Go too²." in text
+    assert "https://e.org/talk" in found.hrefs
+    notes = text[text.index("Notes") :]
+    assert "1. The release notes.\n2. https://go.dev/doc/go1.24" in notes
+    assert "3. https://e.org/talk" in notes
+
+
+def test_a_footnote_without_its_definition_is_a_warning_at_its_line(project: Path) -> None:
+    paste(project, 43, "## Reading\n\nSee the source[^gone].\n")
+    code, out, _ = run("check", "--issue", "43")
+    assert code == 0
+    assert "issues/43.md:7: the footnote [^gone] has no definition" in " ".join(out.split())
+
+
+def test_a_yaml_fields_footnotes_are_noted_at_the_fields_end(project: Path) -> None:
+    # issue 30: a YAML issue's Markdown fields read footnotes too; their notes close the field.
+    (project / "issues" / "44.yaml").write_text(
+        "number: 44\ntitle: Yaml 44\nsections:\n  - title: Reading\n    items:\n"
+        "      - title: Rust\n        url: https://e.org/rust\n"
+        "        summary: |\n          It is out[^a].\n\n          [^a]: Since Thursday.\n",
+        encoding="utf-8",
+    )
+    code, out, err = run("check", "--issue", "44")
+    assert code == 0, out + err
+    _, text, found = built(44)
+    assert "It is out¹." in "".join(found.words)
+    assert "1. Since Thursday." in text
+    assert "[^a]" not in text

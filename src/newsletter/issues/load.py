@@ -41,6 +41,9 @@ class IssueFile:
     path: Path
     display: str  # the path as the editor typed it, for messages
     notes: tuple[Note, ...] = ()
+    # Each kind of block the issue holds and the line of its first one: what the project's own
+    # templates must have a branch for (templateblocks.py).
+    block_lines: tuple[tuple[str, int], ...] = ()
 
 
 def load_issue(issues_dir: Path, number: int) -> Issue:
@@ -81,7 +84,33 @@ def read_issue_file(path: Path, *, display: str | None = None) -> IssueFile:
     problems += image_problems + mismatch
     if problems:
         raise IssueError(problems)
-    return IssueFile(issue, path, name, tuple(sorted(notes, key=lambda n: n.line)))
+    kinds = first_block_lines(data, source.lines)
+    return IssueFile(issue, path, name, tuple(sorted(notes, key=lambda n: n.line)), kinds)
+
+
+def first_block_lines(data: Any, lines: dict[Loc, int]) -> tuple[tuple[str, int], ...]:
+    """Each block kind in `data` with the line of its first block (the nearest line recorded
+    for it or a block around it), in the order of those lines."""
+    first: dict[str, int] = {}
+
+    def walk(value: Any, loc: Loc) -> None:
+        if isinstance(value, dict):
+            kind = value.get("kind")
+            if kind in _BLOCK_KINDS:
+                at = loc
+                while at and at not in lines:
+                    at = at[:-1]
+                line = lines.get(at, 0)
+                first[kind] = min(first.get(kind, line), line)
+            for key, inner in value.items():
+                if key != "spans":  # spans hold no blocks
+                    walk(inner, (*loc, key))
+        elif isinstance(value, list):
+            for place, inner in enumerate(value):
+                walk(inner, (*loc, place))
+
+    walk(data, ())
+    return tuple(sorted(first.items(), key=lambda pair: pair[1]))
 
 
 def read_issue_text(path: Path, name: str) -> str:

@@ -204,7 +204,23 @@ class _Outline:
             else:
                 self.data["intro"] = intro
         self.data["sections"] = self.sections
+        self.footnotes()
         self.source.notes += self.reader.notes
+
+    def footnotes(self) -> None:
+        """The footnotes' "Notes" at the end of the issue: its outro, or after its last words
+        when the front matter has one."""
+        notes = self.reader.inline.footnotes
+        blocks = notes.blocks(lambda text, line: self.reader.note("warning", "markup", line, text))
+        if not blocks:
+            return
+        line = min(notes.first_lines.values(), default=self.reader.first_line)
+        if "outro" in self.data:
+            self.add(blocks, {(n,): line for n in range(len(blocks))}, line)
+            return
+        self.data["outro"] = blocks
+        for n in range(len(blocks)):
+            self.source.lines[("outro", n)] = line
 
     def problem(self, line: int | None, where: str, message: str) -> None:
         self.source.problems.append(Problem(self.name, line, where, message))

@@ -56,6 +56,11 @@ def parse_content(text: str, first_line: int = 1) -> Parsed:
     reader = Reader(first_line)
     parsed = Parsed()
     parsed.blocks = reader.blocks(parser().parse(text), (), 0, parsed.lines)
+    # A field's footnotes (a YAML summary's) are noted at the field's end.
+    warn = lambda text, line: reader.note("warning", "markup", line, text)  # noqa: E731
+    for block in reader.inline.footnotes.blocks(warn):
+        parsed.lines[(len(parsed.blocks),)] = first_line
+        parsed.blocks.append(block)
     parsed.notes = reader.notes
     return parsed
 

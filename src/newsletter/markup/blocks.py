@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from newsletter.markup.footnotes import definition_label
+from newsletter.markup.html import follow_containers
 from newsletter.markup.htmlblocks import HtmlReader, describe_image, without_breaks
-from newsletter.markup.spans import SpanReader, trimmed
-from newsletter.markup.tokens import Data, Loc, Note, closing, too_deep
+from newsletter.markup.spans import SpanReader
+from newsletter.markup.tokens import Data, Loc, Note, closing, too_deep, trimmed
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
@@ -25,6 +27,9 @@ class Reader:
         self.notes: list[Note] = []
         self.inline = SpanReader(self.note, base)
         self.html = HtmlReader(self.inline)
+        # Containers an HTML block opened and a later one closes: `<div align="center">`, the
+        # Markdown, `</div>`. The Markdown in between is centred, as the weekly's site shows it.
+        self.open_html: list[tuple[str, bool]] = []
 
     def line_of(self, token: Token) -> int:
         return self.first_line + (token.map[0] if token.map else 0)
@@ -50,7 +55,12 @@ class Reader:
             token = tokens[index]
             end = closing(tokens, index) if token.nesting == 1 else index
             line = self.line_of(token)
+            centre = any(centres for _, centres in self.open_html)
             found = self.block(tokens, index, end, at, len(out), depth, lines)
+            if token.type == "html_block":
+                follow_containers(token.content, self.open_html)
+            if centre:
+                found = [_centred(block) for block in found]
             if out and found:
                 describe_image(out[-1], found[0])
             for block in found:
@@ -177,6 +187,12 @@ class Reader:
                 "loads, which no reader of an email sees",
             )
             return []
+        definitions = _definitions(inline.children or [])
+        if definitions:
+            for label, tokens in definitions:
+                spans = self.inline.spans(tokens, line, allow_images=False)
+                self.inline.footnotes.define(label, trimmed(spans))
+            return []
         out: list[Data] = []
         run: list[Data] = []
         for piece in self.inline.spans(inline.children or [], line, allow_images=True):
@@ -202,6 +218,29 @@ def _mdx_module_lines(text: str) -> bool:
         or line.startswith("export ")
         for line in lines
     )
+
+
+def _definitions(children: list[Token]) -> list[tuple[str, list[Token]]]:
+    """A paragraph of footnote definitions (`[^s3]: text`, one a line, a line that opens with
+    none continuing the one above) as each one's label and tokens; none if it opens with none."""
+    found: list[tuple[str, list[Token]]] = []
+    starts_line = True
+    for token in children:
+        label = definition_label(token.content) if starts_line and token.type == "text" else None
+        if label is not None:
+            # Tokens are shared (parses are cached): the label is cut from a copy.
+            found.append((label[0], [token.copy(content=token.content[label[1] :])]))
+        elif not found:
+            return []
+        else:
+            found[-1][1].append(token)
+        starts_line = token.type in ("softbreak", "hardbreak")
+    return found
+
+
+def _centred(block: Data) -> Data:
+    """A paragraph centred (other blocks keep their place: an email centres only text)."""
+    return {**block, "align": "center"} if block.get("kind") == "paragraph" else block
 
 
 def _flush(run: list[Data], out: list[Data]) -> None:

@@ -163,3 +163,27 @@ def centred(attrs: dict[str, str]) -> bool:
         return True
     style = attrs.get("style", "").replace(" ", "").lower()
     return "text-align:center" in style
+
+
+# Containers a weekly opens in one HTML block and closes in a later one, Markdown between. Not
+# <p>: the Markdown's own next paragraph closes one left open, as in a browser.
+_SPANNING = names("div center section article header footer main aside nav figure details")
+
+
+def follow_containers(html: str, opened: list[tuple[str, bool]]) -> None:
+    """Update `opened` (the containers left open by earlier HTML blocks, each with whether it
+    centres) by one HTML block: `<div align="center">` alone pushes one, `</div>` alone pops it,
+    and what a block opens and closes itself changes nothing."""
+    reader = _Tags()
+    reader.feed(html)
+    reader.close()
+    for tag in reader.tags:
+        if tag.name not in _SPANNING or tag.shown.endswith("/>"):
+            continue
+        if not tag.closing:
+            opened.append((tag.name, centred(tag.attrs)))
+            continue
+        for depth in range(len(opened) - 1, -1, -1):
+            if opened[depth][0] == tag.name:
+                del opened[depth:]
+                break

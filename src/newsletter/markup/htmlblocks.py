@@ -18,13 +18,8 @@ from newsletter.markup.html import (
     names,
     read_fragment,
 )
-from newsletter.markup.spans import (
-    SpanReader,
-    hoist_images,
-    trimmed,
-    wide,
-)
-from newsletter.markup.tokens import Data
+from newsletter.markup.spans import SpanReader, wide
+from newsletter.markup.tokens import Data, hoist_images, trimmed
 
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 _CONTAINERS = names("div center section article header footer main aside nav figure details dl dd")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from newsletter.markup.addresses import image_source, link_target, player_page
+from newsletter.markup.footnotes import Footnotes
 from newsletter.markup.html import (
     BLOCKS,
     CODES,
@@ -26,7 +27,7 @@ from newsletter.markup.html import (
     read_tag,
     size_of,
 )
-from newsletter.markup.tokens import Data
+from newsletter.markup.tokens import Data, hoist_images, trimmed
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
@@ -38,6 +39,8 @@ _SIZE = re.compile(r"\{\s*((?:(?:width|height)=\d+\s*)+)\}")
 # CJK punctuation and full-width forms (。，、（）「」…), which never belong to one.
 _BARE_URL = re.compile(r"https?://[^\s<>\"',;\u2018-\u201f\u2026\u3000-\u303f\uff00-\uffef]+")
 Level = Literal["error", "warning"]
+# Players that may name what they play in <source> tags inside them, not in their own `src`.
+_PLAYERS = frozenset({"video", "audio"})
 
 
 def text_span(text: str) -> Data:
@@ -59,6 +62,8 @@ class SpanReader:
     def __init__(self, note: Callable[[Level, str, int, str], None], base: str = "") -> None:
         self.note = note
         self.base = base
+        self.footnotes = Footnotes()
+        self.at = 0  # the line of the paragraph being read, for a footnote's first reference
 
     def title(self, children: list[Token], line: int) -> list[Data]:
         """A title's spans: an image in it is shown as its alt text."""
@@ -66,6 +71,7 @@ class SpanReader:
 
     def spans(self, children: list[Token], line: int, *, allow_images: bool) -> list[Data]:
         """Inline tokens -> span data (images, if allowed, as image data in between)."""
+        self.at = line
         out: list[Data] = []
         stack: list[tuple[Data, list[Data]]] = []
         current = out
@@ -168,10 +174,14 @@ class SpanReader:
         )
         return False
 
-    @staticmethod
-    def _closed(span: Data) -> list[Data]:
+    def _closed(self, span: Data) -> list[Data]:
         """The span once closed: a link around a lone image is the image's link."""
+        if span["kind"] == "_player":  # its fallback words ("cannot play this") give way
+            return self._player_link(span["name"], span["attrs"], span["shown"], span["line"])
         inner = trimmed(span["spans"]) if span["kind"] == "link" else span["spans"]
+        reference = self.footnotes.linked(span, self.at) if span["kind"] == "link" else None
+        if reference is not None:
+            return [text_span(reference)]
         if span["kind"] == "unlinked":
             return list(span["spans"])
         if span["kind"] == "_code":  # <kbd>, <code>: their words as code
@@ -225,8 +235,9 @@ class SpanReader:
         return image
 
     def media_link(self, tag_name: str, attrs: dict[str, str], line: int) -> Data | None:
-        """A <video>, <audio> or <iframe> as a link to what it plays ("▶ its title")."""
-        src = attrs.get("src", "")
+        """A <video>, <audio> or <iframe> as a link to what it plays ("▶ its title"), or to its
+        poster when it names no source at all."""
+        src = attrs.get("src") or attrs.get("poster", "")
         if not src:
             return None
         target = self.link_target(src, line)
@@ -251,6 +262,10 @@ class SpanReader:
             if not tag.closing:
                 self.left_out(tag.shown, "an MDX component", line)
             return current
+        if name in _PLAYERS or name == "source":
+            after = self._player_tag(tag, stack, current, line)
+            if after is not None:
+                return after
         if name in STYLES or name in CODES or name == "a":
             if tag.closing:
                 wanted = {"a": ("link", "unlinked")}.get(name, (STYLES.get(name, "_code"),))
@@ -278,14 +293,43 @@ class SpanReader:
             if image is not None:
                 self.place_image(current, image, line, allow_images)
         elif name in MEDIA:
-            link = self.media_link(name, tag.attrs, line)
-            if link is None:
-                self.left_out(tag.shown, "a player without a source", line)
-            else:
-                current.append(link)
+            current.extend(self._player_link(name, tag.attrs, tag.shown, line))
         else:
             self.left_out(tag.shown, "inline HTML" if name in DROPPED else "an unknown tag", line)
         return current
+
+    def _player_tag(
+        self, tag: Tag, stack: list[tuple[Data, list[Data]]], current: list[Data], line: int
+    ) -> list[Data] | None:
+        """A <video> or <audio> without a `src` waits for its <source> tags (each a token of
+        its own in a paragraph) and becomes its link at </video>; None: an ordinary tag."""
+        top = stack[-1][0] if stack else None
+        waiting = top is not None and top["kind"] == "_player"
+        if tag.name == "source":
+            if waiting and top is not None and not top["attrs"].get("src"):
+                top["attrs"]["src"] = tag.attrs.get("src", "")
+            return current
+        if tag.closing:
+            if not (waiting and top is not None and top["name"] == tag.name):
+                return current
+            span, parent = stack.pop()
+            for piece in self._closed(span):
+                _append(parent, piece)
+            return parent
+        if tag.attrs.get("src") or tag.shown.endswith("/>"):
+            return None
+        player: Data = {"kind": "_player", "name": tag.name, "shown": tag.shown, "line": line}
+        player |= {"attrs": dict(tag.attrs), "spans": []}
+        stack.append((player, current))
+        inner: list[Data] = player["spans"]
+        return inner
+
+    def _player_link(self, name: str, attrs: dict[str, str], shown: str, line: int) -> list[Data]:
+        link = self.media_link(name, attrs, line)
+        if link is None:
+            self.left_out(shown, "a player without a source", line)
+            return []
+        return [link]
 
     def left_out(self, shown: str, what: str, line: int) -> None:
         fix = (
@@ -303,6 +347,12 @@ class SpanReader:
     def add_text(self, current: list[Data], text: str, linkify: bool) -> None:
         if not text:
             return
+        if "[^" in text:  # footnote references, as their superscript numbers
+            split = self.footnotes.split(text, self.at)
+            if split != [text]:
+                for words in split:
+                    self.add_text(current, words, linkify)
+                return
         pieces: list[Data] = []
         if linkify and "http" in text:
             position = 0
@@ -348,32 +398,3 @@ def _next_char(children: list[Token], start: int) -> str:
         if token.type in ("softbreak", "hardbreak", "image"):
             return ""
     return ""
-
-
-def trimmed(spans: list[Data]) -> list[Data]:
-    """Without the spaces at either end (a title's, a link's)."""
-    spans = [dict(s) for s in spans]
-    if spans and spans[0].get("kind") == "text":
-        spans[0]["text"] = spans[0]["text"].lstrip()
-    if spans and spans[-1].get("kind") == "text":
-        spans[-1]["text"] = spans[-1]["text"].rstrip()
-    return [s for s in spans if not (s.get("kind") == "text" and not s["text"])]
-
-
-def hoist_images(spans: list[Data]) -> list[Data]:
-    """Images inside bold or italic text come out after it: an image is a block in an email."""
-    out: list[Data] = []
-    for span in spans:
-        if span.get("kind") == "image":
-            out.append(span)
-            continue
-        if "spans" in span:
-            inner = hoist_images(span["spans"])
-            images = [s for s in inner if s.get("kind") == "image"]
-            rest = [s for s in inner if s.get("kind") != "image"]
-            if rest:
-                out.append({**span, "spans": rest})
-            out.extend(images)
-            continue
-        out.append(span)
-    return out

@@ -1,4 +1,5 @@
-"""markdown-it configured for issue text; the Note type and the token helpers the readers share."""
+"""markdown-it configured for issue text; the Note type, and the token and span helpers the
+readers share."""
 
 from __future__ import annotations
 
@@ -51,3 +52,32 @@ def too_deep(tokens: list[Token]) -> Token | None:
     """The first token at markdown-it's nesting limit, past which it drops the rest unsaid."""
     limit = int(parser().options["maxNesting"]) - 1
     return next((token for token in tokens if token.level >= limit), None)
+
+
+def trimmed(spans: list[Data]) -> list[Data]:
+    """Without the spaces at either end (a title's, a link's)."""
+    spans = [dict(s) for s in spans]
+    if spans and spans[0].get("kind") == "text":
+        spans[0]["text"] = spans[0]["text"].lstrip()
+    if spans and spans[-1].get("kind") == "text":
+        spans[-1]["text"] = spans[-1]["text"].rstrip()
+    return [s for s in spans if not (s.get("kind") == "text" and not s["text"])]
+
+
+def hoist_images(spans: list[Data]) -> list[Data]:
+    """Images inside bold or italic text come out after it: an image is a block in an email."""
+    out: list[Data] = []
+    for span in spans:
+        if span.get("kind") == "image":
+            out.append(span)
+            continue
+        if "spans" in span:
+            inner = hoist_images(span["spans"])
+            images = [s for s in inner if s.get("kind") == "image"]
+            rest = [s for s in inner if s.get("kind") != "image"]
+            if rest:
+                out.append({**span, "spans": rest})
+            out.extend(images)
+            continue
+        out.append(span)
+    return out
