@@ -67,7 +67,16 @@ CHECKS: dict[str, Check] = {
         # The sender's setup, and what the links answer today (check --online).
         *(
             Check(name, False, _SENDER)
-            for name in ("spf", "dkim", "dmarc", "mx", "one-click", "tracked-host", "redirect")
+            for name in (
+                "spf",
+                "dkim",
+                "dmarc",
+                "mx",
+                "dns",
+                "one-click",
+                "tracked-host",
+                "redirect",
+            )
         ),
         *(Check(name, False, _LINKS) for name in ("link-check", "link-moved")),
     )
