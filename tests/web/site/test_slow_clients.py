@@ -374,7 +374,7 @@ def send_head(sock: socket.socket, head: bytes, pieces: int) -> bytes:
     except OSError:
         pass  # closed while the rest was coming: its answer is read below
     sock.setblocking(True)
-    return until_closed(sock, 30)[0]
+    return until_closed(sock)[0]
 
 
 @pytest.mark.parametrize("pieces", [1, 200], ids=["one write", "many writes"])
