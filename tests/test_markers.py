@@ -36,6 +36,7 @@ def run(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+@pytest.mark.slow
 def test_markers_in_an_issue_are_shown_as_written_and_check_clean(project: Path) -> None:
     shutil.copy2(PHONES / "33.md", project / "issues" / "33.md")
     code, out, err = run("check", "--issue", "33")
@@ -86,6 +87,7 @@ def insert_line(path: Path, before: str, line: str) -> int:
     ],
     ids=["raw-block", "printed-string", "mjml-tag"],
 )
+@pytest.mark.slow
 def test_a_templates_own_leftover_is_an_error_at_its_line(
     project: Path, template: str, before: str, line: str, says: str
 ) -> None:

@@ -53,6 +53,7 @@ def test_an_entry_is_durable_at_its_commit_and_not_before(outbox: Outbox) -> Non
     assert journal.commit() == []  # nothing queued, nothing committed
 
 
+@pytest.mark.slow
 def test_every_entry_of_a_batch_applies_in_order(outbox: Outbox) -> None:
     """One statement writes a batch; a row met twice (a mark, then the outcome of an upload
     abandoned before its body) is written twice, in order, and so is a batch larger than one

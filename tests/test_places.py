@@ -77,6 +77,7 @@ def test_every_link_of_issue_14_has_one_place(issue: Issue, rendered: RenderedEm
 
 
 @pytest.mark.parametrize("number", [CHINESE, ENGLISH], ids=["chinese", "english"])
+@pytest.mark.slow
 def test_every_link_of_the_weeklies_has_one_place(tmp_path: Path, number: int) -> None:
     project = copy_project(tmp_path / "project")
     issue = load_issue_file(add_weekly(project, number))

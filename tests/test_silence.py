@@ -39,6 +39,7 @@ def emitted_codes() -> set[str]:
     return found
 
 
+@pytest.mark.slow
 def test_every_check_that_makes_a_finding_has_a_known_name() -> None:
     codes = emitted_codes()
     assert {"duplicate-url", "unsubscribe", "markup", "link-check", "spf"} <= codes

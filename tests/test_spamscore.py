@@ -169,6 +169,7 @@ def test_the_weeklies_score_nothing(project: Path, number: int) -> None:
 
 
 @pytest.mark.usefixtures("spamassassin")
+@pytest.mark.slow
 def test_an_image_heavy_digest_scores_nothing(settings: Settings) -> None:
     """issue 30, point 7: a monthly digest of "[name](url)：description" titles, twelve with a
     screenshot each and twenty in a compact list. Each title put a tag between its number and

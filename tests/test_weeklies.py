@@ -294,6 +294,7 @@ def written_urls(source: str, base: str) -> set[str]:
 
 
 @pytest.mark.parametrize("number", PASTED)
+@pytest.mark.slow
 def test_a_pasted_weekly_checks_without_error_and_arrives_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, number: int
 ) -> None:
@@ -345,6 +346,7 @@ WIDE_TABLE = (
 
 
 @pytest.mark.parametrize("number", [301, 302, 304, 39])
+@pytest.mark.slow
 def test_a_pasted_weeklys_tables_fit_a_phone(browser: Any, tmp_path: Path, number: int) -> None:
     """issue 30: a table (Markdown or HTML) is a real email table that a 375 px screen shows:
     it scrolls inside its own box, never the page. The weeklies' images load (stand-ins of

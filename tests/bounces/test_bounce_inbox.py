@@ -92,6 +92,7 @@ def test_imap_refuses_a_certificate_it_cannot_verify(project: Path, dovecot: Dov
         open_inbox(settings)
 
 
+@pytest.mark.slow
 def test_imap_wrong_password_is_a_clear_error(project: Path, dovecot: Dovecot) -> None:
     settings = imap_settings(project, dovecot, NEWSLETTER_BOUNCES_PASSWORD="wrong-password-123")
     with pytest.raises(InboxError) as info:

@@ -67,6 +67,7 @@ MESSAGE_REFUSALS = {
 GONE = "reader00016@example.com"
 
 
+@pytest.mark.slow
 async def test_a_relay_refusing_the_message_keeps_its_readers(project: Path) -> None:
     # Issue 29, point 10: content (5.6.x), protocol (5.5.x), system (5.3.x) and bare codes say
     # nothing about the address: the rows fail with the reason, nobody is suppressed, and the
@@ -97,6 +98,7 @@ async def test_a_relay_refusing_the_message_keeps_its_readers(project: Path) -> 
     assert [line.split()[2] for line in listed.out.splitlines()] == [GONE]
 
 
+@pytest.mark.slow
 async def test_a_message_every_relay_refuses_stops_the_run(project: Path) -> None:
     # The same refusal for every reader is the message's problem: the run stops (exit 4) after
     # `breaker_threshold` in a row, suppressing nobody; once fixed, --retry-failed sends them.

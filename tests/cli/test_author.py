@@ -116,6 +116,7 @@ def test_an_issue_file_saved_as_utf16_is_named_as_such(project: Path, encoding: 
     assert err.splitlines()[1].startswith("hint: Save it again with the UTF-8 encoding")
 
 
+@pytest.mark.slow
 def test_a_remote_one_pixel_image_is_a_tracking_pixel_warning_at_its_line(
     project: Path,
 ) -> None:

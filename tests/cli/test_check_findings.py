@@ -100,6 +100,7 @@ def test_a_silence_can_name_the_urls_it_is_about(project: Path) -> None:
     assert out.splitlines()[-1] == "issue 580: 0 error(s), 12 warning(s), 1 silenced"
 
 
+@pytest.mark.slow
 def test_issue_14s_duplicate_kept_on_purpose_can_be_silenced(project: Path) -> None:
     path = project / "issues" / "14.yaml"
     text = path.read_text(encoding="utf-8")
@@ -113,6 +114,7 @@ def test_issue_14s_duplicate_kept_on_purpose_can_be_silenced(project: Path) -> N
     ]
 
 
+@pytest.mark.slow
 def test_a_silence_with_nothing_left_to_silence_is_named(project: Path) -> None:
     path = project / "issues" / "14.yaml"
     text = path.read_text(encoding="utf-8")

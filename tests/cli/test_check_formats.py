@@ -161,6 +161,7 @@ def check(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+@pytest.mark.slow
 def test_github_format_annotates_the_issue_files_lines_escaped_as_github_says(
     initialized: Path,
 ) -> None:
@@ -185,6 +186,7 @@ def test_github_format_annotates_the_issue_files_lines_escaped_as_github_says(
     assert out.splitlines()[-1] == "issue 2: 1 error(s), 2 warning(s)"
 
 
+@pytest.mark.slow
 def test_the_text_format_is_the_default_and_unchanged(initialized: Path) -> None:
     code, out, _ = check()
     assert code == 1
@@ -196,6 +198,7 @@ def test_the_text_format_is_the_default_and_unchanged(initialized: Path) -> None
     )
 
 
+@pytest.mark.slow
 def test_json_format_is_one_object_per_finding_on_stdout_alone(initialized: Path) -> None:
     code, out, err = check("--format", "json")
     assert code == 1
@@ -209,6 +212,7 @@ def test_json_format_is_one_object_per_finding_on_stdout_alone(initialized: Path
     assert "issue 2: 1 error(s), 2 warning(s)" in err
 
 
+@pytest.mark.slow
 def test_a_finding_about_no_line_is_on_the_issue_file(initialized: Path) -> None:
     path = initialized / "issues" / "2.md"
     text = ISSUE.replace("ftp://files.example.org/a", "http://files.example.org/a")
@@ -231,6 +235,7 @@ def test_a_finding_about_no_line_is_on_the_issue_file(initialized: Path) -> None
     ]
 
 
+@pytest.mark.slow
 def test_what_the_issue_file_silences_is_a_notice(initialized: Path) -> None:
     path = initialized / "issues" / "2.md"
     text = ISSUE.replace("ftp://files.example.org/a", "http://files.example.org/a")
@@ -243,6 +248,7 @@ def test_what_the_issue_file_silences_is_a_notice(initialized: Path) -> None:
     assert "%3A http::" not in out
 
 
+@pytest.mark.slow
 def test_sarif_format_is_a_valid_sarif_log_at_the_real_lines(initialized: Path) -> None:
     code, out, err = check("--format", "sarif")
     assert code == 1
@@ -279,6 +285,7 @@ def test_an_issue_file_that_does_not_load_is_annotated_at_its_line(initialized: 
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_property_with_a_comma_or_colon_is_escaped(initialized: Path) -> None:
     # The issue folder is the project's choice ([paths] issues): its name goes into `file=`.
     config = initialized / "newsletter.toml"

@@ -136,6 +136,7 @@ def test_an_http_base_url_is_refused_naming_the_fix(project: Path) -> None:
     assert not (project / "deploy").exists()
 
 
+@pytest.mark.slow
 def test_a_path_with_a_space_and_a_percent_is_quoted_for_systemd(tmp_path: Path) -> None:
     analyze = _tool("systemd-analyze")
     project = tmp_path / "my news 100%"

@@ -76,6 +76,7 @@ def unsubscribe_token(message: email.message.Message) -> str:
     return found.group(1)
 
 
+@pytest.mark.slow
 def test_init_yes_previews_checks_and_test_sends_with_no_other_step(tmp_path: Path) -> None:
     done = newsletter("init", "mynews", "--yes", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -159,6 +160,7 @@ def test_init_keeps_the_secret_private_and_out_of_git_whatever_the_umask(tmp_pat
     assert kept.stdout == ""  # the project itself goes into git
 
 
+@pytest.mark.slow
 def test_init_asks_each_choice_and_writes_a_chinese_first_issue(tmp_path: Path) -> None:
     answers = "科技周刊\nzh-CN\n编辑 <ed@news.example.org>\nhttps://news.example.org\n127.0.0.1\n"
     result = CliRunner().invoke(cli, ["init", str(tmp_path / "zh")], input=answers)
@@ -226,6 +228,7 @@ def test_init_in_a_new_repository_keeps_its_readme_and_completes_its_gitignore(
     assert (project / ".gitignore").read_text(encoding="utf-8") == ignore
 
 
+@pytest.mark.slow
 def test_a_name_with_quotes_and_markup_stays_its_text_in_every_file(tmp_path: Path) -> None:
     """Each choice goes into TOML and YAML as a quoted string and into Markdown escaped: it can
     add no key, no link and no HTML, and the first issue still passes `check`."""
@@ -265,6 +268,7 @@ def test_a_bad_choice_names_its_option_and_writes_nothing(
     assert not (tmp_path / "mynews").exists()
 
 
+@pytest.mark.slow
 def test_a_too_short_secret_file_is_named_and_nothing_is_sent(tmp_path: Path) -> None:
     assert newsletter("init", "mynews", "--yes", cwd=tmp_path).returncode == 0
     project = tmp_path / "mynews"

@@ -155,6 +155,7 @@ def _run_steps(work: Path) -> tuple[int, str]:
     return 0, "".join(printed)
 
 
+@pytest.mark.slow
 def test_the_workflow_annotates_the_changed_issue_of_a_pull_request(tmp_path: Path) -> None:
     work, line = _pull_request(tmp_path)
     code, printed = _run_steps(work)

@@ -31,6 +31,7 @@ def today(zone: str) -> set[dt.date]:
     return {dt.datetime.now(zoneinfo.ZoneInfo(zone)).date() + dt.timedelta(days=d) for d in (0, 1)}
 
 
+@pytest.mark.slow
 def test_new_writes_the_next_yaml_issue_with_the_sections_emptied(project: Path) -> None:
     environ = {"NEWSLETTER_NEWSLETTER__TIMEZONE": "Asia/Shanghai"}
     code, out, err = run("new", environ=environ)
@@ -65,6 +66,7 @@ def test_new_writes_the_next_yaml_issue_with_the_sections_emptied(project: Path)
     assert out.splitlines()[-1] == "issue 15: 0 error(s), 1 warning(s)"
 
 
+@pytest.mark.slow
 def test_new_follows_a_markdown_weekly_keeping_each_title_as_written(project: Path) -> None:
     path = add_weekly(project, ENGLISH)
     environ = weekly_environ(ENGLISH)

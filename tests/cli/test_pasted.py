@@ -7,6 +7,7 @@ import html
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
@@ -64,6 +65,7 @@ def flat(value: str) -> str:
     return "".join(html.unescape(value).split())
 
 
+@pytest.mark.slow
 def test_inline_html_is_an_image_a_link_a_player_not_a_loss(project: Path) -> None:
     # issue 30: `<img>`, `<a>` and `<video>` in a paragraph were dropped with only a warning.
     paste(
@@ -99,6 +101,7 @@ def test_inline_html_is_an_image_a_link_a_player_not_a_loss(project: Path) -> No
     assert "track()" not in page + text
 
 
+@pytest.mark.slow
 def test_html_blocks_and_tables_are_blocks_of_the_email(project: Path) -> None:
     # issue 30: `<p align="center">`, `<h3 id=…>`, `<details>` and tables were refused.
     paste(
@@ -131,6 +134,7 @@ def test_html_blocks_and_tables_are_blocks_of_the_email(project: Path) -> None:
     assert {"https://e.org/rg", "https://e.org/fd"} <= set(found.hrefs)
 
 
+@pytest.mark.slow
 def test_an_image_without_alt_text_is_a_warning_with_the_count(project: Path) -> None:
     # issue 30: `![](…)` (in most pasted weeklies) refused the whole build.
     body = (
@@ -160,6 +164,7 @@ def test_an_image_without_alt_text_is_a_warning_with_the_count(project: Path) ->
     assert "error: issues/32.md:7: 2 images have (lines 7, 12) no alt text" in out
 
 
+@pytest.mark.slow
 def test_relative_links_and_images_resolve_against_base(project: Path) -> None:
     # issue 30: `./img.png`, `imgs/x.png` and `../293/` were errors in a pasted weekly.
     paste(
@@ -191,6 +196,7 @@ def test_relative_links_and_images_resolve_against_base(project: Path) -> None:
     assert "The rules stay as words." in text
 
 
+@pytest.mark.slow
 def test_without_base_local_images_work_and_relative_links_are_words(project: Path) -> None:
     (project / "issues" / "imgs").mkdir()
     (project / "issues" / "imgs" / "chart.png").write_bytes(picture(600, 300, seed=1))
@@ -211,6 +217,7 @@ def test_check_rejects_a_base_that_is_no_address(project: Path) -> None:
     assert "Traceback" not in err + out
 
 
+@pytest.mark.slow
 def test_the_smaller_rules_of_a_pasted_weekly(project: Path) -> None:
     paste(
         project,
@@ -253,6 +260,7 @@ def test_the_smaller_rules_of_a_pasted_weekly(project: Path) -> None:
     assert "GOPROXY=https://goproxy.cn,direct; see" in "".join(found.words)
 
 
+@pytest.mark.slow
 def test_an_image_at_the_site_root_without_base_is_one_clear_error(project: Path) -> None:
     # A React weekly's `![](/emails/issues/209/expo.jpg)`: two errors that named no fix.
     body = "## A\n\n![Expo](/emails/issues/209/expo.jpg)\n\n<img src='/emails/x.png' alt=x>\n"
@@ -273,6 +281,7 @@ def test_an_image_at_the_site_root_without_base_is_one_clear_error(project: Path
     assert ("https://react.example.org/emails/x.png", "x") in found_page.images
 
 
+@pytest.mark.slow
 def test_titles_that_start_with_a_version_keep_the_numbering(project: Path) -> None:
     paste(project, 38, "## Releases\n\n### 1.0 is out\n\nA.\n\n### 2.1 is out\n\nB.\n")
     code, out, err = run("check", "--issue", "38")
@@ -282,6 +291,7 @@ def test_titles_that_start_with_a_version_keep_the_numbering(project: Path) -> N
     assert "0、1.0 is out" in text  # the newsletter's own numbering (Chinese, from 0)
 
 
+@pytest.mark.slow
 def test_a_player_in_a_paragraph_links_to_its_source_tag_or_poster(project: Path) -> None:
     # issue 30: a <video> whose <source src=…> is a tag of its own (each one a token in a
     # paragraph) was left out as "a player without a source".
@@ -310,6 +320,7 @@ def test_a_player_in_a_paragraph_links_to_its_source_tag_or_poster(project: Path
     assert "cannot play it" not in page + text
 
 
+@pytest.mark.slow
 def test_markdown_inside_a_centring_div_is_centred(project: Path) -> None:
     # issue 30: `<div align=center>`, Markdown, `</div>` kept the words but not the centring:
     # each is an HTML block of its own, and the Markdown between was read as any other.
@@ -333,6 +344,7 @@ def test_markdown_inside_a_centring_div_is_centred(project: Path) -> None:
     assert "See you next week" in text
 
 
+@pytest.mark.slow
 def test_a_project_template_without_a_table_branch_is_warned_at_the_table(
     project: Path,
 ) -> None:
@@ -362,6 +374,7 @@ def test_a_project_template_without_a_table_branch_is_warned_at_the_table(
     assert "delete the copy to use the shipped one" in " ".join(out.split())
 
 
+@pytest.mark.slow
 def test_footnotes_are_superscript_numbers_and_a_notes_list(project: Path) -> None:
     # issue 30: `[^s3]` and `[^s3]: text` were shown as they are written.
     paste(
@@ -391,6 +404,7 @@ def test_footnotes_are_superscript_numbers_and_a_notes_list(project: Path) -> No
     assert "3. https://e.org/talk" in notes
 
 
+@pytest.mark.slow
 def test_a_footnote_without_its_definition_is_a_warning_at_its_line(project: Path) -> None:
     paste(project, 43, "## Reading\n\nSee the source[^gone].\n")
     code, out, _ = run("check", "--issue", "43")
@@ -398,6 +412,7 @@ def test_a_footnote_without_its_definition_is_a_warning_at_its_line(project: Pat
     assert "issues/43.md:7: the footnote [^gone] has no definition" in " ".join(out.split())
 
 
+@pytest.mark.slow
 def test_a_yaml_fields_footnotes_are_noted_at_the_fields_end(project: Path) -> None:
     # issue 30: a YAML issue's Markdown fields read footnotes too; their notes close the field.
     (project / "issues" / "44.yaml").write_text(

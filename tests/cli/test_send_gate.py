@@ -91,6 +91,7 @@ async def test_warnings_are_shown_and_do_not_stop_a_send(project: Path) -> None:
     assert len(handler.by_recipient) == 5
 
 
+@pytest.mark.slow
 async def test_a_tracking_pixel_is_a_warning_of_the_send(project: Path) -> None:
     path = project / "issues" / "14.yaml"
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -148,6 +149,7 @@ def test_the_confirmation_shows_subject_size_spam_score_and_checks(project: Path
     assert "Nothing sent." in text
 
 
+@pytest.mark.slow
 def test_the_confirmation_names_the_rejected_rows_before_it_asks(project: Path) -> None:
     # issue 29: the bad rows were only reported after "yes", once the send had gone out.
     csv = project / "subscribers.example.csv"
@@ -167,6 +169,7 @@ def test_the_confirmation_names_the_rejected_rows_before_it_asks(project: Path) 
     assert "Nothing sent." in text
 
 
+@pytest.mark.slow
 def test_without_spamassassin_the_confirmation_says_so_in_one_line(
     project: Path, tmp_path: Path
 ) -> None:

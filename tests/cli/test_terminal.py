@@ -42,6 +42,7 @@ def test_a_path_that_cannot_be_written_is_one_error_line(
 
 
 @pytest.mark.parametrize("var", ["NEWSLETTER_SECRET", "NEWSLETTER_SMTP_PASSWORD"])
+@pytest.mark.slow
 def test_a_secret_that_is_not_utf8_is_named_not_printed(project: Path, var: str) -> None:
     # issue 13.7: a non-UTF-8 byte in a secret was a UnicodeEncodeError traceback.
     env = {k.encode(): v.encode() for k, v in os.environ.items() if not k.startswith("NEWSLETTER")}

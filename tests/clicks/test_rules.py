@@ -132,6 +132,7 @@ def test_windows_come_from_the_settings_and_zero_turns_a_rule_off() -> None:
     assert rules([event(0, A, since=3.0), event(0.5, B, since=3.5)], off) == [Rule.PERSON] * 2
 
 
+@pytest.mark.slow
 def test_verdicts_come_in_the_order_of_the_events_and_as_the_window_passes() -> None:
     consumed = 0
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from newsletter.outbox import open_outbox
 from newsletter.outbox.schema import LATEST
 from support.doctoring import doctor_env, run_doctor
@@ -28,6 +30,7 @@ async def test_a_missing_secret_fails_and_names_the_file_to_write(project: Path)
     assert "token_urlsafe" in str(checks["secret"]["fix"])
 
 
+@pytest.mark.slow
 async def test_a_short_secret_in_the_environment_fails(project: Path) -> None:
     env = doctor_env(NEWSLETTER_SECRET="short-one")
     code, checks = await run_doctor(project, env)
@@ -37,6 +40,7 @@ async def test_a_short_secret_in_the_environment_fails(project: Path) -> None:
     assert "short-one" not in str(checks)  # never the value
 
 
+@pytest.mark.slow
 async def test_the_secret_file_passes_with_its_mode_and_the_reminder_to_back_it_up(
     project: Path,
 ) -> None:
@@ -54,12 +58,14 @@ async def test_the_secret_file_passes_with_its_mode_and_the_reminder_to_back_it_
     assert SECRET not in str(checks)
 
 
+@pytest.mark.slow
 async def test_the_environment_wins_and_is_named(project: Path) -> None:
     _, checks = await run_doctor(project, doctor_env(NEWSLETTER_SECRET=SECRET))
     assert checks["secret"]["ok"] is True
     assert "from NEWSLETTER_SECRET" in str(checks["secret"]["detail"])
 
 
+@pytest.mark.slow
 async def test_no_outbox_fails_the_database_and_the_worker(project: Path) -> None:
     code, checks = await run_doctor(project, doctor_env())
     assert code == 1
@@ -69,6 +75,7 @@ async def test_no_outbox_fails_the_database_and_the_worker(project: Path) -> Non
     assert not (project / ".newsletter" / "outbox.sqlite3").exists()  # the doctor made none
 
 
+@pytest.mark.slow
 async def test_a_migrated_private_outbox_passes_and_a_readable_one_fails(project: Path) -> None:
     env = doctor_env()
     assert (await newsletter(["outbox", "migrate"], env, project)).code == 0
@@ -83,6 +90,7 @@ async def test_a_migrated_private_outbox_passes_and_a_readable_one_fails(project
     assert f"chmod 600 {path}" in str(checks["database"]["fix"])
 
 
+@pytest.mark.slow
 async def test_an_outbox_behind_the_schema_fails_with_the_migrate_command(project: Path) -> None:
     env = doctor_env()
     assert (await newsletter(["outbox", "migrate"], env, project)).code == 0
@@ -94,6 +102,7 @@ async def test_an_outbox_behind_the_schema_fails_with_the_migrate_command(projec
     assert checks["database"]["fix"] == "Run `newsletter outbox migrate`."
 
 
+@pytest.mark.slow
 async def test_a_worker_that_beat_is_alive_and_a_stale_beat_is_not(project: Path) -> None:
     env = doctor_env(NEWSLETTER_WORKER__POLL="0.05")
     _code, checks = await run_doctor(project, env)
@@ -111,6 +120,7 @@ async def test_a_worker_that_beat_is_alive_and_a_stale_beat_is_not(project: Path
     assert "restart it" in str(checks["worker"]["fix"])
 
 
+@pytest.mark.slow
 async def test_too_little_disk_space_fails_the_disk(project: Path) -> None:
     env = doctor_env()
     _, checks = await run_doctor(project, env, "--min-free", "1")
@@ -121,6 +131,7 @@ async def test_too_little_disk_space_fails_the_disk(project: Path) -> None:
     assert "[paths] state" in str(checks["disk"]["fix"])
 
 
+@pytest.mark.slow
 async def test_lines_name_each_check_and_its_fix(project: Path) -> None:
     env = doctor_env()
     done = await newsletter(["doctor"], env, project)
@@ -131,6 +142,7 @@ async def test_lines_name_each_check_and_its_fix(project: Path) -> None:
     assert "check(s) to fix" in done.err
 
 
+@pytest.mark.slow
 async def test_on_postgresql_the_database_and_a_workers_beat_are_read_there(
     project: Path, postgres_url: str
 ) -> None:

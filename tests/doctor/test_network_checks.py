@@ -40,6 +40,7 @@ async def running_serve(project: Path, env: dict[str, str]) -> AsyncIterator[str
         await asyncio.wait_for(proc.wait(), 30)
 
 
+@pytest.mark.slow
 async def test_serve_at_base_url_proves_the_projects_secret(project: Path) -> None:
     async with running_serve(project, doctor_env()) as url:
         env = doctor_env(NEWSLETTER_NEWSLETTER__BASE_URL=url)
@@ -70,6 +71,7 @@ def ca() -> trustme.CA:
     return trustme.CA()
 
 
+@pytest.mark.slow
 async def test_smtp_connects_with_starttls_and_auth_and_sends_nothing(
     project: Path, ca: trustme.CA, tmp_path: Path
 ) -> None:
@@ -98,6 +100,7 @@ async def test_smtp_connects_with_starttls_and_auth_and_sends_nothing(
     assert handler.received == []
 
 
+@pytest.mark.slow
 async def test_smtp_in_clear_to_another_host_fails_before_connecting(project: Path) -> None:
     env = doctor_env(NEWSLETTER_SMTP__HOST="smtp.example.org")
     _, checks = await run_doctor(project, env)
@@ -106,6 +109,7 @@ async def test_smtp_in_clear_to_another_host_fails_before_connecting(project: Pa
     assert 'security = "starttls"' in str(checks["smtp"]["fix"])
 
 
+@pytest.mark.slow
 async def test_the_senders_dns_through_the_configured_nameserver(project: Path) -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     zone = {
@@ -131,6 +135,7 @@ async def test_the_senders_dns_through_the_configured_nameserver(project: Path) 
     assert checks["dkim"]["ok"] is True  # [dkim] still signs for news.good.example
 
 
+@pytest.mark.slow
 async def test_the_bounce_mailbox_logs_in_and_nothing_is_read_or_moved(
     project: Path, dovecot: Dovecot
 ) -> None:
@@ -153,6 +158,7 @@ async def test_the_bounce_mailbox_logs_in_and_nothing_is_read_or_moved(
     assert "[bounces] imap" in str(checks["mailbox"]["fix"])
 
 
+@pytest.mark.slow
 async def test_a_dkim_key_file_that_is_missing_fails_its_line_and_the_rest_still_run(
     project: Path,
 ) -> None:

@@ -11,6 +11,7 @@ import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 import trustme
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -47,6 +48,7 @@ async def tls_proxy(context: ssl.SSLContext, port: int) -> AsyncIterator[int]:
         server.close()
 
 
+@pytest.mark.slow
 async def test_a_project_ready_for_production_passes_every_check(
     project: Path, dovecot: Dovecot, tmp_path: Path
 ) -> None:

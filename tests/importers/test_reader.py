@@ -404,6 +404,7 @@ def test_a_suppression_wins_over_a_subscription_in_either_order(tmp_path: Path) 
     ]
 
 
+@pytest.mark.slow
 def test_an_export_is_read_in_memory_that_does_not_hold_its_rows(tmp_path: Path) -> None:
     """A large export streams: the outcomes come one at a time, the first before the last
     row is read (the file is still open), and duplicates are found across the whole file."""

@@ -588,6 +588,7 @@ def mail_dkim_results(messages: list[bytes], public: bytes) -> list[str]:
 
 
 @pytest.mark.parametrize("rendered", [CJK, LATIN])
+@pytest.mark.slow
 def test_mail_dkim_the_verifier_spamassassin_uses_passes_them(
     settings: Settings, project: Path, keypair: tuple[bytes, bytes], rendered: RenderedEmail
 ) -> None:

@@ -18,6 +18,7 @@ from support.onlineproject import configure, write_issue
 from support.websites import DRIP, Site
 
 
+@pytest.mark.slow
 def test_a_dribbling_server_is_cut_at_the_request_timeout(http_site: Site) -> None:
     url = http_site.url("/dribble?one")
     results, _ = check([url], timeout=1)
@@ -27,6 +28,7 @@ def test_a_dribbling_server_is_cut_at_the_request_timeout(http_site: Site) -> No
     assert DRIP < 1  # every read gets a byte within the timeout: httpx alone never cuts it
 
 
+@pytest.mark.slow
 def test_the_run_deadline_names_the_links_it_cut(http_site: Site) -> None:
     urls = [http_site.url(f"/dribble?run{n}") for n in range(4)]  # one host: one at a time
     results, _ = check(urls, deadline=1.5, timeout=1)

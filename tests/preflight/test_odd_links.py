@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
@@ -36,6 +37,7 @@ def link_lines(out: str) -> list[str]:
     return [line for line in out.splitlines() if line.endswith("[link-check]")]
 
 
+@pytest.mark.slow
 def test_redirects_to_what_is_no_web_address_are_findings(
     project: Path, dns: tuple[int, ZoneResolver], http_site: Site
 ) -> None:
@@ -66,6 +68,7 @@ def test_redirects_to_what_is_no_web_address_are_findings(
     assert "online: 4 link(s): 1 answering, 3 failing" in out
 
 
+@pytest.mark.slow
 def test_numeric_hosts_in_odd_forms_are_refused_unfetched(
     project: Path, dns: tuple[int, ZoneResolver], http_site: Site
 ) -> None:
@@ -89,6 +92,7 @@ def test_numeric_hosts_in_odd_forms_are_refused_unfetched(
     assert fetched_ok(http_site) == before  # neither reached the server
 
 
+@pytest.mark.slow
 def test_a_fullwidth_host_is_fetched_as_browsers_read_it(project: Path, http_site: Site) -> None:
     port = port_of(http_site)
     wide = f"http://ｌｉｎｋｓ．ｅｘａｍｐｌｅ:{port}/ok?fullwidth"

@@ -53,6 +53,7 @@ def test_online_results_in_the_checks_tab(
         "/dribble",  # a byte every 0.2 s for 20 s: within every read timeout, cut at 2 s
     ],
 )
+@pytest.mark.slow
 def test_a_late_result_reloads_the_page(
     project: Path, dns: tuple[int, ZoneResolver], http_site: Site, path: str
 ) -> None:

@@ -177,6 +177,7 @@ def test_each_connection_goes_to_the_address_checked_for_it(
     assert served(other_site) == 0
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_by_default_and_says_how_to_allow(
     project: Path, dns: tuple[int, ZoneResolver], http_site: Site
 ) -> None:

@@ -98,6 +98,7 @@ def test_missing_records_by_list_size(
     assert one_click.message.startswith(f"base_url {http_site.base} is not https")
 
 
+@pytest.mark.slow
 def test_offline_is_one_line(project: Path, http_site: Site) -> None:
     configure(project, nameserver=f"127.0.0.1:{closed_port()}", base_url=http_site.base)
     write_issue(project, 15, {"好": [http_site.url("/ok?offline")]})

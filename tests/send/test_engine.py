@@ -75,6 +75,7 @@ async def test_happy_path_every_recipient_exactly_once(outbox: Outbox) -> None:
     assert stored == set(handler.by_message_id)
 
 
+@pytest.mark.slow
 async def test_a_run_longer_than_its_lease_keeps_it(outbox: Outbox) -> None:
     """The lease is renewed while the run lasts (3 s of sending, a 1 s lease), and a run that
     recovered a dead run's rows does not end its own worker with them."""
@@ -301,6 +302,7 @@ async def test_daily_quota_stops_the_run_and_a_rerun_resumes(outbox: Outbox, sta
     assert sorted(handler.by_recipient.values()) == [1] * 10
 
 
+@pytest.mark.slow
 async def test_throttling_slows_down_and_gets_through(outbox: Outbox) -> None:
     handler = FaultyHandler(
         [
@@ -317,6 +319,7 @@ async def test_throttling_slows_down_and_gets_through(outbox: Outbox) -> None:
     assert report.complete
 
 
+@pytest.mark.slow
 async def test_rate_limit_is_held_per_second_window(outbox: Outbox) -> None:
     """At most `rate` messages leave per second, evenly spaced, even after the event loop
     stalls (a loaded machine; here a 0.3 s block in the 10th build): the sessions that waited

@@ -73,6 +73,7 @@ async def test_a_list_without_a_csv_sends_to_its_subscribers(project: Path) -> N
     assert list(handler.by_recipient) == ["dan@example.org"]
 
 
+@pytest.mark.slow
 async def test_a_dry_run_counts_them_all(project: Path) -> None:
     _fill(project)
     env = environment(1, NEWSLETTER_LISTS__MAIN__PATH="list.csv")

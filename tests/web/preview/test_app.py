@@ -309,6 +309,7 @@ def test_saving_one_issue_keeps_the_others_rendered(project: Path) -> None:
     assert workspace.view(15) is not first[15]
 
 
+@pytest.mark.slow
 def test_an_issues_folder_created_after_start_is_followed(project: Path) -> None:
     saved = (project / "issues" / "14.yaml").read_text(encoding="utf-8")
     shutil.rmtree(project / "issues")
@@ -542,6 +543,7 @@ def test_the_report_tab_is_newsletter_report(project: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_half_sent_request_head_is_cut_off_at_serves_deadline(project: Path) -> None:
     # It was kept open for ever: the preview had none of serve's deadlines.
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "NEWSLETTER_SERVE__TIMEOUT": "1"}

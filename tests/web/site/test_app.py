@@ -296,6 +296,7 @@ def test_healthz_proves_the_secret_for_a_probe_and_signs_nothing_else(project: P
             assert plain.text == "ok\n", odd
 
 
+@pytest.mark.slow
 def test_a_body_shorter_than_its_content_length_times_out(project: Path) -> None:
     # issue 13: the POST was held open for ever.
     with running_service(project, body_timeout=0.5) as on:
@@ -493,6 +494,7 @@ def mark_sent(settings: Settings, list_name: str, addresses: list[str]) -> None:
             record(outbox, row.id, DeliveryStatus.SENT)
 
 
+@pytest.mark.slow
 def test_by_default_drafts_stay_private_until_they_are_sent(project: Path) -> None:
     # issue 29: with publish = "all" the default, `newsletter new`'s empty draft was on the
     # index, its page and the feed at once. The shipped config and the default say "sent".
@@ -717,6 +719,7 @@ def test_redact_hides_tokens_anywhere_in_a_path() -> None:
 
 
 @pytest.mark.usefixtures("all_published")
+@pytest.mark.slow
 def test_serve_runs_as_a_process_and_logs_json_without_tokens(project: Path) -> None:
     env = {
         **os.environ,
@@ -854,6 +857,7 @@ def test_build_site_stops_on_a_broken_issue(project: Path) -> None:
 
 
 @pytest.mark.usefixtures("all_published")
+@pytest.mark.slow
 def test_serve_publishes_the_images_under_issues_that_an_issue_shows(project: Path) -> None:
     # issue 20: an image under issues/ is linked at base_url/issues/SRC in the email.
     add_weekly(project, CHINESE)

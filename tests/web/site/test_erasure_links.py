@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
@@ -133,6 +134,7 @@ def test_a_change_link_moves_the_address_once(project: Path) -> None:
         assert [e.event for e in ledger(target, ANN)] == ["change", "resubscribe"]
 
 
+@pytest.mark.slow
 def test_a_click_on_a_forgotten_readers_link_leads_on_and_keeps_nothing(project: Path) -> None:
     """forget keeps their delivery rows (without them) for the counts: a per-reader click
     token still names such a row, and must not start a new record of the person."""

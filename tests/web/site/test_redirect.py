@@ -103,6 +103,7 @@ def test_every_link_leads_where_the_message_linked_it(service: RunningService, m
     assert paths == {"/r/[token]"}
 
 
+@pytest.mark.slow
 def test_a_forged_or_altered_token_redirects_nowhere(service: RunningService) -> None:
     settings = service.settings
     href = tracked_send(settings, READERS)[0].tracked()[3]
@@ -221,6 +222,7 @@ def test_a_failure_to_keep_the_event_never_costs_the_redirect(project: Path, mod
         assert service.wait_for_log("click event(s) not kept")
 
 
+@pytest.mark.slow
 def test_tracking_turned_off_keeps_nothing_and_still_redirects(project: Path) -> None:
     with running_service(project, NEWSLETTER_TRACKING__CLICKS="per-reader") as service:
         href = tracked_send(service.settings, READERS)[0].tracked()[2]
@@ -230,6 +232,7 @@ def test_tracking_turned_off_keeps_nothing_and_still_redirects(project: Path) ->
         assert events(service.settings, 1, timeout=0.5) == []
 
 
+@pytest.mark.slow
 def test_tracking_turned_on_while_serve_runs_loses_no_click(project: Path) -> None:
     # issue 29: serve read [tracking] clicks = "off" at start; the editor turned it on in
     # newsletter.toml and sent; the messages' links led through serve's /r/, and every click
@@ -320,6 +323,7 @@ def test_an_aggregate_server_keeps_no_row_of_a_per_reader_token(project: Path) -
         assert (event.row, event.since_delivery) == (None, None)
 
 
+@pytest.mark.slow
 def test_a_forgotten_readers_token_still_leads_on_and_keeps_nothing(
     project: Path,
 ) -> None:

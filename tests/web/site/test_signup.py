@@ -167,6 +167,7 @@ def unsolved(base: str) -> str:
     return base64.b64encode(json.dumps(payload).encode()).decode()
 
 
+@pytest.mark.slow
 def test_posts_without_work_cannot_spend_the_sites_allowance(project: Path) -> None:
     # 65 junk posts from 13 addresses, each within its own limit, drained the site's bucket
     # (60) and a visitor with a solved challenge got 429: the work was checked after it.
@@ -236,6 +237,7 @@ def test_the_client_address_comes_through_trusted_proxies_only(project: Path) ->
         assert ledger(site.settings.outbox_target, "bob@example.org")[0].ip == "127.0.0.0/24"
 
 
+@pytest.mark.slow
 def test_consent_ip_may_be_kept_whole_or_hashed(project: Path) -> None:
     for mode, expect in (("keep", "127.0.0.1"), ("hash", "h:"), ("none", "")):
         env = {**SIGNUP_ENV, "NEWSLETTER_PRIVACY__CONSENT_IP": mode}
@@ -436,6 +438,7 @@ def test_an_unsubscribe_and_its_undo_are_on_the_record(site: RunningService) -> 
     assert events[0].ip == "127.0.0.0/24"
 
 
+@pytest.mark.slow
 def test_the_domain_check_runs_before_anything_is_written(project: Path) -> None:
     from support.dnszone import dns_server
 

@@ -171,6 +171,7 @@ class Dribble(threading.Thread):
         self.join()
 
 
+@pytest.mark.slow
 def test_a_body_sent_a_byte_at_a_time_gets_408_at_its_deadline(server: Serve) -> None:
     # It was a 10 s timeout per chunk: one byte every 5 s kept the request open for hours.
     token = sign(SECRET, "main", ALICE)
@@ -195,6 +196,7 @@ def test_a_body_sent_a_byte_at_a_time_gets_408_at_its_deadline(server: Serve) ->
         assert not outbox.suppressions.contains("main", ALICE)
 
 
+@pytest.mark.slow
 def test_a_body_no_route_reads_is_cut_off_too(server: Serve) -> None:
     # /healthz answers without reading the body: the connection then waits for the body's end.
     with server.connect() as sock:
@@ -207,6 +209,7 @@ def test_a_body_no_route_reads_is_cut_off_too(server: Serve) -> None:
     assert sent < 4000
 
 
+@pytest.mark.slow
 def test_a_head_sent_a_byte_at_a_time_gets_408_at_its_deadline(server: Serve) -> None:
     # It was never timed out.
     opened = time.monotonic()
@@ -238,6 +241,7 @@ def until_at_most(idle: list[socket.socket], count: int) -> list[socket.socket]:
     return still_open
 
 
+@pytest.mark.slow
 def test_more_idle_connections_than_the_cap_close_the_idlest_and_a_client_gets_in(
     server: Serve,
 ) -> None:
@@ -262,6 +266,7 @@ def test_more_idle_connections_than_the_cap_close_the_idlest_and_a_client_gets_i
     server.normal_client()
 
 
+@pytest.mark.slow
 def test_when_every_connection_is_busy_a_newcomer_gets_503(tmp_path: Path) -> None:
     with serve(tmp_path / "project", NEWSLETTER_SERVE__MAX_CONNECTIONS="3") as small:
         token = sign(SECRET, "main", ALICE)
@@ -326,6 +331,7 @@ def pipeline_unread(sock: socket.socket, request: bytes, cut_off: threading.Even
         offset %= len(stream)
 
 
+@pytest.mark.slow
 def test_clients_that_pipeline_and_never_read_are_cut_off_and_others_get_in(
     tmp_path: Path,
 ) -> None:
