@@ -3,25 +3,13 @@ and the mailbox providers whose DKIM-signed reports prove where they come from."
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from support.dovecot import Dovecot, available, run_dovecot
+from support.dovecot import dovecot  # noqa: F401
 from support.providers import Provider, run_providers
-
-
-@pytest.fixture(scope="session")
-def dovecot() -> Iterator[Dovecot]:
-    reason = available()
-    if reason:
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    with run_dovecot() as server:
-        yield server
 
 
 @pytest.fixture(scope="session")
