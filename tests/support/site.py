@@ -13,7 +13,10 @@ import hmac
 import json
 import logging
 import re
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +26,7 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 
 from newsletter.issues import load_issue
@@ -152,3 +156,38 @@ def first_format_token(secret: str, list_name: str, address: str) -> str:
     message = b"newsletter-unsubscribe-v1\n" + f"{kid}.{payload}".encode()
     mac = base64.urlsafe_b64encode(hmac.digest(secret.encode(), message, "sha256"))
     return f"{kid}.{payload}.{mac.decode().rstrip('=')}"
+
+
+@contextmanager
+def serve_process(
+    project: Path, env: dict[str, str]
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`newsletter serve --port 0` as its own process in `project`: its base URL once /healthz
+    answers, and the process (its stderr unread past the first line, for the test to read after
+    the block). Stopped by SIGTERM at the end of the block."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "newsletter", "serve", "--port", "0"],
+        cwd=project,
+        env={**env, "PYTHONUNBUFFERED": "1"},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        match = re.search(r"at (http://127\.0\.0\.1:\d+)/", first)
+        assert match, first
+        base = match.group(1)
+        deadline = time.monotonic() + 60  # a hang guard: a loaded machine starts it slowly
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=30).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "serve did not answer /healthz"
+            time.sleep(0.05)
+        yield base, process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=15)

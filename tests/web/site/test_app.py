@@ -11,12 +11,8 @@ import email.policy
 import os
 import re
 import shutil
-import signal
 import socket
 import sqlite3
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,6 +39,7 @@ from support.site import (
     message_for,
     one_click_url,
     running_service,
+    serve_process,
 )
 from support.smtp import FaultyHandler, start
 from support.weeklies import CHINESE, add_weekly
@@ -725,38 +722,15 @@ def test_serve_runs_as_a_process_and_logs_json_without_tokens(project: Path) -> 
         **os.environ,
         "NEWSLETTER_SECRET": SECRET,
         "NEWSLETTER_NEWSLETTER__BASE_URL": "http://news.example.org",
-        "PYTHONUNBUFFERED": "1",
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "newsletter", "serve", "--port", "0"],
-        cwd=project,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        first = process.stderr.readline()
-        match = re.search(r"at (http://127\.0\.0\.1:\d+)/", first)
-        assert match, first
-        base = match.group(1)
-        token = sign(SECRET, "main", ALICE)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                assert httpx.get(f"{base}/healthz").text == "ok\n"
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+    token = sign(SECRET, "main", ALICE)
+    with serve_process(project, env) as (base, process):
         assert httpx.post(f"{base}/unsubscribe/{token}", data=ONE_CLICK).status_code == 200
         assert httpx.get(f"{base}/issues/14").status_code == 200
         (project / "issues" / "15.yaml").write_text("number: 15\n", encoding="utf-8")
         assert httpx.get(f"{base}/issues/15").status_code == 500
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=15)
     # Through the same buffered reader as the first line (communicate() would skip its buffer).
+    assert process.stderr is not None
     err = process.stderr.read()
     assert process.returncode == 0
     assert '"path": "/unsubscribe/[token]", "status": 200' in err

@@ -6,8 +6,6 @@ event's fields follow [tracking] and [privacy]; a failure to keep it never costs
 from __future__ import annotations
 
 import os
-import re
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -28,7 +26,7 @@ from newsletter.places import CANARY, Place, Region, issue_links
 from newsletter.settings import Settings, load_settings
 from support.capture import capture_server
 from support.sendcli import environment
-from support.site import SECRET, RunningService, running_service
+from support.site import SECRET, RunningService, running_service, serve_process
 from support.tracked import CLICK, Sent, tracked_send
 
 READERS = ["ann@example.com", "bob@example.com"]
@@ -240,22 +238,8 @@ def test_tracking_turned_on_while_serve_runs_loses_no_click(project: Path) -> No
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("NEWSLETTER_")},
         "NEWSLETTER_SECRET": SECRET,
-        "PYTHONUNBUFFERED": "1",
     }
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "newsletter", "serve", "--port", "0"],
-        cwd=project,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert serve.stderr is not None
-        first = serve.stderr.readline()
-        match = re.search(r"at (http://127\.0\.0\.1:\d+)/", first)
-        assert match, first
-        base = match.group(1)
-        wait_until_healthy(base)
+    with serve_process(project, env) as (base, serve):
         config = project / "newsletter.toml"
         assert "[tracking]" not in config.read_text(encoding="utf-8")  # off: the default
         with config.open("a", encoding="utf-8") as toml:
@@ -278,10 +262,8 @@ def test_tracking_turned_on_while_serve_runs_loses_no_click(project: Path) -> No
         assert settings.tracking.clicks == "per-reader"
         (event,) = events(settings, 1, timeout=30)
         assert event.row is not None  # per-reader, as the send was made
-    finally:
-        serve.send_signal(signal.SIGTERM)
-        serve.wait(timeout=15)
     assert serve.returncode == 0
+    assert serve.stderr is not None
     assert "Traceback" not in serve.stderr.read()
 
 
@@ -299,18 +281,6 @@ def test_a_click_before_the_send_is_recorded_does_not_hide_its_mode(project: Pat
         assert httpx.get(href, follow_redirects=False).status_code == 302
         (event,) = events(settings, 1)
         assert event.row == sent[0].row
-
-
-def wait_until_healthy(base: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz").status_code == 200:
-                return
-        except httpx.ConnectError:
-            pass
-        assert time.monotonic() < deadline, "serve did not answer /healthz"
-        time.sleep(0.05)
 
 
 def test_an_aggregate_server_keeps_no_row_of_a_per_reader_token(project: Path) -> None:
