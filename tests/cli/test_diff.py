@@ -6,9 +6,7 @@ way it cannot run is one line and exit 1."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,28 +16,10 @@ from click.testing import CliRunner
 
 from newsletter.cli.main import cli
 from newsletter.render import DEFAULT_TEMPLATE_DIRS
+from support.gitrepo import git
 from support.images import png
 
-GIT_PERSON = {
-    "GIT_AUTHOR_NAME": "Editor",
-    "GIT_AUTHOR_EMAIL": "editor@example.org",
-    "GIT_COMMITTER_NAME": "Editor",
-    "GIT_COMMITTER_EMAIL": "editor@example.org",
-}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        env={**os.environ, **GIT_PERSON},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return done.stdout
 
 
 def diff(root: Path, *args: str, **invoke: Any) -> Any:

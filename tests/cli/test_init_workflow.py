@@ -18,32 +18,14 @@ import yaml
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
+from support.gitrepo import git
 
 WORKFLOW = Path(".github") / "workflows" / "newsletter.yml"
 BIN = Path(sys.executable).parent  # this environment's `newsletter` and `check-jsonschema`
-GIT_PERSON = {
-    "GIT_AUTHOR_NAME": "Editor",
-    "GIT_AUTHOR_EMAIL": "editor@example.org",
-    "GIT_COMMITTER_NAME": "Editor",
-    "GIT_COMMITTER_EMAIL": "editor@example.org",
-}
 
 
 def init(*args: str) -> Any:
     return CliRunner().invoke(cli, ["init", *args])
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        env={**os.environ, **GIT_PERSON},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return done.stdout
 
 
 def test_init_writes_a_workflow_githubs_schema_accepts(tmp_path: Path) -> None:
