@@ -427,3 +427,26 @@ def test_a_yaml_fields_footnotes_are_noted_at_the_fields_end(project: Path) -> N
     assert "It is out¹." in "".join(found.words)
     assert "1. Since Thursday." in text
     assert "[^a]" not in text
+
+
+def test_an_inline_script_goes_with_its_code_and_a_warning_the_words_around_stay(
+    project: Path,
+) -> None:
+    # issue 30: a script (or a form) in a paragraph is left out with its content: its code
+    # reached readers as words ("Before alert(1) after.").
+    paste(
+        project,
+        44,
+        "## Reading\n\nBefore <script>alert('x')</script> after, "
+        "<form>a field</form> and the end.\n",
+    )
+    code, out, _ = run("check", "--issue", "44")
+    assert code == 0
+    lines = " ".join(out.split())
+    assert "issues/44.md:7: inline HTML <script> is left out of the email" in lines
+    assert "issues/44.md:7: inline HTML <form> is left out of the email" in lines
+    page, text, _ = built(44)
+    for part in (page, text):
+        assert "alert" not in part
+        assert "a field" not in part
+    assert "Before after, and the end." in " ".join(text.split())

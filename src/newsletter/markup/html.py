@@ -8,8 +8,13 @@ decided here once, for the span reader and the block reader alike.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
 
 
 def names(text: str) -> frozenset[str]:
@@ -108,6 +113,24 @@ def read_tag(html: str) -> Tag | None:
     reader.feed(html)
     reader.close()
     return reader.tags[0] if reader.tags else None
+
+
+def without_dropped(children: Sequence[Token]) -> list[Token]:
+    """Inline tokens less what a DROPPED element holds: a script's code or a form's fields are
+    not words of the text (the tags stay, so the reader warns of them)."""
+    kept: list[Token] = []
+    inside = ""
+    for token in children:
+        tag = read_tag(token.content) if token.type == "html_inline" else None
+        if tag is not None and tag.name in DROPPED and tag.name not in VOID:
+            if not inside and not tag.closing and not tag.shown.endswith("/>"):
+                inside = tag.name
+            elif tag.closing and tag.name == inside:
+                inside = ""
+            kept.append(token)
+        elif not inside:
+            kept.append(token)
+    return kept
 
 
 class _Tree(HTMLParser):

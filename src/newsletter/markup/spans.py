@@ -1,9 +1,7 @@
 """Inline tokens in (a paragraph's, a title's); span data out: text, code, emphasis, links,
-line breaks, and images (which the block reader turns into blocks of their own).
-
-A line break inside a paragraph joins Chinese or Japanese to Chinese or Japanese without a
-space, as it is written; a bare http(s) URL becomes a link; an image's size may follow it as
-`{width=600 height=400}`.
+line breaks, and images (which the block reader turns into blocks of their own). A line break
+joins Chinese or Japanese to Chinese or Japanese without a space, as it is written; a bare
+http(s) URL becomes a link; an image's size may follow it as `{width=600 height=400}`.
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ from newsletter.markup.html import (
     Tag,
     read_tag,
     size_of,
+    without_dropped,
 )
 from newsletter.markup.tokens import Data, hoist_images, trimmed
 
@@ -72,6 +71,7 @@ class SpanReader:
     def spans(self, children: list[Token], line: int, *, allow_images: bool) -> list[Data]:
         """Inline tokens -> span data (images, if allowed, as image data in between)."""
         self.at = line
+        children = without_dropped(children)
         out: list[Data] = []
         stack: list[tuple[Data, list[Data]]] = []
         current = out
