@@ -59,11 +59,23 @@ class _Handler(BaseHTTPRequestHandler):
         with site.lock:
             site.busy += 1
             site.most_busy = max(site.most_busy, site.busy)
+        self._counted = True
         try:
             self._reply(body=body)
         finally:
-            with site.lock:
-                site.busy -= 1
+            self._release()
+
+    def end_headers(self) -> None:
+        # The request stops counting as busy before its answer can reach the client: released
+        # after the write, a client that asks again at once is seen twice by this server.
+        self._release()
+        super().end_headers()
+
+    def _release(self) -> None:
+        if getattr(self, "_counted", False):
+            self._counted = False
+            with self.site.lock:
+                self.site.busy -= 1
 
     def _reply(self, *, body: bool) -> None:
         path = self.path.split("?")[0]
