@@ -29,7 +29,7 @@ from newsletter.checks import (
 from newsletter.errors import NewsletterError
 from newsletter.issues import list_issue_numbers, read_issue_file
 from newsletter.mail.message import sample_message
-from newsletter.mail.tracking import render_for_sending
+from newsletter.mail.tracking import SendRendering, render_for_sending
 from newsletter.markers import check_markers
 from newsletter.models import Issue, RenderedEmail
 from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
@@ -44,6 +44,9 @@ class Draft:
 
     issue: Issue
     rendered: RenderedEmail  # its tracked links, if any, as slots (linkslots.py)
+    # The render a send of this draft uploads (`rendered` and what each link slot stands for):
+    # a send builds every reader's message from it, so what was checked is what is sent.
+    sending: SendRendering
     message: bytes  # the sample recipient's .eml, exactly as it would be uploaded
     html: str
     text: str
@@ -94,6 +97,7 @@ def review(settings: Settings, path: Path, list_name: str) -> Draft:
     return Draft(
         issue=issue,
         rendered=rendered,
+        sending=sending,
         message=sample.data,
         html=html,
         text=text,

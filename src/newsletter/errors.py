@@ -30,6 +30,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+__all__ = [
+    "CheckFailedError",
+    "ConfigError",
+    "DeliveryError",
+    "ExportFileError",
+    "InboxError",
+    "IssueError",
+    "IssueNotFoundError",
+    "LinkExpiredError",
+    "NewsletterError",
+    "OutboxError",
+    "Problem",
+    "ProjectExistsError",
+    "ScheduleError",
+    "SecretError",
+    "SubscriberListError",
+    "TemplateError",
+    "TokenError",
+    "TransportError",
+    "UnsafeHeaderError",
+    "display_path",
+]
+
 
 def display_path(path: Path | str) -> str:
     """`path` relative to the working directory when it is below it: what the editor typed."""
@@ -143,6 +166,12 @@ class LinkExpiredError(TokenError):
 
 class DeliveryError(NewsletterError):
     pass
+
+
+class CheckFailedError(DeliveryError):
+    """The checks before a send found errors: nothing was planned or sent."""
+
+    hint = "Fix the issue and run `newsletter check` again; --force sends it as it is."
 
 
 class TransportError(DeliveryError):

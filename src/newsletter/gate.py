@@ -4,7 +4,8 @@
 checks (draft.review's findings on the sample message of that list, SpamAssassin's score of it,
 and the online checks when asked or when `[check] online` is on) as one value: whether the send
 may go, the errors that refuse it, and what its confirmation shows (the subject, the encoded
-HTML size against Gmail's clip, the spam score's line, the warnings). Nothing here prints,
+HTML size against Gmail's clip, the spam score's line, the warnings), and the draft it checked,
+which is what the send then sends. Nothing here prints,
 asks or exits: `send` calls it before anything is planned, and a scheduled send calls it again
 before it starts.
 """
@@ -12,18 +13,25 @@ before it starts.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from newsletter.checks import Finding
 from newsletter.clip import GMAIL_CLIP, KB
-from newsletter.draft import review
+from newsletter.draft import Draft, review
 from newsletter.issues import issue_path
 from newsletter.settings import Settings
-from newsletter.spamscore import SpamResult, score_message, spam_findings
+from newsletter.spamscore import SpamResult, score_message_once, spam_findings
 
 if TYPE_CHECKING:
     from newsletter.preflight.run import OnlineReport
+
+
+__all__ = [
+    "SendVerdict",
+    "fingerprint",
+    "inspect_send",
+]
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,9 @@ class SendVerdict:
     online: OnlineReport | None  # None: the online checks were not asked for
     ephemeral_key: bool  # NEWSLETTER_SECRET unset: the sample was signed with a throwaway key
     fingerprint: str  # the rendered message's (see `fingerprint`): a test repeats when it changes
+    # What was checked: the send builds every message from this render, never from the file
+    # again (an edit saved after the checks ran waits for the next send).
+    draft: Draft = field(compare=False, repr=False)
 
     @property
     def errors(self) -> tuple[Finding, ...]:
@@ -80,7 +91,7 @@ def inspect_send(
     forces the online checks on or off; None takes `[check] online`. Raises what loading the
     issue raises (a bad file is a NewsletterError naming its lines)."""
     draft = review(settings, issue_path(settings.issues_dir, number), list_name)
-    spam = score_message(draft.message)
+    spam = score_message_once(draft.message, fingerprint(draft.message), settings.state_dir)
     findings = [*draft.findings, *spam_findings(spam)]
     report = None
     if settings.check.online if online is None else online:
@@ -102,6 +113,7 @@ def inspect_send(
         online=report,
         ephemeral_key=draft.ephemeral_key,
         fingerprint=fingerprint(draft.message),
+        draft=draft,
     )
 
 

@@ -9,13 +9,17 @@ Where the program is missing or fails, the result says so and how to fix it; not
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from subprocess import PIPE
+from typing import Any
 
 from newsletter.checks import Finding
+from newsletter.statecache import Cache
 
 PROGRAM = "spamassassin"
 # The score a message needs for SpamAssassin's default to call it spam: an error here.
@@ -29,6 +33,11 @@ _ARGS = ("-L", "-t", "--cf=use_bayes 0", "--cf=bayes_auto_learn 0")
 _DETAILS = re.compile(r"^Content analysis details:\s+\((-?[\d.]+) points, (-?[\d.]+) required\)")
 _RULE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s+([A-Z0-9_]+)\s+(.*)$")
 _VERSION = re.compile(r"^X-Spam-Checker-Version: SpamAssassin (\S+)", re.MULTILINE)
+CACHE_FILE = "spam-scores.json"
+REMEMBERED = 86400.0  # a score is kept a day for the same message and the same rules
+# Where SpamAssassin's rules and local configuration live (Debian's and the upstream default):
+# an edited local.cf or an sa-update since a score was kept makes it a score of other rules.
+RULES = (Path("/etc/spamassassin"), Path("/etc/mail/spamassassin"), Path("/var/lib/spamassassin"))
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,61 @@ def score_message(data: bytes, *, program: str = PROGRAM) -> SpamResult:
     except OSError as exc:
         return _not_started(program, exc)
     return _read(program, done.returncode, done.stdout, done.stderr)
+
+
+def score_message_once(
+    data: bytes, fingerprint: str, state_dir: Path, *, program: str = PROGRAM
+) -> SpamResult:
+    """score_message, kept in `state_dir` for a day: the same message (`fingerprint`: its bytes
+    less what differs on every build, gate.fingerprint) scored by the same SpamAssassin with the
+    same rules is not scored again. So `check`, the test send and the send of one draft start
+    Perl once between them, and a send does not wait a second for a score it has."""
+    found = shutil.which(program)
+    if found is None:
+        return _missing(program)
+    key = f"{fingerprint}:{_rules_stamp(found)}"
+    cache = Cache(state_dir / CACHE_FILE)
+    kept = _from_json(cache.get(key))
+    if kept is not None:
+        return kept
+    result = score_message(data, program=program)
+    if isinstance(result, SpamScore):
+        cache.put(key, asdict(result), REMEMBERED)
+        cache.save()
+    return result
+
+
+def _rules_stamp(program: str) -> str:
+    """The program and its rules as they are now: its path, size and time, and the newest time
+    among the rule folders' files (a change in any of them, a new stamp)."""
+    stamps: list[str] = [program]
+    for path in (Path(program), *RULES):
+        try:
+            found = path.stat()
+            newest = found.st_mtime_ns
+            if path.is_dir():
+                with os.scandir(path) as entries:
+                    newest = max([newest, *(e.stat().st_mtime_ns for e in entries)])
+        except OSError:
+            continue
+        stamps.append(f"{found.st_size}/{newest}")
+    return ":".join(stamps)
+
+
+def _from_json(value: Any) -> SpamScore | None:
+    """A kept score back, or None if it is not one (a foreign or older file)."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        rules = tuple(
+            SpamRule(float(r["points"]), str(r["name"]), str(r["description"]))
+            for r in value["rules"]
+        )
+        return SpamScore(
+            float(value["score"]), float(value["required"]), rules, str(value["version"])
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 async def score_message_async(data: bytes, *, program: str = PROGRAM) -> SpamResult:

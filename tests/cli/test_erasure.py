@@ -19,8 +19,8 @@ from newsletter.bounces.retention import DAY
 from newsletter.cli.main import cli
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import open_outbox
-from newsletter.preflight.cache import Cache
 from newsletter.send.coordinator import send_lock
+from newsletter.statecache import Cache
 from support.erasure import dump, raw_bytes
 from support.outbox import plan, record
 

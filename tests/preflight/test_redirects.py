@@ -12,7 +12,6 @@ from newsletter.issues import load_issue
 from newsletter.mail.message import sample_message
 from newsletter.models import Issue
 from newsletter.outbox import open_outbox, outbox_exists
-from newsletter.preflight.cache import Cache
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkChecker
 from newsletter.preflight.lookup import Lookup
@@ -20,6 +19,7 @@ from newsletter.preflight.redirects import check_redirects
 from newsletter.preflight.run import checking_tls_context, run_online
 from newsletter.render import render_issue
 from newsletter.settings import Settings, load_settings
+from newsletter.statecache import Cache
 from support.dnszone import ZoneResolver, closed_port
 from support.onlineproject import configure
 from support.site import SECRET, running_service

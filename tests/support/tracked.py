@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from html.parser import HTMLParser
 
+from newsletter.draft import review
+from newsletter.issues import issue_path
 from newsletter.models import DeliveryStatus, Subscriber
 from newsletter.outbox import open_outbox
 from newsletter.send.coordinator import record_tracked_links
@@ -61,7 +63,8 @@ def tracked_send(
 ) -> list[Sent]:
     """Issue `issue` 'sent' to `addresses` on `list_name`: rows planned and marked sent, the
     links recorded; each reader's message as the engine would upload it."""
-    prepared = prepare(settings, issue, list_name)
+    draft = review(settings, issue_path(settings.issues_dir, issue), list_name)
+    prepared = prepare(settings, draft, list_name)
     with open_outbox(settings.outbox_target) as outbox:
         record_tracked_links(prepared, outbox)
         plan(outbox, issue, list_name, addresses)

@@ -12,8 +12,6 @@ the server and the sender.
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from newsletter.cli.terminal import printable
@@ -25,9 +23,10 @@ _SHOWN = 20  # findings shown in full; the rest counted (check shows them all)
 _ROWS_SHOWN = 5  # rejected rows named in a confirmation; `newsletter subscribers` lists them all
 
 
-def judge(verdict: SendVerdict, *, force: bool) -> None:
-    """Refuse a send whose checks found errors (exit 1, on stderr) unless `force`; show the
-    warnings either way."""
+def show_verdict(verdict: SendVerdict, *, force: bool) -> None:
+    """The checks as a send shows them: each error on stderr, the warnings and the tally on
+    stdout; with `force`, that the errors are overridden. (The refusal itself is the send's:
+    pipeline.send raises CheckFailedError, which the command line prints and exits 1 on.)"""
     errors, warnings = verdict.errors, verdict.warnings
     for finding in errors[:_SHOWN]:
         click.secho(text_line(finding), fg="red", err=True)
@@ -39,26 +38,12 @@ def judge(verdict: SendVerdict, *, force: bool) -> None:
     if verdict.online is not None and verdict.online.skipped:
         click.echo(verdict.online.summary())
     click.echo(f"check: issue {verdict.number}: {verdict.tally()}")
-    if not errors:
-        return
-    if force:
+    if errors and force:
         click.secho(
             f"warning: --force: sending issue {verdict.number} despite {len(errors)} error(s)",
             fg="yellow",
             err=True,
         )
-        return
-    click.secho(
-        f"error: refusing to send issue {verdict.number} to the {verdict.list_name!r} list:"
-        f" `check` found {len(errors)} error(s), above; nothing was planned or sent",
-        fg="red",
-        err=True,
-    )
-    click.echo(
-        "hint: Fix the issue and run `newsletter check` again; --force sends it as it is.",
-        err=True,
-    )
-    sys.exit(1)
 
 
 def confirmation(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from newsletter.cli.gatekeeping import confirmation, judge
+from newsletter.cli.gatekeeping import confirmation, show_verdict
 from newsletter.cli.scheduling import at_options
 from newsletter.cli.terminal import (
     fail,
@@ -19,21 +19,19 @@ from newsletter.cli.terminal import (
     pass_settings,
     printable,
 )
-from newsletter.errors import DeliveryError, OutboxError, display_path
-from newsletter.gate import SendVerdict, inspect_send
+from newsletter.errors import DeliveryError, display_path
+from newsletter.gate import SendVerdict
 from newsletter.models import DeliveryStatus
-from newsletter.send import coordinator, preparation
-from newsletter.send.job import Event, Options, RunReport
-from newsletter.send.testsend import consider
+from newsletter.send import pipeline, preparation
+from newsletter.send.job import Event, Options
+from newsletter.send.pipeline import SendRequest
+from newsletter.send.preparation import Prepared
+from newsletter.send.testsend import TestDecision
 from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.subscribers import ListReport
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
-
-EXIT_DONE = 0
-EXIT_INCOMPLETE = 3
-EXIT_STOPPED = 4
 
 
 @click.command()
@@ -167,69 +165,60 @@ def send(
         resend_unknown=resend_unknown,
         retry_failed=retry_failed,
     )
-    verdict = inspect_send(settings, number, list_name, online=online)
-    judge(verdict, force=force)
-    test = None
-    if staging:
-        test = consider(settings, number, list_name, verdict.fingerprint, again=again)
-        if test.message:
-            click.echo(f"issue {number} -> {list_name}: {test.message}")
-        if not test.go:
-            return
-    ask = not staging and not yes
-    prepared = preparation.prepare(
-        settings, number, list_name, survey=ask and sys.stdin.isatty(), test=test
+    request = SendRequest(
+        number, list_name, force=force, again=again, online=online, ask=not yes, options=options
     )
-    if settings.smtp.security != "none" and not settings.smtp.verify:
-        click.secho(
-            "warning: [smtp] verify = false: the server's TLS certificate is not checked, so "
-            "whoever sits between here and the server can read and change every message",
-            fg="yellow",
-            err=True,
-        )
-    if ask:
-        _confirm(prepared, verdict)
-    try:
-        with _SendDisplay(number, list_name) as display:
-            report = coordinator.send(prepared, options, display)
-    except OutboxError as exc:
-        # The log failed under the run (its disk full, locked, damaged, its connection lost):
-        # a stopped run, which the re-run recovers as after a kill.
-        fail(exc, exit_code(exc))
-    # What reading the list found (rejected rows), if this worker planned.
-    if report.list_report is not None:
-        _report_list(report.list_report)
-    click.echo(_summary(report))
-    if report.stopped:
-        click.secho(f"stopped: {printable(report.stopped)}", fg="yellow", err=True)
-        click.echo("hint: Re-run the same command to resume.", err=True)
-    elif not report.complete:
-        click.echo(f"hint: `newsletter status --issue {number} --list {list_name}`", err=True)
-    sys.exit(exit_code(report))
-
-
-def exit_code(outcome: RunReport | OutboxError) -> int:
-    """The one mapping of a send's end to its exit code (an error before sending, 1, is the
-    terminal layer's): 0 complete, 3 finished with recipients not sent, 4 stopped."""
-    if isinstance(outcome, OutboxError) or outcome.stopped:
-        return EXIT_STOPPED
-    return EXIT_DONE if outcome.complete else EXIT_INCOMPLETE
-
-
-def _confirm(prepared: preparation.Prepared, verdict: SendVerdict) -> None:
-    """Ask on the terminal, from what prepare read and the checks found; without one, refuse
-    (--yes says yes)."""
-    job, counted = prepared.job, prepared.recipients
-    if counted is None:
-        raise DeliveryError(
-            f"refusing to send issue {job.issue} to the {job.list_name!r} list without"
-            " confirmation",
-            hint="Re-run with --yes to confirm (no terminal to ask on).",
-        )
-    click.echo(confirmation(verdict, counted, server=prepared.server, sender=prepared.sender))
-    if not click.confirm("Send now?", default=False):
+    outcome = pipeline.send(settings, request, _Terminal(number, list_name, force=force))
+    if outcome.fault is not None:
+        fail(outcome.fault, outcome.exit_code)
+    if outcome.declined:
         click.echo("Nothing sent.")
-        sys.exit(1)
+    report = outcome.report
+    if report is not None:
+        # What reading the list found (rejected rows), if this worker planned.
+        if report.list_report is not None:
+            _report_list(report.list_report)
+        click.echo(report.summary())
+        if report.stopped:
+            click.secho(f"stopped: {printable(report.stopped)}", fg="yellow", err=True)
+            click.echo("hint: Re-run the same command to resume.", err=True)
+        elif not report.complete:
+            click.echo(f"hint: `newsletter status --issue {number} --list {list_name}`", err=True)
+    sys.exit(outcome.exit_code)
+
+
+class _Terminal:
+    """The send's Listener on the command line: the checks as `check` words them, the test
+    decision, the question on a terminal (refused without one: --yes says yes), the progress."""
+
+    def __init__(self, number: int, list_name: str, *, force: bool) -> None:
+        self.label = f"issue {number} -> {list_name}"
+        self.force = force
+
+    def checked(self, verdict: SendVerdict) -> None:
+        show_verdict(verdict, force=self.force)
+
+    def tested(self, decision: TestDecision) -> None:
+        if decision.message:
+            click.echo(f"{self.label}: {decision.message}")
+
+    def notice(self, line: str) -> None:
+        click.secho(line, fg="yellow", err=True)
+
+    def confirm(self, verdict: SendVerdict, prepared: Prepared) -> bool:
+        job = prepared.job
+        if not sys.stdin.isatty():
+            raise DeliveryError(
+                f"refusing to send issue {job.issue} to the {job.list_name!r} list without"
+                " confirmation",
+                hint="Re-run with --yes to confirm (no terminal to ask on).",
+            )
+        counted = prepared.survey()
+        click.echo(confirmation(verdict, counted, server=prepared.server, sender=prepared.sender))
+        return click.confirm("Send now?", default=False)
+
+    def running(self, prepared: Prepared) -> _SendDisplay:
+        return _SendDisplay(prepared.job.issue, prepared.job.list_name)
 
 
 def _dry_run(settings: Settings, number: int, list_name: str, out: Path) -> None:
@@ -253,26 +242,6 @@ def _report_list(report: ListReport) -> None:
         click.echo(f"skipped row: {problem}", err=True)
     if report.rejected_count > 20:
         click.echo(f"... and {report.rejected_count - 20} more rows skipped", err=True)
-
-
-def _summary(report: RunReport) -> str:
-    plan = report.planned
-    planned = ""
-    if plan is not None:
-        planned = (
-            f"planned: {plan.total} recipients ({plan.added} new, {plan.skipped} skipped)"
-            f" in {report.plan_seconds:.1f} s\n"
-        )
-    elif report.plan_shared:
-        planned = "planned: shared the plan of a worker already sending\n"
-    counts = report.counts
-    parts = [f"{counts[s]} {s}" for s in DeliveryStatus if counts.get(s)]
-    sent = report.this_run[DeliveryStatus.SENT]
-    rate = sent / report.seconds if report.seconds > 0 else 0.0
-    return planned + (
-        f"issue {report.issue} -> {report.list_name}: {', '.join(parts) or 'no recipients'}"
-        f" ({sent} sent by this run in {report.seconds:.1f} s, {rate:.0f} msg/s)"
-    )
 
 
 class _SendDisplay:

@@ -16,9 +16,9 @@ from newsletter.doctor.network import (
     check_serve,
     check_smtp,
 )
-from newsletter.preflight.cache import Cache
 from newsletter.preflight.lookup import Lookup
 from newsletter.settings import Settings
+from newsletter.statecache import Cache
 
 MIN_FREE = 1 << 30  # bytes the state folder's file system should have free (`--min-free`)
 

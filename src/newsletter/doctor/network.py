@@ -21,7 +21,6 @@ from newsletter.doctor.diagnosis import Diagnosis, failed, passed
 from newsletter.errors import NewsletterError
 from newsletter.mail.tokens import health_proof
 from newsletter.preflight import auth, spf
-from newsletter.preflight.cache import Cache
 from newsletter.preflight.connect import CheckedBackend, CheckedTransport, RefusedError
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import describe_failure
@@ -30,6 +29,7 @@ from newsletter.preflight.run import checking_tls_context, dkim_public_key
 from newsletter.send.faults import SESSION_ERRORS, OpeningError, check_failed
 from newsletter.send.opening import Opener
 from newsletter.settings import Settings
+from newsletter.statecache import Cache
 
 _MAX_BODY = 4096  # /healthz answers a few bytes; a proxy's error page is cut here
 _DNS_DOWN = "Check the network, or name the DNS servers to ask in [check] nameservers."

@@ -24,7 +24,6 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from newsletter.preflight.cache import Cache
 from newsletter.preflight.connect import (
     CheckedBackend,
     CheckedTransport,
@@ -34,6 +33,7 @@ from newsletter.preflight.connect import (
 )
 from newsletter.preflight.lookup import Lookup, UnreachableError
 from newsletter.settings import CheckSettings
+from newsletter.statecache import Cache
 
 MAX_REDIRECTS = 10
 FAILURE_TTL = 60.0

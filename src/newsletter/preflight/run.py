@@ -29,12 +29,12 @@ from newsletter.models import Issue
 from newsletter.outbox import open_project_outbox, outbox_exists
 from newsletter.outbox.roster import Status
 from newsletter.preflight import auth, report, spf
-from newsletter.preflight.cache import FILE_NAME, Cache
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkChecker, LinkResult
 from newsletter.preflight.lookup import Lookup, NetworkDownError, UnreachableError
 from newsletter.preflight.redirects import check_redirects
 from newsletter.settings import Settings
+from newsletter.statecache import FILE_NAME, Cache
 
 HOW_TO_PATH = "/unsubscribe"  # serve's public how-to page: a GET of it changes nothing
 

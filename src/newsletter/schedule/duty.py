@@ -1,17 +1,17 @@
 """The worker's duty of scheduled sends: the settings and the outbox's schedules in; each due
 send started by exactly one worker, re-checked first, its outcome recorded, out.
 
-Each look, in order: schedules that never started and are now past `[schedule] grace` are
-`missed` (reported, never sent: news that is a day late is not what the editor scheduled); then
-every due schedule is claimed under a lease (PostgreSQL: SKIP LOCKED, so of any number of
-workers exactly one takes it; a claim whose lease ran out, its worker dead, is taken again and
-the send resumed); each claimed one is checked as `newsletter check` checks it (offline), and an
-issue that now fails is `failed` with the errors; else the send runs as `newsletter send` runs
-(launch.py), the lease renewed while it does. A send the editor began by hand comes first
-(byhand.py): while it runs the schedule stays open for the next look; once it ran to its end the
-schedule is done, and nothing is started. A stopping worker (SIGTERM) passes the signal to
-its sends, which finish their uploads and stop, and hands their schedules back for the next
-worker to resume.
+Each look, in order: schedules that never started and are now past `[schedule] grace` are `missed`
+(reported, never sent: news that is a day late is not what the editor scheduled); then every due
+schedule is claimed under a lease (PostgreSQL: SKIP LOCKED, so of any number of workers exactly one
+takes it; a claim whose lease ran out, its worker dead, is taken again and the send resumed); each
+claimed one is checked as `newsletter check` checks it (offline), and an issue that now fails is
+`failed` with the errors; else the send runs through the library's send call in a process of its own
+(runner.py, started by launch.py), the lease renewed while it does. A send the editor began by hand
+comes first (byhand.py): while it runs the schedule stays open for the next look; once it ran to its
+end the schedule is done, and nothing is started. A stopping worker (SIGTERM) passes the signal to
+its sends, which finish their uploads and stop, and hands their schedules back for the next worker
+to resume.
 """
 
 from __future__ import annotations
@@ -24,17 +24,12 @@ from pathlib import Path
 from newsletter.errors import NewsletterError, OutboxError
 from newsletter.outbox import Outbox, open_project_outbox
 from newsletter.outbox.schedules import Schedule, Schedules, ScheduleState, kept_options
+from newsletter.schedule import runner
 from newsletter.schedule.booking import check_issue, send_refusal
 from newsletter.schedule.byhand import finished_send, running_send
-from newsletter.schedule.launch import (
-    EXIT_INCOMPLETE,
-    EXIT_REFUSED,
-    EXIT_STOPPED,
-    Finished,
-    SendProcess,
-    send_command,
-)
+from newsletter.schedule.launch import Finished, SendProcess
 from newsletter.schedule.when import describe_instant, span
+from newsletter.send.pipeline import EXIT_INCOMPLETE, EXIT_REFUSED, EXIT_STOPPED
 from newsletter.settings import Settings
 
 Log = Callable[[str], None]
@@ -166,7 +161,7 @@ class ScheduleDuty:
         options = kept_options(schedule)
         shown = f" with {' '.join(options)}" if options else ""
         self.log(f"{label}: {verb} the send (worker {self.owner}){shown}")
-        command = send_command(self.config, schedule.issue, schedule.list, options)
+        command = runner.command(self.config, schedule.issue, schedule.list, options)
         send = await SendProcess.start(command, self.log, f"{label}: ")
         self.sends[schedule.id] = send
         if self.stopping:  # SIGTERM came while it started

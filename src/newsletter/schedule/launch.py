@@ -1,10 +1,10 @@
-"""One scheduled send run as `newsletter send` runs it: an (issue, list) and the worker's config
-in; the send's exit and its last lines out, every line it prints passed on to the worker's log.
+"""One scheduled send run as a process of its own: its command (runner.py's) in; the send's exit
+and its last lines out, every line it prints passed on to the worker's log.
 
-The worker starts the very command an editor would type, `newsletter send --issue N --list L
---yes` (with the `--rate` and `--concurrency` the schedule kept), as a child process: the same
-preparation, checks, lock, leases, in-doubt protocol and exit codes, and nothing of the send's
-state in the worker. The child is in a session of its own (a Ctrl-C on the worker's terminal
+The worker starts runner.py, the library's send call (send/pipeline.py, as `newsletter send
+--yes` makes it, with the `--rate` and `--concurrency` the schedule kept), as a child process:
+the same preparation, checks, lock, leases, in-doubt protocol and exit codes, and nothing of the
+send's state in the worker. The child is in a session of its own (a Ctrl-C on the worker's terminal
 reaches the worker only, which passes one SIGTERM on) and gets one SIGTERM the moment the
 worker dies, however it dies: a worker killed with -9 leaves a send that stops as after Ctrl-C,
 its uploads finished and recorded, for the next worker to resume.
@@ -27,16 +27,12 @@ import subprocess
 import sys
 import tempfile
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO
 
 from newsletter.send.children import die_with
 
-EXIT_REFUSED = 1  # an error before sending
-EXIT_INCOMPLETE = 3  # `newsletter send`'s codes (README, "Errors and exit codes")
-EXIT_STOPPED = 4
 KEPT = 20  # last lines kept for the outcome
 READ_EVERY = 0.2  # seconds between two reads of the send's output
 CHUNK = 65536
@@ -58,17 +54,6 @@ class Finished:
         """What the send said went wrong: its `error:`/`stopped:` line and its hint."""
         lines = [line for line in self.lines if line.startswith(("error:", "hint:", "stopped:"))]
         return " ".join(lines) or (self.lines[-1] if self.lines else f"exit code {self.code}")
-
-
-def send_command(
-    config: Path | None, issue: int, list_name: str, options: Sequence[str] = ()
-) -> list[str]:
-    """`newsletter [--config FILE] send --issue N --list L --yes [OPTIONS]`, with this
-    interpreter; `options` are those the schedule kept (`--rate R`, `--concurrency C`)."""
-    head = [sys.executable, "-m", "newsletter"]
-    if config is not None:
-        head += ["--config", str(config.resolve())]
-    return [*head, "send", "--issue", str(issue), "--list", list_name, "--yes", *options]
 
 
 class SendProcess:

@@ -34,6 +34,7 @@ import functools
 import os
 import re
 import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -80,7 +81,9 @@ class Interrupts:
     while `raising`; any other is only noted (a stop is under way, or the run is retiring)."""
 
     def __init__(self, signals: tuple[signal.Signals, ...] = SIGNALS) -> None:
-        self.signals = signals
+        # Off the main thread (a program that calls the library's send from a thread of its
+        # own) the signals are that program's: Python lets only the main thread handle them.
+        self.signals = signals if threading.current_thread() is threading.main_thread() else ()
         self.raising = True
         self.received = ""
         self._previous: dict[int, object] = {}

@@ -139,3 +139,23 @@ class RunReport:
         return not self.stopped and all(
             n == 0 for s, n in self.counts.items() if s not in (S.SENT, S.SKIPPED)
         )
+
+    def summary(self) -> str:
+        """The run in a line or two, as `newsletter send` ends (and a worker's log keeps):
+        what planning did, then `issue N -> L: 40 sent, … (40 sent by this run in 1.2 s, …)`."""
+        plan = self.planned
+        planned = ""
+        if plan is not None:
+            planned = (
+                f"planned: {plan.total} recipients ({plan.added} new, {plan.skipped} skipped)"
+                f" in {self.plan_seconds:.1f} s\n"
+            )
+        elif self.plan_shared:
+            planned = "planned: shared the plan of a worker already sending\n"
+        parts = [f"{self.counts[s]} {s}" for s in DeliveryStatus if self.counts.get(s)]
+        sent = self.this_run[DeliveryStatus.SENT]
+        rate = sent / self.seconds if self.seconds > 0 else 0.0
+        return planned + (
+            f"issue {self.issue} -> {self.list_name}: {', '.join(parts) or 'no recipients'}"
+            f" ({sent} sent by this run in {self.seconds:.1f} s, {rate:.0f} msg/s)"
+        )

@@ -1,13 +1,14 @@
 """A send made ready: settings, an issue number and a list in; a Prepared send (or .eml files) out.
 
-`prepare` loads the issue, renders it once (its links slots when [tracking] clicks is on),
-checks the list and builds the message factory, so every problem with them surfaces before the
-first connection. The list's recipients are its CSV (if it has one) and its confirmed
-subscribers in the outbox (recipients.py). The list is read once here: its CSV's header only
-(planning reads the rows, and reports the bad ones, as it streams them into the outbox), or,
-for a confirmation, every recipient, counting who will get a message. A staging list's test
-(testsend.py) gives the factory its round: each test's own Message-IDs. `dry_run` writes what a
-send would upload, as .eml files. The coordinator (coordinator.py) runs the send.
+`prepare` takes the draft the checks saw (draft.review: the issue loaded and rendered once, its
+links slots when [tracking] clicks is on), checks the list and builds the message factory, so every
+problem with them surfaces before the first connection. The list's recipients are its CSV (if it has
+one) and its confirmed subscribers in the outbox (recipients.py). The list is read once here: its
+CSV's header only (planning reads the rows, and reports the bad ones, as it streams them into the
+outbox), and, for a confirmation (`Prepared.survey`), every recipient, counting who will get a
+message. A staging list's test (testsend.py) gives the factory its round: each test's own
+Message-IDs. `dry_run` writes what a send would upload, as .eml files. The coordinator
+(coordinator.py) runs the send.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from newsletter.draft import dated_for_sending
+from newsletter.draft import Draft, dated_for_sending
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory, write_eml_files
 from newsletter.mail.tokens import SigningKey, signing_key
@@ -37,9 +38,7 @@ class Prepared:
     job: Job
     sender: str
     server: str
-    # Who will get a message (suppressed addresses counted apart): read for a confirmation
-    # only, None otherwise.
-    recipients: RecipientsReport | None = None
+    key: SigningKey
     # The email's tracked links (none when [tracking] clicks is off): the coordinator records
     # them before the first message goes out.
     tracked: SendRendering | None = None
@@ -51,22 +50,25 @@ class Prepared:
     def staging(self) -> bool:
         return self.settings.mailing_list(self.job.list_name).staging
 
+    def survey(self) -> RecipientsReport:
+        """Who will get a message (suppressed readers counted apart): every recipient read once,
+        for a confirmation only."""
+        return survey_list(self.settings, self.job.list_name, self.key)
+
 
 def prepare(
     settings: Settings,
-    number: int,
+    draft: Draft,
     list_name: str,
     *,
-    survey: bool = False,
     test: TestDecision | None = None,
 ) -> Prepared:
-    """Load the issue, render it once, check the list and build the message factory; any
-    problem raises before anything is sent. `survey` reads every recipient, counting who will
-    get a message (for a confirmation); otherwise only the CSV's header is read. `test`: the
-    test of a staging list to send (each test's messages have Message-IDs of their own)."""
+    """Check the list and build the message factory from `draft`, the render the checks saw
+    (draft.review): the issue file is not read again, so an edit saved since the checks ran
+    does not reach the readers. Any problem raises before anything is sent. `test`: the test of
+    a staging list to send (each test's messages have Message-IDs of their own)."""
     key = signing_key(settings, allow_ephemeral=False)
-    issue = dated_for_sending(settings, load_issue(settings.issues_dir, number))
-    sending = render_for_sending(issue, settings, list_name)
+    sending = draft.sending
     factory = MessageFactory(
         sending.rendered,
         settings,
@@ -81,10 +83,10 @@ def prepare(
     smtp = settings.smtp
     return Prepared(
         settings=settings,
-        job=Job(number, list_name, recipients, factory.build, factory.message_id_of),
+        job=Job(draft.issue.number, list_name, recipients, factory.build, factory.message_id_of),
         sender=settings.newsletter.sender,
         server=f"{smtp.host}:{smtp.port} ({smtp.security})",
-        recipients=survey_list(settings, list_name, key) if survey else None,
+        key=key,
         tracked=sending,
         test=test,
     )

@@ -26,6 +26,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -124,7 +125,10 @@ def deliver(
         stopped = stopped or f"stopped by {signal.Signals(signum).name}"
         _tell(workers.values())
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # Off the main thread (the library called from a thread) the signals are the caller's.
+    ours = threading.current_thread() is threading.main_thread()
+    handled = (signal.SIGINT, signal.SIGTERM) if ours else ()
+    previous = {s: signal.signal(s, on_signal) for s in handled}
     started = renewed = time.monotonic()
     try:
         open_pipes = list(workers)

@@ -1,8 +1,11 @@
 """A JSON file under .newsletter/ in, answers remembered for a while out.
 
-The link check and the DNS lookups put what they learned here, so the preview's live reload (one
-check per save) and a second `newsletter check --online` do not ask the network again. Each entry
-carries its own expiry; a missing, unreadable or foreign file is an empty cache, never an error.
+The link check and the DNS lookups put what they learned here (preflight-cache.json), so the
+preview's live reload (one check per save) and a second `newsletter check --online` do not ask
+the network again; the spam score of a rendered message is kept the same way (spam-scores.json),
+so the send after a `check` or a test send of the same bytes does not run SpamAssassin again.
+Each entry carries its own expiry; a missing, unreadable or foreign file is an empty cache, never
+an error.
 """
 
 from __future__ import annotations

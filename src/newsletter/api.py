@@ -1,0 +1,116 @@
+"""The library: a project's config in; its issues, renders, checks, sends, schedules, status and
+click reports out, each one call.
+
+    from newsletter import Project
+
+    project = Project.open("newsletter.toml")
+    verdict = project.check(15)                     # what `newsletter check` finds
+    outcome = project.send(15, "staging")           # a test send
+    outcome = project.send(15)                      # every reader of the main list, once
+    print(outcome.report.summary() if outcome.report else outcome.test)
+
+`newsletter send` and the worker's scheduled sends make the same send call (send/pipeline.py);
+the command line adds the words, the progress bar and the question. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from newsletter.clicks.gather import gather_report
+from newsletter.clicks.report import ClickReport
+from newsletter.draft import dated_for_sending
+from newsletter.errors import ConfigError
+from newsletter.gate import SendVerdict, inspect_send
+from newsletter.issues import load_issue
+from newsletter.models import DeliveryStatus, Issue, RenderedEmail
+from newsletter.outbox import open_project_outbox, outbox_exists
+from newsletter.render import render_issue
+from newsletter.schedule.booking import Booked, book_send
+from newsletter.send import pipeline
+from newsletter.send.job import Options
+from newsletter.send.pipeline import Listener, SendOutcome, SendRequest
+from newsletter.settings import DEFAULT_LIST, Settings, load_settings
+
+__all__ = ["Project"]
+
+
+class Project:
+    """One newsletter project: its settings, and every use case as a method."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @classmethod
+    def open(cls, config: str | Path | None = None) -> Project:
+        """The project of `config` (default: ./newsletter.toml; its folder is the root), with
+        the environment over it as on the command line. Raises ConfigError naming the line."""
+        return cls(load_settings(Path(config) if config is not None else None))
+
+    def issue(self, number: int) -> Issue:
+        """Issue `number` as its file says (IssueError names the file's lines)."""
+        return load_issue(self.settings.issues_dir, number)
+
+    def render(self, number: int) -> RenderedEmail:
+        """Issue `number` as email (HTML and text), dated as a send now would date it."""
+        return render_issue(dated_for_sending(self.settings, self.issue(number)), self.settings)
+
+    def check(
+        self, number: int, list_name: str = DEFAULT_LIST, *, online: bool | None = None
+    ) -> SendVerdict:
+        """`newsletter check`: the findings on the message `list_name` would get, its size and
+        spam score (online checks too with `online`, or as [check] online says)."""
+        return inspect_send(self.settings, number, list_name, online=online)
+
+    def send(
+        self,
+        number: int,
+        list_name: str = DEFAULT_LIST,
+        *,
+        force: bool = False,
+        again: bool = False,
+        online: bool | None = None,
+        options: Options | None = None,
+        listener: Listener | None = None,
+    ) -> SendOutcome:
+        """Send issue `number` to `list_name` now, exactly once per reader: checked first
+        (CheckFailedError on errors unless `force`), a staging list's test only when the message
+        changed (or `again`), re-running resumes. `listener` hears each step (default: none)."""
+        request = SendRequest(
+            number, list_name, force=force, again=again, online=online, options=options
+        )
+        return pipeline.send(self.settings, request, listener)
+
+    def schedule(
+        self,
+        number: int,
+        at: str,
+        list_name: str = DEFAULT_LIST,
+        *,
+        zone: str | None = None,
+        rate: float | None = None,
+        concurrency: int | None = None,
+    ) -> Booked:
+        """`send --at`: checked now, booked for `at` (e.g. "tomorrow 08:00", in `zone`), sent
+        then by `newsletter worker`. Raises ScheduleError when it cannot be booked."""
+        return book_send(
+            self.settings, number, list_name, at, zone, rate=rate, concurrency=concurrency
+        )
+
+    def status(self, number: int, list_name: str = DEFAULT_LIST) -> dict[DeliveryStatus, int]:
+        """How many of the list's rows are in each state for the issue (none sent yet: zeros)."""
+        if not outbox_exists(self.settings.outbox_target):
+            return dict.fromkeys(DeliveryStatus, 0)
+        with open_project_outbox(self.settings) as outbox:
+            return outbox.deliveries.counts(number, list_name)
+
+    def report(self, number: int, list_name: str = DEFAULT_LIST) -> ClickReport:
+        """`newsletter report`: what people (not scanners) clicked, by item; needs a send."""
+        if not outbox_exists(self.settings.outbox_target):
+            raise ConfigError(
+                f"issue {number} has not been sent: there is no delivery log yet",
+                hint=f"Send it first: `newsletter send --issue {number}`.",
+            )
+        issue = self.issue(number)
+        with open_project_outbox(self.settings) as outbox:
+            return gather_report(outbox, self.settings, issue, list_name)
