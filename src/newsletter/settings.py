@@ -242,7 +242,7 @@ class ServeSettings(SettingsTable):
 
 
 class SignupSettings(SettingsTable):
-    """Signup: its defences, its links and its mail (see README, "Readers join")."""
+    """Signup: its defences, its links and its mail (see the guide's "Readers join")."""
 
     # Proof of work (ALTCHA, PBKDF2/SHA-256): iterations per try; a browser makes ~256 tries.
     work_cost: Annotated[int, Field(ge=100, le=1_000_000)] = 5000
@@ -300,7 +300,7 @@ class BouncesSettings(SettingsTable):
 
 
 class TrackingSettings(SettingsTable):
-    """What readers read (README, "What readers read"): off unless turned on."""
+    """What readers read (the guide's page of that name): off unless turned on."""
 
     # "off": links go straight to their sites; "aggregate": counts per link, nothing about a
     # person kept; "per-reader": counts per reader, by outbox row.
