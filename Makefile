@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-fast lint docs bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -24,13 +24,21 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks docs tools
 	$(BIN)/mypy src tools benchmarks
 
+# The documentation site, strictly: a broken link or anchor, a page missing from the nav, or a
+# reference page older than the code (tools/docsref.py --check) fails. Built into a temporary
+# folder, offline (no plugin fetches anything).
+docs: $(STAMP)
+	$(PY) tools/docsref.py --check
+	@out="$$(mktemp -d)"; NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet \
+		--site-dir "$$out"; status=$$?; rm -rf "$$out"; exit $$status
+
 # The suite on every core (pytest-xdist): each worker starts its own PostgreSQL, Dovecot and
 # browser once; --dist loadfile keeps a module's tests on one worker, so a module's server or
 # browser starts once. `make test` is the full run, lint and all, nothing skipped;
 # `make test-fast` is the edit loop: no lint, no `slow` or `browser` tests.
 WORKERS ?= auto
 
-test: lint
+test: lint docs
 	$(BIN)/pytest -n $(WORKERS) --dist loadfile
 
 test-fast: $(STAMP)
@@ -50,4 +58,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/archive.py
 
 clean:
-	rm -rf $(VENV) out .newsletter .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) out site .newsletter .pytest_cache .mypy_cache .ruff_cache

@@ -99,7 +99,7 @@ class NewsletterSettings(SettingsTable):
     name: str = "Newsletter"
     language: Annotated[str, AfterValidator(check_language)] = "en"
     sender: Annotated[str, AfterValidator(check_mailbox)] = "Newsletter <newsletter@example.org>"
-    reply_to: Annotated[str, AfterValidator(check_mailbox)] = ""
+    reply_to: Annotated[str, AfterValidator(check_mailbox)] = ""  # the Reply-To header, if any
     # The mailto: in List-Unsubscribe (default: the sender); the token rides in its subject.
     unsubscribe_email: Annotated[str, AfterValidator(check_mailbox)] = ""
     base_url: Annotated[str, AfterValidator(check_base_url)] = "http://127.0.0.1:8025"
@@ -122,6 +122,7 @@ class NewsletterSettings(SettingsTable):
 
 
 class RenderSettings(SettingsTable):
+    # What inlines the CSS into the HTML part: css-inline (fast, the default) or premailer.
     inliner: Literal["css-inline", "premailer"] = "css-inline"
     # Section and item numbers: "chinese" (一、, and items from 0、), "decimal" (from 1), "none";
     # "auto" is chinese for a Chinese newsletter, decimal otherwise.
@@ -129,18 +130,18 @@ class RenderSettings(SettingsTable):
 
 
 class PathSettings(SettingsTable):
-    issues: Path = Path("issues")
-    templates: Path = Path("templates/email")
-    state: Path = Path(".newsletter")
+    issues: Path = Path("issues")  # the issue files, N.yaml or N.md
+    templates: Path = Path("templates/email")  # the email templates (the package's if absent)
+    state: Path = Path(".newsletter")  # the outbox, the secret, the build: private, out of git
 
 
 class ListSettings(SettingsTable):
     # The list's CSV, if it has one: its recipients are the CSV's rows plus the list's confirmed
     # subscribers in the outbox (signups, imports, `newsletter subscribers add`).
     path: Path | None = None
-    name: str = ""
-    id: str = ""
-    staging: bool = False
+    name: str = ""  # the list's name, as readers see it (signup, preferences)
+    id: str = ""  # the List-Id header mail clients file the newsletter by
+    staging: bool = False  # a test list: `send --list` sends to it only, again after each change
     signup: bool = False  # readers may sign up on `newsletter serve`'s signup page
 
 
@@ -149,9 +150,10 @@ class SmtpSettings(SettingsTable):
     port: Annotated[int, Field(ge=1, le=65535)] = 1025
     security: Literal["starttls", "tls", "none"] = "starttls"
     username: str = ""
-    verify: bool = True
-    ca_file: Path | None = None
-    timeout: Annotated[float, Field(gt=0)] = 30.0
+    verify: bool = True  # TLS certificates are verified by default
+    ca_file: Path | None = None  # optional: a CA to trust besides the system's
+    timeout: Annotated[float, Field(gt=0)] = 30.0  # seconds, to connect and per SMTP command
+    # Then the session is closed and a new one opened.
     messages_per_connection: Annotated[int, Field(ge=1)] = 50
     # MAIL, RCPT and DATA in one write when the server offers PIPELINING (RFC 2920); false for
     # a server that offers it and gets it wrong.
@@ -159,13 +161,14 @@ class SmtpSettings(SettingsTable):
 
 
 class SendSettings(SettingsTable):
-    concurrency: Annotated[int, Field(ge=1, le=64)] = 4
-    rate: Annotated[float, Field(ge=0)] = 0.0
-    rate_per_hour: Annotated[int, Field(ge=0)] = 0
-    max_attempts: Annotated[int, Field(ge=1)] = 5
+    concurrency: Annotated[int, Field(ge=1, le=64)] = 4  # SMTP sessions at once (--concurrency)
+    rate: Annotated[float, Field(ge=0)] = 0.0  # messages per second, 0 = unlimited (--rate)
+    rate_per_hour: Annotated[int, Field(ge=0)] = 0  # messages per hour, 0 = unlimited
+    max_attempts: Annotated[int, Field(ge=1)] = 5  # tries per recipient and run (temporary faults)
+    # The first retry after up to this many seconds, doubling (full jitter) up to retry_cap.
     retry_base: Annotated[float, Field(gt=0)] = 1.0
-    retry_cap: Annotated[float, Field(gt=0)] = 60.0
-    breaker_threshold: Annotated[int, Field(ge=1)] = 5
+    retry_cap: Annotated[float, Field(gt=0)] = 60.0  # the longest wait between two retries
+    breaker_threshold: Annotated[int, Field(ge=1)] = 5  # connection failures in a row: stop
     # Worker processes sharing the connections; > 1 only pays off when a fast server makes the
     # send CPU-bound (see benchmarks/send.py).
     processes: Annotated[int, Field(ge=1, le=16)] = 1
@@ -175,12 +178,12 @@ class SendSettings(SettingsTable):
 
 
 class DkimSettings(SettingsTable):
-    domain: str
-    selector: str
-    private_key: Path
+    domain: str  # the signing domain (d=), the sender's or its parent
+    selector: str  # the selector (s=): the key is published at SELECTOR._domainkey.DOMAIN
+    private_key: Path  # the RSA private key, PEM
     # Optional Ed25519 (RFC 8463) signature beside the RSA one, under its own selector.
     ed25519_key: Path | None = None
-    ed25519_selector: str = ""
+    ed25519_selector: str = ""  # the Ed25519 key's selector
 
 
 def ip_networks(entries: list[str]) -> list[str]:
@@ -216,8 +219,9 @@ class WebhooksSettings(SettingsTable):
 
 
 class ServeSettings(SettingsTable):
+    # Where `newsletter serve` listens, behind the TLS proxy at base_url.
     host: str = "127.0.0.1"
-    port: Annotated[int, Field(ge=0, le=65535)] = 8025
+    port: Annotated[int, Field(ge=0, le=65535)] = 8025  # 0 picks a free port
     # The web archive shows only the issues "sent" to a subscriber list (a draft stays private;
     # a staging send makes its page reachable, not listed), or "all" issue files. "sent" by
     # default: `newsletter new`'s empty draft was public at once (issue 29).
@@ -238,23 +242,23 @@ class ServeSettings(SettingsTable):
 
 
 class SignupSettings(SettingsTable):
-    """Signup: its defences, its links and its mail (see README, "Readers join")."""
+    """Signup: its defences, its links and its mail (see the guide's "Readers join")."""
 
     # Proof of work (ALTCHA, PBKDF2/SHA-256): iterations per try; a browser makes ~256 tries.
     work_cost: Annotated[int, Field(ge=100, le=1_000_000)] = 5000
     challenge_expiry: Annotated[float, Field(ge=30, le=3600)] = 600.0  # seconds
     # Token buckets: sustained signups per minute and the burst, per client and for the site.
     per_client_per_minute: Annotated[float, Field(gt=0)] = 5.0
-    per_client_burst: Annotated[int, Field(ge=1)] = 5
-    site_per_minute: Annotated[float, Field(gt=0)] = 120.0
-    site_burst: Annotated[int, Field(ge=1)] = 60
+    per_client_burst: Annotated[int, Field(ge=1)] = 5  # a client's burst (IPv6: per /64)
+    site_per_minute: Annotated[float, Field(gt=0)] = 120.0  # sustained for the whole site
+    site_burst: Annotated[int, Field(ge=1)] = 60  # the whole site's burst
     # At most one confirmation mail per mailbox in this many hours, whatever is posted.
     confirmation_window: Annotated[float, Field(gt=0, le=24 * 30)] = 24.0
     # The domain check: MX or A/AAAA records looked up (false: syntax and the lists only),
     # through these nameservers ("IP" or "IP:PORT"; empty: the system's resolver).
     check_dns: bool = True
-    nameservers: list[str] = Field(default_factory=list)
-    dns_timeout: Annotated[float, Field(gt=0, le=30)] = 3.0
+    nameservers: list[str] = Field(default_factory=list)  # the domain check's ("IP", "IP:PORT")
+    dns_timeout: Annotated[float, Field(gt=0, le=30)] = 3.0  # seconds per lookup
     refuse_disposable: bool = True  # domains on the disposable-email-domains list
     blocked_domains: list[str] = Field(default_factory=list)  # and any others (subdomains too)
     # Hours a confirmation (or address-change) link works.
@@ -264,6 +268,7 @@ class SignupSettings(SettingsTable):
     # What the form says the reader agrees to (default: the page's own words, in the
     # newsletter's language), and its version: the consent ledger keeps both's record.
     consent_text: str = ""
+    # Kept with each signup; raise it when consent_text changes.
     consent_version: Annotated[str, Field(min_length=1, max_length=40)] = "1"
 
     @field_validator("nameservers")
@@ -285,17 +290,17 @@ class BouncesSettings(SettingsTable):
     # imaps://user@host[:port]/FOLDER; the password comes from NEWSLETTER_BOUNCES_PASSWORD.
     imap: str = ""
     ca_file: Path | None = None  # a CA to trust besides the system's
-    timeout: Annotated[float, Field(gt=0)] = 30.0
+    timeout: Annotated[float, Field(gt=0)] = 30.0  # seconds, for connecting and each IMAP command
     # Understood reports are moved to this folder; "" flags them (Seen and a keyword) instead.
     processed: str = "Newsletter-Processed"
     soft_limit: Annotated[int, Field(ge=1)] = 3  # soft bounces in a row that suppress
     max_hard_rate: Annotated[float, Field(ge=0, le=1)] = 0.05  # of a run's attempts: stop
-    max_complaint_rate: Annotated[float, Field(ge=0, le=1)] = 0.001
+    max_complaint_rate: Annotated[float, Field(ge=0, le=1)] = 0.001  # of a run's attempts: stop
     min_sample: Annotated[int, Field(ge=1)] = 100  # attempts before the rates apply
 
 
 class TrackingSettings(SettingsTable):
-    """What readers read (README, "What readers read"): off unless turned on."""
+    """What readers read (the guide's page of that name): off unless turned on."""
 
     # "off": links go straight to their sites; "aggregate": counts per link, nothing about a
     # person kept; "per-reader": counts per reader, by outbox row.
@@ -303,8 +308,8 @@ class TrackingSettings(SettingsTable):
     # Seconds: a request this soon after that recipient's delivery, within this of the same
     # message's canary request, or this close to a request for another link of it, is a machine.
     delivery_window: Annotated[float, Field(ge=0, le=3600)] = 10.0
-    canary_window: Annotated[float, Field(ge=0, le=3600)] = 10.0
-    burst_window: Annotated[float, Field(ge=0, le=3600)] = 2.0
+    canary_window: Annotated[float, Field(ge=0, le=3600)] = 10.0  # from its canary request
+    burst_window: Annotated[float, Field(ge=0, le=3600)] = 2.0  # from another of its links
 
 
 class PrivacySettings(SettingsTable):
@@ -385,7 +390,7 @@ class ScheduleSettings(SettingsTable):
 class CheckSettings(SettingsTable):
     """`newsletter check --online`: the sender's DNS and every link of the issue."""
 
-    online: bool = False
+    online: bool = False  # every `check` (and send) runs the online checks, as --online
     # An image without alt text: a warning (pasted weeklies build), or an error for editors
     # who want every image described before a send.
     alt_text: Literal["warning", "error"] = "warning"
@@ -457,14 +462,17 @@ class Settings(SettingsTable):
     schedule: ScheduleSettings = ScheduleSettings()
     tracking: TrackingSettings = TrackingSettings()
     privacy: PrivacySettings = PrivacySettings()
+    # Signs unsubscribe and click links and return-path tags; unset, .newsletter/secret.
     secret: SecretStr | None = None
+    # Earlier secrets, comma-separated, whose links and return-path tags still work.
     secret_previous: SecretStr | None = None
-    smtp_password: SecretStr | None = None
-    bounces_password: SecretStr | None = None
-    webhook_sendgrid_key: SecretStr | None = None
-    webhook_resend_secret: SecretStr | None = None
-    webhook_mailgun_key: SecretStr | None = None
-    webhook_postmark_password: SecretStr | None = None
+    smtp_password: SecretStr | None = None  # the password of [smtp] username
+    bounces_password: SecretStr | None = None  # the password of the [bounces] imap mailbox
+    # The providers' webhook keys (see [webhooks]): a provider without one answers 404.
+    webhook_sendgrid_key: SecretStr | None = None  # SendGrid's signed-event verification key
+    webhook_resend_secret: SecretStr | None = None  # Resend's signing secret (Svix)
+    webhook_mailgun_key: SecretStr | None = None  # Mailgun's webhook signing key
+    webhook_postmark_password: SecretStr | None = None  # the basic-auth password Postmark sends
 
     def resolve(self, path: Path) -> Path:
         """A path from the config, made absolute against the project root."""
