@@ -81,7 +81,7 @@ class ConfigError(NewsletterError):
     hint = "Fix newsletter.toml (or the NEWSLETTER_* variable named above)."
 
 
-# The shell line that makes a secret and sets it (the hint below, README, `make demo`'s end).
+# The shell line that makes a secret and sets it (the hint below, the manual, `make demo`'s end).
 KEY_EXPORT_LINE = (
     "export NEWSLETTER_SECRET=\"$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')\""
 )

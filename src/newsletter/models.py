@@ -248,7 +248,7 @@ class Subscriber(Frozen):
 
 
 class DeliveryStatus(StrEnum):
-    """The per-recipient states of the delivery log (see README, "Delivery states")."""
+    """The per-recipient states of the delivery log (docs/guide/sending.md, "Delivery states")."""
 
     PENDING = "pending"
     SENDING = "sending"

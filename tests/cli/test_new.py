@@ -155,7 +155,7 @@ def test_no_issue_to_start_from_is_a_clear_error(project: Path) -> None:
     assert (code, out) == (1, "")
     assert err.splitlines() == [
         "error: issues: has no issue to start from",
-        'hint: Write the first issue by hand (README, "Issue files"): `newsletter new` starts '
+        'hint: Write the first issue by hand (the manual, "Issue files"): `newsletter new` starts '
         "each next one from the last.",
     ]
     code, _, err = run("new", "--from", "3")

@@ -44,7 +44,7 @@ def report(
     csv_path: Path | None,
 ) -> None:
     """What readers read of an issue's send: per section and item, people's clicks beside
-    machine requests (README, "What readers read"); the messages sent per minute; bounces,
+    machine requests (the manual, "What readers read"); the messages sent per minute; bounces,
     complaints and unsubscribes as rates of the messages sent. Figures under [privacy]
     min_count show as "< 5"."""
     issue = load_issue(settings.issues_dir, number)

@@ -69,10 +69,11 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
     confirmations). The archive shows only issues sent to a list that is not a staging list
     unless [serve] publish = "all" (a draft stays private). With a provider's key set
     (NEWSLETTER_WEBHOOK_SENDGRID_KEY, _RESEND_SECRET, _MAILGUN_KEY, _POSTMARK_PASSWORD; for SES
-    [webhooks] ses_topics), its
-    bounce and complaint events are taken at POST /webhooks/PROVIDER (see README).
+    [webhooks] ses_topics), its bounce and complaint events are taken at POST
+    /webhooks/PROVIDER (the manual, "Bounces and complaints").
 
-    Meant to run behind a TLS-terminating reverse proxy at newsletter.base_url (see README).
+    Meant to run behind a TLS-terminating reverse proxy at newsletter.base_url (the manual,
+    "Running it in production").
     Needs NEWSLETTER_SECRET (or the project's .newsletter/secret), the same one `send` signs
     unsubscribe links with (after changing it, put the old value in NEWSLETTER_SECRET_PREVIOUS:
     links already sent keep working). Logs
@@ -92,7 +93,7 @@ def serve(settings: Settings, host: str | None, port: int | None) -> None:
     if not settings.newsletter.base_url.startswith("https://"):
         click.echo(
             "note: newsletter.base_url is not https://: mailbox providers use one-click "
-            "unsubscribe only over HTTPS (see README, Running it in production)",
+            "unsubscribe only over HTTPS (the manual, 'Running it in production')",
             err=True,
         )
     serve_site(settings, sock)

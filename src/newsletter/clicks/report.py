@@ -1,7 +1,7 @@
 """The issue's outline, its click counts and its delivery in; the report as a plain value out,
 with every figure under `[privacy] min_count` hidden before any view sees it.
 
-What is hidden (README, "What readers read"): every count of what readers or their machines did
+What is hidden (docs/guide/tracking.md): every count of what readers or their machines did
 (people, machine requests, each rule's requests, bounces, complaints, unsubscribes) under
 `min_count`, zero included, shows as "< 5". Then, since a sum and all but one of its parts give
 away the last part, no sum (a section's total and its lines; the issue's total and its

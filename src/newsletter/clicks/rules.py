@@ -1,7 +1,7 @@
 """Click events in, in time order; each labelled a person's or a machine's, with the rule, out.
 
-The rules, in the order they are tried (the first that holds names the machine; README, "What
-readers read", says why each):
+The rules, in the order they are tried (the first that holds names the machine;
+docs/guide/tracking.md says why each):
 
 1. ``method``      not a GET (HEAD, OPTIONS, ...): a browser following a link sends GET.
 2. ``prefetch``    the request says it is a prefetch or preview (Sec-Purpose, Purpose, X-Moz).

@@ -204,7 +204,7 @@ async def check_dns(settings: Settings, lookup: Lookup) -> list[Diagnosis]:
                 failed(
                     name,
                     "no [dkim] table: messages go out unsigned, and bulk mail is rejected",
-                    "Add [dkim] domain, selector and private_key, and publish the key (README,"
+                    "Add [dkim] domain, selector and private_key, and publish the key (the manual,"
                     " DKIM), unless your relay signs for "
                     f"{from_domain}.",
                 )

@@ -56,7 +56,7 @@ def start_issue(
     if not numbers and start_from is None:
         raise IssueError(
             [Problem(display_path(issues_dir), None, "", "has no issue to start from")],
-            hint='Write the first issue by hand (README, "Issue files"): `newsletter new` '
+            hint='Write the first issue by hand (the manual, "Issue files"): `newsletter new` '
             "starts each next one from the last.",
         )
     origin = start_from if start_from is not None else max(numbers)

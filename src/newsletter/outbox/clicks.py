@@ -3,7 +3,7 @@ one send in time order, and deletions by age or by reader, out.
 
 Written by the redirect endpoint (a batch at a time), read by `newsletter report`, pruned by
 the worker's retention step. An event names its outbox row (`delivery_id`) only in `per-reader`
-mode; in `aggregate` mode nothing in it leads to a reader (README, "What readers read").
+mode; in `aggregate` mode nothing in it leads to a reader (docs/guide/tracking.md).
 """
 
 from __future__ import annotations

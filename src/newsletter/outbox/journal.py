@@ -28,7 +28,7 @@ S = DeliveryStatus
 _SENDING = S.SENDING.value
 # One statement writes a whole batch, marks and outcomes alike: one row per entry (a mark
 # leaves the outcome's columns as they are), joined to the rows by id. On PostgreSQL a statement
-# costs the server more than the few rows it carries (see README, Benchmarks), and on both it is
+# costs the server more than the few rows it carries (see docs/benchmarks.md), and on both it is
 # one transaction. The entries come as VALUES, so the planner knows how many (and joins them to
 # the rows' primary key); the casts give every column its type when all of a batch's values in
 # it are NULL.

@@ -18,7 +18,7 @@ for the reply): the sessions keep uploading bodies whose marks are committed alr
 they record meanwhile goes into the next commit, sent as soon as this one has landed. One
 commit is on its way at a time, so they land in the journal's order. On SQLite the commit is
 written in the event loop's thread: on a thread of its own it measured slower (the thread waits
-for the interpreter's lock the loop holds), see README, Benchmarks.
+for the interpreter's lock the loop holds), see docs/benchmarks.md.
 
 A commit that fails (the disk full, the connection lost) fails the marks waiting for it, is
 handed to `on_fault`, and leaves its rows as a crash would: `sending` rows stay in doubt.

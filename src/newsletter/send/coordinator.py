@@ -241,7 +241,7 @@ def send(prepared: Prepared, options: Options, progress: Progress = None) -> Run
 
 def record_tracked_links(prepared: Prepared, outbox: Outbox) -> None:
     """Before the first message of a run goes out, the outbox holds the links its messages
-    carry, by place (README, "What readers read"). Nothing when [tracking] clicks is off."""
+    carry, by place (docs/guide/tracking.md). Nothing when [tracking] clicks is off."""
     tracked = prepared.tracked
     if tracked is None or not tracked.links:
         return
@@ -314,7 +314,7 @@ def _work(
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop where it is installed: it takes a good share off the event loop's cost per
-    message (see README, Benchmarks)."""
+    message (see docs/benchmarks.md)."""
     try:
         import uvloop
     except ImportError:

@@ -2,7 +2,7 @@
 from a child process.
 
 Reading and checking a CSV row costs about as much as writing its row into the outbox (see
-README, Benchmarks), so planning reads in a forked child while this process writes: the two
+docs/benchmarks.md), so planning reads in a forked child while this process writes: the two
 overlap, and planning takes about the time of the slower one. The child sends typed messages
 through a pipe: `Rows` for each batch (1,000 rows, then `size` once the list proves long; plain
 tuples inside), then `ListRead` with the list's report (rows rejected, duplicates, ...), or

@@ -58,7 +58,7 @@ BUSY_503 = (
     b"connection: close\r\n\r\n"
 )
 
-# The most a request head may take, its request line and blank line included (README's 16 KiB).
+# The most a request head may take, its request line and blank line included (the manual's 16 KiB).
 MAX_HEAD = 16 * 1024
 # Where h11 sees a head end (h11/_receivebuffer.py: a bare LF is taken as a line end too).
 _HEAD_END = re.compile(b"\n\r?\n")

@@ -14,8 +14,8 @@ What is kept follows the mode the send was made with (the outbox records it with
 links), capped by `[tracking] clicks` as serve read it when that reading is the newer: a send
 made after serve started follows its own mode, so a serve started with tracking off loses no
 click of a send made with it on (issue 29); a serve (re)started after the send with tracking
-turned down keeps less: nothing when it is "off", no row when it is "aggregate" (README, "What
-readers read").
+turned down keeps less: nothing when it is "off", no row when it is "aggregate"
+(docs/guide/tracking.md).
 """
 
 from __future__ import annotations
