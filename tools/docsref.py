@@ -10,6 +10,7 @@ writes (project_templates/newsletter.toml). Run `python tools/docsref.py` after 
 from __future__ import annotations
 
 import ast
+import enum
 import io
 import re
 import sys
@@ -103,6 +104,8 @@ def type_text(annotation: object) -> str:
         return " or ".join(kinds) + (" (optional)" if type(None) in args else "")
     if origin in (list, tuple):
         return f"list of {type_text(args[0])}"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return " or ".join(f'`"{member.value}"`' for member in annotation)
     names = {str: "string", int: "integer", float: "number", bool: "boolean", Path: "path"}
     if isinstance(annotation, type) and annotation in names:
         return names[annotation]

@@ -16,6 +16,7 @@ import os
 import re
 import zoneinfo
 from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -299,12 +300,34 @@ class BouncesSettings(SettingsTable):
     min_sample: Annotated[int, Field(ge=1)] = 100  # attempts before the rates apply
 
 
+class TrackingMode(StrEnum):
+    """How much a click keeps, least first: the one name of [tracking] clicks' values, used by
+    the render, the redirect, the report and the delivery log (which stores the value)."""
+
+    OFF = "off"  # links go straight to their sites
+    AGGREGATE = "aggregate"  # counts per link, nothing about a person kept
+    PER_READER = "per-reader"  # counts per reader, by outbox row
+
+    @classmethod
+    def stored(cls, value: str | None) -> TrackingMode:
+        """A mode as the log or a token stored it; anything else (a newer version's) is off."""
+        try:
+            return cls(value or "off")
+        except ValueError:
+            return cls.OFF
+
+    @classmethod
+    def least(cls, *modes: TrackingMode) -> TrackingMode:
+        """The mode that keeps least of `modes`."""
+        return min(modes, key=list(cls).index)
+
+
 class TrackingSettings(SettingsTable):
     """What readers read (the guide's page of that name): off unless turned on."""
 
     # "off": links go straight to their sites; "aggregate": counts per link, nothing about a
     # person kept; "per-reader": counts per reader, by outbox row.
-    clicks: Literal["off", "aggregate", "per-reader"] = "off"
+    clicks: TrackingMode = TrackingMode.OFF
     # Seconds: a request this soon after that recipient's delivery, within this of the same
     # message's canary request, or this close to a request for another link of it, is a machine.
     delivery_window: Annotated[float, Field(ge=0, le=3600)] = 10.0

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 
-from newsletter.clicks.report import ClickReport, Mode, SendSummary, build_report
+from newsletter.clicks.report import ClickReport, SendSummary, build_report
 from newsletter.clicks.rules import Rule
 from newsletter.clicks.tally import ClickCounts
 from newsletter.content import Inline, Text
 from newsletter.models import Issue
 from newsletter.places import Part, Spot, outline
+from newsletter.settings import TrackingMode
 
 START = dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.UTC)
 
@@ -45,7 +46,7 @@ def fixed_delivery() -> SendSummary:
 def fixed_report(
     issue: Issue,
     *,
-    mode: Mode = "per-reader",
+    mode: TrackingMode = TrackingMode.PER_READER,
     min_count: int = 5,
     delivery: SendSummary | None = None,
 ) -> ClickReport:

@@ -10,18 +10,15 @@ file as it is now; the mode is the one the send was made in (none recorded: not 
 from __future__ import annotations
 
 import datetime as dt
-from typing import cast
 
 from newsletter.clicks.events import ClickEvent
-from newsletter.clicks.report import ClickReport, Mode, SendSummary, build_report
+from newsletter.clicks.report import ClickReport, SendSummary, build_report
 from newsletter.clicks.rules import Windows, label
 from newsletter.clicks.tally import ClickCounts, tally
 from newsletter.models import Issue
 from newsletter.outbox import Outbox
 from newsletter.places import outline
-from newsletter.settings import Settings
-
-MODES = ("off", "aggregate", "per-reader")
+from newsletter.settings import Settings, TrackingMode
 
 
 def gather_report(outbox: Outbox, settings: Settings, issue: Issue, list_name: str) -> ClickReport:
@@ -33,7 +30,7 @@ def gather_report(outbox: Outbox, settings: Settings, issue: Issue, list_name: s
         counts,
         send_summary(outbox, issue.number, list_name),
         list_name=list_name,
-        mode=cast(Mode, mode if mode in MODES else "off"),
+        mode=TrackingMode.stored(mode),
         min_count=settings.privacy.min_count,
     )
 
@@ -60,6 +57,6 @@ def unsent_report(settings: Settings, issue: Issue, list_name: str) -> ClickRepo
         counts,
         SendSummary(sent=0, per_minute={}),
         list_name=list_name,
-        mode="off",
+        mode=TrackingMode.OFF,
         min_count=settings.privacy.min_count,
     )

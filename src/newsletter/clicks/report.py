@@ -22,13 +22,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from newsletter.clicks.rules import MACHINE_RULES, Rule
 from newsletter.clicks.tally import ClickCounts
 from newsletter.places import Outline, Part, Spot
+from newsletter.settings import TrackingMode
 
-Mode = Literal["off", "aggregate", "per-reader"]
 MAX_BARS = 720  # of the delivery chart: a longer send is shown in buckets of several minutes
 
 
@@ -102,7 +102,7 @@ class ClickReport:
     issue: int
     title: str
     list_name: str
-    mode: Mode
+    mode: TrackingMode
     min_count: int
     intro: Line | None
     sections: tuple[SectionLines, ...]
@@ -123,7 +123,7 @@ class ClickReport:
     @property
     def people_are(self) -> str:
         """What the people column counts."""
-        return "readers" if self.mode == "per-reader" else "requests"
+        return "readers" if self.mode == TrackingMode.PER_READER else "requests"
 
 
 def lines(report: ClickReport) -> list[Line]:
@@ -207,7 +207,7 @@ def build_report(
     delivery: SendSummary,
     *,
     list_name: str,
-    mode: Mode,
+    mode: TrackingMode,
     min_count: int,
 ) -> ClickReport:
     people, machines = _Column(), _Column()

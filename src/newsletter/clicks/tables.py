@@ -14,6 +14,7 @@ from rich.cells import cell_len
 
 from newsletter.clicks.report import ClickReport, Count, Line, lines, shown, withheld_note
 from newsletter.safetext import printable
+from newsletter.settings import TrackingMode
 from newsletter.spreadsheet import write_rows
 
 CSV_COLUMNS = ("kind", "section", "item", "title", "people", "machines", "messages", "rate")
@@ -25,9 +26,9 @@ PEOPLE = {
 }
 
 MODES = {
-    "off": 'not measured ([tracking] clicks = "off")',
-    "aggregate": "counted per link; nothing about a person is kept",
-    "per-reader": "counted per reader, by outbox row",
+    TrackingMode.OFF: 'not measured ([tracking] clicks = "off")',
+    TrackingMode.AGGREGATE: "counted per link; nothing about a person is kept",
+    TrackingMode.PER_READER: "counted per reader, by outbox row",
 }
 
 

@@ -23,7 +23,7 @@ from newsletter.mail.tokens import Secret
 from newsletter.models import Issue, Placeholder, RenderedEmail
 from newsletter.places import Place
 from newsletter.render import render_issue
-from newsletter.settings import Settings
+from newsletter.settings import Settings, TrackingMode
 
 PROBE_ROW = 0  # the row of no reader (see the module docstring)
 # A slot of the rendered parts: a Placeholder word, or a link's slot number.
@@ -44,7 +44,7 @@ def render_for_sending(issue: Issue, settings: Settings, list_name: str) -> Send
     """`issue` rendered for `list_name`, its links slots when `[tracking] clicks` is on."""
     rendered = render_issue(issue, settings)
     mode = settings.tracking.clicks
-    if mode == "off":
+    if mode == TrackingMode.OFF:
         return SendRendering(rendered)
     base = settings.newsletter.base_url
     web = issue_url(base, issue.number)
@@ -52,7 +52,8 @@ def render_for_sending(issue: Issue, settings: Settings, list_name: str) -> Send
     for attempt in range(_CUTS):
         slotted = add_slots(rendered, issue, web)
         clicks = ClickLinks(_STAND_IN, issue.number, slotted.links, base)
-        tokens = clicks.list_tokens(list_name) if mode == "aggregate" else clicks.row_tokens(1)
+        aggregate = mode == TrackingMode.AGGREGATE
+        tokens = clicks.list_tokens(list_name) if aggregate else clicks.row_tokens(1)
         urls = [clicks.prefix + token for token in tokens]
         size = wire_size(_filled(slotted.rendered.html, urls))
         if size <= CUT_AT or rendered.online_from == 0 or attempt == _CUTS - 1:
@@ -87,12 +88,14 @@ class ClickLinks:
         # block's room: what lets the encoder take them a run at a time.
         self.token_length = BLOCK_TOKEN if self._tokens.blocks else None
 
-    def for_every_message(self, mode: str, list_name: str, *, sample: bool) -> list[str] | None:
+    def for_every_message(
+        self, mode: TrackingMode, list_name: str, *, sample: bool
+    ) -> list[str] | None:
         """The URLs every message of the list gets: the list's (`aggregate`), no reader's (a
         sample); None when each reader gets their own (`per-reader`)."""
         if sample:
             return [self.prefix + token for token in self.row_tokens(PROBE_ROW)]
-        if mode == "aggregate":
+        if mode == TrackingMode.AGGREGATE:
             return [self.prefix + token for token in self.list_tokens(list_name)]
         return None
 

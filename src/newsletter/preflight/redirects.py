@@ -17,7 +17,7 @@ from newsletter.models import Issue
 from newsletter.places import CANARY, Place, issue_links
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkChecker
-from newsletter.settings import Settings
+from newsletter.settings import Settings, TrackingMode
 
 _REDIRECTS = {301, 302, 303, 307, 308}
 _SHOWN = 3  # wrong answers named in the finding
@@ -30,7 +30,7 @@ async def check_redirects(
     secret: bytes | None,
     deadline: float | None = None,
 ) -> list[Fault]:
-    if settings.tracking.clicks == "off":
+    if settings.tracking.clicks == TrackingMode.OFF:
         return []
     base = settings.newsletter.base_url
     if secret is None:

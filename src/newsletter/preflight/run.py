@@ -33,7 +33,7 @@ from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkChecker, LinkResult
 from newsletter.preflight.lookup import Lookup, NetworkDownError, UnreachableError
 from newsletter.preflight.redirects import check_redirects
-from newsletter.settings import Settings
+from newsletter.settings import Settings, TrackingMode
 from newsletter.statecache import FILE_NAME, Cache
 
 HOW_TO_PATH = "/unsubscribe"  # serve's public how-to page: a GET of it changes nothing
@@ -162,7 +162,7 @@ async def _run(
         ("MX", auth.check_mail_domain(lookup, from_domain, "From (bounces)")),
         ("One-click", _endpoint(settings.newsletter.base_url, checker, deadline)),
     ]
-    if settings.tracking.clicks != "off":
+    if settings.tracking.clicks != TrackingMode.OFF:
         key = signing_key(settings, allow_ephemeral=True)
         secret = None if key.ephemeral else key.secret
         jobs.append(("Redirect", check_redirects(settings, issue, checker, secret, deadline)))

@@ -40,7 +40,7 @@ from newsletter.mail.tracking import PROBE_ROW
 from newsletter.outbox import Outbox
 from newsletter.outbox.clicks import ClickRecord, StoredClick
 from newsletter.places import Place, Region, link_at
-from newsletter.settings import Settings
+from newsletter.settings import Settings, TrackingMode
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.clickwriter import ClickWriter
 from newsletter.web.site.clientip import scope_client_ip, trusted_networks
@@ -54,9 +54,6 @@ _LINK_CACHE = 256  # sends whose links are kept in memory
 _HEADERS = {"cache-control": "no-store", "referrer-policy": "no-referrer"}
 
 
-_MODES = ("off", "aggregate", "per-reader")  # least kept first
-
-
 class Resolved(NamedTuple):
     """What the outbox says of a token: the send's list, its links, the row's delivery, and
     what may be kept of the click (see the module docstring)."""
@@ -65,14 +62,14 @@ class Resolved(NamedTuple):
     links: Mapping[Place, str] | None
     row: int | None = None
     delivered_at: float | None = None  # the row's 250, in Unix seconds
-    mode: str | None = None  # None: [tracking] clicks as serve read it
+    mode: TrackingMode | None = None  # None: [tracking] clicks as serve read it
 
 
 class SendLinks(NamedTuple):
     """A tracked send as the redirect uses it: its links, and the mode its clicks are kept in."""
 
     links: Mapping[Place, str] | None
-    mode: str | None
+    mode: TrackingMode | None
 
 
 class Redirects:
@@ -151,7 +148,7 @@ class Redirects:
             self._links.popitem(last=False)
         return send
 
-    def _mode_of(self, mode: str, recorded_at: str) -> str:
+    def _mode_of(self, mode: str, recorded_at: str) -> TrackingMode:
         """What is kept of a click on a send recorded in `mode` at `recorded_at`: its own mode
         when it was made after serve read [tracking] (the editor turned tracking on and sent
         without restarting serve: serve's reading is the stale one), else the lesser of the two
@@ -161,9 +158,10 @@ class Redirects:
             recorded = dt.datetime.fromisoformat(recorded_at).replace(tzinfo=dt.UTC)  # UTC text
         except ValueError:
             recorded = None
-        if recorded is not None and recorded > self._read_at and mode in _MODES:
-            return mode
-        return min(mode, ours, key=lambda m: _MODES.index(m) if m in _MODES else 0)
+        kept = TrackingMode.stored(mode)
+        if recorded is not None and recorded > self._read_at:
+            return kept
+        return TrackingMode.least(kept, ours)
 
     async def _url(self, target: ClickTarget, found: Resolved) -> str:
         """The link the issue has at the token's place (see the module docstring)."""
@@ -188,9 +186,9 @@ class Redirects:
 
     def _keep(self, request: Request, target: ClickTarget, found: Resolved, at: float) -> None:
         mode = found.mode or self.settings.tracking.clicks
-        if mode == "off" or found.list_name is None or target.row == PROBE_ROW:
+        if mode == TrackingMode.OFF or found.list_name is None or target.row == PROBE_ROW:
             return  # not measured now, a forgotten reader, or no reader's (a check, a sample)
-        per_reader = mode == "per-reader" and found.row is not None
+        per_reader = mode == TrackingMode.PER_READER and found.row is not None
         named = target._replace(row=found.row if per_reader else None)
         event = click_event(
             at=at,
