@@ -19,6 +19,7 @@ import httpx
 from newsletter.bounces.inbox import open_inbox
 from newsletter.doctor.diagnosis import Diagnosis, failed, passed
 from newsletter.errors import NewsletterError
+from newsletter.links import HEALTH_PATH
 from newsletter.mail.tokens import health_proof
 from newsletter.preflight import auth, spf
 from newsletter.preflight.connect import CheckedBackend, CheckedTransport, RefusedError
@@ -57,7 +58,7 @@ async def check_serve(settings: Settings, lookup: Lookup) -> Diagnosis:
     if settings.secret is None:
         return failed("serve", "not checked: no secret here to check serve's against", _SERVE_FIX)
     probe = secrets.token_urlsafe(16)
-    url = f"{settings.newsletter.base_url.rstrip('/')}/healthz"
+    url = settings.newsletter.base_url.rstrip("/") + HEALTH_PATH
     try:
         tls = checking_tls_context(settings)
     except NewsletterError as exc:  # [check] ca_file cannot be used

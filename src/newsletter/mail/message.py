@@ -36,6 +36,7 @@ from newsletter.links import issue_url, unsubscribe_url
 from newsletter.linkslots import SLOT_WORD
 from newsletter.mail.canonical import relaxed_lines
 from newsletter.mail.clicktokens import MAX_BLOCK_ROW
+from newsletter.mail.listid import list_id
 from newsletter.mail.mime import (
     CRLF,
     MAX_LINE,
@@ -58,7 +59,7 @@ from newsletter.models import (
 )
 from newsletter.places import Place
 from newsletter.settings import Settings
-from newsletter.subscribers import DOT_ATOM, fold_address
+from newsletter.subscribers import fold_address
 from newsletter.webhooks.common import echo_header
 
 if TYPE_CHECKING:
@@ -125,12 +126,7 @@ class MessageFactory:
             subject = strings_for(EMAIL, settings.newsletter.language)["test_marker"] + subject
         list_label = mailing_list.name or settings.newsletter.name
         check_header_value(list_label, f"lists.{list_name}.name")
-        list_id = mailing_list.id or f"{list_name}.{self.domain}"
-        if not DOT_ATOM.fullmatch(list_id) or "." not in list_id:
-            raise ConfigError(
-                f"lists.{list_name}.id: {list_id!r} is not a valid List-Id",
-                hint="Use a domain-like name you control, e.g. weekly.news.example.org.",
-            )
+        identity = list_id(mailing_list.id, list_name, self.domain)
         when = date or dt.datetime.now(dt.UTC)
 
         head = [mailbox_header("From", sender_name, self.sender)]
@@ -142,7 +138,7 @@ class MessageFactory:
         if settings.newsletter.reply_to:
             name, address = _parse_mailbox(settings.newsletter.reply_to, "newsletter.reply_to")
             lists.append(mailbox_header("Reply-To", name, address))
-        lists.append(mailbox_header("List-Id", list_label, list_id))
+        lists.append(mailbox_header("List-Id", list_label, identity))
         self._boundary = "=_nl_" + _digest(f"{self.issue}\n{list_name}\n{rendered.html}")[:24]
         tail = ["List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"]
         # Gmail's feedback loop groups complaints by these fields (campaign:list:type:sender).

@@ -29,6 +29,7 @@ from newsletter.errors import ConfigError, UnsafeHeaderError
 from newsletter.i18n import EMAIL, FONT_STACKS, SITE_MAIL, strings_for
 from newsletter.links import unsubscribe_url
 from newsletter.mail.canonical import relaxed_lines
+from newsletter.mail.listid import list_id
 from newsletter.mail.mime import (
     CRLF,
     MAX_LINE,
@@ -42,7 +43,6 @@ from newsletter.models import OutgoingMessage
 from newsletter.outbox.mailqueue import MailKind
 from newsletter.render import render_parts
 from newsletter.settings import Settings
-from newsletter.subscribers import DOT_ATOM
 
 # What stands in for the links while the templates render (filled per mail).
 _LINK = "NLSITELINK7f3a9c2e"
@@ -131,9 +131,6 @@ class SiteMessages:
         settings = self.settings
         chosen = settings.mailing_list(list_name)
         label = chosen.name or settings.newsletter.name
-        list_id = chosen.id or f"{list_name}.{self.domain}"
-        if not DOT_ATOM.fullmatch(list_id) or "." not in list_id:
-            raise ConfigError(f"lists.{list_name}.id: {list_id!r} is not a valid List-Id")
         fields = [
             mailbox_header("From", self._sender_name, self.sender),
             mailbox_header("To", "", recipient),
@@ -145,7 +142,7 @@ class SiteMessages:
             fields.append(mailbox_header("Reply-To", *self._reply_to))
         mailto = f"mailto:{self._mailto}?subject=unsubscribe%20{token}"
         fields += [
-            mailbox_header("List-Id", label, list_id),
+            mailbox_header("List-Id", label, list_id(chosen.id, list_name, self.domain)),
             f"List-Unsubscribe: <{stop}>,\r\n <{mailto}>\r\n",
             "List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n",
             "Auto-Submitted: auto-generated\r\n",

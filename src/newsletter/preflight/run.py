@@ -23,6 +23,7 @@ from typing import Any
 
 from newsletter.checks import Finding
 from newsletter.errors import ConfigError, SubscriberListError
+from newsletter.links import HOW_TO_UNSUBSCRIBE_PATH
 from newsletter.mail.signing import DkimSigner
 from newsletter.mail.tokens import signing_key
 from newsletter.models import Issue
@@ -35,8 +36,6 @@ from newsletter.preflight.lookup import Lookup, NetworkDownError, UnreachableErr
 from newsletter.preflight.redirects import check_redirects
 from newsletter.settings import Settings, TrackingMode
 from newsletter.statecache import FILE_NAME, Cache
-
-HOW_TO_PATH = "/unsubscribe"  # serve's public how-to page: a GET of it changes nothing
 
 
 @dataclass
@@ -241,7 +240,7 @@ async def _endpoint(base_url: str, checker: LinkChecker, deadline: float) -> lis
                 "auth",
             )
         )
-    url = base + HOW_TO_PATH
+    url = base + HOW_TO_UNSUBSCRIBE_PATH  # serve's public how-to page: a GET changes nothing
     result = (await checker.check([url], deadline))[url]
     if result.out_of_time:
         faults.append(Fault("one-click", f"GET {url} not checked: {result.error}", "warning"))

@@ -40,6 +40,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from newsletter import links
 from newsletter.draft import sent_dates
 from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
 from newsletter.i18n import PAGES, strings_for
@@ -329,18 +330,18 @@ def create_app(
             *LinkPages(settings, keys, defences).routes(),
             *PreferencePages(settings, keys, defences).routes(),
             *Webhooks(settings, keys, outbox, fetch).routes(),
-            Route("/", service.index),
-            Route("/issues/{number:int}", service.issue),
-            Route("/issues/{number:int}/", service.issue),
-            Route("/feed.xml", service.feed),
-            Route("/issues/{path:path}", service.image),
-            Route("/unsubscribe", service.how_to_unsubscribe),
-            Route("/unsubscribe/{token}", service.confirm, methods=["GET"]),
-            Route("/unsubscribe/{token}", service.one_click, methods=["POST"]),
-            Route("/resubscribe/{token}", service.resubscribe, methods=["POST"]),
-            Route("/r/{token}", service.redirects.click, methods=METHODS),
-            Route("/healthz", service.healthz),
-            Route("/robots.txt", service.robots),
+            Route(links.INDEX_PATH, service.index),
+            Route(links.ISSUE_PATH, service.issue),
+            Route(links.ISSUE_PATH + "/", service.issue),
+            Route(links.FEED_PATH, service.feed),
+            Route(links.ISSUE_FILE_PATH, service.image),
+            Route(links.HOW_TO_UNSUBSCRIBE_PATH, service.how_to_unsubscribe),
+            Route(links.UNSUBSCRIBE_PATH, service.confirm, methods=["GET"]),
+            Route(links.UNSUBSCRIBE_PATH, service.one_click, methods=["POST"]),
+            Route(links.RESUBSCRIBE_PATH, service.resubscribe, methods=["POST"]),
+            Route(links.CLICK_PATH, service.redirects.click, methods=METHODS),
+            Route(links.HEALTH_PATH, service.healthz),
+            Route(links.ROBOTS_PATH, service.robots),
         ],
         exception_handlers={HTTPException: service.http_error, Exception: service.server_error},
     )

@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from newsletter.errors import LinkExpiredError, TokenError
 from newsletter.i18n import PAGES, strings_for
-from newsletter.links import signup_url
+from newsletter.links import CONFIRM_PATH, MOVE_PATH, signup_url
 from newsletter.mail.tokens import LinkTarget, Purpose, verify_link
 from newsletter.settings import Settings
 from newsletter.signup.intake import Confirmation
@@ -54,10 +54,10 @@ class LinkPages:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/confirm/{token}", self.confirm_page, methods=["GET"]),
-            Route("/confirm/{token}", self.confirm, methods=["POST"]),
-            Route("/move/{token}", self.move_page, methods=["GET"]),
-            Route("/move/{token}", self.move, methods=["POST"]),
+            Route(CONFIRM_PATH, self.confirm_page, methods=["GET"]),
+            Route(CONFIRM_PATH, self.confirm, methods=["POST"]),
+            Route(MOVE_PATH, self.move_page, methods=["GET"]),
+            Route(MOVE_PATH, self.move, methods=["POST"]),
         ]
 
     async def confirm_page(self, request: Request) -> Response:

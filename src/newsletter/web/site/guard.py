@@ -26,12 +26,13 @@ from urllib.parse import urlsplit
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from newsletter.links import WEBHOOK_PATH, prefix
 from newsletter.web.site.clientip import IPNetwork, scope_client_ip
 from newsletter.webhooks.common import MAX_BODY as WEBHOOK_BODY
 
 # A one-click body is 26 bytes; multipart framing adds ~200. Anything near this is not one.
 MAX_BODY = 4096
-WEBHOOK_PATH = "/webhooks/"
+WEBHOOK_PREFIX = prefix(WEBHOOK_PATH)
 # Seconds a request body may take to arrive, in all: a client that announces more than it sends,
 # or sends it a byte at a time, would otherwise hold its connection open for ever.
 BODY_TIMEOUT = 10.0
@@ -104,7 +105,7 @@ class Guard:
         body_done = False
         # Providers' webhooks post batches of events (webhooks/common.py); everything else is
         # a form of a few fields.
-        limit = WEBHOOK_BODY if scope["path"].startswith(WEBHOOK_PATH) else self.max_body
+        limit = WEBHOOK_BODY if scope["path"].startswith(WEBHOOK_PREFIX) else self.max_body
 
         async def limited_receive() -> Message:
             nonlocal received, body_done

@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from newsletter.bounces.policy import Policy
 from newsletter.errors import ConfigError
+from newsletter.links import WEBHOOK_PATH
 from newsletter.outbox import Outbox
 from newsletter.settings import Settings
 from newsletter.web.listen import NO_STORE
@@ -82,7 +83,7 @@ class Webhooks:
         self.readers = readers_for(settings, fetch)
 
     def routes(self) -> list[Route]:
-        return [Route("/webhooks/{provider}", self.receive, methods=["POST"])]
+        return [Route(WEBHOOK_PATH, self.receive, methods=["POST"])]
 
     async def receive(self, request: Request) -> Response:
         provider: str = request.path_params["provider"]

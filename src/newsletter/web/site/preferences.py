@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from newsletter.errors import TokenError
 from newsletter.i18n import PAGES, strings_for
+from newsletter.links import PREFERENCES_PATH
 from newsletter.mail.tokens import verify
 from newsletter.outbox import Outbox
 from newsletter.settings import Settings
@@ -45,8 +46,8 @@ class PreferencePages:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/preferences/{token}", self.page, methods=["GET"]),
-            Route("/preferences/{token}", self.post, methods=["POST"]),
+            Route(PREFERENCES_PATH, self.page, methods=["GET"]),
+            Route(PREFERENCES_PATH, self.post, methods=["POST"]),
         ]
 
     async def page(self, request: Request) -> Response:

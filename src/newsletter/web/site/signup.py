@@ -35,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from newsletter import links
 from newsletter.i18n import PAGES, strings_for
 from newsletter.links import signup_url
 from newsletter.mail.tokens import SigningKey
@@ -203,13 +204,13 @@ class SignupPages:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/signup", self.page, methods=["GET"]),
-            Route("/signup", self.post, methods=["POST"]),
-            Route("/signup/challenge", self.challenge, methods=["GET"]),
-            Route("/signup/embed", self.embed, methods=["GET"]),
-            Route("/api/signup", self.api, methods=["POST"]),
-            Route("/api/signup", self.api_options, methods=["OPTIONS"]),
-            Route("/static/{name}", self.static, methods=["GET"]),
+            Route(links.SIGNUP_PATH, self.page, methods=["GET"]),
+            Route(links.SIGNUP_PATH, self.post, methods=["POST"]),
+            Route(links.SIGNUP_CHALLENGE_PATH, self.challenge, methods=["GET"]),
+            Route(links.SIGNUP_EMBED_PATH, self.embed, methods=["GET"]),
+            Route(links.SIGNUP_API_PATH, self.api, methods=["POST"]),
+            Route(links.SIGNUP_API_PATH, self.api_options, methods=["OPTIONS"]),
+            Route(links.STATIC_PATH, self.static, methods=["GET"]),
         ]
 
     def _lists(self) -> list[tuple[str, str]]:
@@ -242,7 +243,7 @@ class SignupPages:
     async def post(self, request: Request) -> Response:
         if not self.settings.signup_lists:
             raise HTTPException(404)
-        answer = await self.defences.attempt(request, form_fields, "/signup")
+        answer = await self.defences.attempt(request, form_fields, links.SIGNUP_PATH)
         _note(request, answer)
         words = self.words
         if answer.verdict is AnswerKind.ACCEPTED:
@@ -262,7 +263,7 @@ class SignupPages:
     async def api(self, request: Request) -> Response:
         if not self.settings.signup_lists:
             raise HTTPException(404)
-        answer = await self.defences.attempt(request, json_fields, "/api/signup")
+        answer = await self.defences.attempt(request, json_fields, links.SIGNUP_API_PATH)
         _note(request, answer)
         words = self.words
         if answer.verdict is AnswerKind.ACCEPTED:
@@ -302,7 +303,8 @@ class SignupPages:
             self.settings,
             action=base,
             challenge=f"{base}/challenge",
-            script=self.settings.newsletter.base_url.rstrip("/") + "/static/proof-of-work.js",
+            script=self.settings.newsletter.base_url.rstrip("/")
+            + links.fill(links.STATIC_PATH, name="proof-of-work.js"),
             list_name=self.settings.signup_lists[0],
             consent=consent_text(self.settings).text,
         )
