@@ -129,6 +129,15 @@ class Item(Frozen):
         return self.links
 
     @property
+    def url_apart(self) -> str | None:
+        """The title's link where a part without links in text must write it on its own line
+        (the text part): None when the links row or the title's own links already show it."""
+        if self.url is None or self.title is None:
+            return None
+        shown = {link.url for link in self.links} | set(self.title.links)
+        return None if self.url in shown else self.url
+
+    @property
     def compact(self) -> bool:
         """A title and nothing more: one line of a compact list."""
         return self.title is not None and not self.summary and not self.shown_links
