@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import psycopg
 import pytest
 
-from newsletter.errors import DeliveryError, OutboxError
+from newsletter.errors import DatabaseError
 from newsletter.models import DeliveryStatus as S
 from newsletter.outbox import EDITOR_SOURCE, Outbox, open_outbox, schema
 from newsletter.outbox import sqlite as sqlite_backend
@@ -166,7 +166,7 @@ def test_sent_rows_are_never_skipped_or_due_again(outbox: Outbox) -> None:
 def test_unreadable_database_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "outbox.sqlite3"
     path.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(DeliveryError, match="cannot open the delivery log"):
+    with pytest.raises(DatabaseError, match="cannot open the delivery log"):
         open_outbox(path)
 
 
@@ -188,7 +188,7 @@ def test_unreachable_postgres_is_a_clear_error_without_the_password() -> None:
     from support.postgres import free_port
 
     url = f"postgresql://newsletter:hunter2-secret@127.0.0.1:{free_port()}/nl"
-    with pytest.raises(DeliveryError, match="cannot connect to the outbox database") as caught:
+    with pytest.raises(DatabaseError, match="cannot connect to the outbox database") as caught:
         open_outbox(url)
     assert "hunter2" not in str(caught.value.message)
     assert "newsletter:***@127.0.0.1" in caught.value.message
@@ -226,7 +226,7 @@ def test_a_newer_schema_is_refused(outbox_target: Path | str) -> None:
             "INSERT INTO schema_migrations (version, about, applied_at) VALUES (?, ?, ?)",
             (schema.LATEST + 1, "from the future", "t"),
         )
-    with pytest.raises(DeliveryError, match="newer than this newsletter knows"):
+    with pytest.raises(DatabaseError, match="newer than this newsletter knows"):
         open_outbox(outbox_target)
 
 
@@ -262,7 +262,7 @@ def test_a_lock_held_past_the_busy_timeout_is_an_error(
         (row,) = due(outbox, 14, "main")
         other = sqlite3.connect(path, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
-        with pytest.raises(OutboxError, match="stayed locked by another program") as caught:
+        with pytest.raises(DatabaseError, match="stayed locked by another program") as caught:
             mark_sending(outbox, row.id, "<m1@x>")
         assert "end it, then re-run" in caught.value.hint
         # The next write on the way out fails at once rather than waiting again (issue 18.9):
@@ -270,7 +270,7 @@ def test_a_lock_held_past_the_busy_timeout_is_an_error(
         monkeypatch.setattr(
             sqlite_backend, "time", SimpleNamespace(monotonic=time.monotonic, sleep=no_pause)
         )
-        with pytest.raises(OutboxError, match="stayed locked"):
+        with pytest.raises(DatabaseError, match="stayed locked"):
             record(outbox, row.id, S.SENT, code=250)
         monkeypatch.setattr(sqlite_backend, "time", time)
         other.execute("ROLLBACK")

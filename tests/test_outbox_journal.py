@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from newsletter.errors import OutboxError
+from newsletter.errors import DatabaseError
 from newsletter.models import DeliveryStatus as S
 from newsletter.outbox import Delivery, Journal, Outbox, open_outbox
 from support.outbox import plan
@@ -136,7 +136,7 @@ def test_a_batch_is_all_or_nothing(outbox: Outbox) -> None:
     (a,) = claimed(outbox, "a@example.com")
     good = ("UPDATE deliveries SET state = ? WHERE id = ?", ["sent", a.id])
     bad = ("UPDATE no_such_table SET state = ?", ["sent"])
-    with pytest.raises(OutboxError):
+    with pytest.raises(DatabaseError):
         outbox.backend.commit([good, bad])
     assert states(outbox.target) == {"a@example.com": S.PENDING}
     assert outbox.backend.commit([good, good]) == [[], []]  # the connection goes on

@@ -1,6 +1,6 @@
 """Every error the tool raises on purpose, each saying what went wrong and how to fix it.
 
-The tree (the CLI maps the whole of it to exit code 1, with no traceback; an OutboxError under
+The tree (the CLI maps the whole of it to exit code 1, with no traceback; an DatabaseError under
 `send` to 4, a stopped run)::
 
     NewsletterError                 message + hint
@@ -16,7 +16,7 @@ The tree (the CLI maps the whole of it to exit code 1, with no traceback; an Out
     ├── TokenError                  an unsubscribe token is forged, altered or malformed
     ├── DeliveryError               sending cannot start (another send running, the log unusable)
     │   ├── TransportError          SMTP connect, TLS or AUTH failed for the whole run
-    │   └── OutboxError             the delivery log failed once open: disk full, locked, damaged,
+    │   └── DatabaseError             the delivery log failed once open: disk full, locked, damaged,
     │                               its database connection lost
     └── InboxError                  the bounce mailbox (IMAP or Maildir) cannot be read
 
@@ -33,6 +33,7 @@ from pathlib import Path
 __all__ = [
     "CheckFailedError",
     "ConfigError",
+    "DatabaseError",
     "DeliveryError",
     "ExportFileError",
     "InboxError",
@@ -40,7 +41,6 @@ __all__ = [
     "IssueNotFoundError",
     "LinkExpiredError",
     "NewsletterError",
-    "OutboxError",
     "Problem",
     "ProjectExistsError",
     "ScheduleError",
@@ -178,10 +178,12 @@ class TransportError(DeliveryError):
     hint = "Check [smtp] in newsletter.toml and NEWSLETTER_SMTP_PASSWORD, then re-run."
 
 
-class OutboxError(DeliveryError):
-    """The delivery log failed under a command that had it open. Each backend maps its driver's
-    errors to one (outbox/sqlite.py, outbox/postgres.py), naming the cause; a send that meets
-    one stops, and the re-run recovers as it does after a kill."""
+class DatabaseError(NewsletterError):
+    """The project's database (the delivery log, subscribers and consent, clicks, schedules,
+    bounce reports) failed under a command that had it open: a database fault, whatever the
+    command was doing. Each backend maps its driver's errors to one (outbox/sqlite.py,
+    outbox/postgres.py), naming the cause; a send that meets one stops, and the re-run recovers
+    as it does after a kill."""
 
     hint = "Fix the cause named above, then re-run the same command to resume."
 

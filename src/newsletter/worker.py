@@ -38,7 +38,7 @@ from typing import Protocol
 
 from newsletter.bounces.retention import BounceRetentionDuty
 from newsletter.clicks.retention import RetentionDuty
-from newsletter.errors import DeliveryError, OutboxError
+from newsletter.errors import DatabaseError, DeliveryError
 from newsletter.mail.tokens import SigningKey
 from newsletter.outbox import Outbox, open_project_outbox
 from newsletter.outbox.heartbeats import BEAT_EVERY
@@ -113,7 +113,7 @@ class SiteMailDuty:
             if self.outbox is None or self.outbox.broken:
                 self._reconnect()
             return await self.courier.deliver_due()
-        except OutboxError as exc:
+        except DatabaseError as exc:
             self.log(f"the outbox failed: {exc.message}; trying again in {FAULT_PAUSE:.0f} s")
             return FAULT_PAUSE
 
@@ -123,11 +123,11 @@ class SiteMailDuty:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewing
         if self.courier is not None:
-            with contextlib.suppress(OutboxError):
+            with contextlib.suppress(DatabaseError):
                 self.courier.stop()
             await self.courier.pool.close()
         if self.outbox is not None:
-            with contextlib.suppress(OutboxError):
+            with contextlib.suppress(DatabaseError):
                 self.outbox.close()
 
     async def _renew(self) -> None:
@@ -137,7 +137,7 @@ class SiteMailDuty:
             await asyncio.sleep(self.settings.worker.lease / 3)
             if self.courier is None or self.outbox is None or self.outbox.broken:
                 continue
-            with contextlib.suppress(OutboxError):
+            with contextlib.suppress(DatabaseError):
                 self.courier.renew()
                 if self.outbox.shared:
                     for mail in self.courier.queue.reap(keep=self.owner):
@@ -178,7 +178,7 @@ class HeartbeatDuty:
     async def run_once(self) -> float:
         try:
             await asyncio.to_thread(self._beat)
-        except OutboxError as exc:
+        except DatabaseError as exc:
             self.log(f"heartbeat: the outbox failed: {exc.message}")
         return BEAT_EVERY
 

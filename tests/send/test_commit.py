@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from newsletter.errors import OutboxError
+from newsletter.errors import DatabaseError
 from newsletter.models import DeliveryStatus as S
 from newsletter.outbox import Commit, Delivery, Outbox, open_outbox
 from newsletter.send.commit import DEFER, GroupCommit
@@ -58,7 +58,7 @@ def committed(outbox: Outbox) -> list[S]:
 async def test_the_sessions_of_one_turn_share_one_commit(outbox: Outbox) -> None:
     rows = claimed(outbox, 4)
     counted = Counted(outbox)
-    faults: list[OutboxError] = []
+    faults: list[DatabaseError] = []
     commit = GroupCommit(counted.journal, faults.append)
     told: list[tuple[int, bool]] = []
     # In one turn of the loop row 0's outcome comes in and three sessions reach DATA's 354.
@@ -114,12 +114,12 @@ async def test_a_row_that_is_no_longer_this_workers_is_refused(outbox: Outbox) -
 
 async def test_a_failed_commit_fails_its_marks_and_is_reported_once(outbox: Outbox) -> None:
     rows = claimed(outbox, 2)
-    faults: list[OutboxError] = []
+    faults: list[DatabaseError] = []
     commit = GroupCommit(outbox.journal(W), faults.append)
     told: list[bool] = []
     commit.record(rows[0].id, S.SENT, told.append)
     outbox.close()  # the log gone under the run (a lost connection, a closed file)
-    with pytest.raises(OutboxError):
+    with pytest.raises(DatabaseError):
         await commit.mark(rows[1].id, "<b@x>")
     assert len(faults) == 1
     assert told == []  # never committed: the row stays `sending` for the next run to judge

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from newsletter.errors import OutboxError
+from newsletter.errors import DatabaseError
 from newsletter.outbox import Outbox, open_project_outbox
 from newsletter.settings import Settings
 
@@ -93,7 +93,7 @@ class BounceRetentionDuty:
     async def run_once(self) -> float:
         try:
             expired = await asyncio.to_thread(self._round)
-        except OutboxError as exc:
+        except DatabaseError as exc:
             self.log(f"bounce-report retention: the outbox failed: {exc.message}")
             return FAULT_PAUSE
         self.deleted += expired.deleted

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-from newsletter.errors import OutboxError
+from newsletter.errors import DatabaseError
 from newsletter.outbox import Outbox, open_project_outbox
 from newsletter.settings import Settings
 
@@ -74,7 +74,7 @@ class RetentionDuty:
     async def run_once(self) -> float:
         try:
             pruned = await asyncio.to_thread(self._round)
-        except OutboxError as exc:
+        except DatabaseError as exc:
             self.log(f"click retention: the outbox failed: {exc.message}")
             return FAULT_PAUSE
         self.deleted += pruned.deleted

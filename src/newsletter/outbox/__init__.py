@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from newsletter.errors import OutboxError
+from newsletter.errors import DatabaseError
 from newsletter.outbox.backend import Backend, Durability, is_postgres
 from newsletter.outbox.bounces import Bounces
 from newsletter.outbox.claims import ConfirmationClaims
@@ -160,7 +160,7 @@ class Outbox:
             return
         # Leaving on an error (a full disk, a lost connection): that error is the one to
         # report, not closing's own failure on the same disk or connection.
-        with suppress(OutboxError):
+        with suppress(DatabaseError):
             self.close()
 
 

@@ -7,7 +7,7 @@ Backend: SQLite (sqlite.py) or PostgreSQL (postgres.py). A backend executes one 
 holds its write lock from the start, commits a batch of statements at once (the journal's
 group commit; on PostgreSQL sent without waiting, a Landing to watch for its reply), names its
 clock, and applies the numbered migrations of schema.py the database
-lacks when it opens. Every error of its driver reaches the caller as an OutboxError naming the
+lacks when it opens. Every error of its driver reaches the caller as an DatabaseError naming the
 cause (mapped by the backend, in one place each).
 
 `durability` has the same meaning on both: "process" (a commit survives this process being
@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from newsletter.errors import DeliveryError, OutboxError
+from newsletter.errors import DatabaseError
 from newsletter.outbox.records import now
 from newsletter.outbox.schema import LATEST, MIGRATIONS, TRACKING, Migration, statements
 
@@ -198,7 +198,7 @@ class Backend:
         with self._migration_lock():
             current = self.version()
             if current > LATEST:
-                raise DeliveryError(
+                raise DatabaseError(
                     f"{self.display}: the outbox schema is at version {current}, newer than"
                     f" this newsletter knows ({LATEST})",
                     hint="Upgrade newsletter on this machine to the version the others run.",
@@ -218,7 +218,7 @@ class Backend:
     def _up_to_date(self) -> bool:
         try:
             found = self.fetch("SELECT max(version) FROM schema_migrations")
-        except OutboxError:  # no table yet
+        except DatabaseError:  # no table yet
             return False
         return bool(found[0][0] == LATEST)
 
@@ -233,7 +233,7 @@ class Landing:
         self._rows = rows
 
     def ready(self) -> bool:
-        """Whether the reply has come (reads what the socket holds); raises its OutboxError."""
+        """Whether the reply has come (reads what the socket holds); raises its DatabaseError."""
         return True
 
     def wait(self) -> list[list[tuple[Any, ...]]]:

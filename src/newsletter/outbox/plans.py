@@ -17,7 +17,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from newsletter.errors import OutboxError
+from newsletter.errors import DatabaseError
 from newsletter.models import DeliveryStatus
 from newsletter.outbox.backend import Backend
 from newsletter.outbox.records import (
@@ -81,7 +81,7 @@ class Plans:
         try:
             yield
         except BaseException:
-            with suppress(OutboxError):  # a lost session took its lock with it
+            with suppress(DatabaseError):  # a lost session took its lock with it
                 self.backend.unlock(key)
             raise
         self.backend.unlock(key)

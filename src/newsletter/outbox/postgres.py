@@ -13,7 +13,7 @@ before its WAL reaches the disk: it survives this process being killed, not a cr
 server's machine), on for "power". The password comes from the URL in the environment
 (NEWSLETTER_OUTBOX__URL), PGPASSWORD or ~/.pgpass, never the config file, and is never printed.
 
-Every psycopg error a statement raises once connected becomes an OutboxError here (`_fault`): the
+Every psycopg error a statement raises once connected becomes an DatabaseError here (`_fault`): the
 connection lost (a restart, a failover, pg_terminate_backend), the server's disk full, a
 read-only standby, a missing privilege, a cancelled statement, damaged data.
 """
@@ -32,7 +32,7 @@ from psycopg import errors as pg
 from psycopg import pq
 
 from newsletter.dburl import redact_url, scrub
-from newsletter.errors import DeliveryError, OutboxError
+from newsletter.errors import DatabaseError
 from newsletter.outbox.backend import Backend, Durability, Landing, Params, Statement
 from newsletter.outbox.schema import Migration
 
@@ -106,7 +106,7 @@ class PostgresBackend(Backend):
                 self.target, autocommit=True, connect_timeout=10, cursor_factory=psycopg.RawCursor
             )
         except psycopg.Error as exc:
-            raise DeliveryError(
+            raise DatabaseError(
                 # libpq's message may quote a value of the URL (a bad %-escape in a password).
                 f"{self.display}: cannot connect to the outbox database:"
                 f" {scrub(_first_line(exc), self.target)}",
@@ -249,40 +249,40 @@ class PostgresBackend(Backend):
         except psycopg.Error as exc:  # BEGIN, COMMIT or the rollback: the block's are mapped
             raise self._fault(exc) from exc
 
-    def _fault(self, exc: psycopg.Error) -> OutboxError:
-        """The OutboxError that names what `exc` means for the delivery log, and the fix."""
+    def _fault(self, exc: psycopg.Error) -> DatabaseError:
+        """The DatabaseError that names what `exc` means for the delivery log, and the fix."""
         where, detail = self.display, scrub(_first_line(exc), self.target)
         retry = "re-run the same command to resume."
         if isinstance(exc, pg.DiskFull):
-            return OutboxError(
+            return DatabaseError(
                 f"{where}: the database server's disk is full ({detail})",
                 hint=f"Free space on the database server, then {retry}",
             )
         if isinstance(exc, pg.ReadOnlySqlTransaction):
-            return OutboxError(
+            return DatabaseError(
                 f"{where}: the outbox database is read-only ({detail})",
                 hint=f"Point [outbox] url at the primary server (not a standby), then {retry}",
             )
         if isinstance(exc, pg.InsufficientPrivilege):
-            return OutboxError(
+            return DatabaseError(
                 f"{where}: the database user may not use the outbox tables ({detail})",
                 hint="The database user needs the right to create tables in its schema and to"
                 f" read and write them: grant it, then {retry}",
             )
         if isinstance(exc, pg.DataCorrupted | pg.IndexCorrupted):
-            return OutboxError(
+            return DatabaseError(
                 f"{where}: the outbox database reports damaged data ({detail})",
                 hint="Have the database repaired (REINDEX, or a restore) and check `newsletter"
                 " status` before sending: rows the damage lost would be sent again.",
             )
         if isinstance(exc, pg.TransactionRollback):  # a deadlock, a serialization failure
-            return OutboxError(
+            return DatabaseError(
                 f"{where}: the outbox database ended a transaction that waited on another"
                 f" ({detail})",
                 hint=f"Another program holds rows of this send: {retry}",
             )
         if isinstance(exc, pg.QueryCanceled | pg.LockNotAvailable):
-            return OutboxError(
+            return DatabaseError(
                 f"{where}: the outbox database cancelled a statement ({detail})",
                 hint="A statement_timeout or lock_timeout of the server, or an administrator's"
                 f" pg_cancel_backend: {retry}",
@@ -291,12 +291,12 @@ class PostgresBackend(Backend):
         if broken or isinstance(exc, psycopg.OperationalError):
             if self._farewell and self._farewell not in detail:
                 detail = f"{scrub(self._farewell, self.target)}: {detail}"
-            return OutboxError(
+            return DatabaseError(
                 f"{where}: lost the connection to the outbox database ({detail})",
                 hint="The server restarted, failed over or ended this session"
                 f" (pg_terminate_backend): once it answers again, {retry}",
             )
-        return OutboxError(f"{where}: the outbox database failed: {detail}")
+        return DatabaseError(f"{where}: the outbox database failed: {detail}")
 
     def _script(self, migration: Migration) -> str:
         return migration.postgres
@@ -312,7 +312,7 @@ class _Sent(Landing):
         conn: pq.abc.PGconn,
         name: bytes,
         params: Params,
-        fault: Callable[[psycopg.Error], OutboxError],
+        fault: Callable[[psycopg.Error], DatabaseError],
     ) -> None:
         """Sent; psycopg's errors (the caller maps them) until it is, `fault`'s after."""
         super().__init__()

@@ -11,7 +11,7 @@ again after 0.1 ms, doubling up to 5 ms, for up to 30 s: SQLite's own busy handl
 millisecond at the first conflict, while a commit here holds the lock for far less, and the
 sleeper blocks its whole event loop meanwhile.
 
-Every sqlite3 error a statement raises once the file is open becomes an OutboxError here
+Every sqlite3 error a statement raises once the file is open becomes an DatabaseError here
 (`_fault`), by SQLite's result code: the disk full, the lock held past the wait, a damaged
 file, an I/O error, a read-only file.
 
@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from newsletter.errors import DeliveryError, OutboxError, display_path
+from newsletter.errors import DatabaseError, display_path
 from newsletter.outbox.backend import Backend, Durability, Params, Statement
 from newsletter.outbox.schema import Migration
 from newsletter.statefiles import private_file, private_folder
@@ -80,7 +80,7 @@ class SqliteBackend(Backend):
             # (forgetting.py) must leave no copy of the person in the file (see `settle`).
             db.execute("PRAGMA secure_delete=ON")
         except (sqlite3.Error, OSError) as exc:
-            raise DeliveryError(
+            raise DatabaseError(
                 f"{self.path}: cannot open the delivery log: {exc}",
                 hint="Check that the state folder is writable and has free space, and that the"
                 " file is a newsletter outbox.",
@@ -205,25 +205,25 @@ class SqliteBackend(Backend):
             with contextlib.suppress(sqlite3.Error):
                 self._db.execute("ROLLBACK")
 
-    def _fault(self, exc: sqlite3.Error) -> OutboxError:
-        """The OutboxError that names what `exc` means for the delivery log, and the fix."""
+    def _fault(self, exc: sqlite3.Error) -> DatabaseError:
+        """The DatabaseError that names what `exc` means for the delivery log, and the fix."""
         where = display_path(self.path)
         code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
         if code == sqlite3.SQLITE_FULL:
-            return OutboxError(
+            return DatabaseError(
                 f"{where}: the disk is full: the delivery log cannot grow",
                 hint="Free space on the disk that holds it, then re-run the same command to"
                 " resume.",
             )
         if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-            return OutboxError(
+            return DatabaseError(
                 f"{where}: the delivery log stayed locked by another program for"
                 f" {BUSY_TIMEOUT:.0f} s",
                 hint="Something holds a write transaction open on it (a sqlite3 shell, a backup"
                 " tool, a stuck newsletter command): end it, then re-run the same command.",
             )
         if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-            return OutboxError(
+            return DatabaseError(
                 f"{where}: the delivery log is damaged ({exc})",
                 hint="Stop every newsletter command using it and keep a copy of the file; then"
                 " restore a backup, or rebuild it (`sqlite3 FILE .recover | sqlite3 NEW`) and"
@@ -231,18 +231,18 @@ class SqliteBackend(Backend):
                 " sent again.",
             )
         if code == sqlite3.SQLITE_IOERR:
-            return OutboxError(
+            return DatabaseError(
                 f"{where}: cannot read or write the delivery log ({exc})",
                 hint="Check the disk that holds it (dmesg, free space), then re-run the same"
                 " command to resume.",
             )
         if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_CANTOPEN):
-            return OutboxError(
+            return DatabaseError(
                 f"{where}: the delivery log cannot be written ({exc})",
                 hint="Make the file and its folder writable by this user, then re-run the same"
                 " command to resume.",
             )
-        return OutboxError(f"{where}: the delivery log failed: {exc}")
+        return DatabaseError(f"{where}: the delivery log failed: {exc}")
 
     def _migration_lock(self) -> AbstractContextManager[None]:
         return self.transaction()

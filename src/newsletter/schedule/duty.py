@@ -21,7 +21,7 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
-from newsletter.errors import NewsletterError, OutboxError
+from newsletter.errors import DatabaseError, NewsletterError
 from newsletter.outbox import Outbox, open_project_outbox
 from newsletter.outbox.schedules import Schedule, Schedules, ScheduleState, kept_options
 from newsletter.schedule import runner
@@ -81,7 +81,7 @@ class ScheduleDuty:
             ):
                 self.running[claimed.id] = asyncio.create_task(self._run(claimed))
             wait = self.schedules.next_due()
-        except OutboxError as exc:
+        except DatabaseError as exc:
             self.log(f"scheduled sends: the outbox failed: {exc.message}; again in 5 s")
             return FAULT_PAUSE
         if self.once and self.running:
@@ -101,7 +101,7 @@ class ScheduleDuty:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewing
         if self.outbox is not None:
-            with contextlib.suppress(OutboxError):
+            with contextlib.suppress(DatabaseError):
                 self.outbox.close()
 
     def _miss(self, schedules: Schedules) -> None:
@@ -116,13 +116,13 @@ class ScheduleDuty:
     async def _run(self, schedule: Schedule) -> None:
         try:
             await self._start(schedule)
-        except OutboxError as exc:
+        except DatabaseError as exc:
             # The claim stays until its lease runs out; then a worker (this one too) resumes.
             self.log(f"{_label(schedule)}: the outbox failed: {exc.message}")
         except Exception as exc:  # e.g. no process could be started: said, not left claimed
             outcome = f"the worker could not start the send: {type(exc).__name__}: {exc}"
             self.log(f"{_label(schedule)}: failed: {outcome}")
-            with contextlib.suppress(OutboxError):
+            with contextlib.suppress(DatabaseError):
                 assert self.schedules is not None
                 self.schedules.finish(schedule.id, self.owner, ScheduleState.FAILED, outcome)
         finally:
@@ -241,7 +241,7 @@ class ScheduleDuty:
             await asyncio.sleep(self.settings.worker.lease / 3)
             if self.schedules is None or self.outbox is None or self.outbox.broken:
                 continue
-            with contextlib.suppress(OutboxError):
+            with contextlib.suppress(DatabaseError):
                 self.schedules.renew(self.owner, self.settings.worker.lease)
 
     def _connect(self) -> Schedules:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from newsletter.errors import OutboxError
+from newsletter.errors import DatabaseError
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import Commit, Journal
 
@@ -40,7 +40,7 @@ DEFER = 3
 
 
 class GroupCommit:
-    def __init__(self, journal: Journal, on_fault: Callable[[OutboxError], None]) -> None:
+    def __init__(self, journal: Journal, on_fault: Callable[[DatabaseError], None]) -> None:
         self.journal = journal
         self.on_fault = on_fault
         # What waits for the next commit, in the journal's order: a mark's future or an
@@ -55,7 +55,7 @@ class GroupCommit:
 
     async def mark(self, row_id: int, message_id: str | None) -> bool:
         """The row's `sending` mark, committed: True, or False if the row is no longer this
-        worker's (its body must not go out). Raises the commit's OutboxError."""
+        worker's (its body must not go out). Raises the commit's DatabaseError."""
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.journal.mark(row_id, message_id)
         self._wait(future)
@@ -114,7 +114,7 @@ class GroupCommit:
             return
         try:
             commit = self.journal.send()
-        except OutboxError as exc:
+        except DatabaseError as exc:
             self._fail(waiting, exc)
             return
         fileno = commit.landing.fileno
@@ -130,7 +130,7 @@ class GroupCommit:
         try:
             if not commit.landing.ready():
                 return
-        except OutboxError as exc:
+        except DatabaseError as exc:
             self._unwatch()
             self._fail(waiting, exc)
             return
@@ -148,7 +148,7 @@ class GroupCommit:
         self._unwatch()
         try:
             commit.landing.wait()
-        except OutboxError as exc:
+        except DatabaseError as exc:
             self._fail(waiting, exc)
             return
         self._land(commit, waiting)
@@ -158,7 +158,7 @@ class GroupCommit:
         asyncio.get_running_loop().remove_reader(self._landing[2])
         self._landing = None
 
-    def _fail(self, waiting: list[Waiter], exc: OutboxError) -> None:
+    def _fail(self, waiting: list[Waiter], exc: DatabaseError) -> None:
         for waiter in waiting:
             if isinstance(waiter, asyncio.Future) and not waiter.done():
                 waiter.set_exception(exc)

@@ -190,7 +190,7 @@ class Courier:
         self._log(f"site mail {mail.id}: {mail.kind} to {mail.recipient}: {state}{detail}")
 
     def _flush(self) -> None:
-        """Record what is waiting to be recorded; an OutboxError leaves the rest for later."""
+        """Record what is waiting to be recorded; an DatabaseError leaves the rest for later."""
         while self._unrecorded:
             mail_id, state, code, reply, retry_in = self._unrecorded[0]
             self.queue.record(mail_id, self.owner, state, code, reply, retry_in=retry_in)

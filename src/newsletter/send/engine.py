@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from newsletter.bounces.policy import Policy, RateGuard
-from newsletter.errors import OutboxError, TransportError
+from newsletter.errors import DatabaseError, TransportError
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import UNSUBSCRIBED, Delivery, Outbox
 from newsletter.send.commit import GroupCommit
@@ -83,7 +83,7 @@ class Engine:
         self._started = 0.0
         self._sent = 0
         self._counts: dict[DeliveryStatus, int] = {}
-        self._fault: OutboxError | None = None  # a failed commit or renewal, raised by run()
+        self._fault: DatabaseError | None = None  # a failed commit or renewal, raised by run()
         self._policy = Policy(outbox, options.bounces)
         self._rates = RateGuard(outbox, options.bounces, job.issue, job.list_name)
 
@@ -117,7 +117,7 @@ class Engine:
         sessions = [asyncio.create_task(self._work(session)) for session in self.pool.sessions]
         try:
             await asyncio.gather(*sessions)
-        except OutboxError as exc:  # the first fault the run met names the cause
+        except DatabaseError as exc:  # the first fault the run met names the cause
             self._fault = self._fault or exc
         finally:
             for task in [*sessions, keeper]:
@@ -199,12 +199,12 @@ class Engine:
                 self._reap()
                 self._share()
                 await asyncio.sleep(self.lease.interval)
-        except OutboxError as exc:  # raised by run(), as a failed commit would have been
+        except DatabaseError as exc:  # raised by run(), as a failed commit would have been
             self._faulted(exc)
             return
         self.stop(LEASE_LOST)
 
-    def _faulted(self, exc: OutboxError) -> None:
+    def _faulted(self, exc: DatabaseError) -> None:
         """The log failed under the run (a commit, a renewal): the first fault is raised by
         run(), once the sessions have stopped."""
         self._fault = self._fault or exc

@@ -18,7 +18,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
-from newsletter.errors import OutboxError
+from newsletter.errors import DatabaseError
 from newsletter.outbox import Delivery, Outbox, Worker
 
 LEASE_LOST = "this worker lost its lease (it was paused longer than [send] lease)"
@@ -52,7 +52,7 @@ class Lease:
     def __exit__(self, et: type[BaseException] | None, *exc: object) -> None:
         try:
             self.outbox.leases.retire(self.worker)
-        except OutboxError:
+        except DatabaseError:
             if et is None:
                 raise
             # Leaving on an error of the outbox (its disk full, its connection lost): that one

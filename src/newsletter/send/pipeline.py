@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from newsletter.errors import CheckFailedError, OutboxError
+from newsletter.errors import CheckFailedError, DatabaseError
 from newsletter.gate import SendVerdict, inspect_send
 from newsletter.send import coordinator, preparation
 from newsletter.send.job import Event, Options, RunReport
@@ -74,7 +74,7 @@ class SendOutcome:
     test: TestDecision | None = None
     report: RunReport | None = None
     declined: bool = False
-    fault: OutboxError | None = None  # the log failed under the run: stopped, re-run resumes
+    fault: DatabaseError | None = None  # the log failed under the run: stopped, re-run resumes
 
     @property
     def exit_code(self) -> int:
@@ -162,7 +162,7 @@ def send(settings: Settings, request: SendRequest, listener: Listener | None = N
     try:
         with heard.running(prepared) as progress:
             report = coordinator.send(prepared, options, progress)
-    except OutboxError as exc:
+    except DatabaseError as exc:
         # The log failed under the run (its disk full, locked, damaged, its connection lost).
         return SendOutcome(verdict, test, fault=exc)
     return SendOutcome(verdict, test, report)
