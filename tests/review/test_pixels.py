@@ -8,7 +8,8 @@ import io
 
 from PIL import Image, ImageDraw
 
-from newsletter.review.pixels import CELL, Box, changed_regions, mark
+from newsletter.review.pixels import CELL, Box, decode, mark
+from newsletter.review.pixels import changed_regions as regions_of
 
 
 def shot(width: int = 200, height: int = 300, *rects: tuple[int, int, int, int]) -> bytes:
@@ -20,6 +21,10 @@ def shot(width: int = 200, height: int = 300, *rects: tuple[int, int, int, int])
     out = io.BytesIO()
     image.save(out, "PNG")
     return out.getvalue()
+
+
+def changed_regions(before: bytes, after: bytes) -> tuple[Box, ...]:
+    return regions_of(decode(before), decode(after))
 
 
 def overlaps(box: Box, rect: tuple[int, int, int, int]) -> bool:
@@ -67,10 +72,10 @@ def test_a_page_that_grew_is_marked_below_its_old_end() -> None:
 
 def test_mark_draws_at_the_boxes_only() -> None:
     page = shot(200, 300)
-    marked = Image.open(io.BytesIO(mark(page, (Box(40, 40, 80, 60),)))).convert("RGB")
+    marked = Image.open(io.BytesIO(mark(decode(page), (Box(40, 40, 80, 60),)))).convert("RGB")
     assert marked.size == (200, 300)
     assert marked.getpixel((40, 50)) != (255, 255, 255)  # the outline
     assert marked.getpixel((60, 50)) != (255, 255, 255)  # the tint inside
     assert marked.getpixel((150, 200)) == (255, 255, 255)
-    untouched = Image.open(io.BytesIO(mark(page, ()))).convert("RGB")
+    untouched = Image.open(io.BytesIO(mark(decode(page), ()))).convert("RGB")
     assert untouched.tobytes() == Image.open(io.BytesIO(page)).convert("RGB").tobytes()

@@ -19,7 +19,7 @@ from pathlib import Path
 import jinja2
 
 from newsletter.review.compare import IssueDiff, Version
-from newsletter.review.pixels import Box, changed_regions, mark
+from newsletter.review.pixels import Box, changed_regions, decode, mark
 from newsletter.review.shots import EmailPage, PageShots, take_shots
 from newsletter.review.summary import summary_lines, text_diff_lines
 
@@ -59,10 +59,11 @@ def diff_page(found: IssueDiff, chromium: str | None = None) -> str:
 def pair_shots(before: PageShots, after: PageShots) -> list[ShotPair]:
     pairs = []
     for old, new in zip(before.shots, after.shots, strict=True):
-        regions = changed_regions(old.png, new.png)
-        pairs.append(
-            ShotPair(old.width, old.scheme, mark(old.png, regions), mark(new.png, regions), regions)
-        )
+        a, b = decode(old.png), decode(new.png)
+        regions = changed_regions(a, b)
+        # Nothing to draw: Chromium's own files, not encoded again.
+        shown = (mark(a, regions), mark(b, regions)) if regions else (old.png, new.png)
+        pairs.append(ShotPair(old.width, old.scheme, *shown, regions))
     return pairs
 
 
