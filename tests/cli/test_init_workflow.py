@@ -194,6 +194,25 @@ def test_the_workflow_annotates_the_changed_issue_of_a_pull_request(tmp_path: Pa
     assert page.count("changed region") == 4
 
 
+@pytest.mark.slow
+@pytest.mark.browser
+def test_an_issue_new_in_the_pull_request_gets_its_screenshots_only(tmp_path: Path) -> None:
+    _needs_screenshots()
+    work, _ = _pull_request(tmp_path)
+    git(work, "checkout", "-q", "-b", "issue-two", "origin/main")
+    text = (work / "issues" / "1.md").read_text(encoding="utf-8")
+    (work / "issues" / "2.md").write_text(text.replace("number: 1", "number: 2"), "utf-8")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "issue 2")
+    code, printed = _run_steps(work)
+    assert code == 0, printed
+    assert "issue 2 is new: its screenshots only" in printed
+    pictures = work / "newsletter-diff"
+    assert sorted(p.name for p in pictures.iterdir()) == [
+        f"issue-2-{w}-{s}.png" for w in (375, 680) for s in ("dark", "light")
+    ]
+
+
 def test_the_workflow_passes_a_pull_request_that_changes_no_issue(tmp_path: Path) -> None:
     work, _ = _pull_request(tmp_path)
     git(work, "checkout", "-q", "-b", "readme-only", "origin/main")
