@@ -184,14 +184,20 @@ def test_diff_html_writes_one_page_that_loads_nothing(repo: Path, chromium: str)
     assert "chart.png" not in blocked
 
 
-def test_nothing_the_email_names_is_fetched_but_its_own_images_show(chromium: str) -> None:
+def test_nothing_the_email_names_is_fetched_but_its_own_images_show(
+    tmp_path: Path, chromium: str
+) -> None:
     own = "https://news.example.org/issues/chart.png"
+    # A file of this machine's, named by a file: URL: never shown (a CI artifact would leak it).
+    local = tmp_path / "secret.png"
+    local.write_bytes(png(120, 60, (200, 30, 200)))
     with website() as site:
         html = (
             f'<html><head><link rel="stylesheet" href="{site.url("/ok")}">'
             f'<style>@import url("{site.url("/missing")}");</style></head>'
             f'<body style="background: url({site.url("/found")})"><p>Hello</p>'
             f'<img src="{site.url("/ok?img")}" alt="remote" width="50" height="50">'
+            f'<img src="{local.as_uri()}" alt="local" width="120" height="60">'
             f'<img src="{own}" alt="ours" width="120" height="60"></body></html>'
         )
         (shots,) = take_shots([EmailPage(html, {own: png(120, 60, (20, 160, 60))})], chromium)
@@ -201,8 +207,9 @@ def test_nothing_the_email_names_is_fetched_but_its_own_images_show(chromium: st
     assert own not in shots.blocked
     for shot in shots.shots:
         image = Image.open(io.BytesIO(shot.png)).convert("RGB")
-        greens = sum(n for n, rgb in image.getcolors(1 << 20) or [] if rgb == (20, 160, 60))
-        assert greens >= 120 * 60, f"{shot.name}: the issue's own image is not shown"
+        colours = {rgb: n for n, rgb in image.getcolors(1 << 20) or []}
+        assert colours.get((20, 160, 60), 0) >= 120 * 60, f"{shot.name}: our image is not shown"
+        assert (200, 30, 200) not in colours, f"{shot.name}: a file: image was shown"
 
 
 def test_shots_writes_four_pngs_one_line_each(tmp_path: Path, chromium: str) -> None:
