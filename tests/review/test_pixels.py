@@ -24,7 +24,10 @@ def shot(width: int = 200, height: int = 300, *rects: tuple[int, int, int, int])
 
 
 def changed_regions(before: bytes, after: bytes) -> tuple[Box, ...]:
-    return regions_of(decode(before), decode(after))
+    """The boxes of two shots of one height: the same on both sides."""
+    found = regions_of(decode(before), decode(after))
+    assert found.before == found.after
+    return found.after
 
 
 def overlaps(box: Box, rect: tuple[int, int, int, int]) -> bool:
@@ -62,12 +65,43 @@ def test_two_changes_far_apart_are_two_boxes_each_on_its_change() -> None:
     assert boxes[1].top >= 250 - CELL
 
 
-def test_a_page_that_grew_is_marked_below_its_old_end() -> None:
-    before = shot(200, 300)
-    after = shot(200, 380)
-    (box,) = changed_regions(before, after)
-    assert (box.top, box.bottom) == (300, 380)
-    assert (box.left, box.right) == (0, 200)
+def test_a_page_that_grew_at_its_end_is_marked_there() -> None:
+    before = shot(200, 300, (10, 10, 60, 20))
+    after = shot(200, 380, (10, 10, 60, 20), (20, 330, 90, 345))
+    found = regions_of(decode(before), decode(after))
+    assert found.before == ()  # nothing of it was lost or changed
+    assert found.after == (Box(20, 330, 91, 346),)
+
+
+def test_a_block_added_in_the_middle_marks_it_not_all_that_moved_below() -> None:
+    """A paragraph added between two others: the one below moved down, and is not marked."""
+    above, below = (10, 10, 150, 20), (10, 100, 120, 110)
+    added = (30, 60, 90, 80)
+    before = shot(200, 300, above, below)
+    moved = (below[0], below[1] + 50, below[2], below[3] + 50)
+    after = shot(200, 350, above, added, moved)
+    found = regions_of(decode(before), decode(after))
+    assert found.before == ()
+    (box,) = found.after
+    assert overlaps(box, added)
+    assert not overlaps(box, moved)
+    assert not overlaps(box, above)
+    assert found.marked == 1
+
+
+def test_a_block_that_grew_is_marked_on_both_sides() -> None:
+    """A paragraph that got longer, its last line rewrapped: its old last line before, its new
+    lines after; the paragraph below it, moved, is not marked."""
+    para, below = (10, 40, 150, 60), (10, 150, 120, 160)
+    before = shot(200, 300, para, below)
+    after = shot(200, 330, (10, 40, 150, 55), (10, 60, 100, 90), (10, 180, 120, 190))
+    found = regions_of(decode(before), decode(after))
+    (old,) = found.before
+    (new,) = found.after
+    assert overlaps(old, para)
+    assert overlaps(new, (10, 61, 150, 90))  # the lines it gained
+    assert not overlaps(new, (10, 180, 120, 190))
+    assert not overlaps(old, below)
 
 
 def test_mark_draws_at_the_boxes_only() -> None:

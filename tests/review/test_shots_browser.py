@@ -100,17 +100,39 @@ def test_a_changed_word_is_marked_where_it_stands_and_nothing_else(
     words = words_boxes(found.after.html, NEW_WORDS, chromium)
     for pair in pairs:
         assert pair.regions, f"{pair.name}: the change is not marked"
-        assert any(overlap(r, words[pair.width, pair.scheme]) for r in pair.regions), (
+        # The words fit as the old ones did: the page kept its height, one set of boxes.
+        assert pair.regions.before == pair.regions.after
+        boxes = pair.regions.after
+        assert any(overlap(r, words[pair.width, pair.scheme]) for r in boxes), (
             pair.name,
-            pair.regions,
+            boxes,
             words[pair.width, pair.scheme],
         )
         # One line's words changed (they fit as they did): the rest of the page is unmarked.
         height = Image.open(io.BytesIO(pair.after)).height
-        assert sum(r.bottom - r.top for r in pair.regions) < height / 10, pair.regions
+        assert sum(r.bottom - r.top for r in boxes) < height / 10, boxes
     # Identical versions: nothing is marked at any width or scheme.
     same = take_shots([EmailPage(found.after.html)] * 2, chromium)
-    assert [p.regions for p in pair_shots(*same)] == [()] * len(pairs)
+    assert not any(p.regions for p in pair_shots(*same))
+    assert [p.regions.marked for p in pair_shots(*same)] == [0] * len(pairs)
+
+
+def test_a_paragraph_added_is_marked_and_what_moved_below_it_is_not(
+    repo: Path, chromium: str
+) -> None:
+    added = "A paragraph added between two others, long enough to wrap on a phone."
+    edit(repo / "issues" / "1.md", "## Worth reading", f"{added}\n\n## Worth reading")
+    found = compare(repo, 1)
+    before, after = take_shots(
+        [EmailPage(found.before.html), EmailPage(found.after.html)], chromium
+    )
+    new = words_boxes(found.after.html, "A paragraph added", chromium)
+    moved = words_boxes(found.after.html, "A tool worth a look", chromium)
+    for pair in pair_shots(before, after):
+        where = (pair.width, pair.scheme)
+        assert any(overlap(r, new[where]) for r in pair.regions.after), (where, pair.regions)
+        assert not any(overlap(r, moved[where]) for r in pair.regions.after), (where, pair.regions)
+        assert pair.regions.before == (), where  # nothing was lost
 
 
 class Loads(HTMLParser):

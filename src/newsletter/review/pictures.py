@@ -19,7 +19,7 @@ from pathlib import Path
 import jinja2
 
 from newsletter.review.compare import IssueDiff, Version
-from newsletter.review.pixels import Box, changed_regions, decode, mark
+from newsletter.review.pixels import Regions, changed_regions, decode, mark
 from newsletter.review.shots import EmailPage, PageShots, take_shots
 from newsletter.review.summary import summary_lines, text_diff_lines
 
@@ -34,7 +34,7 @@ class ShotPair:
     scheme: str
     before: bytes
     after: bytes
-    regions: tuple[Box, ...]
+    regions: Regions
 
     @property
     def name(self) -> str:
@@ -62,7 +62,7 @@ def pair_shots(before: PageShots, after: PageShots) -> list[ShotPair]:
         a, b = decode(old.png), decode(new.png)
         regions = changed_regions(a, b)
         # Nothing to draw: Chromium's own files, not encoded again.
-        shown = (mark(a, regions), mark(b, regions)) if regions else (old.png, new.png)
+        shown = (mark(a, regions.before), mark(b, regions.after)) if regions else (old.png, new.png)
         pairs.append(ShotPair(old.width, old.scheme, *shown, regions))
     return pairs
 

@@ -23,7 +23,10 @@ from newsletter.errors import NewsletterError
 
 WIDTHS = (375, 680)  # a phone, and a desktop client's reading pane (the email is 600 px wide)
 SCHEMES = ("light", "dark")
-_HEIGHT = 900  # the first screen; a shot is the whole page whatever its length
+# A low screen: a full-page shot is then as tall as the email, never padded to a screen's
+# height with background, so two versions' shots end where their emails end (pixels.py lines
+# up their bottoms to find what moved).
+_HEIGHT = 100
 # Found on PATH in this order when no executable is configured.
 _CHROMIUMS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 _ARGS = [
