@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import feedparser
 import httpx
 import pytest
 from click.testing import CliRunner
@@ -73,7 +74,12 @@ def test_the_archive_page_strikes_dead_links_and_the_email_is_unchanged(
     mark_dead(project, f"dead:\n  - {PAPER}\n  - {CODE}: {MOVED}\n")
     with running_service(project) as service:
         page = httpx.get(f"{service.url}/issues/14", timeout=30)
+        feed = feedparser.parse(httpx.get(f"{service.url}/feed.xml", timeout=30).text)
     assert page.status_code == 200
+    # The feed's entry says so too, after each of the link's places.
+    (entry,) = [e for e in feed.entries if e.link.endswith("/issues/14")]
+    content = entry.content[0].value
+    assert content.count("(链接已失效)") == content.count(f'href="{PAPER}"') > 0
     anchors = Anchors()
     anchors.feed(page.text)
     by_url: dict[object, list[dict[str, object]]] = {}
