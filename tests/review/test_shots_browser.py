@@ -169,6 +169,11 @@ def test_diff_html_writes_one_page_that_loads_nothing(repo: Path, chromium: str)
     git(repo, "commit", "-q", "-am", "one word, one link")
     page_file = repo / "diff.html"
     config = str(repo / "newsletter.toml")
+    # The configured Chromium, through a script that notes each start: one for the 8 shots.
+    starts = repo.parent / "starts.log"
+    wrapper = repo.parent / "chromium-wrapper"
+    wrapper.write_text(f'#!/bin/sh\necho start >> "{starts}"\nexec "{chromium}" "$@"\n', "utf-8")
+    wrapper.chmod(0o755)
     result = CliRunner().invoke(
         cli,
         [
@@ -182,10 +187,11 @@ def test_diff_html_writes_one_page_that_loads_nothing(repo: Path, chromium: str)
             "--html",
             str(page_file),
             "--chromium",
-            chromium,
+            str(wrapper),
         ],
     )
     assert result.exit_code == 0, result.output
+    assert starts.read_text(encoding="utf-8") == "start\n"
     assert result.stdout.splitlines()[-1] == f"wrote {page_file}"
     html = page_file.read_text(encoding="utf-8")
     loads = Loads()
