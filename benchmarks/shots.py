@@ -9,10 +9,11 @@ of the 4 pairs, and the page (base64 and the template). Needs the shots extra an
 (NEWSLETTER_CHROMIUM, else chromium on PATH).
 Run: `.venv/bin/python benchmarks/shots.py [RUNS]` (default 5), the two commands interleaved.
 
-Measured (issue 33) on the 2-core machine shared by five engineers, load 7 to 9, so the ratio
-is the figure: with pictures 9.2 s and 17.2 s against 2.3 s and 4.0 s without, 4.0x and 4.3x
-in two runs; Chromium's start and the 8 shots 7.0 and 7.8 s, the pixel diff and marks of the
-4 pairs 1.3 and 1.1 s, the page 0.1 s; the page 6.5 MB (issue 14 is 4,600 px tall on a phone).
+Measured (issue 33) on the 2-core machine shared by five engineers, load 4 to 9, so the ratio
+is the figure: with pictures 9.2, 17.2 and 9.4 s against 2.3, 4.0 and 1.8 s without, 4.0x,
+4.3x and 5.3x in three runs; Chromium's start and the 8 shots 7.0 to 12.0 s, the pixel diff
+and marks of the 4 pairs 1.1 to 2.6 s, the page 0.1 s; the page 6.5 MB (issue 14 is 4,600 px
+tall on a phone).
 """
 
 from __future__ import annotations
