@@ -73,6 +73,7 @@ def words_boxes(html: str, words: str, chromium: str) -> dict[tuple[int, str], B
                 page = browser.new_page(
                     viewport={"width": width, "height": 900}, color_scheme=scheme
                 )
+                page.set_default_timeout(180_000)  # a loaded machine, not a hang
                 page.route("**/*", lambda route: route.abort())
                 page.set_content(html)
                 box = page.evaluate(WORDS_BOX, words)

@@ -27,6 +27,7 @@ SCHEMES = ("light", "dark")
 # height with background, so two versions' shots end where their emails end (pixels.py lines
 # up their bottoms to find what moved).
 _HEIGHT = 100
+_STEP_TIMEOUT_MS = 180_000
 # Found on PATH in this order when no executable is configured.
 _CHROMIUMS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 _ARGS = [
@@ -140,6 +141,9 @@ def _shoot(browser: Any, email: EmailPage) -> PageShots:
         java_script_enabled=False,
         service_workers="block",
     )
+    # Nothing waits on the network (it is shut): only a loaded machine makes a step slow, and
+    # Playwright's 30 s default would fail a CI run sharing two cores with a test suite.
+    context.set_default_timeout(_STEP_TIMEOUT_MS)
     blocked: list[str] = []
 
     def answer(route: Any) -> None:
