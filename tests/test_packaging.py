@@ -63,6 +63,7 @@ def test_wheel_ships_templates_and_console_script(tmp_path: Path) -> None:
     for name in ("static/proof-of-work.js", "static/confirm.js", "templates/signup.html"):
         assert f"newsletter/web/site/{name}" in names  # the signup's scripts and pages
     assert "newsletter/clicks/templates/report.html" in names  # the click report's page
+    assert "newsletter/review/templates/diff.html" in names  # diff --html's page
     for name in ("static/preview.js", "static/preview.css", "templates/issue.html"):
         assert f"newsletter/web/preview/{name}" in names  # the preview's pages
     for name in ("newsletter.toml", "issue.en.md", "issue.zh.md", "gitignore", "README.md"):

@@ -53,6 +53,8 @@ EMAIL: dict[str, dict[str, str]] = {
 PAGES: dict[str, dict[str, str]] = {
     "zh": {
         "archive": "往期回顾",
+        "dead_link": "链接已失效",
+        "dead_link_moved": "链接已失效，现在在",
         "archive_lead": "{name}的全部往期内容。",
         "issue_label": "第 {number} 期",
         "no_issues": "还没有发布任何一期。",
@@ -161,6 +163,8 @@ PAGES: dict[str, dict[str, str]] = {
     },
     "en": {
         "archive": "Archive",
+        "dead_link": "link dead",
+        "dead_link_moved": "link dead; now at",
         "archive_lead": "Every issue of {name}.",
         "issue_label": "Issue {number}",
         "no_issues": "No issue has been published yet.",

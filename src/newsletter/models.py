@@ -155,6 +155,26 @@ class Section(Frozen):
     items: list[Item] = Field(default_factory=list)
 
 
+def read_dead(value: Any) -> Any:
+    """One entry of `dead:` as written, `- URL` or `- URL: REPLACEMENT`, -> DeadLink's fields."""
+    if isinstance(value, str):
+        return {"url": value}
+    if isinstance(value, dict) and len(value) == 1 and "url" not in value:
+        ((url, replacement),) = value.items()
+        return {"url": url, "replacement": replacement}
+    if isinstance(value, dict):
+        return value
+    raise ValueError("must be a URL, or `URL: its replacement` (a dead link and where it went)")
+
+
+class DeadLink(Frozen):
+    """A link of a sent issue that no longer answers, as the editor marks it: the archive page
+    strikes it (with its replacement, if any); what was sent stays as it was."""
+
+    url: Url
+    replacement: Url | None = None
+
+
 class Issue(Frozen):
     number: Annotated[int, Field(ge=1)]
     title: HeaderText
@@ -170,6 +190,8 @@ class Issue(Frozen):
     language: Annotated[str, AfterValidator(check_language)] | None = None
     # The checks whose warnings the editor has judged for this issue (see silence.py).
     silence: tuple[Annotated[Silence, BeforeValidator(read_silence)], ...] = ()
+    # Links readers of the archive should know are gone (web/site/deadlinks.py); not the email's.
+    dead: tuple[Annotated[DeadLink, BeforeValidator(read_dead)], ...] = ()
 
     @field_validator("silence")
     @classmethod
@@ -208,6 +230,15 @@ class Issue(Frozen):
             for item in section.items:
                 urls += item.own_links
         return urls + content_links(self.blocks())
+
+    def dead_links(self) -> dict[str, str | None]:
+        """Each link marked dead -> its replacement (None: none given)."""
+        return {dead.url: dead.replacement for dead in self.dead}
+
+    def unheld_dead(self) -> list[int]:
+        """The places in `dead` of the URLs this issue holds no link to (a typo, most likely)."""
+        held = set(self.links)
+        return [place for place, dead in enumerate(self.dead) if dead.url not in held]
 
 
 class Placeholder(StrEnum):

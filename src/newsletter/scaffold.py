@@ -211,11 +211,12 @@ def add_workflow(root: Path, issues: str) -> Path:
 
 def workflow_text(issues: str) -> str:
     """The workflow (project_templates/workflow.yml) for issue files in `issues`: it installs
-    the version of newsletter that writes it, so CI checks as the editor's `check` does."""
+    the version of newsletter that writes it, so CI checks as the editor's `check` does, with
+    the shots extra for `diff --html`."""
     try:
-        requirement = f"newsletter=={version('newsletter')}"
+        requirement = f"newsletter[shots]=={version('newsletter')}"
     except PackageNotFoundError:  # a source tree never installed: the newest release
-        requirement = "newsletter"
+        requirement = "newsletter[shots]"
     text = (TEMPLATES / "workflow.yml").read_text(encoding="utf-8")
     return text.replace("@requirement@", requirement).replace("@issues@", _quoted(issues))
 

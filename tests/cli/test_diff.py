@@ -71,7 +71,7 @@ def test_two_commits_one_word_and_one_link(repo: Path) -> None:
     assert any("Greetings from the first issue" in line for line in added), out
     assert "-https://example.org/another" in removed
     assert "+https://example.org/elsewhere" in added
-    assert out[-1] == "pictures: pip install 'newsletter[shots]' and --html FILE (not built yet)"
+    assert out[-1].startswith("pictures: ")  # how to get them, or --html (tests/review/)
 
 
 def test_a_links_row_names_its_item(repo: Path) -> None:

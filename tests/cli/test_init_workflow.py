@@ -18,6 +18,7 @@ import yaml
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
+from newsletter.review.shots import shots_missing
 from support.gitrepo import git
 
 WORKFLOW = Path(".github") / "workflows" / "newsletter.yml"
@@ -48,9 +49,15 @@ def test_init_writes_a_workflow_githubs_schema_accepts(tmp_path: Path) -> None:
     workflow = yaml.safe_load(path.read_text(encoding="utf-8"))
     steps = workflow["jobs"]["check"]["steps"]
     installs = [s["run"] for s in steps if "pip install" in s.get("run", "")]
-    assert installs == [f'python -m pip install "newsletter=={version("newsletter")}"']
-    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
-    assert upload["if"] == "always()"  # the logs are kept when the check fails, above all
+    assert installs == [f'python -m pip install "newsletter[shots]=={version("newsletter")}"']
+    uploads = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact")]
+    # The logs are kept when the check fails, above all; so are the pictures.
+    assert [(u["with"]["name"], u["if"]) for u in uploads] == [
+        ("newsletter-check", "always()"),
+        ("newsletter-diff", "${{ !cancelled() }}"),
+    ]
+    (compare,) = [s for s in steps if "newsletter diff" in s.get("run", "")]
+    assert compare["if"] == "${{ !cancelled() }}"  # after a failed check too
 
 
 def test_init_ci_none_writes_no_workflow_and_ci_github_adds_it_later(tmp_path: Path) -> None:
@@ -100,7 +107,9 @@ def _run_steps(work: Path) -> tuple[int, str]:
     """The workflow's `run:` steps, in order, as the runner runs a step with `shell: bash`
     (a script file, `bash --noprofile --norc -eo pipefail`), with the variables it sets on a
     pull request and the job's env; the install step is this test's own environment. Stops at
-    the first step that fails, as the runner does; the exit code and all that was printed."""
+    the first step that fails, as the runner does, but for the steps that run whatever came
+    before (`if: always()` or `!cancelled()`); the first failure's exit code and all that was
+    printed."""
     workflow = yaml.safe_load((work / WORKFLOW).read_text(encoding="utf-8"))
     assert workflow["defaults"]["run"]["shell"] == "bash"
     job = workflow["jobs"]["check"]
@@ -117,8 +126,11 @@ def _run_steps(work: Path) -> tuple[int, str]:
         **{k: str(v) for k, v in job.get("env", {}).items()},
     }
     printed = []
+    failed = 0
     for number, step in enumerate(job["steps"]):
         if "run" not in step or "pip install" in step["run"]:
+            continue
+        if failed and step.get("if") not in ("always()", "${{ !cancelled() }}"):
             continue
         script = work.parent / f"step-{number}.sh"
         script.write_text(step["run"], encoding="utf-8")
@@ -132,13 +144,23 @@ def _run_steps(work: Path) -> tuple[int, str]:
             check=False,
         )
         printed.append(done.stdout + done.stderr)
-        if done.returncode != 0:
-            return done.returncode, "".join(printed)
-    return 0, "".join(printed)
+        failed = failed or done.returncode
+    return failed, "".join(printed)
+
+
+def _needs_screenshots() -> None:
+    """The compare step takes screenshots: without a Chromium this test skips (not in CI)."""
+    missing = shots_missing()
+    if missing is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs the real browser: {missing}")
+        pytest.skip(missing)
 
 
 @pytest.mark.slow
+@pytest.mark.browser
 def test_the_workflow_annotates_the_changed_issue_of_a_pull_request(tmp_path: Path) -> None:
+    _needs_screenshots()
     work, line = _pull_request(tmp_path)
     code, printed = _run_steps(work)
     assert code == 1, printed  # the refused link is an error: the run fails, as check exits 1
@@ -158,6 +180,37 @@ def test_the_workflow_annotates_the_changed_issue_of_a_pull_request(tmp_path: Pa
         "artifactLocation": {"uri": "issues/1.md", "uriBaseId": "%SRCROOT%"},
         "region": {"startLine": line},
     }
+    # The compare step ran after the failed check: the diff against the base, its page, and
+    # the pull request's own screenshots, kept as the newsletter-diff artifact.
+    pictures = work / "newsletter-diff"
+    shots = [f"issue-1-{w}-{s}.png" for w in (375, 680) for s in ("dark", "light")]
+    assert sorted(p.name for p in pictures.iterdir()) == [*shots, "issue-1.html", "issue-1.txt"]
+    said = (pictures / "issue-1.txt").read_text(encoding="utf-8").splitlines()
+    assert any(row.startswith("+Hello and welcome to") for row in said), said
+    assert any(row.startswith("-Welcome to") for row in said), said
+    page = (pictures / "issue-1.html").read_text(encoding="utf-8")
+    assert page.count('src="data:image/png;base64,') == 8
+    assert "no change</h2>" not in page  # the word is marked at every width and scheme
+    assert page.count("changed region") == 4
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_an_issue_new_in_the_pull_request_gets_its_screenshots_only(tmp_path: Path) -> None:
+    _needs_screenshots()
+    work, _ = _pull_request(tmp_path)
+    git(work, "checkout", "-q", "-b", "issue-two", "origin/main")
+    text = (work / "issues" / "1.md").read_text(encoding="utf-8")
+    (work / "issues" / "2.md").write_text(text.replace("number: 1", "number: 2"), "utf-8")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "issue 2")
+    code, printed = _run_steps(work)
+    assert code == 0, printed
+    assert "issue 2 is new: its screenshots only" in printed
+    pictures = work / "newsletter-diff"
+    assert sorted(p.name for p in pictures.iterdir()) == [
+        f"issue-2-{w}-{s}.png" for w in (375, 680) for s in ("dark", "light")
+    ]
 
 
 def test_the_workflow_passes_a_pull_request_that_changes_no_issue(tmp_path: Path) -> None:

@@ -117,3 +117,42 @@ def test_archive_and_one_issue_are_one_or_the_other(project: Path) -> None:
     code, _, err = run("check")
     assert code == 2
     assert "Missing option '--issue' (or --archive)." in err
+
+
+def test_links_marked_dead_are_known_not_fetched_nor_failed(
+    project: Path, dns: tuple[int, ZoneResolver]
+) -> None:
+    """The editor marked issue 15's dead link in its file (`dead:`, with a replacement): the
+    run names it as known, does not fetch it, and only issue 16's unmarked one fails."""
+    with website() as site:
+        configure(project, nameserver=f"127.0.0.1:{dns[0]}", base_url=site.base)
+        archive_of_two(project, site.base)
+        path = project / "issues" / "15.yaml"
+        path.write_text(
+            path.read_text(encoding="utf-8")
+            + f"dead:\n- {site.base}/missing: {site.base}/ok?moved\n",
+            encoding="utf-8",
+        )
+        code, out, err = run("check", "--archive")
+        assert code == 1, err  # issue 16's /broken is not marked
+        assert out.splitlines() == [
+            "issue 15:",
+            f"  known dead (marked in the issue file): 「坏」 in 「项目」: {site.base}/missing "
+            f"(now at {site.base}/ok?moved)",
+            "issue 16:",
+            f"  error: 「断了」 in 「项目」: {site.base}/broken: 500 [link-check]",
+            "archive: 2 published issue(s), 2 link(s) (2 fetched, 0 from the cache): "
+            "1 dead, 0 in doubt, 1 known dead",
+        ]
+        assert ("HEAD", "/missing") not in site.requests
+        assert ("GET", "/missing") not in site.requests
+        # Both marked: nothing fails.
+        path = project / "issues" / "16.yaml"
+        path.write_text(
+            path.read_text(encoding="utf-8") + f"dead:\n- {site.base}/broken\n", encoding="utf-8"
+        )
+        code, out, _ = run("check", "--archive")
+        assert code == 0, out
+        known = "  known dead (marked in the issue file): 「断了」 in 「项目」: "
+        assert f"{known}{site.base}/broken" in out.splitlines()
+        assert out.splitlines()[-1].endswith("0 dead, 0 in doubt, 2 known dead")

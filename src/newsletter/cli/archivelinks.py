@@ -19,16 +19,20 @@ def report_archive(settings: Settings) -> int:
         click.echo(printable(f"archive links not checked: {found.skipped}"))
         return 1
     for issue in found.issues:
-        if not issue.findings:
+        if not issue.findings and not issue.known_dead:
             continue
         click.echo(f"issue {issue.number}:")
         for finding in issue.findings:
             colour = "red" if finding.level == "error" else "yellow"
             click.secho(printable(f"  {finding}"), fg=colour)
+        for url, label, replacement in issue.known_dead:
+            now = f" (now at {replacement})" if replacement else ""
+            click.echo(printable(f"  known dead (marked in the issue file): {label}: {url}{now}"))
     cached = found.urls - found.fetched  # or skipped ([check] link_skip): not asked either
+    known = f", {found.known_dead} known dead" if found.known_dead else ""
     click.echo(
         f"archive: {len(found.issues)} published issue(s), {found.urls} link(s) "
         f"({found.fetched} fetched, {cached} from the cache): {found.dead} dead, "
-        f"{found.doubtful} in doubt"
+        f"{found.doubtful} in doubt{known}"
     )
     return 1 if found.dead or found.unreadable else 0

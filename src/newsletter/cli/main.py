@@ -25,6 +25,7 @@ COMMANDS = {
     "build": "author",
     "check": "author",
     "diff": "reviewing",
+    "shots": "reviewing",
     "preview": "author",
     "subscribers": "lists",
     "unsubscribe": "lists",
@@ -81,6 +82,7 @@ def cli(ctx: click.Context, config: Path | None) -> None:
       newsletter preview --issue 14            look at it live in a browser
       newsletter check --issue 14              pre-send checks
       newsletter diff --issue 14               what readers would see change since the last commit
+      newsletter shots --issue 14              screenshots at 375 and 680 px, light and dark
       newsletter send --issue 14 --list staging   a test send
       newsletter send --issue 14               deliver to the main list
       newsletter send --issue 14 --at "2026-12-02 08:00"   ... at that time (a worker sends it)

@@ -1,4 +1,5 @@
-"""`diff`: an issue at two git revisions, as its readers get it (review/ compares; this prints)."""
+"""`diff` and `shots`: an issue at two git revisions as its readers get it, and one version's
+screenshots (review/ compares, shoots and writes; this prints)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,42 @@ from pathlib import Path
 import click
 
 from newsletter.cli.terminal import issue_option, printable, sample_list_option
-from newsletter.clip import GMAIL_CLIP
 from newsletter.configfile import CONFIG_NAME
-from newsletter.review import IssueDiff, Version, compare
+from newsletter.review import compare, version_at
+from newsletter.review.shots import SHOTS_HINT, ShotsError, shots_missing
+from newsletter.review.summary import diff_lines
 
-PICTURES = "pictures: pip install 'newsletter[shots]' and --html FILE (not built yet)"
-_LINK_MARKS = {"added": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow")}
+chromium_option = click.option(
+    "--chromium",
+    metavar="PATH",
+    default=None,
+    help="The Chromium to take screenshots with (default: NEWSLETTER_CHROMIUM, else chromium "
+    "on PATH).",
+)
 
 
 @click.command()
 @issue_option
 @click.argument("revisions", nargs=-1, metavar="[REV] [REV]")
 @sample_list_option
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write one self-contained page: screenshots of both versions at 375 and 680 px, "
+    "light and dark, the changes marked, the text diff beside them.",
+)
+@chromium_option
 @click.pass_context
-def diff(ctx: click.Context, number: int, revisions: tuple[str, ...], list_name: str) -> None:
+def diff(
+    ctx: click.Context,
+    number: int,
+    revisions: tuple[str, ...],
+    list_name: str,
+    html_file: Path | None,
+    chromium: str | None,
+) -> None:
     """What changes for readers of an issue between two git revisions: the text part as a
     unified diff, the links added, removed and changed (by item), the subject, the preheader,
     the HTML part's size against Gmail's clip, and the check findings, before and after.
@@ -30,13 +53,19 @@ def diff(ctx: click.Context, number: int, revisions: tuple[str, ...], list_name:
     newsletter diff --issue 14                 the last commit against the working tree
     newsletter diff --issue 14 main            main against the working tree
     newsletter diff --issue 14 main HEAD       any two revisions
+    newsletter diff --issue 14 main --html diff.html   and the screenshots, in one page
 
     Both versions are read from git (nothing is checked out), each with the templates,
-    newsletter.toml and images it had. Colour on a terminal; NO_COLOR turns it off.
+    newsletter.toml and images it had. Colour on a terminal; NO_COLOR turns it off. The
+    screenshots need the shots extra (pip install 'newsletter[shots]') and a Chromium; they
+    are taken with the network shut: a remote image shows as blocked.
     """
     if len(revisions) > 2:
         raise click.UsageError("at most two revisions: diff --issue N [REV] [REV]")
-    config = ctx.find_root().ensure_object(dict).get("config") or Path(CONFIG_NAME)
+    missing = shots_missing(chromium)
+    if html_file is not None and missing is not None:
+        raise ShotsError(f"--html needs screenshots: {missing}")
+    config = _config(ctx)
     rev_a = revisions[0] if revisions else "HEAD"
     rev_b = revisions[1] if len(revisions) == 2 else None
     found = compare(
@@ -47,65 +76,61 @@ def diff(ctx: click.Context, number: int, revisions: tuple[str, ...], list_name:
         click.echo(
             click.style(printable(line), fg=style) if style else printable(line), color=colour
         )
-
-
-def diff_lines(found: IssueDiff) -> list[tuple[str, str | None]]:
-    """The report's lines, each with its colour (None: plain)."""
-    before, after = found.before, found.after
-    lines: list[tuple[str, str | None]] = [
-        (f"issue {found.number}: {before.label} -> {after.label}", None)
-    ]
-    lines += [
-        _pair("subject", before.subject, after.subject),
-        _pair("preheader", before.preheader, after.preheader),
-        _pair("size", _size(before), _size(after)),
-    ]
-    if before.html != after.html and before.text == after.text:
-        lines.append(("HTML part: changed (the text part did not)", "yellow"))
-    counts = f"{_tally(before)} -> {_tally(after)}"
-    lines.append((f"findings: {counts}", None))
-    lines += [(f"  - {f}", "green") for f in found.findings_gone]
-    lines += [(f"  + {f}", "red") for f in found.findings_new]
-    kinds = [c.kind for c in found.links]
-    lines.append(
-        (
-            f"links: {kinds.count('changed')} changed, {kinds.count('added')} added, "
-            f"{kinds.count('removed')} removed",
-            None,
+    if html_file is None:
+        click.echo(
+            f"pictures: {missing}: {SHOTS_HINT}"
+            if missing
+            else "pictures: add --html FILE for screenshots of both versions"
         )
+        return
+    from newsletter.review.pictures import diff_page
+
+    html_file.write_text(diff_page(found, chromium), encoding="utf-8")
+    click.echo(f"wrote {printable(str(html_file))}")
+
+
+@click.command()
+@issue_option
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("shots"),
+    show_default=True,
+    help="The folder the PNG files are written to (made if missing).",
+)
+@click.option(
+    "--rev",
+    default=None,
+    metavar="REV",
+    help="A git revision to shoot (default: the files as they are, no git needed).",
+)
+@sample_list_option
+@chromium_option
+@click.pass_context
+def shots(
+    ctx: click.Context,
+    number: int,
+    out: Path,
+    rev: str | None,
+    list_name: str,
+    chromium: str | None,
+) -> None:
+    """Screenshots of an issue as readers see it: PNG files at 375 and 680 px wide, light and
+    dark, taken in headless Chromium with the network shut (a remote image shows as blocked).
+    One line per file written. Needs pip install 'newsletter[shots]' and a Chromium."""
+    missing = shots_missing(chromium)
+    if missing is not None:
+        raise ShotsError(f"no screenshots: {missing}")
+    config = _config(ctx)
+    version = version_at(
+        config.resolve().parent, number, rev, config_name=config.name, list_name=list_name
     )
-    for change in found.links:
-        mark, colour = _LINK_MARKS[change.kind]
-        urls = " -> ".join(u for u in (change.before, change.after) if u is not None)
-        lines.append((f"  {mark} [{change.label}] {urls}", colour))
-    if found.text_diff:
-        lines += [(line, _diff_colour(line)) for line in found.text_diff]
-    else:
-        lines.append(("text part: unchanged", None))
-    lines.append((PICTURES, None))
-    return lines
+    from newsletter.review.pictures import write_shots
+
+    for path in write_shots(version, out, f"issue-{number}-", chromium):
+        click.echo(printable(str(path)))
 
 
-def _pair(name: str, old: str, new: str) -> tuple[str, str | None]:
-    if old == new:
-        return f"{name}: {new} (unchanged)", None
-    return f"{name}: {old} -> {new}", "yellow"
-
-
-def _size(version: Version) -> str:
-    # In bytes: a word's edit moves the size by less than the tenth of a KB `check` shows.
-    size = version.html_size
-    return f"{size:,} bytes of HTML ({size / GMAIL_CLIP:.0%} of Gmail's ~102 KB clip)"
-
-
-def _tally(version: Version) -> str:
-    errors = sum(1 for f in version.findings if f.startswith("error:"))
-    return f"{errors} errors, {len(version.findings) - errors} warnings"
-
-
-def _diff_colour(line: str) -> str | None:
-    if line.startswith(("+++", "---")):
-        return None
-    if line.startswith("@@"):
-        return "cyan"
-    return {"+": "green", "-": "red"}.get(line[:1])
+def _config(ctx: click.Context) -> Path:
+    found: Path = ctx.find_root().ensure_object(dict).get("config") or Path(CONFIG_NAME)
+    return found

@@ -79,6 +79,7 @@ def read_issue_file(path: Path, *, display: str | None = None) -> IssueFile:
     notes += image_notes
     try:
         issue = Issue.model_validate(data)
+        problems += [_unheld(name, source.lines, issue, place) for place in issue.unheld_dead()]
     except ValidationError as exc:
         problems += [_problem(name, source.lines, err) for err in exc.errors()]
     problems += image_problems + mismatch
@@ -363,6 +364,12 @@ def _problem(name: str, lines: dict[Loc, int], err: Any) -> Problem:
         if not (isinstance(part, str) and part in _BLOCK_KINDS | _SPAN_KINDS)
     )
     return Problem(name, _line(lines, loc), _field(loc), _friendly(err))
+
+
+def _unheld(name: str, lines: dict[Loc, int], issue: Issue, place: int) -> Problem:
+    url = issue.dead[place].url
+    message = f"{url} is not a link of this issue: copy the link as the issue has it"
+    return Problem(name, _line(lines, ("dead", place)), f"dead[{place}]", message)
 
 
 def _field(loc: Loc) -> str:

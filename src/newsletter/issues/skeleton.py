@@ -4,7 +4,8 @@ sections of the one before with nothing in them, in the same format (`newsletter
 Each section title is copied as it was written (its `code` and links stay), read from the same
 source and line the loader read it from; the issue it starts from must load, so a broken one is
 reported, never half-copied. What belongs to one issue is left behind: items, intros, the cover,
-the preheader and its `silence:` (a judgment about that issue's warnings, not the next one's).
+the preheader, its `silence:` (a judgment about that issue's warnings, not the next one's) and
+its `dead:` (that issue's links).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ many issues link it. Its answers are kept in their own file, `.newsletter/archiv
 for ARCHIVE_TTL: a weekly run fetches only what the last weeks did not answer, and the
 pre-send check's short-lived answers (`[check] cache_ttl`) are never mixed with these old ones.
 A link the run's deadline cut off is said so, not called dead; the next run goes on from the
-cache.
+cache. A link the issue file marks `dead:` is known: listed as such, never fetched nor failed.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ class IssueLinks:
     number: int
     links: int
     findings: tuple[Finding, ...]
+    # Links the issue file marks `dead:` (the editor knows): not fetched, not failed; each with
+    # its item's label and its replacement, if any.
+    known_dead: tuple[tuple[str, str, str | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,10 @@ class ArchiveReport:
         return sum(1 for i in self.issues for f in i.findings if f.level == "error")
 
     @property
+    def known_dead(self) -> int:
+        return sum(len(i.known_dead) for i in self.issues)
+
+    @property
     def doubtful(self) -> int:
         return sum(1 for i in self.issues for f in i.findings if f.level != "error")
 
@@ -64,6 +71,7 @@ def check_archive(settings: Settings) -> ArchiveReport:
 async def _check(settings: Settings) -> ArchiveReport:
     deadline = asyncio.get_running_loop().time() + settings.check.run_timeout
     labels: dict[int, dict[str, str]] = {}
+    known: dict[int, tuple[tuple[str, str, str | None], ...]] = {}
     unreadable = []
     for number in published_issues(settings):
         try:
@@ -71,7 +79,10 @@ async def _check(settings: Settings) -> ArchiveReport:
         except NewsletterError as exc:
             unreadable.append(f"issue {number}: {exc.message.splitlines()[0]}")
             continue
-        labels[number] = item_labels(issue, settings.newsletter.language)
+        found = item_labels(issue, settings.newsletter.language)
+        dead = issue.dead_links()
+        known[number] = tuple((url, found[url], dead[url]) for url in found if url in dead)
+        labels[number] = {url: label for url, label in found.items() if url not in dead}
     urls = list(dict.fromkeys(url for found in labels.values() for url in found))
     cache = Cache(settings.state_dir / ARCHIVE_CACHE)
     config = settings.check.model_copy(update={"cache_ttl": ARCHIVE_TTL})
@@ -86,8 +97,9 @@ async def _check(settings: Settings) -> ArchiveReport:
     issues = tuple(
         IssueLinks(
             number,
-            len(found),
+            len(found) + len(known[number]),
             tuple(link_findings({url: results[url] for url in found}, found)),
+            known[number],
         )
         for number, found in labels.items()
     )

@@ -12,7 +12,8 @@ from __future__ import annotations
 import difflib
 import os
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -23,8 +24,9 @@ from newsletter.errors import NewsletterError
 from newsletter.issues import issue_path
 from newsletter.models import Issue
 from newsletter.places import IssueLink, Region, issue_links, item_label
-from newsletter.review.snapshot import RevisionError, Snapshot, take_snapshot
-from newsletter.settings import DEFAULT_LIST, load_settings
+from newsletter.render import image_url
+from newsletter.review.snapshot import WORKING_TREE, RevisionError, Snapshot, take_snapshot
+from newsletter.settings import DEFAULT_LIST, Settings, load_settings
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,9 @@ class Version:
     # Each finding without its file:line: a line added above it moves it, and changes nothing.
     finding_keys: tuple[str, ...]
     links: tuple[IssueLink, ...]
+    # The issue's own image files by the URL the HTML part names them with: a screenshot
+    # shows them from the revision, not from the site (review/shots.py).
+    images: Mapping[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,24 @@ def compare(
     )
 
 
+def version_at(
+    project_root: Path,
+    issue: int,
+    rev: str | None = None,
+    *,
+    config_name: str = CONFIG_NAME,
+    list_name: str = DEFAULT_LIST,
+) -> Version:
+    """Issue `issue` at `rev` of the repository holding `project_root`; None: the project's
+    files as they are (no git needed)."""
+    if rev is None:
+        here = Snapshot(WORKING_TREE, project_root, project_root / config_name)
+        return _render(here, issue, list_name)
+    with tempfile.TemporaryDirectory(prefix="newsletter-shots-") as folder:
+        snapshot = take_snapshot(project_root, rev, issue, config_name, Path(folder))
+        return _render(snapshot, issue, list_name)
+
+
 def link_changes(
     before: tuple[IssueLink, ...], after: tuple[IssueLink, ...]
 ) -> tuple[LinkChange, ...]:
@@ -149,7 +172,18 @@ def _render(snapshot: Snapshot, number: int, list_name: str) -> Version:
         findings=tuple(_unplaced(str(f), snapshot.root) for f in draft.findings),
         finding_keys=tuple(_unlocated(f) for f in draft.findings),
         links=tuple(_by_item(draft.issue, link) for link in issue_links(draft.issue)),
+        images=_image_files(draft.issue, settings),
     )
+
+
+def _image_files(issue: Issue, settings: Settings) -> dict[str, bytes]:
+    """The issue's images under issues/ (the loader has checked each is there), by URL."""
+    base = settings.newsletter.base_url
+    found = {}
+    for image in issue.images:
+        if image.local and (settings.issues_dir / image.src).is_file():
+            found[image_url(image, base)] = (settings.issues_dir / image.src).read_bytes()
+    return found
 
 
 def _by_item(issue: Issue, link: IssueLink) -> IssueLink:

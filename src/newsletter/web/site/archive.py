@@ -21,11 +21,13 @@ from pathlib import Path
 from newsletter.draft import published_issues, sent_dates
 from newsletter.errors import NewsletterError
 from newsletter.fields import IMAGE_TYPES
+from newsletter.i18n import PAGES, strings_for
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
 from newsletter.links import how_to_unsubscribe_url, issue_url
 from newsletter.models import Issue, Placeholder
 from newsletter.render import dated, render_issue
 from newsletter.settings import Settings
+from newsletter.web.site.deadlinks import mark_dead_links
 from newsletter.web.site.feed import FEED_ENTRIES, FeedEntry, add_link_tag, atom_feed
 from newsletter.web.site.guard import error_log
 from newsletter.web.site.pages import add_signup_link, render_page
@@ -114,8 +116,12 @@ class Archive:
         cached = self._pages.get(path)
         if cached is None or cached[0] != stamp:
             # The web version is the whole issue, also when the email is cut at Gmail's clip.
-            rendered = render_issue(dated(self.issue(number), sent), self.settings, whole=True)
+            issue = self.issue(number)
+            rendered = render_issue(dated(issue, sent), self.settings, whole=True)
             page = add_link_tag(fill_public(rendered.html, self.settings, number), self.settings)
+            # The links the editor marked dead, on the page only: the email is as it was sent.
+            words = strings_for(PAGES, issue.language or self.settings.newsletter.language)
+            page = mark_dead_links(page, issue.dead_links(), words)
             page = add_signup_link(page, self.settings)
             cached = self._pages[path] = (stamp, page)
         return cached[1]

@@ -26,6 +26,7 @@ from newsletter.links import feed_url, issue_url
 from newsletter.models import Issue
 from newsletter.render import image_url, item_number, numbering_style, preheader_for, section_number
 from newsletter.settings import Settings
+from newsletter.web.site.deadlinks import mark_dead_links
 from newsletter.web.site.pages import render_page
 
 ATOM = "http://www.w3.org/2005/Atom"
@@ -100,7 +101,7 @@ def entry_html(issue: Issue, settings: Settings) -> str:
     """The issue as plain HTML for a feed reader (templates/feed_entry.html)."""
     language, style = settings.newsletter.language, numbering_style(settings, issue)
     base_url = settings.newsletter.base_url
-    return render_page(
+    page = render_page(
         "feed_entry.html",
         settings,
         issue=issue,
@@ -109,6 +110,10 @@ def entry_html(issue: Issue, settings: Settings) -> str:
         section_number=lambda n: section_number(n, language, style),
         item_number=lambda n: item_number(n, language, style),
     )
+    # The links the editor marked dead are noted as on the issue's page (no style: a feed
+    # reader drops it, the note stays).
+    words = strings_for(PAGES, issue.language or language)
+    return mark_dead_links(page, issue.dead_links(), words)
 
 
 def _instant(entry: FeedEntry) -> dt.datetime:
