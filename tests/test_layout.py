@@ -51,6 +51,7 @@ LAYERS: list[set[str]] = [
     {"signup"},
     {"send"},
     {"schedule"},
+    {"sequences"},
     {"worker"},
     {"doctor"},
     {"web"},

@@ -9,7 +9,7 @@ compared in the same run, so that mismatch is reported with the other errors.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,14 @@ def load_issue_file(path: Path, *, display: str | None = None) -> Issue:
     return read_issue_file(path, display=display).issue
 
 
-def read_issue_file(path: Path, *, display: str | None = None) -> IssueFile:
+# A caller's own front-matter keys: given the data and its lines, takes them out (a sequence's
+# step: `after`, `lists`) and returns what is wrong with them, checked with everything else.
+FrontKeys = Callable[[dict[str, Any], dict[Loc, int]], list[Problem]]
+
+
+def read_issue_file(
+    path: Path, *, display: str | None = None, front: FrontKeys | None = None
+) -> IssueFile:
     """The Issue and the Notes about its source; IssueError listing every problem found."""
     name = display or display_path(path)
     text = read_issue_text(path, name)
@@ -77,6 +84,8 @@ def read_issue_file(path: Path, *, display: str | None = None) -> IssueFile:
         notes += read_text_fields(data, source)
     image_problems, image_notes = measure_images(data, source.lines, path.parent, name)
     notes += image_notes
+    if front is not None:
+        problems += front(data, source.lines)
     try:
         issue = Issue.model_validate(data)
     except ValidationError as exc:

@@ -29,6 +29,7 @@ from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.clicks import Clicks
 from newsletter.outbox.consent import ConsentLedger
 from newsletter.outbox.deliveries import Deliveries
+from newsletter.outbox.enrolments import STEP_KEYS, Enrolments
 from newsletter.outbox.forgotten import Forgotten
 from newsletter.outbox.heartbeats import Heartbeats
 from newsletter.outbox.journal import Commit, Journal
@@ -65,11 +66,13 @@ __all__ = [
     "IN_DOUBT",
     "LATEST",
     "MIGRATIONS",
+    "STEP_KEYS",
     "UNSUBSCRIBED",
     "Backend",
     "Commit",
     "Delivery",
     "Durability",
+    "Enrolments",
     "Journal",
     "Migration",
     "Outbox",
@@ -107,6 +110,7 @@ class Outbox:
         self.schedules = Schedules(backend)
         self.heartbeats = Heartbeats(backend)
         self.webhook_events = WebhookEvents(backend)
+        self.enrolments = Enrolments(backend)
 
     def journal(self, owner: str | None) -> Journal:
         return Journal(self.backend, owner)

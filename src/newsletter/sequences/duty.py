@@ -1,0 +1,198 @@
+"""The worker's duty of welcome sequences: the sequence files and the outbox's enrolments in; each
+due step planned once per reader and sent by the send engine, out.
+
+Each look, outside the quiet hours (quiet.py): every sequence is read afresh (an edited step goes
+to the readers who have not had it; a removed one is passed over: a reader goes to the next number
+above the last they had); for each step, the readers it is due to (their last step, or joining,
+its `after` ago, still confirmed and not suppressed) get its row in the delivery log and move on,
+a page per transaction (outbox/enrolments.py); then each step's free rows are sent by the engine
+under this worker's lease (steps.py). Rows of a step whose file is gone are skipped.
+
+Exactly once: the delivery log's UNIQUE key plans a step once per reader whoever plans it; the
+engine's claims give each row to one worker; a worker killed during an upload leaves its row
+`sending`, which becomes `unknown` (never sent again unasked) when the next worker starts
+(SQLite: one worker per project) or its lease runs out (PostgreSQL: the engine's reaping).
+A sequence with a fault is reported once per change of its files and left alone meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from newsletter.errors import NewsletterError, OutboxError
+from newsletter.issues.sequencefiles import FOLDER, Sequence, Step, load_sequence, sequence_names
+from newsletter.mail.tokens import SigningKey
+from newsletter.outbox import Outbox, open_project_outbox
+from newsletter.outbox.enrolments import PAGE
+from newsletter.sequences.quiet import quiet_for
+from newsletter.sequences.steps import StepMails, deliver
+from newsletter.settings import Settings
+
+Log = Callable[[str], None]
+Clock = Callable[[], float]
+FAULT_PAUSE = 5.0
+LONGEST_WAIT = 60.0  # seconds: files may change, and readers join, while the duty waits
+
+
+class SequenceDuty:
+    """Welcome sequences (start, run_once -> seconds until the next look, stop)."""
+
+    name = "welcome sequences"
+
+    def __init__(
+        self,
+        settings: Settings,
+        key: SigningKey,
+        owner: str,
+        log: Log,
+        *,
+        clock: Clock = time.time,
+    ) -> None:
+        self.settings = settings
+        self.key = key
+        self.owner = owner
+        self.log = log
+        self.clock = clock
+        self.outbox: Outbox | None = None
+        self.mails = StepMails(settings, key)
+        self._keys: dict[tuple[str, int], int] = {}
+        self._faults: dict[str, str] = {}
+
+    @property
+    def folder(self) -> Path:
+        return self.settings.resolve(Path(FOLDER))
+
+    async def start(self) -> None:
+        outbox = self._connect()
+        if not outbox.shared:
+            # SQLite allows one worker: a step's row left `sending` is a dead worker's upload.
+            for step_key, list_name in outbox.enrolments.held():
+                for row in outbox.deliveries.recover(step_key, list_name, keep=self.owner):
+                    self.log(
+                        f"sequence step {step_key} to {row.recipient} on {list_name}: unknown"
+                        " (a worker stopped during its upload)"
+                    )
+
+    async def run_once(self) -> float:
+        try:
+            if self.outbox is None or self.outbox.broken:
+                self._connect()
+            return await self.look()
+        except OutboxError as exc:
+            self.log(
+                f"sequences: the outbox failed: {exc.message}; trying again in {FAULT_PAUSE:.0f} s"
+            )
+            return FAULT_PAUSE
+
+    async def stop(self) -> None:
+        if self.outbox is not None:
+            with contextlib.suppress(OutboxError):
+                self.outbox.close()
+
+    async def look(self) -> float:
+        """One look: due steps planned, then sent; seconds until the next is worth it."""
+        outbox = self.outbox
+        assert outbox is not None
+        moment = self.clock()
+        quiet = quiet_for(self.settings, moment)
+        if quiet > 0:
+            return min(quiet, LONGEST_WAIT)
+        sequences = self.sequences()
+        steps: dict[int, Step] = {}
+        wait = LONGEST_WAIT
+        for sequence in sequences:
+            wait = min(wait, self.plan(outbox, sequence, moment, steps))
+        for step_key, list_name in outbox.enrolments.waiting():
+            step = steps.get(step_key)
+            if step is None:
+                if step_key not in self._keys.values() and self._known(outbox, step_key):
+                    outbox.enrolments.skip_removed(step_key, list_name)
+                continue
+            try:
+                mail = self.mails.get(step, step_key, list_name)
+            except (NewsletterError, OSError) as exc:
+                self._fault(step.sequence, f"{step.name} for {list_name}: {exc}")
+                continue
+            await deliver(mail, outbox, self.settings)
+        return max(wait, 0.0)
+
+    def sequences(self) -> list[Sequence]:
+        """Every sequence whose files load; the faults of the others logged once each."""
+        found = []
+        for name in sequence_names(self.folder):
+            try:
+                sequence = load_sequence(self.folder, name)
+            except NewsletterError as exc:
+                self._fault(name, str(exc))
+                continue
+            self._faults.pop(name, None)
+            unknown = [x for x in sequence.lists if x not in self.settings.lists]
+            if unknown:
+                self._fault(
+                    name, f"{FOLDER}/{name}: lists: {', '.join(unknown)} not in newsletter.toml"
+                )
+            found.append(sequence)
+        return found
+
+    def plan(
+        self, outbox: Outbox, sequence: Sequence, moment: float, keys: dict[int, Step]
+    ) -> float:
+        """Each step's due readers planned; seconds until the sequence's next step falls due."""
+        enrolments = outbox.enrolments
+        wait = LONGEST_WAIT
+        previous = 0
+        for step in sequence.steps:
+            step_key = self.step_key(outbox, step)
+            keys[step_key] = step
+            while True:
+                due = enrolments.due(
+                    sequence.name,
+                    previous,
+                    step.number,
+                    moment - step.after,
+                    from_joining=step.from_joining,
+                )
+                if not due:
+                    break
+                ids = []
+                for reader in due:
+                    mail = self.mails.get(step, step_key, reader.list)
+                    ids.append(mail.factory.message_id_of(reader.address))
+                enrolments.plan(step_key, step.number, due, ids, moment)
+                if len(due) < PAGE:
+                    break
+            first = enrolments.next_at(
+                sequence.name, previous, step.number, from_joining=step.from_joining
+            )
+            if first is not None:
+                wait = min(wait, first + step.after - moment)
+            previous = step.number
+        return wait
+
+    def step_key(self, outbox: Outbox, step: Step) -> int:
+        key = self._keys.get((step.sequence, step.number))
+        if key is None:
+            key = outbox.enrolments.step_key(step.sequence, step.number)
+            self._keys[(step.sequence, step.number)] = key
+        return key
+
+    def _known(self, outbox: Outbox, step_key: int) -> bool:
+        """A step key whose sequence still exists but no longer has the step (a sequence
+        whose files fail to load keeps its rows waiting for the fix)."""
+        found = outbox.enrolments.step_of(step_key)
+        return found is not None and found[0] not in self._faults
+
+    def _fault(self, name: str, message: str) -> None:
+        if self._faults.get(name) != message:
+            self._faults[name] = message
+            self.log(f"sequence {name}: {message}")
+
+    def _connect(self) -> Outbox:
+        if self.outbox is not None:
+            with contextlib.suppress(Exception):
+                self.outbox.close()
+        self.outbox = open_project_outbox(self.settings)
+        return self.outbox

@@ -1,0 +1,83 @@
+"""The editor's side of welcome sequences: the settings and the outbox in; each sequence's steps,
+how many readers are at each, what the delivery log holds per step and when the next step falls
+due (`newsletter sequences`) out; and the editor's enrolment of a whole list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from newsletter.issues.sequencefiles import Sequence, load_sequence, sequence_names
+from newsletter.models import DeliveryStatus
+from newsletter.outbox import Outbox
+
+S = DeliveryStatus
+
+
+@dataclass(frozen=True)
+class StepView:
+    number: int
+    name: str  # NN-slug
+    title: str
+    after: float
+    from_joining: bool
+    key: int  # the step's issue number in the delivery log (`status --issue KEY`)
+    at_step: int  # readers whose last step is this one
+    waiting: int  # readers this step is next for
+    next_due: float | None  # when it next falls due for one of them (Unix time)
+    counts: dict[DeliveryStatus, int] = field(default_factory=dict)  # the log, every list
+
+
+@dataclass(frozen=True)
+class SequenceView:
+    name: str
+    lists: tuple[str, ...]
+    steps: tuple[StepView, ...]
+    not_started: int  # readers who joined and had no step yet
+
+
+def survey(folder: Path, outbox: Outbox) -> list[SequenceView]:
+    """Every sequence of `folder` as the editor sees it (IssueError for a faulty one)."""
+    return [view(load_sequence(folder, name), outbox) for name in sequence_names(folder)]
+
+
+def view(sequence: Sequence, outbox: Outbox) -> SequenceView:
+    enrolments = outbox.enrolments
+    at_steps = enrolments.at_steps(sequence.name)
+    steps = []
+    previous = 0
+    for step in sequence.steps:
+        key = enrolments.step_key(sequence.name, step.number)
+        waiting = sum(n for at, n in at_steps.items() if previous <= at < step.number)
+        first = enrolments.next_at(
+            sequence.name, previous, step.number, from_joining=step.from_joining
+        )
+        counts = dict.fromkeys(DeliveryStatus, 0)
+        for list_name in outbox.deliveries.lists_of(key):
+            for state, n in outbox.deliveries.counts(key, list_name).items():
+                counts[state] += n
+        steps.append(
+            StepView(
+                step.number,
+                f"{step.number:02d}-{step.slug}",
+                step.issue.title,
+                step.after,
+                step.from_joining,
+                key,
+                at_steps.get(step.number, 0),
+                waiting,
+                None if first is None else first + step.after,
+                counts,
+            )
+        )
+        previous = step.number
+    return SequenceView(sequence.name, sequence.lists, tuple(steps), at_steps.get(0, 0))
+
+
+def enrol(folder: Path, outbox: Outbox, name: str, list_name: str, at: float) -> int:
+    """Every confirmed reader of `list_name` joins sequence `name` at step 1 (those in it
+    already stay where they are); how many joined. A faulty or missing sequence is named
+    before anyone joins."""
+    load_sequence(folder, name)
+    return outbox.enrolments.enrol_list(name, list_name, at)
