@@ -10,6 +10,8 @@ import email
 import email.policy
 from pathlib import Path
 
+import pytest
+
 from newsletter.mail.tokens import signing_key
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import STEP_KEYS, Outbox
@@ -80,6 +82,7 @@ async def test_step_one_at_once_step_two_after_its_delay_each_once(
     assert outbox.deliveries.counts(key, "main")[S.SENT] == 1
 
 
+@pytest.mark.slow
 async def test_two_duties_at_once_never_double_a_step(project: Path, outbox: Outbox) -> None:
     welcome(project, second="0s")
     addresses = [f"r{n:02d}@example.org" for n in range(30)]
