@@ -14,8 +14,8 @@ from newsletter.clicks.gather import gather_report
 from newsletter.clicks.page import render_html
 from newsletter.clicks.tables import render_text, write_report_csv
 from newsletter.errors import ConfigError, display_path
-from newsletter.issues import load_issue
 from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
+from newsletter.sequences.overview import issue_of
 from newsletter.settings import Settings
 
 _FILE = click.Path(dir_okay=False, writable=True, path_type=Path)
@@ -46,8 +46,9 @@ def report(
     """What readers read of an issue's send: per section and item, people's clicks beside
     machine requests (README, "What readers read"); the messages sent per minute; bounces,
     complaints and unsubscribes as rates of the messages sent. Figures under [privacy]
-    min_count show as "< 5"."""
-    issue = load_issue(settings.issues_dir, number)
+    min_count show as "< 5". A welcome sequence's step: --issue its key (`newsletter
+    sequences` shows it)."""
+    issue = issue_of(settings, number)  # an issue, or a sequence step by its key
     if not outbox_exists(settings.outbox_target):
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return

@@ -8,9 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from newsletter.issues.sequencefiles import Sequence, load_sequence, sequence_names
-from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox
+from newsletter.errors import IssueError, Problem
+from newsletter.issues import load_issue
+from newsletter.issues.sequencefiles import FOLDER, Sequence, load_sequence, sequence_names
+from newsletter.models import DeliveryStatus, Issue
+from newsletter.outbox import STEP_KEYS, Outbox, open_project_outbox, outbox_exists
+from newsletter.settings import Settings
 
 S = DeliveryStatus
 
@@ -81,3 +84,22 @@ def enrol(folder: Path, outbox: Outbox, name: str, list_name: str, at: float) ->
     before anyone joins."""
     load_sequence(folder, name)
     return outbox.enrolments.enrol_list(name, list_name, at)
+
+
+def issue_of(settings: Settings, number: int) -> Issue:
+    """The issue `number` names in the delivery log: an issue file, or (a step's key, as
+    `newsletter sequences` shows it) the step as the worker sends it, numbered by its key."""
+    if number < STEP_KEYS:
+        return load_issue(settings.issues_dir, number)
+    found = None
+    if outbox_exists(settings.outbox_target):
+        with open_project_outbox(settings) as outbox:
+            found = outbox.enrolments.step_of(number)
+    if found is None:
+        raise IssueError(
+            [Problem(FOLDER, None, "", f"no sequence step has the key {number}")],
+            hint="`newsletter sequences` shows each step's key.",
+        )
+    sequence, step = found
+    issue = load_sequence(settings.resolve(Path(FOLDER)), sequence).step(step).issue
+    return issue.model_copy(update={"number": number})
