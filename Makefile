@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/signup.py
 	$(PY) benchmarks/diff.py
 	$(PY) benchmarks/archive.py
+	$(PY) benchmarks/sequences.py
 
 clean:
 	rm -rf $(VENV) out .newsletter .pytest_cache .mypy_cache .ruff_cache
