@@ -15,6 +15,7 @@ import pytest
 from newsletter.mail.tokens import signing_key
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import STEP_KEYS, Outbox
+from newsletter.outbox.enrolments import STEP_REMOVED
 from newsletter.sequences.duty import SequenceDuty
 from newsletter.settings import Settings
 from newsletter.signup.forgetting import forget
@@ -172,3 +173,23 @@ async def test_quiet_hours_hold_a_step_until_they_end(project: Path, outbox: Out
         finally:
             await duty.stop()
     assert _subjects(handler, "ann@example.org") == ["Hello"]
+
+
+async def test_a_removed_steps_rows_not_yet_sent_are_skipped_saying_why(
+    project: Path, outbox: Outbox
+) -> None:
+    welcome(project)
+    clock = Clock(1_000_000.0)
+    ann = confirmed(outbox, "ann@example.org")
+    outbox.enrolments.join("main", ann, ["welcome"], clock.at)
+    (due,) = outbox.enrolments.due("welcome", 0, 2, clock.at, from_joining=False)
+    key = outbox.enrolments.step_key("welcome", 2)
+    outbox.enrolments.plan(key, 2, [due], ["<planned@example.org>"], clock.at)
+    (project / "sequences" / "welcome" / "02-tips.md").unlink()
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        settings = duty_settings(project, server.host, server.port, outbox.target)
+        await _look(_duty(settings, clock))
+    assert handler.received == []
+    (row,) = outbox.deliveries.rows(key, "main")
+    assert (row.state, row.smtp_reply) == (S.SKIPPED, STEP_REMOVED)

@@ -34,7 +34,7 @@ from newsletter.settings import Settings
 Log = Callable[[str], None]
 Clock = Callable[[], float]
 FAULT_PAUSE = 5.0
-LONGEST_WAIT = 60.0  # seconds: files may change, and readers join, while the duty waits
+LONGEST_WAIT = 60.0  # seconds a quiet duty sleeps at most: the quiet hours may be changed
 
 
 class SequenceDuty:
@@ -60,6 +60,8 @@ class SequenceDuty:
         self.mails = StepMails(settings, key)
         self._keys: dict[tuple[str, int], int] = {}
         self._faults: dict[str, str] = {}
+        # Each sequence as last read: its files' stamp, the Sequence (None: it failed), the fault.
+        self._read: dict[str, tuple[tuple[tuple[str, int, int], ...], Sequence | None, str]] = {}
 
     @property
     def folder(self) -> Path:
@@ -102,13 +104,12 @@ class SequenceDuty:
             return min(quiet, LONGEST_WAIT)
         sequences = self.sequences()
         steps: dict[int, Step] = {}
-        wait = LONGEST_WAIT
         for sequence in sequences:
-            wait = min(wait, self.plan(outbox, sequence, moment, steps))
+            self.plan(outbox, sequence, moment, steps)
         for step_key, list_name in outbox.enrolments.waiting():
             step = steps.get(step_key)
             if step is None:
-                if step_key not in self._keys.values() and self._known(outbox, step_key):
+                if self._known(outbox, step_key):
                     outbox.enrolments.skip_removed(step_key, list_name)
                 continue
             try:
@@ -117,32 +118,48 @@ class SequenceDuty:
                 self._fault(step.sequence, f"{step.name} for {list_name}: {exc}")
                 continue
             await deliver(mail, outbox, self.settings)
-        return max(wait, 0.0)
+        # A reader who confirms now gets step 1 at the next look, a poll away; a look that
+        # finds nothing due reads a few index pages per step (benchmarks/sequences.py).
+        return self.settings.worker.poll
 
     def sequences(self) -> list[Sequence]:
-        """Every sequence whose files load; the faults of the others logged once each."""
+        """Every sequence whose files load, read again only when a file of it changed; the
+        faults of the others logged once each."""
         found = []
-        for name in sequence_names(self.folder):
-            try:
-                sequence = load_sequence(self.folder, name)
-            except NewsletterError as exc:
-                self._fault(name, str(exc))
-                continue
-            self._faults.pop(name, None)
-            unknown = [x for x in sequence.lists if x not in self.settings.lists]
-            if unknown:
-                self._fault(
-                    name, f"{FOLDER}/{name}: lists: {', '.join(unknown)} not in newsletter.toml"
-                )
-            found.append(sequence)
+        names = sequence_names(self.folder)
+        for name in names:
+            stamp = _stamp(self.folder / name)
+            kept = self._read.get(name)
+            if kept is None or kept[0] != stamp:
+                kept = (stamp, *self._load(name))
+                self._read[name] = kept
+            _, sequence, fault = kept
+            if fault:
+                self._fault(name, fault)
+            else:
+                self._faults.pop(name, None)
+            if sequence is not None:
+                found.append(sequence)
+        for gone in set(self._read) - set(names):
+            del self._read[gone]
         return found
+
+    def _load(self, name: str) -> tuple[Sequence | None, str]:
+        try:
+            sequence = load_sequence(self.folder, name)
+        except NewsletterError as exc:
+            return None, str(exc)
+        unknown = [x for x in sequence.lists if x not in self.settings.lists]
+        if unknown:
+            # Its steps still go to readers already in it; nobody new joins from those lists.
+            return sequence, f"{FOLDER}/{name}: lists: {', '.join(unknown)} not in newsletter.toml"
+        return sequence, ""
 
     def plan(
         self, outbox: Outbox, sequence: Sequence, moment: float, keys: dict[int, Step]
-    ) -> float:
-        """Each step's due readers planned; seconds until the sequence's next step falls due."""
+    ) -> None:
+        """Each step's due readers planned, a page per transaction."""
         enrolments = outbox.enrolments
-        wait = LONGEST_WAIT
         previous = 0
         for step in sequence.steps:
             step_key = self.step_key(outbox, step)
@@ -164,13 +181,7 @@ class SequenceDuty:
                 enrolments.plan(step_key, step.number, due, ids, moment)
                 if len(due) < PAGE:
                     break
-            first = enrolments.next_at(
-                sequence.name, previous, step.number, from_joining=step.from_joining
-            )
-            if first is not None:
-                wait = min(wait, first + step.after - moment)
             previous = step.number
-        return wait
 
     def step_key(self, outbox: Outbox, step: Step) -> int:
         key = self._keys.get((step.sequence, step.number))
@@ -196,3 +207,14 @@ class SequenceDuty:
                 self.outbox.close()
         self.outbox = open_project_outbox(self.settings)
         return self.outbox
+
+
+def _stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """Every file of a sequence (its steps, their images) by name, mtime and size."""
+    found = []
+    for path in folder.rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                stat = path.stat()
+                found.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return tuple(sorted(found))
