@@ -193,3 +193,33 @@ async def test_a_removed_steps_rows_not_yet_sent_are_skipped_saying_why(
     assert handler.received == []
     (row,) = outbox.deliveries.rows(key, "main")
     assert (row.state, row.smtp_reply) == (S.SKIPPED, STEP_REMOVED)
+
+
+async def test_a_dead_workers_claims_come_back_and_its_upload_is_unknown(
+    project: Path, outbox: Outbox
+) -> None:
+    """A worker killed holding claimed rows (SQLite: recovered as the next worker starts;
+    PostgreSQL: reaped once its lease ran out): the unstarted row is sent by another, the one
+    it was uploading is `unknown` and not sent again."""
+    welcome(project, second="1w")
+    clock = Clock(1_000_000.0)
+    for name in ("ann", "bob"):
+        outbox.enrolments.join("main", confirmed(outbox, f"{name}@example.org"), ["welcome"], 0)
+    key = outbox.enrolments.step_key("welcome", 1)
+    due = outbox.enrolments.due("welcome", 0, 1, clock.at, from_joining=False)
+    outbox.enrolments.plan(key, 1, due, [f"<{r.address_key}>" for r in due], clock.at)
+    outbox.leases.register("dead", key, "main", "elsewhere", 1, 30.0)
+    assert len(outbox.leases.claim(key, "main", "dead", 10, max_tries=5, at=clock.at)) == 2
+    outbox.backend.run(
+        "UPDATE deliveries SET state = 'sending' WHERE issue = ? AND recipient = ?",
+        (key, "bob@example.org"),
+    )
+    outbox.backend.run("UPDATE workers SET lease_until = 0 WHERE id = 'dead'")
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        settings = duty_settings(project, server.host, server.port, outbox.target)
+        await _look(_duty(settings, clock))
+    assert _subjects(handler, "ann@example.org") == ["Hello"]
+    assert _subjects(handler, "bob@example.org") == []
+    states = {r.recipient: r.state for r in outbox.deliveries.rows(key, "main")}
+    assert states == {"ann@example.org": S.SENT, "bob@example.org": S.UNKNOWN}

@@ -102,6 +102,8 @@ class SequenceDuty:
         quiet = quiet_for(self.settings, moment)
         if quiet > 0:
             return min(quiet, LONGEST_WAIT)
+        if outbox.shared:
+            self.reap(outbox)
         sequences = self.sequences()
         steps: dict[int, Step] = {}
         for sequence in sequences:
@@ -121,6 +123,17 @@ class SequenceDuty:
         # A reader who confirms now gets step 1 at the next look, a poll away; a look that
         # finds nothing due reads a few index pages per step (benchmarks/sequences.py).
         return self.settings.worker.poll
+
+    def reap(self, outbox: Outbox) -> None:
+        """PostgreSQL: the steps' rows of workers whose lease ran out (killed, cut off) come
+        back, their uploads in flight `unknown`; else a dead worker's claimed rows, no longer
+        free, would wait for ever (SQLite: `start` did it, one worker per project)."""
+        for step_key, list_name in outbox.enrolments.held():
+            for row in outbox.leases.reap(step_key, list_name):
+                self.log(
+                    f"sequence step {step_key} to {row.recipient} on {list_name}: unknown"
+                    " (its worker stopped during the upload)"
+                )
 
     def sequences(self) -> list[Sequence]:
         """Every sequence whose files load, read again only when a file of it changed; the
