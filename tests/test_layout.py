@@ -52,6 +52,7 @@ LAYERS: list[set[str]] = [
     {"send"},
     {"schedule"},
     {"sequences"},
+    {"subjects"},
     {"worker"},
     {"doctor"},
     {"web"},

@@ -17,6 +17,7 @@ from newsletter.errors import ConfigError, display_path
 from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
 from newsletter.sequences.overview import issue_of
 from newsletter.settings import Settings
+from newsletter.subjects.run import report_lines
 
 _FILE = click.Path(dir_okay=False, writable=True, path_type=Path)
 
@@ -58,9 +59,12 @@ def report(
             click.echo(f"issue {number}: nothing sent yet")
             return
         made = gather_report(outbox, settings, issue, name)
+        subject_test = report_lines(outbox, settings, number, name)
     to_stdout = csv_path is not None and str(csv_path) == "-"
     if not to_stdout:
         click.echo(render_text(made, shutil.get_terminal_size((100, 24)).columns), nl=False)
+        for line in subject_test:
+            click.echo(line)
     if html_path is not None:
         html_path.write_text(render_html(made, language=settings.newsletter.language), "utf-8")
         click.echo(f"wrote {display_path(html_path)}", err=True)

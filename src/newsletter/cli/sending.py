@@ -12,6 +12,7 @@ import click
 
 from newsletter.cli.gatekeeping import confirmation, judge
 from newsletter.cli.scheduling import at_options
+from newsletter.cli.subjecttests import subject_options
 from newsletter.cli.terminal import (
     fail,
     issue_option,
@@ -26,6 +27,7 @@ from newsletter.send import coordinator, preparation
 from newsletter.send.job import Event, Options, RunReport
 from newsletter.send.testsend import consider
 from newsletter.settings import DEFAULT_LIST, Settings
+from newsletter.subjects.run import SubjectRequest, subject_phase
 from newsletter.subscribers import ListReport
 
 if TYPE_CHECKING:
@@ -103,6 +105,7 @@ EXIT_STOPPED = 4
 )
 @pass_settings
 @at_options
+@subject_options
 def send(
     settings: Settings,
     number: int,
@@ -118,6 +121,7 @@ def send(
     dry_run: bool,
     out: Path | None,
     processes: int | None,
+    subjects: SubjectRequest | None,
 ) -> None:
     """Deliver an issue to every subscriber of a list over SMTP, recording each delivery.
 
@@ -134,6 +138,10 @@ def send(
     to --out as an .eml file, exactly the bytes the SMTP server would get.
 
     With --at TIME it is scheduled instead: checked now, started then by `newsletter worker`.
+
+    With --subjects A B it is a subject test: a --sample of the list now, each reader one of the
+    subjects; after --decide-after, `newsletter worker` sends the rest the one people clicked
+    more (re-running by hand after that time does the same).
 
     \b
     Exit codes:
@@ -180,6 +188,10 @@ def send(
     prepared = preparation.prepare(
         settings, number, list_name, survey=ask and sys.stdin.isatty(), test=test
     )
+    # A subject test (subjects/run.py): its sample now, or the rest once it is decided.
+    prepared, line = subject_phase(prepared, subjects, time.time())
+    if line:
+        click.echo(line)
     if settings.smtp.security != "none" and not settings.smtp.verify:
         click.secho(
             "warning: [smtp] verify = false: the server's TLS certificate is not checked, so "

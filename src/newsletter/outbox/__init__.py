@@ -53,6 +53,7 @@ from newsletter.outbox.schema import LATEST, MIGRATIONS, Migration
 from newsletter.outbox.sendfigures import SendFigures
 from newsletter.outbox.sentlinks import SentLinks
 from newsletter.outbox.sqlite import SqliteBackend
+from newsletter.outbox.subjecttests import SubjectTests
 from newsletter.outbox.suppressions import Suppressions
 from newsletter.outbox.testsends import TestSends
 from newsletter.outbox.webhookevents import WebhookEvents
@@ -111,6 +112,7 @@ class Outbox:
         self.heartbeats = Heartbeats(backend)
         self.webhook_events = WebhookEvents(backend)
         self.enrolments = Enrolments(backend)
+        self.subject_tests = SubjectTests(backend)
 
     def journal(self, owner: str | None) -> Journal:
         return Journal(self.backend, owner)
