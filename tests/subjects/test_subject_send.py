@@ -5,8 +5,10 @@ phases; refused with a clear line when tracking is off."""
 
 from __future__ import annotations
 
+import asyncio
 import email
 import email.policy
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,7 +19,7 @@ from newsletter.models import DeliveryStatus
 from newsletter.outbox import open_outbox
 from newsletter.outbox.clicks import ClickRecord, StoredClick
 from newsletter.places import Place, Region
-from support.sendcli import environment, newsletter, write_list
+from support.sendcli import HANG, environment, finish, newsletter, spawn, write_list
 from support.smtp import FaultyHandler, start
 
 pytestmark = pytest.mark.slow
@@ -104,3 +106,47 @@ async def test_a_subject_test_is_refused_with_tracking_off(project: Path) -> Non
     )
     assert "Traceback" not in done.err
     assert handler.received == []
+
+
+async def test_the_worker_decides_at_the_time_and_sends_the_rest(project: Path) -> None:
+    """The rest as the worker sends it: the booked send starts once due (a sample run to its
+    end is not taken for the whole send), decides, and sends the winner to the rest."""
+    addresses = write_list(project / "big.csv", 100)
+    target = project / ".newsletter" / "outbox.sqlite3"
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        env = environment(
+            server.port,
+            NEWSLETTER_LISTS__MAIN__PATH="big.csv",
+            NEWSLETTER_TRACKING__CLICKS="per-reader",
+            NEWSLETTER_SCHEDULE__QUIET_HOURS="",
+            NEWSLETTER_WORKER__POLL="0.1",
+        )
+        test = [*SEND, "--subjects", "Alpha", "Beta", "--sample", "60%"]
+        first = await newsletter(test, env, project)
+        assert first.code == 0, first.err
+        sample = _subjects(handler)
+        with open_outbox(target) as outbox:
+            rows = {r.recipient: r.id for r in outbox.deliveries.rows(14, "main")}
+            beta = [rows[a] for a, got in sample.items() if got == ["Beta"]]
+            now = time.time()
+            outbox.clicks.add(
+                [
+                    _click(r, now + 5 * n, agent="browser:firefox", since=900.0)
+                    for n, r in enumerate(beta[:12])
+                ]
+            )
+            outbox.backend.run("UPDATE subject_tests SET decide_at = 0")
+            outbox.backend.run("UPDATE schedules SET due_at = ?", (now,))
+        worker = await spawn(["worker"], env, project)
+        deadline = time.monotonic() + HANG  # a hang guard, never a measure
+        while len(handler.received) < 100:
+            assert time.monotonic() < deadline, "timed out"
+            await asyncio.sleep(0.05)
+        worker.send_signal(signal.SIGTERM)
+        done = await finish(worker)
+    assert done.code == 0, done.err
+    got = _subjects(handler)
+    assert sorted(got) == sorted(addresses)
+    assert all(len(subjects) == 1 for subjects in got.values())
+    assert {got[a][0] for a in addresses if a not in sample} == {"Beta"}
