@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import email
 import email.policy
+import socket
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,29 @@ async def test_a_dead_workers_claims_come_back_and_its_upload_is_unknown(
     assert _subjects(handler, "bob@example.org") == []
     states = {r.recipient: r.state for r in outbox.deliveries.rows(key, "main")}
     assert states == {"ann@example.org": S.SENT, "bob@example.org": S.UNKNOWN}
+
+
+@pytest.mark.slow
+async def test_a_relay_that_is_down_defers_the_step_until_it_is_back(
+    project: Path, outbox: Outbox
+) -> None:
+    """A relay the duty cannot reach defers the step, as the engine does an issue's message;
+    the step goes, once, when the relay is back."""
+    welcome(project)
+    clock = Clock(1_000_000.0)
+    outbox.enrolments.join("main", confirmed(outbox, "ann@example.org"), ["welcome"], clock.at)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    settings = duty_settings(project, "127.0.0.1", port, outbox.target)
+    await _look(_duty(settings, clock))
+    key = outbox.enrolments.step_key("welcome", 1)
+    (row,) = outbox.deliveries.rows(key, "main")
+    assert row.state is S.DEFERRED  # as for an issue: tried again after its backoff
+    assert "cannot connect" in row.smtp_reply
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        settings = duty_settings(project, server.host, server.port, outbox.target)
+        await _look(_duty(settings, clock))
+    assert _subjects(handler, "ann@example.org") == ["Hello"]

@@ -88,6 +88,11 @@ class SequenceDuty:
                 f"sequences: the outbox failed: {exc.message}; trying again in {FAULT_PAUSE:.0f} s"
             )
             return FAULT_PAUSE
+        except NewsletterError as exc:
+            # A step that cannot be rendered or sent now (a template's fault, the relay gone):
+            # said, and tried again; the worker's other duties go on.
+            self.log(f"sequences: {exc.message}; trying again in {FAULT_PAUSE:.0f} s")
+            return FAULT_PAUSE
 
     async def stop(self) -> None:
         if self.outbox is not None:
@@ -187,10 +192,8 @@ class SequenceDuty:
                 )
                 if not due:
                     break
-                ids = []
-                for reader in due:
-                    mail = self.mails.get(step, step_key, reader.list)
-                    ids.append(mail.factory.message_id_of(reader.address))
+                mails = {x: self.mails.get(step, step_key, x) for x in {r.list for r in due}}
+                ids = [mails[r.list].factory.message_id_of(r.address) for r in due]
                 enrolments.plan(step_key, step.number, due, ids, moment)
                 if len(due) < PAGE:
                     break
