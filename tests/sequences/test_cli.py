@@ -88,3 +88,23 @@ async def test_a_step_test_goes_to_a_staging_list_each_time_and_never_to_a_real_
     assert f"welcome step 2 -> staging: {sent} sent" in again.out
     assert refused.code == 1
     assert "'main' is not a staging list" in refused.err
+
+
+def test_check_runs_the_issue_checks_on_every_step(project: Path) -> None:
+    welcome(project)
+    write_step(
+        project, "welcome", "03-pic", after="1d", title="Pic", body="![](https://example.org/a.png)"
+    )
+    checked = run(project, "check", "welcome")
+    lines = checked.output.splitlines()
+    assert "welcome/01-hello: 0 finding(s)" in lines
+    assert "welcome/03-pic: 2 finding(s)" in lines
+    assert "sequences/welcome/03-pic.md:5: an image has no alt text" in checked.output
+    assert checked.exit_code == 0  # warnings only
+    strict = CliRunner().invoke(
+        cli,
+        ["--config", str(project / "newsletter.toml"), "sequences", "check", "welcome"],
+        env={"NEWSLETTER_SECRET": SECRET, "NEWSLETTER_CHECK__ALT_TEXT": "error"},
+    )
+    assert strict.exit_code == 1
+    assert "1 error(s): fix them before readers join" in strict.output

@@ -11,15 +11,16 @@ import click
 
 from newsletter.cli.terminal import fail, pass_settings, printable
 from newsletter.errors import OutboxError
+from newsletter.findingformats import text_line
 from newsletter.issues.sequencefiles import FOLDER
 from newsletter.models import DeliveryStatus
 from newsletter.outbox import open_project_outbox
 from newsletter.schedule.when import describe_instant, span
 from newsletter.send import coordinator
 from newsletter.send.job import Options
-from newsletter.sequences.overview import SequenceView, enrol, survey
+from newsletter.sequences.overview import SequenceView, check_sequence, enrol, survey
 from newsletter.sequences.testing import prepare_step_test
-from newsletter.settings import Settings
+from newsletter.settings import DEFAULT_LIST, Settings
 
 
 @click.group(invoke_without_command=True)
@@ -76,6 +77,30 @@ def enrol_list(settings: Settings, name: str, list_name: str) -> None:
     click.echo(
         f"{joined} reader(s) of {list_name} joined {name}; `newsletter worker` sends the steps"
     )
+
+
+@sequences.command(name="check")
+@click.argument("name")
+@click.option(
+    "--list",
+    "list_name",
+    default=DEFAULT_LIST,
+    show_default=True,
+    help="The list whose headers the sample carries.",
+)
+@pass_settings
+def check_steps(settings: Settings, name: str, list_name: str) -> None:
+    """Check every step of sequence NAME as `newsletter check` checks an issue (offline): the
+    same render, sample message and findings. Exit 1 when a step has an error."""
+    errors = 0
+    for step, found in check_sequence(settings, name, list_name):
+        click.echo(f"{step.name}: {len(found)} finding(s)")
+        for finding in found:
+            click.echo(f"  {text_line(finding)}")
+        errors += sum(1 for f in found if f.level == "error")
+    if errors:
+        click.echo(f"{errors} error(s): fix them before readers join", err=True)
+        sys.exit(1)
 
 
 @sequences.command(name="test")

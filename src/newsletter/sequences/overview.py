@@ -8,9 +8,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from newsletter.checks import Finding
+from newsletter.draft import review
 from newsletter.errors import IssueError, Problem
 from newsletter.issues import load_issue
-from newsletter.issues.sequencefiles import FOLDER, Sequence, load_sequence, sequence_names
+from newsletter.issues.sequencefiles import (
+    FOLDER,
+    Sequence,
+    Step,
+    load_sequence,
+    sequence_names,
+)
 from newsletter.models import DeliveryStatus, Issue
 from newsletter.outbox import STEP_KEYS, Outbox, open_project_outbox, outbox_exists
 from newsletter.settings import Settings
@@ -103,3 +111,15 @@ def issue_of(settings: Settings, number: int) -> Issue:
     sequence, step = found
     issue = load_sequence(settings.resolve(Path(FOLDER)), sequence).step(step).issue
     return issue.model_copy(update={"number": number})
+
+
+def check_sequence(
+    settings: Settings, name: str, list_name: str
+) -> list[tuple[Step, list[Finding]]]:
+    """Each step of sequence `name` checked as `check` checks an issue: its findings (those
+    its `silence:` holds back left out)."""
+    sequence = load_sequence(settings.resolve(Path(FOLDER)), name)
+    return [
+        (step, review(settings, step.file.path, list_name, source=step.file).findings)
+        for step in sequence.steps
+    ]
