@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import email
 import email.policy
+import json
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,19 @@ def test_check_runs_the_issue_checks_on_every_step(project: Path) -> None:
     )
     assert strict.exit_code == 1
     assert "1 error(s): fix them before readers join" in strict.output
+
+
+def test_a_readers_record_shows_their_sequences(project: Path) -> None:
+    """Art. 15: what is kept about a person includes their place in each sequence."""
+    welcome(project)
+    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
+        confirmed(outbox, "ann@example.org")
+    run(project, "enrol", "welcome", "--list", "main")
+    config = ["--config", str(project / "newsletter.toml"), "subscribers", "show"]
+    shown = CliRunner().invoke(cli, [*config, "ann@example.org"], env={"NEWSLETTER_SECRET": SECRET})
+    assert "  sequence welcome on main: step 0 (joined " in shown.output
+    record = CliRunner().invoke(
+        cli, [*config, "ann@example.org", "--json"], env={"NEWSLETTER_SECRET": SECRET}
+    )
+    (place,) = json.loads(record.output)["sequences"]
+    assert (place["sequence"], place["list"], place["last_step"]) == ("welcome", "main", 0)

@@ -191,6 +191,15 @@ class Enrolments:
         )[0]
         return None if found is None else float(found)
 
+    def of(self, key: str) -> list[tuple[str, str, int, float]]:
+        """The person's places in sequences: (sequence, list, last step, joined at)."""
+        rows = self.backend.fetch(
+            "SELECT sequence, list, step, joined_at FROM enrolments WHERE address_key = ?"
+            " ORDER BY id",
+            (key,),
+        )
+        return [(str(q), str(li), int(st), float(at)) for q, li, st, at in rows]
+
     def erase(self, key: str) -> int:
         """Every enrolment of the person (erasure); how many."""
         return self.backend.run("DELETE FROM enrolments WHERE address_key = ?", (key,))
