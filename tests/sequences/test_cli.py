@@ -111,6 +111,7 @@ def test_check_runs_the_issue_checks_on_every_step(project: Path) -> None:
     assert "1 error(s): fix them before readers join" in strict.output
 
 
+@pytest.mark.slow
 def test_a_readers_record_shows_their_sequences(project: Path) -> None:
     """Art. 15: what is kept about a person includes their place in each sequence."""
     welcome(project)

@@ -7,9 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from support.preview import running_preview
 from support.sequences import welcome, write_step
+
+pytestmark = pytest.mark.slow  # a preview server started and stopped per test
 
 
 def test_the_sequences_view_lists_each_step_and_shows_its_email(project: Path) -> None:
