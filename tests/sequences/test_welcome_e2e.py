@@ -141,3 +141,48 @@ async def test_a_step_cut_off_in_its_upload_is_unknown_and_never_sent_again(
     with open_outbox(target) as outbox:
         one = outbox.enrolments.step_key("welcome", 1)
         assert outbox.deliveries.counts(one, "main")[DeliveryStatus.UNKNOWN] == 1
+
+
+async def test_two_workers_on_postgresql_one_killed_never_double_a_step(
+    project: Path, postgres_url: str
+) -> None:
+    """Workers on several machines: two `newsletter worker` processes share one PostgreSQL
+    outbox, one is killed in the middle; each reader's step goes at most once (a step the
+    killed worker was uploading is `unknown`), and every other step goes."""
+    welcome(project, second="1s")
+    readers = [f"r{n:02d}@example.org" for n in range(40)]
+    with open_outbox(postgres_url) as outbox:
+        for address in readers:
+            outbox.enrolments.join("main", confirmed(outbox, address), ["welcome"], time.time())
+        keys = [outbox.enrolments.step_key("welcome", n) for n in (1, 2)]
+
+    def states() -> list[DeliveryStatus]:
+        with open_outbox(postgres_url) as outbox:
+            return [r.state for key in keys for r in outbox.deliveries.rows(key, "main")]
+
+    handler = FaultyHandler([Fault("data", sleep=0.02)])  # uploads in flight at the kill
+    async with start(handler) as server:
+        env = environment(
+            server.port,
+            NEWSLETTER_OUTBOX__URL=postgres_url,
+            NEWSLETTER_SCHEDULE__QUIET_HOURS="",
+            NEWSLETTER_WORKER__POLL="0.05",
+            NEWSLETTER_SEND__LEASE="2",
+        )
+        first, second = [await spawn(["worker"], env, project) for _ in range(2)]
+        await _until(lambda: len(handler.received) >= 15)
+        first.kill()
+        await finish(first)
+        done_states = (DeliveryStatus.SENT, DeliveryStatus.UNKNOWN)
+        await _until(lambda: len(found := states()) == 80 and all(s in done_states for s in found))
+        second.send_signal(signal.SIGTERM)
+        assert (await finish(second)).code == 0
+    final = states()
+    unknown = final.count(DeliveryStatus.UNKNOWN)
+    assert final.count(DeliveryStatus.SENT) + unknown == 80
+    assert unknown <= 8  # at most the uploads in flight when the worker died
+    for address in readers:
+        got = _subjects(handler, address)
+        assert got.count("Hello") <= 1
+        assert got.count("Tips") <= 1
+    assert sum(len(_subjects(handler, a)) for a in readers) >= 80 - unknown
