@@ -12,6 +12,7 @@ import click
 
 from newsletter.cli.gatekeeping import confirmation, show_verdict
 from newsletter.cli.scheduling import at_options
+from newsletter.cli.subjecttests import subject_options
 from newsletter.cli.terminal import (
     fail,
     issue_option,
@@ -28,6 +29,7 @@ from newsletter.send.pipeline import SendRequest
 from newsletter.send.preparation import Prepared
 from newsletter.send.testsend import TestDecision
 from newsletter.settings import DEFAULT_LIST, Settings
+from newsletter.subjects.run import SubjectRequest, subject_phase
 from newsletter.subscribers import ListReport
 
 if TYPE_CHECKING:
@@ -101,6 +103,7 @@ if TYPE_CHECKING:
 )
 @pass_settings
 @at_options
+@subject_options
 def send(
     settings: Settings,
     number: int,
@@ -116,6 +119,7 @@ def send(
     dry_run: bool,
     out: Path | None,
     processes: int | None,
+    subjects: SubjectRequest | None,
 ) -> None:
     """Deliver an issue to every subscriber of a list over SMTP, recording each delivery.
 
@@ -132,6 +136,10 @@ def send(
     to --out as an .eml file, exactly the bytes the SMTP server would get.
 
     With --at TIME it is scheduled instead: checked now, started then by `newsletter worker`.
+
+    With --subjects A B it is a subject test: a --sample of the list now, each reader one of the
+    subjects; after --decide-after, `newsletter worker` sends the rest the one people clicked
+    more (re-running by hand after that time does the same).
 
     \b
     Exit codes:
@@ -166,7 +174,15 @@ def send(
         retry_failed=retry_failed,
     )
     request = SendRequest(
-        number, list_name, force=force, again=again, online=online, ask=not yes, options=options
+        number,
+        list_name,
+        force=force,
+        again=again,
+        online=online,
+        ask=not yes,
+        options=options,
+        # A subject test (subjects/run.py): its sample now, or the rest once it is decided.
+        phase=lambda prepared: subject_phase(prepared, subjects, time.time()),
     )
     outcome = pipeline.send(settings, request, _Terminal(number, list_name, force=force))
     if outcome.fault is not None:
@@ -201,6 +217,9 @@ class _Terminal:
     def tested(self, decision: TestDecision) -> None:
         if decision.message:
             click.echo(f"{self.label}: {decision.message}")
+
+    def phased(self, line: str) -> None:
+        click.echo(line)
 
     def notice(self, line: str) -> None:
         click.secho(line, fg="yellow", err=True)

@@ -2,7 +2,8 @@
 kept in; the send run through the library call (send/pipeline.py), its lines on stdout and its
 exit code out.
 
-The worker starts this module (through launch.py's relay), not the `newsletter` command line:
+The worker starts this module (through schedule/launch.py's relay), not the `newsletter` command
+line:
 the same call as `newsletter send --yes`, the same checks, lock, leases, in-doubt protocol and
 exit codes, with nothing of the command line between. It is a process of its own, not a call in
 the worker, so that a worker killed with -9 leaves a send that stops as after Ctrl-C (its
@@ -17,6 +18,7 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -29,11 +31,10 @@ from newsletter.send.job import Event, Options
 from newsletter.send.preparation import Prepared
 from newsletter.send.testsend import TestDecision
 from newsletter.settings import load_settings
+from newsletter.subjects.run import subject_phase
 
 
-def command(
-    config: Path | None, issue: int, list_name: str, options: list[str] | tuple[str, ...] = ()
-) -> list[str]:
+def command(config: Path | None, issue: int, list_name: str, options: list[str]) -> list[str]:
     """This module run with this interpreter for (issue, list); `options` are those the
     schedule kept (`--rate R`, `--concurrency C`)."""
     head = [sys.executable, "-m", __name__, "--issue", str(issue), "--list", list_name]
@@ -56,6 +57,9 @@ class Lines:
     def tested(self, decision: TestDecision) -> None:
         if decision.message:
             say(f"{self.label}: {decision.message}")
+
+    def phased(self, line: str) -> None:
+        say(line)
 
     def notice(self, line: str) -> None:
         say(line)
@@ -90,7 +94,13 @@ def run(argv: list[str]) -> int:
     try:
         settings = load_settings(args.config)
         options = Options.merged(settings, rate=args.rate, concurrency=args.concurrency)
-        request = pipeline.SendRequest(args.issue, args.list_name, options=options)
+        request = pipeline.SendRequest(
+            args.issue,
+            args.list_name,
+            options=options,
+            # A subject test's rest, booked for its decision (subjects/run.py), as by hand.
+            phase=lambda prepared: subject_phase(prepared, None, time.time()),
+        )
         outcome = pipeline.send(settings, request, Lines(label))
     except NewsletterError as exc:
         return failed(exc, pipeline.EXIT_REFUSED)
