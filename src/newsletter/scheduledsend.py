@@ -18,10 +18,10 @@ import argparse
 import contextlib
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from newsletter.api import Project
 from newsletter.errors import NewsletterError
 from newsletter.findingformats import text_line
 from newsletter.gate import SendVerdict
@@ -31,7 +31,6 @@ from newsletter.send.job import Event, Options
 from newsletter.send.preparation import Prepared
 from newsletter.send.testsend import TestDecision
 from newsletter.settings import load_settings
-from newsletter.subjects.run import subject_phase
 
 
 def command(config: Path | None, issue: int, list_name: str, options: list[str]) -> list[str]:
@@ -94,14 +93,8 @@ def run(argv: list[str]) -> int:
     try:
         settings = load_settings(args.config)
         options = Options.merged(settings, rate=args.rate, concurrency=args.concurrency)
-        request = pipeline.SendRequest(
-            args.issue,
-            args.list_name,
-            options=options,
-            # A subject test's rest, booked for its decision (subjects/run.py), as by hand.
-            phase=lambda prepared: subject_phase(prepared, None, time.time()),
-        )
-        outcome = pipeline.send(settings, request, Lines(label))
+        project = Project(settings)
+        outcome = project.send(args.issue, args.list_name, options=options, listener=Lines(label))
     except NewsletterError as exc:
         return failed(exc, pipeline.EXIT_REFUSED)
     if outcome.fault is not None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from newsletter.api import Project
 from newsletter.cli.gatekeeping import confirmation, show_verdict
 from newsletter.cli.scheduling import at_options
 from newsletter.cli.subjecttests import subject_options
@@ -23,13 +24,12 @@ from newsletter.cli.terminal import (
 from newsletter.errors import DeliveryError, display_path
 from newsletter.gate import SendVerdict
 from newsletter.models import DeliveryStatus
-from newsletter.send import pipeline, preparation
+from newsletter.send import preparation
 from newsletter.send.job import Event, Options
-from newsletter.send.pipeline import SendRequest
 from newsletter.send.preparation import Prepared
 from newsletter.send.testsend import TestDecision
 from newsletter.settings import DEFAULT_LIST, Settings
-from newsletter.subjects.run import SubjectRequest, subject_phase
+from newsletter.subjects.run import SubjectRequest
 from newsletter.subscribers import ListReport
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ def send(
         resend_unknown=resend_unknown,
         retry_failed=retry_failed,
     )
-    request = SendRequest(
+    outcome = Project(settings).send(
         number,
         list_name,
         force=force,
@@ -181,10 +181,9 @@ def send(
         online=online,
         ask=not yes,
         options=options,
-        # A subject test (subjects/run.py): its sample now, or the rest once it is decided.
-        phase=lambda prepared: subject_phase(prepared, subjects, time.time()),
+        listener=_Terminal(number, list_name, force=force),
+        subjects=subjects,
     )
-    outcome = pipeline.send(settings, request, _Terminal(number, list_name, force=force))
     if outcome.fault is not None:
         fail(outcome.fault, outcome.exit_code)
     if outcome.declined:
