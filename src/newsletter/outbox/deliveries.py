@@ -87,6 +87,17 @@ class Deliveries:
             counts[DeliveryStatus(state)] = int(n)
         return counts
 
+    def by_relay(self, issue: int, list_name: str) -> dict[str, dict[DeliveryStatus, int]]:
+        """Each relay's rows by state (only rows a relay answered for), relays by name."""
+        found: dict[str, dict[DeliveryStatus, int]] = {}
+        for relay, state, n in self.backend.fetch(
+            "SELECT relay, state, count(*) FROM deliveries WHERE issue = ? AND list = ?"
+            " AND relay IS NOT NULL GROUP BY relay, state ORDER BY relay, state",
+            (issue, list_name),
+        ):
+            found.setdefault(relay, {})[DeliveryStatus(state)] = int(n)
+        return found
+
     def rows(
         self, issue: int, list_name: str, states: Iterable[DeliveryStatus] | None = None
     ) -> list[Delivery]:

@@ -401,6 +401,12 @@ CREATE TABLE IF NOT EXISTS webhook_events (
 CREATE INDEX IF NOT EXISTS webhook_events_seen ON webhook_events (seen_at);
 """
 
+# The relay (smtp.name or an [smtp.relays.NAME]) that took or holds each row's message: NULL for
+# rows no relay answered, and for rows sent before there were several.
+_RELAY = """
+ALTER TABLE deliveries ADD COLUMN relay TEXT;
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         1,
@@ -474,6 +480,7 @@ MIGRATIONS: list[Migration] = [
         sqlite=_WEBHOOK_EVENTS.format(real="REAL"),
         postgres=_WEBHOOK_EVENTS.format(real="DOUBLE PRECISION"),
     ),
+    Migration(14, "the relay each delivery went through", sqlite=_RELAY, postgres=_RELAY),
 ]
 
 LATEST = MIGRATIONS[-1].version

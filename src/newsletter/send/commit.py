@@ -53,11 +53,11 @@ class GroupCommit:
         # comes on; the next is sent once it has landed.
         self._landing: tuple[Commit, list[Waiter], int] | None = None
 
-    async def mark(self, row_id: int, message_id: str | None) -> bool:
+    async def mark(self, row_id: int, message_id: str | None, relay: str = "") -> bool:
         """The row's `sending` mark, committed: True, or False if the row is no longer this
         worker's (its body must not go out). Raises the commit's OutboxError."""
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.journal.mark(row_id, message_id)
+        self.journal.mark(row_id, message_id, relay)
         self._wait(future)
         return await future
 
@@ -71,6 +71,7 @@ class GroupCommit:
         reply: str = "",
         next_attempt_at: float = 0.0,
         attempted: bool = False,
+        relay: str = "",
     ) -> None:
         """An outcome, in the next commit; `then(written)` once it is committed."""
         self.journal.record(
@@ -80,6 +81,7 @@ class GroupCommit:
             reply=reply,
             next_attempt_at=next_attempt_at,
             attempted=attempted,
+            relay=relay,
         )
         self._wait(then)
 

@@ -252,7 +252,7 @@ class Engine:
             known = row.message_id is not None and row.message_id == message.message_id
             mid = None if known else message.message_id
             try:
-                marked = await self.commit.mark(row.id, mid)
+                marked = await self.commit.mark(row.id, mid, session.relay)
             except asyncio.CancelledError:
                 # Abandoned while the mark waited for its commit: the body never goes out,
                 # and the row goes back (this outcome follows the mark in the journal).
@@ -396,4 +396,5 @@ class Engine:
             reply=result.reply if result else reply,
             attempted=attempted,
             next_attempt_at=next_attempt_at,
+            relay=result.relay if result else "",
         )

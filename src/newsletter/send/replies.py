@@ -76,6 +76,7 @@ class Result:
     scope: Scope
     code: int | None = None
     reply: str = ""
+    relay: str = ""  # the relay that answered (smtp.Session names it)
 
     def describe(self) -> str:
         return f"{self.code} {self.reply}".strip() if self.code else self.reply
