@@ -93,10 +93,12 @@ class Journal:
         next_attempt_at: float = 0.0,
         attempted: bool = False,
         relay: str = "",
+        counted: bool = True,
     ) -> None:
         """An outcome; the row is free to claim again (if it is due). `attempted` counts an
         attempt that never reached `sending` (refused at MAIL or RCPT); `relay` ("": the
-        row's stays) the relay that answered."""
+        row's stays) the relay that answered. `counted` False: not a try of this run (a row
+        handed back while its destination rests)."""
         self._queued.append(
             (
                 row_id,
@@ -108,7 +110,7 @@ class Journal:
                 None,
                 next_attempt_at,
                 1 if attempted else 0,
-                1,
+                1 if counted else 0,
                 1 if state == S.SENT else 0,
                 relay or None,
             )

@@ -53,6 +53,11 @@ class GroupCommit:
         # comes on; the next is sent once it has landed.
         self._landing: tuple[Commit, list[Waiter], int] | None = None
 
+    @property
+    def busy(self) -> bool:
+        """Entries wait for a commit, or one is on its way: their rows are not free yet."""
+        return bool(self._waiting) or self._landing is not None
+
     async def mark(self, row_id: int, message_id: str | None, relay: str = "") -> bool:
         """The row's `sending` mark, committed: True, or False if the row is no longer this
         worker's (its body must not go out). Raises the commit's OutboxError."""
@@ -65,15 +70,17 @@ class GroupCommit:
         self,
         row_id: int,
         state: DeliveryStatus,
-        then: Then,
+        then: Waiter,
         *,
         code: int | None = None,
         reply: str = "",
         next_attempt_at: float = 0.0,
         attempted: bool = False,
         relay: str = "",
+        counted: bool = True,
     ) -> None:
-        """An outcome, in the next commit; `then(written)` once it is committed."""
+        """An outcome, in the next commit; `then(written)` once it is committed (or `then`'s
+        result set, a future's: its exception if the commit failed)."""
         self.journal.record(
             row_id,
             state,
@@ -82,6 +89,7 @@ class GroupCommit:
             next_attempt_at=next_attempt_at,
             attempted=attempted,
             relay=relay,
+            counted=counted,
         )
         self._wait(then)
 

@@ -1,10 +1,15 @@
-"""How fast to send: a rate in, evenly spaced slots out; and how long to wait before a retry."""
+"""How fast to send: a rate in, evenly spaced slots out; how long to wait before a retry; and
+how long each destination that throttled us rests while the rest of the list goes on."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from newsletter.settings import SendSettings
 
 
 class RateLimiter:
@@ -54,3 +59,113 @@ class RateLimiter:
 def backoff(attempt: int, base: float, cap: float) -> float:
     """Full jitter (AWS architecture blog): uniform in [0, min(cap, base * 2**(attempt-1))]."""
     return random.uniform(0, min(cap, base * 2 ** max(attempt - 1, 0)))
+
+
+def domain_of(recipient: str) -> str:
+    """A recipient's domain, the unit a destination's throttle applies to."""
+    return recipient.rpartition("@")[2].lower().rstrip(".")
+
+
+@dataclass
+class Throttle:
+    """One destination's standing: throttles in a row, until when it rests, its last reply."""
+
+    strikes: int = 0
+    until: float = 0.0
+    reply: str = ""
+
+
+class Destinations:
+    """Recipient domains that asked us to slow down (Gmail's 421 4.7.28, Yahoo's TSS04,
+    Microsoft's 4.7.650: replies.py's DESTINATION scope), each with a backoff of its own: half
+    of `base * 2**(strikes-1)` (at most `cap`) plus up to as much again at random, so a domain
+    really rests while the rest of the list goes on. A message it takes ends its backoff. After
+    `stuck_after` throttles in a row it is `stuck`. Times are wall-clock seconds, as the
+    outbox's `next_attempt_at` (its rows are handed back due when the domain is)."""
+
+    def __init__(
+        self,
+        base: float,
+        cap: float,
+        stuck_after: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._base, self._cap, self._stuck_after = base, cap, stuck_after
+        self._clock = clock
+        self._domains: dict[str, Throttle] = {}
+
+    def resting(self, recipient: str) -> float:
+        """When the recipient's domain may be sent to again; 0.0: now."""
+        throttle = self._domains.get(domain_of(recipient))
+        if throttle is None or throttle.until <= self._clock():
+            return 0.0
+        return throttle.until
+
+    def throttled(self, recipient: str, reply: str) -> float:
+        """The domain throttled us again: when it may be sent to next."""
+        throttle = self._domains.setdefault(domain_of(recipient), Throttle())
+        throttle.strikes += 1
+        throttle.reply = reply
+        ceiling = min(self._cap, self._base * 2 ** (throttle.strikes - 1))
+        rest = ceiling / 2 + random.uniform(0, ceiling / 2)
+        throttle.until = max(throttle.until, self._clock() + rest)
+        return throttle.until
+
+    def accepted(self, recipient: str) -> None:
+        self._domains.pop(domain_of(recipient), None)
+
+    def stuck_before(self, due: float) -> str:
+        """The domains resting now, named with their last reply, if each of them is stuck and
+        no row falls due (`due`, the outbox's next) before they may be sent to again: all
+        that is left waits for destinations that keep throttling us. '' otherwise."""
+        now = self._clock()
+        resting = {d: t for d, t in self._domains.items() if t.until > now}
+        if not resting or any(t.strikes < self._stuck_after for t in resting.values()):
+            return ""
+        if due < min(t.until for t in resting.values()) - 0.01:
+            return ""
+        return "; ".join(f"{d} ({t.reply})" for d, t in resting.items())
+
+
+class Pacer:
+    """This worker's pace: its share of the run's rates (a token bucket per second and one per
+    hour), slowed for the whole run when the relay itself throttles (an ACCOUNT throttle), and
+    each destination's own rest (`destinations`)."""
+
+    def __init__(self, send: SendSettings) -> None:
+        self.rate, self.rate_per_hour = send.rate, send.rate_per_hour
+        self.per_second = RateLimiter(send.rate)
+        self.per_hour = RateLimiter(send.rate_per_hour / 3600.0)
+        base, cap = send.retry_base, send.retry_cap
+        self.destinations = Destinations(base, cap, send.breaker_threshold)
+        self._base, self._cap = base, cap
+        self.throttles = 0  # the relay's throttles since a message went out
+
+    def share(self, workers: int) -> int:
+        """This worker's part of the run's rates (the rate is the whole run's); `workers`."""
+        self.per_second.set(self.rate / workers)
+        self.per_hour.set(self.rate_per_hour / 3600.0 / workers)
+        return workers
+
+    async def take(self) -> None:
+        await self.per_hour.take()
+        await self.per_second.take()
+
+    def take_now(self) -> bool:
+        """A slot taken now if both rates allow one without waiting."""
+        if not (self.per_hour.ready() and self.per_second.ready()):
+            return False
+        self.per_hour.take_now()
+        self.per_second.take_now()
+        return True
+
+    def slow_down(self, observed: float) -> int:
+        """The relay throttled us: halve the pace, pause, and count it."""
+        self.throttles += 1
+        self.per_second.slow_down(observed)
+        self.per_second.pause(backoff(self.throttles + 1, self._base, self._cap))
+        return self.throttles
+
+    def sent(self, recipient: str) -> None:
+        self.throttles = 0
+        self.destinations.accepted(recipient)
