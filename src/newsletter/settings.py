@@ -287,6 +287,18 @@ class SendSettings(SettingsTable):
     # Seconds a worker's claim on its rows lasts without renewal (renewed every third of it);
     # after it a dead worker's rows go back to the others (see "Scaling out").
     lease: Annotated[float, Field(ge=1, le=3600)] = 30.0
+    # A new sending domain's daily cap (docs/guide/relays.md, "Warm-up"): "off", "standard"
+    # (Ghost's ramp: 200 the first day to 200,000 on day 41), or the editor's own caps by day.
+    warmup: Literal["off", "standard"] | list[Annotated[int, Field(ge=1)]] = "off"
+    # Day 0 of the ramp; unset: the day of the first message the delivery log shows sent.
+    warmup_start: dt.date | None = None
+
+    @field_validator("warmup")
+    @classmethod
+    def _ramp(cls, value: str | list[int]) -> str | list[int]:
+        if isinstance(value, list) and not value:
+            raise ValueError('an empty list caps nothing: give daily caps, "standard" or "off"')
+        return value
 
 
 class DkimSettings(SettingsTable):

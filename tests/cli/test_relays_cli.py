@@ -99,3 +99,22 @@ def test_a_relay_password_comes_from_the_variable_it_names(tmp_path: Path) -> No
     assert list(settings.smtp.relays) == ["backup", "ms"]  # the order written
     merged = settings.smtp.relay("backup")
     assert (merged.host, merged.port, merged.timeout) == ("b.example.net", 2525, 30.0)
+
+
+@pytest.mark.slow
+async def test_a_send_past_the_warmup_cap_exits_4_with_the_status_line(project: Path) -> None:
+    write_list(project / "big.csv", 8)
+    config = project / "newsletter.toml"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace("[send]\n", "[send]\nwarmup = [3, 1000]\n", 1), "utf-8")
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        env = environment(
+            server.port,
+            NEWSLETTER_LISTS__MAIN__PATH="big.csv",
+            NEWSLETTER_NEWSLETTER__TIMEZONE="Europe/Berlin",
+        )
+        done = await newsletter(["send", "--issue", "14", "--yes"], env, project)
+    assert done.code == 4, done.out + done.err
+    assert "warm-up: 3 of 8 today, resumes at 00:00 Europe/Berlin" in done.out + done.err
+    assert len(handler.received) == 3

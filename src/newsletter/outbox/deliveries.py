@@ -87,6 +87,19 @@ class Deliveries:
             counts[DeliveryStatus(state)] = int(n)
         return counts
 
+    def first_sending(self) -> str | None:
+        """When the log's first message went out (any issue, any list); None: none yet."""
+        (found,) = self.backend.fetch("SELECT min(sent_at) FROM deliveries WHERE state = 'sent'")
+        return None if found[0] is None else str(found[0])
+
+    def sent_between(self, begin: str, end: str) -> int:
+        """Messages sent from `begin` up to `end` (sent_at stamps), any issue, any list."""
+        (found,) = self.backend.fetch(
+            "SELECT count(*) FROM deliveries WHERE state = 'sent' AND sent_at >= ? AND sent_at < ?",
+            (begin, end),
+        )
+        return int(found[0])
+
     def by_relay(self, issue: int, list_name: str) -> dict[str, dict[DeliveryStatus, int]]:
         """Each relay's rows by state (only rows a relay answered for), relays by name."""
         found: dict[str, dict[DeliveryStatus, int]] = {}

@@ -35,6 +35,7 @@ from newsletter.send.lease import LEASE_LOST, Lease, LeaseLostError
 from newsletter.send.pacing import Pacer, backoff
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool, Session
+from newsletter.send.warmup import warmup_for
 
 S = DeliveryStatus
 # Claimed rows a worker holds at most: about a second of sending, so an unsubscribe is honoured
@@ -68,7 +69,7 @@ class Engine:
         self.progress = progress
         self.lease = lease
         self.worker = lease.worker
-        self.pace = Pacer(options)
+        self.pace = Pacer(options, warmup_for(outbox, options, job.issue, job.list_name))
         self.commit = GroupCommit(outbox.journal(self.worker), self._faulted)
         self._this_run: Counter[DeliveryStatus] = Counter()
         self._reaped: list[Delivery] = []
@@ -77,9 +78,7 @@ class Engine:
         self._batch = max(2 * options.concurrency, min(CLAIM, int(2 * options.rate) or CLAIM))
         self._in_flight = 0
         self._breaker = Breaker(options.breaker_threshold)
-        self._stopping = False
-        self._started = 0.0
-        self._sent = 0
+        self._stopping, self._started, self._sent = False, 0.0, 0
         self._counts: dict[DeliveryStatus, int] = {}
         self._fault: OutboxError | None = None  # a failed commit or renewal, raised by run()
         self._policy = Policy(outbox, options.bounces)
@@ -231,7 +230,8 @@ class Engine:
         """Send `row` on `session` (`ahead`: taken, paced and built while the last body went
         out); the row to send next if one was taken ahead meanwhile."""
         if ahead is None:
-            await self.pace.take()
+            if spent := await self.pace.take():  # the warm-up's cap for today
+                self.stop(spent)
             if self._stopping:
                 return None
         message = ahead.message if ahead is not None else None

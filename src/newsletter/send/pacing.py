@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from newsletter.send.warmup import Warmup
 from newsletter.settings import SendSettings
 
 
@@ -132,7 +133,8 @@ class Pacer:
     hour), slowed for the whole run when the relay itself throttles (an ACCOUNT throttle), and
     each destination's own rest (`destinations`)."""
 
-    def __init__(self, send: SendSettings) -> None:
+    def __init__(self, send: SendSettings, warmup: Warmup | None = None) -> None:
+        self.warmup = warmup  # today's cap, counted as messages are taken
         self.rate, self.rate_per_hour = send.rate, send.rate_per_hour
         self.per_second = RateLimiter(send.rate)
         self.per_hour = RateLimiter(send.rate_per_hour / 3600.0)
@@ -145,19 +147,38 @@ class Pacer:
         """This worker's part of the run's rates (the rate is the whole run's); `workers`."""
         self.per_second.set(self.rate / workers)
         self.per_hour.set(self.rate_per_hour / 3600.0 / workers)
+        if self.warmup is not None:  # the log's count of today, every worker's sends in it
+            self.warmup.refresh()
         return workers
 
-    async def take(self) -> None:
+    async def take(self) -> str:
+        """Wait for a slot and take it; the warm-up's stop line instead when today's cap is
+        spent ('' otherwise)."""
+        if self._spent():
+            assert self.warmup is not None
+            return self.warmup.describe()
         await self.per_hour.take()
         await self.per_second.take()
+        self._count()
+        return ""
 
     def take_now(self) -> bool:
-        """A slot taken now if both rates allow one without waiting."""
-        if not (self.per_hour.ready() and self.per_second.ready()):
+        """A slot taken now if both rates (and the warm-up) allow one without waiting."""
+        if self._spent() or not (self.per_hour.ready() and self.per_second.ready()):
             return False
         self.per_hour.take_now()
         self.per_second.take_now()
+        self._count()
         return True
+
+    def _spent(self) -> bool:
+        return self.warmup is not None and self.warmup.left() == 0
+
+    def _count(self) -> None:
+        """A message taken counts against today's cap at once, so the messages in flight never
+        overshoot it; one that is not sent is given back when the log is read again."""
+        if self.warmup is not None:
+            self.warmup.sent += 1
 
     def slow_down(self, observed: float) -> int:
         """The relay throttled us: halve the pace, pause, and count it."""
