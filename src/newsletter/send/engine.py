@@ -91,8 +91,7 @@ class Engine:
     def stop(self, reason: str) -> None:
         """Finish what is in flight, start nothing new."""
         if not self._stopping:
-            self._stopping = True
-            self._stopped = reason
+            self._stopping, self._stopped = True, reason
 
     def delivered(self) -> Delivered:
         """The step's value so far (all of it once `run` has returned or was cancelled)."""
@@ -134,7 +133,7 @@ class Engine:
             if row is None:
                 return
             if ahead is None and (due := self.pace.destinations.resting(row.recipient)):
-                await self._release(row, due)  # its domain rests: the row waits in the outbox
+                self._release(row, due)  # its domain rests: the row waits in the outbox
                 continue
             self._in_flight += 1
             try:
@@ -168,6 +167,7 @@ class Engine:
             self._batch,
             max_tries=self.options.max_attempts,
             at=time.time(),
+            skip=self.pace.destinations.resting_domains(),
         )
         if not rows:
             return False
@@ -183,12 +183,12 @@ class Engine:
         """Nothing to claim now: how long to wait before looking again, or None if the run is
         over. Deferred rows wait for their backoff; rows other workers hold wait for them to
         finish or for their lease to expire (then they come back here)."""
-        job = self.job
-        leases = self.outbox.leases
-        due = leases.next_due(job.issue, job.list_name, max_tries=self.options.max_attempts)
-        if due is not None and (stuck := self.pace.destinations.stuck_before(due)):
+        job, leases, rests = self.job, self.outbox.leases, self.pace.destinations
+        skip, tries = rests.resting_domains(), self.options.max_attempts
+        due = leases.next_due(job.issue, job.list_name, max_tries=tries, skip=skip)
+        if stuck := rests.stuck_before(due):
             self.stop(f"every destination still to send to keeps throttling us: {stuck}")
-        elif due is not None:
+        elif (due := rests.next_due(due)) is not None:
             return min(max(due - time.time(), 0.01), 0.5)
         if leases.held_by_others(job.issue, job.list_name, self.worker):
             self._reap()
@@ -388,13 +388,13 @@ class Engine:
             counted=tried,
         )
 
-    async def _release(self, row: Delivery, due: float) -> None:
-        """Back to the outbox as it was, due when its destination is; not a try of it. Awaited:
-        until it lands the row is not free, and the run must not end thinking it done."""
-        landed = asyncio.get_running_loop().create_future()
-        code, reply = row.smtp_code, row.smtp_reply
+    def _release(self, row: Delivery, due: float) -> None:
+        """Back to the outbox as it was, due when its destination is; not a try of it."""
+        code, reply, then = row.smtp_code, row.smtp_reply, self._owned
         self.commit.record(
-            row.id, row.state, landed, code=code, reply=reply, next_attempt_at=due, counted=False
+            row.id, row.state, then, code=code, reply=reply, next_attempt_at=due, counted=False
         )
-        if not await landed:
+
+    def _owned(self, written: bool) -> None:
+        if not written:  # reaped meanwhile: the row is another's now
             self.stop(LEASE_LOST)

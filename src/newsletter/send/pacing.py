@@ -115,15 +115,26 @@ class Destinations:
     def accepted(self, recipient: str) -> None:
         self._domains.pop(domain_of(recipient), None)
 
-    def stuck_before(self, due: float) -> str:
+    def resting_domains(self) -> list[str]:
+        """The domains resting now: their rows are not claimed meanwhile."""
+        now = self._clock()
+        return [d for d, t in self._domains.items() if t.until > now]
+
+    def next_due(self, due: float | None) -> float | None:
+        """When something may be sent next: `due` (the outbox's next row of another domain)
+        or the end of the first rest, whichever comes first; None: neither."""
+        ends = [t.until for t in self._domains.values() if t.until > self._clock()]
+        return min([*ends, *([] if due is None else [due])], default=None)
+
+    def stuck_before(self, due: float | None) -> str:
         """The domains resting now, named with their last reply, if each of them is stuck and
-        no row falls due (`due`, the outbox's next) before they may be sent to again: all
-        that is left waits for destinations that keep throttling us. '' otherwise."""
+        no other row falls due (`due`) before they may be sent to again: all that is left waits
+        for destinations that keep throttling us. '' otherwise."""
         now = self._clock()
         resting = {d: t for d, t in self._domains.items() if t.until > now}
         if not resting or any(t.strikes < self._stuck_after for t in resting.values()):
             return ""
-        if due < min(t.until for t in resting.values()) - 0.01:
+        if due is not None and due < min(t.until for t in resting.values()) - 0.01:
             return ""
         return "; ".join(f"{d} ({t.reply})" for d, t in resting.items())
 
