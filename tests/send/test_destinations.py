@@ -4,7 +4,9 @@ send to keeps throttling. Real aiosmtpd, a real outbox (SQLite and PostgreSQL)."
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -13,10 +15,11 @@ from newsletter.models import OutgoingMessage, Subscriber
 from newsletter.outbox import Outbox
 from newsletter.send.job import Job, Options
 from newsletter.send.pacing import Destinations
+from newsletter.send.replies import Outcome, Scope
 from newsletter.send.smtp import Pool
 from newsletter.settings import SmtpSettings
 from support.outbox import Listing, deliver
-from support.smtp import Fault, FaultyHandler, Server, start
+from support.smtp import Fault, FaultyHandler, Marks, Server, dialogue, send_one, start
 
 GMAIL = "421 4.7.28 [192.0.2.1] Our system has detected an unusual rate of unsolicited mail"
 DOMAINS = ("a.test", "b.test", "c.test", "gmail.test")
@@ -104,12 +107,42 @@ def test_a_domain_rests_longer_with_each_throttle_and_not_after_a_message() -> N
     assert rests.resting("x@yahoo.com") == 0.0
     second = rests.throttled("y@gmail.com", "421 4.7.28")
     assert 1001.0 <= second <= 1002.0
-    assert rests.stuck_before(due=5000.0) == ""  # two throttles: not stuck yet
+    resting = rests.resting_domains()
+    assert resting == ["gmail.com"]
+    assert rests.stuck_before(5000.0, resting) == ""  # two throttles: not stuck yet
     third = rests.throttled("y@gmail.com", "421 4.7.28")
-    assert rests.stuck_before(due=third) == "gmail.com (421 4.7.28)"
-    assert rests.stuck_before(due=now[0] + 0.1) == ""  # another row is due before it
+    assert rests.stuck_before(third, resting) == "gmail.com (421 4.7.28)"
+    assert rests.stuck_before(None, resting) == "gmail.com (421 4.7.28)"  # nothing else left
+    assert rests.stuck_before(now[0] + 0.1, resting) == ""  # another row is due before it
+    assert rests.stuck_before(None, []) == ""  # its rest over: its rows are claimed again
     rests.accepted("z@gmail.com")
     assert rests.resting("x@gmail.com") == 0.0
     for _ in range(10):
         capped = rests.throttled("x@gmail.com", "421")
     assert capped <= now[0] + 8.0
+
+
+async def test_a_421_to_rcpt_then_closing_is_the_throttle_not_a_lost_connection() -> None:
+    """A server that pipelines and answers RCPT `421 ... closing` then hangs up (as RFC 5321
+    says a 421 does) gave its reason before it went: the destination's throttle, not a
+    connection lost before DATA (which was retried as the connection's fault, a try counted)."""
+
+    async def refuse_and_close(writer: asyncio.StreamWriter) -> None:
+        writer.write(f"{GMAIL}, closing\r\n".encode())
+        await writer.drain()
+        writer.close()
+
+    ehlo = b"250-test\r\n250-PIPELINING\r\n250 8BITMIME\r\n"
+    answers: dict[bytes, Any] = {b"EHLO": ehlo, b"RCPT": refuse_and_close}
+    async with dialogue(b"220 test\r\n", answers) as port:
+        smtp = SmtpSettings(host="127.0.0.1", port=port, security="none", timeout=30)
+        the_pool = Pool(smtp, password=None, size=1)
+        marks = Marks()
+        result = await send_one(the_pool, build(Subscriber(envelope="r@gmail.test")), marks)
+        await the_pool.close()
+    assert (result.outcome, result.scope, result.code) == (
+        Outcome.THROTTLED,
+        Scope.DESTINATION,
+        421,
+    )
+    assert marks.calls == 0  # no 354: nothing in doubt

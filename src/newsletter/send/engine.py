@@ -186,7 +186,7 @@ class Engine:
         job, leases, rests = self.job, self.outbox.leases, self.pace.destinations
         skip, tries = rests.resting_domains(), self.options.max_attempts
         due = leases.next_due(job.issue, job.list_name, max_tries=tries, skip=skip)
-        if stuck := rests.stuck_before(due):
+        if stuck := rests.stuck_before(due, skip):
             self.stop(f"every destination still to send to keeps throttling us: {stuck}")
         elif (due := rests.next_due(due)) is not None:
             return min(max(due - time.time(), 0.01), 0.5)

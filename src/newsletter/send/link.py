@@ -188,7 +188,19 @@ class Link:
             self._arm()
             if commands is not None:
                 wire.write(mail, rcpt, b"DATA\r\n")
-            replies = [await wire.reply(), await wire.reply(), await wire.reply()]
+            try:
+                for _ in _ENVELOPE:
+                    replies.append(await wire.reply())
+            except SESSION_ERRORS:
+                # A server that refused one of them and closed (a 421 to RCPT: "closing the
+                # channel", a destination's throttle) said why before it went: that reply is
+                # the message's, not a connection lost.
+                pairs = zip(replies, _ENVELOPE, strict=False)
+                said = [(r, s) for r, s in pairs if not accepts(s, r.code)]
+                if not said:
+                    raise
+                await self.close()
+                return faults.refused(said[0][1], said[0][0])
         else:
             for command, stage in zip((mail, rcpt, b"DATA\r\n"), _ENVELOPE, strict=True):
                 self._arm()

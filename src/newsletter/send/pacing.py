@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from newsletter.send.warmup import Warmup
@@ -126,17 +126,17 @@ class Destinations:
         ends = [t.until for t in self._domains.values() if t.until > self._clock()]
         return min([*ends, *([] if due is None else [due])], default=None)
 
-    def stuck_before(self, due: float | None) -> str:
-        """The domains resting now, named with their last reply, if each of them is stuck and
-        no other row falls due (`due`) before they may be sent to again: all that is left waits
-        for destinations that keep throttling us. '' otherwise."""
-        now = self._clock()
-        resting = {d: t for d, t in self._domains.items() if t.until > now}
-        if not resting or any(t.strikes < self._stuck_after for t in resting.values()):
+    def stuck_before(self, due: float | None, resting: Sequence[str]) -> str:
+        """The `resting` domains (those the look for `due` left out: one reading of the clock
+        for both), named with their last reply, if each of them is stuck and no other row falls
+        due (`due`) before they may be sent to again: all that is left waits for destinations
+        that keep throttling us. '' otherwise."""
+        throttles = {d: self._domains[d] for d in resting if d in self._domains}
+        if not throttles or any(t.strikes < self._stuck_after for t in throttles.values()):
             return ""
-        if due is not None and due < min(t.until for t in resting.values()) - 0.01:
+        if due is not None and due < min(t.until for t in throttles.values()) - 0.01:
             return ""
-        return "; ".join(f"{d} ({t.reply})" for d, t in resting.items())
+        return "; ".join(f"{d} ({t.reply})" for d, t in throttles.items())
 
 
 class Pacer:
