@@ -18,7 +18,7 @@ import zoneinfo
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -29,6 +29,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 
@@ -146,6 +147,82 @@ class ListSettings(SettingsTable):
     signup: bool = False  # readers may sign up on `newsletter serve`'s signup page
 
 
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)\s*([dhms]))", re.IGNORECASE)
+_UNIT = {"d": 86_400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(value: object) -> object:
+    """ "6h", "90m", "1d12h", "45s" (or a number of seconds) -> seconds."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip().replace(" ", "")
+    if text and re.fullmatch(f"{_DURATION.pattern}+", text, re.IGNORECASE):
+        return sum(float(n) * _UNIT[u.lower()] for n, u in _DURATION.findall(text))
+    raise ValueError(f"{value!r} is not a duration such as 6h, 90m, 1d12h or 3600 (seconds)")
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+
+
+_RELAY_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+
+
+def check_relay_name(value: str) -> str:
+    """A relay's name: stored on each delivery row and printed by `status`."""
+    if not _RELAY_NAME.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a relay name: lowercase letters, digits, - and _ (e.g. backup)"
+        )
+    return value
+
+
+def route_domains(value: list[str]) -> list[str]:
+    """Recipient domains as written -> lower case, no trailing dot; a bad one named."""
+    domains = []
+    for entry in value:
+        domain = entry.strip().lower().rstrip(".")
+        if not re.fullmatch(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?", domain) or "." not in domain:
+            raise ValueError(f"{entry!r} is not a recipient domain such as outlook.com")
+        domains.append(domain)
+    return domains
+
+
+class RelaySettings(SettingsTable):
+    """[smtp.relays.NAME]: one more relay, tried after [smtp]'s own in the order written. What
+    it leaves out (timeout, verify, ca_file, messages_per_connection, pipelining) is [smtp]'s."""
+
+    host: str
+    port: Annotated[int, Field(ge=1, le=65535)] = 587
+    security: Literal["starttls", "tls", "none"] = "starttls"
+    username: str = ""
+    # The environment variable holding this relay's password: never the password itself.
+    password_env: str = ""
+    verify: bool | None = None
+    ca_file: Path | None = None
+    timeout: Annotated[float, Field(gt=0)] | None = None
+    messages_per_connection: Annotated[int, Field(ge=1)] | None = None
+    pipelining: bool | None = None
+    # Recipients at these domains go through this relay first (a route), e.g. Microsoft's.
+    domains: list[str] = Field(default_factory=list)
+    # Filled by load_settings from `password_env`; a file that sets it is refused there.
+    password: SecretStr | None = None
+
+    @field_validator("password_env")
+    @classmethod
+    def _variable(cls, value: str) -> str:
+        if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError(
+                f"{value!r} is not an environment variable name"
+                " (e.g. NEWSLETTER_SMTP_BACKUP_PASSWORD)"
+            )
+        return value
+
+    @field_validator("domains")
+    @classmethod
+    def _domains(cls, value: list[str]) -> list[str]:
+        return route_domains(value)
+
+
 class SmtpSettings(SettingsTable):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=1, le=65535)] = 1025
@@ -159,6 +236,46 @@ class SmtpSettings(SettingsTable):
     # MAIL, RCPT and DATA in one write when the server offers PIPELINING (RFC 2920); false for
     # a server that offers it and gets it wrong.
     pipelining: bool = True
+    # The name [smtp]'s own relay goes by (on each delivery row, in `status`), and the relays
+    # tried after it, in the order written ([smtp.relays.NAME] tables; see docs/guide/relays.md).
+    name: Annotated[str, AfterValidator(check_relay_name)] = "primary"
+    # The relays tried after [smtp]'s own, in the order written, each a [smtp.relays.NAME] table.
+    relays: dict[str, RelaySettings] = Field(default_factory=dict)
+    # A relay that fails this many sessions or messages in a row (unreachable, 421, its own 4xx)
+    # is set aside for `set_aside` (a duration) and its mail goes through the next one.
+    set_aside_after: Annotated[int, Field(ge=1, le=100)] = 3
+    # How long a relay set aside rests before it is tried again (a duration: 300, 5m).
+    set_aside: Duration = 300.0
+
+    @field_validator("relays")
+    @classmethod
+    def _relays(
+        cls, value: dict[str, RelaySettings], info: ValidationInfo
+    ) -> dict[str, RelaySettings]:
+        routed: dict[str, str] = {}
+        for name, relay in value.items():
+            check_relay_name(name)
+            if name == info.data.get("name"):
+                raise ValueError(
+                    f"{name!r} is [smtp]'s own relay (its `name`); give the table another name"
+                )
+            for domain in relay.domains:
+                if domain in routed:
+                    raise ValueError(
+                        f"{domain} is routed through both {routed[domain]} and {name};"
+                        " name it in one relay's domains only"
+                    )
+                routed[domain] = name
+        return value
+
+    def relay(self, name: str) -> SmtpSettings:
+        """The settings a session to relay `name` opens with: [smtp]'s, with the relay's own
+        keys over them (and no relays of its own)."""
+        if name == self.name:
+            return self.model_copy(update={"relays": {}})
+        relay = self.relays[name]
+        own = relay.model_dump(exclude={"domains", "password", "password_env"}, exclude_none=True)
+        return self.model_copy(update={**own, "name": name, "relays": {}})
 
 
 class SendSettings(SettingsTable):
@@ -176,6 +293,18 @@ class SendSettings(SettingsTable):
     # Seconds a worker's claim on its rows lasts without renewal (renewed every third of it);
     # after it a dead worker's rows go back to the others (see "Scaling out").
     lease: Annotated[float, Field(ge=1, le=3600)] = 30.0
+    # A new sending domain's daily cap (docs/guide/relays.md, "Warm-up"): "off", "standard"
+    # (Ghost's ramp: 200 the first day to 200,000 on day 41), or the editor's own caps by day.
+    warmup: Literal["off", "standard"] | list[Annotated[int, Field(ge=1)]] = "off"
+    # Day 0 of the ramp; unset: the day of the first message the delivery log shows sent.
+    warmup_start: dt.date | None = None
+
+    @field_validator("warmup")
+    @classmethod
+    def _ramp(cls, value: str | list[int]) -> str | list[int]:
+        if isinstance(value, list) and not value:
+            raise ValueError('an empty list caps nothing: give daily caps, "standard" or "off"')
+        return value
 
 
 class DkimSettings(SettingsTable):
@@ -385,21 +514,6 @@ class WorkerSettings(SettingsTable):
     concurrency: Annotated[int, Field(ge=1, le=16)] = 2  # SMTP sessions for the site's mail
 
 
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)\s*([dhms]))", re.IGNORECASE)
-_UNIT = {"d": 86_400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
-
-
-def parse_duration(value: object) -> object:
-    """ "6h", "90m", "1d12h", "45s" (or a number of seconds) -> seconds."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    text = str(value).strip().replace(" ", "")
-    if text and re.fullmatch(f"{_DURATION.pattern}+", text, re.IGNORECASE):
-        return sum(float(n) * _UNIT[u.lower()] for n, u in _DURATION.findall(text))
-    raise ValueError(f"{value!r} is not a duration such as 6h, 90m, 1d12h or 3600 (seconds)")
-
-
-Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
 _QUIET = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 
 
@@ -569,7 +683,37 @@ def load_settings(config: Path | None = None, environ: Mapping[str, str] | None 
     """Read the config file (default ./newsletter.toml, optional) and overlay the environment."""
     env = os.environ if environ is None else environ
     raw = read_config(config, env, tables=Settings.model_fields.keys())
+    _relay_passwords(raw.data, raw.path, raw.text, env)
     try:
         return Settings.model_validate(raw.data)
     except ValidationError as exc:
         raise raw.error(exc) from None
+
+
+def _relay_passwords(data: dict[str, Any], path: Path, text: str, env: Mapping[str, str]) -> None:
+    """Each [smtp.relays.NAME] password from the variable its `password_env` names; one written
+    in the file is refused, as NEWSLETTER_SMTP_PASSWORD is."""
+    smtp = data.get("smtp")
+    relays = smtp.get("relays") if isinstance(smtp, dict) else None
+    if not isinstance(relays, dict):
+        return
+    for name, relay in relays.items():
+        if not isinstance(relay, dict):
+            continue  # validation names it
+        if "password" in relay:
+            line = next(
+                (
+                    n
+                    for n, raw in enumerate(text.splitlines(), 1)
+                    if raw.strip() == f"[smtp.relays.{name}]"
+                ),
+                None,
+            )
+            raise ConfigError(
+                f"{path}:{line or '?'}: smtp.relays.{name}.password must not be stored in the file",
+                hint='Remove it, set password_env = "NEWSLETTER_SMTP_'
+                f'{name.upper().replace("-", "_")}_PASSWORD" and export that variable.',
+            )
+        variable = relay.get("password_env")
+        if isinstance(variable, str) and env.get(variable):
+            relay["password"] = env[variable]

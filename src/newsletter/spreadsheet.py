@@ -20,6 +20,7 @@ CSV_COLUMNS = (
     "message_id",
     "updated_at",
     "sent_at",
+    "relay",
 )
 
 

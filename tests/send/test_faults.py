@@ -367,7 +367,7 @@ TRANSACTION = {
     ),
     "body 421, rate limited": Transaction(
         aiosmtpd(Fault("data", reply="421 4.7.28 rate limited, too many messages")),
-        (Outcome.THROTTLED, Scope.ACCOUNT, 421, "4.7.28 rate limited"),
+        (Outcome.THROTTLED, Scope.DESTINATION, 421, "4.7.28 rate limited"),  # issue 34
         marked=True,
     ),
     "body 550 5.4.5, daily quota": Transaction(

@@ -20,12 +20,52 @@ from newsletter.send.replies import Outcome, Scope, Stage, accepts, classify, re
         ),
         (454, "4.7.0 Throttling failure", Stage.RCPT, Outcome.THROTTLED, Scope.ACCOUNT),
         (421, "4.7.0 Try again later, closing", Stage.MAIL, Outcome.RETRY, Scope.CONNECTION),
+        # A destination's throttle (issue 34): that domain rests, the run goes on.
         (
             421,
             "4.7.28 rate limited, too many messages",
             Stage.BODY,
             Outcome.THROTTLED,
-            Scope.ACCOUNT,
+            Scope.DESTINATION,
+        ),
+        (
+            421,
+            "4.7.0 [TSS04] Messages from 192.0.2.1 temporarily deferred due to unexpected volume",
+            Stage.RCPT,
+            Outcome.THROTTLED,
+            Scope.DESTINATION,
+        ),
+        (
+            451,
+            "4.7.650 The mail server [192.0.2.1] has been temporarily rate limited (S775)",
+            Stage.RCPT,
+            Outcome.THROTTLED,
+            Scope.DESTINATION,
+        ),
+        (
+            450,
+            "4.2.1 The user you are trying to contact is receiving mail at a rate that prevents",
+            Stage.RCPT,
+            Outcome.THROTTLED,
+            Scope.DESTINATION,
+        ),
+        (
+            451,
+            "4.7.1 rate limit exceeded, slow down",
+            Stage.RCPT,
+            Outcome.THROTTLED,
+            Scope.DESTINATION,
+        ),
+        # The relay's own: 454 (SES) anywhere, a throttle to MAIL.
+        (454, "4.7.0 rate limit exceeded", Stage.RCPT, Outcome.THROTTLED, Scope.ACCOUNT),
+        (451, "4.7.28 rate limited", Stage.MAIL, Outcome.THROTTLED, Scope.ACCOUNT),
+        # A 5xx block is no throttle (Microsoft's S3150).
+        (
+            550,
+            "5.7.1 Service unavailable; part of their network is on our block list (S3150)",
+            Stage.RCPT,
+            Outcome.REJECTED,
+            Scope.RECIPIENT,
         ),
         (553, "5.7.1 sender not allowed", Stage.MAIL, Outcome.STOPPED, Scope.ACCOUNT),
         (451, "4.1.8 sender domain unresolved", Stage.MAIL, Outcome.THROTTLED, Scope.ACCOUNT),

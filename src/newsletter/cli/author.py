@@ -228,6 +228,11 @@ def check(
         for note in verdict.online.notes:
             click.echo(f"note: {note}", err=summary)
         click.echo(verdict.online.summary(), err=summary)
+        from newsletter.doctor.examine import examine_relays  # the SMTP client: when online
+
+        for found in examine_relays(settings):  # several relays, or a provider's webhook
+            said = f"{found.name}: {'ok' if found.ok else 'FAILED'}: {found.detail}"
+            click.echo(said + ("" if found.ok else f" ({found.fix})"), err=summary)
     if verdict.silences:
         click.echo(silenced, err=summary)
     click.echo(f"issue {number}: {verdict.tally()}", err=summary)

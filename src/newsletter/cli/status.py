@@ -43,11 +43,11 @@ RECENT = 7 * 86_400
 def status(
     settings: Settings, number: int, list_name: str | None, csv_path: Path | None, show_all: bool
 ) -> None:
-    """Show an issue's delivery log: counts per state, the workers sending it now, what came
-    back (bounces, complaints, the unsubscribes the issue brought), a staging list's tests,
-    then each recipient not sent with the server's reply; last, the issue's scheduled sends
-    still to go (when, who booked them) and those of the last week that did not go (missed,
-    failed, stopped), with why.
+    """Show an issue's delivery log: counts per state (and which relay carried what, with
+    several relays), the workers sending it now, what came back (bounces, complaints, the
+    unsubscribes the issue brought), a staging list's tests, then each recipient not sent with
+    the server's reply; last, the issue's scheduled sends still to go (when, who booked them)
+    and those of the last week that did not go (missed, failed, stopped), with why.
 
     An unsubscribe is the issue's when it came after that reader's message of the issue and
     before their next one on the list; a complaint is the issue's when it names the message
@@ -72,6 +72,8 @@ def status(
             for state, n in counts.items():
                 if n:
                     click.echo(f"  {state:<9} {n}")
+            for line in _relays(settings, outbox, number, name):
+                click.echo(line)
             for line in _tests(settings, outbox, number, name):
                 click.echo(line)
             clock = outbox.backend.database_time()
@@ -103,6 +105,18 @@ def status(
                 with csv_path.open("w", encoding="utf-8", newline="") as handle:
                     n = write_csv(rows, handle)
                 click.echo(f"wrote {n} rows to {display_path(csv_path)}", err=True)
+
+
+def _relays(settings: Settings, outbox: Outbox, number: int, name: str) -> list[str]:
+    """Which relay carried what (and holds what in doubt): shown once there are several."""
+    carried = outbox.deliveries.by_relay(number, name)
+    if len(carried) < 2 and not settings.smtp.relays:
+        return []
+    lines = []
+    for relay, counts in carried.items():
+        states = ", ".join(f"{n} {state}" for state, n in counts.items())
+        lines.append(f"  relay     {printable(relay)}: {states}")
+    return lines
 
 
 def _scheduled(outbox: Outbox, number: int) -> list[str]:

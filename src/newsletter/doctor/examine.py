@@ -8,13 +8,13 @@ from __future__ import annotations
 import asyncio
 
 from newsletter.doctor.diagnosis import Diagnosis
-from newsletter.doctor.local import check_disk, check_outbox, check_secret
+from newsletter.doctor.local import check_disk, check_outbox, check_secret, check_webhook
 from newsletter.doctor.network import (
     check_base_url,
     check_dns,
     check_mailbox,
+    check_relays,
     check_serve,
-    check_smtp,
 )
 from newsletter.preflight.lookup import Lookup
 from newsletter.settings import Settings
@@ -27,20 +27,36 @@ def examine(settings: Settings, *, min_free: int = MIN_FREE) -> list[Diagnosis]:
     return asyncio.run(_examine(settings, min_free))
 
 
+def examine_relays(settings: Settings) -> list[Diagnosis]:
+    """The relays (each answers, takes our credentials; nothing sent) and, when the return path
+    is a provider's, its webhook: what `check --online` adds once there are several relays or a
+    provider's return path (one relay on our own return path is the doctor's to check)."""
+    if not settings.smtp.relays and not settings.webhooks.relay:
+        return []
+
+    async def both() -> list[Diagnosis]:
+        relays = await check_relays(settings)
+        return [*relays, *await asyncio.to_thread(check_webhook, settings)]
+
+    return asyncio.run(both())
+
+
 async def _examine(settings: Settings, min_free: int) -> list[Diagnosis]:
     lookup = Lookup(settings.check, Cache(None))
-    serve, smtp, dns, mailbox, outbox = await asyncio.gather(
+    serve, smtp, dns, mailbox, outbox, hooks = await asyncio.gather(
         check_serve(settings, lookup),
-        check_smtp(settings),
+        check_relays(settings),
         check_dns(settings, lookup),
         asyncio.to_thread(check_mailbox, settings),
         asyncio.to_thread(check_outbox, settings),
+        asyncio.to_thread(check_webhook, settings),
     )
     return [
         check_secret(settings),
         check_base_url(settings),
         serve,
-        smtp,
+        *smtp,
+        *hooks,
         *dns,
         *outbox,
         mailbox,

@@ -144,3 +144,27 @@ def check_disk(settings: Settings, min_free: int) -> Diagnosis:
             "Free space on that file system, or move [paths] state to a larger one.",
         )
     return passed("disk", where)
+
+
+def check_webhook(settings: Settings) -> list[Diagnosis]:
+    """With [webhooks] relay set, the return path is the provider's: its bounces and complaints
+    reach us only by its signed webhook. Has one ever been applied? (Nothing to check without.)"""
+    provider = settings.webhooks.relay
+    if not provider:
+        return []
+    url = f"{settings.newsletter.base_url.rstrip('/')}/webhooks/{provider}"
+    fix = (
+        f"Point {provider}'s event webhook (bounces and complaints) at {url}, set its key in"
+        " the environment (docs/guide/relays.md), and send a test event from its dashboard."
+    )
+    if not outbox_exists(settings.outbox_target):
+        return [failed("webhook", f"no outbox yet: no signed {provider} event received", fix)]
+    try:
+        with open_project_outbox(settings, migrate=False) as outbox:
+            seen = outbox.webhook_events.last_seen(provider)
+    except NewsletterError as exc:
+        return [failed("webhook", exc.message, exc.hint or fix)]
+    if seen is None:
+        return [failed("webhook", f"no signed {provider} event received yet at {url}", fix)]
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seen))
+    return [passed("webhook", f"{provider}: the last signed event was applied at {when}")]

@@ -15,6 +15,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 
 from newsletter.bounces.inbox import open_inbox
 from newsletter.doctor.diagnosis import Diagnosis, failed, passed
@@ -29,7 +30,7 @@ from newsletter.preflight.lookup import Lookup, NetworkDownError, UnreachableErr
 from newsletter.preflight.run import checking_tls_context, dkim_public_key
 from newsletter.send.faults import SESSION_ERRORS, OpeningError, check_failed
 from newsletter.send.opening import Opener
-from newsletter.settings import Settings
+from newsletter.settings import Settings, SmtpSettings
 from newsletter.statecache import Cache
 
 _MAX_BODY = 4096  # /healthz answers a few bytes; a proxy's error page is cut here
@@ -116,25 +117,53 @@ async def _get(client: httpx.AsyncClient, url: str, probe: str) -> tuple[int, st
     return response.status_code, body[:_MAX_BODY].decode("utf-8", "replace")
 
 
-async def check_smtp(settings: Settings) -> Diagnosis:
+async def check_relays(settings: Settings) -> list[Diagnosis]:
+    """[smtp]'s own relay ("smtp"), then each [smtp.relays.NAME] ("smtp.NAME"), at once."""
     smtp = settings.smtp
+    checks = [_check_relay("smtp", "[smtp]", smtp, settings.smtp_password, settings)]
+    for name, relay in smtp.relays.items():
+        table = f"[smtp.relays.{name}]"
+        settings_of = smtp.relay(name)
+        variable = relay.password_env or "password_env"
+        checks.append(
+            _check_relay(f"smtp.{name}", table, settings_of, relay.password, settings, variable)
+        )
+    return list(await asyncio.gather(*checks))
+
+
+async def _check_relay(
+    check: str,
+    table: str,
+    smtp: SmtpSettings,
+    password: SecretStr | None,
+    settings: Settings,
+    variable: str = "NEWSLETTER_SMTP_PASSWORD",
+) -> Diagnosis:
+    """One relay: connect, EHLO, STARTTLS when configured, AUTH, QUIT; never MAIL or RCPT."""
     where = f"{smtp.host}:{smtp.port}"
     if smtp.security == "none" and not _loopback(smtp.host):
         return failed(
-            "smtp",
-            f"{where}: [smtp] security is none: the password and every message cross the"
+            check,
+            f"{where}: {table} security is none: the password and every message cross the"
             " network in clear",
-            'Set [smtp] security = "starttls" (port 587) or "tls" (port 465).',
+            f'Set {table} security = "starttls" (port 587) or "tls" (port 465).',
         )
     helo = email.utils.parseaddr(settings.newsletter.sender)[1].rpartition("@")[2] or "localhost"
     try:
-        opener = Opener(smtp, password=settings.smtp_password, helo=helo, root=settings.root)
+        opener = Opener(
+            smtp, password=password, helo=helo, root=settings.root, variable=variable, table=table
+        )
         client, wire = await opener.open()
     except OpeningError as exc:
         error = check_failed(exc)
-        return failed("smtp", error.message, error.hint or "Check [smtp] host, port and security.")
+        fix = error.hint or f"Check {table} host, port and security."
+        return failed(
+            check,
+            error.message,
+            fix.replace("[smtp]", table).replace("NEWSLETTER_SMTP_PASSWORD", variable),
+        )
     except NewsletterError as exc:
-        return failed("smtp", exc.message, exc.hint or "Check the [smtp] table.")
+        return failed(check, exc.message, exc.hint or f"Check the {table} table.")
     del client  # the wire has its connection now: QUIT goes through it, as the pool's does
     with contextlib.suppress(*SESSION_ERRORS, TimeoutError):
         wire.write(b"QUIT\r\n")
@@ -145,7 +174,7 @@ async def check_smtp(settings: Settings) -> Diagnosis:
         steps.append("TLS" if smtp.security == "tls" else "STARTTLS")
     if smtp.username:
         steps.append(f"AUTH as {smtp.username}")
-    return passed("smtp", f"{where}: {', '.join(steps)} (nothing sent)")
+    return passed(check, f"{where}: {', '.join(steps)} (nothing sent)")
 
 
 def _loopback(host: str) -> bool:

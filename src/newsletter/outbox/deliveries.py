@@ -87,6 +87,30 @@ class Deliveries:
             counts[DeliveryStatus(state)] = int(n)
         return counts
 
+    def first_sending(self) -> str | None:
+        """When the log's first message went out (any issue, any list); None: none yet."""
+        (found,) = self.backend.fetch("SELECT min(sent_at) FROM deliveries WHERE state = 'sent'")
+        return None if found[0] is None else str(found[0])
+
+    def sent_between(self, begin: str, end: str) -> int:
+        """Messages sent from `begin` up to `end` (sent_at stamps), any issue, any list."""
+        (found,) = self.backend.fetch(
+            "SELECT count(*) FROM deliveries WHERE state = 'sent' AND sent_at >= ? AND sent_at < ?",
+            (begin, end),
+        )
+        return int(found[0])
+
+    def by_relay(self, issue: int, list_name: str) -> dict[str, dict[DeliveryStatus, int]]:
+        """Each relay's rows by state (only rows a relay answered for), relays by name."""
+        found: dict[str, dict[DeliveryStatus, int]] = {}
+        for relay, state, n in self.backend.fetch(
+            "SELECT relay, state, count(*) FROM deliveries WHERE issue = ? AND list = ?"
+            " AND relay IS NOT NULL GROUP BY relay, state ORDER BY relay, state",
+            (issue, list_name),
+        ):
+            found.setdefault(relay, {})[DeliveryStatus(state)] = int(n)
+        return found
+
     def rows(
         self, issue: int, list_name: str, states: Iterable[DeliveryStatus] | None = None
     ) -> list[Delivery]:

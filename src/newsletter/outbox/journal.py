@@ -35,7 +35,7 @@ _SENDING = S.SENDING.value
 _ENTRY = (
     "(CAST(? AS BIGINT), CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS INTEGER),"
     " CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS DOUBLE PRECISION), CAST(? AS INTEGER),"
-    " CAST(? AS INTEGER), CAST(? AS INTEGER))"
+    " CAST(? AS INTEGER), CAST(? AS INTEGER), CAST(? AS TEXT))"
 )
 _WRITE = (
     "UPDATE deliveries SET state = v.state, updated_at = v.stamp,"
@@ -46,17 +46,20 @@ _WRITE = (
     " smtp_reply = CASE WHEN v.mark = 1 THEN deliveries.smtp_reply ELSE v.reply END,"
     " next_attempt_at = CASE WHEN v.mark = 1 THEN deliveries.next_attempt_at ELSE v.due END,"
     " owner = CASE WHEN v.mark = 1 THEN deliveries.owner END,"
-    " sent_at = CASE WHEN v.sent = 1 THEN v.stamp ELSE deliveries.sent_at END"
+    " sent_at = CASE WHEN v.sent = 1 THEN v.stamp ELSE deliveries.sent_at END,"
+    " relay = coalesce(v.relay, deliveries.relay)"
     " FROM ({batch}) AS v WHERE deliveries.id = v.id{owned} RETURNING deliveries.id"
 )
 _VALUES = (
     "SELECT column1 AS id, column2 AS mark, column3 AS state, column4 AS stamp,"
     " column5 AS code, column6 AS reply, column7 AS mid, column8 AS due, column9 AS attempts,"
-    " column10 AS tries, column11 AS sent FROM (VALUES {entries}) AS batch"
+    " column10 AS tries, column11 AS sent, column12 AS relay FROM (VALUES {entries}) AS batch"
 )
 _OWNED = " AND deliveries.owner = ?"
 _MOST = 1000
-Entry = tuple[int, int, str, str, int | None, str | None, str | None, float, int, int, int]
+Entry = tuple[
+    int, int, str, str, int | None, str | None, str | None, float, int, int, int, str | None
+]
 
 
 class Journal:
@@ -71,11 +74,14 @@ class Journal:
     def __len__(self) -> int:
         return len(self._queued)
 
-    def mark(self, row_id: int, message_id: str | None) -> None:
+    def mark(self, row_id: int, message_id: str | None, relay: str = "") -> None:
         """The row is being uploaded (the server answered DATA with 354): the start of the
         in-doubt window. The first Message-ID stored stays the row's for every later attempt
-        (None: the row holds it already, planned with it)."""
-        self._queued.append((row_id, 1, _SENDING, now(), None, None, message_id, 0.0, 1, 0, 0))
+        (None: the row holds it already, planned with it). `relay` names the relay the body
+        goes to, so a row left in doubt says where."""
+        self._queued.append(
+            (row_id, 1, _SENDING, now(), None, None, message_id, 0.0, 1, 0, 0, relay or None)
+        )
 
     def record(
         self,
@@ -86,9 +92,13 @@ class Journal:
         reply: str = "",
         next_attempt_at: float = 0.0,
         attempted: bool = False,
+        relay: str = "",
+        counted: bool = True,
     ) -> None:
         """An outcome; the row is free to claim again (if it is due). `attempted` counts an
-        attempt that never reached `sending` (refused at MAIL or RCPT)."""
+        attempt that never reached `sending` (refused at MAIL or RCPT); `relay` ("": the
+        row's stays) the relay that answered. `counted` False: not a try of this run (a row
+        handed back while its destination rests)."""
         self._queued.append(
             (
                 row_id,
@@ -100,8 +110,9 @@ class Journal:
                 None,
                 next_attempt_at,
                 1 if attempted else 0,
-                1,
+                1 if counted else 0,
                 1 if state == S.SENT else 0,
+                relay or None,
             )
         )
 

@@ -123,24 +123,37 @@ class Leases:
     # -- claims -------------------------------------------------------------------------------
 
     def claim(
-        self, issue: int, list_name: str, worker: str, limit: int, *, max_tries: int, at: float
+        self,
+        issue: int,
+        list_name: str,
+        worker: str,
+        limit: int,
+        *,
+        max_tries: int,
+        at: float,
+        skip: Sequence[str] = (),
     ) -> list[Delivery]:
         """Up to `limit` free rows due at `at` (Unix time) that this run has tried fewer than
-        `max_tries` times, now owned by `worker`, oldest first."""
+        `max_tries` times, now owned by `worker`, oldest first; none to the recipient domains
+        in `skip` (they asked us to slow down: the engine's pacing)."""
         rows = self.backend.fetch(
             f"UPDATE deliveries SET owner = ? WHERE id IN (SELECT id FROM deliveries"
             f" WHERE issue = ? AND list = ? AND {FREE} AND next_attempt_at <= ? AND tries < ?"
-            f" ORDER BY id LIMIT ? {self.backend.skip_locked}) RETURNING {COLUMNS}",
-            (worker, issue, list_name, at, max_tries, limit),
+            f"{_skipped(skip)} ORDER BY id LIMIT ? {self.backend.skip_locked})"
+            f" RETURNING {COLUMNS}",
+            (worker, issue, list_name, at, max_tries, *_patterns(skip), limit),
         )
         return sorted((delivery_from_row(r) for r in rows), key=lambda d: d.id)
 
-    def next_due(self, issue: int, list_name: str, *, max_tries: int) -> float | None:
-        """When the next free row this run may still try falls due (None: there is none)."""
+    def next_due(
+        self, issue: int, list_name: str, *, max_tries: int, skip: Sequence[str] = ()
+    ) -> float | None:
+        """When the next free row this run may still try falls due (None: there is none), of
+        those not to the domains in `skip`."""
         (found,) = self.backend.fetch(
             f"SELECT min(next_attempt_at) FROM deliveries WHERE issue = ? AND list = ?"
-            f" AND {FREE} AND tries < ?",
-            (issue, list_name, max_tries),
+            f" AND {FREE} AND tries < ?{_skipped(skip)}",
+            (issue, list_name, max_tries, *_patterns(skip)),
         )[0]
         return None if found is None else float(found)
 
@@ -152,3 +165,13 @@ class Leases:
             (worker, issue, list_name),
         )[0]
         return int(n)
+
+
+def _skipped(domains: Sequence[str]) -> str:
+    return "".join(" AND recipient NOT LIKE ? ESCAPE '!'" for _ in domains)
+
+
+def _patterns(domains: Sequence[str]) -> list[str]:
+    """`%@domain`, its LIKE wildcards escaped (a recipient is stored with its domain folded)."""
+    escaped = (d.replace("!", "!!").replace("%", "!%").replace("_", "!_") for d in domains)
+    return [f"%@{d}" for d in escaped]

@@ -57,11 +57,12 @@ class Delivery:
     next_attempt_at: float
     envelope: str = ""
     name: str = ""
+    relay: str = ""  # the relay that took (or holds) its message; "" none yet
 
 
 COLUMNS = (
     "id, issue, list, recipient, message_id, state, attempts, smtp_code, smtp_reply,"
-    " created_at, updated_at, sent_at, next_attempt_at, envelope, name"
+    " created_at, updated_at, sent_at, next_attempt_at, envelope, name, relay"
 )
 
 
@@ -83,6 +84,7 @@ def delivery_from_row(values: tuple[Any, ...]) -> Delivery:
         next_attempt_at=float(values[12]),
         envelope=values[13] or values[3],
         name=values[14] or "",
+        relay=values[15] or "",
     )
 
 

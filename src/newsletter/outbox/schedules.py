@@ -236,6 +236,20 @@ class Schedules:
                 == 1
             )
 
+    def postpone(self, schedule_id: int, owner: str, due_at: float, outcome: str) -> bool:
+        """Handed back, due again at `due_at` (a send the warm-up's daily cap stopped: the
+        next day). It was started, so it is never `missed`."""
+        with self.backend.transaction():
+            return (
+                self.backend.run(
+                    "UPDATE schedules SET state = 'due', due_at = ?, owner = NULL,"
+                    " lease_until = NULL, outcome = ?, updated_at = ?"
+                    " WHERE id = ? AND owner = ? AND state = 'started'",
+                    (due_at, outcome[:2000], now(), schedule_id, owner),
+                )
+                == 1
+            )
+
     def release_others(self, keep: str) -> int:
         """Every claim but `keep`'s handed back: the one worker SQLite allows knows the others
         are dead."""

@@ -447,6 +447,12 @@ CREATE TABLE IF NOT EXISTS subject_tests (
 );
 """
 
+# The relay (smtp.name or an [smtp.relays.NAME]) that took or holds each row's message: NULL for
+# rows no relay answered, and for rows sent before there were several.
+_RELAY = """
+ALTER TABLE deliveries ADD COLUMN relay TEXT;
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         1,
@@ -520,6 +526,7 @@ MIGRATIONS: list[Migration] = [
         sqlite=_WEBHOOK_EVENTS.format(real="REAL"),
         postgres=_WEBHOOK_EVENTS.format(real="DOUBLE PRECISION"),
     ),
+    Migration(14, "the relay each delivery went through", sqlite=_RELAY, postgres=_RELAY),
     Migration(
         15,
         "welcome sequences: their steps' keys in the log, readers enrolled",

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from newsletter.outbox.backend import Backend
 
+# The row that keeps when each provider's last event came (no provider's event id is a lone
+# "*": theirs are UUIDs and hashes); pruning leaves it.
+LAST_SEEN = "*"
+
 
 class WebhookEvents:
     def __init__(self, backend: Backend) -> None:
@@ -24,6 +28,11 @@ class WebhookEvents:
                 " ON CONFLICT DO NOTHING",
                 (provider, event_id, now),
             )
+            self.backend.run(
+                "INSERT INTO webhook_events (provider, event_id, seen_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (provider, event_id) DO UPDATE SET seen_at = excluded.seen_at",
+                (provider, LAST_SEEN, now),
+            )
         return added == 1
 
     def release(self, provider: str, event_id: str) -> None:
@@ -35,6 +44,18 @@ class WebhookEvents:
             )
 
     def prune(self, before: float) -> int:
-        """Delete the ids seen before `before` (Unix seconds); how many went."""
+        """Delete the ids seen before `before` (Unix seconds); how many went. Each provider's
+        LAST_SEEN row stays: the doctor's proof that its webhook ever reached us."""
         with self.backend.transaction():
-            return self.backend.run("DELETE FROM webhook_events WHERE seen_at < ?", (before,))
+            return self.backend.run(
+                "DELETE FROM webhook_events WHERE seen_at < ? AND event_id <> ?",
+                (before, LAST_SEEN),
+            )
+
+    def last_seen(self, provider: str) -> float | None:
+        """When a signed event of `provider` was last claimed (Unix seconds); None: never."""
+        found = self.backend.fetch(
+            "SELECT seen_at FROM webhook_events WHERE provider = ? AND event_id = ?",
+            (provider, LAST_SEEN),
+        )
+        return float(found[0][0]) if found else None

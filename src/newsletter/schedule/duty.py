@@ -29,6 +29,7 @@ from newsletter.schedule.byhand import finished_send, running_send
 from newsletter.schedule.launch import Finished, SendProcess
 from newsletter.schedule.when import describe_instant, span
 from newsletter.send.pipeline import EXIT_INCOMPLETE, EXIT_REFUSED, EXIT_STOPPED
+from newsletter.send.warmup import WARMUP_STOP, next_midnight
 from newsletter.settings import Settings
 
 Log = Callable[[str], None]
@@ -209,6 +210,12 @@ class ScheduleDuty:
             outcome = f"handed back: worker {self.owner} stopped during the send"
             self.schedules.release(schedule.id, self.owner, outcome)
             self.log(f"{label}: {outcome}; the next worker resumes it")
+            return
+        if code == EXIT_STOPPED and WARMUP_STOP in finished.error():
+            due = next_midnight(self.settings.newsletter.timezone)  # the warm-up's next day
+            outcome = f"{finished.error()} (the worker resumes it then)"
+            if self.schedules.postpone(schedule.id, self.owner, due.timestamp(), outcome):
+                self.log(f"{label}: {outcome}")
             return
         if code in (0, EXIT_INCOMPLETE):
             state, outcome = ScheduleState.DONE, finished.summary()

@@ -53,11 +53,16 @@ class GroupCommit:
         # comes on; the next is sent once it has landed.
         self._landing: tuple[Commit, list[Waiter], int] | None = None
 
-    async def mark(self, row_id: int, message_id: str | None) -> bool:
+    @property
+    def busy(self) -> bool:
+        """Entries wait for a commit, or one is on its way: their rows are not free yet."""
+        return bool(self._waiting) or self._landing is not None
+
+    async def mark(self, row_id: int, message_id: str | None, relay: str = "") -> bool:
         """The row's `sending` mark, committed: True, or False if the row is no longer this
         worker's (its body must not go out). Raises the commit's DatabaseError."""
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.journal.mark(row_id, message_id)
+        self.journal.mark(row_id, message_id, relay)
         self._wait(future)
         return await future
 
@@ -65,14 +70,17 @@ class GroupCommit:
         self,
         row_id: int,
         state: DeliveryStatus,
-        then: Then,
+        then: Waiter,
         *,
         code: int | None = None,
         reply: str = "",
         next_attempt_at: float = 0.0,
         attempted: bool = False,
+        relay: str = "",
+        counted: bool = True,
     ) -> None:
-        """An outcome, in the next commit; `then(written)` once it is committed."""
+        """An outcome, in the next commit; `then(written)` once it is committed (or `then`'s
+        result set, a future's: its exception if the commit failed)."""
         self.journal.record(
             row_id,
             state,
@@ -80,6 +88,8 @@ class GroupCommit:
             reply=reply,
             next_attempt_at=next_attempt_at,
             attempted=attempted,
+            relay=relay,
+            counted=counted,
         )
         self._wait(then)
 

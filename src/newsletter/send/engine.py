@@ -2,14 +2,14 @@
 and the step's value (Delivered) out.
 
 N sessions take rows the engine claims from the outbox a batch at a time, through one token
-bucket per second and one per hour (this worker's share of the run's rates); as a body goes
-out, its session takes the next row, builds it and (with PIPELINING) announces it behind the
-body (smtp.py). Every `sending` mark and outcome goes through the commit step (commit.py): a
-body waits for its mark's commit, and outcomes join the next commit. A deferred row goes back
-to the outbox with its full-jitter backoff and is claimed again when due, up to max_attempts in
-this run; a circuit breaker ends the run after K connection failures in a row; `stop` (a
-signal, a quota, the bounce rates) lets the messages in flight finish and be recorded. The
-lease is renewed every third of it meanwhile, and other workers' expired leases reaped.
+bucket per second and one per hour (this worker's share of the run's rates), past recipient
+domains that throttled us and rest (pacing.py: their rows go back, due when the domain is); as a
+body goes out, its session takes the next row, builds it and (with PIPELINING) announces it.
+Every `sending` mark and outcome goes through the commit step (commit.py): a body waits for its
+mark's commit, and outcomes join the next commit. A deferred row goes back to the outbox with
+its backoff, claimed again when due, up to max_attempts in this run. faults.Breaker ends the
+run after K connection failures in a row, as do destinations that all keep throttling us;
+`stop` (a signal, a quota, the bounce rates) lets the messages in flight finish and be recorded.
 
 Nothing here grows with the list: the queue holds one claimed batch. The engine never builds
 MIME or speaks SMTP itself: the job's `build(subscriber, message_id, row_id)` makes the bytes
@@ -29,11 +29,13 @@ from newsletter.errors import DatabaseError, TransportError
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
 from newsletter.outbox import UNSUBSCRIBED, Delivery, Outbox
 from newsletter.send.commit import GroupCommit
+from newsletter.send.faults import Breaker
 from newsletter.send.job import Delivered, Event, Job, Options
 from newsletter.send.lease import LEASE_LOST, Lease, LeaseLostError
-from newsletter.send.pacing import RateLimiter, backoff
+from newsletter.send.pacing import Pacer, backoff
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool, Session
+from newsletter.send.warmup import warmup_for
 
 S = DeliveryStatus
 # Claimed rows a worker holds at most: about a second of sending, so an unsubscribe is honoured
@@ -67,8 +69,7 @@ class Engine:
         self.progress = progress
         self.lease = lease
         self.worker = lease.worker
-        self.per_second = RateLimiter(options.rate)
-        self.per_hour = RateLimiter(options.rate_per_hour / 3600.0)
+        self.pace = Pacer(options, warmup_for(outbox, options, job.issue, job.list_name))
         self.commit = GroupCommit(outbox.journal(self.worker), self._faulted)
         self._this_run: Counter[DeliveryStatus] = Counter()
         self._reaped: list[Delivery] = []
@@ -76,12 +77,8 @@ class Engine:
         self._queue: deque[Delivery] = deque()
         self._batch = max(2 * options.concurrency, min(CLAIM, int(2 * options.rate) or CLAIM))
         self._in_flight = 0
-        self._failures = 0
-        self._refused = 0  # replies refusing the message itself since the last one sent
-        self._throttles = 0
-        self._stopping = False
-        self._started = 0.0
-        self._sent = 0
+        self._breaker = Breaker(options.breaker_threshold)
+        self._stopping, self._started, self._sent = False, 0.0, 0
         self._counts: dict[DeliveryStatus, int] = {}
         self._fault: DatabaseError | None = None  # a failed commit or renewal, raised by run()
         self._policy = Policy(outbox, options.bounces)
@@ -94,8 +91,7 @@ class Engine:
     def stop(self, reason: str) -> None:
         """Finish what is in flight, start nothing new."""
         if not self._stopping:
-            self._stopping = True
-            self._stopped = reason
+            self._stopping, self._stopped = True, reason
 
     def delivered(self) -> Delivered:
         """The step's value so far (all of it once `run` has returned or was cancelled)."""
@@ -136,6 +132,9 @@ class Engine:
             row = ahead.row if ahead is not None else await self._next()
             if row is None:
                 return
+            if ahead is None and (due := self.pace.destinations.resting(row.recipient)):
+                self._release(row, due)  # its domain rests: the row waits in the outbox
+                continue
             self._in_flight += 1
             try:
                 ahead = await self._attempt(session, row, ahead)
@@ -149,7 +148,7 @@ class Engine:
                 return self._queue.popleft()
             if self._claim():
                 continue
-            if self._in_flight:  # an outcome may bring a row back (deferred)
+            if self._in_flight or self.commit.busy:  # an outcome may bring a row back
                 await asyncio.sleep(0.02)
                 continue
             wait = self._idle_wait()
@@ -168,6 +167,7 @@ class Engine:
             self._batch,
             max_tries=self.options.max_attempts,
             at=time.time(),
+            skip=self.pace.destinations.resting_domains(),
         )
         if not rows:
             return False
@@ -183,10 +183,12 @@ class Engine:
         """Nothing to claim now: how long to wait before looking again, or None if the run is
         over. Deferred rows wait for their backoff; rows other workers hold wait for them to
         finish or for their lease to expire (then they come back here)."""
-        job = self.job
-        leases = self.outbox.leases
-        due = leases.next_due(job.issue, job.list_name, max_tries=self.options.max_attempts)
-        if due is not None:
+        job, leases, rests = self.job, self.outbox.leases, self.pace.destinations
+        skip, tries = rests.resting_domains(), self.options.max_attempts
+        due = leases.next_due(job.issue, job.list_name, max_tries=tries, skip=skip)
+        if stuck := rests.stuck_before(due, skip):
+            self.stop(f"every destination still to send to keeps throttling us: {stuck}")
+        elif (due := rests.next_due(due)) is not None:
             return min(max(due - time.time(), 0.01), 0.5)
         if leases.held_by_others(job.issue, job.list_name, self.worker):
             self._reap()
@@ -217,23 +219,20 @@ class Engine:
             self._counts = self.outbox.deliveries.counts(self.job.issue, self.job.list_name)
             if self.progress:
                 result = Result(Outcome.UNKNOWN, Scope.CONNECTION, None, row.smtp_reply)
-                counts = dict(self._counts)
-                self.progress(Event(row.recipient, S.UNKNOWN, result, counts, S.SENDING))
+                event = Event(row.recipient, S.UNKNOWN, result, dict(self._counts), S.SENDING)
+                self.progress(event)
 
     def _share(self) -> None:
         """This worker's part of the run's rates: the rate is the whole run's."""
-        workers = self.lease.sharing()
-        self.per_second.set(self.options.rate / workers)
-        self.per_hour.set(self.options.rate_per_hour / 3600.0 / workers)
-        if workers > 1:  # the others' outcomes too, for the display
+        if self.pace.share(self.lease.sharing()) > 1:  # the others' outcomes, for the display
             self._counts = self.outbox.deliveries.counts(self.job.issue, self.job.list_name)
 
     async def _attempt(self, session: Session, row: Delivery, ahead: Ahead | None) -> Ahead | None:
         """Send `row` on `session` (`ahead`: taken, paced and built while the last body went
         out); the row to send next if one was taken ahead meanwhile."""
         if ahead is None:
-            await self.per_hour.take()
-            await self.per_second.take()
+            if spent := await self.pace.take():  # the warm-up's cap for today
+                self.stop(spent)
             if self._stopping:
                 return None
         message = ahead.message if ahead is not None else None
@@ -252,7 +251,7 @@ class Engine:
             known = row.message_id is not None and row.message_id == message.message_id
             mid = None if known else message.message_id
             try:
-                marked = await self.commit.mark(row.id, mid)
+                marked = await self.commit.mark(row.id, mid, session.relay)
             except asyncio.CancelledError:
                 # Abandoned while the mark waited for its commit: the body never goes out,
                 # and the row goes back (this outcome follows the mark in the journal).
@@ -285,9 +284,8 @@ class Engine:
         return upcoming
 
     def _build(self, row: Delivery) -> OutgoingMessage:
-        # The row is the snapshot planning checked and stored (two str columns: nothing for a
-        # validator to do, per message), and build() checks both again as header values. The
-        # VERP tag names the row's id.
+        # Planning checked and stored the row's two str columns (nothing to validate per
+        # message); build() checks both again as header values. The VERP tag names the row.
         subscriber = Subscriber.model_construct(envelope=row.envelope, name=row.name)
         return self.job.build(subscriber, row.message_id, row.id)
 
@@ -297,37 +295,33 @@ class Engine:
         the body in the same write (smtp.py)."""
         if self._stopping or not self._queue:
             return None
-        if not (self.per_hour.ready() and self.per_second.ready()):
+        if self.pace.destinations.resting(self._queue[0].recipient) or not self.pace.take_now():
             return None
         row = self._queue.popleft()
-        self.per_hour.take_now()
-        self.per_second.take_now()
         try:
             return Ahead(row, self._build(row))
         except Exception:  # its attempt builds it again and records why
             return Ahead(row, None)
 
     def _handle(self, row: Delivery, result: Result, *, attempted: bool) -> None:
-        outcome, opts = result.outcome, self.options
-        if result.scope == Scope.CONNECTION:
-            self._failures += 1
-            if self._failures >= opts.breaker_threshold:
-                self.stop(
-                    f"{self._failures} connection failures in a row"
-                    f" (last: {result.describe()}): circuit breaker open"
-                )
-        else:
-            self._failures = 0
+        outcome = result.outcome
+        if reason := self._breaker.judge(result):
+            self.stop(reason)
+        if outcome == Outcome.THROTTLED and result.scope == Scope.DESTINATION:
+            # Only that domain rests; the row is due again when it does, and the throttle
+            # is not the row's own try (a domain that keeps throttling stops the run instead).
+            due = self.pace.destinations.throttled(row.recipient, result.describe())
+            self._record(
+                row, S.DEFERRED, result, attempted=attempted, next_attempt_at=due, tried=False
+            )
+            return
         if outcome == Outcome.THROTTLED:
-            self._throttles += 1
-            pause = backoff(self._throttles + 1, opts.retry_base, opts.retry_cap)
             elapsed = max(time.monotonic() - self._started, 1e-3)
-            self.per_second.slow_down(self._sent / elapsed)
-            self.per_second.pause(pause)
-            if self._throttles >= opts.breaker_threshold:
+            if self.pace.slow_down(self._sent / elapsed) >= self.options.breaker_threshold:
                 self.stop(f"the server keeps throttling us ({result.describe()})")
         if outcome == Outcome.SENT:
-            self._sent, self._refused, self._throttles = self._sent + 1, 0, 0
+            self._sent += 1
+            self.pace.sent(row.recipient)
             self._record(row, S.SENT, result)
         elif outcome == Outcome.REJECTED:
             self._record(row, S.REJECTED, result, attempted=attempted)
@@ -335,12 +329,6 @@ class Engine:
                 self._policy.refused(row, result.code, result.reply)
         elif outcome == Outcome.FAILED:
             self._record(row, S.FAILED, result, attempted=attempted)
-            self._refused += result.scope == Scope.MESSAGE  # the message's fault, not the list's
-            if self._refused >= opts.breaker_threshold:  # stop before every reader is failed
-                self.stop(
-                    f"the server refused the message itself {self._refused} times in a row"
-                    f" (last: {result.describe()}): fix it, then re-run with --retry-failed"
-                )
         elif outcome == Outcome.UNKNOWN:
             self._record(row, S.UNKNOWN, result)
         elif outcome == Outcome.STOPPED:
@@ -348,10 +336,9 @@ class Engine:
             self.stop(f"the server refuses to take more mail: {result.describe()}")
         else:  # DEFERRED, RETRY, THROTTLED: not delivered, nothing in doubt
             self._retry(row, result, attempted=attempted)
-        if outcome in (Outcome.SENT, Outcome.REJECTED):
-            reason = self._rates.check(rejected=outcome == Outcome.REJECTED)
-            if reason:
-                self.stop(f"{reason}: stopped to protect the sender's reputation")
+        rated = outcome in (Outcome.SENT, Outcome.REJECTED)
+        if rated and (rates := self._rates.check(rejected=outcome == Outcome.REJECTED)):
+            self.stop(f"{rates}: stopped to protect the sender's reputation")
 
     def _retry(self, row: Delivery, result: Result, *, attempted: bool) -> None:
         """Back to the outbox, due again after the backoff (claimed again while this run has
@@ -371,8 +358,10 @@ class Engine:
         reply: str = "",
         attempted: bool = False,
         next_attempt_at: float = 0.0,
+        tried: bool = True,
     ) -> None:
-        """The outcome into the commit step; counted and shown once committed."""
+        """The outcome into the commit step; counted and shown once committed. `tried` False:
+        not a try of the row this run (its destination throttled us)."""
 
         def committed(written: bool) -> None:
             if not written:
@@ -396,4 +385,17 @@ class Engine:
             reply=result.reply if result else reply,
             attempted=attempted,
             next_attempt_at=next_attempt_at,
+            relay=result.relay if result else "",
+            counted=tried,
         )
+
+    def _release(self, row: Delivery, due: float) -> None:
+        """Back to the outbox as it was, due when its destination is; not a try of it."""
+        code, reply, then = row.smtp_code, row.smtp_reply, self._owned
+        self.commit.record(
+            row.id, row.state, then, code=code, reply=reply, next_attempt_at=due, counted=False
+        )
+
+    def _owned(self, written: bool) -> None:
+        if not written:  # reaped meanwhile: the row is another's now
+            self.stop(LEASE_LOST)

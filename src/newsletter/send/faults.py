@@ -169,3 +169,33 @@ def _cert_error(exc: BaseException | None) -> ssl.SSLCertVerificationError | Non
 def _text(exc: BaseException) -> str:
     """What an exception says, as reply text (aiosmtplib's may quote the server)."""
     return reply_text(getattr(exc, "message", "") or str(exc)) or type(exc).__name__
+
+
+class Breaker:
+    """The run's stop rules over results in a row (`threshold` of each): connection failures
+    (every relay unreachable or refusing: the circuit breaker), and refusals of the message
+    itself (its content: stop before every reader is failed). A message sent resets both."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+        self.failures = 0
+        self.refused = 0
+
+    def judge(self, result: Result) -> str:
+        """Count `result`; why the run must stop now, or ''."""
+        self.failures = self.failures + 1 if result.scope == Scope.CONNECTION else 0
+        if result.outcome == Outcome.SENT:
+            self.refused = 0
+        elif result.outcome == Outcome.FAILED and result.scope == Scope.MESSAGE:
+            self.refused += 1
+        if self.failures >= self.threshold:
+            return (
+                f"{self.failures} connection failures in a row"
+                f" (last: {result.describe()}): circuit breaker open"
+            )
+        if self.refused >= self.threshold:
+            return (
+                f"the server refused the message itself {self.refused} times in a row"
+                f" (last: {result.describe()}): fix it, then re-run with --retry-failed"
+            )
+        return ""

@@ -26,6 +26,7 @@ class Options(SendSettings):
 
     resend_unknown: bool = False
     retry_failed: bool = False
+    timezone: str = ""  # [newsletter] timezone: where the warm-up's days begin
     # The bounce policy: refusals at send time count as bounces, and the rates that stop a run.
     bounces: BouncesSettings = BouncesSettings()
 
@@ -48,6 +49,7 @@ class Options(SendSettings):
             resend_unknown=resend_unknown,
             retry_failed=retry_failed,
             bounces=settings.bounces,
+            timezone=settings.newsletter.timezone,
         )
 
 

@@ -48,11 +48,13 @@ class Opener:
         password: SecretStr | None,
         helo: str = "localhost",
         root: Path | None = None,
+        variable: str = "NEWSLETTER_SMTP_PASSWORD",
+        table: str = "[smtp]",
     ) -> None:
         if smtp.username and password is None:
             raise TransportError(
-                f"[smtp] username is {smtp.username!r} but NEWSLETTER_SMTP_PASSWORD is not set",
-                hint="Export NEWSLETTER_SMTP_PASSWORD, or remove [smtp] username.",
+                f"{table} username is {smtp.username!r} but {variable} is not set",
+                hint=f"Export {variable}, or remove {table} username.",
             )
         self.smtp = smtp
         self._password = password

@@ -1,10 +1,16 @@
-"""How fast to send: a rate in, evenly spaced slots out; and how long to wait before a retry."""
+"""How fast to send: a rate in, evenly spaced slots out; how long to wait before a retry; and
+how long each destination that throttled us rests while the rest of the list goes on."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from newsletter.send.warmup import Warmup
+from newsletter.settings import SendSettings
 
 
 class RateLimiter:
@@ -54,3 +60,144 @@ class RateLimiter:
 def backoff(attempt: int, base: float, cap: float) -> float:
     """Full jitter (AWS architecture blog): uniform in [0, min(cap, base * 2**(attempt-1))]."""
     return random.uniform(0, min(cap, base * 2 ** max(attempt - 1, 0)))
+
+
+def domain_of(recipient: str) -> str:
+    """A recipient's domain, the unit a destination's throttle applies to."""
+    return recipient.rpartition("@")[2].lower().rstrip(".")
+
+
+@dataclass
+class Throttle:
+    """One destination's standing: throttles in a row, until when it rests, its last reply."""
+
+    strikes: int = 0
+    until: float = 0.0
+    reply: str = ""
+
+
+class Destinations:
+    """Recipient domains that asked us to slow down (Gmail's 421 4.7.28, Yahoo's TSS04,
+    Microsoft's 4.7.650: replies.py's DESTINATION scope), each with a backoff of its own: half
+    of `base * 2**(strikes-1)` (at most `cap`) plus up to as much again at random, so a domain
+    really rests while the rest of the list goes on. A message it takes ends its backoff. After
+    `stuck_after` throttles in a row it is `stuck`. Times are wall-clock seconds, as the
+    outbox's `next_attempt_at` (its rows are handed back due when the domain is)."""
+
+    def __init__(
+        self,
+        base: float,
+        cap: float,
+        stuck_after: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._base, self._cap, self._stuck_after = base, cap, stuck_after
+        self._clock = clock
+        self._domains: dict[str, Throttle] = {}
+
+    def resting(self, recipient: str) -> float:
+        """When the recipient's domain may be sent to again; 0.0: now."""
+        throttle = self._domains.get(domain_of(recipient))
+        if throttle is None or throttle.until <= self._clock():
+            return 0.0
+        return throttle.until
+
+    def throttled(self, recipient: str, reply: str) -> float:
+        """The domain throttled us again: when it may be sent to next."""
+        throttle = self._domains.setdefault(domain_of(recipient), Throttle())
+        throttle.strikes += 1
+        throttle.reply = reply
+        ceiling = min(self._cap, self._base * 2 ** (throttle.strikes - 1))
+        rest = ceiling / 2 + random.uniform(0, ceiling / 2)
+        throttle.until = max(throttle.until, self._clock() + rest)
+        return throttle.until
+
+    def accepted(self, recipient: str) -> None:
+        self._domains.pop(domain_of(recipient), None)
+
+    def resting_domains(self) -> list[str]:
+        """The domains resting now: their rows are not claimed meanwhile."""
+        now = self._clock()
+        return [d for d, t in self._domains.items() if t.until > now]
+
+    def next_due(self, due: float | None) -> float | None:
+        """When something may be sent next: `due` (the outbox's next row of another domain)
+        or the end of the first rest, whichever comes first; None: neither."""
+        ends = [t.until for t in self._domains.values() if t.until > self._clock()]
+        return min([*ends, *([] if due is None else [due])], default=None)
+
+    def stuck_before(self, due: float | None, resting: Sequence[str]) -> str:
+        """The `resting` domains (those the look for `due` left out: one reading of the clock
+        for both), named with their last reply, if each of them is stuck and no other row falls
+        due (`due`) before they may be sent to again: all that is left waits for destinations
+        that keep throttling us. '' otherwise."""
+        throttles = {d: self._domains[d] for d in resting if d in self._domains}
+        if not throttles or any(t.strikes < self._stuck_after for t in throttles.values()):
+            return ""
+        if due is not None and due < min(t.until for t in throttles.values()) - 0.01:
+            return ""
+        return "; ".join(f"{d} ({t.reply})" for d, t in throttles.items())
+
+
+class Pacer:
+    """This worker's pace: its share of the run's rates (a token bucket per second and one per
+    hour), slowed for the whole run when the relay itself throttles (an ACCOUNT throttle), and
+    each destination's own rest (`destinations`)."""
+
+    def __init__(self, send: SendSettings, warmup: Warmup | None = None) -> None:
+        self.warmup = warmup  # today's cap, counted as messages are taken
+        self.rate, self.rate_per_hour = send.rate, send.rate_per_hour
+        self.per_second = RateLimiter(send.rate)
+        self.per_hour = RateLimiter(send.rate_per_hour / 3600.0)
+        base, cap = send.retry_base, send.retry_cap
+        self.destinations = Destinations(base, cap, send.breaker_threshold)
+        self._base, self._cap = base, cap
+        self.throttles = 0  # the relay's throttles since a message went out
+
+    def share(self, workers: int) -> int:
+        """This worker's part of the run's rates (the rate is the whole run's); `workers`."""
+        self.per_second.set(self.rate / workers)
+        self.per_hour.set(self.rate_per_hour / 3600.0 / workers)
+        if self.warmup is not None:  # the log's count of today, every worker's sends in it
+            self.warmup.refresh()
+        return workers
+
+    async def take(self) -> str:
+        """Wait for a slot and take it; the warm-up's stop line instead when today's cap is
+        spent ('' otherwise)."""
+        if self._spent():
+            assert self.warmup is not None
+            return self.warmup.describe()
+        await self.per_hour.take()
+        await self.per_second.take()
+        self._count()
+        return ""
+
+    def take_now(self) -> bool:
+        """A slot taken now if both rates (and the warm-up) allow one without waiting."""
+        if self._spent() or not (self.per_hour.ready() and self.per_second.ready()):
+            return False
+        self.per_hour.take_now()
+        self.per_second.take_now()
+        self._count()
+        return True
+
+    def _spent(self) -> bool:
+        return self.warmup is not None and self.warmup.left() == 0
+
+    def _count(self) -> None:
+        """A message taken counts against today's cap at once, so the messages in flight never
+        overshoot it; one that is not sent is given back when the log is read again."""
+        if self.warmup is not None:
+            self.warmup.sent += 1
+
+    def slow_down(self, observed: float) -> int:
+        """The relay throttled us: halve the pace, pause, and count it."""
+        self.throttles += 1
+        self.per_second.slow_down(observed)
+        self.per_second.pause(backoff(self.throttles + 1, self._base, self._cap))
+        return self.throttles
+
+    def sent(self, recipient: str) -> None:
+        self.throttles = 0
+        self.destinations.accepted(recipient)

@@ -8,7 +8,11 @@ RCPT, DATA or body means for that message, by scope:
                 protocol (5.5.x), system (5.3.x), 5.2.3     untouched; `breaker_threshold`
                 too long, or a bare code -> FAILED          in a row stop the run)
     connection  421 -> RETRY                                (reconnect, try again)
-    account     454, throttling 4xx -> THROTTLED            (slow down)
+    destination a provider's throttle (Gmail 4.7.28, Yahoo      (that recipient domain rests,
+                TSS04, Microsoft 4.7.650/651, 4.2.1 "rate"),  the rest of the list goes on:
+                a 421/450/451 about the rate after MAIL       pacing.Destinations)
+                -> THROTTLED
+    account     454, throttling 4xx to MAIL -> THROTTLED    (slow down)
                 550 5.4.5 daily quota, sender refused -> STOPPED (end the run)
 
 A reply that refuses the session itself (its greeting, EHLO, STARTTLS or AUTH) is about no
@@ -43,6 +47,7 @@ class Scope(StrEnum):
     RECIPIENT = "recipient"
     MESSAGE = "message"
     CONNECTION = "connection"
+    DESTINATION = "destination"  # the recipient's domain asked us to slow down
     ACCOUNT = "account"
 
 
@@ -76,6 +81,7 @@ class Result:
     scope: Scope
     code: int | None = None
     reply: str = ""
+    relay: str = ""  # the relay that answered (smtp.Session names it)
 
     def describe(self) -> str:
         return f"{self.code} {self.reply}".strip() if self.code else self.reply
@@ -98,6 +104,21 @@ def reply_text(text: str | bytes) -> str:
 
 _QUOTA = re.compile(r"\b5\.4\.5\b|daily .*(quota|limit)|quota exceeded", re.IGNORECASE)
 _THROTTLE = re.compile(r"throttl|rate limit|too many (messages|connections)|slow down", re.I)
+# The large providers' throttles, each about the destination (and our IP's standing there):
+# Gmail `421 4.7.28 ... rate limited`, `450 4.2.1 ... receiving mail at a rate`; Yahoo
+# `421 4.7.0 [TSS04] ... temporarily deferred`; Microsoft `451 4.7.650/4.7.651 ... rate limited`.
+_PROVIDER_THROTTLE = re.compile(
+    r"\b4\.7\.28\b|\bTSS0\d\b|\b4\.7\.65[01]\b|\b4\.2\.1\b.*\brate\b", re.I
+)
+
+
+def _about_the_destination(code: int, reply: str, stage: Stage) -> bool:
+    """A throttle after MAIL is about the recipient's side (454 is the relay's, SES's): that
+    domain rests, not the whole run."""
+    if not 400 <= code < 500 or stage == Stage.MAIL or code == 454:
+        return False
+    generic = code in (421, 450, 451) and _THROTTLE.search(reply) is not None
+    return generic or _PROVIDER_THROTTLE.search(reply) is not None
 
 
 def accepts(stage: Stage, code: int) -> bool:
@@ -112,6 +133,8 @@ def classify(code: int, reply: str, stage: Stage) -> Result:
         raise ValueError(f"a reply at {stage} is about the session, not a message")
     if 500 <= code < 600 and _QUOTA.search(reply):
         return Result(Outcome.STOPPED, Scope.ACCOUNT, code, reply)
+    if _about_the_destination(code, reply, stage):
+        return Result(Outcome.THROTTLED, Scope.DESTINATION, code, reply)
     if code == 454 or (400 <= code < 500 and _THROTTLE.search(reply)):
         return Result(Outcome.THROTTLED, Scope.ACCOUNT, code, reply)
     if code == 421:

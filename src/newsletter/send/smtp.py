@@ -1,263 +1,122 @@
-"""The SMTP client: OutgoingMessages in, one Result per message out.
+"""The SMTP client: OutgoingMessages in, one Result per message out, through several relays.
 
-`Pool` keeps up to N `Session`s (one SMTP session is strictly serial, so concurrency means
-several sessions), opens them lazily (opening.py: aiosmtplib sets each up, with the security set
-explicitly in [smtp], and hands it to a wire.Wire for its mail transactions, pipelined when the
-server offers it), and recycles each after `messages_per_connection` messages or any 421. What
-a session meets (a reply, a dropped connection, a timeout, a setup that failed) faults.py turns
-into the message's Result, or into the TransportError of a setup fault; here it is only caught.
+`Pool` keeps N `Session`s (one SMTP session is strictly serial, so concurrency means several
+sessions); each holds one link.Link per relay ([smtp]'s own and each [smtp.relays.NAME]),
+opened on first use. A message goes through the first relay of its order (relays.py: its
+route, the order written, those set aside left out). When that relay fails it before its body
+went out (a session it would not open, a 421 or its own 4xx before DATA's 354, its AUTH refused,
+its account stopped), the board counts it against the relay and the message goes through the
+next one at once; once the 354 was accepted (the engine committed `sending`) the message never
+moves: whatever follows, an `unknown` included, is that relay's, and the Result names it.
 
-`send` calls MAIL, RCPT and DATA, and once the server has answered DATA with 354 awaits the
-caller's `on_accepted` (the engine's commit of `sending`), then uploads the body: only the upload
-itself is ever in doubt, and a connection lost before the 354 is a plain retry. Its optional
-`meanwhile` runs after `on_accepted`, just before the body goes out, and may return the message
-this session sends next (the engine builds it there): with PIPELINING its MAIL, RCPT and DATA go
-out in the same write, behind the body (RFC 2920 lets a group start with the message content), so a
-message costs one round trip, not two. That message's own `send` then starts from the replies; its
-body still waits for its 354 and its `on_accepted`. An announced message that is not sent next (the
-run stopped) ends the session: the server waits for a body that will not come.
+A message announced on a link behind the last body (link.py) is sent on that link; the engine's
+`meanwhile` announces only a message whose first relay is the link's own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
+import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
-import aiosmtplib
 from pydantic import SecretStr
 
+from newsletter.errors import TransportError
 from newsletter.models import OutgoingMessage
 from newsletter.send import faults
-from newsletter.send.faults import SESSION_ERRORS, OpeningError
-from newsletter.send.opening import Opener
-from newsletter.send.replies import Result, Stage, accepts
-from newsletter.send.wire import Reply, Wire, stuffed
+from newsletter.send.faults import OpeningError
+from newsletter.send.link import Link, Meanwhile, OnAccepted
+from newsletter.send.relays import Board, Relay, relays_of
+from newsletter.send.replies import Result
 from newsletter.settings import SmtpSettings
 
-OnAccepted = Callable[[], Awaitable[None]]
-Meanwhile = Callable[[], OutgoingMessage | None] | None
-
-_UNSAFE = re.compile(r"[<>\s\x00-\x1f\x7f]")
-_ENVELOPE = (Stage.MAIL, Stage.RCPT, Stage.DATA)
+__all__ = ["Meanwhile", "OnAccepted", "Pool", "Session"]
 
 
 class Session:
-    """One SMTP session, opened on first use and recycled after `messages_per_connection`
-    messages or a 421."""
+    """One of the pool's N seats: a link per relay; each message through its relay."""
 
-    def __init__(self, pool: Pool) -> None:
-        self._pool = pool
-        self._smtp: aiosmtplib.SMTP | None = None  # the setup: what the server offers
-        self._wire: Wire | None = None  # the transactions
-        self._pipelining = False
-        self._count = 0
-        # The message whose MAIL, RCPT and DATA went out behind the last body, on that wire.
-        self._announced: tuple[Wire, OutgoingMessage] | None = None
-        # The command timeout of a message's commands, kept by one watchdog per session
-        # instead of a timer and a future per command.
-        self._deadline = 0.0  # when the awaited reply is overdue; 0 while nothing is awaited
-        self._watchdog: asyncio.TimerHandle | None = None
-
-    def _arm(self) -> None:
-        """Start the clock for the reply to the command about to be sent."""
-        self._deadline = time.monotonic() + self._pool.smtp.timeout
-
-    def _watch(self, wire: Wire) -> None:
-        if wire is not self._wire:  # that session is gone
-            return
-        if self._deadline and time.monotonic() > self._deadline:
-            wire.expire()
-            return
-        self._watchdog = asyncio.get_running_loop().call_later(
-            _watch_interval(self._pool.smtp.timeout), self._watch, wire
-        )
-
-    async def open(self) -> Wire:
-        """This session's wire, opened now if it is not open; OpeningError if it cannot be."""
-        if self._wire is not None and self._wire.is_open:
-            return self._wire
-        smtp, wire = await self._pool.opener.open()
-        self._smtp, self._wire = smtp, wire
-        self._pipelining = self._pool.smtp.pipelining and smtp.supports_extension("pipelining")
-        self._count = 0
-        self._deadline = 0.0
-        self._watch(wire)
-        return wire
+    def __init__(self, board: Board) -> None:
+        self._board = board
+        self._links = {relay.name: Link(relay) for relay in board.relays}
+        self.relay = ""  # the relay of the message in its transaction, for the engine's mark
 
     async def send(
         self, message: OutgoingMessage, on_accepted: OnAccepted, meanwhile: Meanwhile = None
     ) -> Result:
-        wire, announced = self._wire, self._announced
-        ready = announced is not None and announced[0] is wire and announced[1] is message
-        if announced is not None and not ready:
-            await self.close()  # that session waits for another message's body
-        self._announced = None
-        commands = None
-        if not ready or wire is None or not wire.is_open:
-            try:
-                wire = await self.open()
-            except OpeningError as failure:
-                return faults.unopened(failure)  # or its TransportError
-            try:
-                commands = self._commands(message)
-            except (aiosmtplib.SMTPNotSupported, ValueError) as exc:
-                return faults.unsendable(exc)
-        try:
-            return await self._transaction(wire, message, commands, on_accepted, meanwhile)
-        finally:
-            self._deadline = 0.0
+        accepted = False
 
-    def _commands(self, message: OutgoingMessage) -> tuple[bytes, bytes]:
-        """MAIL and RCPT for `message`; SMTPNotSupported or ValueError if they cannot be."""
-        options = self._mail_options(message)
-        encoding = "utf-8" if b"SMTPUTF8" in options else "ascii"
-        mail = b" ".join([b"MAIL FROM:" + _path(message.sender, encoding), *options])
-        return mail + b"\r\n", b"RCPT TO:" + _path(message.recipient, encoding) + b"\r\n"
-
-    def _announce(self, wire: Wire, meanwhile: Meanwhile) -> tuple[bytes, ...]:
-        """Run `meanwhile`; the envelope of the message it returns, to go out behind the body
-        when the server pipelines and the session will still be open for it. In the same
-        write: a server that replies to the body alone first may hold the replies to a late
-        envelope back (Nagle's algorithm against our delayed ACK)."""
-        upcoming = meanwhile() if meanwhile is not None else None
-        limit = self._pool.smtp.messages_per_connection
-        if upcoming is None or not self._pipelining or self._count + 2 > limit:
-            return ()
-        try:
-            mail, rcpt = self._commands(upcoming)
-        except (aiosmtplib.SMTPNotSupported, ValueError):
-            return ()  # its own send reports why
-        self._announced = (wire, upcoming)
-        return mail, rcpt, b"DATA\r\n"
-
-    async def _transaction(
-        self,
-        wire: Wire,
-        message: OutgoingMessage,
-        commands: tuple[bytes, bytes] | None,
-        on_accepted: OnAccepted,
-        meanwhile: Meanwhile,
-    ) -> Result:
-        """One message on `wire`; `commands` None: its MAIL, RCPT and DATA are out already."""
-        try:
-            refused = await self._envelope(wire, commands)
-        except SESSION_ERRORS as exc:
-            await self.close()
-            return faults.lost(Stage.DATA, exc)  # no 354 yet
-        if refused is not None:
-            return refused
-        try:
+        async def accepting() -> None:
+            nonlocal accepted
+            accepted = True  # from here on the message is this relay's, whatever happens
             await on_accepted()
-        except BaseException:
-            # The server waits for a body that will not come: end the session, not a message.
-            await self.close()
-            raise
-        data = message.data
-        body = data if message.smtp_ready and data.endswith(b"\r\n") else stuffed(data)
-        try:
-            self._arm()
-            wire.write(body, b".\r\n", *self._announce(wire, meanwhile))
-            reply = await wire.reply()
-        except SESSION_ERRORS as exc:
-            await self.close()
-            return faults.lost(Stage.BODY, exc)
-        if not accepts(Stage.BODY, reply.code):
-            # A reply to the end of the body: the server has decided, nothing in doubt, and the
-            # transaction is over (no RSET; one would land in an announced message's body).
-            result = faults.refused(Stage.BODY, reply)
-            if result.code == 421:
-                await self.close()
-            return result
-        self._count += 1
-        if self._count >= self._pool.smtp.messages_per_connection:
-            await self.close(polite=True)
-        return faults.delivered(reply)
 
-    async def _envelope(self, wire: Wire, commands: tuple[bytes, bytes] | None) -> Result | None:
-        """MAIL, RCPT and DATA up to the server's 354: None then, else the refusal (with the
-        transaction ended). One write and one wait when the server offers PIPELINING; only the
-        wait when they went out behind the last body (`commands` None)."""
-        mail, rcpt = commands or (b"", b"")
-        replies: list[Reply] = []
-        if self._pipelining:
-            self._arm()
-            if commands is not None:
-                wire.write(mail, rcpt, b"DATA\r\n")
-            replies = [await wire.reply(), await wire.reply(), await wire.reply()]
-        else:
-            for command, stage in zip((mail, rcpt, b"DATA\r\n"), _ENVELOPE, strict=True):
-                self._arm()
-                wire.write(command)
-                replies.append(reply := await wire.reply())
-                if not accepts(stage, reply.code):
-                    break
-        for reply, stage in zip(replies, _ENVELOPE, strict=False):
-            if not accepts(stage, reply.code):
-                result = faults.refused(stage, reply)
-                if replies[-1].code == 354:
-                    # A refused envelope, yet the server waits for a body: no body, no session.
-                    await self.close()
-                    return result
-                return await self._refused(result)
-        return None
-
-    def _mail_options(self, message: OutgoingMessage) -> list[bytes]:
-        smtp = self._smtp
-        assert smtp is not None
-        options = []
-        if not message.data.isascii():
-            if not smtp.supports_extension("8BITMIME"):
-                raise aiosmtplib.SMTPNotSupported(
-                    "the message has 8-bit content and the server does not offer 8BITMIME"
-                )
-            options.append(b"BODY=8BITMIME")
-        if not (message.sender.isascii() and message.recipient.isascii()):
-            if not smtp.supports_extension("SMTPUTF8"):
-                raise aiosmtplib.SMTPNotSupported(
-                    "the address is not ASCII and the server does not offer SMTPUTF8"
-                )
-            options.append(b"SMTPUTF8")
-        return options
-
-    async def _refused(self, result: Result) -> Result:
-        """The server answered: end the transaction, and the session too after a 421."""
-        wire = self._wire
-        if result.code == 421 or wire is None:
-            await self.close()
-            return result
-        try:
-            self._arm()
-            wire.write(b"RSET\r\n")
-            if (await wire.reply()).code == 421:
-                await self.close()
-        except SESSION_ERRORS:
-            await self.close()
+        result: Result | None = None
+        fault: TransportError | None = None
+        for relay in self._order(message):
+            self.relay = relay.name
+            link = self._links[relay.name]
+            try:
+                sent = await link.send(message, accepting, self._announcing(relay, meanwhile))
+            except TransportError as exc:  # a setup fault: no message goes out there now
+                self._board.set_aside(relay, exc.message)
+                fault = exc
+                continue
+            result = dataclasses.replace(sent, relay=relay.name)
+            if not self._board.judge(relay, result) or accepted:
+                return result
+        if result is None:
+            assert fault is not None
+            raise fault
         return result
 
-    async def close(self, *, polite: bool = False) -> None:
-        wire, self._wire, self._smtp = self._wire, None, None
-        if self._announced is not None:
-            # The server waits for a body: a QUIT now would be read as part of it.
-            self._announced, polite = None, False
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-        if wire is None:
-            return
-        if polite and wire.is_open:
+    def _order(self, message: OutgoingMessage) -> list[Relay]:
+        """The message's relays; first, the one its envelope was announced on, if any."""
+        order = self._board.order(message.recipient)
+        for relay in self._board.relays:
+            if self._links[relay.name].holds(message):
+                return [relay, *(r for r in order if r is not relay)]
+        return order
+
+    def _announcing(self, relay: Relay, meanwhile: Meanwhile) -> Meanwhile:
+        """`meanwhile`, announcing on `relay`'s link only a message that goes through it."""
+        if meanwhile is None:
+            return None
+
+        def announce() -> OutgoingMessage | None:
+            upcoming = meanwhile()
+            if upcoming is None or self._board.first(upcoming.recipient) is not relay:
+                return None  # the engine sends it next all the same, on its own relay
+            return upcoming
+
+        return announce
+
+    async def open(self) -> None:
+        """The first relay that opens, tried in the order written; OpeningError (the first
+        relay's) if none does. Each that does not is counted against."""
+        first: OpeningError | None = None
+        for relay in self._board.order(""):
             try:
-                wire.write(b"QUIT\r\n")
-                await asyncio.wait_for(wire.reply(), 5)
-            except SESSION_ERRORS:
-                pass
-        wire.close()
+                await self._links[relay.name].open()
+                return
+            except OpeningError as failure:
+                first = first or failure
+                if len(self._board.relays) > 1:
+                    try:
+                        self._board.judge(relay, faults.unopened(failure))
+                    except TransportError as exc:
+                        self._board.set_aside(relay, exc.message)
+        assert first is not None
+        raise first
+
+    async def close(self, *, polite: bool = False) -> None:
+        await asyncio.gather(*(link.close(polite=polite) for link in self._links.values()))
 
 
 class Pool:
-    """`size` SMTP sessions to the server in `smtp`, each opened on first use."""
+    """`size` sessions, each with a link to every relay in `smtp`, each opened on first use."""
 
     def __init__(
         self,
@@ -267,10 +126,13 @@ class Pool:
         size: int,
         helo: str = "localhost",
         root: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.smtp = smtp
-        self.opener = Opener(smtp, password=password, helo=helo, root=root)
-        self._all = [Session(self) for _ in range(size)]
+        relays = relays_of(smtp, password=password, helo=helo, root=root)
+        self.board = Board(relays, after=smtp.set_aside_after, aside=smtp.set_aside, clock=clock)
+        self.opener = relays[0].opener
+        self._all = [Session(self.board) for _ in range(size)]
 
     @property
     def sessions(self) -> list[Session]:
@@ -287,7 +149,8 @@ class Pool:
 
     async def check(self) -> None:
         """Open one session now, so a wrong host, certificate or password stops the run before
-        any message is planned to go out (the session is the first one sent on)."""
+        any message is planned to go out (the session is the first one sent on). With several
+        relays, one that opens is enough; the others are set aside."""
         try:
             await self._all[0].open()
         except OpeningError as failure:
@@ -295,16 +158,3 @@ class Pool:
 
     async def close(self) -> None:
         await asyncio.gather(*(session.close(polite=True) for session in self._all))
-
-
-def _path(address: str, encoding: str) -> bytes:
-    """`<address>` for MAIL/RCPT; anything that could break out of the angle brackets or the
-    command line (a control character) is refused."""
-    if not address or _UNSAFE.search(address):
-        raise ValueError(f"unsafe envelope address {address!r}")
-    return b"<" + address.encode(encoding) + b">"
-
-
-def _watch_interval(timeout: float) -> float:
-    """How often a session's watchdog looks: a timeout fires at most a quarter late."""
-    return min(max(timeout / 4, 0.01), 1.0)

@@ -1,0 +1,116 @@
+"""Warm-up: [send] warmup, the newsletter's time zone and the delivery log in; how many messages
+the sending domain may still send today, and when the next day begins, out.
+
+Mailbox providers judge a new sending domain by its first weeks, so its daily volume ramps up.
+"standard" is Ghost's published ramp (TryGhost/Ghost, ghost/core/core/server/services/
+email-service/domain-warming-service.ts): round(200 x 1000^(day/41)) messages on day 0 to 41,
+that is 200, 237, 280, 332 ... 650 on day 7, 2,116 on day 14, 6,880 on day 21, 22,377 on day
+28, 72,779 on day 35, 200,000 on day 41, and no cap from day 42. An editor's own table
+(`warmup = [500, 1000, 2000]`) caps day 0, 1, 2 ... and nothing past its end. Day 0 is the day
+of the first message the log shows sent (any issue, any list: a project's log is its sending
+domain's), or `warmup_start`; days begin at 00:00 in [newsletter] timezone.
+
+What is counted is the log's `sent` rows of the day, read at the start of a run and again at
+each renewal of its lease (so several workers share one cap, overshooting it at most by what
+they send between two renewals), plus what this worker sent since.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+from collections.abc import Callable, Sequence
+
+from newsletter.outbox import Outbox
+from newsletter.settings import SendSettings
+
+# The stop line's first words: the worker resumes a scheduled send that stopped with them.
+WARMUP_STOP = "warm-up:"
+
+
+def daily_cap(plan: str | Sequence[int], day: int) -> int | None:
+    """The cap of warm-up day `day` (0: the first); None: no cap."""
+    if isinstance(plan, str):
+        if plan == "off" or day > 41:
+            return None
+        cap: float = 200 * 1000.0 ** (max(day, 0) / 41)
+        return round(cap)
+    return plan[day] if 0 <= day < len(plan) else None
+
+
+class Warmup:
+    """One run's view of today's cap. `clock` gives the moment (aware), for tests."""
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        plan: str | Sequence[int],
+        zone: str,
+        *,
+        start: dt.date | None = None,
+        total: int = 0,
+        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self._outbox = outbox
+        self._plan = plan
+        self._zone = zoneinfo.ZoneInfo(zone) if zone else None
+        self._zone_name = zone or "local time"
+        self._start = start
+        self._clock = clock
+        self.total = total  # the send's recipients, for the stop line
+        self.cap: int | None = None
+        self.sent = 0  # today's, by the log at the last refresh plus this worker's since
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Today's cap and what the log shows sent today."""
+        today = self._clock().astimezone(self._zone).date()
+        start = self._start or self._first_day() or today
+        self.cap = daily_cap(self._plan, (today - start).days)
+        if self.cap is None:
+            return
+        begin = dt.datetime.combine(today, dt.time(), self._zone).astimezone(dt.UTC)
+        end = begin + dt.timedelta(days=1)  # 23 or 25 hours across DST: counted by instants
+        self.sent = self._outbox.deliveries.sent_between(_stamp(begin), _stamp(end))
+
+    def left(self) -> int | None:
+        """Messages that may still go out today; None: no cap."""
+        return None if self.cap is None else max(self.cap - self.sent, 0)
+
+    def resumes(self) -> dt.datetime:
+        """The start of the next day, in the newsletter's zone."""
+        return next_midnight(self._zone_name if self._zone else "", self._clock())
+
+    def describe(self) -> str:
+        """The stop line: `warm-up: 400 of 12,000 today, resumes at 00:00 Europe/Berlin`."""
+        return (
+            f"{WARMUP_STOP} {self.cap or 0:,} of {self.total:,} today, resumes at"
+            f" {self.resumes():%H:%M} {self._zone_name}"
+        )
+
+    def _first_day(self) -> dt.date | None:
+        first = self._outbox.deliveries.first_sending()
+        if first is None:
+            return None
+        return dt.datetime.fromisoformat(first).astimezone(self._zone).date()
+
+
+def next_midnight(zone: str, moment: dt.datetime | None = None) -> dt.datetime:
+    """The next 00:00 after `moment` (default: now) in `zone` ("": the machine's)."""
+    tz = zoneinfo.ZoneInfo(zone) if zone else None
+    today = (moment or dt.datetime.now(dt.UTC)).astimezone(tz).date()
+    return dt.datetime.combine(today + dt.timedelta(days=1), dt.time(), tz).astimezone(tz)
+
+
+def _stamp(moment: dt.datetime) -> str:
+    """As the log stamps sent_at (records.now): comparable as text."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.000+00:00")
+
+
+def warmup_for(outbox: Outbox, send: SendSettings, issue: int, list_name: str) -> Warmup | None:
+    """The run's warm-up, or None when [send] warmup is off."""
+    if send.warmup == "off":
+        return None
+    total = sum(outbox.deliveries.counts(issue, list_name).values())
+    zone = getattr(send, "timezone", "")  # job.Options carries [newsletter] timezone
+    return Warmup(outbox, send.warmup, zone, start=send.warmup_start, total=total)
