@@ -78,6 +78,7 @@ async def test_a_throttling_domain_rests_while_the_other_three_are_sent(outbox: 
     assert {rows[r].state for r in readers} == {S.SENT}
 
 
+@pytest.mark.slow
 async def test_the_run_stops_when_every_destination_keeps_throttling(outbox: Outbox) -> None:
     handler = FaultyHandler(
         [

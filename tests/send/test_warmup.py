@@ -98,6 +98,7 @@ def pool(server: Server) -> Pool:
     return Pool(smtp, password=None, size=3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("concurrency", [1, 3])
 async def test_a_send_past_todays_cap_stops_and_the_next_day_resumes(
     outbox: Outbox, concurrency: int

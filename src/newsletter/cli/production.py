@@ -37,7 +37,8 @@ def doctor(settings: Settings, as_json: bool, min_free: int) -> None:
               unsubscribe and click link already sent stops working)
     base_url  https
     serve     answers at base_url/healthz, with this project's secret
-    smtp      connect, TLS, AUTH (nothing is sent)
+    smtp      connect, TLS, AUTH (nothing is sent); smtp.NAME: each [smtp.relays.NAME]
+    webhook   with [webhooks] relay: a signed event from that provider was applied
     spf, dkim, dmarc, mx   the sender's DNS, as `check --online` checks it
     database  reachable, migrations current, a SQLite file private (0600)
     worker    alive: its heartbeat in the outbox is recent
