@@ -51,3 +51,27 @@ def test_the_send_command_does_not_import(module: str, loaded: set[str]) -> None
 
 def test_the_send_command_itself_is_loaded(loaded: set[str]) -> None:
     assert {"newsletter.cli.sending", "newsletter.send.engine", "aiosmtplib"} <= loaded
+
+
+LOAD_ROOT = """
+import sys
+import newsletter.cli.main
+print(sorted(sys.modules))
+"""
+
+# What `newsletter --version`, `newsletter --help` and a mistyped command load: the root group
+# alone, not the config's models (~0.1 s) nor any command's code.
+NOT_FOR_THE_ROOT = ["pydantic", "newsletter.settings", "newsletter.subscribers", "email_validator"]
+
+
+@pytest.fixture(scope="module")
+def root_loaded() -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", LOAD_ROOT], capture_output=True, text=True, check=True
+    ).stdout
+    return set(ast.literal_eval(out))
+
+
+@pytest.mark.parametrize("module", NOT_FOR_THE_ROOT)
+def test_the_root_group_does_not_import(module: str, root_loaded: set[str]) -> None:
+    assert module not in root_loaded
