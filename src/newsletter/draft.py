@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import email
 import email.policy
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from email.message import EmailMessage
 from pathlib import Path
@@ -69,14 +70,24 @@ class Draft:
         return sum(1 for f in self.findings if f.level == "warning")
 
 
-def review(settings: Settings, path: Path, list_name: str) -> Draft:
-    """Load, render once, build the sample message for `list_name`, parse it once, check it."""
+def review(
+    settings: Settings,
+    path: Path,
+    list_name: str,
+    *,
+    built: Callable[[bytes], None] | None = None,
+) -> Draft:
+    """Load, render once, build the sample message for `list_name`, parse it once, check it.
+    `built` is given the sample message as soon as it exists, before the checks run (the gate
+    feeds SpamAssassin, which then scores while they do)."""
     source = read_issue_file(path)
     issue = source.issue
     # The email shows the date a send now would; the Draft keeps the file's own (or none).
     sending = render_for_sending(dated_for_sending(settings, issue), settings, list_name)
     rendered = sending.rendered
     sample, ephemeral = sample_message(rendered, settings, list_name, sending.links)
+    if built is not None:
+        built(sample.data)
     message = email.message_from_bytes(sample.data, policy=email.policy.default)
     assert isinstance(message, EmailMessage)
     html_part, text_part = message.get_body(("html",)), message.get_body(("plain",))
