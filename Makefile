@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/signup.py
 	$(PY) benchmarks/diff.py
 	$(PY) benchmarks/archive.py
+	$(PY) benchmarks/startup.py
 
 clean:
 	rm -rf $(VENV) out site .newsletter .pytest_cache .mypy_cache .ruff_cache
