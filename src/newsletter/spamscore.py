@@ -105,21 +105,11 @@ def score_message(data: bytes, *, program: str = PROGRAM) -> SpamResult:
     return _read(program, done.returncode, done.stdout, done.stderr)
 
 
-def score_message_once(
-    data: bytes, fingerprint: str, state_dir: Path, *, program: str = PROGRAM
-) -> SpamResult:
-    """score_message, kept in `state_dir` for a day: the same message (`fingerprint`: its bytes
-    less what differs on every build, gate.fingerprint) scored by the same SpamAssassin with the
-    same rules is not scored again. So `check`, the test send and the send of one draft start
-    Perl once between them, and a send does not wait a second for a score it has."""
-    with Scoring(state_dir, program=program) as scoring:
-        scoring.feed(data, fingerprint)
-        return scoring.result()
-
-
 class Scoring:
     """SpamAssassin started before its message exists: a state folder in; the message's score,
-    kept a day as score_message_once keeps it, out.
+    kept in it for a day, out. The same message (its fingerprint: its bytes less what differs
+    on every build, gate.fingerprint) scored by the same SpamAssassin with the same rules is not
+    scored again, so `check`, the test send and the send of one draft score it once between them.
 
     A cold score costs about a second, most of it Perl's: loading SpamAssassin's modules
     (before it reads its input), then parsing its rules and checking (after). Started first,
