@@ -318,15 +318,15 @@ class _SendDisplay:
             self._show(now)
 
     def _show(self, now: float) -> None:
-        c, DeliveryStatus = self.counts, self.states  # noqa: N806 (the enum, by its name)
+        c, status = self.counts, self.states
         rate = self.sent / max(now - self.started, 1e-3)
         # The log's rows, not the list: it also holds recipients sent before they left the list.
         total = sum(c.values())
-        done = total - c.get(DeliveryStatus.PENDING, 0) - c.get(DeliveryStatus.DEFERRED, 0)
-        done -= c.get(DeliveryStatus.SENDING, 0)
+        done = total - c.get(status.PENDING, 0) - c.get(status.DEFERRED, 0)
+        done -= c.get(status.SENDING, 0)
         states = (
-            f"sent {c.get(DeliveryStatus.SENT, 0)} deferred {c.get(DeliveryStatus.DEFERRED, 0)}"
-            f" rejected {c.get(DeliveryStatus.REJECTED, 0)}"
+            f"sent {c.get(status.SENT, 0)} deferred {c.get(status.DEFERRED, 0)}"
+            f" rejected {c.get(status.REJECTED, 0)}"
         )
         if self.progress is not None and self.task is not None:
             self.progress.update(
