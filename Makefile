@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/diff.py
 	$(PY) benchmarks/archive.py
 	$(PY) benchmarks/sequences.py
+	$(PY) benchmarks/startup.py
 
 clean:
 	rm -rf $(VENV) out site .newsletter .pytest_cache .mypy_cache .ruff_cache

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import email
 import email.policy
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from email.message import EmailMessage
 from pathlib import Path
@@ -70,16 +71,25 @@ class Draft:
 
 
 def review(
-    settings: Settings, path: Path, list_name: str, *, source: IssueFile | None = None
+    settings: Settings,
+    path: Path,
+    list_name: str,
+    *,
+    source: IssueFile | None = None,
+    built: Callable[[bytes], None] | None = None,
 ) -> Draft:
     """Load, render once, build the sample message for `list_name`, parse it once, check it.
-    `source`: the file read already (a sequence's step, read with its own keys)."""
+    `source`: the file read already (a sequence's step, read with its own keys). `built` is
+    given the sample message as soon as it exists, before the checks run (the gate feeds
+    SpamAssassin, which then scores while they do)."""
     source = source if source is not None else read_issue_file(path)
     issue = source.issue
     # The email shows the date a send now would; the Draft keeps the file's own (or none).
     sending = render_for_sending(dated_for_sending(settings, issue), settings, list_name)
     rendered = sending.rendered
     sample, ephemeral = sample_message(rendered, settings, list_name, sending.links)
+    if built is not None:
+        built(sample.data)
     message = email.message_from_bytes(sample.data, policy=email.policy.default)
     assert isinstance(message, EmailMessage)
     html_part, text_part = message.get_body(("html",)), message.get_body(("plain",))

@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+# The list a command means when none is named (here, not in settings, so that every command's
+# options can name it without loading the config's models: `newsletter --version` needs none).
+DEFAULT_LIST = "main"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SPACE = re.compile(r"\s")
 # The start of every Placeholder word. In an issue's own text such a word would be filled per

@@ -36,9 +36,7 @@ from pydantic import (
 from newsletter.configfile import POSTGRES_SCHEMES, SQLITE_SCHEME, read_config
 from newsletter.dburl import check_unambiguous
 from newsletter.errors import ConfigError
-
-# The list a command means when none is named.
-DEFAULT_LIST = "main"
+from newsletter.fields import DEFAULT_LIST as DEFAULT_LIST
 
 
 class SettingsTable(BaseModel):

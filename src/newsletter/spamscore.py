@@ -13,9 +13,11 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from subprocess import PIPE
+from types import TracebackType
 from typing import Any
 
 from newsletter.checks import Finding
@@ -103,26 +105,98 @@ def score_message(data: bytes, *, program: str = PROGRAM) -> SpamResult:
     return _read(program, done.returncode, done.stdout, done.stderr)
 
 
-def score_message_once(
-    data: bytes, fingerprint: str, state_dir: Path, *, program: str = PROGRAM
-) -> SpamResult:
-    """score_message, kept in `state_dir` for a day: the same message (`fingerprint`: its bytes
-    less what differs on every build, gate.fingerprint) scored by the same SpamAssassin with the
-    same rules is not scored again. So `check`, the test send and the send of one draft start
-    Perl once between them, and a send does not wait a second for a score it has."""
-    found = shutil.which(program)
-    if found is None:
-        return _missing(program)
-    key = f"{fingerprint}:{_rules_stamp(found)}"
-    cache = Cache(state_dir / CACHE_FILE)
-    kept = _from_json(cache.get(key))
-    if kept is not None:
-        return kept
-    result = score_message(data, program=program)
-    if isinstance(result, SpamScore):
-        cache.put(key, asdict(result), REMEMBERED)
-        cache.save()
-    return result
+class Scoring:
+    """SpamAssassin started before its message exists: a state folder in; the message's score,
+    kept in it for a day, out. The same message (its fingerprint: its bytes less what differs
+    on every build, gate.fingerprint) scored by the same SpamAssassin with the same rules is not
+    scored again, so `check`, the test send and the send of one draft score it once between them.
+
+    A cold score costs about a second, most of it Perl's: loading SpamAssassin's modules
+    (before it reads its input), then parsing its rules and checking (after). Started first,
+    the modules load while the issue renders; fed the message (`feed`), it scores in a thread
+    while the other checks run; `result` waits for it. A score kept for the message's
+    fingerprint ends the process unused. Leaving the `with` block ends a process still running
+    (an issue that failed to load never feeds it)."""
+
+    def __init__(self, state_dir: Path, *, program: str = PROGRAM) -> None:
+        self._state_dir = state_dir
+        self._program = program
+        self._found = shutil.which(program)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._thread: threading.Thread | None = None
+        self._scored: SpamResult | None = None  # the thread's answer
+        self._result: SpamResult | None = None  # known: missing, kept, or the answer kept
+        self._key = ""
+        if self._found is None:
+            self._result = _missing(program)
+            return
+        try:
+            self._process = subprocess.Popen(
+                [self._found, *_ARGS], stdin=PIPE, stdout=PIPE, stderr=PIPE
+            )
+        except OSError as exc:
+            self._result = _not_started(program, exc)
+
+    def __enter__(self) -> Scoring:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._end()
+
+    def feed(self, data: bytes, fingerprint: str) -> None:
+        """The message to score (once): a kept score for `fingerprint` ends the process; else
+        the message is written to it and its report read, in a thread."""
+        process, found = self._process, self._found
+        if self._result is not None or process is None or found is None or self._thread:
+            return
+        self._key = f"{fingerprint}:{_rules_stamp(found)}"
+        kept = _from_json(Cache(self._state_dir / CACHE_FILE).get(self._key))
+        if kept is not None:
+            self._result = kept
+            self._end()
+            return
+
+        def score() -> None:
+            try:
+                out, err = process.communicate(data, timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()
+                self._scored = _too_slow(self._program)
+                return
+            self._scored = _read(self._program, process.returncode, out, err)
+
+        self._thread = threading.Thread(target=score, name="spamassassin", daemon=True)
+        self._thread.start()
+
+    def result(self) -> SpamResult:
+        """The score (waiting for SpamAssassin if it is still at work), kept for a day."""
+        if self._result is not None:
+            return self._result
+        if self._thread is None:
+            raise RuntimeError("Scoring.result before feed")
+        self._thread.join()
+        result = self._scored
+        assert result is not None
+        if isinstance(result, SpamScore):
+            cache = Cache(self._state_dir / CACHE_FILE)
+            cache.put(self._key, asdict(result), REMEMBERED)
+            cache.save()
+        self._result = result
+        return result
+
+    def _end(self) -> None:
+        """End a process that is not needed (or no longer): kill it, reap it, close its pipes."""
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        process.kill()
+        if self._thread is not None:
+            self._thread.join()  # its communicate ends with the process
+        else:
+            process.communicate()
 
 
 def _rules_stamp(program: str) -> str:

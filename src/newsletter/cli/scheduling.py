@@ -7,16 +7,20 @@ import functools
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from newsletter.cli.terminal import pass_settings, printable
 from newsletter.errors import ScheduleError
-from newsletter.outbox import open_project_outbox, outbox_exists
-from newsletter.outbox.schedules import OPEN, Schedule, kept_options
 from newsletter.schedule.when import describe_instant, span
-from newsletter.settings import Settings
+
+if TYPE_CHECKING:
+    from newsletter.outbox.schedules import Schedule
+    from newsletter.settings import Settings
+
+# The outbox (and with it the config's models) is imported where a schedule is read or booked:
+# `send` wears this module's --at, and `send --help` should not load the database to say so.
 
 # `send` options a scheduled send does not keep, and why (--rate and --concurrency it keeps).
 NOT_KEPT = {
@@ -119,6 +123,8 @@ def schedule_send(
     for warning in booked.warnings:
         click.secho(printable(str(warning)), fg="yellow")
     schedule = booked.schedule
+    from newsletter.outbox.schedules import kept_options
+
     left = span(schedule.due_at - time.time())
     kept = " ".join(kept_options(schedule))
     click.echo(
@@ -157,6 +163,8 @@ def schedule(settings: Settings, number: int | None, show_all: bool) -> None:
 
     Schedule with `newsletter send --issue N --at TIME`.
     """
+    from newsletter.outbox import open_project_outbox, outbox_exists
+
     if click.get_current_context().invoked_subcommand is not None:
         return
     if not outbox_exists(settings.outbox_target):
@@ -175,6 +183,8 @@ def schedule(settings: Settings, number: int | None, show_all: bool) -> None:
 
 
 def _line(row: Schedule, clock: float) -> str:
+    from newsletter.outbox.schedules import OPEN, kept_options
+
     when = describe_instant(row.due_at, row.zone)
     if row.state in OPEN and row.due_at > clock:
         when += f", in {span(row.due_at - clock)}"
@@ -191,6 +201,8 @@ def _line(row: Schedule, clock: float) -> str:
 def cancel(settings: Settings, number: int, list_name: str | None) -> None:
     """Cancel a scheduled send that has not started. A started one is a send under way: stop
     its worker, or let it finish."""
+    from newsletter.outbox import open_project_outbox, outbox_exists
+
     if not outbox_exists(settings.outbox_target):
         raise ScheduleError(f"issue {number} has no scheduled send (no outbox yet)")
     from newsletter.schedule.booking import booked_by

@@ -6,12 +6,12 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from newsletter.settings import parse_duration
-from newsletter.subjects.run import SubjectRequest
+if TYPE_CHECKING:
+    pass
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SHARE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
@@ -29,6 +29,8 @@ def subject_options(func: F) -> F:
             return func(*args, subjects=None, **kwargs)
         if kwargs.get("dry_run"):
             raise click.UsageError("--subjects is for a send, not --dry-run")
+        from newsletter.subjects.run import SubjectRequest  # the send's stack: when it runs
+
         request = SubjectRequest(tuple(subjects), _share(sample or "20%"), _after(after or "4h"))
         return func(*args, subjects=request, **kwargs)
 
@@ -68,6 +70,8 @@ def _share(text: str) -> float:
 
 
 def _after(text: str) -> float:
+    from newsletter.settings import parse_duration
+
     try:
         seconds = parse_duration(text)
     except ValueError as exc:

@@ -6,14 +6,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from functools import update_wrapper
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from newsletter.errors import NewsletterError, display_path
+from newsletter.fields import DEFAULT_LIST
 from newsletter.safetext import printable as printable  # the one cleaner, for every command
-from newsletter.settings import DEFAULT_LIST, load_settings
-from newsletter.subscribers import ListReport
+
+if TYPE_CHECKING:
+    from newsletter.subscribers import ListReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,6 +58,10 @@ def pass_settings(func: F) -> F:
     def wrapper(ctx: click.Context, /, *args: Any, **kwargs: Any) -> Any:
         obj = ctx.find_root().ensure_object(dict)
         if "settings" not in obj:
+            # Imported here: the config's models cost ~0.1 s, which `--version`, `--help` and
+            # a mistyped option do not need.
+            from newsletter.settings import load_settings
+
             obj["settings"] = load_settings(obj.get("config"))
         return ctx.invoke(func, obj["settings"], *args, **kwargs)
 

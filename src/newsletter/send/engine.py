@@ -207,8 +207,7 @@ class Engine:
         self.stop(LEASE_LOST)
 
     def _faulted(self, exc: DatabaseError) -> None:
-        """The log failed under the run (a commit, a renewal): the first fault is raised by
-        run(), once the sessions have stopped."""
+        """The log failed under the run (a commit, a renewal): run() raises the first one."""
         self._fault = self._fault or exc
         self.stop(exc.message)
 
