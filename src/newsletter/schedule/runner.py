@@ -9,6 +9,11 @@ the worker, so that a worker killed with -9 leaves a send that stops as after Ct
 uploads finished and recorded; launch.py says how), and so that the send's memory and signal
 handlers are its own. Its lines are the worker's log: the checks' findings, the summary, and on
 a stop or an error the `stopped:`/`error:` line with its `hint:` (launch.Finished reads them).
+
+A stopping worker's SIGTERM may come while the checks run (SpamAssassin, the online checks take
+seconds), before the coordinator handles signals: it stops the send there, said as a stop with
+exit code 4, so the worker hands the schedule back for the next worker, as it does for a SIGTERM
+during the run (the default action, death by signal, read as a send killed and left `stopped`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from newsletter.findingformats import text_line
 from newsletter.gate import SendVerdict
 from newsletter.models import DeliveryStatus
 from newsletter.send import pipeline
+from newsletter.send.coordinator import Interrupted, Interrupts
 from newsletter.send.job import Event, Options
 from newsletter.send.preparation import Prepared
 from newsletter.send.testsend import TestDecision
@@ -45,8 +51,9 @@ def command(
 class Lines:
     """The send's Listener as a log: one plain line per thing worth keeping."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, interrupts: Interrupts | None = None) -> None:
         self.label = label
+        self.interrupts = interrupts  # raising until the run's own take over
 
     def checked(self, verdict: SendVerdict) -> None:
         for finding in verdict.findings:
@@ -65,6 +72,9 @@ class Lines:
 
     @contextlib.contextmanager
     def running(self, prepared: Prepared) -> Iterator[Callable[[Event], None]]:
+        if self.interrupts is not None:
+            # The coordinator handles signals from here; after it, the send is retiring.
+            self.interrupts.raising = False
         yield self._event
 
     def _event(self, event: Event) -> None:
@@ -88,10 +98,15 @@ def run(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     label = f"issue {args.issue} -> {args.list_name}"
     try:
-        settings = load_settings(args.config)
-        options = Options.merged(settings, rate=args.rate, concurrency=args.concurrency)
-        request = pipeline.SendRequest(args.issue, args.list_name, options=options)
-        outcome = pipeline.send(settings, request, Lines(label))
+        with Interrupts() as interrupts:
+            settings = load_settings(args.config)
+            options = Options.merged(settings, rate=args.rate, concurrency=args.concurrency)
+            request = pipeline.SendRequest(args.issue, args.list_name, options=options)
+            outcome = pipeline.send(settings, request, Lines(label, interrupts))
+    except Interrupted as stop:
+        say(f"stopped: stopped by {stop.name} before sending (nothing was sent)")
+        say("hint: Re-run the same command to resume.")
+        return pipeline.EXIT_STOPPED
     except NewsletterError as exc:
         return failed(exc, pipeline.EXIT_REFUSED)
     if outcome.fault is not None:

@@ -1,0 +1,56 @@
+"""The worker's send process (schedule/runner.py) as the worker starts it: a SIGTERM while the
+checks run is a stop (exit code 4, `stopped:`), which the worker hands back for the next one,
+not a death by signal that leaves the schedule `stopped` for the editor to resume."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from newsletter.schedule import runner
+from newsletter.send.pipeline import EXIT_STOPPED
+from support.sendcli import HANG, environment, finish
+
+pytestmark = pytest.mark.slow
+
+# A SpamAssassin that says it started, then takes as long as a loaded one can.
+SLOW_SPAMASSASSIN = """#!/bin/sh
+touch "{marker}"
+exec sleep 120
+"""
+
+
+async def test_sigterm_during_the_checks_is_a_stop_the_worker_hands_back(
+    project: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    marker = tmp_path / "spamassassin-started"
+    program = folder / "spamassassin"
+    program.write_text(SLOW_SPAMASSASSIN.format(marker=marker))
+    program.chmod(0o755)
+    env = environment(9, PATH=f"{folder}{os.pathsep}{os.environ['PATH']}")
+    command = runner.command(None, 14, "main")
+    proc = await asyncio.create_subprocess_exec(
+        *command,
+        cwd=project,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    give_up = time.monotonic() + HANG
+    while not marker.exists():  # the checks reached SpamAssassin
+        assert proc.returncode is None, await proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() < give_up, "the checks never started SpamAssassin"
+        await asyncio.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    done = await finish(proc)
+    assert done.code == EXIT_STOPPED, (done.code, done.out, done.err)
+    assert "stopped: stopped by SIGTERM before sending" in done.out
+    assert "Traceback" not in done.err
