@@ -14,7 +14,8 @@ import pytest
 
 from newsletter.schedule import runner
 from newsletter.send.pipeline import EXIT_STOPPED
-from support.sendcli import HANG, environment, finish
+from support.sendcli import HANG, environment, finish, write_list
+from support.smtp import FaultyHandler, start
 
 pytestmark = pytest.mark.slow
 
@@ -54,3 +55,22 @@ async def test_sigterm_during_the_checks_is_a_stop_the_worker_hands_back(
     assert done.code == EXIT_STOPPED, (done.code, done.out, done.err)
     assert "stopped: stopped by SIGTERM before sending" in done.out
     assert "Traceback" not in done.err
+
+
+async def test_the_list_s_skipped_rows_are_in_the_worker_s_log(project: Path) -> None:
+    # `newsletter send` named them when the worker ran it; the worker's log keeps them still.
+    write_list(project / "big.csv", 3, extra=["not-an-address"])
+    async with start(FaultyHandler()) as server:
+        env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv")
+        proc = await asyncio.create_subprocess_exec(
+            *runner.command(None, 14, "main"),
+            cwd=project,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        done = await finish(proc)
+    assert done.code == 0, (done.out, done.err)
+    (skipped,) = [line for line in done.out.splitlines() if line.startswith("skipped row:")]
+    assert "not-an-address" in skipped

@@ -238,10 +238,8 @@ def _dry_run(settings: Settings, number: int, list_name: str, out: Path) -> None
 
 
 def _report_list(report: ListReport) -> None:
-    for problem in report.rejected[:20]:
-        click.echo(f"skipped row: {problem}", err=True)
-    if report.rejected_count > 20:
-        click.echo(f"... and {report.rejected_count - 20} more rows skipped", err=True)
+    for line in report.skipped_lines():
+        click.echo(line, err=True)
 
 
 class _SendDisplay:

@@ -113,6 +113,10 @@ def run(argv: list[str]) -> int:
         return failed(outcome.fault, outcome.exit_code)
     report = outcome.report
     if report is not None:
+        # The list's rejected rows, as `newsletter send` names them (if this process planned).
+        if report.list_report is not None:
+            for line in report.list_report.skipped_lines():
+                say(line)
         for line in report.summary().split("\n"):
             say(line)
         if report.stopped:
