@@ -139,3 +139,16 @@ def test_rules_sa_update_wrote_two_folders_down_are_a_new_score(
     second = score_message_once(MESSAGE, "f1", state, program=str(program))
     assert isinstance(second, SpamScore)
     assert second.score == 7.0
+
+
+def test_a_cache_that_cannot_be_written_is_no_error(tmp_path: Path, home: Path) -> None:
+    # `.newsletter` a file (or a read-only checkout): the score is found, only not kept.
+    points = tmp_path / "points"
+    points.write_text("6.0")
+    program = fake_spamassassin(tmp_path, points)
+    state = tmp_path / "state"
+    state.write_text("not a folder")
+    found = score_message_once(MESSAGE, "f1", state, program=str(program))
+    assert isinstance(found, SpamScore)
+    assert found.score == 6.0
+    assert state.read_text() == "not a folder"

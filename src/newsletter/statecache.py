@@ -12,6 +12,7 @@ was written, a hand edit), is dropped, so nothing kept outlives what it was kept
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -62,10 +63,17 @@ class Cache:
             return
         now = self._clock()
         live = {key: list(entry) for key, entry in self._entries.items() if entry[0] > now}
-        private_folder(self.path.parent)
         partial = self.path.with_suffix(f".{os.getpid()}.tmp")
-        write_private(partial, json.dumps({"version": VERSION, "entries": live}))
-        os.replace(partial, self.path)
+        try:
+            private_folder(self.path.parent)
+            write_private(partial, json.dumps({"version": VERSION, "entries": live}))
+            os.replace(partial, self.path)
+        except OSError:
+            # A cache that cannot be written (a read-only checkout, a full disk) is only a
+            # cache: the answers were found; the next run asks again. Never the command's error.
+            with contextlib.suppress(OSError):
+                partial.unlink()
+            return
         self._dirty = False
 
 
