@@ -1,23 +1,27 @@
 """The worker's send process (schedule/runner.py) as the worker starts it: a SIGTERM while the
 checks run is a stop (exit code 4, `stopped:`), which the worker hands back for the next one,
-not a death by signal that leaves the schedule `stopped` for the editor to resume."""
+not a death by signal that leaves the schedule `stopped` for the editor to resume; and the
+lines the worker's log kept when it ran `newsletter send` (skipped rows, progress) are there."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from newsletter.models import DeliveryStatus
 from newsletter.schedule import runner
+from newsletter.send.job import Event
 from newsletter.send.pipeline import EXIT_STOPPED
+from newsletter.send.preparation import Prepared
 from support.sendcli import HANG, environment, finish, write_list
 from support.smtp import FaultyHandler, start
-
-pytestmark = pytest.mark.slow
 
 # A SpamAssassin that says it started, then takes as long as a loaded one can.
 SLOW_SPAMASSASSIN = """#!/bin/sh
@@ -26,6 +30,7 @@ exec sleep 120
 """
 
 
+@pytest.mark.slow
 async def test_sigterm_during_the_checks_is_a_stop_the_worker_hands_back(
     project: Path, tmp_path: Path
 ) -> None:
@@ -57,6 +62,7 @@ async def test_sigterm_during_the_checks_is_a_stop_the_worker_hands_back(
     assert "Traceback" not in done.err
 
 
+@pytest.mark.slow
 async def test_the_list_s_skipped_rows_are_in_the_worker_s_log(project: Path) -> None:
     # `newsletter send` named them when the worker ran it; the worker's log keeps them still.
     write_list(project / "big.csv", 3, extra=["not-an-address"])
@@ -74,3 +80,16 @@ async def test_the_list_s_skipped_rows_are_in_the_worker_s_log(project: Path) ->
     assert done.code == 0, (done.out, done.err)
     (skipped,) = [line for line in done.out.splitlines() if line.startswith("skipped row:")]
     assert "not-an-address" in skipped
+
+
+def test_the_run_s_progress_is_in_the_worker_s_log(capsys: pytest.CaptureFixture[str]) -> None:
+    # `newsletter send` off a terminal printed it every 5 s, and the worker's log kept it: a
+    # long scheduled send is not silent until its summary. (every=0: each event, not 5 s.)
+    lines = runner.Lines("issue 14 -> main", every=0.0)
+    counts = {DeliveryStatus.SENT: 1, DeliveryStatus.PENDING: 2}
+    with lines.running(cast(Prepared, None)) as progress:
+        progress(Event("reader@example.com", DeliveryStatus.SENT, None, counts))
+    (line,) = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(
+        r"issue 14 -> main: 1/3 done, sent 1 deferred 0 rejected 0, \d+ msg/s", line
+    ), line

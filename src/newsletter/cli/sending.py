@@ -23,7 +23,7 @@ from newsletter.errors import DeliveryError, display_path
 from newsletter.gate import SendVerdict
 from newsletter.models import DeliveryStatus
 from newsletter.send import pipeline, preparation
-from newsletter.send.job import Event, Options
+from newsletter.send.job import Event, Options, progress_figures, progress_line
 from newsletter.send.pipeline import SendRequest
 from newsletter.send.preparation import Prepared
 from newsletter.send.testsend import TestDecision
@@ -301,19 +301,11 @@ class _SendDisplay:
             self._show(now)
 
     def _show(self, now: float) -> None:
-        c = self.counts
         rate = self.sent / max(now - self.started, 1e-3)
-        # The log's rows, not the list: it also holds recipients sent before they left the list.
-        total = sum(c.values())
-        done = total - c.get(DeliveryStatus.PENDING, 0) - c.get(DeliveryStatus.DEFERRED, 0)
-        done -= c.get(DeliveryStatus.SENDING, 0)
-        states = (
-            f"sent {c.get(DeliveryStatus.SENT, 0)} deferred {c.get(DeliveryStatus.DEFERRED, 0)}"
-            f" rejected {c.get(DeliveryStatus.REJECTED, 0)}"
-        )
         if self.progress is not None and self.task is not None:
+            done, total, states = progress_figures(self.counts)
             self.progress.update(
                 self.task, completed=done, total=total, states=states, rate=f"{rate:.0f} msg/s"
             )
         else:
-            click.echo(f"{self.label}: {done}/{total} done, {states}, {rate:.0f} msg/s")
+            click.echo(progress_line(self.label, self.counts, rate))

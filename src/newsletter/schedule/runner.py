@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from newsletter.gate import SendVerdict
 from newsletter.models import DeliveryStatus
 from newsletter.send import pipeline
 from newsletter.send.coordinator import Interrupted, Interrupts
-from newsletter.send.job import Event, Options
+from newsletter.send.job import Event, Options, progress_line
 from newsletter.send.preparation import Prepared
 from newsletter.send.testsend import TestDecision
 from newsletter.settings import load_settings
@@ -48,12 +49,21 @@ def command(
     return [*head, *options]
 
 
-class Lines:
-    """The send's Listener as a log: one plain line per thing worth keeping."""
+PROGRESS_EVERY = 5.0  # seconds between two progress lines, as `newsletter send` off a terminal
 
-    def __init__(self, label: str, interrupts: Interrupts | None = None) -> None:
+
+class Lines:
+    """The send's Listener as a log: one plain line per thing worth keeping, and the run's
+    progress every PROGRESS_EVERY seconds (a long send is not silent in the worker's log)."""
+
+    def __init__(
+        self, label: str, interrupts: Interrupts | None = None, *, every: float = PROGRESS_EVERY
+    ) -> None:
         self.label = label
         self.interrupts = interrupts  # raising until the run's own take over
+        self.every = every
+        self.started = self.last_line = time.monotonic()
+        self.sent = 0
 
     def checked(self, verdict: SendVerdict) -> None:
         for finding in verdict.findings:
@@ -75,12 +85,20 @@ class Lines:
         if self.interrupts is not None:
             # The coordinator handles signals from here; after it, the send is retiring.
             self.interrupts.raising = False
+        self.started = self.last_line = time.monotonic()
         yield self._event
 
     def _event(self, event: Event) -> None:
-        if event.state != DeliveryStatus.SENT:
+        if event.state == DeliveryStatus.SENT:
+            self.sent += 1
+        else:
             reply = event.result.describe() if event.result else ""
             say(f"{event.state}: {event.recipient} {reply}")
+        now = time.monotonic()
+        if now - self.last_line >= self.every:
+            self.last_line = now
+            rate = self.sent / max(now - self.started, 1e-3)
+            say(progress_line(self.label, event.counts, rate))
 
 
 def say(line: str) -> None:
