@@ -15,11 +15,15 @@ from typing import cast
 
 import pytest
 
+from newsletter.draft import Draft
+from newsletter.gate import SendVerdict
 from newsletter.models import DeliveryStatus
+from newsletter.preflight.run import OnlineReport
 from newsletter.schedule import runner
 from newsletter.send.job import Event
 from newsletter.send.pipeline import EXIT_STOPPED
 from newsletter.send.preparation import Prepared
+from newsletter.spamscore import SpamUnavailable
 from support.sendcli import HANG, environment, finish, write_list
 from support.smtp import FaultyHandler, start
 
@@ -93,3 +97,30 @@ def test_the_run_s_progress_is_in_the_worker_s_log(capsys: pytest.CaptureFixture
     assert re.fullmatch(
         r"issue 14 -> main: 1/3 done, sent 1 deferred 0 rejected 0, \d+ msg/s", line
     ), line
+
+
+def test_online_checks_that_could_not_run_are_said_in_the_worker_s_log(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `[check] online` on and the network down: the send goes on, and says it was not checked
+    # online, as `newsletter send` did in the worker's log.
+    verdict = SendVerdict(
+        number=14,
+        list_name="main",
+        subject="Weekly",
+        html_size=1000,
+        html_encoding="quoted-printable",
+        spam=SpamUnavailable("not installed"),
+        findings=(),
+        silenced=0,
+        silences=(),
+        online=OnlineReport(skipped="the network is unreachable"),
+        ephemeral_key=False,
+        fingerprint="f",
+        draft=cast(Draft, None),
+    )
+    runner.Lines("issue 14 -> main").checked(verdict)
+    assert capsys.readouterr().out.splitlines() == [
+        "online checks skipped: the network is unreachable",
+        "check: issue 14: 0 error(s), 0 warning(s)",
+    ]

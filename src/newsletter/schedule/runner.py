@@ -68,6 +68,9 @@ class Lines:
     def checked(self, verdict: SendVerdict) -> None:
         for finding in verdict.findings:
             say(text_line(finding))
+        if verdict.online is not None and verdict.online.skipped:
+            # `newsletter send` said it: a send that went out unchecked online says so.
+            say(verdict.online.summary())
         say(f"check: issue {verdict.number}: {verdict.tally()}")
 
     def tested(self, decision: TestDecision) -> None:
