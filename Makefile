@@ -35,11 +35,12 @@ docs: $(STAMP)
 # The suite on every core (pytest-xdist): each worker starts its own PostgreSQL, Dovecot and
 # browser once; --dist loadfile keeps a module's tests on one worker, so a module's server or
 # browser starts once. `make test` is the full run, lint and all, nothing skipped;
-# `make test-fast` is the edit loop: no lint, no `slow` or `browser` tests.
+# `make test-fast` is the edit loop: no lint, no `slow` or `browser` tests. The full run ends
+# with its 25 slowest tests, so a log (CI's too) says where the suite's time goes.
 WORKERS ?= auto
 
 test: lint docs
-	$(BIN)/pytest -n $(WORKERS) --dist loadfile
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile --durations=25
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -n $(WORKERS) --dist loadfile -q -m "not slow and not browser"
@@ -56,6 +57,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/signup.py
 	$(PY) benchmarks/diff.py
 	$(PY) benchmarks/archive.py
+	$(PY) benchmarks/sequences.py
 
 clean:
 	rm -rf $(VENV) out site .newsletter .pytest_cache .mypy_cache .ruff_cache

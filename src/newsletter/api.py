@@ -15,6 +15,7 @@ the command line adds the words, the progress bar and the question. Nothing here
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from newsletter.clicks.gather import gather_report
@@ -31,6 +32,7 @@ from newsletter.send import pipeline
 from newsletter.send.job import Options
 from newsletter.send.pipeline import Listener, SendOutcome, SendRequest
 from newsletter.settings import DEFAULT_LIST, Settings, load_settings
+from newsletter.subjects.run import SubjectRequest, subject_phase
 
 __all__ = ["Project"]
 
@@ -70,14 +72,27 @@ class Project:
         force: bool = False,
         again: bool = False,
         online: bool | None = None,
+        ask: bool = False,
         options: Options | None = None,
         listener: Listener | None = None,
+        subjects: SubjectRequest | None = None,
     ) -> SendOutcome:
         """Send issue `number` to `list_name` now, exactly once per reader: checked first
         (CheckFailedError on errors unless `force`), a staging list's test only when the message
-        changed (or `again`), re-running resumes. `listener` hears each step (default: none)."""
+        changed (or `again`), re-running resumes. `listener` hears each step (default: none)
+        and, with `ask`, is asked before a real list goes out. `subjects` begins a subject test
+        (its sample now); a send whose subject test is decided sends the rest the winner.
+
+        `newsletter send` and the worker's scheduled sends are this call."""
         request = SendRequest(
-            number, list_name, force=force, again=again, online=online, options=options
+            number,
+            list_name,
+            force=force,
+            again=again,
+            online=online,
+            ask=ask,
+            options=options,
+            phase=lambda prepared: subject_phase(prepared, subjects, time.time()),
         )
         return pipeline.send(self.settings, request, listener)
 

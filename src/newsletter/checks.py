@@ -24,7 +24,7 @@ from newsletter.i18n import quote
 from newsletter.markup import Note
 from newsletter.models import BIDI_CONTROLS, Issue, Placeholder, RenderedEmail, Section
 from newsletter.orgdomain import organizational_domain
-from newsletter.settings import Settings
+from newsletter.settings import Settings, TrackingMode
 from newsletter.silence import Silence
 
 HTML_WARN = 90 * KB
@@ -219,7 +219,7 @@ def check_tracked_host(settings: Settings) -> list[Finding]:
     """With `[tracking] clicks` on, every link of the email names base_url's host: a host
     outside the sender's organizational domain is what filters look at (DMARC alignment), and
     what tracking services are known by."""
-    if settings.tracking.clicks == "off":
+    if settings.tracking.clicks == TrackingMode.OFF:
         return []
     host = (urlsplit(settings.newsletter.base_url).hostname or "").lower().rstrip(".")
     sender = settings.newsletter.sender.rpartition("@")[2].strip(" >").lower().rstrip(".")

@@ -27,7 +27,7 @@ from newsletter.checks import (
     silence_findings,
 )
 from newsletter.errors import NewsletterError
-from newsletter.issues import list_issue_numbers, read_issue_file
+from newsletter.issues import IssueFile, list_issue_numbers, read_issue_file
 from newsletter.mail.message import sample_message
 from newsletter.mail.tracking import SendRendering, render_for_sending
 from newsletter.markers import check_markers
@@ -69,9 +69,12 @@ class Draft:
         return sum(1 for f in self.findings if f.level == "warning")
 
 
-def review(settings: Settings, path: Path, list_name: str) -> Draft:
-    """Load, render once, build the sample message for `list_name`, parse it once, check it."""
-    source = read_issue_file(path)
+def review(
+    settings: Settings, path: Path, list_name: str, *, source: IssueFile | None = None
+) -> Draft:
+    """Load, render once, build the sample message for `list_name`, parse it once, check it.
+    `source`: the file read already (a sequence's step, read with its own keys)."""
+    source = source if source is not None else read_issue_file(path)
     issue = source.issue
     # The email shows the date a send now would; the Draft keeps the file's own (or none).
     sending = render_for_sending(dated_for_sending(settings, issue), settings, list_name)

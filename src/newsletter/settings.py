@@ -400,6 +400,23 @@ def parse_duration(value: object) -> object:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+_QUIET = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
+
+
+def check_quiet_hours(value: str) -> str:
+    """ "HH:MM-HH:MM" or ""."""
+    if value and not _QUIET.match(value.strip()):
+        raise ValueError(f'{value!r} is not hours such as 22:00-07:00 (or "" for none)')
+    return value.strip()
+
+
+def quiet_span(value: str) -> tuple[int, int] | None:
+    """quiet_hours -> (start, end) in minutes of the day, or None for none."""
+    match = _QUIET.match(value)
+    if not value or match is None:
+        return None
+    h1, m1, h2, m2 = (int(g) for g in match.groups())
+    return h1 * 60 + m1, h2 * 60 + m2
 
 
 class ScheduleSettings(SettingsTable):
@@ -408,6 +425,10 @@ class ScheduleSettings(SettingsTable):
     # A send whose time passed while no worker ran starts when one comes back, unless it is
     # more than this late: then it is reported `missed`, not sent (news goes stale).
     grace: Duration = 6 * 3600.0
+    # Welcome sequences' steps (sequences/) wait out these hours of [newsletter] timezone: no
+    # step at 3 a.m. newsletter time. "HH:MM-HH:MM" (across midnight if the end comes first);
+    # "" sends at any hour.
+    quiet_hours: Annotated[str, AfterValidator(check_quiet_hours)] = "22:00-07:00"
 
 
 class CheckSettings(SettingsTable):

@@ -11,7 +11,8 @@ deleted as they age), bounce-report retention (bounces/retention.py: the reports
 past `[privacy] held_retention_days` deleted, the server's text of the others and the stored
 SMTP replies past `[privacy] bounce_text_days` cleared), and scheduled sends (schedule/duty.py:
 each due send started by exactly one worker, as `newsletter send` runs it, after the issue
-passed its check again), and the heartbeat (a row in the outbox, rewritten every few seconds,
+passed its check again), welcome sequences (sequences/duty.py: each reader's due step sent
+once), and the heartbeat (a row in the outbox, rewritten every few seconds,
 by which `newsletter doctor` tells a live worker from a dead one).
 
 On SQLite one worker runs per project (a lock the kernel drops when the process dies); on
@@ -36,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
+from newsletter import scheduledsend
 from newsletter.bounces.retention import BounceRetentionDuty
 from newsletter.clicks.retention import RetentionDuty
 from newsletter.errors import DatabaseError, DeliveryError
@@ -46,6 +48,7 @@ from newsletter.outbox.mailqueue import SiteMail
 from newsletter.schedule.duty import ScheduleDuty
 from newsletter.send.courier import Courier
 from newsletter.send.smtp import Pool
+from newsletter.sequences.duty import SequenceDuty
 from newsletter.settings import Settings
 from newsletter.statefiles import open_private, private_folder
 
@@ -253,7 +256,8 @@ async def _main(
         SiteMailDuty(settings, key, owner, log),
         RetentionDuty(settings, log),
         BounceRetentionDuty(settings, log),
-        ScheduleDuty(settings, owner, log, config=config, once=once),
+        ScheduleDuty(settings, owner, log, scheduledsend.command, config=config, once=once),
+        SequenceDuty(settings, key, owner, log),
     ]
     if ready is not None:
         ready()

@@ -34,6 +34,7 @@ COMMANDS = {
     "send": "sending",
     "status": "status",
     "schedule": "scheduling",
+    "sequences": "sequences",
     "report": "reports",
     "outbox": "database",
     "mailbox": "servers",
@@ -87,6 +88,7 @@ def cli(ctx: click.Context, config: Path | None) -> None:
       newsletter send --issue 14               deliver to the main list
       newsletter send --issue 14 --at "2026-12-02 08:00"   ... at that time (a worker sends it)
       newsletter report --issue 14             what readers read (with [tracking] on)
+      newsletter sequences                     welcome sequences: steps, readers, next due
     """
     ctx.ensure_object(dict)["config"] = config
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -326,6 +327,9 @@ def show(settings: Settings, address: str, as_json: bool) -> None:
         )
     for list_name, source, since in record.suppressions:
         click.echo(printable(f"  suppressed on {list_name} ({source}) since {since}"))
+    for sequence, list_name, step, joined in record.enrolments:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(joined))
+        click.echo(printable(f"  sequence {sequence} on {list_name}: step {step} (joined {when})"))
     for issue, list_name, state, sent, _ in record.deliveries:
         click.echo(
             printable(f"  issue {issue} to {list_name}: {state}" + (f" {sent}" if sent else ""))

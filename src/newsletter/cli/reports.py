@@ -14,9 +14,10 @@ from newsletter.clicks.gather import gather_report
 from newsletter.clicks.page import render_html
 from newsletter.clicks.tables import render_text, write_report_csv
 from newsletter.errors import ConfigError, display_path
-from newsletter.issues import load_issue
 from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
+from newsletter.sequences.overview import issue_of
 from newsletter.settings import Settings
+from newsletter.subjects.run import report_lines
 
 _FILE = click.Path(dir_okay=False, writable=True, path_type=Path)
 
@@ -46,8 +47,9 @@ def report(
     """What readers read of an issue's send: per section and item, people's clicks beside
     machine requests (the manual, "What readers read"); the messages sent per minute; bounces,
     complaints and unsubscribes as rates of the messages sent. Figures under [privacy]
-    min_count show as "< 5"."""
-    issue = load_issue(settings.issues_dir, number)
+    min_count show as "< 5". A welcome sequence's step: --issue its key (`newsletter
+    sequences` shows it)."""
+    issue = issue_of(settings, number)  # an issue, or a sequence step by its key
     if not outbox_exists(settings.outbox_target):
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
@@ -57,9 +59,12 @@ def report(
             click.echo(f"issue {number}: nothing sent yet")
             return
         made = gather_report(outbox, settings, issue, name)
+        subject_test = report_lines(outbox, settings, number, name)
     to_stdout = csv_path is not None and str(csv_path) == "-"
     if not to_stdout:
         click.echo(render_text(made, shutil.get_terminal_size((100, 24)).columns), nl=False)
+        for line in subject_test:
+            click.echo(line)
     if html_path is not None:
         html_path.write_text(render_html(made, language=settings.newsletter.language), "utf-8")
         click.echo(f"wrote {display_path(html_path)}", err=True)

@@ -20,6 +20,10 @@ from newsletter.settings import Settings
 
 # `send` options a scheduled send does not keep, and why (--rate and --concurrency it keeps).
 NOT_KEPT = {
+    "subjects": "--subjects does not go with --at: a subject test sends its sample now and"
+    " books the rest itself (run `newsletter send --subjects A B` without --at)",
+    "sample": "--sample goes with --subjects, which does not go with --at",
+    "decide_after": "--decide-after goes with --subjects, which does not go with --at",
     "dry_run": "--at and --dry-run do not go together: a dry run writes the messages now"
     " (run `newsletter send --dry-run` alone to see them)",
     "out": "--out is for --dry-run, which does not go with --at",

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 
 import click
 
+from newsletter.api import Project
 from newsletter.cli.gatekeeping import confirmation, show_verdict
 from newsletter.cli.scheduling import at_options
+from newsletter.cli.subjecttests import subject_options
 from newsletter.cli.terminal import (
     fail,
     issue_option,
@@ -22,12 +24,12 @@ from newsletter.cli.terminal import (
 from newsletter.errors import DeliveryError, display_path
 from newsletter.gate import SendVerdict
 from newsletter.models import DeliveryStatus
-from newsletter.send import pipeline, preparation
+from newsletter.send import preparation
 from newsletter.send.job import Event, Options, progress_figures, progress_line
-from newsletter.send.pipeline import SendRequest
 from newsletter.send.preparation import Prepared
 from newsletter.send.testsend import TestDecision
 from newsletter.settings import DEFAULT_LIST, Settings
+from newsletter.subjects.run import SubjectRequest
 from newsletter.subscribers import ListReport
 
 if TYPE_CHECKING:
@@ -101,6 +103,7 @@ if TYPE_CHECKING:
 )
 @pass_settings
 @at_options
+@subject_options
 def send(
     settings: Settings,
     number: int,
@@ -116,6 +119,7 @@ def send(
     dry_run: bool,
     out: Path | None,
     processes: int | None,
+    subjects: SubjectRequest | None,
 ) -> None:
     """Deliver an issue to every subscriber of a list over SMTP, recording each delivery.
 
@@ -132,6 +136,10 @@ def send(
     to --out as an .eml file, exactly the bytes the SMTP server would get.
 
     With --at TIME it is scheduled instead: checked now, started then by `newsletter worker`.
+
+    With --subjects A B it is a subject test: a --sample of the list now, each reader one of the
+    subjects; after --decide-after, `newsletter worker` sends the rest the one people clicked
+    more (re-running by hand after that time does the same).
 
     \b
     Exit codes:
@@ -165,10 +173,17 @@ def send(
         resend_unknown=resend_unknown,
         retry_failed=retry_failed,
     )
-    request = SendRequest(
-        number, list_name, force=force, again=again, online=online, ask=not yes, options=options
+    outcome = Project(settings).send(
+        number,
+        list_name,
+        force=force,
+        again=again,
+        online=online,
+        ask=not yes,
+        options=options,
+        listener=_Terminal(number, list_name, force=force),
+        subjects=subjects,
     )
-    outcome = pipeline.send(settings, request, _Terminal(number, list_name, force=force))
     if outcome.fault is not None:
         fail(outcome.fault, outcome.exit_code)
     if outcome.declined:
@@ -201,6 +216,9 @@ class _Terminal:
     def tested(self, decision: TestDecision) -> None:
         if decision.message:
             click.echo(f"{self.label}: {decision.message}")
+
+    def phased(self, line: str) -> None:
+        click.echo(line)
 
     def notice(self, line: str) -> None:
         click.secho(line, fg="yellow", err=True)

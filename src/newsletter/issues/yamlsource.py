@@ -263,3 +263,24 @@ def field_name(loc: Loc) -> str:
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
+
+
+# The fields whose text is Markdown; an error inside one is named by the field, at its line.
+CONTENT_FIELDS = {"intro", "outro", "summary"}
+INLINE_FIELDS = {"title"}
+
+
+def line_of(lines: dict[Loc, int], loc: Loc) -> int | None:
+    """The line of `loc`, else of the nearest enclosing value that has one."""
+    for end in range(len(loc), -1, -1):
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return None
+
+
+def error_field(loc: Loc) -> str:
+    """The path up to the text field an error is in: inside it, the line says where."""
+    for index, part in enumerate(loc):
+        if part in CONTENT_FIELDS or (part in INLINE_FIELDS and index > 0):
+            return field_name(loc[: index + 1])
+    return field_name(loc)

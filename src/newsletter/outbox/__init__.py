@@ -29,6 +29,7 @@ from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.clicks import Clicks
 from newsletter.outbox.consent import ConsentLedger
 from newsletter.outbox.deliveries import Deliveries
+from newsletter.outbox.enrolments import STEP_KEYS, Enrolments
 from newsletter.outbox.forgotten import Forgotten
 from newsletter.outbox.heartbeats import Heartbeats
 from newsletter.outbox.journal import Commit, Journal
@@ -52,6 +53,7 @@ from newsletter.outbox.schema import LATEST, MIGRATIONS, Migration
 from newsletter.outbox.sendfigures import SendFigures
 from newsletter.outbox.sentlinks import SentLinks
 from newsletter.outbox.sqlite import SqliteBackend
+from newsletter.outbox.subjecttests import SubjectTests
 from newsletter.outbox.suppressions import Suppressions
 from newsletter.outbox.testsends import TestSends
 from newsletter.outbox.webhookevents import WebhookEvents
@@ -65,11 +67,13 @@ __all__ = [
     "IN_DOUBT",
     "LATEST",
     "MIGRATIONS",
+    "STEP_KEYS",
     "UNSUBSCRIBED",
     "Backend",
     "Commit",
     "Delivery",
     "Durability",
+    "Enrolments",
     "Journal",
     "Migration",
     "Outbox",
@@ -107,6 +111,8 @@ class Outbox:
         self.schedules = Schedules(backend)
         self.heartbeats = Heartbeats(backend)
         self.webhook_events = WebhookEvents(backend)
+        self.enrolments = Enrolments(backend)
+        self.subject_tests = SubjectTests(backend)
 
     def journal(self, owner: str | None) -> Journal:
         return Journal(self.backend, owner)

@@ -54,6 +54,9 @@ def finished_send(settings: Settings, outbox: Outbox, issue: int, list_name: str
     chosen = settings.lists.get(list_name)
     if chosen is not None and chosen.staging:
         return None
+    test = outbox.subject_tests.get(issue, list_name)
+    if test is not None and test.state == "sampling":
+        return None  # a subject test's sample is done: the rest goes at the decision
     counts = outbox.deliveries.counts(issue, list_name)
     if not sum(counts.values()) or any(counts.get(s) for s in WAITING):
         return None

@@ -1,5 +1,5 @@
-"""The worker's duty of scheduled sends: the settings and the outbox's schedules in; each due
-send started by exactly one worker, re-checked first, its outcome recorded, out.
+"""The worker's duty of scheduled sends: the settings and the outbox's schedules in; each due send
+started by exactly one worker, re-checked first, its outcome recorded, out.
 
 Each look, in order: schedules that never started and are now past `[schedule] grace` are `missed`
 (reported, never sent: news that is a day late is not what the editor scheduled); then every due
@@ -7,11 +7,11 @@ schedule is claimed under a lease (PostgreSQL: SKIP LOCKED, so of any number of 
 takes it; a claim whose lease ran out, its worker dead, is taken again and the send resumed); each
 claimed one is checked as `newsletter check` checks it (offline), and an issue that now fails is
 `failed` with the errors; else the send runs through the library's send call in a process of its own
-(runner.py, started by launch.py), the lease renewed while it does. A send the editor began by hand
-comes first (byhand.py): while it runs the schedule stays open for the next look; once it ran to its
-end the schedule is done, and nothing is started. A stopping worker (SIGTERM) passes the signal to
-its sends, which finish their uploads and stop, and hands their schedules back for the next worker
-to resume.
+(scheduledsend.py, which the worker names, started by launch.py), the lease renewed while it does. A
+send the editor began by hand comes first (byhand.py): while it runs the schedule stays open for the
+next look; once it ran to its end the schedule is done, and nothing is started. A stopping worker
+(SIGTERM) passes the signal to its sends, which finish their uploads and stop, and hands their
+schedules back for the next worker to resume.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from pathlib import Path
 from newsletter.errors import DatabaseError, NewsletterError
 from newsletter.outbox import Outbox, open_project_outbox
 from newsletter.outbox.schedules import Schedule, Schedules, ScheduleState, kept_options
-from newsletter.schedule import runner
 from newsletter.schedule.booking import check_issue, send_refusal
 from newsletter.schedule.byhand import finished_send, running_send
 from newsletter.schedule.launch import Finished, SendProcess
@@ -33,6 +32,9 @@ from newsletter.send.pipeline import EXIT_INCOMPLETE, EXIT_REFUSED, EXIT_STOPPED
 from newsletter.settings import Settings
 
 Log = Callable[[str], None]
+# The command that runs one due send in a process of its own: the config, the issue, the list
+# and the options the schedule kept in (the worker gives scheduledsend.command).
+SendCommand = Callable[[Path | None, int, str, list[str]], list[str]]
 FAULT_PAUSE = 5.0
 
 
@@ -46,6 +48,7 @@ class ScheduleDuty:
         settings: Settings,
         owner: str,
         log: Log,
+        command: SendCommand,
         *,
         config: Path | None = None,
         once: bool = False,
@@ -53,6 +56,7 @@ class ScheduleDuty:
         self.settings = settings
         self.owner = owner
         self.log = log
+        self.command = command
         self.config = config
         self.once = once
         self.outbox: Outbox | None = None
@@ -161,7 +165,7 @@ class ScheduleDuty:
         options = kept_options(schedule)
         shown = f" with {' '.join(options)}" if options else ""
         self.log(f"{label}: {verb} the send (worker {self.owner}){shown}")
-        command = runner.command(self.config, schedule.issue, schedule.list, options)
+        command = self.command(self.config, schedule.issue, schedule.list, options)
         send = await SendProcess.start(command, self.log, f"{label}: ")
         self.sends[schedule.id] = send
         if self.stopping:  # SIGTERM came while it started

@@ -1,20 +1,20 @@
-"""One scheduled send run as a process of its own: its command (runner.py's) in; the send's exit
-and its last lines out, every line it prints passed on to the worker's log.
+"""One scheduled send run as a process of its own: its command (scheduledsend.py's) in; the
+send's exit and its last lines out, every line it prints passed on to the worker's log.
 
-The worker starts runner.py, the library's send call (send/pipeline.py, as `newsletter send
---yes` makes it, with the `--rate` and `--concurrency` the schedule kept), as a child process:
-the same preparation, checks, lock, leases, in-doubt protocol and exit codes, and nothing of the
-send's state in the worker. The child is in a session of its own (a Ctrl-C on the worker's terminal
-reaches the worker only, which passes one SIGTERM on) and gets one SIGTERM the moment the
-worker dies, however it dies: a worker killed with -9 leaves a send that stops as after Ctrl-C,
-its uploads finished and recorded, for the next worker to resume.
+The worker starts scheduledsend.py, the library's send call (send/pipeline.py, as `newsletter send
+--yes` makes it, with the `--rate` and `--concurrency` the schedule kept), as a child process: the
+same preparation, checks, lock, leases, in-doubt protocol and exit codes, and nothing of the send's
+state in the worker. The child is in a session of its own (a Ctrl-C on the worker's terminal reaches
+the worker only, which passes one SIGTERM on) and gets one SIGTERM the moment the worker dies,
+however it dies: a worker killed with -9 leaves a send that stops as after Ctrl-C, its uploads
+finished and recorded, for the next worker to resume.
 
-One, not several: the kernel's parent-death signal (PR_SET_PDEATHSIG) is sent each time the
-child's parent thread exits and it passes to another thread of the same process, so a child of
-the worker (which has threads) could get a SIGTERM per thread, and a send takes a second one as
-"abandon the uploads". So the send's parent is `relay`, a one-threaded process of this module
-between the two: it dies with the worker (SIGKILL), the send with it (SIGTERM, once), and it
-passes on the worker's SIGTERM and the send's exit code.
+One, not several: the kernel's parent-death signal (PR_SET_PDEATHSIG) is sent each time the child's
+parent thread exits and it passes to another thread of the same process, so a child of the worker
+(which has threads) could get a SIGTERM per thread, and a send takes a second one as "abandon the
+uploads". So the send's parent is `relay`, a one-threaded process of this module between the two: it
+dies with the worker (SIGKILL), the send with it (SIGTERM, once), and it passes on the worker's
+SIGTERM and the send's exit code.
 """
 
 from __future__ import annotations

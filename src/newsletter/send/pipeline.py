@@ -9,6 +9,7 @@ the same fixed steps:
    finished: nothing is sent, and the outcome says so);
 3. prepare: the message factory is built from the checked draft, not from the file, so an edit
    saved while the checks ran or while the question waits goes out with the next send only;
+   A request's `phase` may then reshape it (a subject test: its sample now, its rest later);
 4. ask: a real list's send asks the Listener when the request says so (declined: nothing sent);
 5. run: the coordinator plans, delivers and records, each outcome passed to the Listener.
 
@@ -40,11 +41,17 @@ __all__ = [
     "EXIT_REFUSED",
     "EXIT_STOPPED",
     "Listener",
+    "Phase",
     "Quiet",
     "SendOutcome",
     "SendRequest",
     "send",
 ]
+
+# A phase of a larger send that reshapes what was prepared (subjects/run.py: a subject test's
+# sample, or its rest once decided): the prepared send in; this run's, and a line saying which
+# ('' when there is no such phase), out.
+Phase = Callable[[Prepared], tuple[Prepared, str]]
 
 EXIT_DONE = 0
 EXIT_REFUSED = 1  # an error before sending (the checks, the list, a declined question)
@@ -63,6 +70,7 @@ class SendRequest:
     online: bool | None = None  # the online checks: None takes [check] online
     ask: bool = False  # a real list: ask the Listener before anything goes out
     options: Options | None = None  # None: [send] and [bounces] as configured
+    phase: Phase | None = None  # e.g. a subject test's (subjects/run.py), applied once prepared
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,9 @@ class Listener(Protocol):
     def tested(self, decision: TestDecision) -> None:
         """A staging list's test decision (its `message` says why it goes or not)."""
 
+    def phased(self, line: str) -> None:
+        """Which phase of a larger send this run is (a subject test's sample, or its rest)."""
+
     def notice(self, line: str) -> None:
         """A warning about how it will be sent (e.g. TLS not verified)."""
 
@@ -117,6 +128,9 @@ class Quiet:
         pass
 
     def tested(self, decision: TestDecision) -> None:
+        pass
+
+    def phased(self, line: str) -> None:
         pass
 
     def notice(self, line: str) -> None:
@@ -151,6 +165,10 @@ def send(settings: Settings, request: SendRequest, listener: Listener | None = N
         if not test.go:
             return SendOutcome(verdict, test)
     prepared = preparation.prepare(settings, verdict.draft, list_name, test=test)
+    if request.phase is not None:
+        prepared, line = request.phase(prepared)
+        if line:
+            heard.phased(line)
     if settings.smtp.security != "none" and not settings.smtp.verify:
         heard.notice(
             "warning: [smtp] verify = false: the server's TLS certificate is not checked, so "

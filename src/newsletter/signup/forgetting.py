@@ -35,6 +35,7 @@ from newsletter.outbox.claims import ConfirmationClaims
 from newsletter.outbox.clicks import Clicks
 from newsletter.outbox.consent import ConsentLedger
 from newsletter.outbox.deliveries import Deliveries
+from newsletter.outbox.enrolments import Enrolments
 from newsletter.outbox.forgotten import Forgotten
 from newsletter.outbox.mailqueue import SiteMailQueue
 from newsletter.outbox.roster import Roster
@@ -123,6 +124,7 @@ class Erasure:
     bounce_reports: int  # held ones deleted, recorded ones without their detail
     deliveries: int  # delivery rows scrubbed of the address (kept, without it)
     settled: bool = True  # the deleted data is gone from disk too (SQLite: the WAL truncated)
+    enrolments: int = 0  # places in welcome sequences deleted
 
 
 def forget(backend: Backend, key: SigningKey, address_key: str) -> Erasure:
@@ -134,6 +136,7 @@ def forget(backend: Backend, key: SigningKey, address_key: str) -> Erasure:
     with backend.transaction():
         added = Forgotten(backend).add(kept)
         memberships = Roster(backend).erase(address_key)
+        enrolments = Enrolments(backend).erase(address_key)
         events = ConsentLedger(backend).erase(address_key)
         mail = SiteMailQueue(backend).erase(address_key)
         suppressions = Suppressions(backend).drop_address(address_key)
@@ -161,6 +164,7 @@ def forget(backend: Backend, key: SigningKey, address_key: str) -> Erasure:
         bounces,
         deliveries,
         settled,
+        enrolments,
     )
 
 

@@ -17,10 +17,11 @@ The endpoints run the defences in this order, each its own step: the client's ad
 Every way out of it is answered alike by the endpoints (no enumeration): `What` is for the log
 and the tests. `Intake.confirm` confirms the row the link names (its nonce must match: a link
 from before a re-signup or an erasure confirms nothing), records the `confirm` event, lifts the
-reader's own unsubscribe from that list (the link proves they want it), and queues the welcome
-mail when `[signup] welcome` is on. A link pressed again after the reader unsubscribed changes
-nothing (the later wish stands), and neither does one for an address the editor or a bounce
-stopped: each says so, never "subscribed".
+reader's own unsubscribe from that list (the link proves they want it), starts them on the
+list's welcome sequences (sequences/ files naming it; the worker sends the steps), and queues
+the welcome mail when `[signup] welcome` is on. A link pressed again after the reader
+unsubscribed changes nothing (the later wish stands), and neither does one for an address the
+editor or a bounce stopped: each says so, never "subscribed".
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 from newsletter.clicks.events import ip_key, stored_ip
 from newsletter.i18n import PAGES, strings_for
+from newsletter.issues.sequencefiles import FOLDER, joining
 from newsletter.mail.tokens import LinkTarget, SigningKey
 from newsletter.outbox import Outbox
 from newsletter.outbox.backend import Backend
@@ -219,6 +222,9 @@ class Intake:
                 return Confirmation.ALREADY if stopped is None else Confirmation.UNSUBSCRIBED
             ConsentLedger(backend).record(self.event(list_name, key, "confirm", request))
             outbox.suppressions.remove(list_name, key, sources=READER_SOURCES)
+            # A new reader starts the list's welcome sequences (the worker sends their steps).
+            sequences = joining(self.settings.resolve(Path(FOLDER)), list_name)
+            outbox.enrolments.join(list_name, key, sequences, self.now().timestamp())
             if self.settings.signup.welcome:
                 SiteMailQueue(backend).queue(MailKind.WELCOME, list_name, member.address, key)
         return Confirmation.CONFIRMED

@@ -1,13 +1,14 @@
 """What the outbox keeps about people: an address in, their whole record out (GDPR Art. 15: the
 lists they are on and how they got there, every consent event, the site's mail to them, their
-suppressions, every issue sent to them); and a list in, its subscribers with their consent
-columns out (`newsletter subscribers export`, which `import --format csv` reads back).
+suppressions, every issue sent to them, their welcome sequences); and a list in, its subscribers
+with their consent columns out (`newsletter subscribers export`, which `import --format csv`
+reads back).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from newsletter.mail.tokens import SigningKey
@@ -41,6 +42,8 @@ class PersonRecord:
     site_mail: list[SiteMail]
     suppressions: list[tuple[str, str, str]]  # (list, source, since)
     deliveries: list[tuple[int, str, str, str | None, str]]  # (issue, list, state, sent, updated)
+    # Welcome sequences: (sequence, list, last step had, joined at Unix time).
+    enrolments: list[tuple[str, str, int, float]] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -50,6 +53,7 @@ class PersonRecord:
             or self.site_mail
             or self.suppressions
             or self.deliveries
+            or self.enrolments
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -79,6 +83,10 @@ class PersonRecord:
                 {"issue": i, "list": li, "state": st, "sent_at": sent, "updated_at": up}
                 for i, li, st, sent, up in self.deliveries
             ],
+            "sequences": [
+                {"sequence": q, "list": li, "last_step": st, "joined_at": at}
+                for q, li, st, at in self.enrolments
+            ],
         }
 
 
@@ -95,6 +103,7 @@ def person_record(outbox: Outbox, key: SigningKey, address_key: str) -> PersonRe
         SiteMailQueue(backend).of(address_key),
         outbox.suppressions.of_address(address_key),
         outbox.deliveries.of_recipient(address_key),
+        outbox.enrolments.of(address_key),
     )
 
 

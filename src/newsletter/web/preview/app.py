@@ -29,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from newsletter.settings import ServeSettings
 from newsletter.web.listen import LOOPBACK_NAMES, is_loopback
 from newsletter.web.preview.pages import UI_DIR, Pages
+from newsletter.web.preview.sequencepages import SequencePages
 from newsletter.web.preview.workspace import Hub, Workspace, watch
 from newsletter.web.site.deadlines import deadline_protocol
 
@@ -85,6 +86,7 @@ def create_app(
                 await asyncio.wait_for(watcher, 2)
 
     pages = Pages(workspace, hub)
+    sequences = SequencePages(workspace, hub)
     middleware = []
     if trusted_hosts:
         # A page elsewhere on the web must not reach this server through DNS rebinding.
@@ -99,6 +101,9 @@ def create_app(
             Route("/issues/{number:int}/message.eml", pages.eml),
             Route("/issues/{number:int}/report.html", pages.report),
             Route("/files/{path:path}", pages.image),
+            Route("/sequences", sequences.index),
+            Route("/sequences/{name:str}/{number:int}", sequences.step),
+            Route("/sequences/{name:str}/{number:int}/email.html", sequences.email),
             Route("/mailbox", pages.mailbox),
             Route("/mailbox/{key:str}", pages.message),
             Route("/mailbox/{key:str}/email.html", pages.captured_email),

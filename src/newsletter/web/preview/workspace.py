@@ -24,6 +24,7 @@ from newsletter.checks import Finding, Silenced
 from newsletter.draft import review
 from newsletter.errors import NewsletterError
 from newsletter.issues import issue_number_of, issue_path, list_issue_numbers
+from newsletter.issues.sequencefiles import FOLDER
 from newsletter.models import Issue, RenderedEmail
 from newsletter.settings import DEFAULT_LIST, Settings, load_settings
 
@@ -112,6 +113,7 @@ class Workspace:
         folders = []
         if self.settings is not None:
             folders = [self.settings.issues_dir, self.settings.templates_dir]
+            folders.append(self.settings.resolve(Path(FOLDER)))  # the Sequences view
         return folders, self.config.parent
 
     def current(self) -> Settings:

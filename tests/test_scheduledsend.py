@@ -1,4 +1,4 @@
-"""The worker's send process (schedule/runner.py) as the worker starts it: a SIGTERM while the
+"""The worker's send process (scheduledsend.py) as the worker starts it: a SIGTERM while the
 checks run is a stop (exit code 4, `stopped:`), which the worker hands back for the next one,
 not a death by signal that leaves the schedule `stopped` for the editor to resume; and the
 lines the worker's log kept when it ran `newsletter send` (skipped rows, progress) are there."""
@@ -15,11 +15,11 @@ from typing import cast
 
 import pytest
 
+from newsletter import scheduledsend
 from newsletter.draft import Draft
 from newsletter.gate import SendVerdict
 from newsletter.models import DeliveryStatus
 from newsletter.preflight.run import OnlineReport
-from newsletter.schedule import runner
 from newsletter.send.job import Event
 from newsletter.send.pipeline import EXIT_STOPPED
 from newsletter.send.preparation import Prepared
@@ -45,7 +45,7 @@ async def test_sigterm_during_the_checks_is_a_stop_the_worker_hands_back(
     program.write_text(SLOW_SPAMASSASSIN.format(marker=marker))
     program.chmod(0o755)
     env = environment(9, PATH=f"{folder}{os.pathsep}{os.environ['PATH']}")
-    command = runner.command(None, 14, "main")
+    command = scheduledsend.command(None, 14, "main", [])
     proc = await asyncio.create_subprocess_exec(
         *command,
         cwd=project,
@@ -73,7 +73,7 @@ async def test_the_list_s_skipped_rows_are_in_the_worker_s_log(project: Path) ->
     async with start(FaultyHandler()) as server:
         env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv")
         proc = await asyncio.create_subprocess_exec(
-            *runner.command(None, 14, "main"),
+            *scheduledsend.command(None, 14, "main", []),
             cwd=project,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
@@ -89,7 +89,7 @@ async def test_the_list_s_skipped_rows_are_in_the_worker_s_log(project: Path) ->
 def test_the_run_s_progress_is_in_the_worker_s_log(capsys: pytest.CaptureFixture[str]) -> None:
     # `newsletter send` off a terminal printed it every 5 s, and the worker's log kept it: a
     # long scheduled send is not silent until its summary. (every=0: each event, not 5 s.)
-    lines = runner.Lines("issue 14 -> main", every=0.0)
+    lines = scheduledsend.Lines("issue 14 -> main", every=0.0)
     counts = {DeliveryStatus.SENT: 1, DeliveryStatus.PENDING: 2}
     with lines.running(cast(Prepared, None)) as progress:
         progress(Event("reader@example.com", DeliveryStatus.SENT, None, counts))
@@ -119,7 +119,7 @@ def test_online_checks_that_could_not_run_are_said_in_the_worker_s_log(
         fingerprint="f",
         draft=cast(Draft, None),
     )
-    runner.Lines("issue 14 -> main").checked(verdict)
+    scheduledsend.Lines("issue 14 -> main").checked(verdict)
     assert capsys.readouterr().out.splitlines() == [
         "online checks skipped: the network is unreachable",
         "check: issue 14: 0 error(s), 0 warning(s)",

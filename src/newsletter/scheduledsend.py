@@ -2,7 +2,8 @@
 kept in; the send run through the library call (send/pipeline.py), its lines on stdout and its
 exit code out.
 
-The worker starts this module (through launch.py's relay), not the `newsletter` command line:
+The worker starts this module (through schedule/launch.py's relay), not the `newsletter` command
+line:
 the same call as `newsletter send --yes`, the same checks, lock, leases, in-doubt protocol and
 exit codes, with nothing of the command line between. It is a process of its own, not a call in
 the worker, so that a worker killed with -9 leaves a send that stops as after Ctrl-C (its
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from newsletter.api import Project
 from newsletter.errors import NewsletterError
 from newsletter.findingformats import text_line
 from newsletter.gate import SendVerdict
@@ -38,9 +40,7 @@ from newsletter.send.testsend import TestDecision
 from newsletter.settings import load_settings
 
 
-def command(
-    config: Path | None, issue: int, list_name: str, options: list[str] | tuple[str, ...] = ()
-) -> list[str]:
+def command(config: Path | None, issue: int, list_name: str, options: list[str]) -> list[str]:
     """This module run with this interpreter for (issue, list); `options` are those the
     schedule kept (`--rate R`, `--concurrency C`)."""
     head = [sys.executable, "-m", __name__, "--issue", str(issue), "--list", list_name]
@@ -76,6 +76,9 @@ class Lines:
     def tested(self, decision: TestDecision) -> None:
         if decision.message:
             say(f"{self.label}: {decision.message}")
+
+    def phased(self, line: str) -> None:
+        say(line)
 
     def notice(self, line: str) -> None:
         say(line)
@@ -122,8 +125,10 @@ def run(argv: list[str]) -> int:
         with Interrupts() as interrupts:
             settings = load_settings(args.config)
             options = Options.merged(settings, rate=args.rate, concurrency=args.concurrency)
-            request = pipeline.SendRequest(args.issue, args.list_name, options=options)
-            outcome = pipeline.send(settings, request, Lines(label, interrupts))
+            project = Project(settings)
+            outcome = project.send(
+                args.issue, args.list_name, options=options, listener=Lines(label, interrupts)
+            )
     except Interrupted as stop:
         say(f"stopped: stopped by {stop.name} before sending (nothing was sent)")
         say("hint: Re-run the same command to resume.")

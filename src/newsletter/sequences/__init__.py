@@ -1,0 +1,1 @@
+"""Welcome sequences: numbered emails a reader gets over time after joining (issue 35)."""

@@ -1,0 +1,125 @@
+"""The editor's side of welcome sequences: the settings and the outbox in; each sequence's steps,
+how many readers are at each, what the delivery log holds per step and when the next step falls
+due (`newsletter sequences`) out; and the editor's enrolment of a whole list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from newsletter.checks import Finding
+from newsletter.draft import review
+from newsletter.errors import IssueError, Problem
+from newsletter.issues import load_issue
+from newsletter.issues.sequencefiles import (
+    FOLDER,
+    Sequence,
+    Step,
+    load_sequence,
+    sequence_names,
+)
+from newsletter.models import DeliveryStatus, Issue
+from newsletter.outbox import STEP_KEYS, Outbox, open_project_outbox, outbox_exists
+from newsletter.settings import Settings
+
+S = DeliveryStatus
+
+
+@dataclass(frozen=True)
+class StepView:
+    number: int
+    name: str  # NN-slug
+    title: str
+    after: float
+    from_joining: bool
+    key: int  # the step's issue number in the delivery log (`status --issue KEY`)
+    at_step: int  # readers whose last step is this one
+    waiting: int  # readers this step is next for
+    next_due: float | None  # when it next falls due for one of them (Unix time)
+    counts: dict[DeliveryStatus, int] = field(default_factory=dict)  # the log, every list
+
+
+@dataclass(frozen=True)
+class SequenceView:
+    name: str
+    lists: tuple[str, ...]
+    steps: tuple[StepView, ...]
+    not_started: int  # readers who joined and had no step yet
+
+
+def survey(folder: Path, outbox: Outbox) -> list[SequenceView]:
+    """Every sequence of `folder` as the editor sees it (IssueError for a faulty one)."""
+    return [view(load_sequence(folder, name), outbox) for name in sequence_names(folder)]
+
+
+def view(sequence: Sequence, outbox: Outbox) -> SequenceView:
+    enrolments = outbox.enrolments
+    at_steps = enrolments.at_steps(sequence.name)
+    steps = []
+    previous = 0
+    for step in sequence.steps:
+        key = enrolments.step_key(sequence.name, step.number)
+        waiting = sum(n for at, n in at_steps.items() if previous <= at < step.number)
+        first = enrolments.next_at(
+            sequence.name, previous, step.number, from_joining=step.from_joining
+        )
+        counts = dict.fromkeys(DeliveryStatus, 0)
+        for list_name in outbox.deliveries.lists_of(key):
+            for state, n in outbox.deliveries.counts(key, list_name).items():
+                counts[state] += n
+        steps.append(
+            StepView(
+                step.number,
+                f"{step.number:02d}-{step.slug}",
+                step.issue.title,
+                step.after,
+                step.from_joining,
+                key,
+                at_steps.get(step.number, 0),
+                waiting,
+                None if first is None else first + step.after,
+                counts,
+            )
+        )
+        previous = step.number
+    return SequenceView(sequence.name, sequence.lists, tuple(steps), at_steps.get(0, 0))
+
+
+def enrol(folder: Path, outbox: Outbox, name: str, list_name: str, at: float) -> int:
+    """Every confirmed reader of `list_name` joins sequence `name` at step 1 (those in it
+    already stay where they are); how many joined. A faulty or missing sequence is named
+    before anyone joins."""
+    load_sequence(folder, name)
+    return outbox.enrolments.enrol_list(name, list_name, at)
+
+
+def issue_of(settings: Settings, number: int) -> Issue:
+    """The issue `number` names in the delivery log: an issue file, or (a step's key, as
+    `newsletter sequences` shows it) the step as the worker sends it, numbered by its key."""
+    if number < STEP_KEYS:
+        return load_issue(settings.issues_dir, number)
+    found = None
+    if outbox_exists(settings.outbox_target):
+        with open_project_outbox(settings) as outbox:
+            found = outbox.enrolments.step_of(number)
+    if found is None:
+        raise IssueError(
+            [Problem(FOLDER, None, "", f"no sequence step has the key {number}")],
+            hint="`newsletter sequences` shows each step's key.",
+        )
+    sequence, step = found
+    issue = load_sequence(settings.resolve(Path(FOLDER)), sequence).step(step).issue
+    return issue.model_copy(update={"number": number})
+
+
+def check_sequence(
+    settings: Settings, name: str, list_name: str
+) -> list[tuple[Step, list[Finding]]]:
+    """Each step of sequence `name` checked as `check` checks an issue: its findings (those
+    its `silence:` holds back left out)."""
+    sequence = load_sequence(settings.resolve(Path(FOLDER)), name)
+    return [
+        (step, review(settings, step.file.path, list_name, source=step.file).findings)
+        for step in sequence.steps
+    ]
