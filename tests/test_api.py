@@ -65,6 +65,17 @@ def test_every_public_name_imports_and_is_documented() -> None:
     assert (ROOT / "src" / "newsletter" / "py.typed").is_file()
 
 
+def test_dir_offers_every_public_name_before_it_is_used() -> None:
+    # A fresh interpreter: in this one another test may have loaded the names already.
+    shown = subprocess.run(
+        [sys.executable, "-c", "import newsletter; print(' '.join(dir(newsletter)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert set(newsletter.__all__) <= set(shown)
+
+
 def readme_example() -> str:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## From Python", 1)[1]

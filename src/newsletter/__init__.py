@@ -42,3 +42,9 @@ def __getattr__(name: str) -> Any:
     if home is None:
         raise AttributeError(f"module 'newsletter' has no attribute {name!r}")
     return getattr(importlib.import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    # The lazy names are no module attributes until used: without this, dir() and a REPL's or
+    # an editor's completion would not offer the public API at all.
+    return sorted({*globals(), *__all__})

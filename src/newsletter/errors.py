@@ -1,7 +1,7 @@
 """Every error the tool raises on purpose, each saying what went wrong and how to fix it.
 
-The tree (the CLI maps the whole of it to exit code 1, with no traceback; an DatabaseError under
-`send` to 4, a stopped run)::
+The tree (the CLI maps the whole of it to exit code 1, with no traceback; a DatabaseError under
+`send`'s run to 4, a stopped run)::
 
     NewsletterError                 message + hint
     ├── ConfigError                 newsletter.toml or NEWSLETTER_* is wrong
@@ -14,10 +14,13 @@ The tree (the CLI maps the whole of it to exit code 1, with no traceback; an Dat
     │   └── ExportFileError         another tool's export cannot be imported as a whole
     ├── UnsafeHeaderError           a header value could inject a header (CR, LF, NUL, =?..?=)
     ├── TokenError                  an unsubscribe token is forged, altered or malformed
+    │   └── LinkExpiredError        a genuine confirmation link past its expiry
     ├── DeliveryError               sending cannot start (another send running, the log unusable)
-    │   ├── TransportError          SMTP connect, TLS or AUTH failed for the whole run
-    │   └── DatabaseError             the delivery log failed once open: disk full, locked, damaged,
-    │                               its database connection lost
+    │   ├── CheckFailedError        the checks before a send found errors (nothing planned)
+    │   └── TransportError          SMTP connect, TLS or AUTH failed for the whole run
+    ├── DatabaseError               the project's database failed once open: disk full, locked,
+    │                               damaged, its connection lost (whatever the command was doing)
+    ├── ScheduleError               a scheduled send cannot be booked as given
     └── InboxError                  the bounce mailbox (IMAP or Maildir) cannot be read
 
 Bad subscriber *rows* are not errors: they are reported and skipped (see subscribers.py). A run

@@ -9,6 +9,7 @@ Where the program is missing or fails, the result says so and how to fix it; not
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import re
 import shutil
@@ -39,7 +40,12 @@ CACHE_FILE = "spam-scores.json"
 REMEMBERED = 86400.0  # a score is kept a day for the same message and the same rules
 # Where SpamAssassin's rules and local configuration live (Debian's and the upstream default):
 # an edited local.cf or an sa-update since a score was kept makes it a score of other rules.
+# sa-update writes its rules two folders down (/var/lib/spamassassin/4.000001/updates_…/).
 RULES = (Path("/etc/spamassassin"), Path("/etc/mail/spamassassin"), Path("/var/lib/spamassassin"))
+RULES_DEPTH = 3  # folders below each of RULES whose files are looked at
+RULES_FILES = 5000  # files looked at in all: a bound on the stat calls, never reached by rules
+# `spamassassin` also reads the user's own preferences (`score RULE 5` there changes a score).
+USER_RULES = Path(".spamassassin")
 
 
 @dataclass(frozen=True)
@@ -152,7 +158,7 @@ class Scoring:
         if self._result is not None or process is None or found is None or self._thread:
             return
         self._key = f"{fingerprint}:{_rules_stamp(found)}"
-        kept = _from_json(Cache(self._state_dir / CACHE_FILE).get(self._key))
+        kept = _from_json(Cache(self._state_dir / CACHE_FILE, longest=REMEMBERED).get(self._key))
         if kept is not None:
             self._result = kept
             self._end()
@@ -181,7 +187,7 @@ class Scoring:
         result = self._scored
         assert result is not None
         if isinstance(result, SpamScore):
-            cache = Cache(self._state_dir / CACHE_FILE)
+            cache = Cache(self._state_dir / CACHE_FILE, longest=REMEMBERED)
             cache.put(self._key, asdict(result), REMEMBERED)
             cache.save()
         self._result = result
@@ -201,19 +207,45 @@ class Scoring:
 
 def _rules_stamp(program: str) -> str:
     """The program and its rules as they are now: its path, size and time, and the newest time
-    among the rule folders' files (a change in any of them, a new stamp)."""
+    among the rule folders' files, theirs below them and the user's preferences (a change in any
+    of them, a new stamp)."""
     stamps: list[str] = [program]
-    for path in (Path(program), *RULES):
+    try:
+        home = [Path.home() / USER_RULES]
+    except RuntimeError:  # no home to find: no preferences read from one either
+        home = []
+    budget = [RULES_FILES]
+    for path in (Path(program), *RULES, *home):
         try:
             found = path.stat()
-            newest = found.st_mtime_ns
-            if path.is_dir():
-                with os.scandir(path) as entries:
-                    newest = max([newest, *(e.stat().st_mtime_ns for e in entries)])
         except OSError:
             continue
+        newest = found.st_mtime_ns
+        if path.is_dir():
+            newest = max(newest, _newest(path, RULES_DEPTH, budget))
         stamps.append(f"{found.st_size}/{newest}")
     return ":".join(stamps)
+
+
+def _newest(folder: Path, depth: int, budget: list[int]) -> int:
+    """The latest modification time of what is in `folder`, `depth` folders down, looking at
+    no more than `budget[0]` entries (spent as it goes); unreadable entries are skipped."""
+    newest = 0
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if budget[0] <= 0:
+                    break
+                budget[0] -= 1
+                try:
+                    newest = max(newest, entry.stat().st_mtime_ns)
+                    if depth > 0 and entry.is_dir(follow_symlinks=False):
+                        newest = max(newest, _newest(Path(entry.path), depth - 1, budget))
+                except OSError:
+                    continue
+    except OSError:
+        pass
+    return newest
 
 
 def _from_json(value: Any) -> SpamScore | None:
@@ -225,11 +257,14 @@ def _from_json(value: Any) -> SpamScore | None:
             SpamRule(float(r["points"]), str(r["name"]), str(r["description"]))
             for r in value["rules"]
         )
-        return SpamScore(
+        score = SpamScore(
             float(value["score"]), float(value["required"]), rules, str(value["version"])
         )
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
+    # A NaN score is neither above 0.0 nor 5.0: read back, it would let any message pass.
+    numbers = (score.score, score.required, *(rule.points for rule in score.rules))
+    return score if all(math.isfinite(n) for n in numbers) else None
 
 
 async def score_message_async(data: bytes, *, program: str = PROGRAM) -> SpamResult:

@@ -5,12 +5,16 @@ preview's live reload (one check per save) and a second `newsletter check --onli
 the network again; the spam score of a rendered message is kept the same way (spam-scores.json),
 so the send after a `check` or a test send of the same bytes does not run SpamAssassin again.
 Each entry carries its own expiry; a missing, unreadable or foreign file is an empty cache, never
-an error.
+an error. The file is ours but read as hostile all the same: an expiry that is not a finite
+number, or one further off than the caller's `longest` keeps anything (a clock set wrong when it
+was written, a hand edit), is dropped, so nothing kept outlives what it was kept for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -25,9 +29,14 @@ VERSION = 1
 class Cache:
     """Entries `key -> (expires_at, value)`; `value` is anything JSON can hold."""
 
-    def __init__(self, path: Path | None, *, clock: Any = time.time) -> None:
+    def __init__(
+        self, path: Path | None, *, clock: Any = time.time, longest: float | None = None
+    ) -> None:
+        """`longest`: the longest time-to-live this cache is given; a read entry that would
+        live longer is not ours to trust (None: no bound)."""
         self.path = path
         self._clock = clock
+        self._longest = longest
         self._entries: dict[str, tuple[float, Any]] = {}
         self._dirty = False
         if path is not None:
@@ -35,7 +44,10 @@ class Cache:
 
     def get(self, key: str) -> Any | None:
         entry = self._entries.get(key)
-        if entry is None or entry[0] <= self._clock():
+        if entry is None:
+            return None
+        now = self._clock()
+        if entry[0] <= now or (self._longest is not None and entry[0] > now + self._longest):
             return None
         return entry[1]
 
@@ -51,10 +63,17 @@ class Cache:
             return
         now = self._clock()
         live = {key: list(entry) for key, entry in self._entries.items() if entry[0] > now}
-        private_folder(self.path.parent)
         partial = self.path.with_suffix(f".{os.getpid()}.tmp")
-        write_private(partial, json.dumps({"version": VERSION, "entries": live}))
-        os.replace(partial, self.path)
+        try:
+            private_folder(self.path.parent)
+            write_private(partial, json.dumps({"version": VERSION, "entries": live}))
+            os.replace(partial, self.path)
+        except OSError:
+            # A cache that cannot be written (a read-only checkout, a full disk) is only a
+            # cache: the answers were found; the next run asks again. Never the command's error.
+            with contextlib.suppress(OSError):
+                partial.unlink()
+            return
         self._dirty = False
 
 
@@ -69,7 +88,19 @@ def _read(path: Path) -> dict[str, tuple[float, Any]]:
     if not isinstance(entries, dict):
         return {}
     return {
-        key: (float(entry[0]), entry[1])
+        key: (expiry, entry[1])
         for key, entry in entries.items()
-        if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int | float)
+        if isinstance(entry, list) and len(entry) == 2 and (expiry := _expiry(entry[0])) is not None
     }
+
+
+def _expiry(value: object) -> float | None:
+    """A written expiry as a time, or None: JSON's NaN and Infinity never expire, and an integer
+    too large for a float raises OverflowError (a traceback from a file of ours)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        found = float(value)
+    except OverflowError:
+        return None
+    return found if math.isfinite(found) else None

@@ -70,6 +70,14 @@ class ListReport:
             "suppressed": self.suppressed,
         }
 
+    def skipped_lines(self, shown: int = 20) -> list[str]:
+        """The rows a send skipped as `send` and the worker's log say them: the first `shown`
+        named, the rest counted."""
+        lines = [f"skipped row: {problem}" for problem in self.rejected[:shown]]
+        if self.rejected_count > shown:
+            lines.append(f"... and {self.rejected_count - shown} more rows skipped")
+        return lines
+
 
 def fold_address(address: str) -> str:
     """An address already checked, folded for comparison: case and surrounding space do not

@@ -21,7 +21,7 @@ from newsletter.cli.main import cli
 from newsletter.review import compare
 from newsletter.review.pictures import pair_shots
 from newsletter.review.pixels import Box
-from newsletter.review.shots import SCHEMES, WIDTHS, EmailPage, take_shots
+from newsletter.review.shots import MAX_HEIGHT, SCHEMES, WIDTHS, EmailPage, take_shots
 from support.gitrepo import git
 from support.images import png
 from support.websites import website
@@ -263,3 +263,20 @@ def test_shots_writes_four_pngs_one_line_each(tmp_path: Path, chromium: str) -> 
         light = images[f"issue-1-{width}-light.png"].getpixel((2, 2))
         dark = images[f"issue-1-{width}-dark.png"].getpixel((2, 2))
         assert sum(dark) < sum(light), (width, light, dark)
+
+
+def test_an_email_taller_than_any_email_is_shot_to_a_bound(chromium: str) -> None:
+    # 300,000 px: a 680 x 300,000 PNG is refused by Pillow as a decompression bomb (the diff
+    # page failed with a traceback), and would be 800 MB of pixels if it were not.
+    tall = (
+        '<html><body style="margin:0"><div style="height:300000px;'
+        'background:linear-gradient(#c00,#00c)">tall</div></body></html>'
+    )
+    short = '<html><body style="margin:0"><div style="height:300px">short</div></body></html>'
+    tall_shots, short_shots = take_shots([EmailPage(tall), EmailPage(short)], chromium)
+    for shot in tall_shots.shots:
+        assert Image.open(io.BytesIO(shot.png)).size == (shot.width, MAX_HEIGHT), shot.name
+    for shot in short_shots.shots:  # the bound is no padding: a short email is as tall as it is
+        assert Image.open(io.BytesIO(shot.png)).height < 1000, shot.name
+    pairs = pair_shots(short_shots, tall_shots)
+    assert [pair.cut for pair in pairs] == [True] * len(WIDTHS) * len(SCHEMES)

@@ -101,3 +101,19 @@ def test_a_chromium_that_does_not_start_is_one_error(repo: Path) -> None:
     assert first.startswith(f"error: Chromium ({not_a_browser}) failed: "), first
     assert "Traceback" not in result.output
     assert not page.exists()
+
+
+def test_an_html_page_in_a_missing_folder_is_refused_before_any_shot(repo: Path) -> None:
+    # The shots take a minute on a loaded machine: the page's folder is looked at first.
+    starts = repo.parent / "starts.log"
+    browser = repo / "chromium"
+    browser.write_text(f'#!/bin/sh\necho start >> "{starts}"\nexit 3\n', encoding="utf-8")
+    browser.chmod(0o755)
+    page = repo / "no-such-folder" / "page.html"
+    result = run(repo, "diff", "--issue", "1", "--html", str(page), "--chromium", str(browser))
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"error: --html {page}: the folder {page.parent} does not exist or cannot be written in",
+        "hint: Make the folder first, or name a file in a folder you can write in.",
+    ]
+    assert not starts.exists()

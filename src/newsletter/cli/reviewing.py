@@ -10,6 +10,7 @@ import click
 
 from newsletter.cli.terminal import issue_option, printable, sample_list_option
 from newsletter.configfile import CONFIG_NAME
+from newsletter.errors import NewsletterError
 from newsletter.review import compare, version_at
 from newsletter.review.shots import SHOTS_HINT, ShotsError, shots_missing
 from newsletter.review.summary import diff_lines
@@ -65,6 +66,8 @@ def diff(
     missing = shots_missing(chromium)
     if html_file is not None and missing is not None:
         raise ShotsError(f"--html needs screenshots: {missing}")
+    if html_file is not None:
+        _writable_folder(html_file)
     config = _config(ctx)
     rev_a = revisions[0] if revisions else "HEAD"
     rev_b = revisions[1] if len(revisions) == 2 else None
@@ -87,6 +90,18 @@ def diff(
 
     html_file.write_text(diff_page(found, chromium), encoding="utf-8")
     click.echo(f"wrote {printable(str(html_file))}")
+
+
+def _writable_folder(page: Path) -> None:
+    """Refuse a page whose folder is missing or not ours to write in before the screenshots
+    are taken: they take a minute on a loaded machine, and were then thrown away."""
+    folder = page.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise NewsletterError(
+            f"--html {printable(str(page))}: the folder {printable(str(folder))} does not exist"
+            " or cannot be written in",
+            hint="Make the folder first, or name a file in a folder you can write in.",
+        )
 
 
 @click.command()

@@ -268,10 +268,8 @@ def _dry_run(settings: Settings, number: int, list_name: str, out: Path) -> None
 
 
 def _report_list(report: ListReport) -> None:
-    for problem in report.rejected[:20]:
-        click.echo(f"skipped row: {problem}", err=True)
-    if report.rejected_count > 20:
-        click.echo(f"... and {report.rejected_count - 20} more rows skipped", err=True)
+    for line in report.skipped_lines():
+        click.echo(line, err=True)
 
 
 class _SendDisplay:
@@ -336,19 +334,13 @@ class _SendDisplay:
             self._show(now)
 
     def _show(self, now: float) -> None:
-        c, status = self.counts, self.states
+        from newsletter.send.job import progress_figures, progress_line  # loaded by the send
+
         rate = self.sent / max(now - self.started, 1e-3)
-        # The log's rows, not the list: it also holds recipients sent before they left the list.
-        total = sum(c.values())
-        done = total - c.get(status.PENDING, 0) - c.get(status.DEFERRED, 0)
-        done -= c.get(status.SENDING, 0)
-        states = (
-            f"sent {c.get(status.SENT, 0)} deferred {c.get(status.DEFERRED, 0)}"
-            f" rejected {c.get(status.REJECTED, 0)}"
-        )
         if self.progress is not None and self.task is not None:
+            done, total, states = progress_figures(self.counts)
             self.progress.update(
                 self.task, completed=done, total=total, states=states, rate=f"{rate:.0f} msg/s"
             )
         else:
-            click.echo(f"{self.label}: {done}/{total} done, {states}, {rate:.0f} msg/s")
+            click.echo(progress_line(self.label, self.counts, rate))

@@ -20,7 +20,7 @@ import jinja2
 
 from newsletter.review.compare import IssueDiff, Version
 from newsletter.review.pixels import Regions, changed_regions, decode, mark
-from newsletter.review.shots import EmailPage, PageShots, take_shots
+from newsletter.review.shots import MAX_HEIGHT, EmailPage, PageShots, take_shots
 from newsletter.review.summary import summary_lines, text_diff_lines
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -35,6 +35,7 @@ class ShotPair:
     before: bytes
     after: bytes
     regions: Regions
+    cut: bool = False  # a version is taller than MAX_HEIGHT: what lies below is not shown
 
     @property
     def name(self) -> str:
@@ -63,7 +64,8 @@ def pair_shots(before: PageShots, after: PageShots) -> list[ShotPair]:
         regions = changed_regions(a, b)
         # Nothing to draw: Chromium's own files, not encoded again.
         shown = (mark(a, regions.before), mark(b, regions.after)) if regions else (old.png, new.png)
-        pairs.append(ShotPair(old.width, old.scheme, *shown, regions))
+        cut = max(a.height, b.height) >= MAX_HEIGHT
+        pairs.append(ShotPair(old.width, old.scheme, *shown, regions, cut))
     return pairs
 
 
@@ -76,6 +78,7 @@ def render_page(found: IssueDiff, pairs: list[ShotPair], blocked: tuple[str, ...
             before_label=found.before.label,
             after_label=found.after.label,
             pairs=pairs,
+            max_height=MAX_HEIGHT,
             blocked=list(dict.fromkeys(blocked)),
             summary=summary_lines(found),
             text_diff=text_diff_lines(found),

@@ -27,6 +27,11 @@ SCHEMES = ("light", "dark")
 # height with background, so two versions' shots end where their emails end (pixels.py lines
 # up their bottoms to find what moved).
 _HEIGHT = 100
+# The tallest shot taken: an email is some thousands of pixels tall (Gmail clips its HTML at
+# ~102 KB), and a page a stranger's pull request makes 300,000 px tall would be a 680 x 300,000
+# PNG, which Pillow refuses as a decompression bomb (and 800 MB of pixels if it did not). What
+# lies below is not shot; the diff's page says where the shots end.
+MAX_HEIGHT = 20_000
 _STEP_TIMEOUT_MS = 180_000
 # Found on PATH in this order when no executable is configured.
 _CHROMIUMS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -164,7 +169,9 @@ def _shoot(browser: Any, email: EmailPage) -> PageShots:
             page.set_viewport_size({"width": width, "height": _HEIGHT})
             for scheme in SCHEMES:
                 page.emulate_media(color_scheme=scheme)
-                png = page.screenshot(full_page=True, type="png", animations="disabled")
+                # The clip is trimmed to the page: a shorter email is shot whole.
+                clip = {"x": 0, "y": 0, "width": width, "height": MAX_HEIGHT}
+                png = page.screenshot(full_page=True, clip=clip, type="png", animations="disabled")
                 shots.append(Shot(width, scheme, png))
     finally:
         context.close()

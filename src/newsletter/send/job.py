@@ -96,6 +96,23 @@ class Event:
     previous: DeliveryStatus = DeliveryStatus.PENDING
 
 
+def progress_figures(counts: Mapping[DeliveryStatus, int]) -> tuple[int, int, str]:
+    """A run's progress from its counts: (done, total, `sent 3 deferred 1 rejected 0`). The
+    total is the log's rows, not the list's: it also holds recipients sent before they left."""
+    total = sum(counts.values())
+    waiting = (DeliveryStatus.PENDING, DeliveryStatus.DEFERRED, DeliveryStatus.SENDING)
+    done = total - sum(counts.get(state, 0) for state in waiting)
+    sent, deferred = counts.get(DeliveryStatus.SENT, 0), counts.get(DeliveryStatus.DEFERRED, 0)
+    states = f"sent {sent} deferred {deferred} rejected {counts.get(DeliveryStatus.REJECTED, 0)}"
+    return done, total, states
+
+
+def progress_line(label: str, counts: Mapping[DeliveryStatus, int], rate: float) -> str:
+    """The line `send` prints every few seconds without a terminal (the worker's log too)."""
+    done, total, states = progress_figures(counts)
+    return f"{label}: {done}/{total} done, {states}, {rate:.0f} msg/s"
+
+
 @dataclass(frozen=True)
 class Planning:
     """What the plan step did: the rows it reopened, the plan's counts (None: not planned, or
