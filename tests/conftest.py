@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from newsletter.issues import load_issue
@@ -33,6 +34,34 @@ CHROMIUM_ARGS = [
     "--disable-extensions",
     "--disable-dev-shm-usage",
 ]
+
+# A test's client waits as long as the test may: httpx's own 5 s default turned a loaded machine's
+# slow answer (a serve started beside a full suite) into a failed test. A hang still fails, by
+# pytest-timeout; a call that gives its own timeout keeps it. Code under test gives its own.
+PATIENT = httpx.Timeout(120.0)
+
+
+def _make_httpx_patient() -> None:
+    for function in (
+        httpx.request,
+        httpx.get,
+        httpx.options,
+        httpx.head,
+        httpx.post,
+        httpx.put,
+        httpx.patch,
+        httpx.delete,
+    ):
+        defaults = function.__kwdefaults__
+        if defaults is not None and "timeout" in defaults:
+            defaults["timeout"] = PATIENT
+    for client in (httpx.Client, httpx.AsyncClient):
+        defaults = client.__init__.__kwdefaults__
+        if defaults is not None and "timeout" in defaults:
+            defaults["timeout"] = PATIENT
+
+
+_make_httpx_patient()
 
 
 @pytest.fixture
