@@ -6,7 +6,8 @@ import asyncio
 import itertools
 import time
 
-from newsletter.send.pacing import RateLimiter, backoff
+from newsletter.send.courier import RETRY
+from newsletter.send.pacing import RateLimiter, RetryPolicy
 
 
 async def test_unlimited_rate_is_not_paced() -> None:
@@ -44,7 +45,17 @@ async def test_waiters_through_a_stall_still_leave_one_interval_apart() -> None:
 
 
 def test_full_jitter_backoff_stays_within_its_cap() -> None:
-    values = [backoff(n, 1.0, 60.0) for n in range(1, 12) for _ in range(50)]
+    policy = RetryPolicy(base=1.0, cap=60.0)
+    values = [policy.delay(n) for n in range(1, 12) for _ in range(50)]
     assert all(0 <= v <= 60 for v in values)
-    assert max(backoff(1, 1.0, 60.0) for _ in range(200)) <= 1.0
-    assert max(backoff(10, 1.0, 60.0) for _ in range(200)) > 30
+    assert max(policy.delay(1) for _ in range(200)) <= 1.0
+    assert max(policy.delay(10) for _ in range(200)) > 30
+
+
+def test_the_site_mail_retries_by_the_same_policy_with_its_own_figures() -> None:
+    assert RetryPolicy(base=30.0, cap=3600.0, spread=0.5) == RETRY
+    first = [RETRY.delay(1) for _ in range(200)]
+    assert min(first) >= 15.0
+    assert max(first) <= 30.0
+    assert min(RETRY.delay(20) for _ in range(200)) >= 1800.0
+    assert max(RETRY.delay(20) for _ in range(200)) <= 3600.0

@@ -34,12 +34,15 @@ from newsletter.mail.tokens import LinkTarget, Purpose, sign_link
 from newsletter.models import OutgoingMessage
 from newsletter.outbox.backend import Backend
 from newsletter.outbox.mailqueue import MailKind, MailState, SiteMail, SiteMailQueue
+from newsletter.send.pacing import RetryPolicy
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool, Session
 from newsletter.settings import Settings
 
-BACKOFF = 30.0  # seconds before the first retry of a deferred mail; doubles, up to MAX_BACKOFF
-MAX_BACKOFF = 3600.0
+# A deferred confirmation or welcome is tried again after 15-30 s, then twice as long each time,
+# up to an hour: the send's policy (pacing.RetryPolicy) with the site mail's own figures. Half of
+# each wait is kept: one reader's mail is not tried again at once against a server that deferred.
+RETRY = RetryPolicy(base=30.0, cap=3600.0, spread=0.5)
 SETUP_PAUSE = 60.0  # seconds to wait after the server could not be used at all
 Log = Callable[[str], None]
 
@@ -144,7 +147,7 @@ class Courier:
             if mail.attempts + 1 >= self.settings.worker.max_attempts:
                 state = MailState.FAILED
             else:
-                retry_in = min(BACKOFF * 2**mail.attempts, MAX_BACKOFF)
+                retry_in = RETRY.delay(mail.attempts + 1)
         self._unrecorded.append((mail.id, state, result.code, result.reply, retry_in))
         self._flush()
         return state

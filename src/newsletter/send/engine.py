@@ -32,7 +32,7 @@ from newsletter.send.commit import GroupCommit
 from newsletter.send.faults import Breaker
 from newsletter.send.job import Delivered, Event, Job, Options
 from newsletter.send.lease import LEASE_LOST, Lease, LeaseLostError
-from newsletter.send.pacing import Pacer, backoff
+from newsletter.send.pacing import Pacer, RetryPolicy
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool, Session
 from newsletter.send.warmup import warmup_for
@@ -343,7 +343,7 @@ class Engine:
         """Back to the outbox, due again after the backoff (claimed again while this run has
         tried it fewer than max_attempts times)."""
         opts = self.options
-        delay = backoff(row.attempts + 1, opts.retry_base, opts.retry_cap)
+        delay = RetryPolicy(opts.retry_base, opts.retry_cap).delay(row.attempts + 1)
         self._record(
             row, S.DEFERRED, result, attempted=attempted, next_attempt_at=time.time() + delay
         )

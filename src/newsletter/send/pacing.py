@@ -57,9 +57,21 @@ class RateLimiter:
         self.interval = 2.0 / current
 
 
-def backoff(attempt: int, base: float, cap: float) -> float:
-    """Full jitter (AWS architecture blog): uniform in [0, min(cap, base * 2**(attempt-1))]."""
-    return random.uniform(0, min(cap, base * 2 ** max(attempt - 1, 0)))
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When a deferred message is tried again: the one rule of the send's engine and the site's
+    mail (courier.py), each with its own figures. Jittered (AWS architecture blog): uniform in
+    [(1 - spread) * d, d] for d = min(cap, base * 2**(attempt-1)), so retries of many rows spread
+    instead of returning in step to a server that asked for less; `spread` 1 is full jitter."""
+
+    base: float  # seconds: the first retry comes within this
+    cap: float  # seconds: the longest wait between two tries
+    spread: float = 1.0  # the share of each wait drawn at random (the rest is waited anyway)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds before try `attempt + 1`, after `attempt` tries (1: the first failed)."""
+        longest = min(self.cap, self.base * 2 ** max(attempt - 1, 0))
+        return random.uniform((1 - self.spread) * longest, longest)
 
 
 def domain_of(recipient: str) -> str:
@@ -195,7 +207,7 @@ class Pacer:
         """The relay throttled us: halve the pace, pause, and count it."""
         self.throttles += 1
         self.per_second.slow_down(observed)
-        self.per_second.pause(backoff(self.throttles + 1, self._base, self._cap))
+        self.per_second.pause(RetryPolicy(self._base, self._cap).delay(self.throttles + 1))
         return self.throttles
 
     def sent(self, recipient: str) -> None:
