@@ -36,6 +36,10 @@ Durability = Literal["process", "power"]
 # candidates are then read with `address_in`, since ann@example.org is also inside
 # joann@example.org.
 MENTIONS = "LIKE ? ESCAPE '!'"
+# A migration's statement that adds a column: skipped when the column is there already, as a
+# table's CREATE ... IF NOT EXISTS is (SQLite has no ADD COLUMN IF NOT EXISTS): a file whose
+# schema_migrations lost rows it had applied (restored in part, rewritten by hand) migrates again.
+_ADD_COLUMN = re.compile(r"^\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.IGNORECASE)
 _ADDRESS_CHARS = r"A-Za-z0-9.!#$%&'*+/=?^_`{|}~\-"
 
 
@@ -207,13 +211,32 @@ class Backend:
                 if migration.version <= current:
                     continue
                 for statement in statements(self._script(migration)):
-                    self.run(statement)
+                    if not self._adds_a_column_there_already(statement):
+                        self.run(statement)
                 self.run(
                     "INSERT INTO schema_migrations (version, about, applied_at) VALUES (?, ?, ?)",
                     (migration.version, migration.about, now()),
                 )
                 applied.append(migration)
         return applied
+
+    def _adds_a_column_there_already(self, statement: str) -> bool:
+        added = _ADD_COLUMN.match(statement)
+        if added is None:
+            return False
+        table, column = added.group(1).lower(), added.group(2).lower()
+        if self.name == "sqlite":
+            found = [str(row[1]).lower() for row in self.fetch(f"PRAGMA table_info({table})")]
+        else:
+            found = [
+                str(row[0]).lower()
+                for row in self.fetch(
+                    "SELECT column_name FROM information_schema.columns"
+                    " WHERE table_schema = current_schema() AND table_name = ?",
+                    (table,),
+                )
+            ]
+        return column in found
 
     def _up_to_date(self) -> bool:
         try:
