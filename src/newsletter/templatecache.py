@@ -2,10 +2,14 @@
 
 `diff` renders each git revision from its own temporary folder, and there the templates are
 most often the same text; Jinja's compile is most of a render's time. A template whose text
-changed has another checksum, so it is compiled anew.
+changed has another checksum, so it is compiled anew. `page_environment` is the one set-up of
+the tool's own HTML pages (the preview, the site, the click report, the diff page): every value
+escaped, a missing variable an error.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import jinja2
 from jinja2.bccache import Bucket
@@ -31,3 +35,14 @@ class CompiledTemplates(jinja2.BytecodeCache):
 
 
 COMPILED_TEMPLATES = CompiledTemplates()
+
+
+def page_environment(folder: Path) -> jinja2.Environment:
+    """Templates in `folder`, every value escaped, a missing variable an error."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(folder),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )

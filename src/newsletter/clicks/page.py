@@ -18,19 +18,14 @@ from newsletter.clicks.charts import clicks_chart, delivery_chart
 from newsletter.clicks.report import ClickReport, lines, shown, withheld_note
 from newsletter.clicks.rules import ABOUT
 from newsletter.clicks.tables import MODES, PEOPLE
+from newsletter.templatecache import page_environment
 
 TEMPLATES = Path(__file__).parent / "templates"
 
 
 @functools.cache
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    return page_environment(TEMPLATES)
 
 
 def render_html(report: ClickReport, *, language: str = "en") -> str:

@@ -22,6 +22,7 @@ from newsletter.review.compare import IssueDiff, Version
 from newsletter.review.pixels import Regions, changed_regions, decode, mark
 from newsletter.review.shots import MAX_HEIGHT, EmailPage, PageShots, take_shots
 from newsletter.review.summary import summary_lines, text_diff_lines
+from newsletter.templatecache import page_environment
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -111,10 +112,4 @@ def _data_uri(png: bytes) -> str:
 
 @functools.cache
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
+    return page_environment(TEMPLATES)

@@ -7,9 +7,6 @@ from __future__ import annotations
 import errno
 import ipaddress
 import socket
-from pathlib import Path
-
-import jinja2
 
 from newsletter.errors import NewsletterError
 
@@ -17,17 +14,6 @@ from newsletter.errors import NewsletterError
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "[::1]"]
 # Pages that depend on state (a token, a fresh render) must never be served from a cache.
 NO_STORE = {"cache-control": "no-store"}
-
-
-def page_environment(folder: Path) -> jinja2.Environment:
-    """Templates in `folder`, every value escaped, a missing variable an error."""
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(folder),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
 
 
 def is_loopback(sock: socket.socket) -> bool:

@@ -41,7 +41,8 @@ from newsletter.send.mailbox import (
     read_captured,
 )
 from newsletter.spamscore import SpamResult, score_message_async, spam_findings
-from newsletter.web.listen import NO_STORE, page_environment
+from newsletter.templatecache import page_environment
+from newsletter.web.listen import NO_STORE
 from newsletter.web.preview.received import (
     READ_LIMIT,
     ReceivedMessage,

@@ -19,7 +19,7 @@ from typing import Any
 from newsletter.i18n import PAGES, has_strings, strings_for
 from newsletter.links import feed_url, signup_url
 from newsletter.settings import Settings
-from newsletter.web.listen import page_environment
+from newsletter.templatecache import page_environment
 
 UI_DIR = Path(__file__).resolve().parent / "templates"
 
