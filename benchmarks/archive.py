@@ -20,10 +20,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the test servers in tests/support/
 
+from newsletter.config.settings import load_settings  # noqa: E402
 from newsletter.draft import published_issues  # noqa: E402
 from newsletter.issues import issue_path, read_issue_file  # noqa: E402
 from newsletter.preflight.archive import ARCHIVE_CACHE, check_archive  # noqa: E402
-from newsletter.settings import load_settings  # noqa: E402
 from support.dnszone import dns_server  # noqa: E402
 from support.onlineproject import configure, write_issue  # noqa: E402
 from support.project import copy_project, publish_all  # noqa: E402

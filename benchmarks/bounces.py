@@ -30,17 +30,17 @@ from functools import partial
 from pathlib import Path
 
 from newsletter.bounces.reports import read_report
+from newsletter.config.settings import load_settings
+from newsletter.database import open_database
+from newsletter.database.records import now
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory
 from newsletter.models import DeliveryStatus, Subscriber
-from newsletter.outbox import open_outbox
-from newsletter.outbox.records import now
-from newsletter.render import render_issue
-from newsletter.settings import load_settings
+from newsletter.rendering.render import render_issue
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the test-only planning helpers in tests/support/
-from support.outbox import due, plan  # noqa: E402
+from support.database import due, plan  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "bounces"
 SECRET = b"benchmark-secret-0123456789abcdef"
@@ -83,17 +83,17 @@ def verp() -> tuple[float, float]:
 
 def guard(rows: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as folder:
-        outbox = open_outbox(Path(folder) / "outbox.sqlite3")
+        database = open_database(Path(folder) / "outbox.sqlite3")
         readers = [f"reader{i}@example.org" for i in range(rows)]
-        plan(outbox, 14, "main", readers)
+        plan(database, 14, "main", readers)
         since = now()
-        journal = outbox.journal(None)
-        for row in due(outbox, 14, "main"):
+        journal = database.journal(None)
+        for row in due(database, 14, "main"):
             journal.record(row.id, DeliveryStatus.SENT, code=250, reply="ok")
         journal.commit()
-        totals = median_us(lambda: outbox.bounces.run_totals(14, "main", since), 15)
-        counts = median_us(lambda: outbox.deliveries.counts(14, "main"), 15)
-        outbox.close()
+        totals = median_us(lambda: database.bounces.run_totals(14, "main", since), 15)
+        counts = median_us(lambda: database.deliveries.counts(14, "main"), 15)
+        database.close()
     return totals, counts
 
 

@@ -42,15 +42,15 @@ from newsletter.clicks.report import SendSummary, build_report
 from newsletter.clicks.rules import label
 from newsletter.clicks.tables import render_text, write_report_csv
 from newsletter.clicks.tally import tally
+from newsletter.config.settings import load_settings
+from newsletter.database import open_database
+from newsletter.database.clicks import ClickRecord, StoredClick
 from newsletter.issues import load_issue
-from newsletter.outbox import open_outbox
-from newsletter.outbox.clicks import ClickRecord, StoredClick
-from newsletter.places import CANARY, issue_links, outline
-from newsletter.settings import load_settings
+from newsletter.rendering.places import CANARY, issue_links, outline
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the test-only planning helpers in tests/support/
-from support.outbox import plan  # noqa: E402
+from support.database import plan  # noqa: E402
 
 START = 1_800_000_000.0
 SEND_SECONDS = 1_800.0
@@ -139,14 +139,17 @@ def store(count: int, mode: str, path: Path) -> None:
     """`count` generated events, and the send's rows sent over its 30 minutes, in a SQLite
     outbox at `path` (a child of its own: the report's child then starts with nothing held)."""
     events, per_minute = generate(count, per_reader=mode == "per-reader")
-    with open_outbox(path) as outbox:
+    with open_database(path) as database:
         plan(
-            outbox, 14, "main", [f"reader{n}@example.com" for n in range(sum(per_minute.values()))]
+            database,
+            14,
+            "main",
+            [f"reader{n}@example.com" for n in range(sum(per_minute.values()))],
         )
-        ((first,),) = outbox.backend.fetch("SELECT min(id) FROM deliveries")
+        ((first,),) = database.backend.fetch("SELECT min(id) FROM deliveries")
         done = first
         for minute, sent in sorted(per_minute.items()):
-            outbox.backend.run(
+            database.backend.run(
                 "UPDATE deliveries SET state = 'sent', sent_at = ? WHERE id >= ? AND id < ?",
                 (minute.isoformat(), done, done + sent),
             )
@@ -156,10 +159,10 @@ def store(count: int, mode: str, path: Path) -> None:
             row = None if event.row is None else event.row + first
             batch.append(StoredClick(14, "main", ClickRecord(*event._replace(row=row))))
             if len(batch) == 50_000:
-                outbox.clicks.add(batch)
+                database.clicks.add(batch)
                 batch = []
-        outbox.clicks.add(batch)
-        outbox.sent_links.record(14, "main", mode, [])
+        database.clicks.add(batch)
+        database.sent_links.record(14, "main", mode, [])
 
 
 def child_report(path: Path) -> dict[str, float]:
@@ -178,8 +181,8 @@ def child_report(path: Path) -> dict[str, float]:
     reference = time.perf_counter() - start
     db.close()
     start = time.perf_counter()
-    with open_outbox(path) as outbox:
-        report = gather_report(outbox, settings, issue, "main")
+    with open_database(path) as database:
+        report = gather_report(database, settings, issue, "main")
     gathered = time.perf_counter() - start
     start = time.perf_counter()
     render_text(report)

@@ -25,13 +25,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the servers in tests/support/
 from aiosmtpd.smtp import SMTP, Envelope, Session  # noqa: E402
+from support.database import Listing, deliver  # noqa: E402
 
+from newsletter.config.settings import SmtpSettings  # noqa: E402
+from newsletter.database import open_database  # noqa: E402
 from newsletter.models import OutgoingMessage, Subscriber  # noqa: E402
-from newsletter.outbox import open_outbox  # noqa: E402
 from newsletter.send.job import Job, Options  # noqa: E402
 from newsletter.send.smtp import Pool  # noqa: E402
-from newsletter.settings import SmtpSettings  # noqa: E402
-from support.outbox import Listing, deliver  # noqa: E402
 
 DOMAINS = ("a.test", "b.test", "c.test", "d.test")
 THROTTLE = "421 4.7.28 [192.0.2.1] unusual rate of unsolicited mail: temporarily rate limited"
@@ -84,15 +84,15 @@ async def one_send(count: int, throttled: bool, folder: Path) -> tuple[float, fl
     server = await loop.create_server(lambda: SMTP(sink), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     job = Job(14, "main", Listing(lambda: [Subscriber(envelope=r) for r in readers]), build)
-    outbox = open_outbox(folder / f"outbox-{throttled}.sqlite3")
+    database = open_database(folder / f"outbox-{throttled}.sqlite3")
     try:
         smtp = SmtpSettings(host="127.0.0.1", port=port, security="none")
         pool = Pool(smtp, password=None, size=OPTIONS.concurrency)
         started = time.perf_counter()
-        report = await deliver(job, pool, outbox, OPTIONS)
+        report = await deliver(job, pool, database, OPTIONS)
         ended = time.perf_counter()
     finally:
-        outbox.close()
+        database.close()
         server.close()
         await server.wait_closed()
     if not report.complete:

@@ -40,15 +40,15 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa, utils
 
+from newsletter.config.settings import DkimSettings, Settings, load_settings
 from newsletter.issues import load_issue
 from newsletter.mail.clicktokens import LinkTokens, click_token, verify_click
 from newsletter.mail.message import MessageFactory
 from newsletter.mail.tokens import sign, verify
 from newsletter.mail.tracking import render_for_sending
 from newsletter.models import Placeholder, RenderedEmail, Subscriber
-from newsletter.places import Place, Region
-from newsletter.render import render_issue
-from newsletter.settings import DkimSettings, Settings, load_settings
+from newsletter.rendering.places import Place, Region
+from newsletter.rendering.render import render_issue
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = b"benchmark-secret-0123456789abcdef"
@@ -349,7 +349,7 @@ def generate_csv(path: Path, rows: int) -> None:
 CHILD = """
 import resource, sys, time
 from pathlib import Path
-from newsletter.subscribers import ListReport, read_subscribers
+from newsletter.importers.subscribers import ListReport, read_subscribers
 path = Path(sys.argv[1])
 baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()

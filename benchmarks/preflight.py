@@ -30,11 +30,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the test servers in tests/support/
 
+from newsletter.config.settings import load_settings  # noqa: E402
 from newsletter.draft import review  # noqa: E402
 from newsletter.issues import issue_path  # noqa: E402
 from newsletter.preflight.run import OnlineReport, run_online  # noqa: E402
-from newsletter.settings import load_settings  # noqa: E402
-from newsletter.statecache import FILE_NAME  # noqa: E402
+from newsletter.state.statecache import FILE_NAME  # noqa: E402
 from support.dkimkeys import dkim_value  # noqa: E402
 from support.dnszone import dns_server  # noqa: E402
 from support.onlineproject import configure  # noqa: E402

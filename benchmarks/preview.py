@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from newsletter.settings import load_settings
+from newsletter.config.settings import load_settings
 from newsletter.web.listen import LOOPBACK_NAMES, bind_socket, url_of
 from newsletter.web.preview.app import create_server
 from newsletter.web.preview.workspace import Workspace, build_view

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from newsletter.settings import load_settings
+from newsletter.config.settings import load_settings
 from newsletter.web.preview.pages import email_document
 from newsletter.web.preview.received import READ_LIMIT, disarm_frames, open_received
 from newsletter.web.preview.workspace import build_view

@@ -39,12 +39,12 @@ SUMMARY = "A one-line summary of what this link is about, as issue 14's items ha
 def measure(project: Path, weekly: dict[str, Any] | None, runs: int) -> dict[str, Any]:
     """Every figure, with only what old and new code share: run in this process, or in a
     child process over an older checkout (then `weekly` is its YAML-shaped data)."""
-    from newsletter.checks import encoded_size
+    from newsletter.checks.lint import encoded_size
+    from newsletter.config.settings import load_settings
     from newsletter.issues import load_issue
     from newsletter.mail.message import sample_message
     from newsletter.models import Issue, Item, Link, Section
-    from newsletter.render import render_issue
-    from newsletter.settings import load_settings
+    from newsletter.rendering.render import render_issue
 
     os.chdir(project)
     chinese = load_settings(project / "newsletter.toml", environ={})
@@ -145,7 +145,7 @@ def time_renders(settings: Any, path: Path, runs: int) -> dict[str, float]:
     afresh each time (markup/document.py remembers the pieces a save did not change)."""
     from newsletter.issues import load_issue_file
     from newsletter.markup import document
-    from newsletter.render import render_issue
+    from newsletter.rendering.render import render_issue
 
     def forget() -> None:
         document._tokens.cache_clear()
@@ -219,7 +219,7 @@ def main() -> None:
                 theirs.append(child(args.reference, as_yaml_issue(weekly), args.runs)["render14"])
             now["render14"], before["render14"] = statistics.median(mine), statistics.median(theirs)
         os.chdir(project)
-        from newsletter.settings import load_settings
+        from newsletter.config.settings import load_settings
 
         zh = load_settings(project / "newsletter.toml", environ={})
         times14 = time_renders(zh, project / "issues" / "14.yaml", args.runs)

@@ -35,11 +35,11 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from newsletter.config.settings import load_settings
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory
 from newsletter.models import Subscriber
-from newsletter.render import render_issue
-from newsletter.settings import load_settings
+from newsletter.rendering.render import render_issue
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the project copy in tests/support/

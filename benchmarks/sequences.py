@@ -30,14 +30,14 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from newsletter.config.settings import Settings, load_settings
+from newsletter.database import Database, open_database
+from newsletter.database.records import now
 from newsletter.issues.sequencefiles import load_sequence
 from newsletter.mail.tokens import signing_key
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox, open_outbox
-from newsletter.outbox.records import now
 from newsletter.sequences.duty import SequenceDuty
 from newsletter.sequences.steps import StepMails, deliver
-from newsletter.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the project copy in tests/support/
@@ -66,19 +66,19 @@ def write_sequence(root: Path) -> None:
         (folder / f"{name}.md").write_text(text, encoding="utf-8")
 
 
-def fill(outbox: Outbox, readers: int, due: int, moment: float) -> None:
+def fill(database: Database, readers: int, due: int, moment: float) -> None:
     """`readers` confirmed on main and enrolled, all past step 1; `due` of them a day ago (step
     2 due now), the others just now."""
     stamp = now()
     keys = [f"reader{n:06d}@example.org" for n in range(readers)]
-    with outbox.backend.transaction():
-        outbox.backend.many(
+    with database.backend.transaction():
+        database.backend.many(
             "INSERT INTO subscribers (list, address, address_key, mailbox_key, name, status,"
             " source, created_at, confirmed_at, updated_at)"
             " VALUES ('main', ?, ?, ?, '', 'confirmed', 'cli', ?, ?, ?)",
             [(k, k, k, stamp, stamp, stamp) for k in keys],
         )
-        outbox.backend.many(
+        database.backend.many(
             "INSERT INTO enrolments (sequence, list, address_key, joined_at, step, last_at,"
             " source) VALUES ('welcome', 'main', ?, ?, 1, ?, 'bench')",
             [
@@ -86,11 +86,11 @@ def fill(outbox: Outbox, readers: int, due: int, moment: float) -> None:
                 for n, k in enumerate(keys)
             ],
         )
-    if outbox.shared:
+    if database.shared:
         # PostgreSQL plans by the table's statistics, which autovacuum gathers a while after a
         # load this size: an outbox that has run a while has them, so the run has them too.
-        outbox.backend.run("ANALYZE enrolments")
-        outbox.backend.run("ANALYZE subscribers")
+        database.backend.run("ANALYZE enrolments")
+        database.backend.run("ANALYZE subscribers")
 
 
 def settings_for(root: Path, port: int) -> Settings:
@@ -137,16 +137,16 @@ async def look(settings: Settings, moment: float) -> float:
     return seconds
 
 
-async def engine_alone(settings: Settings, outbox: Outbox, due: int, list_name: str) -> float:
+async def engine_alone(settings: Settings, database: Database, due: int, list_name: str) -> float:
     """The same step's rows for `due` other readers planned beforehand, sent by the engine."""
     step = load_sequence(settings.resolve(Path("sequences")), "welcome").step(2)
-    key = outbox.enrolments.step_key("welcome", 2)
+    key = database.enrolments.step_key("welcome", 2)
     mail = StepMails(settings, signing_key(settings, allow_ephemeral=False)).get(
         step, key, list_name
     )
     stamp = now()
-    with outbox.backend.transaction():
-        outbox.backend.many(
+    with database.backend.transaction():
+        database.backend.many(
             "INSERT INTO deliveries (issue, list, recipient, envelope, name, message_id,"
             " created_at, updated_at) VALUES (?, ?, ?, ?, '', ?, ?, ?)",
             [
@@ -163,7 +163,7 @@ async def engine_alone(settings: Settings, outbox: Outbox, due: int, list_name: 
             ],
         )
     started = time.perf_counter()
-    await deliver(mail, outbox, settings)
+    await deliver(mail, database, settings)
     return time.perf_counter() - started
 
 
@@ -178,21 +178,21 @@ def measure(root: Path, port: int, url: str, readers: int, due: int) -> None:
         }
     )
     moment = time.time()
-    with open_outbox(settings.outbox_target) as outbox:
-        fill(outbox, readers, due, moment)
-        enrolments = outbox.enrolments
-        count = median_ms(lambda: outbox.backend.fetch("SELECT count(*) FROM enrolments"), 21)
+    with open_database(settings.database_target) as database:
+        fill(database, readers, due, moment)
+        enrolments = database.enrolments
+        count = median_ms(lambda: database.backend.fetch("SELECT count(*) FROM enrolments"), 21)
         some = median_ms(
             lambda: enrolments.due("welcome", 1, 2, moment - DAY, from_joining=False), 21
         )
         none = median_ms(
             lambda: enrolments.due("welcome", 1, 2, moment - 3 * DAY, from_joining=False), 21
         )
-        before = asyncio.run(engine_alone(settings, outbox, due, "before"))
+        before = asyncio.run(engine_alone(settings, database, due, "before"))
     duty = asyncio.run(look(settings, moment))
-    with open_outbox(settings.outbox_target) as outbox:
-        after = asyncio.run(engine_alone(settings, outbox, due, "after"))
-        sent = outbox.deliveries.counts(outbox.enrolments.step_key("welcome", 2), "main")
+    with open_database(settings.database_target) as database:
+        after = asyncio.run(engine_alone(settings, database, due, "after"))
+        sent = database.deliveries.counts(database.enrolments.step_key("welcome", 2), "main")
     # The engine alone just before and just after the look; the faster is the reference (the
     # stricter choice, on a machine whose load swings).
     reference = min(before, after)

@@ -53,17 +53,18 @@ from pathlib import Path
 import httpx
 from altcha import Challenge, solve_challenge
 
+from newsletter.config.settings import load_settings
+from newsletter.database import open_database
 from newsletter.issues import load_issue
 from newsletter.mail.clicktokens import LinkTokens
 from newsletter.mail.tokens import sign
 from newsletter.mail.tracking import render_for_sending
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import open_outbox
-from newsletter.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the project copy, the planning helpers
-from support.outbox import plan, record  # noqa: E402
+from support.database import plan, record  # noqa: E402
+
 from support.postgres import start_cluster  # noqa: E402
 from support.project import copy_project, publish_all  # noqa: E402
 
@@ -164,8 +165,8 @@ def unsubscribes() -> None:
         finally:
             process.terminate()
             process.wait(10)
-        with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-            stored = len(outbox.suppressions.all("main"))
+        with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
+            stored = len(database.suppressions.all("main"))
         assert stored == RUNS + BURST, stored
         log = (Path(tmp) / "serve.log").read_text(errors="replace")
         assert tokens[0] not in log
@@ -190,12 +191,12 @@ def tracked_send(project: Path, env: dict[str, str]) -> list[str]:
     settings = load_settings(project / "newsletter.toml", environ=env)
     issue = load_issue(settings.issues_dir, 14)
     links = render_for_sending(issue, settings, "main").links
-    with open_outbox(settings.outbox_target) as outbox:
-        outbox.sent_links.record(14, "main", "per-reader", links)
-        plan(outbox, 14, "main", [f"reader{n:05d}@example.com" for n in range(ROWS)])
-        rows = [row.id for row in outbox.deliveries.rows(14, "main")]
+    with open_database(settings.database_target) as database:
+        database.sent_links.record(14, "main", "per-reader", links)
+        plan(database, 14, "main", [f"reader{n:05d}@example.com" for n in range(ROWS)])
+        rows = [row.id for row in database.deliveries.rows(14, "main")]
         for row in rows:
-            record(outbox, row, DeliveryStatus.SENT)
+            record(database, row, DeliveryStatus.SENT)
     tokens = LinkTokens(SECRET, 14, links)
     return [f"/r/{token}" for row in rows for token in tokens.for_row(row)]
 
@@ -256,8 +257,8 @@ def redirects(label: str, outbox_url: str | None) -> str:
             process.terminate()
             process.wait(15)
         settings = load_settings(project / "newsletter.toml", environ=env)
-        with open_outbox(settings.outbox_target) as outbox:
-            kept = outbox.clicks.count(14, "main")
+        with open_database(settings.database_target) as database:
+            kept = database.clicks.count(14, "main")
     assert kept == asked, (kept, asked)
     ref_median, ref_p99 = statistics.median(reference), percentile(reference, 99)
     median, p99 = statistics.median(redirect), percentile(redirect, 99)
@@ -492,7 +493,7 @@ def stats(values: list[float]) -> str:
 
 
 def signups() -> None:
-    from newsletter.settings import SignupSettings
+    from newsletter.config.settings import SignupSettings
 
     cost = SignupSettings().work_cost
     with tempfile.TemporaryDirectory() as tmp:

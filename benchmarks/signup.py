@@ -27,10 +27,10 @@ from pathlib import Path
 
 from altcha import Challenge, solve_challenge
 
+from newsletter.config.settings import SignupSettings
 from newsletter.importers import read_export
-from newsletter.settings import SignupSettings
+from newsletter.importers.subscribers import ListReport, read_rows
 from newsletter.signup.challenge import ProofOfWork
-from newsletter.subscribers import ListReport, read_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = b"benchmark-secret-0123456789abcdef"

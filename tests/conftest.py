@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
+from newsletter.config.settings import Settings, load_settings
+from newsletter.database import Database, open_database
 from newsletter.issues import load_issue
 from newsletter.models import Issue, RenderedEmail
-from newsletter.outbox import Outbox, open_outbox
-from newsletter.render import render_issue
-from newsletter.settings import Settings, load_settings
+from newsletter.rendering.render import render_issue
 
 # The throwaway PostgreSQL cluster (one per session) and a fresh database per test.
 from support.postgres import postgres_cluster, postgres_url  # noqa: F401
@@ -135,7 +135,7 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def outbox_target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+def database_target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
     """Where an outbox lives: a SQLite file, or a new database on the session's PostgreSQL."""
     if request.param == "sqlite":
         return tmp_path / "state" / "outbox.sqlite3"
@@ -144,8 +144,8 @@ def outbox_target(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
 
 
 @pytest.fixture
-def outbox(outbox_target: Path | str) -> Iterator[Outbox]:
+def database(database_target: Path | str) -> Iterator[Database]:
     """An open outbox on each backend in turn."""
-    box = open_outbox(outbox_target)
+    box = open_database(database_target)
     yield box
     box.close()

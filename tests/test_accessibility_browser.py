@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
+from newsletter.config.settings import Settings
 from newsletter.draft import review
 from newsletter.issues import load_issue
 from newsletter.mail.message import sample_message
 from newsletter.mail.tracking import render_for_sending
 from newsletter.models import Issue
-from newsletter.render import render_issue
-from newsletter.settings import Settings
+from newsletter.rendering.render import render_issue
 from support.capture import capture_server, send_test
 from support.preview import running_preview
 from support.project import copy_project

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from newsletter.checks import (
+from newsletter.checks.lint import (
     HTML_WARN,
     Finding,
     check_bidi,
@@ -12,11 +12,11 @@ from newsletter.checks import (
     check_tracked_host,
     note_findings,
 )
-from newsletter.checks import run_checks as run_all
-from newsletter.clip import GMAIL_CLIP, KB
+from newsletter.checks.lint import run_checks as run_all
+from newsletter.config.settings import Settings
 from newsletter.markup import Note
 from newsletter.models import Issue, Item, Placeholder, RenderedEmail, Section
-from newsletter.settings import Settings
+from newsletter.rendering.clip import GMAIL_CLIP, KB
 
 UNSUBSCRIBE = Placeholder.UNSUBSCRIBE_URL.value
 # The checks as a Chinese newsletter runs them (its quotation marks are 「」).

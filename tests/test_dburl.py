@@ -8,7 +8,7 @@ import pytest
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
 
-from newsletter.dburl import (
+from newsletter.config.dburl import (
     SECRET_KEYWORDS,
     SHOWN_KEYWORDS,
     check_unambiguous,

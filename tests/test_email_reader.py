@@ -13,9 +13,10 @@ import re
 
 import pytest
 
+from newsletter.config.settings import Settings
 from newsletter.content import content_text
 from newsletter.models import Issue, Item, Link, RenderedEmail, Section
-from newsletter.render import (
+from newsletter.rendering.render import (
     PREHEADER_LIMIT,
     dated,
     long_date,
@@ -23,7 +24,6 @@ from newsletter.render import (
     render_issue,
     site_name,
 )
-from newsletter.settings import Settings
 
 CSS_RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")
 

@@ -8,11 +8,12 @@ import datetime as dt
 import zoneinfo
 from pathlib import Path
 
+from support.database import plan
+
+from newsletter.config.settings import Settings, load_settings
+from newsletter.database import open_project_database
 from newsletter.draft import dated_for_sending, sent_dates
 from newsletter.issues import load_issue
-from newsletter.outbox import open_project_outbox
-from newsletter.settings import Settings, load_settings
-from support.outbox import plan
 
 ZONES = ("Pacific/Kiritimati", "Pacific/Pago_Pago")
 
@@ -37,11 +38,11 @@ def test_a_send_about_to_start_is_dated_today_where_the_newsletter_is(project: P
 
 def test_the_day_it_went_out_is_the_newsletters_day(project: Path) -> None:
     settings = _settings(project, "Asia/Shanghai")
-    with open_project_outbox(settings) as outbox:
-        plan(outbox, 14, "main", ["ann@example.org"])
+    with open_project_database(settings) as database:
+        plan(database, 14, "main", ["ann@example.org"])
         # Sent at 07:30 in Beijing: 23:30 the day before in UTC, as the log stores it.
-        outbox.backend.run(
+        database.backend.run(
             "UPDATE deliveries SET state = 'sent', sent_at = '2026-12-01T23:30:00.000+00:00'"
         )
-        assert sent_dates(settings, outbox=outbox) == {14: dt.date(2026, 12, 2)}
+        assert sent_dates(settings, database=database) == {14: dt.date(2026, 12, 2)}
     assert sent_dates(_settings(project, "UTC")) == {14: dt.date(2026, 12, 1)}

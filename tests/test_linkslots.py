@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.config.settings import Settings
 from newsletter.issues import load_issue_file
-from newsletter.linkslots import SLOT_WORD, add_slots, slot_word
 from newsletter.models import Issue, Placeholder, RenderedEmail
-from newsletter.places import CANARY, Place, Region, issue_links, text_links
-from newsletter.render import render_issue
-from newsletter.settings import Settings
+from newsletter.rendering.linkslots import SLOT_WORD, add_slots, slot_word
+from newsletter.rendering.places import CANARY, Place, Region, issue_links, text_links
+from newsletter.rendering.render import render_issue
 from support.project import copy_project
 from support.weeklies import CHINESE, ENGLISH, add_weekly, weekly_settings
 from test_places import SHAPES, email_hrefs

@@ -4,13 +4,14 @@ links each tracked send carried, and the send's figures for the report."""
 
 from __future__ import annotations
 
+from support.database import plan, record
+
 from newsletter.clicks.events import ClickEvent
+from newsletter.database import Database
+from newsletter.database.clicks import ClickRecord, StoredClick
+from newsletter.database.records import BOUNCED, EDITOR_SOURCE
 from newsletter.models import DeliveryStatus as S
-from newsletter.outbox import Outbox
-from newsletter.outbox.clicks import ClickRecord, StoredClick
-from newsletter.outbox.records import BOUNCED, EDITOR_SOURCE
-from newsletter.places import CANARY, Place, Region
-from support.outbox import plan, record
+from newsletter.rendering.places import CANARY, Place, Region
 
 ITEM = Place(Region.TITLE, 0, 1)
 LINKS = Place(Region.LINKS, 1, 0, 2)
@@ -35,8 +36,8 @@ def test_a_record_has_the_events_fields_in_their_order() -> None:
     assert ClickRecord._fields == ClickEvent._fields
 
 
-def test_events_come_back_in_time_order_a_batch_at_a_time(outbox: Outbox) -> None:
-    clicks = outbox.clicks
+def test_events_come_back_in_time_order_a_batch_at_a_time(database: Database) -> None:
+    clicks = database.clicks
     written = [
         event(30.0, LINKS, method="HEAD"),
         event(10.0),
@@ -57,8 +58,8 @@ def test_events_come_back_in_time_order_a_batch_at_a_time(outbox: Outbox) -> Non
     assert list(clicks.events(16, "main")) == []
 
 
-def test_old_events_are_deleted_oldest_first_in_bounded_batches(outbox: Outbox) -> None:
-    clicks = outbox.clicks
+def test_old_events_are_deleted_oldest_first_in_bounded_batches(database: Database) -> None:
+    clicks = database.clicks
     clicks.add([StoredClick(14, "main", event(float(n))) for n in range(10)])
     assert clicks.delete_older(7.0, limit=3) == 3
     assert [e.at for e in clicks.events(14, "main")] == [3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
@@ -67,14 +68,14 @@ def test_old_events_are_deleted_oldest_first_in_bounded_batches(outbox: Outbox) 
     assert clicks.count(14, "main") == 3
 
 
-def test_a_forgotten_reader_takes_their_clicks_and_no_one_elses(outbox: Outbox) -> None:
-    plan(outbox, 14, "main", ["ann@example.com", "bob@example.com"])
-    plan(outbox, 14, "staging", ["ann@example.com"])
-    rows = {(d.list, d.recipient): d.id for d in outbox.deliveries.rows(14, "main")}
-    rows |= {(d.list, d.recipient): d.id for d in outbox.deliveries.rows(14, "staging")}
+def test_a_forgotten_reader_takes_their_clicks_and_no_one_elses(database: Database) -> None:
+    plan(database, 14, "main", ["ann@example.com", "bob@example.com"])
+    plan(database, 14, "staging", ["ann@example.com"])
+    rows = {(d.list, d.recipient): d.id for d in database.deliveries.rows(14, "main")}
+    rows |= {(d.list, d.recipient): d.id for d in database.deliveries.rows(14, "staging")}
     ann, bob = rows[("main", "ann@example.com")], rows[("main", "bob@example.com")]
     ann_staging = rows[("staging", "ann@example.com")]
-    outbox.clicks.add(
+    database.clicks.add(
         [
             StoredClick(14, "main", event(1.0, row=ann)),
             StoredClick(14, "main", event(2.0, row=bob)),
@@ -82,16 +83,16 @@ def test_a_forgotten_reader_takes_their_clicks_and_no_one_elses(outbox: Outbox) 
             StoredClick(14, "main", event(4.0)),  # aggregate: names no one
         ]
     )
-    assert outbox.clicks.forget_reader("Ann@Example.com", lists=["staging"]) == 1
-    assert outbox.clicks.forget_reader("ann@example.com", lists=[]) == 0
-    assert outbox.clicks.forget_reader("ann@example.com") == 1
-    assert [e.row for e in outbox.clicks.events(14, "main")] == [bob, None]
-    assert outbox.clicks.delivery(bob) == (14, "main", None)
-    assert outbox.clicks.delivery(10**9) is None
+    assert database.clicks.forget_reader("Ann@Example.com", lists=["staging"]) == 1
+    assert database.clicks.forget_reader("ann@example.com", lists=[]) == 0
+    assert database.clicks.forget_reader("ann@example.com") == 1
+    assert [e.row for e in database.clicks.events(14, "main")] == [bob, None]
+    assert database.clicks.delivery(bob) == (14, "main", None)
+    assert database.clicks.delivery(10**9) is None
 
 
-def test_a_sends_links_are_replaced_by_its_next_run(outbox: Outbox) -> None:
-    links = outbox.sent_links
+def test_a_sends_links_are_replaced_by_its_next_run(database: Database) -> None:
+    links = database.sent_links
     assert links.links(14, "main") is None
     assert links.mode(14, "main") is None
     links.record(14, "main", "aggregate", [(ITEM, "https://a.example/"), (LINKS, "https://b/")])
@@ -105,26 +106,26 @@ def test_a_sends_links_are_replaced_by_its_next_run(outbox: Outbox) -> None:
     assert links.links(15, "main") == {}
 
 
-def _sent(outbox: Outbox, issue: int, addresses: list[str], at: str) -> dict[str, int]:
-    plan(outbox, issue, "main", addresses)
-    ids = {d.recipient: d.id for d in outbox.deliveries.rows(issue, "main")}
+def _sent(database: Database, issue: int, addresses: list[str], at: str) -> dict[str, int]:
+    plan(database, issue, "main", addresses)
+    ids = {d.recipient: d.id for d in database.deliveries.rows(issue, "main")}
     for address in addresses:
-        record(outbox, ids[address], S.SENT)
-        outbox.backend.run("UPDATE deliveries SET sent_at = ? WHERE id = ?", (at, ids[address]))
+        record(database, ids[address], S.SENT)
+        database.backend.run("UPDATE deliveries SET sent_at = ? WHERE id = ?", (at, ids[address]))
     return ids
 
 
-def test_a_sends_figures_per_minute_and_what_readers_did(outbox: Outbox) -> None:
+def test_a_sends_figures_per_minute_and_what_readers_did(database: Database) -> None:
     readers = [f"r{n}@example.com" for n in range(6)]
-    ids = _sent(outbox, 14, readers[:4], "2026-11-01T09:00:10.000+00:00")
-    ids |= _sent(outbox, 14, readers[4:], "2026-11-01T09:02:59.999+00:00")
-    plan(outbox, 14, "main", ["late@example.com"])  # planned, never sent
-    outbox.bounces.record("r1", ids[readers[1]], "hard", "5.1.1", "", "dsn")
-    outbox.bounces.record("r1b", ids[readers[1]], "soft", "4.2.2", "", "dsn")
-    outbox.bounces.record("r2", ids[readers[2]], "complaint", "", "", "arf")
-    outbox.bounces.record("r3", ids[readers[3]], "delayed", "4.4.1", "", "dsn")
+    ids = _sent(database, 14, readers[:4], "2026-11-01T09:00:10.000+00:00")
+    ids |= _sent(database, 14, readers[4:], "2026-11-01T09:02:59.999+00:00")
+    plan(database, 14, "main", ["late@example.com"])  # planned, never sent
+    database.bounces.record("r1", ids[readers[1]], "hard", "5.1.1", "", "dsn")
+    database.bounces.record("r1b", ids[readers[1]], "soft", "4.2.2", "", "dsn")
+    database.bounces.record("r2", ids[readers[2]], "complaint", "", "", "arf")
+    database.bounces.record("r3", ids[readers[3]], "delayed", "4.4.1", "", "dsn")
     # Issue 15 goes to r0 and r4 later; r0 leaves after it, r4 between the two issues.
-    later = _sent(outbox, 15, [readers[0], readers[4]], "2026-11-08T09:00:00.000+00:00")
+    later = _sent(database, 15, [readers[0], readers[4]], "2026-11-08T09:00:00.000+00:00")
     assert later
     for address, when, source in [
         (readers[0], "2026-11-09T00:00:00.000+00:00", "one-click"),
@@ -132,14 +133,14 @@ def test_a_sends_figures_per_minute_and_what_readers_did(outbox: Outbox) -> None
         (readers[5], "2026-11-03T00:00:00.000+00:00", EDITOR_SOURCE),
         (readers[1], "2026-11-01T10:00:00.000+00:00", BOUNCED),
     ]:
-        outbox.suppressions.add("main", address, source)
-        outbox.backend.run(
+        database.suppressions.add("main", address, source)
+        database.backend.run(
             "UPDATE suppressions SET created_at = ? WHERE address = ?", (when, address)
         )
-    figures = outbox.send_figures.of(14, "main")
+    figures = database.send_figures.of(14, "main")
     assert figures.sent == 6
     assert figures.per_minute == {"2026-11-01T09:00": 4, "2026-11-01T09:02": 2}
     assert (figures.bounced, figures.complained) == (1, 1)
     assert figures.unsubscribed == 2  # r4 (between the issues) and r5; r0 left after 15
-    assert outbox.send_figures.of(15, "main").unsubscribed == 1
-    assert outbox.send_figures.of(16, "main").sent == 0
+    assert database.send_figures.of(15, "main").unsubscribed == 1
+    assert database.send_figures.of(16, "main").sent == 0

@@ -15,57 +15,57 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.database import plan
 
+from newsletter.database import Database, Delivery, Journal, open_database
 from newsletter.errors import DatabaseError
 from newsletter.models import DeliveryStatus as S
-from newsletter.outbox import Delivery, Journal, Outbox, open_outbox
-from support.outbox import plan
 
 W = "w1"
 
 
-def claimed(outbox: Outbox, *addresses: str, lease: float = 30) -> list[Delivery]:
+def claimed(database: Database, *addresses: str, lease: float = 30) -> list[Delivery]:
     """`addresses` planned and claimed by worker W."""
-    plan(outbox, 14, "main", addresses)
-    outbox.leases.register(W, 14, "main", "host", 1, lease)
-    return outbox.leases.claim(14, "main", W, 100, max_tries=5, at=time.time() + 1)
+    plan(database, 14, "main", addresses)
+    database.leases.register(W, 14, "main", "host", 1, lease)
+    return database.leases.claim(14, "main", W, 100, max_tries=5, at=time.time() + 1)
 
 
 def states(target: Path | str) -> dict[str, S]:
     """What another connection reads: only what is committed."""
-    with open_outbox(target) as other:
+    with open_database(target) as other:
         return {r.recipient: r.state for r in other.deliveries.rows(14, "main")}
 
 
-def test_an_entry_is_durable_at_its_commit_and_not_before(outbox: Outbox) -> None:
-    a, b = claimed(outbox, "a@example.com", "b@example.com")
-    journal = outbox.journal(W)
+def test_an_entry_is_durable_at_its_commit_and_not_before(database: Database) -> None:
+    a, b = claimed(database, "a@example.com", "b@example.com")
+    journal = database.journal(W)
     journal.mark(a.id, "<a@x>")
     journal.mark(b.id, "<b@x>")
-    assert states(outbox.target) == {"a@example.com": S.PENDING, "b@example.com": S.PENDING}
+    assert states(database.target) == {"a@example.com": S.PENDING, "b@example.com": S.PENDING}
     assert journal.commit() == [True, True]  # one transaction for both
-    assert states(outbox.target) == {"a@example.com": S.SENDING, "b@example.com": S.SENDING}
+    assert states(database.target) == {"a@example.com": S.SENDING, "b@example.com": S.SENDING}
     journal.record(b.id, S.SENT, code=250, reply="queued as B")
     journal.record(a.id, S.DEFERRED, code=451, reply="later", next_attempt_at=1.0)
-    assert states(outbox.target)["b@example.com"] == S.SENDING
+    assert states(database.target)["b@example.com"] == S.SENDING
     assert journal.commit() == [True, True]  # in the order queued
-    assert states(outbox.target) == {"a@example.com": S.DEFERRED, "b@example.com": S.SENT}
+    assert states(database.target) == {"a@example.com": S.DEFERRED, "b@example.com": S.SENT}
     assert journal.commit() == []  # nothing queued, nothing committed
 
 
 @pytest.mark.slow
-def test_every_entry_of_a_batch_applies_in_order(outbox: Outbox) -> None:
+def test_every_entry_of_a_batch_applies_in_order(database: Database) -> None:
     """One statement writes a batch; a row met twice (a mark, then the outcome of an upload
     abandoned before its body) is written twice, in order, and so is a batch larger than one
     statement carries."""
-    a, b = claimed(outbox, "a@example.com", "b@example.com")
-    journal = outbox.journal(W)
+    a, b = claimed(database, "a@example.com", "b@example.com")
+    journal = database.journal(W)
     journal.mark(a.id, "<a@x>")
     journal.mark(b.id, "<b@x>")
     journal.record(a.id, S.DEFERRED, reply="stopped before the upload", next_attempt_at=2.0)
     journal.record(b.id, S.SENT, code=250, reply="queued as B")
     assert journal.commit() == [True, True, True, True]
-    rows = {r.recipient: r for r in outbox.deliveries.rows(14, "main")}
+    rows = {r.recipient: r for r in database.deliveries.rows(14, "main")}
     assert (rows["a@example.com"].state, rows["a@example.com"].attempts) == (S.DEFERRED, 1)
     assert rows["a@example.com"].next_attempt_at == 2.0
     assert rows["a@example.com"].message_id == "<a@x>"  # the mark's, kept by the outcome
@@ -73,13 +73,13 @@ def test_every_entry_of_a_batch_applies_in_order(outbox: Outbox) -> None:
     assert (rows["b@example.com"].state, rows["b@example.com"].smtp_code) == (S.SENT, 250)
     assert rows["b@example.com"].smtp_reply == "queued as B"
     assert rows["b@example.com"].sent_at is not None
-    plan(outbox, 14, "main", [f"r{i}@example.com" for i in range(6000)])
-    many = outbox.leases.claim(14, "main", W, 7000, max_tries=5, at=time.time() + 1)
+    plan(database, 14, "main", [f"r{i}@example.com" for i in range(6000)])
+    many = database.leases.claim(14, "main", W, 7000, max_tries=5, at=time.time() + 1)
     assert len(many) == 6000
     for row in many:
         journal.mark(row.id, f"<{row.id}@x>")
     assert journal.commit() == [True] * len(many)
-    assert sum(s == S.SENDING for s in states(outbox.target).values()) == len(many)
+    assert sum(s == S.SENDING for s in states(database.target).values()) == len(many)
 
 
 # What a process killed at each instant of one message leaves, and what the next run makes of it.
@@ -107,14 +107,14 @@ def _until(journal: Journal, row: Delivery, instant: str) -> None:
 
 @pytest.mark.parametrize("instant", list(INSTANTS))
 def test_a_process_killed_at_each_instant_leaves_nothing_doubled(
-    outbox_target: Path | str, instant: str
+    database_target: Path | str, instant: str
 ) -> None:
-    with open_outbox(outbox_target) as outbox:
-        (row,) = claimed(outbox, "a@example.com")
+    with open_database(database_target) as database:
+        (row,) = claimed(database, "a@example.com")
     pid = os.fork()
     if pid == 0:  # the sender, killed at `instant`
         try:
-            journal = open_outbox(outbox_target).journal(W)
+            journal = open_database(database_target).journal(W)
             _until(journal, row, instant)
             os.kill(os.getpid(), signal.SIGKILL)
         finally:
@@ -122,31 +122,31 @@ def test_a_process_killed_at_each_instant_leaves_nothing_doubled(
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == -signal.SIGKILL
     left, recovered = INSTANTS[instant]
-    assert states(outbox_target) == {"a@example.com": left}
-    with open_outbox(outbox_target) as outbox:
-        in_doubt = outbox.deliveries.recover(14, "main")
+    assert states(database_target) == {"a@example.com": left}
+    with open_database(database_target) as database:
+        in_doubt = database.deliveries.recover(14, "main")
         assert [r.state for r in in_doubt] == ([S.UNKNOWN] if recovered == S.UNKNOWN else [])
-        (after,) = outbox.deliveries.rows(14, "main")
-        due = [r.id for r in outbox.leases.claim(14, "main", "w2", 10, max_tries=5, at=2e9)]
+        (after,) = database.deliveries.rows(14, "main")
+        due = [r.id for r in database.leases.claim(14, "main", "w2", 10, max_tries=5, at=2e9)]
     assert after.state == (recovered or S.PENDING)
     assert due == ([row.id] if recovered is None else [])
 
 
-def test_a_batch_is_all_or_nothing(outbox: Outbox) -> None:
-    (a,) = claimed(outbox, "a@example.com")
+def test_a_batch_is_all_or_nothing(database: Database) -> None:
+    (a,) = claimed(database, "a@example.com")
     good = ("UPDATE deliveries SET state = ? WHERE id = ?", ["sent", a.id])
     bad = ("UPDATE no_such_table SET state = ?", ["sent"])
     with pytest.raises(DatabaseError):
-        outbox.backend.commit([good, bad])
-    assert states(outbox.target) == {"a@example.com": S.PENDING}
-    assert outbox.backend.commit([good, good]) == [[], []]  # the connection goes on
-    assert states(outbox.target) == {"a@example.com": S.SENT}
+        database.backend.commit([good, bad])
+    assert states(database.target) == {"a@example.com": S.PENDING}
+    assert database.backend.commit([good, good]) == [[], []]  # the connection goes on
+    assert states(database.target) == {"a@example.com": S.SENT}
 
 
 def test_a_reaped_worker_writes_nothing_over_rows_that_are_not_its_own(
-    outbox_target: Path | str,
+    database_target: Path | str,
 ) -> None:
-    with open_outbox(outbox_target) as paused, open_outbox(outbox_target) as survivor:
+    with open_database(database_target) as paused, open_database(database_target) as survivor:
         a, b = claimed(paused, "a@example.com", "b@example.com", lease=0.2)
         journal = paused.journal(W)
         journal.mark(a.id, "<a@x>")
@@ -156,25 +156,25 @@ def test_a_reaped_worker_writes_nothing_over_rows_that_are_not_its_own(
         journal.record(a.id, S.SENT, code=250)  # its late reply
         journal.mark(b.id, "<b@x>")  # and its next upload
         assert journal.commit() == [False, False]
-    assert states(outbox_target) == {"a@example.com": S.UNKNOWN, "b@example.com": S.PENDING}
+    assert states(database_target) == {"a@example.com": S.UNKNOWN, "b@example.com": S.PENDING}
 
 
 @pytest.mark.parametrize(
     ("durability", "sqlite", "postgres"), [("process", 1, "off"), ("power", 2, "on")]
 )
 def test_durability_means_the_same_on_both_backends(
-    outbox_target: Path | str, durability: str, sqlite: int, postgres: str
+    database_target: Path | str, durability: str, sqlite: int, postgres: str
 ) -> None:
     """ "process": a commit survives this process killed (SQLite synchronous=NORMAL, PostgreSQL
     synchronous_commit=off); "power": a power cut (FULL, on)."""
-    with open_outbox(outbox_target, durability=durability) as outbox:  # type: ignore[arg-type]
-        backend: Any = outbox.backend
-        if outbox.backend.name == "sqlite":
+    with open_database(database_target, durability=durability) as database:  # type: ignore[arg-type]
+        backend: Any = database.backend
+        if database.backend.name == "sqlite":
             assert backend._db.execute("PRAGMA synchronous").fetchone()[0] == sqlite
         else:
             assert backend._db.execute("SHOW synchronous_commit").fetchone()[0] == postgres
         backend.reconnect()  # a worker process's own connection, or one reopened after a loss
-        if outbox.backend.name == "sqlite":
+        if database.backend.name == "sqlite":
             assert backend._db.execute("PRAGMA synchronous").fetchone()[0] == sqlite
         else:
             assert backend._db.execute("SHOW synchronous_commit").fetchone()[0] == postgres
@@ -203,8 +203,8 @@ def test_a_reaper_never_waits_for_a_worker_writing_its_rows(postgres_url: str) -
     worker's commit might need next, could make the two wait in a circle (PostgreSQL then
     ends one of them: an error, and a stopped run)."""
     with (
-        open_outbox(postgres_url) as waking,
-        open_outbox(postgres_url) as reaper,
+        open_database(postgres_url) as waking,
+        open_database(postgres_url) as reaper,
         psycopg.connect(postgres_url, autocommit=True) as holder,
     ):
         reaper.backend.run("SET lock_timeout = '3s'")  # a reaper that waits fails, not hangs
@@ -239,11 +239,11 @@ def test_the_sqlite_file_is_only_written_through_one_transaction_per_commit(
 ) -> None:
     """A batch holds the write lock for one transaction: another writer waits for it once."""
     path = tmp_path / "outbox.sqlite3"
-    with open_outbox(path) as outbox:
-        a, b = claimed(outbox, "a@example.com", "b@example.com")
+    with open_database(path) as database:
+        a, b = claimed(database, "a@example.com", "b@example.com")
         other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         other.execute("BEGIN IMMEDIATE")
-        journal = outbox.journal(W)
+        journal = database.journal(W)
         journal.mark(a.id, None)
         journal.mark(b.id, None)
         timer = threading.Timer(0.2, other.execute, ("COMMIT",))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from support.database import mark_sending, record
+
+from newsletter.database import DEPARTED, IN_DOUBT, UNSUBSCRIBED, Database, Planned, open_database
 from newsletter.models import DeliveryStatus as S
-from newsletter.outbox import DEPARTED, IN_DOUBT, UNSUBSCRIBED, Outbox, Planned, open_outbox
-from support.outbox import mark_sending, record
 
 
 def planned(*names: str) -> list[Planned]:
@@ -17,22 +18,22 @@ def planned(*names: str) -> list[Planned]:
     ]
 
 
-def plan(outbox: Outbox, *batches: list[Planned], worker: str = "w0") -> tuple[int, int, int]:
-    start = outbox.plans.start(14, "main", worker)
+def plan(database: Database, *batches: list[Planned], worker: str = "w0") -> tuple[int, int, int]:
+    start = database.plans.start(14, "main", worker)
     for batch in batches:
-        outbox.plans.add(14, "main", start.generation, batch)
-    result = outbox.plans.finish(14, "main", start)
+        database.plans.add(14, "main", start.generation, batch)
+    result = database.plans.finish(14, "main", start)
     return result.added, result.skipped, result.total
 
 
-def claim(outbox: Outbox, worker: str, limit: int = 100, max_tries: int = 5) -> list[str]:
-    rows = outbox.leases.claim(14, "main", worker, limit, max_tries=max_tries, at=time.time())
+def claim(database: Database, worker: str, limit: int = 100, max_tries: int = 5) -> list[str]:
+    rows = database.leases.claim(14, "main", worker, limit, max_tries=max_tries, at=time.time())
     return [r.recipient.split("@")[0] for r in rows]
 
 
-def test_the_row_is_the_snapshot_and_batches_dedupe(outbox: Outbox) -> None:
-    assert plan(outbox, planned("a", "b"), planned("b", "c")) == (3, 0, 3)
-    rows = {r.recipient: r for r in outbox.deliveries.rows(14, "main")}
+def test_the_row_is_the_snapshot_and_batches_dedupe(database: Database) -> None:
+    assert plan(database, planned("a", "b"), planned("b", "c")) == (3, 0, 3)
+    rows = {r.recipient: r for r in database.deliveries.rows(14, "main")}
     assert (rows["a@example.com"].envelope, rows["a@example.com"].name) == (
         "A@example.com",
         "Reader a",
@@ -40,28 +41,28 @@ def test_the_row_is_the_snapshot_and_batches_dedupe(outbox: Outbox) -> None:
     assert rows["c@example.com"].message_id == "<c@x>"
     # A second plan keeps the snapshot: a renamed reader keeps the name the row was planned with.
     renamed = [Planned("a@example.com", "a@example.com", "New name", "<a@x>")]
-    assert plan(outbox, renamed, planned("b", "c")) == (0, 0, 3)
-    assert outbox.deliveries.rows(14, "main")[0].name == "Reader a"
+    assert plan(database, renamed, planned("b", "c")) == (0, 0, 3)
+    assert database.deliveries.rows(14, "main")[0].name == "Reader a"
 
 
-def test_a_reader_who_left_or_unsubscribed_between_runs_is_skipped(outbox: Outbox) -> None:
-    plan(outbox, planned("a", "b", "c", "d"))
-    (first,) = outbox.leases.claim(14, "main", "w0", 1, max_tries=5, at=time.time())
-    mark_sending(outbox, first.id, None)
-    record(outbox, first.id, S.SENT, code=250)
-    outbox.suppressions.add("main", "C@example.com", "one-click")
-    assert plan(outbox, planned("b", "c")) == (0, 2, 4)  # a sent, b waits, c off, d gone
-    state = {r.recipient[0]: (r.state, r.smtp_reply) for r in outbox.deliveries.rows(14, "main")}
+def test_a_reader_who_left_or_unsubscribed_between_runs_is_skipped(database: Database) -> None:
+    plan(database, planned("a", "b", "c", "d"))
+    (first,) = database.leases.claim(14, "main", "w0", 1, max_tries=5, at=time.time())
+    mark_sending(database, first.id, None)
+    record(database, first.id, S.SENT, code=250)
+    database.suppressions.add("main", "C@example.com", "one-click")
+    assert plan(database, planned("b", "c")) == (0, 2, 4)  # a sent, b waits, c off, d gone
+    state = {r.recipient[0]: (r.state, r.smtp_reply) for r in database.deliveries.rows(14, "main")}
     assert state["a"][0] == S.SENT  # a sent row stays sent, wherever its reader went
     assert state["b"] == (S.PENDING, "")
     assert state["c"] == (S.SKIPPED, UNSUBSCRIBED)
     assert state["d"] == (S.SKIPPED, DEPARTED)
-    counts = outbox.deliveries.counts(14, "main")
+    counts = database.deliveries.counts(14, "main")
     assert sum(counts.values()) == 4
 
 
-def test_two_workers_never_claim_the_same_row(outbox_target: Path | str) -> None:
-    with open_outbox(outbox_target) as one, open_outbox(outbox_target) as two:
+def test_two_workers_never_claim_the_same_row(database_target: Path | str) -> None:
+    with open_database(database_target) as one, open_database(database_target) as two:
         plan(one, planned(*"abcdefghij"))
         first = claim(one, "w1", 4)
         second = claim(two, "w2", 4)
@@ -73,23 +74,23 @@ def test_two_workers_never_claim_the_same_row(outbox_target: Path | str) -> None
         assert one.leases.held_by_others(14, "main", "w1") == 4
 
 
-def test_an_outcome_frees_the_row_and_deferred_rows_wait_their_turn(outbox: Outbox) -> None:
-    plan(outbox, planned("a", "b"))
-    a, b = outbox.leases.claim(14, "main", "w1", 10, max_tries=2, at=time.time())
-    record(outbox, a.id, S.DEFERRED, code=451, next_attempt_at=time.time() + 60)
-    record(outbox, b.id, S.DEFERRED, code=451, next_attempt_at=time.time() - 1)
-    assert claim(outbox, "w1", max_tries=2) == ["b"]  # a is not due yet
-    record(outbox, b.id, S.DEFERRED, code=451, next_attempt_at=time.time() - 1)
-    assert claim(outbox, "w1", max_tries=2) == []  # b was tried twice in this run
-    due = outbox.leases.next_due(14, "main", max_tries=2)
+def test_an_outcome_frees_the_row_and_deferred_rows_wait_their_turn(database: Database) -> None:
+    plan(database, planned("a", "b"))
+    a, b = database.leases.claim(14, "main", "w1", 10, max_tries=2, at=time.time())
+    record(database, a.id, S.DEFERRED, code=451, next_attempt_at=time.time() + 60)
+    record(database, b.id, S.DEFERRED, code=451, next_attempt_at=time.time() - 1)
+    assert claim(database, "w1", max_tries=2) == ["b"]  # a is not due yet
+    record(database, b.id, S.DEFERRED, code=451, next_attempt_at=time.time() - 1)
+    assert claim(database, "w1", max_tries=2) == []  # b was tried twice in this run
+    due = database.leases.next_due(14, "main", max_tries=2)
     assert due is not None
     assert due > time.time() + 50
-    plan(outbox, planned("a", "b"))  # a new run: attempts count from zero again
-    assert outbox.leases.claim(14, "main", "w1", 10, max_tries=2, at=time.time() + 61) != []
+    plan(database, planned("a", "b"))  # a new run: attempts count from zero again
+    assert database.leases.claim(14, "main", "w1", 10, max_tries=2, at=time.time() + 61) != []
 
 
-def test_a_dead_workers_rows_go_back_or_become_unknown(outbox_target: Path | str) -> None:
-    with open_outbox(outbox_target) as alive, open_outbox(outbox_target) as dying:
+def test_a_dead_workers_rows_go_back_or_become_unknown(database_target: Path | str) -> None:
+    with open_database(database_target) as alive, open_database(database_target) as dying:
         plan(alive, planned(*"abcdef"))
         alive.leases.register("w1", 14, "main", "host1", 1, lease=30)
         dying.leases.register("w2", 14, "main", "host2", 2, lease=0.2)
@@ -120,25 +121,25 @@ def test_a_dead_workers_rows_go_back_or_become_unknown(outbox_target: Path | str
         assert claim(alive, "w3") == ["c", "d", "e", "f"]  # retiring freed the unstarted rows
 
 
-def test_suppressed_rows_a_worker_holds_are_found_at_once(outbox: Outbox) -> None:
-    plan(outbox, planned("a", "b", "c"))
-    rows = outbox.leases.claim(14, "main", "w1", 10, max_tries=5, at=time.time())
-    outbox.suppressions.add("main", "b@example.com", "one-click")
-    outbox.suppressions.add("other", "c@example.com", "one-click")  # another list's
+def test_suppressed_rows_a_worker_holds_are_found_at_once(database: Database) -> None:
+    plan(database, planned("a", "b", "c"))
+    rows = database.leases.claim(14, "main", "w1", 10, max_tries=5, at=time.time())
+    database.suppressions.add("main", "b@example.com", "one-click")
+    database.suppressions.add("other", "c@example.com", "one-click")  # another list's
     keys = [r.recipient for r in rows]
-    assert outbox.suppressions.among("main", keys) == {rows[1].recipient}
-    assert outbox.suppressions.among("main", []) == set()
+    assert database.suppressions.among("main", keys) == {rows[1].recipient}
+    assert database.suppressions.among("main", []) == set()
 
 
-def test_the_suppression_probe_takes_any_number_of_addresses(outbox: Outbox) -> None:
+def test_the_suppression_probe_takes_any_number_of_addresses(database: Database) -> None:
     keys = [f"r{i}@example.com" for i in range(1_234)]
     for key in keys[::100]:
-        outbox.suppressions.add("main", key, "one-click")
-    assert outbox.suppressions.among("main", keys) == set(keys[::100])
+        database.suppressions.add("main", key, "one-click")
+    assert database.suppressions.among("main", keys) == set(keys[::100])
 
 
-def test_only_one_planner_at_a_time_and_a_live_plan_is_shared(outbox_target: Path | str) -> None:
-    with open_outbox(outbox_target) as one, open_outbox(outbox_target) as two:
+def test_only_one_planner_at_a_time_and_a_live_plan_is_shared(database_target: Path | str) -> None:
+    with open_database(database_target) as one, open_database(database_target) as two:
         assert not one.plans.is_current(14, "main")
         one.leases.register("w1", 14, "main", "h", 1, lease=30)
         with one.plans.lock(14, "main"):
@@ -149,12 +150,12 @@ def test_only_one_planner_at_a_time_and_a_live_plan_is_shared(outbox_target: Pat
         assert not two.plans.is_current(14, "main")
 
 
-def test_a_plan_its_live_planner_never_finished_is_not_shared(outbox: Outbox) -> None:
+def test_a_plan_its_live_planner_never_finished_is_not_shared(database: Database) -> None:
     # issue 18.3: a planner killed halfway left a plan naming it while its lease still ran;
     # the next worker shared that half plan and sent only the rows it held.
-    outbox.leases.register("w1", 14, "main", "h", 1, lease=30)
-    start = outbox.plans.start(14, "main", "w1")
-    outbox.plans.add(14, "main", start.generation, planned("a"))
-    assert not outbox.plans.is_current(14, "main")  # w1 is still planning (or dead)
-    outbox.plans.finish(14, "main", start)
-    assert outbox.plans.is_current(14, "main")
+    database.leases.register("w1", 14, "main", "h", 1, lease=30)
+    start = database.plans.start(14, "main", "w1")
+    database.plans.add(14, "main", start.generation, planned("a"))
+    assert not database.plans.is_current(14, "main")  # w1 is still planning (or dead)
+    database.plans.finish(14, "main", start)
+    assert database.plans.is_current(14, "main")

@@ -67,8 +67,10 @@ def test_wheel_ships_templates_and_console_script(tmp_path: Path) -> None:
     for name in ("static/preview.js", "static/preview.css", "templates/issue.html"):
         assert f"newsletter/web/preview/{name}" in names  # the preview's pages
     for name in ("newsletter.toml", "issue.en.md", "issue.zh.md", "gitignore", "README.md"):
-        assert f"newsletter/project_templates/{name}" in names  # what `newsletter init` writes
-    assert "newsletter/project_templates/workflow.yml" in names  # the workflow init writes
+        assert (
+            f"newsletter/setup/project_templates/{name}" in names
+        )  # what `newsletter init` writes
+    assert "newsletter/setup/project_templates/workflow.yml" in names  # the workflow init writes
     assert "newsletter/py.typed" in names  # the library's types reach a caller's mypy
     assert "newsletter = newsletter.cli.main:main" in scripts
 

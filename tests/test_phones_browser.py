@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from newsletter.config.settings import Settings, load_settings
 from newsletter.draft import review
-from newsletter.settings import Settings, load_settings
 from support.images import picture
 from support.project import copy_project
 from support.weeklies import CHINESE, ENGLISH, add_weekly, weekly_settings

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.config.settings import Settings
 from newsletter.content import Inline
 from newsletter.issues import load_issue_file
 from newsletter.models import Issue, Placeholder, RenderedEmail
-from newsletter.places import (
+from newsletter.rendering.places import (
     CANARY,
     IssueLink,
     Part,
@@ -23,8 +24,7 @@ from newsletter.places import (
     link_at,
     outline,
 )
-from newsletter.render import render_issue
-from newsletter.settings import Settings
+from newsletter.rendering.render import render_issue
 from support.project import copy_project
 from support.weeklies import CHINESE, ENGLISH, add_weekly, weekly_settings
 

@@ -11,11 +11,11 @@ import mjml
 import pytest
 from pydantic import ValidationError
 
+from newsletter.config.settings import Settings
 from newsletter.content import Paragraph, Text, content_text
 from newsletter.errors import TemplateError
 from newsletter.models import Issue, Item, Link, Placeholder, RenderedEmail, Section
-from newsletter.render import item_number, render_issue, section_number, site_name
-from newsletter.settings import Settings
+from newsletter.rendering.render import item_number, render_issue, section_number, site_name
 
 
 def visible_text(markup: str) -> str:

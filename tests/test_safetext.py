@@ -8,9 +8,9 @@ import io
 
 import pytest
 
+from newsletter.database import Delivery
+from newsletter.formats.safetext import printable
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Delivery
-from newsletter.safetext import printable
 from newsletter.spreadsheet import CSV_COLUMNS, write_csv
 
 

@@ -15,7 +15,7 @@ from typing import cast
 
 import pytest
 
-from newsletter import scheduledsend
+from newsletter.checks.spamscore import SpamUnavailable
 from newsletter.draft import Draft
 from newsletter.gate import SendVerdict
 from newsletter.models import DeliveryStatus
@@ -23,7 +23,7 @@ from newsletter.preflight.run import OnlineReport
 from newsletter.send.job import Event
 from newsletter.send.pipeline import EXIT_STOPPED
 from newsletter.send.preparation import Prepared
-from newsletter.spamscore import SpamUnavailable
+from newsletter.worker import scheduledsend
 from support.sendcli import HANG, environment, finish, write_list
 from support.smtp import FaultyHandler, start
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from newsletter.config.settings import Settings
 from newsletter.content import content_text
 from newsletter.issues import load_issue
-from newsletter.settings import Settings
 
 SEED = Path(__file__).parent / "data" / "seed-14.txt"
 SECTION = re.compile(r"^([一二三四五六七八九十]+)、(.+)$")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from newsletter.seen import SeenKeys
+from newsletter.importers.seen import SeenKeys
 
 
 class Small(SeenKeys):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.config.settings import load_settings
 from newsletter.errors import ConfigError
-from newsletter.settings import load_settings
 
 
 def test_shipped_config_loads(project: Path) -> None:
@@ -174,17 +174,17 @@ def test_usable_newsletter_values_still_load(tmp_path: Path) -> None:
 
 def test_outbox_defaults_to_the_sqlite_file_in_the_state_folder(project: Path) -> None:
     settings = load_settings(project / "newsletter.toml", environ={})
-    assert settings.outbox_target == project / ".newsletter" / "outbox.sqlite3"
+    assert settings.database_target == project / ".newsletter" / "outbox.sqlite3"
     other = load_settings(
         project / "newsletter.toml", environ={"NEWSLETTER_OUTBOX__URL": "sqlite:///log/nl.db"}
     )
-    assert other.outbox_target == other.database == project / "log" / "nl.db"
+    assert other.database_target == other.database == project / "log" / "nl.db"
 
 
 def test_outbox_url_from_the_environment_may_carry_the_password(project: Path) -> None:
     url = "postgresql://nl:pw-from-env@127.0.0.1:5432/nl"
     settings = load_settings(project / "newsletter.toml", environ={"NEWSLETTER_OUTBOX__URL": url})
-    assert settings.outbox_target == url
+    assert settings.database_target == url
 
 
 @pytest.mark.parametrize(
@@ -223,7 +223,7 @@ def test_an_outbox_url_without_a_secret_loads(tmp_path: Path) -> None:
         "postgresql://nl@db/nl?sslmode=verify-full&passfile=/etc/newsletter/pgpass",
     ):
         path.write_text(f'[outbox]\nurl = "{url}"\n', encoding="utf-8")
-        assert load_settings(path, environ={}).outbox_target == url
+        assert load_settings(path, environ={}).database_target == url
 
 
 @pytest.mark.parametrize(

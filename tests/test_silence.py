@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from newsletter.checks import Finding, Silenced, silence_findings
+from newsletter.checks.lint import Finding, Silenced, silence_findings
 from newsletter.errors import IssueError
 from newsletter.issues import read_issue_file
 from newsletter.silence import CHECKS, Silence, read_silence, silenceable

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from newsletter import CheckFailedError, Project
-from newsletter.spamscore import SPAM_ERROR, Scoring, SpamScore
+from newsletter.checks.spamscore import SPAM_ERROR, Scoring, SpamScore
 from support.sendcli import HANG, environment
 from support.smtp import FaultyHandler, start
 
@@ -119,9 +119,9 @@ async def test_a_spam_score_started_early_still_refuses_before_anything_is_plann
     assert [f.code for f in verdict.errors] == ["spam-score"]
     assert handler.connections == 0
     assert handler.received == []
-    outbox = project / ".newsletter" / "outbox.sqlite3"
-    if outbox.exists():  # the log may exist (the date of a first send is read), never a row
-        with sqlite3.connect(outbox) as db:
+    database = project / ".newsletter" / "outbox.sqlite3"
+    if database.exists():  # the log may exist (the date of a first send is read), never a row
+        with sqlite3.connect(database) as db:
             assert db.execute("SELECT count(*) FROM deliveries").fetchone() == (0,)
     # The message was scored by the send's own start of the program; check kept its score.
     assert len(lines(tmp_path / "bin" / "scored.log")) == 1

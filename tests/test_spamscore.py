@@ -15,13 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from newsletter.draft import review
-from newsletter.issues import load_issue
-from newsletter.mail.message import sample_message
-from newsletter.mail.tracking import render_for_sending
-from newsletter.render import render_issue
-from newsletter.settings import Settings
-from newsletter.spamscore import (
+from newsletter.checks.spamscore import (
     INSTALL_HINT,
     SPAM_ERROR,
     SpamScore,
@@ -30,6 +24,12 @@ from newsletter.spamscore import (
     score_message_async,
     spam_findings,
 )
+from newsletter.config.settings import Settings
+from newsletter.draft import review
+from newsletter.issues import load_issue
+from newsletter.mail.message import sample_message
+from newsletter.mail.tracking import render_for_sending
+from newsletter.rendering.render import render_issue
 from support.images import png
 from support.weeklies import CHINESE, ENGLISH, add_weekly, weekly_settings
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from newsletter import spamscore
-from newsletter.spamscore import CACHE_FILE, Scoring, SpamResult, SpamScore, spam_findings
-from newsletter.statecache import Cache
+from newsletter.checks import spamscore
+from newsletter.checks.spamscore import CACHE_FILE, Scoring, SpamResult, SpamScore, spam_findings
+from newsletter.state.statecache import Cache
 
 MESSAGE = b"Subject: hello\r\n\r\nhello\r\n"
 # `spamassassin -L -t`'s report, as parse_report reads it; the points come from a file the

@@ -9,14 +9,14 @@ import pytest
 from email_validator import EmailNotValidError, validate_email
 
 from newsletter.errors import SubscriberListError
-from newsletter.models import Subscriber
-from newsletter.subscribers import (
+from newsletter.importers.subscribers import (
     ListReport,
     _AddressChecker,
     address_key,
     check_list,
     read_subscribers,
 )
+from newsletter.models import Subscriber
 
 
 def write(tmp_path: Path, content: str | bytes, name: str = "list.csv") -> Path:

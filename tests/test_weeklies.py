@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
-from newsletter.clip import CUT_AT, GMAIL_CLIP
+from newsletter.config.settings import load_settings
 from newsletter.content import (
     Anchor,
     CodeBlock,
@@ -31,8 +31,8 @@ from newsletter.content import (
 from newsletter.draft import Draft, review
 from newsletter.issues import load_issue_file
 from newsletter.models import Issue
-from newsletter.render import render_issue
-from newsletter.settings import load_settings
+from newsletter.rendering.clip import CUT_AT, GMAIL_CLIP
+from newsletter.rendering.render import render_issue
 from newsletter.web.site.archive import Archive
 from support.images import picture
 from support.project import copy_project

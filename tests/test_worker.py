@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from newsletter.outbox import open_outbox
-from newsletter.outbox.mailqueue import MailKind, MailState
+from newsletter.database import open_database
+from newsletter.database.mailqueue import MailKind, MailState
 from support.sendcli import HANG, environment, finish, newsletter, spawn, wait_for
 from support.smtp import Fault, FaultyHandler, start
 
@@ -22,16 +22,16 @@ pytestmark = pytest.mark.slow
 
 def _queue(target: Path | str, n: int) -> list[str]:
     addresses = [f"reader{i:03d}@example.org" for i in range(n)]
-    with open_outbox(target) as outbox:
-        queue = outbox.site_mail
+    with open_database(target) as database:
+        queue = database.site_mail
         for address in addresses:
             queue.queue(MailKind.CONFIRM, "main", address, address, nonce="n")
     return addresses
 
 
 def _states(target: Path | str) -> dict[str, MailState]:
-    with open_outbox(target) as outbox:
-        rows = outbox.backend.fetch("SELECT recipient, state FROM site_mail")
+    with open_database(target) as database:
+        rows = database.backend.fetch("SELECT recipient, state FROM site_mail")
     return {str(r): MailState(str(s)) for r, s in rows}
 
 
@@ -47,10 +47,10 @@ def _env(port: int, target: Path | str, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def target(project: Path, outbox_target: Path | str) -> Path | str:
+def target(project: Path, database_target: Path | str) -> Path | str:
     """The project's outbox: its own SQLite file, or a fresh PostgreSQL database."""
-    if isinstance(outbox_target, str):
-        return outbox_target
+    if isinstance(database_target, str):
+        return database_target
     return project / ".newsletter" / "outbox.sqlite3"
 
 

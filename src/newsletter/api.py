@@ -20,18 +20,18 @@ from pathlib import Path
 
 from newsletter.clicks.gather import gather_report
 from newsletter.clicks.report import ClickReport
+from newsletter.config.settings import DEFAULT_LIST, Settings, load_settings
+from newsletter.database import database_exists, open_project_database
 from newsletter.draft import dated_for_sending
 from newsletter.errors import ConfigError
 from newsletter.gate import SendVerdict, inspect_send
 from newsletter.issues import load_issue
 from newsletter.models import DeliveryStatus, Issue, RenderedEmail
-from newsletter.outbox import open_project_outbox, outbox_exists
-from newsletter.render import render_issue
+from newsletter.rendering.render import render_issue
 from newsletter.schedule.booking import Booked, book_send
 from newsletter.send import pipeline
 from newsletter.send.job import Options
 from newsletter.send.pipeline import Listener, SendOutcome, SendRequest
-from newsletter.settings import DEFAULT_LIST, Settings, load_settings
 from newsletter.subjects.run import SubjectRequest, subject_phase
 
 __all__ = ["Project"]
@@ -114,18 +114,18 @@ class Project:
 
     def status(self, number: int, list_name: str = DEFAULT_LIST) -> dict[DeliveryStatus, int]:
         """How many of the list's rows are in each state for the issue (none sent yet: zeros)."""
-        if not outbox_exists(self.settings.outbox_target):
+        if not database_exists(self.settings.database_target):
             return dict.fromkeys(DeliveryStatus, 0)
-        with open_project_outbox(self.settings) as outbox:
-            return outbox.deliveries.counts(number, list_name)
+        with open_project_database(self.settings) as database:
+            return database.deliveries.counts(number, list_name)
 
     def report(self, number: int, list_name: str = DEFAULT_LIST) -> ClickReport:
         """`newsletter report`: what people (not scanners) clicked, by item; needs a send."""
-        if not outbox_exists(self.settings.outbox_target):
+        if not database_exists(self.settings.database_target):
             raise ConfigError(
                 f"issue {number} has not been sent: there is no delivery log yet",
                 hint=f"Send it first: `newsletter send --issue {number}`.",
             )
         issue = self.issue(number)
-        with open_project_outbox(self.settings) as outbox:
-            return gather_report(outbox, self.settings, issue, list_name)
+        with open_project_database(self.settings) as database:
+            return gather_report(database, self.settings, issue, list_name)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from email.message import EmailMessage
 from pathlib import Path
 
-from newsletter.checks import (
+from newsletter.checks.lint import (
     Finding,
     Silenced,
     check_tracked_host,
@@ -27,16 +27,16 @@ from newsletter.checks import (
     run_checks,
     silence_findings,
 )
+from newsletter.checks.markers import check_markers
+from newsletter.config.settings import Settings
+from newsletter.database import Database, database_exists, open_project_database
 from newsletter.errors import NewsletterError
 from newsletter.issues import IssueFile, list_issue_numbers, read_issue_file
 from newsletter.mail.message import sample_message
 from newsletter.mail.tracking import SendRendering, render_for_sending
-from newsletter.markers import check_markers
 from newsletter.models import Issue, RenderedEmail
-from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
-from newsletter.render import DEFAULT_TEMPLATE_DIRS, dated, preheader_for
-from newsletter.settings import Settings
-from newsletter.templateblocks import unhandled_blocks
+from newsletter.rendering.render import DEFAULT_TEMPLATE_DIRS, dated, preheader_for
+from newsletter.rendering.templateblocks import unhandled_blocks
 
 
 @dataclass(frozen=True)
@@ -139,19 +139,19 @@ def dated_for_sending(settings: Settings, issue: Issue) -> Issue:
 
 
 def sent_dates(
-    settings: Settings, *, include_staging: bool = False, outbox: Outbox | None = None
+    settings: Settings, *, include_staging: bool = False, database: Database | None = None
 ) -> dict[int, dt.date]:
     """The day each issue first went to a subscriber list (staging sends count only if asked),
     in the newsletter's time zone (a digest sent at 07:00 in Beijing is dated that day, not the
     day before as in UTC), from the delivery log: `outbox` if the caller holds it open (serve),
     else opened for this; read only: where nothing was sent there is no log to create."""
-    if outbox is None:
-        if not outbox_exists(settings.outbox_target):
+    if database is None:
+        if not database_exists(settings.database_target):
             return {}
-        with open_project_outbox(settings) as opened:
-            return sent_dates(settings, include_staging=include_staging, outbox=opened)
+        with open_project_database(settings) as opened:
+            return sent_dates(settings, include_staging=include_staging, database=opened)
     lists = [n for n, chosen in settings.lists.items() if include_staging or not chosen.staging]
-    first = outbox.deliveries.first_sent(lists)
+    first = database.deliveries.first_sent(lists)
     day = settings.newsletter.date_of
     return {issue: day(dt.datetime.fromisoformat(when)) for issue, when in first.items()}
 

@@ -16,12 +16,12 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from newsletter.checks import Finding
-from newsletter.clip import GMAIL_CLIP, KB
+from newsletter.checks.lint import Finding
+from newsletter.checks.spamscore import Scoring, SpamResult, spam_findings
+from newsletter.config.settings import Settings
 from newsletter.draft import Draft, review
 from newsletter.issues import issue_path
-from newsletter.settings import Settings
-from newsletter.spamscore import Scoring, SpamResult, spam_findings
+from newsletter.rendering.clip import GMAIL_CLIP, KB
 
 if TYPE_CHECKING:
     from newsletter.preflight.run import OnlineReport

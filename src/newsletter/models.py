@@ -23,10 +23,10 @@ from pydantic import (
     model_validator,
 )
 
+from newsletter.config.settings import check_language
 from newsletter.content import Block, Content, Image, Inline, Url, content_links, walk_blocks
 from newsletter.fields import PLACEHOLDER_PREFIX as PLACEHOLDER_PREFIX
 from newsletter.fields import check_text, check_url
-from newsletter.settings import check_language
 from newsletter.silence import Silence, read_silence
 
 

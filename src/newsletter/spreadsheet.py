@@ -8,8 +8,8 @@ import csv
 from collections.abc import Iterable, Sequence
 from typing import TextIO
 
-from newsletter.outbox import Delivery
-from newsletter.safetext import printable
+from newsletter.database import Delivery
+from newsletter.formats.safetext import printable
 
 CSV_COLUMNS = (
     "recipient",

@@ -15,8 +15,8 @@ import pytest
 from newsletter.bounces.inbox import MAX_MAIL_BYTES, MaildirInbox, open_inbox
 from newsletter.bounces.kinds import Kind
 from newsletter.bounces.reports import read_report
+from newsletter.config.settings import load_settings
 from newsletter.send.mailbox import serve_mailbox
-from newsletter.settings import load_settings
 from support.dovecot import Dovecot
 from support.dsn import dsn
 from support.sendcli import environment, newsletter, write_list

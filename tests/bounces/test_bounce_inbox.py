@@ -16,8 +16,8 @@ import pytest
 import trustme
 
 from newsletter.bounces.inbox import KEYWORD, MaildirInbox, open_inbox
+from newsletter.config.settings import Settings, load_settings
 from newsletter.errors import InboxError
-from newsletter.settings import Settings, load_settings
 from support.dovecot import Dovecot
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "bounces"

@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
+from newsletter.checks.findingformats import escape_data, escape_property
 from newsletter.cli.main import cli
-from newsletter.findingformats import escape_data, escape_property
 
 # Each line is the issue file's, so a test can name the line a finding must point at.
 ISSUE = """\

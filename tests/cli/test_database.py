@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from newsletter.cli.main import cli
-from newsletter.outbox import LATEST, MIGRATIONS, open_outbox
+from newsletter.database import LATEST, MIGRATIONS, open_database
 
 
 def run(project: Path, *args: str, url: Path | str) -> Result:
@@ -19,17 +19,17 @@ def run(project: Path, *args: str, url: Path | str) -> Result:
     )
 
 
-def test_migrate_applies_every_migration_once(project: Path, outbox_target: Path | str) -> None:
-    first = run(project, "outbox", "migrate", url=outbox_target)
+def test_migrate_applies_every_migration_once(project: Path, database_target: Path | str) -> None:
+    first = run(project, "outbox", "migrate", url=database_target)
     assert first.exit_code == 0, first.output
     assert [line for line in first.output.splitlines() if line.startswith("applied ")] == [
         f"applied {m.version}: {m.about}" for m in MIGRATIONS
     ]
     assert f"schema version {LATEST} (was 0)" in first.output
-    again = run(project, "outbox", "migrate", url=outbox_target)
+    again = run(project, "outbox", "migrate", url=database_target)
     assert "applied" not in again.output
     assert f"schema version {LATEST} (up to date)" in again.output
-    info = run(project, "outbox", "info", url=outbox_target)
+    info = run(project, "outbox", "info", url=database_target)
     assert f"schema version {LATEST} (up to date)" in info.output
 
 
@@ -48,5 +48,5 @@ def test_an_unsubscribe_on_one_machine_is_seen_by_the_others(
     assert result.exit_code == 0, result.output
     listed = run(project, "suppressions", url=postgres_url)
     assert "alice@example.com" in listed.output
-    with open_outbox(postgres_url) as outbox:
-        assert outbox.suppressions.contains("main", "alice@example.com")
+    with open_database(postgres_url) as database:
+        assert database.suppressions.contains("main", "alice@example.com")

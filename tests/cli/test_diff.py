@@ -15,7 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
-from newsletter.render import DEFAULT_TEMPLATE_DIRS
+from newsletter.rendering.render import DEFAULT_TEMPLATE_DIRS
 from support.gitrepo import git
 from support.images import png
 

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from support.database import plan, record
 
 from newsletter.bounces.retention import DAY
 from newsletter.cli.main import cli
+from newsletter.database import open_database
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import open_outbox
 from newsletter.send.coordinator import send_lock
-from newsletter.statecache import Cache
+from newsletter.state.statecache import Cache
 from support.erasure import dump, raw_bytes
-from support.outbox import plan, record
 
 SECRET = "cli-test-secret-0123456789abcdef"
 DEAD = "dead@example.org"
@@ -38,17 +38,17 @@ def run(project: Path, *args: str) -> Result:
     )
 
 
-def _outbox(project: Path) -> Path:
+def _database(project: Path) -> Path:
     return project / ".newsletter" / "outbox.sqlite3"
 
 
 def _refused(project: Path, address: str = DEAD) -> None:
     """Issue 14 went to `address` on main, and the relay refused it naming the address."""
-    with open_outbox(_outbox(project)) as outbox:
-        plan(outbox, 14, "main", [address, "bob@example.org"])
-        rows = {r.recipient: r.id for r in outbox.deliveries.rows(14, "main")}
-        assert record(outbox, rows[address], DeliveryStatus.REJECTED, code=550, reply=REFUSED)
-        assert record(outbox, rows["bob@example.org"], DeliveryStatus.SENT, code=250, reply="ok")
+    with open_database(_database(project)) as database:
+        plan(database, 14, "main", [address, "bob@example.org"])
+        rows = {r.recipient: r.id for r in database.deliveries.rows(14, "main")}
+        assert record(database, rows[address], DeliveryStatus.REJECTED, code=550, reply=REFUSED)
+        assert record(database, rows["bob@example.org"], DeliveryStatus.SENT, code=250, reply="ok")
 
 
 def test_forget_takes_the_address_out_of_the_stored_smtp_reply(project: Path) -> None:
@@ -65,17 +65,17 @@ def test_forget_takes_the_address_out_of_the_stored_smtp_reply(project: Path) ->
     assert "forgotten:" in status.output
     assert "550 forgotten: erased on request" in status.output
     assert "dead@" not in status.output
-    assert "dead@" not in dump(_outbox(project))
+    assert "dead@" not in dump(_database(project))
 
 
 def test_stored_replies_age_out_with_a_bounces_text(project: Path) -> None:
     """`newsletter bounces` applies [privacy] bounce_text_days to the replies too: the state and
     code stay for the counts; a newer reply and a row still in doubt keep theirs."""
     _refused(project)
-    path = _outbox(project)
+    path = _database(project)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000+00:00", time.gmtime(time.time() - 91 * DAY))
-    with open_outbox(path) as outbox, outbox.backend.transaction():
-        outbox.backend.run(
+    with open_database(path) as database, database.backend.transaction():
+        database.backend.run(
             "UPDATE deliveries SET updated_at = ? WHERE recipient = ?", (stamp, DEAD)
         )
     for part in ("new", "cur", "tmp"):
@@ -85,10 +85,10 @@ def test_stored_replies_age_out_with_a_bounces_text(project: Path) -> None:
     assert "1 stored SMTP reply(ies) cleared after 90 days ([privacy] bounce_text_days)" in (
         done.output
     )
-    with open_outbox(path) as outbox:
+    with open_database(path) as database:
         kept = {
             r.recipient: (r.state, r.smtp_code, r.smtp_reply)
-            for r in outbox.deliveries.rows(14, "main")
+            for r in database.deliveries.rows(14, "main")
         }
     assert kept == {
         DEAD: (DeliveryStatus.REJECTED, 550, ""),
@@ -101,8 +101,8 @@ def test_forget_leaves_no_copy_in_the_sqlite_files_bytes(project: Path) -> None:
     WAL), the erased rows are in neither the database file's bytes nor its WAL's."""
     assert run(project, "subscribers", "add", DEAD, "--name", "Dead Reader").exit_code == 0
     _refused(project)
-    path = _outbox(project)
-    with open_outbox(path) as serving:
+    path = _database(project)
+    with open_database(path) as serving:
         assert serving.roster.get("main", DEAD) is not None  # it has read the file
         assert DEAD.encode() in raw_bytes(path)
 
@@ -136,7 +136,7 @@ def test_an_import_keeps_client_addresses_as_privacy_says(project: Path) -> None
     assert exported.exit_code == 0, exported.output
     assert "ada.lovelace@example.org" in exported.output
     assert '"LEID": "118244031"' in shown.output  # the tool's other columns are kept
-    for said in (exported.output, shown.output, dump(_outbox(project))):
+    for said in (exported.output, shown.output, dump(_database(project))):
         assert "198.51.100" not in said
         assert "203.0.113.9" not in said
 
@@ -160,8 +160,8 @@ def test_the_projects_state_is_private_whatever_the_umask(project: Path) -> None
     state = project / ".newsletter"
     assert not state.exists()
     assert run(project, "subscribers", "add", DEAD).exit_code == 0
-    path = _outbox(project)
-    with open_outbox(path) as serving:  # as serve holds it: the -wal and -shm are there
+    path = _database(project)
+    with open_database(path) as serving:  # as serve holds it: the -wal and -shm are there
         serving.roster.get("main", DEAD)
         assert run(project, "subscribers", "add", "bob@example.org").exit_code == 0
         wal, shm = (path.with_name(path.name + end) for end in ("-wal", "-shm"))
@@ -184,7 +184,7 @@ def test_a_state_folder_made_by_an_earlier_version_is_tightened(project: Path) -
     state = project / ".newsletter"
     state.mkdir(mode=0o755)
     assert run(project, "subscribers", "add", DEAD).exit_code == 0
-    _outbox(project).chmod(0o644)
+    _database(project).chmod(0o644)
     assert run(project, "subscribers", "add", "bob@example.org").exit_code == 0
     # Other users lose access; the group keeps its (a shared deployment's choice).
-    assert (_mode(state), _mode(_outbox(project))) == (0o750, 0o640)
+    assert (_mode(state), _mode(_database(project))) == (0o750, 0o640)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.database import open_database
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import open_outbox
 from support.sendcli import Done, environment, newsletter, write_list
 from support.smtp import Fault, FaultyHandler, start
 
@@ -84,10 +84,10 @@ async def test_a_reply_that_is_not_utf8_is_recorded_rejected_and_the_run_goes_on
     assert done.code == 3, done.err
     assert "2 sent, 3 rejected" in done.out
     assert "rejected: reader00001@example.com 550 5.1.1 Empf\ufffdnger unbekannt" in done.out
-    with open_outbox(outbox_url or project / ".newsletter" / "outbox.sqlite3") as outbox:
-        rows = {r.recipient: r for r in outbox.deliveries.rows(14, "main")}
-        hard = outbox.bounces.counts(14, "main").get("hard", 0)
-        suppressed = outbox.suppressions.addresses("main")
+    with open_database(outbox_url or project / ".newsletter" / "outbox.sqlite3") as database:
+        rows = {r.recipient: r for r in database.deliveries.rows(14, "main")}
+        hard = database.bounces.counts(14, "main").get("hard", 0)
+        suppressed = database.suppressions.addresses("main")
     for address, (_, text) in HOSTILE.items():
         assert (rows[address].state, rows[address].smtp_code) == (DeliveryStatus.REJECTED, 550)
         assert rows[address].smtp_reply == text
@@ -149,8 +149,8 @@ async def test_control_sequences_in_replies_reach_no_terminal_and_no_csv(project
         # The text around each escape is still there to read, in the log and on screen.
         assert cells[f"reader{i:05d}@example.com"].endswith(f" {name}")
         assert f"rejected: reader{i:05d}@example.com 550 5.7.1 " in done.out
-    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        kept = {r.recipient: r.smtp_reply for r in outbox.deliveries.rows(14, "main")}
+    with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
+        kept = {r.recipient: r.smtp_reply for r in database.deliveries.rows(14, "main")}
     # The log keeps what the server said; only what is shown is cleaned.
     assert kept["reader00001@example.com"] == f"5.7.1 {ESCAPES['title']} title"
 

@@ -25,10 +25,10 @@ import pytest
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
+from newsletter.config.settings import load_settings
 from newsletter.errors import TokenError
 from newsletter.issues import load_issue_file
 from newsletter.mail.tokens import verify
-from newsletter.settings import load_settings
 from support.capture import capture_server
 from support.preview import running_preview
 

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from newsletter.cli.main import cli
+from newsletter.config.settings import Settings
+from newsletter.database import database_exists, open_database
 from newsletter.mail.tokens import verify
-from newsletter.outbox import open_outbox, outbox_exists
-from newsletter.settings import Settings
 
 SECRET = "cli-test-secret-0123456789abcdef"
 
@@ -82,8 +82,8 @@ def test_hostile_list_is_reported_row_by_row(project: Path) -> None:
 
 def test_suppressed_addresses_are_counted(project: Path, settings: Settings) -> None:
     settings.state_dir.mkdir(parents=True, exist_ok=True)
-    with open_outbox(settings.outbox_target) as outbox:
-        outbox.suppressions.add("staging", "Editor@News.Example.org", "test")
+    with open_database(settings.database_target) as database:
+        database.suppressions.add("staging", "Editor@News.Example.org", "test")
     result = run(project, "subscribers", "--list", "staging")
     assert "1 valid, 0 duplicate, 0 invalid, 0 unsubscribed, 1 suppressed" in result.output
 
@@ -132,7 +132,7 @@ def test_dry_run_writes_one_parseable_eml_per_recipient(project: Path, settings:
         "bob@example.net",
         "carol@xn--fsqu00a.xn--55qx5d",
     ]
-    assert not outbox_exists(settings.outbox_target)  # no delivery log
+    assert not database_exists(settings.database_target)  # no delivery log
 
 
 def test_dry_run_to_staging_without_secret(project: Path) -> None:
@@ -185,7 +185,7 @@ def test_an_unclosed_quote_costs_one_row_in_the_report_and_the_dry_run(project: 
 def test_a_line_too_long_is_one_rejected_row_and_the_counts_add_up(project: Path) -> None:
     """A line past MAX_LINE (here 3 MB: a 200 MB one once took 440 MB to read) is named by its
     number and skipped unread; the rows around it are read as usual."""
-    from newsletter.csvfile import MAX_LINE
+    from newsletter.formats.csvfile import MAX_LINE
 
     (project / "long.csv").write_bytes(
         b"email,name\r\na@example.org,A\r\n"

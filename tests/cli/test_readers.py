@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from newsletter.cli.main import cli
-from newsletter.outbox import open_outbox
-from newsletter.outbox.consent import ConsentLedger
-from newsletter.outbox.roster import Roster, Status
+from newsletter.database import open_database
+from newsletter.database.consent import ConsentLedger
+from newsletter.database.roster import Roster, Status
 
 SECRET = "cli-test-secret-0123456789abcdef"
 EXPORTS = Path(__file__).resolve().parents[1] / "data" / "exports"
@@ -28,7 +28,7 @@ def run(project: Path, *args: str, secret: bool = True) -> Result:
     return CliRunner().invoke(cli, ["--config", str(project / "newsletter.toml"), *args], env=env)
 
 
-def _outbox(project: Path) -> Path:
+def _database(project: Path) -> Path:
     return project / ".newsletter" / "outbox.sqlite3"
 
 
@@ -44,8 +44,8 @@ def test_a_mailchimp_export_imports_with_its_consent(project: Path) -> None:
     export = _mailchimp_zip(project)
     result = run(project, "subscribers", "import", str(export))
     assert "Mailchimp export (detected from its header)" in result.output
-    with open_outbox(_outbox(project)) as outbox:
-        backend = outbox.backend
+    with open_database(_database(project)) as database:
+        backend = database.backend
         ada = Roster(backend).get("main", "ada.lovelace@example.org")
         assert ada is not None
         assert ada.status is Status.CONFIRMED
@@ -59,8 +59,8 @@ def test_a_mailchimp_export_imports_with_its_consent(project: Path) -> None:
         assert event.evidence["columns"]["OPTIN_IP"] == "198.51.100.0/24"
         assert event.evidence["columns"]["LEID"] == "118244031"
         # Unsubscribed and cleaned rows are suppressions, never recipients.
-        assert outbox.suppressions.get("main", "edsger@example.org").source == "imported"  # type: ignore[union-attr]
-        assert outbox.suppressions.contains("main", "gone.mailbox@example.com")
+        assert database.suppressions.get("main", "edsger@example.org").source == "imported"  # type: ignore[union-attr]
+        assert database.suppressions.contains("main", "gone.mailbox@example.com")
         assert Roster(backend).get("main", "edsger@example.org") is None
         (unsub,) = ConsentLedger(backend).of("edsger@example.org")
         assert unsub.event == "unsubscribe"
@@ -83,15 +83,15 @@ def test_a_substack_export_imports_with_its_consent_and_refuses_the_erased(
     assert "substack-email_list.csv:5: email: is Substack's stand-in for a reader" in result.output
     assert "substack-email_list.csv:6: email_disabled: is 'perhaps'" in result.output
     assert "5 row(s): imported 2 subscriber(s)" in result.output
-    with open_outbox(_outbox(project)) as outbox:
-        backend = outbox.backend
+    with open_database(_database(project)) as database:
+        backend = database.backend
         reader = Roster(backend).get("main", "reader.one@example.org")
         assert reader is not None
         assert reader.status is Status.CONFIRMED
         (event,) = ConsentLedger(backend).of("reader.one@example.org")
         assert event.evidence["subscribed_at"] == "2021-04-05T06:07:08+00:00"
         assert event.evidence["columns"]["created_at"] == "2021-04-05T06:07:08.123Z"
-        assert outbox.suppressions.get("main", "quiet.reader@example.com") is not None
+        assert database.suppressions.get("main", "quiet.reader@example.com") is not None
         assert Roster(backend).get("main", "quiet.reader@example.com") is None
 
 
@@ -101,9 +101,9 @@ def test_an_import_adds_up_and_runs_twice_without_doubling(project: Path) -> Non
     second = run(project, "subscribers", "import", str(export))
     assert "(4 new, 0 already there), 3 suppressed (3 new)" in first.output
     assert "(0 new, 4 already there), 3 suppressed (0 new)" in second.output
-    with open_outbox(_outbox(project)) as outbox:
-        counts = outbox.roster.counts("main")
-        events = len(outbox.consent.of("ada.lovelace@example.org"))
+    with open_database(_database(project)) as database:
+        counts = database.roster.counts("main")
+        events = len(database.consent.of("ada.lovelace@example.org"))
     assert counts[Status.CONFIRMED] == 4
     assert events == 2  # each import is on the record
 
@@ -111,9 +111,9 @@ def test_an_import_adds_up_and_runs_twice_without_doubling(project: Path) -> Non
 def test_a_dry_run_imports_nothing(project: Path) -> None:
     result = run(project, "subscribers", "import", str(_mailchimp_zip(project)), "--dry-run")
     assert "would import 4 subscriber(s)" in result.output
-    with open_outbox(_outbox(project)) as outbox:
-        assert outbox.roster.counts("main")[Status.CONFIRMED] == 0
-        assert not outbox.suppressions.all("main")
+    with open_database(_database(project)) as database:
+        assert database.roster.counts("main")[Status.CONFIRMED] == 0
+        assert not database.suppressions.all("main")
 
 
 def test_a_dry_run_counts_what_the_import_then_does(project: Path) -> None:
@@ -124,12 +124,12 @@ def test_a_dry_run_counts_what_the_import_then_does(project: Path) -> None:
     assert run(project, "unsubscribe", "edsger@example.org").exit_code == 0
     forgot = run(project, "subscribers", "forget", "gone.mailbox@example.com", "--yes")
     assert forgot.exit_code == 0, forgot.output
-    with open_outbox(_outbox(project)) as outbox:
-        before = (outbox.suppressions.all("main"), outbox.consent.of("edsger@example.org"))
+    with open_database(_database(project)) as database:
+        before = (database.suppressions.all("main"), database.consent.of("edsger@example.org"))
     dry = run(project, "subscribers", "import", str(export), "--dry-run")
-    with open_outbox(_outbox(project)) as outbox:
-        after = (outbox.suppressions.all("main"), outbox.consent.of("edsger@example.org"))
-        assert outbox.roster.counts("main")[Status.CONFIRMED] == 0
+    with open_database(_database(project)) as database:
+        after = (database.suppressions.all("main"), database.consent.of("edsger@example.org"))
+        assert database.roster.counts("main")[Status.CONFIRMED] == 0
     assert after == before  # the dry run wrote nothing
     real = run(project, "subscribers", "import", str(export))
     (promised,) = [line for line in dry.output.splitlines() if "row(s):" in line]
@@ -159,9 +159,9 @@ def test_a_zip_damaged_halfway_imports_nothing(project: Path) -> None:
     assert "Traceback" not in result.output
     assert "is damaged" in result.output
     assert "nothing was imported" in result.output
-    with open_outbox(_outbox(project)) as outbox:
-        assert outbox.roster.counts("main")[Status.CONFIRMED] == 0
-        assert not outbox.suppressions.all("main")
+    with open_database(_database(project)) as database:
+        assert database.roster.counts("main")[Status.CONFIRMED] == 0
+        assert not database.suppressions.all("main")
 
 
 @pytest.mark.parametrize(
@@ -213,9 +213,9 @@ def test_add_remove_show_and_export_round_trip(project: Path) -> None:
     # The export is this tool's CSV: it imports back into another list.
     back = run(project, "subscribers", "import", str(out), "--list", "staging")
     assert "newsletter CSV export" in back.output
-    with open_outbox(_outbox(project)) as outbox:
-        assert outbox.roster.get("staging", "ann@example.org") is not None
-        assert outbox.suppressions.contains("staging", "bob@example.org")
+    with open_database(_database(project)) as database:
+        assert database.roster.get("staging", "ann@example.org") is not None
+        assert database.suppressions.contains("staging", "bob@example.org")
 
 
 def test_the_report_counts_the_subscribers_in_the_outbox(project: Path) -> None:
@@ -286,7 +286,7 @@ def test_a_list_without_a_csv(project: Path) -> None:
 
 
 def test_an_import_with_a_line_too_long_refuses_that_row_only(project: Path) -> None:
-    from newsletter.csvfile import MAX_LINE
+    from newsletter.formats.csvfile import MAX_LINE
 
     export = project / "export.csv"
     export.write_bytes(
@@ -302,8 +302,8 @@ def test_an_import_with_a_line_too_long_refuses_that_row_only(project: Path) -> 
     assert f"export.csv:3: is longer than {MAX_LINE:,} characters" in result.output
     assert "3 row(s): imported 2 subscriber(s) (2 new, 0 already there)" in result.output
     assert "1 refused (1 invalid)" in result.output
-    with open_outbox(_outbox(project)) as outbox:
-        assert outbox.roster.counts("main")[Status.CONFIRMED] == 2
+    with open_database(_database(project)) as database:
+        assert database.roster.counts("main")[Status.CONFIRMED] == 2
 
 
 def test_a_utf16_export_is_named_as_such(project: Path) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.config.settings import load_settings
 from newsletter.errors import ConfigError
-from newsletter.settings import load_settings
 from support.sendcli import environment, newsletter, write_list
 from support.smtp import FaultyHandler, start
 

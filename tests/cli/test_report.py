@@ -11,13 +11,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from click.testing import CliRunner
+from support.database import plan
 
 from newsletter.cli.main import cli
-from newsletter.outbox import open_outbox
-from newsletter.outbox.clicks import ClickRecord, StoredClick
-from newsletter.places import Place, Region
-from newsletter.settings import load_settings
-from support.outbox import plan
+from newsletter.config.settings import load_settings
+from newsletter.database import open_database
+from newsletter.database.clicks import ClickRecord, StoredClick
+from newsletter.rendering.places import Place, Region
 from support.tracked import tracked_send
 
 ENV = {"NEWSLETTER_SECRET": "report-tests-secret-0123456789abcdef"}
@@ -35,8 +35,8 @@ def sent(project: Path, list_name: str = "main", clicks: int = 3) -> None:
     event = ClickRecord(
         time.time(), Place(Region.TITLE, 0, 0), "GET", False, "browser:edge", "", None, None
     )
-    with open_outbox(settings.outbox_target) as outbox:
-        outbox.clicks.add(
+    with open_database(settings.database_target) as database:
+        database.clicks.add(
             [
                 StoredClick(14, list_name, event._replace(ip=f"198.51.100.{n}"))
                 for n in range(clicks)
@@ -84,8 +84,8 @@ def test_several_lists_are_named_and_a_test_send_is_set_apart(project: Path) -> 
     assert code == 0
     assert "list main" in out  # the staging list's test send is not the issue's send
     settings = load_settings(project / "newsletter.toml", environ=TRACKED)
-    with open_outbox(settings.outbox_target) as outbox:
-        plan(outbox, 14, "other", ["x@example.com"])
+    with open_database(settings.database_target) as database:
+        plan(database, 14, "other", ["x@example.com"])
     code, _, err = run("report", "--issue", "14")
     assert code == 1
     assert "error: issue 14 went to 2 lists (main, other)" in err
@@ -127,8 +127,8 @@ def flood(project: Path, per_item: dict[int, int]) -> None:
             )
             ip = f"2001:db8:{item:x}::{n:x}"
             clicks.append(StoredClick(14, "main", event._replace(ip=ip)))
-    with open_outbox(settings.outbox_target) as outbox:
-        outbox.clicks.add(clicks)
+    with open_database(settings.database_target) as database:
+        database.clicks.add(clicks)
 
 
 FIVE = {**TRACKED, "NEWSLETTER_PRIVACY__MIN_COUNT": "5"}

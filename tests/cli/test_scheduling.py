@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
-from newsletter.outbox import open_outbox
-from newsletter.outbox.schedules import ScheduleState
+from newsletter.database import open_database
+from newsletter.database.schedules import ScheduleState
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -28,8 +28,8 @@ def ahead(hours: float) -> str:
 
 
 def schedules(project: Path) -> list[tuple[int, str, ScheduleState]]:
-    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        rows = outbox.schedules.listing()
+    with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
+        rows = database.schedules.listing()
     return [(r.issue, r.list, r.state) for r in rows]
 
 
@@ -168,8 +168,8 @@ def test_rate_and_concurrency_are_kept_with_the_schedule(project: Path) -> None:
     code, out, err = run("send", "--issue", "14", "--list", "staging", "--at", at, "--rate", "0")
     assert code == 0, err
     assert out.splitlines()[-1].endswith(", sent with --rate 0")  # 0: unlimited, kept as asked
-    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        kept = {s.list: (s.rate, s.concurrency) for s in outbox.schedules.listing()}
+    with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
+        kept = {s.list: (s.rate, s.concurrency) for s in database.schedules.listing()}
     assert kept == {"main": (2.5, 3), "staging": (0.0, None)}
     _, listing, _ = run("schedule")
     assert "  due  (booked by " in listing
@@ -255,8 +255,8 @@ def test_status_shows_the_issues_scheduled_sends_and_those_that_did_not_go(
 ) -> None:
     at = ahead(20)
     assert run("send", "--issue", "14", "--at", at, "--timezone", "Asia/Shanghai", "--yes")[0] == 0
-    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        store = outbox.schedules
+    with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
+        store = database.schedules
         now = dt.datetime.now(dt.UTC).timestamp()
         assert store.book(14, "staging", now - 7 * 3600, "Europe/Berlin", "bob@desk")
         store.miss(6 * 3600, "not sent: no worker ran within [schedule] grace (6.0 h)")
@@ -264,7 +264,7 @@ def test_status_shows_the_issues_scheduled_sends_and_those_that_did_not_go(
         assert old is not None
         assert store.claim("w", 30) is not None
         assert store.finish(old.id, "w", ScheduleState.FAILED, "not sent: long ago")
-        outbox.backend.run(
+        database.backend.run(
             "UPDATE schedules SET finished_at = ? WHERE id = ?",
             ((dt.datetime.now(dt.UTC) - dt.timedelta(days=8)).isoformat(), old.id),
         )

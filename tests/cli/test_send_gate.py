@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.config.settings import load_settings
 from newsletter.gate import inspect_send
-from newsletter.settings import load_settings
 from support.sendcli import environment, newsletter
 from support.smtp import FaultyHandler, start
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.database import plan
 
+from newsletter.config.settings import load_settings
+from newsletter.database import open_database
+from newsletter.database.records import now
+from newsletter.database.testsends import TestSend
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import open_outbox
-from newsletter.outbox.records import now
-from newsletter.outbox.testsends import TestSend
 from newsletter.send.testsend import decide
-from newsletter.settings import load_settings
-from support.outbox import plan
 from support.sendcli import environment, finish, newsletter, spawn, wait_for, write_list
 from support.site import SECRET, running_service
 from support.smtp import Fault, FaultyHandler, start
@@ -129,9 +129,9 @@ async def test_a_killed_test_is_resumed_not_begun_again(
     assert "(test 2)" in resumed.out
     assert "unchanged since the test at " in done.out
     settings = load_settings(project / "newsletter.toml", environ=outbox_env)
-    with open_outbox(settings.outbox_target) as outbox:
-        tests = outbox.test_sends.history(14, "staging")
-        rows = {r.recipient: r for r in outbox.deliveries.rows(14, "staging")}
+    with open_database(settings.database_target) as database:
+        tests = database.test_sends.history(14, "staging")
+        rows = {r.recipient: r for r in database.deliveries.rows(14, "staging")}
     assert [t.round for t in tests] == [1, 2]
     assert tests[0].sent == tests[0].recipients == 120
     assert sorted(rows) == sorted(addresses)
@@ -176,8 +176,8 @@ async def test_a_repeated_tests_unsubscribe_link_still_verifies_in_serve(project
             httpx.post, url, data={"List-Unsubscribe": "One-Click"}, follow_redirects=False
         )
         assert answer.status_code == 200
-        with open_outbox(service.settings.outbox_target) as outbox:
-            found = [(s.list, s.source) for s in outbox.suppressions.all()]
+        with open_database(service.settings.database_target) as database:
+            found = [(s.list, s.source) for s in database.suppressions.all()]
     assert found == [("staging", "one-click")]
 
 
@@ -190,13 +190,13 @@ async def test_status_counts_the_unsubscribes_and_complaints_an_issue_brought(
         env = environment(server.port, **outbox_env)
         assert (await newsletter(["send", "--issue", "14", "--yes"], env, project)).code == 0
         settings = load_settings(project / "newsletter.toml", environ=env)
-        with open_outbox(settings.outbox_target) as outbox:
-            rows = {r.recipient: r for r in outbox.deliveries.rows(14, "main")}
+        with open_database(settings.database_target) as database:
+            rows = {r.recipient: r for r in database.deliveries.rows(14, "main")}
             # A reader's one-click after issue 14 reached them, and a complaint about it.
-            outbox.suppressions.add("main", "li.lei@example.com", "one-click")
-            outbox.suppressions.add("main", "bob@example.net", "web")
+            database.suppressions.add("main", "li.lei@example.com", "one-click")
+            database.suppressions.add("main", "bob@example.net", "web")
             complained = rows["alice@example.net"]
-            outbox.backend.run(
+            database.backend.run(
                 "INSERT INTO bounce_reports (report, delivery_id, kind, source, created_at)"
                 " VALUES (?, ?, 'complaint', 'arf', ?)",
                 ("<report-1@example.org>", complained.id, now()),
@@ -237,13 +237,13 @@ def test_the_rule_of_a_test_send() -> None:
 
 
 def test_beginning_a_test_is_done_once_and_reopens_the_rows(
-    outbox_target: Path | str,
+    database_target: Path | str,
 ) -> None:
-    with open_outbox(outbox_target) as outbox:
-        outbox.leases.register("w1", 14, "staging", "here", 1, 60.0)
-        plan(outbox, 14, "staging", ["a@example.org", "b@example.org"], planner="w1")
-        assert outbox.plans.is_current(14, "staging")
-        tests = outbox.test_sends
+    with open_database(database_target) as database:
+        database.leases.register("w1", 14, "staging", "here", 1, 60.0)
+        plan(database, 14, "staging", ["a@example.org", "b@example.org"], planner="w1")
+        assert database.plans.is_current(14, "staging")
+        tests = database.test_sends
         assert tests.latest(14, "staging") is not None  # the rows of a log from before
         begun = tests.begin(14, "staging", "f2", "changed", after=1)
         assert begun is not None
@@ -255,7 +255,7 @@ def test_beginning_a_test_is_done_once_and_reopens_the_rows(
             (1, "", 2),
             (2, "f2", None),
         ]
-        assert {r.state for r in outbox.deliveries.rows(14, "staging")} == {"pending"}
-        assert {r.message_id for r in outbox.deliveries.rows(14, "staging")} == {None}
+        assert {r.state for r in database.deliveries.rows(14, "staging")} == {"pending"}
+        assert {r.message_id for r in database.deliveries.rows(14, "staging")} == {None}
         # The live worker's plan was of the last test: the next one plans afresh.
-        assert not outbox.plans.is_current(14, "staging")
+        assert not database.plans.is_current(14, "staging")

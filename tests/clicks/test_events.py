@@ -9,7 +9,7 @@ import pytest
 
 from newsletter.clicks.events import agent_class, click_event, ip_key, is_prefetch, stored_ip
 from newsletter.mail.clicktokens import click_token, verify_click
-from newsletter.places import Place, Region
+from newsletter.rendering.places import Place, Region
 
 SECRET = "s3cret-for-tests-only-0123456789"
 CHROME = (

@@ -14,7 +14,7 @@ from newsletter.clicks.report import Below, ClickReport, SendSummary, build_repo
 from newsletter.clicks.rules import LabelledEvent, Rule
 from newsletter.clicks.tally import tally
 from newsletter.models import Issue
-from newsletter.places import CANARY, Part, Place, Region, Spot, outline
+from newsletter.rendering.places import CANARY, Part, Place, Region, Spot, outline
 from support.clickreports import START, fixed_counts, fixed_report
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from support.database import plan
+
 from newsletter.clicks.retention import (
     DAY,
     PRUNE_EVERY,
@@ -13,11 +15,10 @@ from newsletter.clicks.retention import (
     forget_reader,
     prune_clicks,
 )
-from newsletter.outbox import Outbox
-from newsletter.outbox.clicks import ClickRecord, StoredClick
-from newsletter.places import Place, Region
-from newsletter.settings import Settings
-from support.outbox import plan
+from newsletter.config.settings import Settings
+from newsletter.database import Database
+from newsletter.database.clicks import ClickRecord, StoredClick
+from newsletter.rendering.places import Place, Region
 
 NOW = 1_800_000_000.0
 
@@ -27,47 +28,49 @@ def click(at: float, row: int | None = None) -> StoredClick:
     return StoredClick(14, "main", record)
 
 
-def test_events_past_the_window_go_in_bounded_batches(outbox: Outbox, settings: Settings) -> None:
+def test_events_past_the_window_go_in_bounded_batches(
+    database: Database, settings: Settings
+) -> None:
     days = settings.privacy.retention_days
     old = [click(NOW - (days + 1) * DAY - n) for n in range(23)]
     kept = [click(NOW - (days - 1) * DAY), click(NOW - 60)]
-    outbox.clicks.add(old + kept)
-    first = prune_clicks(outbox, settings, now=NOW, batch=5, max_batches=3)
+    database.clicks.add(old + kept)
+    first = prune_clicks(database, settings, now=NOW, batch=5, max_batches=3)
     assert first.deleted == 15
     assert first.done is False
-    second = prune_clicks(outbox, settings, now=NOW, batch=5, max_batches=3)
+    second = prune_clicks(database, settings, now=NOW, batch=5, max_batches=3)
     assert (second.deleted, second.done) == (8, True)
-    assert prune_clicks(outbox, settings, now=NOW).deleted == 0
-    assert [e.at for e in outbox.clicks.events(14, "main")] == [r.event.at for r in kept]
+    assert prune_clicks(database, settings, now=NOW).deleted == 0
+    assert [e.at for e in database.clicks.events(14, "main")] == [r.event.at for r in kept]
 
 
-def test_a_shorter_window_takes_more(outbox: Outbox, settings: Settings) -> None:
-    outbox.clicks.add([click(NOW - 40 * DAY), click(NOW - 10 * DAY)])
+def test_a_shorter_window_takes_more(database: Database, settings: Settings) -> None:
+    database.clicks.add([click(NOW - 40 * DAY), click(NOW - 10 * DAY)])
     short = settings.model_copy(
         update={"privacy": settings.privacy.model_copy(update={"retention_days": 30})}
     )
-    assert prune_clicks(outbox, short, now=NOW).deleted == 1
-    assert outbox.clicks.count(14, "main") == 1
+    assert prune_clicks(database, short, now=NOW).deleted == 1
+    assert database.clicks.count(14, "main") == 1
 
 
-def test_a_forgotten_reader_takes_their_events(outbox: Outbox) -> None:
-    plan(outbox, 14, "main", ["ann@example.com", "bob@example.com"])
-    rows = {d.recipient: d.id for d in outbox.deliveries.rows(14, "main")}
-    outbox.clicks.add(
+def test_a_forgotten_reader_takes_their_events(database: Database) -> None:
+    plan(database, 14, "main", ["ann@example.com", "bob@example.com"])
+    rows = {d.recipient: d.id for d in database.deliveries.rows(14, "main")}
+    database.clicks.add(
         [click(NOW, rows["ann@example.com"]), click(NOW, rows["bob@example.com"]), click(NOW)]
     )
-    assert forget_reader(outbox, "ann@example.com") == 1
-    assert [e.row for e in outbox.clicks.events(14, "main")] == [rows["bob@example.com"], None]
+    assert forget_reader(database, "ann@example.com") == 1
+    assert [e.row for e in database.clicks.events(14, "main")] == [rows["bob@example.com"], None]
 
 
 def test_the_worker_duty_prunes_until_done_then_waits(
-    outbox: Outbox, settings: Settings, outbox_target: object
+    database: Database, settings: Settings, database_target: object
 ) -> None:
     days = settings.privacy.retention_days
-    outbox.clicks.add([click(time.time() - (days + 2) * DAY - n) for n in range(7)])
-    outbox.clicks.add([click(time.time())])
+    database.clicks.add([click(time.time() - (days + 2) * DAY - n) for n in range(7)])
+    database.clicks.add([click(time.time())])
     chosen = settings.model_copy(
-        update={"outbox": settings.outbox.model_copy(update={"url": _url(outbox_target)})}
+        update={"outbox": settings.outbox.model_copy(update={"url": _url(database_target)})}
     )
     said: list[str] = []
     duty = RetentionDuty(chosen, said.append)
@@ -83,7 +86,7 @@ def test_the_worker_duty_prunes_until_done_then_waits(
     assert waits == [PRUNE_EVERY, PRUNE_EVERY]
     assert duty.deleted == 7
     assert said == [f"click retention: 7 event(s) older than {days} days deleted"]
-    assert outbox.clicks.count(14, "main") == 1
+    assert database.clicks.count(14, "main") == 1
 
 
 def _url(target: object) -> str:

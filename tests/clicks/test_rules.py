@@ -11,7 +11,7 @@ from newsletter.clicks.events import ClickEvent
 from newsletter.clicks.rules import LabelledEvent, Rule, Windows, label
 from newsletter.clicks.tally import tally
 from newsletter.models import Issue
-from newsletter.places import CANARY, Part, Place, Region, Spot, issue_links
+from newsletter.rendering.places import CANARY, Part, Place, Region, Spot, issue_links
 
 T0 = 1_800_000_000.0
 CHROME = "browser:chrome"

@@ -26,11 +26,11 @@ from typing import Any
 import httpx
 import pytest
 
+from newsletter.database import open_database
 from newsletter.issues import load_issue
 from newsletter.links import issue_url
 from newsletter.mail.clicktokens import verify_click
-from newsletter.outbox import open_outbox
-from newsletter.places import CANARY, Place, Region, issue_links
+from newsletter.rendering.places import CANARY, Place, Region, issue_links
 from support.capture import capture_server
 from support.sendcli import environment
 from support.site import SECRET, running_service
@@ -101,9 +101,9 @@ def test_a_person_two_items_and_every_machine_told_apart(
         assert {PERSON, SCANNER, CANARY_HIT, GATEWAY} <= set(mail)
         issue = load_issue(service.settings.issues_dir, 14)
         # The send recorded the links its messages carry, before the first one went out.
-        with open_outbox(service.settings.outbox_target) as outbox:
-            recorded = outbox.sent_links.links(14, "main")
-            assert outbox.sent_links.mode(14, "main") == mode
+        with open_database(service.settings.database_target) as database:
+            recorded = database.sent_links.links(14, "main")
+            assert database.sent_links.mode(14, "main") == mode
         assert recorded is not None
         assert {place: url for place, url in recorded.items() if place != CANARY} == {
             link.place: link.url for link in issue_links(issue) if link.url.startswith("http")
@@ -162,8 +162,8 @@ def test_a_person_two_items_and_every_machine_told_apart(
         expected_events = 2 + links + 1 + links
         deadline = time.monotonic() + 10
         while True:
-            with open_outbox(service.settings.outbox_target) as outbox:
-                if outbox.clicks.count(14, "main") >= expected_events:
+            with open_database(service.settings.database_target) as database:
+                if database.clicks.count(14, "main") >= expected_events:
                     break
             assert time.monotonic() < deadline, "the events were not all written"
             time.sleep(0.05)

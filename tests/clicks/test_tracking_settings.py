@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from newsletter.clicks.rules import Windows
+from newsletter.config.settings import Settings, load_settings
 from newsletter.errors import ConfigError
-from newsletter.settings import Settings, load_settings
 
 
 def config(tmp_path: Path, text: str) -> Path:

@@ -12,7 +12,7 @@ from newsletter.clicks.page import render_html
 from newsletter.clicks.report import Below, ClickReport, SendSummary, build_report
 from newsletter.clicks.tables import CSV_COLUMNS, fit, render_text, write_report_csv
 from newsletter.models import Issue
-from newsletter.places import outline
+from newsletter.rendering.places import outline
 from support.clickreports import fixed_counts, fixed_report, hostile
 
 

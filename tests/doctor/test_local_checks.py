@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from newsletter.outbox import open_outbox
-from newsletter.outbox.schema import LATEST
+from newsletter.database import open_database
+from newsletter.database.schema import LATEST
 from support.doctoring import doctor_env, run_doctor
 from support.sendcli import newsletter
 
@@ -94,8 +94,8 @@ async def test_a_migrated_private_outbox_passes_and_a_readable_one_fails(project
 async def test_an_outbox_behind_the_schema_fails_with_the_migrate_command(project: Path) -> None:
     env = doctor_env()
     assert (await newsletter(["outbox", "migrate"], env, project)).code == 0
-    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        outbox.backend.run("DELETE FROM schema_migrations WHERE version = ?", (LATEST,))
+    with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
+        database.backend.run("DELETE FROM schema_migrations WHERE version = ?", (LATEST,))
     _, checks = await run_doctor(project, env)
     assert checks["database"]["ok"] is False
     assert "1 migration(s) behind" in str(checks["database"]["detail"])
@@ -112,8 +112,8 @@ async def test_a_worker_that_beat_is_alive_and_a_stale_beat_is_not(project: Path
     _, checks = await run_doctor(project, env)
     assert checks["worker"]["ok"] is True, checks["worker"]
     assert "(pid " in str(checks["worker"]["detail"])
-    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        outbox.backend.run("UPDATE heartbeats SET beat_at = ?", (time.time() - 120,))
+    with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
+        database.backend.run("UPDATE heartbeats SET beat_at = ?", (time.time() - 120,))
     _, checks = await run_doctor(project, env)
     assert checks["worker"]["ok"] is False
     assert "older than 30 s" in str(checks["worker"]["detail"])

@@ -9,10 +9,10 @@ import socket
 import time
 from pathlib import Path
 
+from newsletter.config.settings import Settings, load_settings
+from newsletter.database import open_project_database
 from newsletter.doctor.local import check_webhook
 from newsletter.doctor.network import check_relays
-from newsletter.outbox import open_project_outbox
-from newsletter.settings import Settings, load_settings
 from support.smtp import Authenticator, FaultyHandler, start
 
 
@@ -82,19 +82,19 @@ def test_the_providers_webhook_is_proven_by_a_signed_event_applied(tmp_path: Pat
     assert not before.ok
     assert "no outbox yet" in before.detail
     assert "https://news.example.org/webhooks/sendgrid" in before.fix
-    with open_project_outbox(settings) as outbox:
+    with open_project_database(settings) as database:
         (none,) = check_webhook(settings)
         assert not none.ok
         assert "no signed sendgrid event received yet" in none.detail
-        outbox.webhook_events.claim("resend", "evt-1", time.time())  # another provider's
+        database.webhook_events.claim("resend", "evt-1", time.time())  # another provider's
         assert not check_webhook(settings)[0].ok
         old = time.time() - 86_400
-        outbox.webhook_events.claim("sendgrid", "evt-2", old - 10)
-        outbox.webhook_events.claim("sendgrid", "evt-3", old)
+        database.webhook_events.claim("sendgrid", "evt-2", old - 10)
+        database.webhook_events.claim("sendgrid", "evt-3", old)
         # The replay window: old ids go, but not when the provider was last heard from.
-        assert outbox.webhook_events.prune(time.time() - 300) == 2
-        assert outbox.webhook_events.last_seen("sendgrid") == old
-        assert outbox.webhook_events.claim("sendgrid", "evt-2", time.time())  # pruned: new
+        assert database.webhook_events.prune(time.time() - 300) == 2
+        assert database.webhook_events.last_seen("sendgrid") == old
+        assert database.webhook_events.claim("sendgrid", "evt-2", time.time())  # pruned: new
     (after,) = check_webhook(settings)
     assert after.ok, after
     assert after.detail.startswith("sendgrid: the last signed event was applied at ")

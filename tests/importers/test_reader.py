@@ -22,7 +22,7 @@ from newsletter.importers import (
     Refused,
     read_export,
 )
-from newsletter.subscribers import Refusal, check_entry
+from newsletter.importers.subscribers import Refusal, check_entry
 
 EXPORTS = Path(__file__).resolve().parents[1] / "data" / "exports"
 UTC = dt.UTC

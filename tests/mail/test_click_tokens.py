@@ -11,7 +11,7 @@ import pytest
 from newsletter.errors import TokenError
 from newsletter.mail.clicktokens import LinkTokens, click_token, url_digest, verify_click
 from newsletter.mail.tokens import SigningKey, key_id, sign, verify
-from newsletter.places import CANARY, Place, Region
+from newsletter.rendering.places import CANARY, Place, Region
 
 SECRET = "s3cret-for-tests-only-0123456789"
 OLD = "an-older-secret-still-in-links-0001"

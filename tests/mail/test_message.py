@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 
 from newsletter.bounces.verp import make_tag, read_tag
+from newsletter.config.settings import Settings
 from newsletter.errors import ConfigError, TemplateError, UnsafeHeaderError
+from newsletter.importers.subscribers import ListReport, read_subscribers
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory, write_eml_files
 from newsletter.mail.mime import encode_words
 from newsletter.mail.tokens import verify
 from newsletter.models import Placeholder, RenderedEmail, Subscriber
-from newsletter.render import render_issue
-from newsletter.settings import Settings
-from newsletter.subscribers import ListReport, read_subscribers
+from newsletter.rendering.render import render_issue
 
 SECRET = b"test-secret-0123456789abcdef"
 NAME, UNSUB, WEB = Placeholder.NAME.value, Placeholder.UNSUBSCRIBE_URL.value, Placeholder.WEB_URL

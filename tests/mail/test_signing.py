@@ -20,13 +20,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from dkim.canonicalization import CanonicalizationPolicy
 
+from newsletter.config.settings import DkimSettings, Settings
 from newsletter.errors import ConfigError
 from newsletter.mail import signing
 from newsletter.mail.canonical import relaxed_field, relaxed_lines
 from newsletter.mail.message import MessageFactory
 from newsletter.mail.signing import IssueSigner, choose_fields
 from newsletter.models import RenderedEmail, Subscriber
-from newsletter.settings import DkimSettings, Settings
 from support.dnszone import dns_server
 
 SECRET = b"test-secret-0123456789abcdef"

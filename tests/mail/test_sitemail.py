@@ -16,12 +16,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from newsletter.config.settings import DkimSettings, Settings
+from newsletter.database.mailqueue import MailKind
 from newsletter.errors import UnsafeHeaderError
 from newsletter.i18n import EMAIL, PAGES, SITE_MAIL
 from newsletter.mail.sitemail import SiteMessages
 from newsletter.mail.tokens import verify
-from newsletter.outbox.mailqueue import MailKind
-from newsletter.settings import DkimSettings, Settings
 
 SECRET = b"site-mail-tests-secret-0123456789ab"
 LINK = "https://news.example.org/confirm/AbCdEfGh.token-of-a-confirmation"

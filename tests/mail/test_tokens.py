@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from newsletter.config.settings import Settings, load_settings
 from newsletter.errors import ConfigError, LinkExpiredError, TokenError
 from newsletter.mail.tokens import (
     LinkTarget,
@@ -19,7 +20,6 @@ from newsletter.mail.tokens import (
     verify,
     verify_link,
 )
-from newsletter.settings import Settings, load_settings
 from support.site import first_format_token
 
 SECRET = "s3cret-for-tests-only-0123456789"

@@ -17,15 +17,15 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 
-from newsletter.clip import CUT_AT, wire_size
+from newsletter.config.settings import DkimSettings, Settings
 from newsletter.issues import load_issue_file
 from newsletter.mail.clicktokens import ClickTarget, verify_click
 from newsletter.mail.message import MessageFactory, sample_message
 from newsletter.mail.tracking import render_for_sending
 from newsletter.models import Issue, Subscriber
-from newsletter.places import CANARY, issue_links, text_links
-from newsletter.render import render_issue
-from newsletter.settings import DkimSettings, Settings
+from newsletter.rendering.clip import CUT_AT, wire_size
+from newsletter.rendering.places import CANARY, issue_links, text_links
+from newsletter.rendering.render import render_issue
 from support.dkimkeys import dkim_value, pem
 from support.project import copy_project
 from support.weeklies import ENGLISH, add_weekly, weekly_settings

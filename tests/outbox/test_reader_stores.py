@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from newsletter.outbox import Outbox, open_outbox
-from newsletter.outbox.consent import ConsentEvent
-from newsletter.outbox.mailqueue import MailKind, MailState
-from newsletter.outbox.roster import Status
+from newsletter.database import Database, open_database
+from newsletter.database.consent import ConsentEvent
+from newsletter.database.mailqueue import MailKind, MailState
+from newsletter.database.roster import Status
 from newsletter.signup.pending import ConfirmationRule
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 ANN = ("ann@example.org", "ann@example.org", "ann@example.org")
 
 
-def test_a_signup_is_pending_until_its_nonce_confirms_it(outbox: Outbox) -> None:
-    roster = outbox.roster
+def test_a_signup_is_pending_until_its_nonce_confirms_it(database: Database) -> None:
+    roster = database.roster
     first = roster.sign_up("main", *ANN, "n1", "signup")
     assert first.before is None
     assert first.membership.status is Status.PENDING
@@ -45,8 +45,8 @@ def test_a_signup_is_pending_until_its_nonce_confirms_it(outbox: Outbox) -> None
     assert roster.counts("main")[Status.PENDING] == 1
 
 
-def test_the_editor_adds_and_an_import_does_not_undo_a_departure(outbox: Outbox) -> None:
-    roster = outbox.roster
+def test_the_editor_adds_and_an_import_does_not_undo_a_departure(database: Database) -> None:
+    roster = database.roster
     assert roster.add("main", *ANN, "Ann", "cli") is None
     roster.leave("main", "ann@example.org")
     assert roster.add("main", *ANN, "Ann", "import", rejoin=False) is Status.LEFT
@@ -60,11 +60,13 @@ def test_the_editor_adds_and_an_import_does_not_undo_a_departure(outbox: Outbox)
     assert member.name == "Ann"
 
 
-def test_confirmed_members_stream_in_pages(outbox: Outbox, monkeypatch: pytest.MonkeyPatch) -> None:
-    from newsletter.outbox import roster as module
+def test_confirmed_members_stream_in_pages(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from newsletter.database import roster as module
 
     monkeypatch.setattr(module, "PAGE", 7)
-    roster = outbox.roster
+    roster = database.roster
     for n in range(30):
         address = f"r{n:02d}@example.org"
         roster.add("main", address, address, address, f"R{n}", "cli")
@@ -76,8 +78,8 @@ def test_confirmed_members_stream_in_pages(outbox: Outbox, monkeypatch: pytest.M
     assert len(list(roster.members("main"))) == 31
 
 
-def test_a_move_keeps_the_row_and_merges_into_an_existing_one(outbox: Outbox) -> None:
-    roster = outbox.roster
+def test_a_move_keeps_the_row_and_merges_into_an_existing_one(database: Database) -> None:
+    roster = database.roster
     roster.add("main", *ANN, "Ann", "cli")
     assert roster.move("main", "ann@example.org", "a@new.example", "a@new.example", "m") is (
         Status.CONFIRMED
@@ -94,8 +96,8 @@ def test_a_move_keeps_the_row_and_merges_into_an_existing_one(outbox: Outbox) ->
     assert gone.status is Status.LEFT
 
 
-def test_the_ledger_keeps_every_event_in_order(outbox: Outbox) -> None:
-    ledger = outbox.consent
+def test_the_ledger_keeps_every_event_in_order(database: Database) -> None:
+    ledger = database.consent
     ledger.record(ConsentEvent("main", "ann@example.org", "signup", ip="203.0.113.0/24"))
     ledger.record_all(
         [
@@ -115,8 +117,8 @@ def test_the_ledger_keeps_every_event_in_order(outbox: Outbox) -> None:
     assert ledger.of("ann@example.org") == []
 
 
-def test_one_claim_per_mailbox_per_window(outbox: Outbox) -> None:
-    rule, claims = ConfirmationRule(), outbox.claims
+def test_one_claim_per_mailbox_per_window(database: Database) -> None:
+    rule, claims = ConfirmationRule(), database.claims
     variants = ["annlee@gmail.com", "Ann.Lee+1@gmail.com", "a.nnlee+2@googlemail.com"]
     assert [rule.claim(claims, v, NOW) for v in variants] == [True, False, False]
     assert not rule.claim(claims, "annlee@gmail.com", NOW + dt.timedelta(hours=23))
@@ -127,13 +129,13 @@ def test_one_claim_per_mailbox_per_window(outbox: Outbox) -> None:
 
 
 def test_concurrent_claims_on_separate_connections_let_one_through(
-    outbox_target: Path | str,
+    database_target: Path | str,
 ) -> None:
-    open_outbox(outbox_target).close()  # migrated once, before the race
+    open_database(database_target).close()  # migrated once, before the race
     rule, results, start = ConfirmationRule(), [], threading.Barrier(12)
 
     def post(n: int) -> None:
-        with open_outbox(outbox_target, migrate=False) as box:
+        with open_database(database_target, migrate=False) as box:
             claims = box.claims
             start.wait()
             results.append(rule.claim(claims, f"victim+{n}@example.org", NOW))
@@ -146,8 +148,8 @@ def test_concurrent_claims_on_separate_connections_let_one_through(
     assert sorted(results) == [False] * 11 + [True]
 
 
-def test_forgotten_digests_and_the_first_wrapped_key_wins(outbox: Outbox) -> None:
-    forgotten = outbox.forgotten
+def test_forgotten_digests_and_the_first_wrapped_key_wins(database: Database) -> None:
+    forgotten = database.forgotten
     assert forgotten.add("d1")
     assert not forgotten.add("d1")
     assert forgotten.digests() == {"d1"}
@@ -159,8 +161,8 @@ def test_forgotten_digests_and_the_first_wrapped_key_wins(outbox: Outbox) -> Non
     assert forgotten.count() == 0
 
 
-def test_site_mail_is_claimed_once_marked_and_recorded_by_its_owner(outbox: Outbox) -> None:
-    queue = outbox.site_mail
+def test_site_mail_is_claimed_once_marked_and_recorded_by_its_owner(database: Database) -> None:
+    queue = database.site_mail
     first = queue.queue(MailKind.CONFIRM, "main", "ann@example.org", "ann@example.org", nonce="n")
     second = queue.queue(MailKind.WELCOME, "main", "bob@example.org", "bob@example.org")
     assert queue.next_due() == 0.0
@@ -181,8 +183,8 @@ def test_site_mail_is_claimed_once_marked_and_recorded_by_its_owner(outbox: Outb
     assert queue.next_due() > 3000
 
 
-def test_a_dead_workers_claims_go_back_and_its_uploads_become_unknown(outbox: Outbox) -> None:
-    queue = outbox.site_mail
+def test_a_dead_workers_claims_go_back_and_its_uploads_become_unknown(database: Database) -> None:
+    queue = database.site_mail
     waiting = queue.queue(MailKind.CONFIRM, "main", "a@example.org", "a@example.org")
     uploading = queue.queue(MailKind.CONFIRM, "main", "b@example.org", "b@example.org")
     queue.claim("dead", 10, -1.0)  # its lease ended a second ago
@@ -199,9 +201,9 @@ def test_a_dead_workers_claims_go_back_and_its_uploads_become_unknown(outbox: Ou
 
 
 def test_a_live_workers_claims_are_not_reaped_unless_everyone_else_is_dead(
-    outbox: Outbox,
+    database: Database,
 ) -> None:
-    queue = outbox.site_mail
+    queue = database.site_mail
     mail = queue.queue(MailKind.CONFIRM, "main", "a@example.org", "a@example.org")
     queue.claim("other", 10, 60)
     assert queue.reap(keep="me") == []

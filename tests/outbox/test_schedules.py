@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from newsletter.outbox import Outbox, backend, open_outbox, schema
-from newsletter.outbox.schedules import Schedules, ScheduleState, kept_options
+from newsletter.database import Database, backend, open_database, schema
+from newsletter.database.schedules import Schedules, ScheduleState, kept_options
 
 
-def _store(outbox: Outbox) -> Schedules:
-    return outbox.schedules
+def _store(database: Database) -> Schedules:
+    return database.schedules
 
 
-def test_one_open_schedule_per_send(outbox: Outbox) -> None:
-    store = _store(outbox)
+def test_one_open_schedule_per_send(database: Database) -> None:
+    store = _store(database)
     first = store.book(15, "main", time.time() + 60, "Asia/Shanghai", "ann@laptop")
     assert first is not None
     assert first.state is ScheduleState.DUE
@@ -30,8 +30,8 @@ def test_one_open_schedule_per_send(outbox: Outbox) -> None:
     assert store.pending(15, "main") == again
 
 
-def test_exactly_one_connection_claims_a_due_schedule(outbox_target: Path | str) -> None:
-    boxes = [open_outbox(outbox_target) for _ in range(3)]
+def test_exactly_one_connection_claims_a_due_schedule(database_target: Path | str) -> None:
+    boxes = [open_database(database_target) for _ in range(3)]
     try:
         stores = [_store(box) for box in boxes]
         assert stores[0].book(15, "main", time.time() - 1, "UTC", "t") is not None
@@ -46,8 +46,8 @@ def test_exactly_one_connection_claims_a_due_schedule(outbox_target: Path | str)
             box.close()
 
 
-def test_a_claim_whose_lease_ran_out_is_taken_again_and_resumed(outbox: Outbox) -> None:
-    store = _store(outbox)
+def test_a_claim_whose_lease_ran_out_is_taken_again_and_resumed(database: Database) -> None:
+    store = _store(database)
     store.book(15, "main", time.time() - 1, "UTC", "t")
     claimed = store.claim("dead", 0.2)
     assert claimed is not None
@@ -68,8 +68,8 @@ def test_a_claim_whose_lease_ran_out_is_taken_again_and_resumed(outbox: Outbox) 
     assert done.owner is None
 
 
-def test_past_the_grace_a_schedule_that_never_started_is_missed(outbox: Outbox) -> None:
-    store = _store(outbox)
+def test_past_the_grace_a_schedule_that_never_started_is_missed(database: Database) -> None:
+    store = _store(database)
     store.book(15, "main", time.time() - 7 * 3600, "UTC", "t")
     store.book(16, "main", time.time() - 3600, "UTC", "t")
     started = store.book(17, "main", time.time() - 9 * 3600, "UTC", "t")
@@ -83,8 +83,8 @@ def test_past_the_grace_a_schedule_that_never_started_is_missed(outbox: Outbox) 
     assert states == {15: ScheduleState.MISSED, 16: ScheduleState.DUE, 17: ScheduleState.DUE}
 
 
-def test_release_others_hands_back_every_claim_but_ours(outbox: Outbox) -> None:
-    store = _store(outbox)
+def test_release_others_hands_back_every_claim_but_ours(database: Database) -> None:
+    store = _store(database)
     store.book(15, "main", time.time() - 1, "UTC", "t")
     assert store.claim("gone", 3600) is not None
     assert store.release_others("me") == 1
@@ -94,8 +94,8 @@ def test_release_others_hands_back_every_claim_but_ours(outbox: Outbox) -> None:
     assert claimed.owner == "me"
 
 
-def test_a_schedule_keeps_rate_and_concurrency(outbox: Outbox) -> None:
-    store = _store(outbox)
+def test_a_schedule_keeps_rate_and_concurrency(database: Database) -> None:
+    store = _store(database)
     kept = store.book(15, "main", time.time() + 60, "UTC", "t", rate=2.5, concurrency=3)
     plain = store.book(15, "staging", time.time() + 60, "UTC", "t", rate=0.0)
     bare = store.book(16, "main", time.time() + 60, "UTC", "t")
@@ -112,22 +112,22 @@ def test_a_schedule_keeps_rate_and_concurrency(outbox: Outbox) -> None:
 
 
 def test_an_outbox_from_before_kept_options_keeps_its_schedules(
-    outbox_target: Path | str, monkeypatch: pytest.MonkeyPatch
+    database_target: Path | str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Migration 10 on an outbox at version 9 with a schedule waiting: the schedule stays, and
     keeps no option (its send runs on the config's, as it would have)."""
     with monkeypatch.context() as before:
         before.setattr(backend, "MIGRATIONS", schema.MIGRATIONS[:9])
         before.setattr(backend, "LATEST", 9)
-        with open_outbox(outbox_target) as old:
+        with open_database(database_target) as old:
             assert old.backend.version() == 9
             old.backend.run(
                 "INSERT INTO schedules (issue, list, due_at, zone, created_at, created_by,"
                 " updated_at) VALUES (15, 'main', ?, 'UTC', 't', 'ann', 't')",
                 (time.time() + 60,),
             )
-    with open_outbox(outbox_target) as outbox:
-        assert outbox.backend.version() >= 10
-        (waiting,) = outbox.schedules.listing()
+    with open_database(database_target) as database:
+        assert database.backend.version() >= 10
+        (waiting,) = database.schedules.listing()
         assert (waiting.issue, waiting.created_by, waiting.state) == (15, "ann", ScheduleState.DUE)
         assert (waiting.rate, waiting.concurrency) == (None, None)

@@ -9,12 +9,12 @@ from typing import TypeVar
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from newsletter.config.settings import CheckSettings
 from newsletter.preflight import auth, report
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.lookup import Lookup
 from newsletter.preflight.spf import check_spf
-from newsletter.settings import CheckSettings
-from newsletter.statecache import Cache
+from newsletter.state.statecache import Cache
 from support.dkimkeys import dkim_value
 from support.dnszone import ZoneResolver
 

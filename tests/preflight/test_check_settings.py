@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.config.settings import CheckSettings, load_settings, nameserver_address
 from newsletter.errors import ConfigError
-from newsletter.settings import CheckSettings, load_settings, nameserver_address
 
 
 def test_defaults_are_offline_with_the_system_resolver(project: Path) -> None:

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.config.settings import CheckSettings
 from newsletter.models import Issue
 from newsletter.preflight import report
 from newsletter.preflight.linkcheck import LinkResult
 from newsletter.preflight.lookup import Lookup
 from newsletter.preflight.run import OnlineReport
-from newsletter.settings import CheckSettings
-from newsletter.statecache import Cache
+from newsletter.state.statecache import Cache
 from support.dnszone import dns_server
 from support.linkchecks import check
 from support.websites import SLOW, Site

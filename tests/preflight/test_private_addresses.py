@@ -14,11 +14,11 @@ from dnslib import QTYPE, RR, A, DNSLabel, DNSRecord
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 from newsletter.cli.main import cli
+from newsletter.config.settings import CheckSettings
 from newsletter.preflight import report
 from newsletter.preflight.connect import address_refusal
 from newsletter.preflight.lookup import Lookup
-from newsletter.settings import CheckSettings
-from newsletter.statecache import Cache
+from newsletter.state.statecache import Cache
 from support.dnszone import ZoneResolver, dns_server
 from support.linkchecks import check
 from support.onlineproject import configure, write_issue

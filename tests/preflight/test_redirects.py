@@ -8,18 +8,18 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from newsletter.config.settings import Settings, load_settings
+from newsletter.database import database_exists, open_database
 from newsletter.issues import load_issue
 from newsletter.mail.message import sample_message
 from newsletter.models import Issue
-from newsletter.outbox import open_outbox, outbox_exists
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkChecker
 from newsletter.preflight.lookup import Lookup
 from newsletter.preflight.redirects import check_redirects
 from newsletter.preflight.run import checking_tls_context, run_online
-from newsletter.render import render_issue
-from newsletter.settings import Settings, load_settings
-from newsletter.statecache import Cache
+from newsletter.rendering.render import render_issue
+from newsletter.state.statecache import Cache
 from support.dnszone import ZoneResolver, closed_port
 from support.onlineproject import configure
 from support.site import SECRET, running_service
@@ -49,9 +49,9 @@ def test_every_tracked_link_answers_with_its_own_link(project: Path) -> None:
         issue = load_issue(settings.issues_dir, 14)
         assert checked(settings, issue) == []
         # Nothing of the check is kept: its tokens name no reader.
-        if outbox_exists(settings.outbox_target):
-            with open_outbox(settings.outbox_target) as outbox:
-                assert outbox.clicks.count(14, "main") == 0
+        if database_exists(settings.database_target):
+            with open_database(settings.database_target) as database:
+                assert database.clicks.count(14, "main") == 0
 
 
 def test_a_server_with_another_secret_is_named(project: Path) -> None:

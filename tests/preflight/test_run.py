@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from newsletter.config.settings import load_settings
 from newsletter.errors import SubscriberListError
 from newsletter.issues import load_issue
 from newsletter.mail.message import sample_message
 from newsletter.preflight.run import OnlineReport, list_size, run_online
-from newsletter.render import render_issue
-from newsletter.settings import load_settings
+from newsletter.rendering.render import render_issue
 from support.dnszone import ZoneResolver, closed_port
 from support.onlineproject import configure, write_issue
 from support.websites import Site

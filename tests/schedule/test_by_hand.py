@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from newsletter.outbox.schedules import ScheduleState
+from newsletter.database.schedules import ScheduleState
 from newsletter.send.coordinator import send_lock
 from schedule.test_worker_sends import _book, _due, _env, _schedules, _sqlite, _state, _until
 from support.sendcli import finish, newsletter, spawn, write_list

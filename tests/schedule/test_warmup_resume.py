@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from newsletter.outbox import open_outbox
-from newsletter.outbox.schedules import Schedule, ScheduleState
+from newsletter.database import open_database
+from newsletter.database.schedules import Schedule, ScheduleState
 from support.sendcli import HANG, environment, finish, newsletter, spawn, write_list
 from support.smtp import FaultyHandler, start
 
@@ -25,8 +25,8 @@ ZONE = "Europe/Berlin"
 
 
 def _schedule(project: Path) -> Schedule:
-    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        (schedule,) = outbox.schedules.listing()
+    with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
+        (schedule,) = database.schedules.listing()
         return schedule
 
 
@@ -48,8 +48,8 @@ def _ramp(project: Path, start: dt.date) -> None:
 
 
 def _now_due(project: Path) -> None:
-    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        outbox.backend.run("UPDATE schedules SET due_at = ? WHERE state = 'due'", (time.time(),))
+    with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
+        database.backend.run("UPDATE schedules SET due_at = ? WHERE state = 'due'", (time.time(),))
 
 
 async def test_a_send_stopped_by_the_warmup_is_resumed_the_next_day(project: Path) -> None:

@@ -7,9 +7,9 @@ import datetime as dt
 
 import pytest
 
+from newsletter.config.settings import ScheduleSettings
 from newsletter.errors import ScheduleError
 from newsletter.schedule.when import check_future, describe_instant, parse_moment
-from newsletter.settings import ScheduleSettings
 
 
 def test_a_wall_clock_time_in_its_zone_is_one_instant() -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from newsletter.outbox import open_outbox
-from newsletter.outbox.schedules import Schedule, ScheduleState
+from newsletter.database import open_database
+from newsletter.database.schedules import Schedule, ScheduleState
 from support.sendcli import HANG, children, environment, finish, newsletter, spawn, write_list
 from support.smtp import Fault, FaultyHandler, start
 
@@ -42,8 +42,8 @@ def _sqlite(project: Path) -> Path:
 
 
 def _schedules(target: Path | str) -> list[Schedule]:
-    with open_outbox(target) as outbox:
-        return outbox.schedules.listing()
+    with open_database(target) as database:
+        return database.schedules.listing()
 
 
 def _at(seconds: float) -> str:
@@ -64,8 +64,8 @@ def _due(project: Path, env: dict[str, str]) -> None:
     """The time of every waiting schedule has come (the worker then starts it on its next
     look): what the test waits for is the worker, not the clock."""
     target = env.get("NEWSLETTER_OUTBOX__URL") or _sqlite(project)
-    with open_outbox(target) as outbox:
-        outbox.backend.run(
+    with open_database(target) as database:
+        database.backend.run(
             "UPDATE schedules SET due_at = ? WHERE state = 'due' AND due_at > ?",
             (time.time(), time.time()),
         )
@@ -207,8 +207,8 @@ async def test_late_past_the_grace_is_missed_within_it_is_sent_cancelled_never(
         await _book(project, env, "--list", "staging")
         await _book(project, env)  # the main list's, cancelled below
         # A worker that was down: one send due 7 h ago (past the 6 h grace), one 1 h ago.
-        with open_outbox(target) as outbox:
-            schedules = outbox.schedules
+        with open_database(target) as database:
+            schedules = database.schedules
             assert schedules.book(15, "main", time.time() - 7 * 3600, "Asia/Shanghai", "t")
         cancelled = await newsletter(
             ["schedule", "cancel", "--issue", "14", "--list", "main"], env, project

@@ -27,8 +27,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from newsletter.outbox import open_outbox
-from newsletter.outbox.postgres import WRITE_LOCK
+from newsletter.database import open_database
+from newsletter.database.postgres import WRITE_LOCK
 from newsletter.send.children import drop_descriptors
 from support.sendcli import children, environment, finish, newsletter, spawn, write_list
 from support.smtp import Fault, FaultyHandler, start
@@ -45,7 +45,7 @@ OUTBOX = Path(".newsletter") / "outbox.sqlite3"
 MOMENTS = ["before planning", "plan started", "mid-plan", "planned"]
 
 
-class Outbox:
+class Database:
     """The test's own connection to the outbox the send writes: counts, and its write lock."""
 
     def __init__(self, project: Path, url: str | None) -> None:
@@ -54,7 +54,7 @@ class Outbox:
 
     def prepare(self, suppressed: list[str]) -> None:
         """The outbox made, with `suppressed` unsubscribed from the main list."""
-        open_outbox(self.target).close()
+        open_database(self.target).close()
         rows = [("main", address) for address in suppressed]
         insert = (
             "INSERT INTO suppressions (list, address, source, created_at)"
@@ -203,8 +203,8 @@ async def test_kill_9_during_planning_leaves_nothing_and_the_rerun_resumes(
 ) -> None:
     addresses = write_list(project / "big.csv", SENT + SUPPRESSED)
     readers, suppressed = addresses[:SENT], addresses[SENT:]
-    outbox = Outbox(project, backend)
-    outbox.prepare(suppressed)
+    database = Database(project, backend)
+    database.prepare(suppressed)
     released = asyncio.Event()
     first_rcpt = Fault("rcpt", hold=released, times=1) if moment == "planned" else None
     handler = FaultyHandler([first_rcpt] if first_rcpt else [])
@@ -213,18 +213,20 @@ async def test_kill_9_during_planning_leaves_nothing_and_the_rerun_resumes(
     async with start(handler) as server:
         env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv", **extra)
         args = ["send", "--issue", "14", "--yes"]
-        early = outbox.write_lock() if moment == "before planning" else nullcontext()
+        early = database.write_lock() if moment == "before planning" else nullcontext()
         with early:
             proc = await spawn(args, env, project)
             request.addfinalizer(lambda: proc.returncode is None and proc.kill())
             if first_rcpt:
                 await until(lambda: bool(first_rcpt.used), "the first RCPT")
             elif moment != "before planning":
-                await until(lambda: outbox.reached(moment), moment)
+                await until(lambda: database.reached(moment), moment)
             else:
                 # Past the checks a send runs first (SpamAssassin is a child for a while).
                 await checked(proc)
-            held = outbox.write_lock() if moment in ("plan started", "mid-plan") else nullcontext()
+            held = (
+                database.write_lock() if moment in ("plan started", "mid-plan") else nullcontext()
+            )
             with held:
                 await asyncio.sleep(0.5)  # the run reaches its next write and waits there
                 reader = children(proc.pid)
@@ -235,7 +237,7 @@ async def test_kill_9_during_planning_leaves_nothing_and_the_rerun_resumes(
                     # nothing of the parent's but its end of that pipe (not the send lock, the
                     # outbox's files or its database socket).
                     (child,) = reader
-                    assert outbox.scalar("SELECT count(*) FROM deliveries") < len(addresses)
+                    assert database.scalar("SELECT count(*) FROM deliveries") < len(addresses)
                     fds = descriptors(child)
                     parent = set(descriptors(proc.pid).values())
                     others = {
@@ -256,7 +258,7 @@ async def test_kill_9_during_planning_leaves_nothing_and_the_rerun_resumes(
                 await until(lambda: not in_folder(project), "the killed run's children", 60)
         released.set()
         if backend:
-            await until(lambda: outbox.advisory_locks() == 0, "the dead session's locks", 60)
+            await until(lambda: database.advisory_locks() == 0, "the dead session's locks", 60)
         await finish(proc)
         rerun = await newsletter(args, env, project, timeout=120)
     assert rerun.code == 0, rerun.out + rerun.err
@@ -267,8 +269,8 @@ async def test_kill_9_during_planning_leaves_nothing_and_the_rerun_resumes(
     assert sorted(handler.by_recipient) == sorted(readers)
     assert max(handler.by_recipient.values()) == 1
     assert max(handler.by_message_id.values()) == 1
-    assert outbox.scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'") == SENT
-    assert outbox.scalar("SELECT count(*) FROM deliveries WHERE state = 'skipped'") == SUPPRESSED
+    assert database.scalar("SELECT count(*) FROM deliveries WHERE state = 'sent'") == SENT
+    assert database.scalar("SELECT count(*) FROM deliveries WHERE state = 'skipped'") == SUPPRESSED
 
 
 async def test_worker_processes_hold_nothing_of_the_parent(
@@ -318,7 +320,7 @@ async def test_a_send_stopped_during_planning_exits_4_leaves_no_reader_and_resum
     # killed the send (-15) and Ctrl-C printed "Aborted!" (exit 1), where README promises 4.
     # (On PostgreSQL the signal may also land in a statement: psycopg cancels it.)
     addresses = write_list(project / "big.csv", SENT + SUPPRESSED)
-    outbox = Outbox(project, backend)
+    database = Database(project, backend)
     handler = FaultyHandler()
     extra = {"NEWSLETTER_OUTBOX__URL": backend} if backend else {}
     async with start(handler) as server:
@@ -328,10 +330,10 @@ async def test_a_send_stopped_during_planning_exits_4_leaves_no_reader_and_resum
         # outlives the folder: once, from an empty database.)
         for _ in range(3 if backend is None else 1):
             shutil.rmtree(project / ".newsletter", ignore_errors=True)
-            outbox.prepare(addresses[SENT:])
+            database.prepare(addresses[SENT:])
             proc = await spawn(args, env, project)
             request.addfinalizer(lambda p=proc: p.returncode is None and p.kill())
-            await until(lambda: outbox.reached("mid-plan"), "mid-plan")
+            await until(lambda: database.reached("mid-plan"), "mid-plan")
             assert len(children(proc.pid)) == 1  # the reader, sending batches as fast as it can
             proc.send_signal(signum)
             await until(lambda: not in_folder(project), "the run and its reader to end", 60)

@@ -9,12 +9,12 @@ import email.policy
 import re
 from pathlib import Path
 
+from newsletter.config.settings import Settings, load_settings
+from newsletter.database import Database
+from newsletter.database.mailqueue import MailKind, MailState
 from newsletter.mail.tokens import Purpose, verify_link
-from newsletter.outbox import Outbox
-from newsletter.outbox.mailqueue import MailKind, MailState
 from newsletter.send.courier import Courier
 from newsletter.send.smtp import Pool
-from newsletter.settings import Settings, load_settings
 from support.smtp import Fault, FaultyHandler, Server, start
 
 SECRET = b"courier-tests-secret-0123456789abcdef"
@@ -27,9 +27,9 @@ def _settings(project: Path, server: Server, **worker: object) -> Settings:
     return settings.model_copy(update={"smtp": smtp, "worker": config})
 
 
-def _courier(settings: Settings, outbox: Outbox, owner: str = "w1") -> Courier:
+def _courier(settings: Settings, database: Database, owner: str = "w1") -> Courier:
     pool = Pool(settings.smtp, password=None, size=settings.worker.concurrency)
-    return Courier(outbox.backend, settings, SECRET, pool, owner)
+    return Courier(database.backend, settings, SECRET, pool, owner)
 
 
 def _link(data: bytes) -> str:
@@ -41,17 +41,17 @@ def _link(data: bytes) -> str:
 
 
 async def test_each_due_mail_goes_once_with_a_link_that_confirms_it(
-    project: Path, outbox: Outbox
+    project: Path, database: Database
 ) -> None:
     handler = FaultyHandler()
     async with start(handler) as server:
         settings = _settings(project, server)
-        queue = outbox.site_mail
+        queue = database.site_mail
         for n in range(5):
             queue.queue(
                 MailKind.CONFIRM, "main", f"r{n}@example.org", f"r{n}@example.org", nonce=f"n{n}"
             )
-        courier = _courier(settings, outbox)
+        courier = _courier(settings, database)
         try:
             assert await courier.deliver_due() == 0.05
             assert await courier.deliver_due() == settings.worker.poll  # nothing left
@@ -66,14 +66,14 @@ async def test_each_due_mail_goes_once_with_a_link_that_confirms_it(
 
 
 async def test_a_deferred_mail_waits_then_fails_after_max_attempts(
-    project: Path, outbox: Outbox
+    project: Path, database: Database
 ) -> None:
     handler = FaultyHandler([Fault("rcpt", "451 4.7.1 try again later")])
     async with start(handler) as server:
         settings = _settings(project, server, max_attempts=2)
-        queue = outbox.site_mail
+        queue = database.site_mail
         mail = queue.queue(MailKind.CONFIRM, "main", "a@example.org", "a@example.org")
-        courier = _courier(settings, outbox)
+        courier = _courier(settings, database)
         try:
             await courier.deliver_due()
             first = queue.get(mail)
@@ -81,7 +81,7 @@ async def test_a_deferred_mail_waits_then_fails_after_max_attempts(
             assert first.state is MailState.DUE
             assert first.attempts == 1
             assert (queue.next_due() or 0) > 10  # backed off (15 s at least), not hammered
-            outbox.backend.run("UPDATE site_mail SET due_at = 0")
+            database.backend.run("UPDATE site_mail SET due_at = 0")
             await courier.deliver_due()
         finally:
             await courier.pool.close()
@@ -93,14 +93,14 @@ async def test_a_deferred_mail_waits_then_fails_after_max_attempts(
 
 
 async def test_an_upload_cut_off_is_unknown_and_never_sent_again(
-    project: Path, outbox: Outbox
+    project: Path, database: Database
 ) -> None:
     handler = FaultyHandler([Fault("data", drop=True, store_before_drop=True, times=1)])
     async with start(handler) as server:
         settings = _settings(project, server)
-        queue = outbox.site_mail
+        queue = database.site_mail
         mail = queue.queue(MailKind.CONFIRM, "main", "a@example.org", "a@example.org")
-        courier = _courier(settings, outbox)
+        courier = _courier(settings, database)
         try:
             await courier.deliver_due()
             await courier.deliver_due()
@@ -112,17 +112,19 @@ async def test_an_upload_cut_off_is_unknown_and_never_sent_again(
     assert handler.by_recipient["a@example.org"] == 1  # it arrived; it is not sent twice
 
 
-async def test_a_claim_lost_to_another_worker_sends_no_body(project: Path, outbox: Outbox) -> None:
+async def test_a_claim_lost_to_another_worker_sends_no_body(
+    project: Path, database: Database
+) -> None:
     handler = FaultyHandler()
     async with start(handler) as server:
         settings = _settings(project, server)
-        queue = outbox.site_mail
+        queue = database.site_mail
         queue.queue(MailKind.CONFIRM, "main", "a@example.org", "a@example.org")
-        courier = _courier(settings, outbox, owner="paused")
+        courier = _courier(settings, database, owner="paused")
         try:
             (mail,) = courier.claim()
             # Paused past its lease: reaped, and claimed by another worker meanwhile.
-            outbox.backend.run("UPDATE site_mail SET owner = 'other' WHERE id = ?", (mail.id,))
+            database.backend.run("UPDATE site_mail SET owner = 'other' WHERE id = ?", (mail.id,))
             await courier._deliver(mail)
         finally:
             await courier.pool.close()
@@ -132,11 +134,13 @@ async def test_a_claim_lost_to_another_worker_sends_no_body(project: Path, outbo
     assert found.state is MailState.CLAIMED  # the other worker's, untouched
 
 
-async def test_a_welcome_and_a_change_carry_their_own_links(project: Path, outbox: Outbox) -> None:
+async def test_a_welcome_and_a_change_carry_their_own_links(
+    project: Path, database: Database
+) -> None:
     handler = FaultyHandler()
     async with start(handler) as server:
         settings = _settings(project, server)
-        queue = outbox.site_mail
+        queue = database.site_mail
         queue.queue(MailKind.WELCOME, "main", "w@example.org", "w@example.org")
         queue.queue(
             MailKind.CHANGE,
@@ -146,7 +150,7 @@ async def test_a_welcome_and_a_change_carry_their_own_links(project: Path, outbo
             nonce="c",
             detail="o@x.org",
         )
-        courier = _courier(settings, outbox)
+        courier = _courier(settings, database)
         try:
             await courier.deliver_due()
         finally:

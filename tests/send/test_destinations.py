@@ -9,16 +9,16 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from support.database import Listing, deliver
 
+from newsletter.config.settings import SmtpSettings
+from newsletter.database import Database
 from newsletter.models import DeliveryStatus as S
 from newsletter.models import OutgoingMessage, Subscriber
-from newsletter.outbox import Outbox
 from newsletter.send.job import Job, Options
 from newsletter.send.pacing import Destinations
 from newsletter.send.replies import Outcome, Scope
 from newsletter.send.smtp import Pool
-from newsletter.settings import SmtpSettings
-from support.outbox import Listing, deliver
 from support.smtp import Fault, FaultyHandler, Marks, Server, dialogue, send_one, start
 
 GMAIL = "421 4.7.28 [192.0.2.1] Our system has detected an unusual rate of unsolicited mail"
@@ -49,7 +49,7 @@ def pool(server: Server) -> Pool:
 
 
 @pytest.mark.slow
-async def test_a_throttling_domain_rests_while_the_other_three_are_sent(outbox: Outbox) -> None:
+async def test_a_throttling_domain_rests_while_the_other_three_are_sent(database: Database) -> None:
     """gmail.test throttles every message until the other three domains have all been
     received, and each of its messages at least six times (more than max_attempts): its rows
     rest and come back without counting as tries, the others go on, and every reader gets one
@@ -67,19 +67,19 @@ async def test_a_throttling_domain_rests_while_the_other_three_are_sent(outbox: 
     handler.faults.append(throttle)
     options = Options(concurrency=3, retry_base=0.01, retry_cap=0.05, breaker_threshold=1000)
     async with start(handler) as server:
-        report = await deliver(job(readers), pool(server), outbox, options)
+        report = await deliver(job(readers), pool(server), database, options)
     assert report.complete, (report.stopped, dict(report.counts))
     assert sorted(handler.by_recipient.values()) == [1] * 40
     order = [r.recipients[0] for r in handler.received]
     first_gmail = next(i for i, r in enumerate(order) if r.endswith("@gmail.test"))
     assert set(order[:first_gmail]) == set(others)  # all three went on meanwhile
     assert min(throttle.used[r] for r in readers if r.endswith("@gmail.test")) >= 6
-    rows = {r.recipient: r for r in outbox.deliveries.rows(14, "main")}
+    rows = {r.recipient: r for r in database.deliveries.rows(14, "main")}
     assert {rows[r].state for r in readers} == {S.SENT}
 
 
 @pytest.mark.slow
-async def test_the_run_stops_when_every_destination_keeps_throttling(outbox: Outbox) -> None:
+async def test_the_run_stops_when_every_destination_keeps_throttling(database: Database) -> None:
     handler = FaultyHandler(
         [
             Fault("rcpt", reply=GMAIL, match=lambda r: r.endswith("@gmail.test")),
@@ -89,12 +89,12 @@ async def test_the_run_stops_when_every_destination_keeps_throttling(outbox: Out
     options = Options(concurrency=2, retry_base=0.01, retry_cap=0.02, breaker_threshold=3)
     readers = [r for r in addresses(3) if r.endswith(("gmail.test", "a.test"))]
     async with start(handler) as server:
-        report = await deliver(job(readers), pool(server), outbox, options)
+        report = await deliver(job(readers), pool(server), database, options)
     assert "every destination still to send to keeps throttling us" in report.stopped
     assert "gmail.test (421 4.7.28" in report.stopped
     assert "a.test (421 4.7.0 [TSS04]" in report.stopped
     assert handler.received == []
-    counts = Counter(r.state for r in outbox.deliveries.rows(14, "main"))
+    counts = Counter(r.state for r in database.deliveries.rows(14, "main"))
     assert set(counts) <= {S.DEFERRED, S.PENDING}  # nothing in doubt, a re-run resumes
 
 

@@ -18,17 +18,17 @@ import aiosmtplib
 import pytest
 import trustme
 from pydantic import SecretStr
+from support.database import Listing, deliver
 
+from newsletter.config.settings import SmtpSettings
+from newsletter.database import Database
 from newsletter.errors import TransportError
 from newsletter.models import DeliveryStatus as S
 from newsletter.models import OutgoingMessage, Subscriber
-from newsletter.outbox import Outbox
 from newsletter.send.faults import SESSION_ERRORS
 from newsletter.send.job import Job, Options
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool
-from newsletter.settings import SmtpSettings
-from support.outbox import Listing, deliver
 from support.sendcli import environment, newsletter, write_list
 from support.smtp import (
     Authenticator,
@@ -482,13 +482,13 @@ async def test_a_5xx_ehlo_on_a_reconnect_is_a_connection_fault_not_a_rejection()
 
 
 async def test_a_server_refusing_every_reconnect_trips_the_breaker_and_rejects_nobody(
-    outbox: Outbox,
+    database: Database,
 ) -> None:
     handler = FaultyHandler([later_sessions("greeting", "554 5.7.1 no service")])
     options = Options(concurrency=1, retry_base=0.01, retry_cap=0.02, breaker_threshold=3)
     async with start(handler) as server:
         pool = Pool(plain(server, messages_per_connection=1), password=None, size=1)
-        report = await deliver(job(10), pool, outbox, options, check=True)
+        report = await deliver(job(10), pool, database, options, check=True)
     assert "3 connection failures in a row" in report.stopped
     assert "554 session refused at connect: 5.7.1 no service" in report.stopped
     assert report.counts[S.REJECTED] == 0

@@ -7,7 +7,7 @@ import os
 import socket
 import subprocess
 
-from newsletter.outbox import Worker
+from newsletter.database import Worker
 from newsletter.send.lease import why_gone
 
 HERE = socket.gethostname()

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.config.settings import SmtpSettings
 from newsletter.send.mailbox import captured_messages, serve_mailbox
 from newsletter.send.replies import Outcome
 from newsletter.send.smtp import Pool
-from newsletter.settings import SmtpSettings
 from support.smtp import Marks, make_message, send_one
 
 

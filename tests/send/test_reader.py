@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.database import CsvListing
 
-from newsletter.outbox import Outbox
-from newsletter.seen import SeenKeys
+from newsletter.database import Database
+from newsletter.importers.seen import SeenKeys
 from newsletter.send.job import Job
 from newsletter.send.planning import plan
 from send.test_engine import build
-from support.outbox import CsvListing
 
 N = 600
 
@@ -31,14 +31,14 @@ def write(path: Path) -> None:
 
 
 def test_duplicates_past_the_table_are_reported_and_counted(
-    outbox: Outbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    database: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(SeenKeys, "TABLE", 64)  # a run every 32 addresses (the reader forks)
     path = tmp_path / "list.csv"
     write(path)
     job = Job(14, "main", CsvListing(path), build)
-    with outbox.plans.lock(14, "main"):
-        planned, report = plan(job, outbox, "planner", keep=lambda: None)
+    with database.plans.lock(14, "main"):
+        planned, report = plan(job, database, "planner", keep=lambda: None)
     assert report is not None
 
     reasons = [str(p).removeprefix(f"{path}:") for p in report.rejected]
@@ -60,7 +60,7 @@ def test_duplicates_past_the_table_are_reported_and_counted(
     assert report.rows == N + 5  # every row after the header, once
     assert planned is not None
     assert planned.total == planned.added == report.valid
-    rows = {r.recipient: r for r in outbox.deliveries.rows(14, "main")}
+    rows = {r.recipient: r for r in database.deliveries.rows(14, "main")}
     assert len(rows) == report.valid
     assert "r10@example.com" not in rows  # unsubscribed on its first row
     assert (rows["r5@example.com"].name, rows["r599@example.com"].name) == (

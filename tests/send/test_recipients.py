@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.database import open_database
 from newsletter.mail.tokens import SigningKey
-from newsletter.outbox import open_outbox
 from newsletter.signup.forgetting import forget
 from support.sendcli import SECRET, environment, newsletter, sqlite_states
 from support.smtp import FaultyHandler, start
@@ -21,15 +21,15 @@ def _fill(project: Path) -> None:
     (project / "list.csv").write_text(
         "email,name\n" + "".join(f"{a},{a[0].upper()}\n" for a in CSV), encoding="utf-8"
     )
-    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        roster = outbox.roster
+    with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
+        roster = database.roster
         for address in ("dan@example.org", "erin@example.org", "bob@example.org"):
             roster.add("main", address, address, address, "In the outbox", "signup")
         roster.sign_up("main", "pending@example.org", "pending@example.org", "p", "n", "signup")
         roster.add("staging", "other@example.org", "other@example.org", "o", "", "signup")
-        outbox.suppressions.add("main", "erin@example.org", "one-click")
+        database.suppressions.add("main", "erin@example.org", "one-click")
         forget(
-            outbox.backend,
+            database.backend,
             SigningKey(SECRET.encode(), ephemeral=False),
             "carol@example.com",  # still in the CSV: never mailed again
         )
@@ -61,8 +61,8 @@ async def test_the_csv_and_the_confirmed_subscribers_each_once(project: Path) ->
 async def test_a_list_without_a_csv_sends_to_its_subscribers(project: Path) -> None:
     config = project / "newsletter.toml"
     config.write_text(config.read_text() + "\n[lists.signups]\nsignup = true\n", encoding="utf-8")
-    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        outbox.roster.add("signups", "dan@example.org", "dan@example.org", "d", "", "x")
+    with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
+        database.roster.add("signups", "dan@example.org", "dan@example.org", "d", "", "x")
     handler = FaultyHandler()
     async with start(handler) as server:
         env = environment(server.port)

@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from support.database import Listing, deliver
 
+from newsletter.config.settings import SmtpSettings
+from newsletter.database import Database
 from newsletter.models import DeliveryStatus as S
 from newsletter.models import OutgoingMessage, Subscriber
-from newsletter.outbox import Outbox
 from newsletter.send.job import Job, Options
 from newsletter.send.relays import Board
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool
-from newsletter.settings import SmtpSettings
-from support.outbox import Listing, deliver
 from support.smtp import Authenticator, Fault, FaultyHandler, start
 
 FAST = Options(concurrency=3, retry_base=0.01, retry_cap=0.05, breaker_threshold=5)
@@ -64,31 +64,31 @@ def pool(primary: int, relays: dict[str, dict[str, Any]], size: int = 3, **kw: A
     return Pool(smtp, password=None, size=size)
 
 
-def relays_of_rows(outbox: Outbox) -> dict[str, str]:
-    return {r.recipient: r.relay for r in outbox.deliveries.rows(14, "main")}
+def relays_of_rows(database: Database) -> dict[str, str]:
+    return {r.recipient: r.relay for r in database.deliveries.rows(14, "main")}
 
 
 async def test_a_refusing_primary_every_reader_one_copy_through_the_backup(
-    outbox: Outbox, closed_port: int
+    database: Database, closed_port: int
 ) -> None:
     handler = FaultyHandler()
     async with start(handler) as backup:
         report = await deliver(
-            job(readers(20)), pool(closed_port, {"backup": relay(backup.port)}), outbox, FAST
+            job(readers(20)), pool(closed_port, {"backup": relay(backup.port)}), database, FAST
         )
     assert report.complete, report.stopped
     assert sorted(handler.by_recipient.values()) == [1] * 20
     assert set(handler.by_message_id.values()) == {1}
-    assert set(relays_of_rows(outbox).values()) == {"backup"}
-    assert outbox.deliveries.by_relay(14, "main") == {"backup": {S.SENT: 20}}
+    assert set(relays_of_rows(database).values()) == {"backup"}
+    assert database.deliveries.by_relay(14, "main") == {"backup": {S.SENT: 20}}
 
 
-async def test_a_primary_that_says_421_at_its_greeting_is_set_aside(outbox: Outbox) -> None:
+async def test_a_primary_that_says_421_at_its_greeting_is_set_aside(database: Database) -> None:
     refusing = FaultyHandler([Fault("greeting", reply="421 4.3.2 not now")])
     handler = FaultyHandler()
     async with start(refusing) as primary, start(handler) as backup:
         the_pool = pool(primary.port, {"backup": relay(backup.port)}, set_aside_after=2)
-        report = await deliver(job(readers(30)), the_pool, outbox, FAST)
+        report = await deliver(job(readers(30)), the_pool, database, FAST)
     assert report.complete, report.stopped
     assert sorted(handler.by_recipient.values()) == [1] * 30
     assert refusing.received == []
@@ -99,7 +99,7 @@ async def test_a_primary_that_says_421_at_its_greeting_is_set_aside(outbox: Outb
     assert "421" in the_pool.board.relays[0].why
 
 
-async def test_a_relay_that_refuses_our_password_is_set_aside_at_once(outbox: Outbox) -> None:
+async def test_a_relay_that_refuses_our_password_is_set_aside_at_once(database: Database) -> None:
     guarded = FaultyHandler()
     handler = FaultyHandler()
     auth = Authenticator("news", "right")
@@ -108,42 +108,42 @@ async def test_a_relay_that_refuses_our_password_is_set_aside_at_once(outbox: Ou
             {**relay(primary.port, username="news"), "relays": {"backup": relay(backup.port)}}
         )
         the_pool = Pool(smtp, password=SecretStr("wrong"), size=2)
-        report = await deliver(job(readers(10)), the_pool, outbox, FAST)
+        report = await deliver(job(readers(10)), the_pool, database, FAST)
     assert report.complete, report.stopped
     assert guarded.received == []
     assert sorted(handler.by_recipient.values()) == [1] * 10
     assert "AUTH refused" in the_pool.board.aside()["primary"]
 
 
-async def test_a_route_sends_its_domain_through_its_relay(outbox: Outbox) -> None:
+async def test_a_route_sends_its_domain_through_its_relay(database: Database) -> None:
     main, microsoft = FaultyHandler(), FaultyHandler()
     async with start(main) as primary, start(microsoft) as ms:
         routes = {"ms": relay(ms.port, domains=["outlook.com", "Hotmail.com."])}
         addresses = readers(6) + readers(4, "outlook.com") + readers(3, "hotmail.com")
-        report = await deliver(job(addresses), pool(primary.port, routes), outbox, FAST)
+        report = await deliver(job(addresses), pool(primary.port, routes), database, FAST)
     assert report.complete, report.stopped
     assert sorted(microsoft.by_recipient) == sorted(
         readers(4, "outlook.com") + readers(3, "hotmail.com")
     )
     assert sorted(main.by_recipient) == readers(6)
-    assert outbox.deliveries.by_relay(14, "main") == {"ms": {S.SENT: 7}, "primary": {S.SENT: 6}}
+    assert database.deliveries.by_relay(14, "main") == {"ms": {S.SENT: 7}, "primary": {S.SENT: 6}}
 
 
 async def test_a_routed_relay_that_is_down_hands_its_domain_to_the_order(
-    outbox: Outbox, closed_port: int
+    database: Database, closed_port: int
 ) -> None:
     main = FaultyHandler()
     async with start(main) as primary:
         routes = {"ms": relay(closed_port, domains=["outlook.com"])}
         addresses = readers(3) + readers(5, "outlook.com")
-        report = await deliver(job(addresses), pool(primary.port, routes), outbox, FAST)
+        report = await deliver(job(addresses), pool(primary.port, routes), database, FAST)
     assert report.complete, report.stopped
     assert sorted(main.by_recipient.values()) == [1] * 8
 
 
 @pytest.mark.parametrize("drop", ["data", "rcpt"])
 async def test_a_row_in_doubt_is_never_sent_through_another_relay(
-    outbox: Outbox, drop: str
+    database: Database, drop: str
 ) -> None:
     """The primary drops the connection after r2's body (it kept the message: the in-doubt
     case): r2 stays `unknown` on the primary and the backup never sees it. A drop at RCPT (no
@@ -152,9 +152,9 @@ async def test_a_row_in_doubt_is_never_sent_through_another_relay(
     first, second = FaultyHandler([fault]), FaultyHandler()
     async with start(first) as primary, start(second) as backup:
         report = await deliver(
-            job(readers(6)), pool(primary.port, {"backup": relay(backup.port)}), outbox, FAST
+            job(readers(6)), pool(primary.port, {"backup": relay(backup.port)}), database, FAST
         )
-    rows = {r.recipient: r for r in outbox.deliveries.rows(14, "main")}
+    rows = {r.recipient: r for r in database.deliveries.rows(14, "main")}
     if drop == "data":
         assert rows["r2@example.com"].state == S.UNKNOWN
         assert rows["r2@example.com"].relay == "primary"
@@ -171,12 +171,12 @@ async def test_a_row_in_doubt_is_never_sent_through_another_relay(
 
 
 async def test_every_relay_down_stops_the_run_as_one_relay_did(
-    outbox: Outbox, closed_port: int
+    database: Database, closed_port: int
 ) -> None:
     handler = FaultyHandler([Fault("greeting", reply="421 4.3.2 not now")])
     async with start(handler) as other:
         the_pool = pool(closed_port, {"backup": relay(other.port)})
-        report = await deliver(job(readers(10)), the_pool, outbox, FAST)
+        report = await deliver(job(readers(10)), the_pool, database, FAST)
     assert "circuit breaker" in report.stopped
     assert report.counts[S.SENT] == 0
     assert report.counts[S.UNKNOWN] == 0

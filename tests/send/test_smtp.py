@@ -13,10 +13,10 @@ import pytest
 import trustme
 from pydantic import SecretStr
 
+from newsletter.config.settings import SmtpSettings
 from newsletter.errors import TransportError
 from newsletter.send.replies import Outcome, Scope
 from newsletter.send.smtp import Pool
-from newsletter.settings import SmtpSettings
 from support.smtp import (
     Authenticator,
     Fault,

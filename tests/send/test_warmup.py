@@ -8,15 +8,15 @@ import datetime as dt
 import zoneinfo
 
 import pytest
+from support.database import Listing, deliver, mark_sending, plan, record
 
+from newsletter.config.settings import SmtpSettings
+from newsletter.database import Database
 from newsletter.models import DeliveryStatus as S
 from newsletter.models import OutgoingMessage, Subscriber
-from newsletter.outbox import Outbox
 from newsletter.send.job import Job, Options
 from newsletter.send.smtp import Pool
 from newsletter.send.warmup import Warmup, daily_cap
-from newsletter.settings import SmtpSettings
-from support.outbox import Listing, deliver, mark_sending, plan, record
 from support.smtp import FaultyHandler, Server, start
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
@@ -41,19 +41,19 @@ def test_the_standard_ramp_is_ghosts() -> None:
     assert [daily_cap([50, 100], d) for d in range(3)] == [50, 100, None]
 
 
-def sent_at(outbox: Outbox, stamps: list[str]) -> None:
+def sent_at(database: Database, stamps: list[str]) -> None:
     """One sent row per stamp (issue 9, its own list), its sent_at set to the stamp."""
-    plan(outbox, 9, "old", [f"old{i}@example.com" for i in range(len(stamps))])
-    for row, stamp in zip(outbox.deliveries.rows(9, "old"), stamps, strict=True):
-        mark_sending(outbox, row.id, f"<{row.id}@x>")
-        record(outbox, row.id, S.SENT)
-        outbox.backend.run("UPDATE deliveries SET sent_at = ? WHERE id = ?", (stamp, row.id))
+    plan(database, 9, "old", [f"old{i}@example.com" for i in range(len(stamps))])
+    for row, stamp in zip(database.deliveries.rows(9, "old"), stamps, strict=True):
+        mark_sending(database, row.id, f"<{row.id}@x>")
+        record(database, row.id, S.SENT)
+        database.backend.run("UPDATE deliveries SET sent_at = ? WHERE id = ?", (stamp, row.id))
 
 
-def test_today_is_counted_from_the_log_by_the_zones_midnight(outbox: Outbox) -> None:
+def test_today_is_counted_from_the_log_by_the_zones_midnight(database: Database) -> None:
     # Berlin is UTC+1 in December: its 2 December begins at 2026-12-01T23:00Z.
     sent_at(
-        outbox,
+        database,
         [
             "2026-11-30T10:00:00.000+00:00",  # day 0 of the ramp (30 November in Berlin)
             "2026-12-01T22:59:59.999+00:00",  # 1 December in Berlin
@@ -62,20 +62,20 @@ def test_today_is_counted_from_the_log_by_the_zones_midnight(outbox: Outbox) -> 
         ],
     )
     moment = dt.datetime(2026, 12, 2, 20, 0, tzinfo=BERLIN)
-    warm = Warmup(outbox, [10, 20, 30, 40], "Europe/Berlin", total=12000, clock=lambda: moment)
+    warm = Warmup(database, [10, 20, 30, 40], "Europe/Berlin", total=12000, clock=lambda: moment)
     assert (warm.cap, warm.sent, warm.left()) == (30, 2, 28)  # day 2: 30
     assert warm.resumes() == dt.datetime(2026, 12, 3, 0, 0, tzinfo=BERLIN)
     assert warm.describe() == "warm-up: 30 of 12,000 today, resumes at 00:00 Europe/Berlin"
     later = moment + dt.timedelta(days=2)  # past the table: no cap
-    assert Warmup(outbox, [10, 20, 30, 40], "Europe/Berlin", clock=lambda: later).left() is None
+    assert Warmup(database, [10, 20, 30, 40], "Europe/Berlin", clock=lambda: later).left() is None
 
 
-def test_day_zero_is_the_configured_start_or_today_for_a_new_log(outbox: Outbox) -> None:
+def test_day_zero_is_the_configured_start_or_today_for_a_new_log(database: Database) -> None:
     moment = dt.datetime(2026, 12, 2, 9, 0, tzinfo=dt.UTC)
-    fresh = Warmup(outbox, "standard", "", clock=lambda: moment)
+    fresh = Warmup(database, "standard", "", clock=lambda: moment)
     assert (fresh.cap, fresh.sent) == (200, 0)
     started = Warmup(
-        outbox, "standard", "Asia/Shanghai", start=dt.date(2026, 11, 25), clock=lambda: moment
+        database, "standard", "Asia/Shanghai", start=dt.date(2026, 11, 25), clock=lambda: moment
     )
     assert started.cap == 650  # day 7
 
@@ -101,7 +101,7 @@ def pool(server: Server) -> Pool:
 @pytest.mark.slow
 @pytest.mark.parametrize("concurrency", [1, 3])
 async def test_a_send_past_todays_cap_stops_and_the_next_day_resumes(
-    outbox: Outbox, concurrency: int
+    database: Database, concurrency: int
 ) -> None:
     """Day 0 allows 5 of 12: the send stops with the status line; a re-run the same day sends
     nothing; on day 1 (the ramp started a day earlier: the same log, the same today) 6 more
@@ -112,12 +112,12 @@ async def test_a_send_past_todays_cap_stops_and_the_next_day_resumes(
         concurrency=concurrency, warmup=[5, 11, 100], timezone="Europe/Berlin", warmup_start=today
     )
     async with start(handler) as server:
-        first = await deliver(job(12), pool(server), outbox, options)
-        again = await deliver(job(12), pool(server), outbox, options)
+        first = await deliver(job(12), pool(server), database, options)
+        again = await deliver(job(12), pool(server), database, options)
         next_day = Options(**{**options.__dict__, "warmup_start": today - dt.timedelta(days=1)})
-        second = await deliver(job(12), pool(server), outbox, next_day)
+        second = await deliver(job(12), pool(server), database, next_day)
         day_two = Options(**{**options.__dict__, "warmup_start": today - dt.timedelta(days=2)})
-        third = await deliver(job(12), pool(server), outbox, day_two)
+        third = await deliver(job(12), pool(server), database, day_two)
     assert first.stopped == "warm-up: 5 of 12 today, resumes at 00:00 Europe/Berlin"
     assert first.counts[S.SENT] == 5
     assert first.counts[S.PENDING] == 7

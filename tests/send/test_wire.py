@@ -11,10 +11,10 @@ from contextlib import asynccontextmanager
 import aiosmtplib
 import pytest
 
+from newsletter.config.settings import SmtpSettings
 from newsletter.send.replies import Outcome
 from newsletter.send.smtp import Pool
 from newsletter.send.wire import Wire, stuffed
-from newsletter.settings import SmtpSettings
 from support.smtp import FaultyHandler, Marks, make_message, send_one, start
 
 Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from send.test_children import Outbox as Log
+from send.test_children import Database as Log
 from support.sendcli import (
     children,
     environment,

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from newsletter.cli.main import cli
-from newsletter.outbox import open_outbox
+from newsletter.database import open_database
 from support.sendcli import environment, newsletter
 from support.sequences import SECRET, confirmed, welcome, write_step
 from support.smtp import FaultyHandler, start
@@ -29,9 +29,9 @@ def run(project: Path, *args: str) -> Result:
 
 def test_enrol_then_the_list_shows_readers_waiting_for_step_one(project: Path) -> None:
     welcome(project, second="2d")
-    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
+    with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
         for address in ("ann@example.org", "bob@example.org"):
-            confirmed(outbox, address)
+            confirmed(database, address)
     enrolled = run(project, "enrol", "welcome", "--list", "main")
     assert enrolled.exit_code == 0, enrolled.output
     assert "2 reader(s) of main joined welcome" in enrolled.output
@@ -115,8 +115,8 @@ def test_check_runs_the_issue_checks_on_every_step(project: Path) -> None:
 def test_a_readers_record_shows_their_sequences(project: Path) -> None:
     """Art. 15: what is kept about a person includes their place in each sequence."""
     welcome(project)
-    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        confirmed(outbox, "ann@example.org")
+    with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
+        confirmed(database, "ann@example.org")
     run(project, "enrol", "welcome", "--list", "main")
     config = ["--config", str(project / "newsletter.toml"), "subscribers", "show"]
     shown = CliRunner().invoke(cli, [*config, "ann@example.org"], env={"NEWSLETTER_SECRET": SECRET})

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.config.settings import Settings
+from newsletter.database import STEP_KEYS, Database
+from newsletter.database.enrolments import STEP_REMOVED
 from newsletter.mail.tokens import signing_key
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import STEP_KEYS, Outbox
-from newsletter.outbox.enrolments import STEP_REMOVED
 from newsletter.sequences.duty import SequenceDuty
-from newsletter.settings import Settings
 from newsletter.signup.forgetting import forget
 from support.erasure import dump
 from support.sequences import confirmed, duty_settings, welcome, write_step
@@ -60,15 +60,15 @@ async def _look(*duties: SequenceDuty) -> None:
 
 
 async def test_step_one_at_once_step_two_after_its_delay_each_once(
-    project: Path, outbox: Outbox
+    project: Path, database: Database
 ) -> None:
     welcome(project, second="2s")
-    ann = confirmed(outbox, "ann@example.org")
+    ann = confirmed(database, "ann@example.org")
     handler = FaultyHandler()
     async with start(handler) as server:
-        settings = duty_settings(project, server.host, server.port, outbox.target)
+        settings = duty_settings(project, server.host, server.port, database.target)
         clock = Clock(1_000_000.0)
-        outbox.enrolments.join("main", ann, ["welcome"], clock.at)
+        database.enrolments.join("main", ann, ["welcome"], clock.at)
         await _look(_duty(settings, clock))
         assert _subjects(handler, "ann@example.org") == ["Hello"]
         clock.at += 1.0  # not yet: step 2 waits 2 s after step 1
@@ -78,22 +78,22 @@ async def test_step_one_at_once_step_two_after_its_delay_each_once(
         await _look(_duty(settings, clock))
         await _look(_duty(settings, clock))  # a second look finds nothing more to send
     assert _subjects(handler, "ann@example.org") == ["Hello", "Tips"]
-    assert outbox.enrolments.at_steps("welcome") == {2: 1}
-    key = outbox.enrolments.step_key("welcome", 2)
+    assert database.enrolments.at_steps("welcome") == {2: 1}
+    key = database.enrolments.step_key("welcome", 2)
     assert key > STEP_KEYS
-    assert outbox.deliveries.counts(key, "main")[S.SENT] == 1
+    assert database.deliveries.counts(key, "main")[S.SENT] == 1
 
 
 @pytest.mark.slow
-async def test_two_duties_at_once_never_double_a_step(project: Path, outbox: Outbox) -> None:
+async def test_two_duties_at_once_never_double_a_step(project: Path, database: Database) -> None:
     welcome(project, second="0s")
     addresses = [f"r{n:02d}@example.org" for n in range(30)]
     clock = Clock(1_000_000.0)
     for address in addresses:
-        outbox.enrolments.join("main", confirmed(outbox, address), ["welcome"], clock.at)
+        database.enrolments.join("main", confirmed(database, address), ["welcome"], clock.at)
     handler = FaultyHandler()
     async with start(handler) as server:
-        settings = duty_settings(project, server.host, server.port, outbox.target)
+        settings = duty_settings(project, server.host, server.port, database.target)
         for _ in range(3):
             await _look(_duty(settings, clock, "w1"), _duty(settings, clock, "w2"))
             clock.at += 1.0
@@ -103,23 +103,23 @@ async def test_two_duties_at_once_never_double_a_step(project: Path, outbox: Out
 
 
 async def test_no_step_after_an_unsubscribe_a_suppression_or_an_erasure(
-    project: Path, outbox: Outbox
+    project: Path, database: Database
 ) -> None:
     welcome(project, second="10s")
     clock = Clock(1_000_000.0)
     keys = {}
     for name in ("left", "stopped", "erased", "stays"):
-        keys[name] = confirmed(outbox, f"{name}@example.org")
-        outbox.enrolments.join("main", keys[name], ["welcome"], clock.at)
+        keys[name] = confirmed(database, f"{name}@example.org")
+        database.enrolments.join("main", keys[name], ["welcome"], clock.at)
     handler = FaultyHandler()
     async with start(handler) as server:
-        settings = duty_settings(project, server.host, server.port, outbox.target)
+        settings = duty_settings(project, server.host, server.port, database.target)
         await _look(_duty(settings, clock))
         assert len(handler.received) == 4
-        outbox.roster.leave("main", keys["left"])
-        outbox.suppressions.add("main", "stopped@example.org", "one-click")
+        database.roster.leave("main", keys["left"])
+        database.suppressions.add("main", "stopped@example.org", "one-click")
         erasure = forget(
-            outbox.backend, signing_key(settings, allow_ephemeral=False), keys["erased"]
+            database.backend, signing_key(settings, allow_ephemeral=False), keys["erased"]
         )
         assert erasure.enrolments == 1
         clock.at += 11.0
@@ -127,43 +127,43 @@ async def test_no_step_after_an_unsubscribe_a_suppression_or_an_erasure(
     assert _subjects(handler, "stays@example.org") == ["Hello", "Tips"]
     for name in ("left", "stopped", "erased"):
         assert _subjects(handler, f"{name}@example.org") == ["Hello"]
-    if not isinstance(outbox.target, str):
-        assert "erased@example.org" not in dump(outbox.target)
+    if not isinstance(database.target, str):
+        assert "erased@example.org" not in dump(database.target)
 
 
 async def test_an_edited_step_goes_as_it_is_now_and_a_removed_one_is_skipped(
-    project: Path, outbox: Outbox
+    project: Path, database: Database
 ) -> None:
     welcome(project, second="5s")
     write_step(project, "welcome", "03-more", after="5s", title="More")
     clock = Clock(1_000_000.0)
-    ann = confirmed(outbox, "ann@example.org")
-    outbox.enrolments.join("main", ann, ["welcome"], clock.at)
+    ann = confirmed(database, "ann@example.org")
+    database.enrolments.join("main", ann, ["welcome"], clock.at)
     handler = FaultyHandler()
     async with start(handler) as server:
-        settings = duty_settings(project, server.host, server.port, outbox.target)
+        settings = duty_settings(project, server.host, server.port, database.target)
         await _look(_duty(settings, clock))
         (project / "sequences" / "welcome" / "02-tips.md").unlink()
         write_step(project, "welcome", "03-more", after="5s", title="More, edited")
         clock.at += 6.0
         await _look(_duty(settings, clock))
     assert _subjects(handler, "ann@example.org") == ["Hello", "More, edited"]
-    assert outbox.enrolments.at_steps("welcome") == {3: 1}
+    assert database.enrolments.at_steps("welcome") == {3: 1}
 
 
-async def test_quiet_hours_hold_a_step_until_they_end(project: Path, outbox: Outbox) -> None:
+async def test_quiet_hours_hold_a_step_until_they_end(project: Path, database: Database) -> None:
     welcome(project)
-    ann = confirmed(outbox, "ann@example.org")
+    ann = confirmed(database, "ann@example.org")
     handler = FaultyHandler()
     async with start(handler) as server:
         settings = duty_settings(
-            project, server.host, server.port, outbox.target, quiet_hours="22:00-07:00"
+            project, server.host, server.port, database.target, quiet_hours="22:00-07:00"
         )
         newsletter = settings.newsletter.model_copy(update={"timezone": "UTC"})
         settings = settings.model_copy(update={"newsletter": newsletter})
         three_am = 1_000_000_000.0 - 1_000_000_000.0 % 86400 + 3 * 3600  # 03:00 UTC
         clock = Clock(three_am)
-        outbox.enrolments.join("main", ann, ["welcome"], clock.at)
+        database.enrolments.join("main", ann, ["welcome"], clock.at)
         duty = _duty(settings, clock)
         await duty.start()
         try:
@@ -177,27 +177,27 @@ async def test_quiet_hours_hold_a_step_until_they_end(project: Path, outbox: Out
 
 
 async def test_a_removed_steps_rows_not_yet_sent_are_skipped_saying_why(
-    project: Path, outbox: Outbox
+    project: Path, database: Database
 ) -> None:
     welcome(project)
     clock = Clock(1_000_000.0)
-    ann = confirmed(outbox, "ann@example.org")
-    outbox.enrolments.join("main", ann, ["welcome"], clock.at)
-    (due,) = outbox.enrolments.due("welcome", 0, 2, clock.at, from_joining=False)
-    key = outbox.enrolments.step_key("welcome", 2)
-    outbox.enrolments.plan(key, 2, [due], ["<planned@example.org>"], clock.at)
+    ann = confirmed(database, "ann@example.org")
+    database.enrolments.join("main", ann, ["welcome"], clock.at)
+    (due,) = database.enrolments.due("welcome", 0, 2, clock.at, from_joining=False)
+    key = database.enrolments.step_key("welcome", 2)
+    database.enrolments.plan(key, 2, [due], ["<planned@example.org>"], clock.at)
     (project / "sequences" / "welcome" / "02-tips.md").unlink()
     handler = FaultyHandler()
     async with start(handler) as server:
-        settings = duty_settings(project, server.host, server.port, outbox.target)
+        settings = duty_settings(project, server.host, server.port, database.target)
         await _look(_duty(settings, clock))
     assert handler.received == []
-    (row,) = outbox.deliveries.rows(key, "main")
+    (row,) = database.deliveries.rows(key, "main")
     assert (row.state, row.smtp_reply) == (S.SKIPPED, STEP_REMOVED)
 
 
 async def test_a_dead_workers_claims_come_back_and_its_upload_is_unknown(
-    project: Path, outbox: Outbox
+    project: Path, database: Database
 ) -> None:
     """A worker killed holding claimed rows (SQLite: recovered as the next worker starts;
     PostgreSQL: reaped once its lease ran out): the unstarted row is sent by another, the one
@@ -205,48 +205,48 @@ async def test_a_dead_workers_claims_come_back_and_its_upload_is_unknown(
     welcome(project, second="1w")
     clock = Clock(1_000_000.0)
     for name in ("ann", "bob"):
-        outbox.enrolments.join("main", confirmed(outbox, f"{name}@example.org"), ["welcome"], 0)
-    key = outbox.enrolments.step_key("welcome", 1)
-    due = outbox.enrolments.due("welcome", 0, 1, clock.at, from_joining=False)
-    outbox.enrolments.plan(key, 1, due, [f"<{r.address_key}>" for r in due], clock.at)
-    outbox.leases.register("dead", key, "main", "elsewhere", 1, 30.0)
-    assert len(outbox.leases.claim(key, "main", "dead", 10, max_tries=5, at=clock.at)) == 2
-    outbox.backend.run(
+        database.enrolments.join("main", confirmed(database, f"{name}@example.org"), ["welcome"], 0)
+    key = database.enrolments.step_key("welcome", 1)
+    due = database.enrolments.due("welcome", 0, 1, clock.at, from_joining=False)
+    database.enrolments.plan(key, 1, due, [f"<{r.address_key}>" for r in due], clock.at)
+    database.leases.register("dead", key, "main", "elsewhere", 1, 30.0)
+    assert len(database.leases.claim(key, "main", "dead", 10, max_tries=5, at=clock.at)) == 2
+    database.backend.run(
         "UPDATE deliveries SET state = 'sending' WHERE issue = ? AND recipient = ?",
         (key, "bob@example.org"),
     )
-    outbox.backend.run("UPDATE workers SET lease_until = 0 WHERE id = 'dead'")
+    database.backend.run("UPDATE workers SET lease_until = 0 WHERE id = 'dead'")
     handler = FaultyHandler()
     async with start(handler) as server:
-        settings = duty_settings(project, server.host, server.port, outbox.target)
+        settings = duty_settings(project, server.host, server.port, database.target)
         await _look(_duty(settings, clock))
     assert _subjects(handler, "ann@example.org") == ["Hello"]
     assert _subjects(handler, "bob@example.org") == []
-    states = {r.recipient: r.state for r in outbox.deliveries.rows(key, "main")}
+    states = {r.recipient: r.state for r in database.deliveries.rows(key, "main")}
     assert states == {"ann@example.org": S.SENT, "bob@example.org": S.UNKNOWN}
 
 
 @pytest.mark.slow
 async def test_a_relay_that_is_down_defers_the_step_until_it_is_back(
-    project: Path, outbox: Outbox
+    project: Path, database: Database
 ) -> None:
     """A relay the duty cannot reach defers the step, as the engine does an issue's message;
     the step goes, once, when the relay is back."""
     welcome(project)
     clock = Clock(1_000_000.0)
-    outbox.enrolments.join("main", confirmed(outbox, "ann@example.org"), ["welcome"], clock.at)
+    database.enrolments.join("main", confirmed(database, "ann@example.org"), ["welcome"], clock.at)
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
     port = closed.getsockname()[1]
     closed.close()  # nothing listens there now
-    settings = duty_settings(project, "127.0.0.1", port, outbox.target)
+    settings = duty_settings(project, "127.0.0.1", port, database.target)
     await _look(_duty(settings, clock))
-    key = outbox.enrolments.step_key("welcome", 1)
-    (row,) = outbox.deliveries.rows(key, "main")
+    key = database.enrolments.step_key("welcome", 1)
+    (row,) = database.deliveries.rows(key, "main")
     assert row.state is S.DEFERRED  # as for an issue: tried again after its backoff
     assert "cannot connect" in row.smtp_reply
     handler = FaultyHandler()
     async with start(handler) as server:
-        settings = duty_settings(project, server.host, server.port, outbox.target)
+        settings = duty_settings(project, server.host, server.port, database.target)
         await _look(_duty(settings, clock))
     assert _subjects(handler, "ann@example.org") == ["Hello"]

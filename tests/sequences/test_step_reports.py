@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
+from newsletter.database import open_database
 from newsletter.mail.tokens import signing_key
-from newsletter.outbox import open_outbox
 from newsletter.sequences.duty import SequenceDuty
 from support.sequences import confirmed, welcome, write_step
 from support.site import running_service
@@ -39,10 +39,10 @@ async def test_a_steps_report_counts_a_persons_click_and_not_a_scanners(project:
     }
     handler = FaultyHandler()
     with running_service(project, **env) as site:
-        target = site.settings.outbox_target
-        with open_outbox(target) as outbox:
-            ann = confirmed(outbox, "ann@example.org")
-            outbox.enrolments.join("main", ann, ["welcome"], time.time())
+        target = site.settings.database_target
+        with open_database(target) as database:
+            ann = confirmed(database, "ann@example.org")
+            database.enrolments.join("main", ann, ["welcome"], time.time())
         async with start(handler) as server:
             smtp = site.settings.smtp.model_copy(update={"port": server.port})
             settings = site.settings.model_copy(update={"smtp": smtp})
@@ -64,12 +64,12 @@ async def test_a_steps_report_counts_a_persons_click_and_not_a_scanners(project:
             answers.append(
                 await asyncio.to_thread(httpx.get, link, headers={"User-Agent": FIREFOX})
             )
-        with open_outbox(target) as outbox:
-            key = outbox.enrolments.step_key("welcome", 1)
+        with open_database(target) as database:
+            key = database.enrolments.step_key("welcome", 1)
         deadline = time.monotonic() + 60  # a hang guard: the site writes clicks in batches
         while True:
-            with open_outbox(target) as outbox:
-                if len(list(outbox.clicks.events(key, "main"))) >= len(answers):
+            with open_database(target) as database:
+                if len(list(database.clicks.events(key, "main"))) >= len(answers):
                     break
             assert time.monotonic() < deadline
             await asyncio.sleep(0.05)

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from newsletter.outbox import open_outbox
+from newsletter.database import open_database
 from support.capture import capture_server
 from support.sendcli import HANG, environment
 from support.sequences import confirmed, welcome, write_step
@@ -87,8 +87,8 @@ def test_a_visitor_signs_up_in_the_browser_and_gets_the_welcome_steps(
             "NEWSLETTER_SECRET": SECRET,
             "NEWSLETTER_WORKER__POLL": "0.05",
         }
-        with open_outbox(site.settings.outbox_target) as outbox:
-            outbox.enrolments.join("main", confirmed(outbox, OTHER), ["welcome"], time.time())
+        with open_database(site.settings.database_target) as database:
+            database.enrolments.join("main", confirmed(database, OTHER), ["welcome"], time.time())
         worker = _worker(project, env)
         context = browser.new_context()
         page = context.new_page()

@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from newsletter.database import open_database
 from newsletter.mail.tokens import LinkTarget, Purpose, sign_link
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import open_outbox
 from support.sendcli import HANG, environment, finish, spawn
 from support.sequences import confirmed, welcome, write_step
 from support.signups import SIGNUP_ENV, member, post_signup
@@ -66,7 +66,7 @@ async def test_signed_up_readers_get_each_step_once_across_kills_and_none_after_
     handler = FaultyHandler()
     env_site = {**SIGNUP_ENV, "NEWSLETTER_SCHEDULE__QUIET_HOURS": ""}
     with running_service(project, **env_site) as site:
-        target = site.settings.outbox_target
+        target = site.settings.database_target
         assert isinstance(target, Path)
         for address in (ANN, BOB):
             await asyncio.to_thread(_sign_up_and_confirm, site.url, target, address)
@@ -114,9 +114,9 @@ async def test_a_step_cut_off_in_its_upload_is_unknown_and_never_sent_again(
 ) -> None:
     welcome(project, second="1s")
     target = project / ".newsletter" / "outbox.sqlite3"
-    with open_outbox(target) as outbox:
-        key = confirmed(outbox, ANN)
-        outbox.enrolments.join("main", key, ["welcome"], time.time())
+    with open_database(target) as database:
+        key = confirmed(database, ANN)
+        database.enrolments.join("main", key, ["welcome"], time.time())
     hold = asyncio.Event()
     handler = FaultyHandler([Fault("data", hold=hold, times=1)])
     async with start(handler) as server:
@@ -138,9 +138,9 @@ async def test_a_step_cut_off_in_its_upload_is_unknown_and_never_sent_again(
     assert done.code == 0, done.err
     assert _subjects(handler, ANN).count("Tips") == 1
     assert _subjects(handler, ANN).count("Hello") <= 1  # whatever the server did: never again
-    with open_outbox(target) as outbox:
-        one = outbox.enrolments.step_key("welcome", 1)
-        assert outbox.deliveries.counts(one, "main")[DeliveryStatus.UNKNOWN] == 1
+    with open_database(target) as database:
+        one = database.enrolments.step_key("welcome", 1)
+        assert database.deliveries.counts(one, "main")[DeliveryStatus.UNKNOWN] == 1
 
 
 async def test_two_workers_on_postgresql_one_killed_never_double_a_step(
@@ -151,14 +151,14 @@ async def test_two_workers_on_postgresql_one_killed_never_double_a_step(
     killed worker was uploading is `unknown`), and every other step goes."""
     welcome(project, second="1s")
     readers = [f"r{n:02d}@example.org" for n in range(40)]
-    with open_outbox(postgres_url) as outbox:
+    with open_database(postgres_url) as database:
         for address in readers:
-            outbox.enrolments.join("main", confirmed(outbox, address), ["welcome"], time.time())
-        keys = [outbox.enrolments.step_key("welcome", n) for n in (1, 2)]
+            database.enrolments.join("main", confirmed(database, address), ["welcome"], time.time())
+        keys = [database.enrolments.step_key("welcome", n) for n in (1, 2)]
 
     def states() -> list[DeliveryStatus]:
-        with open_outbox(postgres_url) as outbox:
-            return [r.state for key in keys for r in outbox.deliveries.rows(key, "main")]
+        with open_database(postgres_url) as database:
+            return [r.state for key in keys for r in database.deliveries.rows(key, "main")]
 
     handler = FaultyHandler([Fault("data", sleep=0.02)])  # uploads in flight at the kill
     async with start(handler) as server:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from newsletter.settings import SignupSettings
+from newsletter.config.settings import SignupSettings
 from newsletter.signup.domains import DomainCheck, DomainStatus, listed
 from support.dnszone import Zone, ZoneResolver, closed_port, dns_server
 

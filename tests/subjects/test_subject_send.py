@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.database import open_database
+from newsletter.database.clicks import ClickRecord, StoredClick
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import open_outbox
-from newsletter.outbox.clicks import ClickRecord, StoredClick
-from newsletter.places import Place, Region
+from newsletter.rendering.places import Place, Region
 from support.sendcli import HANG, environment, finish, newsletter, spawn, write_list
 from support.smtp import FaultyHandler, start
 
@@ -63,9 +63,9 @@ async def test_people_pick_the_subject_the_rest_get_each_reader_once(project: Pa
         resumed = await newsletter(SEND, env, project)  # before the decision: the sample only
         assert resumed.code == 0, resumed.err
         assert len(handler.received) == len(sample)
-        with open_outbox(target) as outbox:
-            rows = {r.recipient: r.id for r in outbox.deliveries.rows(14, "main")}
-            (booked,) = outbox.schedules.listing(issue=14, limit=10)
+        with open_database(target) as database:
+            rows = {r.recipient: r.id for r in database.deliveries.rows(14, "main")}
+            (booked,) = database.schedules.listing(issue=14, limit=10)
             alpha = [rows[a] for a, got in sample.items() if got == ["Alpha"]]
             beta = [rows[a] for a, got in sample.items() if got == ["Beta"]]
             now = time.time()
@@ -76,9 +76,9 @@ async def test_people_pick_the_subject_the_rest_get_each_reader_once(project: Pa
                 for n, r in enumerate(beta[:12])
             ]
             people += [_click(alpha[0], now + 200, agent="browser:edge", since=900.0)]
-            outbox.clicks.add([*sweep, *at_delivery, *people])
+            database.clicks.add([*sweep, *at_delivery, *people])
             # The decision falls due (as the hour passing would): the worker's send decides.
-            outbox.backend.run("UPDATE subject_tests SET decide_at = 0")
+            database.backend.run("UPDATE subject_tests SET decide_at = 0")
         rest = await newsletter(SEND, env, project)
         assert rest.code == 0, rest.err
         assert "subject test decided:" in rest.out
@@ -89,8 +89,8 @@ async def test_people_pick_the_subject_the_rest_get_each_reader_once(project: Pa
     assert sorted(got) == sorted(addresses)
     assert all(len(subjects) == 1 for subjects in got.values())  # once across both phases
     assert {got[a][0] for a in addresses if a not in sample} == {"Beta"}
-    with open_outbox(target) as outbox:
-        assert outbox.deliveries.counts(14, "main")[DeliveryStatus.SENT] == 200
+    with open_database(target) as database:
+        assert database.deliveries.counts(14, "main")[DeliveryStatus.SENT] == 200
     assert report.code == 0, report.err
     assert "Subject test: 'Beta' went to the rest. 'Alpha':" in report.out
 
@@ -126,18 +126,18 @@ async def test_the_worker_decides_at_the_time_and_sends_the_rest(project: Path) 
         first = await newsletter(test, env, project)
         assert first.code == 0, first.err
         sample = _subjects(handler)
-        with open_outbox(target) as outbox:
-            rows = {r.recipient: r.id for r in outbox.deliveries.rows(14, "main")}
+        with open_database(target) as database:
+            rows = {r.recipient: r.id for r in database.deliveries.rows(14, "main")}
             beta = [rows[a] for a, got in sample.items() if got == ["Beta"]]
             now = time.time()
-            outbox.clicks.add(
+            database.clicks.add(
                 [
                     _click(r, now + 5 * n, agent="browser:firefox", since=900.0)
                     for n, r in enumerate(beta[:12])
                 ]
             )
-            outbox.backend.run("UPDATE subject_tests SET decide_at = 0")
-            outbox.backend.run("UPDATE schedules SET due_at = ?", (now,))
+            database.backend.run("UPDATE subject_tests SET decide_at = 0")
+            database.backend.run("UPDATE schedules SET due_at = ?", (now,))
         worker = await spawn(["worker"], env, project)
         deadline = time.monotonic() + HANG  # a hang guard, never a measure
         while len(handler.received) < 100:

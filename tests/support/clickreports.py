@@ -7,10 +7,10 @@ import datetime as dt
 from newsletter.clicks.report import ClickReport, SendSummary, build_report
 from newsletter.clicks.rules import Rule
 from newsletter.clicks.tally import ClickCounts
+from newsletter.config.settings import TrackingMode
 from newsletter.content import Inline, Text
 from newsletter.models import Issue
-from newsletter.places import Part, Spot, outline
-from newsletter.settings import TrackingMode
+from newsletter.rendering.places import Part, Spot, outline
 
 START = dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.UTC)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+from newsletter.config.settings import CheckSettings, Settings
 from newsletter.preflight.linkcheck import LinkChecker, LinkResult
 from newsletter.preflight.lookup import Lookup
 from newsletter.preflight.run import checking_tls_context
-from newsletter.settings import CheckSettings, Settings
-from newsletter.statecache import Cache
+from newsletter.state.statecache import Cache
 
 
 def check(

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from newsletter.settings import load_settings
+from newsletter.config.settings import load_settings
 from newsletter.web.listen import LOOPBACK_NAMES, bind_socket, url_of
 from newsletter.web.preview.app import PreviewServer, create_server
 from newsletter.web.preview.workspace import Workspace

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from newsletter.outbox import Outbox
-from newsletter.settings import Settings, load_settings
-from newsletter.subscribers import fold_address
+from newsletter.config.settings import Settings, load_settings
+from newsletter.database import Database
+from newsletter.importers.subscribers import fold_address
 
 SECRET = "sequence-tests-secret-0123456789abcdef"
 
@@ -39,13 +39,13 @@ def duty_settings(
     settings = load_settings(project / "newsletter.toml", environ={})
     smtp = settings.smtp.model_copy(update={"host": host, "port": port})
     url = target if isinstance(target, str) else f"sqlite:///{target}"
-    outbox = settings.outbox.model_copy(update={"url": url})
+    database = settings.outbox.model_copy(update={"url": url})
     chosen = settings.schedule.model_copy(update={"quiet_hours": "", **schedule})
     worker = settings.worker.model_copy(update={"lease": 5.0})
     return settings.model_copy(
         update={
             "smtp": smtp,
-            "outbox": outbox,
+            "outbox": database,
             "schedule": chosen,
             "worker": worker,
             "secret": SecretStr(SECRET),
@@ -53,8 +53,8 @@ def duty_settings(
     )
 
 
-def confirmed(outbox: Outbox, address: str, list_name: str = "main") -> str:
+def confirmed(database: Database, address: str, list_name: str = "main") -> str:
     """A confirmed reader of the list (as the editor adds one); their address key."""
     key = fold_address(address)
-    outbox.roster.add(list_name, address, key, key, "", "cli")
+    database.roster.add(list_name, address, key, key, "", "cli")
     return key

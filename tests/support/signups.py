@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 from altcha import Challenge, solve_challenge
 
-from newsletter.outbox import open_outbox
-from newsletter.outbox.consent import ConsentEvent
-from newsletter.outbox.mailqueue import SiteMail, SiteMailQueue
-from newsletter.outbox.roster import Membership
+from newsletter.database import open_database
+from newsletter.database.consent import ConsentEvent
+from newsletter.database.mailqueue import SiteMail, SiteMailQueue
+from newsletter.database.roster import Membership
 
 # What a signup project sets: the main list takes signups, a cheap proof of work, no DNS (the
 # tests that look at the domain check start a DNS server of their own), and rate limits that a
@@ -61,18 +61,18 @@ def post_json(base: str, body: Any, *, headers: dict[str, str] | None = None) ->
 
 
 def queued(target: Path | str) -> list[SiteMail]:
-    with open_outbox(target) as outbox:
-        backend = outbox.backend
+    with open_database(target) as database:
+        backend = database.backend
         ids = [r[0] for r in backend.fetch("SELECT id FROM site_mail ORDER BY id")]
         queue = SiteMailQueue(backend)
         return [m for m in (queue.get(i) for i in ids) if m is not None]
 
 
 def member(target: Path | str, address: str, list_name: str = "main") -> Membership | None:
-    with open_outbox(target) as outbox:
-        return outbox.roster.get(list_name, address)
+    with open_database(target) as database:
+        return database.roster.get(list_name, address)
 
 
 def ledger(target: Path | str, address: str) -> list[ConsentEvent]:
-    with open_outbox(target) as outbox:
-        return outbox.consent.of(address)
+    with open_database(target) as database:
+        return database.consent.of(address)

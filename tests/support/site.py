@@ -29,12 +29,12 @@ from typing import Any
 import httpx
 import uvicorn
 
+from newsletter.config.settings import Settings, load_settings
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory
 from newsletter.mail.tokens import key_id, signing_key
 from newsletter.models import Subscriber
-from newsletter.render import render_issue
-from newsletter.settings import Settings, load_settings
+from newsletter.rendering.render import render_issue
 from newsletter.web.site.app import create_app
 from newsletter.web.site.server import server_config
 

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from html.parser import HTMLParser
 
+from newsletter.config.settings import Settings
+from newsletter.database import open_database
 from newsletter.draft import review
 from newsletter.issues import issue_path
 from newsletter.models import DeliveryStatus, Subscriber
-from newsletter.outbox import open_outbox
 from newsletter.send.coordinator import record_tracked_links
 from newsletter.send.preparation import prepare
-from newsletter.settings import Settings
-from support.outbox import plan, record
+from support.database import plan, record
 
 CLICK = re.compile(r"/r/([A-Za-z0-9_-]+)$")
 
@@ -65,14 +65,14 @@ def tracked_send(
     links recorded; each reader's message as the engine would upload it."""
     draft = review(settings, issue_path(settings.issues_dir, issue), list_name)
     prepared = prepare(settings, draft, list_name)
-    with open_outbox(settings.outbox_target) as outbox:
-        record_tracked_links(prepared, outbox)
-        plan(outbox, issue, list_name, addresses)
-        rows = {row.recipient: row.id for row in outbox.deliveries.rows(issue, list_name)}
+    with open_database(settings.database_target) as database:
+        record_tracked_links(prepared, database)
+        plan(database, issue, list_name, addresses)
+        rows = {row.recipient: row.id for row in database.deliveries.rows(issue, list_name)}
         sent = []
         for address in addresses:
             row = rows[address]
             message = prepared.job.build(Subscriber(envelope=address, name="Reader"), None, row)
-            record(outbox, row, DeliveryStatus.SENT)
+            record(database, row, DeliveryStatus.SENT)
             sent.append(Sent(address, row, message.data))
     return sent

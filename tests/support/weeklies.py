@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from newsletter.settings import Settings, load_settings
+from newsletter.config.settings import Settings, load_settings
 from support.images import picture
 
 WEEKLIES = Path(__file__).resolve().parents[1] / "data" / "weeklies"

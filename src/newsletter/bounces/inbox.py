@@ -28,10 +28,10 @@ from types import TracebackType
 from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
-from newsletter.configfile import SECRET_ENV
+from newsletter.config.configfile import SECRET_ENV
+from newsletter.config.settings import BouncesSettings, Settings
 from newsletter.errors import InboxError
-from newsletter.safetext import printable
-from newsletter.settings import BouncesSettings, Settings
+from newsletter.formats.safetext import printable
 
 KEYWORD = "NewsletterProcessed"
 MAX_MAIL_BYTES = 1 << 20

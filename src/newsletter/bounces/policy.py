@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING
 from newsletter.bounces.kinds import Kind, find_status, kind_of, unsure_of_the_address, worst
 from newsletter.bounces.reports import Diagnosis, Report
 from newsletter.bounces.verp import read_tag
-from newsletter.outbox import Delivery, Outbox
-from newsletter.outbox.bounces import ACCEPTED, DISMISSED, HELD, HeldReport
-from newsletter.outbox.records import BOUNCED, COMPLAINED, now
-from newsletter.settings import BouncesSettings
+from newsletter.config.settings import BouncesSettings
+from newsletter.database import Database, Delivery
+from newsletter.database.bounces import ACCEPTED, DISMISSED, HELD, HeldReport
+from newsletter.database.records import BOUNCED, COMPLAINED, now
 
 if TYPE_CHECKING:
     from newsletter.bounces.origin import DkimKeys, Proof
@@ -107,12 +107,12 @@ class Policy:
 
     def __init__(
         self,
-        outbox: Outbox,
+        database: Database,
         config: BouncesSettings,
         secrets: Sequence[bytes] = (),
         keys: DkimKeys | None = None,
     ) -> None:
-        self.outbox = outbox
+        self.database = database
         self.config = config
         self.secrets = tuple(secrets)
         self.keys = keys
@@ -122,11 +122,11 @@ class Policy:
         for tag in report.tags[:MAX_CANDIDATES]:
             for secret in self.secrets:
                 ident = read_tag(secret, tag)
-                rows = self.outbox.deliveries.by_id([ident]) if ident is not None else []
+                rows = self.database.deliveries.by_id([ident]) if ident is not None else []
                 if rows:
                     return Match(rows[0], by_tag=True)
         candidates = report.message_ids[:MAX_CANDIDATES]
-        found = {r.message_id: r for r in self.outbox.deliveries.by_message_id(candidates)}
+        found = {r.message_id: r for r in self.database.deliveries.by_message_id(candidates)}
         for message_id in candidates:
             if message_id in found:
                 return Match(found[message_id], by_tag=False)
@@ -144,7 +144,7 @@ class Policy:
         finding = _finding_for(report, row)
         if match.by_tag or not finding.kind.counts:
             return self._record(report, row, finding)
-        before = self.outbox.bounces.held_by_report(report.key, row.id)
+        before = self.database.bounces.held_by_report(report.key, row.id)
         if before is not None and before.state == DISMISSED:
             return Decision(Verdict.DISMISSED, (row,), finding)
         if before is not None and before.state == ACCEPTED:
@@ -152,10 +152,10 @@ class Policy:
         proof = self._prove(report, row, raw)
         if proof.proven:
             if before is not None:  # held on an earlier run (its key server did not answer)
-                self.outbox.bounces.decide(before.id, ACCEPTED)
+                self.database.bounces.decide(before.id, ACCEPTED)
             return self._record(report, row, finding)
         if before is None:
-            self.outbox.bounces.hold(
+            self.database.bounces.hold(
                 report.key,
                 row.id,
                 finding.kind.value,
@@ -171,15 +171,15 @@ class Policy:
         """Apply a held report as if it were proven (the editor looked at it): record it and
         suppress by the policy. None if no report with this id is held. Each step is safe to
         repeat, so an accept cut short is finished by the next."""
-        held = self.outbox.bounces.held_report(held_id)
+        held = self.database.bounces.held_report(held_id)
         if held is None or held.state != HELD:
             return None
         row = held.delivery
-        self.outbox.bounces.record(
+        self.database.bounces.record(
             held.report, row.id, held.kind, held.status, held.detail, held.source
         )
         suppressed = self._suppress(row, Kind(held.kind))
-        self.outbox.bounces.decide(held.id, ACCEPTED)
+        self.database.bounces.decide(held.id, ACCEPTED)
         return held, suppressed
 
     def refused(self, row: Delivery, code: int, reply: str) -> Suppressed | None:
@@ -191,7 +191,7 @@ class Policy:
         unsure = unsure_of_the_address(reply)
         kind = Kind.SOFT if unsure else (kind_of(status) or Kind.HARD)
         key = f"{SMTP_SOURCE}:{row.id}"
-        if not self.outbox.bounces.record(key, row.id, kind.value, status, reply, SMTP_SOURCE):
+        if not self.database.bounces.record(key, row.id, kind.value, status, reply, SMTP_SOURCE):
             return None
         found = self._suppress(row, kind)
         return found[0] if found else None
@@ -209,7 +209,7 @@ class Policy:
         return prove(raw, row.recipient, self.keys)
 
     def _record(self, report: Report, row: Delivery, finding: Diagnosis) -> Decision:
-        if not self.outbox.bounces.record(
+        if not self.database.bounces.record(
             report.key,
             row.id,
             finding.kind.value,
@@ -227,11 +227,11 @@ class Policy:
             reason = COMPLAINED
         elif kind is Kind.HARD or (
             kind is Kind.SOFT
-            and self.outbox.bounces.soft_streak(row.list, row.recipient, row.issue)
+            and self.database.bounces.soft_streak(row.list, row.recipient, row.issue)
             >= self.config.soft_limit
         ):
             reason = BOUNCED
-        if reason is None or not self.outbox.suppressions.add(row.list, row.recipient, reason):
+        if reason is None or not self.database.suppressions.add(row.list, row.recipient, reason):
             return []
         return [Suppressed(row.list, row.recipient, reason, row.issue)]
 
@@ -242,8 +242,10 @@ class RateGuard:
     and every 2 s otherwise, and never more often than keeps the reading under 5 % of the run
     (counting a million-row list takes a while)."""
 
-    def __init__(self, outbox: Outbox, config: BouncesSettings, issue: int, list_name: str) -> None:
-        self.outbox, self.config, self.issue, self.list_name = outbox, config, issue, list_name
+    def __init__(
+        self, database: Database, config: BouncesSettings, issue: int, list_name: str
+    ) -> None:
+        self.database, self.config, self.issue, self.list_name = database, config, issue, list_name
         self.since = now()
         self._last = -1e9
         self._cost = 0.0
@@ -258,7 +260,7 @@ class RateGuard:
             return None
         if moment - self._last < max(0.25 if rejected else 2.0, 20 * self._cost):
             return None
-        totals = self.outbox.bounces.run_totals(self.issue, self.list_name, self.since)
+        totals = self.database.bounces.run_totals(self.issue, self.list_name, self.since)
         self._last = time.monotonic()
         self._cost = self._last - moment
         return breach(self.config, *totals)

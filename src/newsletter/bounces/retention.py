@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from newsletter.config.settings import Settings
+from newsletter.database import Database, open_project_database
 from newsletter.errors import DatabaseError
-from newsletter.outbox import Outbox, open_project_outbox
-from newsletter.settings import Settings
 
 DAY = 86_400.0
 PRUNE_EVERY = 3600.0  # seconds between two rounds
@@ -58,17 +58,17 @@ class Expired:
         return said
 
 
-def expire_reports(outbox: Outbox, settings: Settings, *, now: float | None = None) -> Expired:
+def expire_reports(database: Database, settings: Settings, *, now: float | None = None) -> Expired:
     """Apply both windows (one statement each: bounce reports are few; the replies' is a scan
     of the delivery log, once an hour); what they did."""
     moment = time.time() if now is None else now
     privacy = settings.privacy
     texts_before = moment - privacy.bounce_text_days * DAY
     return Expired(
-        deleted=outbox.bounces.delete_held(moment - privacy.held_retention_days * DAY),
-        cleared=outbox.bounces.clear_texts(texts_before),
-        replies=outbox.deliveries.clear_replies(texts_before)
-        + outbox.site_mail.clear_replies(texts_before),
+        deleted=database.bounces.delete_held(moment - privacy.held_retention_days * DAY),
+        cleared=database.bounces.clear_texts(texts_before),
+        replies=database.deliveries.clear_replies(texts_before)
+        + database.site_mail.clear_replies(texts_before),
     )
 
 
@@ -107,5 +107,5 @@ class BounceRetentionDuty:
         return None
 
     def _round(self) -> Expired:
-        with open_project_outbox(self.settings) as outbox:
-            return expire_reports(outbox, self.settings)
+        with open_project_database(self.settings) as database:
+            return expire_reports(database, self.settings)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from newsletter.cli.terminal import printable
+from newsletter.config.settings import Settings
 from newsletter.preflight.archive import check_archive
-from newsletter.settings import Settings
 
 
 def report_archive(settings: Settings) -> int:

@@ -8,13 +8,7 @@ from pathlib import Path
 
 import click
 
-from newsletter.checks import Finding
-from newsletter.cli.terminal import fail, pass_settings, sample_list_option
-from newsletter.clip import GMAIL_CLIP
-from newsletter.configfile import CONFIG_NAME
-from newsletter.draft import Draft, review, write_files
-from newsletter.errors import IssueError, Problem, display_path
-from newsletter.findingformats import (
+from newsletter.checks.findingformats import (
     FORMATS,
     Format,
     github_commands,
@@ -23,10 +17,16 @@ from newsletter.findingformats import (
     sarif_log,
     text_line,
 )
+from newsletter.checks.lint import Finding
+from newsletter.cli.terminal import fail, pass_settings, sample_list_option
+from newsletter.config.configfile import CONFIG_NAME
+from newsletter.config.settings import DEFAULT_LIST, Settings
+from newsletter.draft import Draft, review, write_files
+from newsletter.errors import IssueError, Problem, display_path
 from newsletter.gate import inspect_send
 from newsletter.issues import issue_path
 from newsletter.issues.skeleton import start_issue, write_skeleton
-from newsletter.settings import DEFAULT_LIST, Settings
+from newsletter.rendering.clip import GMAIL_CLIP
 
 EPHEMERAL_NOTE = (
     "note: NEWSLETTER_SECRET is not set, so the sample's unsubscribe link is signed "

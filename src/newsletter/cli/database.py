@@ -6,8 +6,8 @@ from __future__ import annotations
 import click
 
 from newsletter.cli.terminal import pass_settings
-from newsletter.outbox import LATEST, open_project_outbox
-from newsletter.settings import Settings
+from newsletter.config.settings import Settings
+from newsletter.database import LATEST, open_project_database
 
 
 @click.group()
@@ -19,7 +19,7 @@ def outbox() -> None:
 @pass_settings
 def migrate(settings: Settings) -> None:
     """Apply the schema migrations the outbox lacks (every command also does on start)."""
-    with open_project_outbox(settings, migrate=False) as box:
+    with open_project_database(settings, migrate=False) as box:
         before = box.backend.version()
         applied = box.backend.migrate()
         for migration in applied:
@@ -34,7 +34,7 @@ def migrate(settings: Settings) -> None:
 @pass_settings
 def info(settings: Settings) -> None:
     """Where the outbox is and its schema version."""
-    with open_project_outbox(settings, migrate=False) as box:
+    with open_project_database(settings, migrate=False) as box:
         version = box.backend.version()
         state = "up to date" if version == LATEST else f"{LATEST - version} migration(s) to apply"
         click.echo(f"{box.backend.name}: {box.display}: schema version {version} ({state})")

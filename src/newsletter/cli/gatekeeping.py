@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import click
 
+from newsletter.checks.findingformats import text_line
 from newsletter.cli.terminal import printable
-from newsletter.findingformats import text_line
 from newsletter.gate import SendVerdict
 from newsletter.send.recipients import RecipientsReport
 

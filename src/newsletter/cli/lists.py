@@ -20,14 +20,14 @@ from newsletter.cli.terminal import (
     pass_settings,
     printable,
 )
+from newsletter.config.settings import DEFAULT_LIST, Settings, nameserver_address
+from newsletter.database import EDITOR_SOURCE, Database, database_exists, open_project_database
+from newsletter.database.bounces import DISMISSED
+from newsletter.database.consent import ConsentEvent
+from newsletter.database.roster import Status
 from newsletter.errors import ConfigError, NewsletterError, display_path
+from newsletter.importers.subscribers import address_key, check_list
 from newsletter.mail.tokens import signing_key
-from newsletter.outbox import EDITOR_SOURCE, Outbox, open_project_outbox, outbox_exists
-from newsletter.outbox.bounces import DISMISSED
-from newsletter.outbox.consent import ConsentEvent
-from newsletter.outbox.roster import Status
-from newsletter.settings import DEFAULT_LIST, Settings, nameserver_address
-from newsletter.subscribers import address_key, check_list
 
 
 class _Subcommands(Group):
@@ -65,10 +65,10 @@ def subscribers(ctx: click.Context, settings: Settings, list_name: str | None) -
         csv = settings.mailing_list(name).path
         suppressed: frozenset[str] = frozenset()
         members: dict[Status, int] = {}
-        if outbox_exists(settings.outbox_target):
-            with open_project_outbox(settings) as outbox:
-                suppressed = outbox.suppressions.addresses(name)
-                members = outbox.roster.counts(name)
+        if database_exists(settings.database_target):
+            with open_project_database(settings) as database:
+                suppressed = database.suppressions.addresses(name)
+                members = database.roster.counts(name)
         if csv is not None:
             report = check_list(
                 Path(display_path(settings.resolve(csv))),
@@ -106,16 +106,16 @@ def unsubscribe(settings: Settings, address: str, list_name: str, undo: bool) ->
         raise NewsletterError(
             f"{address!r} is not an email address: {exc}", hint="Pass the address as subscribed."
         ) from None
-    with open_project_outbox(settings) as outbox:
+    with open_project_database(settings) as database:
         if undo:
-            lifted = outbox.suppressions.remove(list_name, key)
+            lifted = database.suppressions.remove(list_name, key)
             state = "will be sent to again" if lifted else "was not unsubscribed"
             click.echo(f"{key} {state} on {list_name!r}")
             return
-        before = outbox.suppressions.get(list_name, key)
-        if outbox.suppressions.add(list_name, key, EDITOR_SOURCE):
+        before = database.suppressions.get(list_name, key)
+        if database.suppressions.add(list_name, key, EDITOR_SOURCE):
             event = ConsentEvent(list_name, key, "unsubscribe", source="cli")
-            outbox.consent.record(event)
+            database.consent.record(event)
     if before is None:
         state = "unsubscribed"
     elif before.source == EDITOR_SOURCE:
@@ -134,11 +134,11 @@ def suppressions(settings: Settings, list_name: str | None) -> None:
     mailbox's button; web: the confirm page; cli: `newsletter unsubscribe`)."""
     if list_name is not None:
         settings.mailing_list(list_name)
-    if not outbox_exists(settings.outbox_target):
+    if not database_exists(settings.database_target):
         rows = []
     else:
-        with open_project_outbox(settings) as outbox:
-            rows = outbox.suppressions.all(list_name)
+        with open_project_database(settings) as database:
+            rows = database.suppressions.all(list_name)
     for row in rows:
         click.echo(f"{row.created_at}  {row.list}  {printable(row.address)}  {row.source}")
     where = f" on {list_name!r}" if list_name is not None else ""
@@ -195,14 +195,14 @@ def bounces(
     if show_held or accept or dismiss:
         if maildir is not None:
             raise click.UsageError("--held, --accept and --dismiss read no mailbox: drop --maildir")
-        if not outbox_exists(settings.outbox_target):
+        if not database_exists(settings.database_target):
             if accept or dismiss:
                 raise _not_held((accept + dismiss)[0])
             click.echo("0 report(s) held for review", err=True)
             return
-        with open_project_outbox(settings) as outbox:
-            _expire_held(outbox, settings)
-            _review(Policy(outbox, settings.bounces, secrets), show_held, accept, dismiss)
+        with open_project_database(settings) as database:
+            _expire_held(database, settings)
+            _review(Policy(database, settings.bounces, secrets), show_held, accept, dismiss)
         return
     inbox = open_inbox(settings, maildir)
     if key.ephemeral:
@@ -216,9 +216,9 @@ def bounces(
         [nameserver_address(n) for n in settings.check.nameservers], settings.check.timeout
     )
     try:
-        with open_project_outbox(settings) as outbox:
-            _expire_held(outbox, settings)
-            policy = Policy(outbox, settings.bounces, secrets, keys)
+        with open_project_database(settings) as database:
+            _expire_held(database, settings)
+            policy = Policy(database, settings.bounces, secrets, keys)
             tally = collect(
                 inbox, policy, lambda r, d: click.echo(printable(describe_decision(r, d)))
             )
@@ -238,11 +238,11 @@ def bounces(
         )
 
 
-def _expire_held(outbox: Outbox, settings: Settings) -> None:
+def _expire_held(database: Database, settings: Settings) -> None:
     """The held reports past [privacy] held_retention_days deleted, and the recorded ones
     past [privacy] bounce_text_days cleared of the server's text, before any is read, as the
     worker does, so the windows hold where no worker runs."""
-    for line in expire_reports(outbox, settings).lines(settings):
+    for line in expire_reports(database, settings).lines(settings):
         click.echo(line, err=True)
 
 
@@ -250,7 +250,7 @@ def _review(
     policy: Policy, show_held: bool, accept: tuple[int, ...], dismiss: tuple[int, ...]
 ) -> None:
     """--held, --accept and --dismiss: the editor's side of the reports held for review."""
-    outbox = policy.outbox
+    database = policy.database
     for ident in accept:
         accepted = policy.accept(ident)
         if accepted is None:
@@ -260,12 +260,12 @@ def _review(
         what = "; ".join(f"suppressed on {s.list} ({s.reason})" for s in done) or "recorded"
         click.echo(printable(f"accepted {ident}: {held.kind} {row.recipient}: {what}"))
     for ident in dismiss:
-        if not outbox.bounces.decide(ident, DISMISSED):
+        if not database.bounces.decide(ident, DISMISSED):
             raise _not_held(ident)
         click.echo(f"dismissed {ident}: its mail is filed on the next `newsletter bounces`")
     if not show_held:
         return
-    held_now = outbox.bounces.held()
+    held_now = database.bounces.held()
     for held in held_now:
         row = held.delivery
         click.echo(

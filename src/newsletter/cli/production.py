@@ -12,10 +12,10 @@ from pathlib import Path
 import click
 
 from newsletter.cli.terminal import pass_settings, printable
-from newsletter.deploy import Target, systemd_files
+from newsletter.config.settings import Settings
 from newsletter.errors import display_path
-from newsletter.settings import Settings
-from newsletter.statefiles import private_folder, write_private
+from newsletter.setup.deploy import Target, systemd_files
+from newsletter.state.statefiles import private_folder, write_private
 
 
 @click.command()

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from newsletter.configfile import CONFIG_NAME
+from newsletter.config.configfile import CONFIG_NAME
+from newsletter.config.settings import load_settings
 from newsletter.errors import ConfigError, display_path
-from newsletter.scaffold import ISSUE, Choices, add_workflow, create_project
-from newsletter.settings import load_settings
+from newsletter.setup.scaffold import ISSUE, Choices, add_workflow, create_project
 
 _DEFAULTS = Choices()
 

@@ -11,20 +11,20 @@ from pathlib import Path
 import click
 
 from newsletter.cli.terminal import pass_settings, printable
+from newsletter.config.settings import DEFAULT_LIST, Settings
+from newsletter.database import database_exists, open_project_database
+from newsletter.database.consent import ConsentEvent, ConsentLedger
+from newsletter.database.roster import Roster, Status
 from newsletter.errors import ExportFileError, NewsletterError, display_path
 from newsletter.importers import FORMATS, read_export
+from newsletter.importers.subscribers import Refusal, check_entry, fold_address
 from newsletter.mail.tokens import SigningKey, signing_key
-from newsletter.outbox import open_project_outbox, outbox_exists
-from newsletter.outbox.consent import ConsentEvent, ConsentLedger
-from newsletter.outbox.roster import Roster, Status
-from newsletter.settings import DEFAULT_LIST, Settings
 from newsletter.signup.forgetting import forget as erase
 from newsletter.signup.forgetting import forgotten_test, unforget
 from newsletter.signup.imports import import_export
 from newsletter.signup.pending import mailbox_key
 from newsletter.signup.record import EXPORT_COLUMNS, export_rows, person_record
 from newsletter.spreadsheet import write_rows
-from newsletter.subscribers import Refusal, check_entry, fold_address
 
 list_option = click.option(
     "--list", "list_name", default=DEFAULT_LIST, show_default=True, help="The list."
@@ -58,8 +58,8 @@ def add(settings: Settings, address: str, name: str, list_name: str) -> None:
     request (`forget`) does not, until `forget --undo`."""
     settings.mailing_list(list_name)
     envelope, key, clean = _address(address, name)
-    with open_project_outbox(settings) as outbox:
-        backend = outbox.backend
+    with open_project_database(settings) as database:
+        backend = database.backend
         if forgotten_test(backend, _key(settings))(key):
             raise NewsletterError(
                 f"{key} was erased on request (`newsletter subscribers forget`): not added",
@@ -72,7 +72,7 @@ def add(settings: Settings, address: str, name: str, list_name: str) -> None:
             )
             if before is not Status.CONFIRMED:
                 ConsentLedger(backend).record(ConsentEvent(list_name, key, "add", source="cli"))
-        suppressed = outbox.suppressions.get(list_name, key)
+        suppressed = database.suppressions.get(list_name, key)
     state = {
         None: "added to",
         Status.PENDING: "was waiting to confirm: now confirmed on",
@@ -100,11 +100,11 @@ def remove(settings: Settings, address: str, list_name: str) -> None:
     unsubscribe` stops that too. Exit 1 if the address was not a subscriber there."""
     settings.mailing_list(list_name)
     _, key, _ = _address(address)
-    if not outbox_exists(settings.outbox_target):
+    if not database_exists(settings.database_target):
         before = None
     else:
-        with open_project_outbox(settings) as outbox:
-            backend = outbox.backend
+        with open_project_database(settings) as database:
+            backend = database.backend
             with backend.transaction():
                 before = Roster(backend).leave(list_name, key)
                 if before not in (None, Status.LEFT):
@@ -164,9 +164,9 @@ def import_(
         click.echo(printable(str(problem)))
 
     try:
-        with export, open_project_outbox(settings) as outbox:
+        with export, open_project_database(settings) as database:
             done = import_export(
-                outbox,
+                database,
                 export,
                 list_name,
                 _key(settings),
@@ -213,12 +213,12 @@ def export(settings: Settings, list_name: str, out: Path) -> None:
     suppressed as `unsubscribed`. Signups never confirmed are left out. `newsletter
     subscribers import --format csv` reads it back; every cell is safe for a spreadsheet."""
     settings.mailing_list(list_name)
-    if not outbox_exists(settings.outbox_target):
+    if not database_exists(settings.database_target):
         rows: list[tuple[str, ...]] = []
         written = _write(out, rows)
     else:
-        with open_project_outbox(settings) as outbox:
-            written = _write(out, export_rows(outbox, list_name))
+        with open_project_database(settings) as database:
+            written = _write(out, export_rows(database, list_name))
     where = "" if str(out) == "-" else f" to {display_path(out)}"
     click.echo(f"{written} subscriber(s) of {list_name!r} exported{where}", err=True)
 
@@ -244,8 +244,8 @@ def forget(settings: Settings, address: str, yes: bool, undo: bool) -> None:
     the file's or its WAL's bytes."""
     _, key, _ = _address(address)
     signing = signing_key(settings, allow_ephemeral=False)
-    with open_project_outbox(settings) as outbox:
-        backend = outbox.backend
+    with open_project_database(settings) as database:
+        backend = database.backend
         if undo:
             lifted = unforget(backend, signing, key)
             click.echo(f"{key} {'may be mailed again' if lifted else 'was not forgotten'}")
@@ -289,10 +289,10 @@ def show(settings: Settings, address: str, as_json: bool) -> None:
     event (when, from where, what they agreed to), the site's mail to them, suppressions, and
     every issue sent to them. --json writes the record as one object to give the person."""
     _, key, _ = _address(address)
-    if not outbox_exists(settings.outbox_target):
+    if not database_exists(settings.database_target):
         raise NewsletterError(f"nothing is kept about {key}: there is no outbox yet")
-    with open_project_outbox(settings) as outbox:
-        record = person_record(outbox, _key(settings), key)
+    with open_project_database(settings) as database:
+        record = person_record(database, _key(settings), key)
     if as_json:
         click.echo(json.dumps(record.as_json(), ensure_ascii=False, indent=2))
         return

@@ -13,10 +13,10 @@ from newsletter.cli.terminal import issue_option, pass_settings
 from newsletter.clicks.gather import gather_report
 from newsletter.clicks.page import render_html
 from newsletter.clicks.tables import render_text, write_report_csv
+from newsletter.config.settings import Settings
+from newsletter.database import Database, database_exists, open_project_database
 from newsletter.errors import ConfigError, display_path
-from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
 from newsletter.sequences.overview import issue_of
-from newsletter.settings import Settings
 from newsletter.subjects.run import report_lines
 
 _FILE = click.Path(dir_okay=False, writable=True, path_type=Path)
@@ -50,16 +50,16 @@ def report(
     min_count show as "< 5". A welcome sequence's step: --issue its key (`newsletter
     sequences` shows it)."""
     issue = issue_of(settings, number)  # an issue, or a sequence step by its key
-    if not outbox_exists(settings.outbox_target):
+    if not database_exists(settings.database_target):
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
-    with open_project_outbox(settings) as outbox:
-        name = chosen_list(settings, outbox, number, list_name)
+    with open_project_database(settings) as database:
+        name = chosen_list(settings, database, number, list_name)
         if name is None:
             click.echo(f"issue {number}: nothing sent yet")
             return
-        made = gather_report(outbox, settings, issue, name)
-        subject_test = report_lines(outbox, settings, number, name)
+        made = gather_report(database, settings, issue, name)
+        subject_test = report_lines(database, settings, number, name)
     to_stdout = csv_path is not None and str(csv_path) == "-"
     if not to_stdout:
         click.echo(render_text(made, shutil.get_terminal_size((100, 24)).columns), nl=False)
@@ -78,11 +78,11 @@ def report(
 
 
 def chosen_list(
-    settings: Settings, outbox: Outbox, number: int, list_name: str | None
+    settings: Settings, database: Database, number: int, list_name: str | None
 ) -> str | None:
     """`list_name`, or the one subscriber list (else the one list) the issue went to; None
     when it went to none. Several: the user says which."""
-    sent = outbox.deliveries.lists_of(number)
+    sent = database.deliveries.lists_of(number)
     if list_name is not None:
         if list_name not in sent and list_name not in settings.lists:
             settings.mailing_list(list_name)  # raises, naming the lists there are

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from newsletter.cli.terminal import issue_option, printable, sample_list_option
-from newsletter.configfile import CONFIG_NAME
+from newsletter.config.configfile import CONFIG_NAME
 from newsletter.errors import NewsletterError
 from newsletter.review import compare, version_at
 from newsletter.review.shots import SHOTS_HINT, ShotsError, shots_missing

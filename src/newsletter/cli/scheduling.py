@@ -16,8 +16,8 @@ from newsletter.errors import ScheduleError
 from newsletter.schedule.when import describe_instant, span
 
 if TYPE_CHECKING:
-    from newsletter.outbox.schedules import Schedule
-    from newsletter.settings import Settings
+    from newsletter.config.settings import Settings
+    from newsletter.database.schedules import Schedule
 
 # The outbox (and with it the config's models) is imported where a schedule is read or booked:
 # `send` wears this module's --at, and `send --help` should not load the database to say so.
@@ -123,7 +123,7 @@ def schedule_send(
     for warning in booked.warnings:
         click.secho(printable(str(warning)), fg="yellow")
     schedule = booked.schedule
-    from newsletter.outbox.schedules import kept_options
+    from newsletter.database.schedules import kept_options
 
     left = span(schedule.due_at - time.time())
     kept = " ".join(kept_options(schedule))
@@ -163,15 +163,15 @@ def schedule(settings: Settings, number: int | None, show_all: bool) -> None:
 
     Schedule with `newsletter send --issue N --at TIME`.
     """
-    from newsletter.outbox import open_project_outbox, outbox_exists
+    from newsletter.database import database_exists, open_project_database
 
     if click.get_current_context().invoked_subcommand is not None:
         return
-    if not outbox_exists(settings.outbox_target):
+    if not database_exists(settings.database_target):
         click.echo("no scheduled sends (no outbox yet)")
         return
-    with open_project_outbox(settings) as outbox:
-        schedules = outbox.schedules
+    with open_project_database(settings) as database:
+        schedules = database.schedules
         rows = schedules.listing(issue=number, limit=1_000_000 if show_all else 50)
         clock = schedules.database_time()
     if not rows:
@@ -183,7 +183,7 @@ def schedule(settings: Settings, number: int | None, show_all: bool) -> None:
 
 
 def _line(row: Schedule, clock: float) -> str:
-    from newsletter.outbox.schedules import OPEN, kept_options
+    from newsletter.database.schedules import OPEN, kept_options
 
     when = describe_instant(row.due_at, row.zone)
     if row.state in OPEN and row.due_at > clock:
@@ -201,14 +201,14 @@ def _line(row: Schedule, clock: float) -> str:
 def cancel(settings: Settings, number: int, list_name: str | None) -> None:
     """Cancel a scheduled send that has not started. A started one is a send under way: stop
     its worker, or let it finish."""
-    from newsletter.outbox import open_project_outbox, outbox_exists
+    from newsletter.database import database_exists, open_project_database
 
-    if not outbox_exists(settings.outbox_target):
+    if not database_exists(settings.database_target):
         raise ScheduleError(f"issue {number} has no scheduled send (no outbox yet)")
     from newsletter.schedule.booking import booked_by
 
-    with open_project_outbox(settings) as outbox:
-        schedules = outbox.schedules
+    with open_project_database(settings) as database:
+        schedules = database.schedules
         cancelled = schedules.cancel(number, list_name, booked_by())
         running = [
             s

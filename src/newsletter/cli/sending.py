@@ -25,14 +25,14 @@ from newsletter.fields import DEFAULT_LIST
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
+    from newsletter.config.settings import Settings
     from newsletter.gate import SendVerdict
+    from newsletter.importers.subscribers import ListReport
     from newsletter.models import DeliveryStatus
     from newsletter.send.job import Event
     from newsletter.send.preparation import Prepared
     from newsletter.send.testsend import TestDecision
-    from newsletter.settings import Settings
     from newsletter.subjects.run import SubjectRequest
-    from newsletter.subscribers import ListReport
 
 # The send's stack (the checks, the render, the outbox, the engine: ~0.25 s of imports on a quiet
 # machine, ~1 s loaded) is imported when a send runs, not when `send --help` or a usage error

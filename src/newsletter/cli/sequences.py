@@ -9,18 +9,18 @@ from pathlib import Path
 
 import click
 
+from newsletter.checks.findingformats import text_line
 from newsletter.cli.terminal import fail, pass_settings, printable
+from newsletter.config.settings import DEFAULT_LIST, Settings
+from newsletter.database import open_project_database
 from newsletter.errors import DatabaseError
-from newsletter.findingformats import text_line
 from newsletter.issues.sequencefiles import FOLDER
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import open_project_outbox
 from newsletter.schedule.when import describe_instant, span
 from newsletter.send import coordinator
 from newsletter.send.job import Options
 from newsletter.sequences.overview import SequenceView, check_sequence, enrol, survey
 from newsletter.sequences.testing import prepare_step_test
-from newsletter.settings import DEFAULT_LIST, Settings
 
 
 @click.group(invoke_without_command=True)
@@ -33,8 +33,8 @@ def sequences(ctx: click.Context, settings: Settings) -> None:
     if ctx.invoked_subcommand is not None:
         return
     folder = settings.resolve(Path(FOLDER))
-    with open_project_outbox(settings) as outbox:
-        views = survey(folder, outbox)
+    with open_project_database(settings) as database:
+        views = survey(folder, database)
     if not views:
         click.echo(
             f"no sequences: write {FOLDER}/welcome/01-hello.md (see docs/guide/sequences.md)"
@@ -72,8 +72,8 @@ def enrol_list(settings: Settings, name: str, list_name: str) -> None:
     on a list do not join by themselves: only new ones do, as they confirm). Readers in it
     already stay where they are."""
     settings.mailing_list(list_name)
-    with open_project_outbox(settings) as outbox:
-        joined = enrol(settings.resolve(Path(FOLDER)), outbox, name, list_name, time.time())
+    with open_project_database(settings) as database:
+        joined = enrol(settings.resolve(Path(FOLDER)), database, name, list_name, time.time())
     click.echo(
         f"{joined} reader(s) of {list_name} joined {name}; `newsletter worker` sends the steps"
     )

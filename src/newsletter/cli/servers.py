@@ -8,10 +8,10 @@ import asyncio
 import click
 
 from newsletter.cli.terminal import pass_settings, printable
+from newsletter.config.settings import Settings
 from newsletter.errors import display_path
 from newsletter.mail.tokens import signing_key
 from newsletter.send.mailbox import Captured, describe_captured, run_mailbox
-from newsletter.settings import Settings
 
 
 @click.command()
@@ -120,7 +120,7 @@ def worker(settings: Settings, once: bool) -> None:
     finishes the mail in hand, stops the sends (their uploads finish) and hands them back to
     be resumed; a second one stops at once. Exit code 0 when stopped.
     """
-    from newsletter.worker import run_worker  # SMTP and the outbox: only when used
+    from newsletter.worker.process import run_worker  # SMTP and the outbox: only when used
 
     key = signing_key(settings, allow_ephemeral=False)
 

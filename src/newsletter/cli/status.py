@@ -13,14 +13,14 @@ from pathlib import Path
 import click
 
 from newsletter.cli.terminal import every_list_option, issue_option, pass_settings, printable
+from newsletter.config.settings import Settings
+from newsletter.database import Database, database_exists, open_project_database
+from newsletter.database.schedules import OPEN, ScheduleState
 from newsletter.errors import display_path
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
-from newsletter.outbox.schedules import OPEN, ScheduleState
 from newsletter.schedule.when import describe_instant, span, wall_clock
 from newsletter.send.lease import why_gone
 from newsletter.send.testsend import local_time
-from newsletter.settings import Settings
 from newsletter.spreadsheet import write_csv
 
 # Scheduled sends that did not send, shown by `status` for a week after they ended.
@@ -52,53 +52,53 @@ def status(
     An unsubscribe is the issue's when it came after that reader's message of the issue and
     before their next one on the list; a complaint is the issue's when it names the message
     (its VERP tag or Message-ID)."""
-    known = outbox_exists(settings.outbox_target)
+    known = database_exists(settings.database_target)
     if list_name is not None and list_name not in settings.lists:
         # A list since dropped from the config still has its rows in the log.
-        with open_project_outbox(settings) if known else contextlib.nullcontext() as outbox:
-            if outbox is None or list_name not in outbox.deliveries.lists_of(number):
+        with open_project_database(settings) if known else contextlib.nullcontext() as database:
+            if database is None or list_name not in database.deliveries.lists_of(number):
                 settings.mailing_list(list_name)  # raises, naming the lists there are
     if not known:
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
     limit = None if show_all else 50
-    with open_project_outbox(settings) as outbox:
-        names = [list_name] if list_name else outbox.deliveries.lists_of(number)
+    with open_project_database(settings) as database:
+        names = [list_name] if list_name else database.deliveries.lists_of(number)
         if not names:
             click.echo(f"issue {number}: nothing sent yet")
         for name in names:
-            counts = outbox.deliveries.counts(number, name)
+            counts = database.deliveries.counts(number, name)
             click.echo(f"issue {number} -> {name}: {sum(counts.values())} recipients")
             for state, n in counts.items():
                 if n:
                     click.echo(f"  {state:<9} {n}")
-            for line in _relays(settings, outbox, number, name):
+            for line in _relays(settings, database, number, name):
                 click.echo(line)
-            for line in _tests(settings, outbox, number, name):
+            for line in _tests(settings, database, number, name):
                 click.echo(line)
-            clock = outbox.backend.database_time()
-            for worker in outbox.leases.workers(number, name, expired=True):
+            clock = database.backend.database_time()
+            for worker in database.leases.workers(number, name, expired=True):
                 doing = why_gone(worker, clock) or f"sending since {worker.started_at}"
                 click.echo(
                     f"  worker    {printable(worker.host)} pid {worker.pid}, {doing}"
                     f" (last seen {worker.seen_at})"
                 )
-            for line in _after_sending(outbox, number, name, counts):
+            for line in _after_sending(database, number, name, counts):
                 click.echo(line)
             waiting = [s for s in DeliveryStatus if s != DeliveryStatus.SENT]
-            rows = outbox.deliveries.rows(number, name, waiting)
+            rows = database.deliveries.rows(number, name, waiting)
             for row in rows[:limit]:
                 code = row.smtp_code or ""
                 reply = printable(f"{code} {row.smtp_reply}".strip())
                 click.echo(f"  {row.state:<9} {printable(row.recipient)}  {reply}")
             if limit is not None and len(rows) > limit:
                 click.echo(f"  ... and {len(rows) - limit} more (--all, or --csv FILE)")
-        for line in _scheduled(outbox, number):
+        for line in _scheduled(database, number):
             click.echo(printable(line))
-        if held := outbox.bounces.held_count():  # of every issue: they wait for the editor
+        if held := database.bounces.held_count():  # of every issue: they wait for the editor
             click.echo(f"{held} bounce report(s) held for review: see `newsletter bounces --held`")
         if csv_path is not None:
-            rows = [r for name in names for r in outbox.deliveries.rows(number, name)]
+            rows = [r for name in names for r in database.deliveries.rows(number, name)]
             if str(csv_path) == "-":
                 write_csv(rows, sys.stdout)
             else:
@@ -107,9 +107,9 @@ def status(
                 click.echo(f"wrote {n} rows to {display_path(csv_path)}", err=True)
 
 
-def _relays(settings: Settings, outbox: Outbox, number: int, name: str) -> list[str]:
+def _relays(settings: Settings, database: Database, number: int, name: str) -> list[str]:
     """Which relay carried what (and holds what in doubt): shown once there are several."""
-    carried = outbox.deliveries.by_relay(number, name)
+    carried = database.deliveries.by_relay(number, name)
     if len(carried) < 2 and not settings.smtp.relays:
         return []
     lines = []
@@ -119,11 +119,11 @@ def _relays(settings: Settings, outbox: Outbox, number: int, name: str) -> list[
     return lines
 
 
-def _scheduled(outbox: Outbox, number: int) -> list[str]:
+def _scheduled(database: Database, number: int) -> list[str]:
     """The issue's scheduled sends (`newsletter schedule`): each waiting or running one, when
     (in its zone and UTC), who booked it and when; then each of the last RECENT seconds that
     did not send (missed, failed, stopped), with why."""
-    schedules = outbox.schedules
+    schedules = database.schedules
     clock = schedules.database_time()
     lines = []
     for row in schedules.listing(issue=number, limit=1000):
@@ -152,7 +152,7 @@ def _moment(stamp: str | None) -> float | None:
 
 
 def _after_sending(
-    outbox: Outbox, number: int, name: str, counts: dict[DeliveryStatus, int]
+    database: Database, number: int, name: str, counts: dict[DeliveryStatus, int]
 ) -> list[str]:
     """What came back after the relay's 250 (`newsletter bounces`, and refusals at send time):
     hard bounces over the messages answered, complaints over the messages sent. Nothing before
@@ -160,10 +160,10 @@ def _after_sending(
     answered = counts[DeliveryStatus.SENT] + counts[DeliveryStatus.REJECTED]
     if not answered:
         return []
-    reports = outbox.bounces.counts(number, name)
+    reports = database.bounces.counts(number, name)
     sent = counts[DeliveryStatus.SENT]
     hard, soft, complained = (reports.get(k, 0) for k in ("hard", "soft", "complaint"))
-    left = outbox.send_figures.of(number, name).unsubscribed
+    left = database.send_figures.of(number, name).unsubscribed
     return [
         f"  bounced   {hard} ({hard / max(answered, 1):.1%} of {answered} answered)"
         + (f", and {soft} soft" if soft else ""),
@@ -172,13 +172,13 @@ def _after_sending(
     ]
 
 
-def _tests(settings: Settings, outbox: Outbox, number: int, name: str) -> list[str]:
+def _tests(settings: Settings, database: Database, number: int, name: str) -> list[str]:
     """A staging list's tests, each its own run: when it began, why, and what it did (the
     latest one's counts are the lines above)."""
     chosen = settings.lists.get(name)
     if chosen is None or not chosen.staging:
         return []
-    tests = outbox.test_sends.history(number, name)
+    tests = database.test_sends.history(number, name)
     lines = []
     for test in tests:
         when = local_time(settings, test.started_at)

@@ -70,7 +70,7 @@ def _share(text: str) -> float:
 
 
 def _after(text: str) -> float:
-    from newsletter.settings import parse_duration
+    from newsletter.config.settings import parse_duration
 
     try:
         seconds = parse_duration(text)

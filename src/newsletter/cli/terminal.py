@@ -12,10 +12,10 @@ import click
 
 from newsletter.errors import NewsletterError, display_path
 from newsletter.fields import DEFAULT_LIST
-from newsletter.safetext import printable as printable  # the one cleaner, for every command
+from newsletter.formats.safetext import printable as printable  # the one cleaner, for every command
 
 if TYPE_CHECKING:
-    from newsletter.subscribers import ListReport
+    from newsletter.importers.subscribers import ListReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,7 +60,7 @@ def pass_settings(func: F) -> F:
         if "settings" not in obj:
             # Imported here: the config's models cost ~0.1 s, which `--version`, `--help` and
             # a mistyped option do not need.
-            from newsletter.settings import load_settings
+            from newsletter.config.settings import load_settings
 
             obj["settings"] = load_settings(obj.get("config"))
         return ctx.invoke(func, obj["settings"], *args, **kwargs)

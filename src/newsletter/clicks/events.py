@@ -23,9 +23,9 @@ from typing import Literal, NamedTuple
 
 from crawlerdetect import CrawlerDetect
 
+from newsletter.formats.safetext import printable
 from newsletter.mail.clicktokens import ClickTarget
-from newsletter.places import Place
-from newsletter.safetext import printable
+from newsletter.rendering.places import Place
 
 IpMode = Literal["truncate", "hash", "none"]
 MACHINE = "machine:"  # the class of a user agent on crawlerdetect's list, then its name

@@ -15,28 +15,30 @@ from newsletter.clicks.events import ClickEvent
 from newsletter.clicks.report import ClickReport, SendSummary, build_report
 from newsletter.clicks.rules import Windows, label
 from newsletter.clicks.tally import ClickCounts, tally
+from newsletter.config.settings import Settings, TrackingMode
+from newsletter.database import Database
 from newsletter.models import Issue
-from newsletter.outbox import Outbox
-from newsletter.places import outline
-from newsletter.settings import Settings, TrackingMode
+from newsletter.rendering.places import outline
 
 
-def gather_report(outbox: Outbox, settings: Settings, issue: Issue, list_name: str) -> ClickReport:
-    mode = outbox.sent_links.mode(issue.number, list_name)
-    events = (ClickEvent(*record) for record in outbox.clicks.events(issue.number, list_name))
+def gather_report(
+    database: Database, settings: Settings, issue: Issue, list_name: str
+) -> ClickReport:
+    mode = database.sent_links.mode(issue.number, list_name)
+    events = (ClickEvent(*record) for record in database.clicks.events(issue.number, list_name))
     counts = tally(label(events, Windows.from_settings(settings.tracking)))
     return build_report(
         outline(issue),
         counts,
-        send_summary(outbox, issue.number, list_name),
+        send_summary(database, issue.number, list_name),
         list_name=list_name,
         mode=TrackingMode.stored(mode),
         min_count=settings.privacy.min_count,
     )
 
 
-def send_summary(outbox: Outbox, issue: int, list_name: str) -> SendSummary:
-    figures = outbox.send_figures.of(issue, list_name)
+def send_summary(database: Database, issue: int, list_name: str) -> SendSummary:
+    figures = database.send_figures.of(issue, list_name)
     return SendSummary(
         sent=figures.sent,
         per_minute={

@@ -18,7 +18,7 @@ from newsletter.clicks.charts import clicks_chart, delivery_chart
 from newsletter.clicks.report import ClickReport, lines, shown, withheld_note
 from newsletter.clicks.rules import ABOUT
 from newsletter.clicks.tables import MODES, PEOPLE
-from newsletter.templatecache import page_environment
+from newsletter.rendering.templatecache import page_environment
 
 TEMPLATES = Path(__file__).parent / "templates"
 

@@ -26,8 +26,8 @@ from typing import NamedTuple
 
 from newsletter.clicks.rules import MACHINE_RULES, Rule
 from newsletter.clicks.tally import ClickCounts
-from newsletter.places import Outline, Part, Spot
-from newsletter.settings import TrackingMode
+from newsletter.config.settings import TrackingMode
+from newsletter.rendering.places import Outline, Part, Spot
 
 MAX_BARS = 720  # of the delivery chart: a longer send is shown in buckets of several minutes
 

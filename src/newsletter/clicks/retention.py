@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
+from newsletter.config.settings import Settings
+from newsletter.database import Database, open_project_database
 from newsletter.errors import DatabaseError
-from newsletter.outbox import Outbox, open_project_outbox
-from newsletter.settings import Settings
 
 BATCH = 5000
 DAY = 86_400.0
@@ -32,7 +32,7 @@ class Pruned(NamedTuple):
 
 
 def prune_clicks(
-    outbox: Outbox,
+    database: Database,
     settings: Settings,
     *,
     now: float | None = None,
@@ -44,16 +44,16 @@ def prune_clicks(
     cutoff = (time.time() if now is None else now) - settings.privacy.retention_days * DAY
     deleted = 0
     for _ in range(max_batches):
-        found = outbox.clicks.delete_older(cutoff, limit=batch)
+        found = database.clicks.delete_older(cutoff, limit=batch)
         deleted += found
         if found < batch:
             return Pruned(deleted, True)
     return Pruned(deleted, False)
 
 
-def forget_reader(outbox: Outbox, address: str, lists: Iterable[str] | None = None) -> int:
+def forget_reader(database: Database, address: str, lists: Iterable[str] | None = None) -> int:
     """Every click event of `address`'s outbox rows (on `lists`, or on all): how many."""
-    return outbox.clicks.forget_reader(address, lists)
+    return database.clicks.forget_reader(address, lists)
 
 
 class RetentionDuty:
@@ -87,5 +87,5 @@ class RetentionDuty:
         return None
 
     def _round(self) -> Pruned:
-        with open_project_outbox(self.settings) as outbox:
-            return prune_clicks(outbox, self.settings)
+        with open_project_database(self.settings) as database:
+            return prune_clicks(database, self.settings)

@@ -33,8 +33,8 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from newsletter.clicks.events import MACHINE, ClickEvent
-from newsletter.places import Place, Region
-from newsletter.settings import TrackingSettings
+from newsletter.config.settings import TrackingSettings
+from newsletter.rendering.places import Place, Region
 
 _FLOOD = 64  # requests of one message within the window: no person
 _PRUNE = 100_000  # aggregate repeats remembered before the stale ones are swept

@@ -13,8 +13,8 @@ from typing import TextIO
 from rich.cells import cell_len
 
 from newsletter.clicks.report import ClickReport, Count, Line, lines, shown, withheld_note
-from newsletter.safetext import printable
-from newsletter.settings import TrackingMode
+from newsletter.config.settings import TrackingMode
+from newsletter.formats.safetext import printable
 from newsletter.spreadsheet import write_rows
 
 CSV_COLUMNS = ("kind", "section", "item", "title", "people", "machines", "messages", "rate")

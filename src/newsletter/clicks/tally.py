@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from newsletter.clicks.rules import LabelledEvent, Rule
-from newsletter.places import Part, Place, Spot
+from newsletter.rendering.places import Part, Place, Spot
 
 _K = TypeVar("_K")
 

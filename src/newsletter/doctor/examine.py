@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
+from newsletter.config.settings import Settings
 from newsletter.doctor.diagnosis import Diagnosis
-from newsletter.doctor.local import check_disk, check_outbox, check_secret, check_webhook
+from newsletter.doctor.local import check_database, check_disk, check_secret, check_webhook
 from newsletter.doctor.network import (
     check_base_url,
     check_dns,
@@ -17,8 +18,7 @@ from newsletter.doctor.network import (
     check_serve,
 )
 from newsletter.preflight.lookup import Lookup
-from newsletter.settings import Settings
-from newsletter.statecache import Cache
+from newsletter.state.statecache import Cache
 
 MIN_FREE = 1 << 30  # bytes the state folder's file system should have free (`--min-free`)
 
@@ -43,12 +43,12 @@ def examine_relays(settings: Settings) -> list[Diagnosis]:
 
 async def _examine(settings: Settings, min_free: int) -> list[Diagnosis]:
     lookup = Lookup(settings.check, Cache(None))
-    serve, smtp, dns, mailbox, outbox, hooks = await asyncio.gather(
+    serve, smtp, dns, mailbox, database, hooks = await asyncio.gather(
         check_serve(settings, lookup),
         check_relays(settings),
         check_dns(settings, lookup),
         asyncio.to_thread(check_mailbox, settings),
-        asyncio.to_thread(check_outbox, settings),
+        asyncio.to_thread(check_database, settings),
         asyncio.to_thread(check_webhook, settings),
     )
     return [
@@ -58,7 +58,7 @@ async def _examine(settings: Settings, min_free: int) -> list[Diagnosis]:
         *smtp,
         *hooks,
         *dns,
-        *outbox,
+        *database,
         mailbox,
         check_disk(settings, min_free),
     ]

@@ -9,12 +9,12 @@ import stat
 import time
 from pathlib import Path
 
-from newsletter.configfile import MIN_SECRET_LENGTH, SECRET_ENV, SECRET_FILE
+from newsletter.config.configfile import MIN_SECRET_LENGTH, SECRET_ENV, SECRET_FILE
+from newsletter.config.settings import Settings
+from newsletter.database import LATEST, Database, database_exists, open_project_database
+from newsletter.database.heartbeats import ALIVE_WITHIN
 from newsletter.doctor.diagnosis import Diagnosis, failed, passed
 from newsletter.errors import NewsletterError, display_path
-from newsletter.outbox import LATEST, Outbox, open_project_outbox, outbox_exists
-from newsletter.outbox.heartbeats import ALIVE_WITHIN
-from newsletter.settings import Settings
 
 _LOST = (
     "back it up apart from this machine (a password manager): if it is lost, every unsubscribe,"
@@ -65,10 +65,10 @@ def _file_secret(path: Path) -> str | None:
         return None
 
 
-def check_outbox(settings: Settings) -> list[Diagnosis]:
+def check_database(settings: Settings) -> list[Diagnosis]:
     """The database, then the worker's heartbeat in it (which needs a database to be read)."""
-    target = settings.outbox_target
-    if not outbox_exists(target):
+    target = settings.database_target
+    if not database_exists(target):
         missing = f"no outbox at {display_path(target)} yet"
         return [
             failed("database", missing, "Run `newsletter outbox migrate` (as the service user)."),
@@ -76,8 +76,8 @@ def check_outbox(settings: Settings) -> list[Diagnosis]:
         ]
     mode = stat.S_IMODE(target.stat().st_mode) if isinstance(target, Path) else 0
     try:
-        with open_project_outbox(settings, migrate=False) as outbox:
-            return _database(outbox, mode)
+        with open_project_database(settings, migrate=False) as database:
+            return _database(database, mode)
     except NewsletterError as exc:
         fix = exc.hint or "Check [outbox] url and that the database server runs and lets us in."
         return [
@@ -86,9 +86,9 @@ def check_outbox(settings: Settings) -> list[Diagnosis]:
         ]
 
 
-def _database(outbox: Outbox, mode: int) -> list[Diagnosis]:
-    version = outbox.backend.version()
-    where = f"{outbox.backend.name}: {outbox.display}"
+def _database(database: Database, mode: int) -> list[Diagnosis]:
+    version = database.backend.version()
+    where = f"{database.backend.name}: {database.display}"
     if version < LATEST:
         behind = f"{where}: schema version {version}, {LATEST - version} migration(s) behind"
         return [
@@ -100,20 +100,20 @@ def _database(outbox: Outbox, mode: int) -> list[Diagnosis]:
         fix = "Upgrade newsletter on this machine to the version the others run."
         return [failed("database", ahead, fix), failed("worker", ahead, fix)]
     if mode & 0o077:
-        database = failed(
+        verdict = failed(
             "database",
             f"{where} is readable by other users (mode {mode:04o}): it holds every reader's"
             " address",
-            f"chmod 600 {outbox.display}",
+            f"chmod 600 {database.display}",
         )
     else:
         private = f", mode {mode:04o}" if mode else ""
-        database = passed("database", f"{where}: schema version {version} (current{private})")
-    return [database, _worker(outbox)]
+        verdict = passed("database", f"{where}: schema version {version} (current{private})")
+    return [verdict, _worker(database)]
 
 
-def _worker(outbox: Outbox) -> Diagnosis:
-    beat = outbox.heartbeats.latest()
+def _worker(database: Database) -> Diagnosis:
+    beat = database.heartbeats.latest()
     if beat is None:
         return failed("worker", "no worker has beaten in the last day", _START_WORKER)
     age = max(time.time() - beat.at, 0.0)
@@ -157,11 +157,11 @@ def check_webhook(settings: Settings) -> list[Diagnosis]:
         f"Point {provider}'s event webhook (bounces and complaints) at {url}, set its key in"
         " the environment (docs/guide/relays.md), and send a test event from its dashboard."
     )
-    if not outbox_exists(settings.outbox_target):
+    if not database_exists(settings.database_target):
         return [failed("webhook", f"no outbox yet: no signed {provider} event received", fix)]
     try:
-        with open_project_outbox(settings, migrate=False) as outbox:
-            seen = outbox.webhook_events.last_seen(provider)
+        with open_project_database(settings, migrate=False) as database:
+            seen = database.webhook_events.last_seen(provider)
     except NewsletterError as exc:
         return [failed("webhook", exc.message, exc.hint or fix)]
     if seen is None:

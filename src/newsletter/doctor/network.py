@@ -18,6 +18,7 @@ import httpx
 from pydantic import SecretStr
 
 from newsletter.bounces.inbox import open_inbox
+from newsletter.config.settings import Settings, SmtpSettings
 from newsletter.doctor.diagnosis import Diagnosis, failed, passed
 from newsletter.errors import NewsletterError
 from newsletter.links import HEALTH_PATH
@@ -30,8 +31,7 @@ from newsletter.preflight.lookup import Lookup, NetworkDownError, UnreachableErr
 from newsletter.preflight.run import checking_tls_context, dkim_public_key
 from newsletter.send.faults import SESSION_ERRORS, OpeningError, check_failed
 from newsletter.send.opening import Opener
-from newsletter.settings import Settings, SmtpSettings
-from newsletter.statecache import Cache
+from newsletter.state.statecache import Cache
 
 _MAX_BODY = 4096  # /healthz answers a few bytes; a proxy's error page is cut here
 _DNS_DOWN = "Check the network, or name the DNS servers to ask in [check] nameservers."

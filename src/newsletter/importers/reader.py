@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from newsletter.csvfile import Unreadable, read_records
 from newsletter.errors import ExportFileError, Problem, display_path
+from newsletter.formats.csvfile import Unreadable, read_records
+from newsletter.formats.textfile import SAVE_AS_UTF8, UTF16, looks_like_utf16
 from newsletter.importers.formats import FORMATS, detect, unusable
 from newsletter.importers.outcomes import (
     Consent,
@@ -40,10 +41,9 @@ from newsletter.importers.outcomes import (
     Refused,
 )
 from newsletter.importers.rows import Cells, Format, Row, RowMapper
+from newsletter.importers.seen import SeenKeys
+from newsletter.importers.subscribers import Refusal, check_entry, fold_address
 from newsletter.models import Subscriber
-from newsletter.seen import SeenKeys
-from newsletter.subscribers import Refusal, check_entry, fold_address
-from newsletter.textfile import SAVE_AS_UTF8, UTF16, looks_like_utf16
 
 MAX_MEMBERS = 64  # CSVs read from one ZIP
 _UNDECODABLE = re.compile(r"[\udc80-\udcff]")

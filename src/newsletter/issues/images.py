@@ -11,7 +11,7 @@ from typing import Any
 
 from newsletter.errors import Problem, display_path
 from newsletter.fields import IMAGE_TYPES
-from newsletter.imagefile import NotAnImageError, read_image_info
+from newsletter.formats.imagefile import NotAnImageError, read_image_info
 from newsletter.issues.yamlsource import Loc, error_field, line_of
 from newsletter.markup import Note
 

@@ -17,13 +17,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from newsletter.errors import IssueError, Problem, display_path
+from newsletter.formats.textfile import SAVE_AS_UTF8, UTF16, looks_like_utf16
 from newsletter.issues.files import issue_number_of, issue_path
 from newsletter.issues.images import measure_images
 from newsletter.issues.markdownsource import read_markdown
 from newsletter.issues.yamlsource import INLINE_FIELDS, Loc, Source, error_field, line_of, read_yaml
 from newsletter.markup import Note, parse_content, parse_inline
 from newsletter.models import Issue
-from newsletter.textfile import SAVE_AS_UTF8, UTF16, looks_like_utf16
 
 _BLOCK_KINDS = {"paragraph", "heading", "image", "quote", "list", "code_block", "rule", "table"}
 _SPAN_KINDS = {"text", "code", "strong", "em", "strike", "link", "break"}

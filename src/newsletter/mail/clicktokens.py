@@ -45,7 +45,7 @@ from newsletter.mail.tokens import (
     siv_box,
     unb64,
 )
-from newsletter.places import Place, Region
+from newsletter.rendering.places import Place, Region
 
 _BOX_LABEL = b"newsletter click token encryption v1"
 _BLOCK_LABEL = b"newsletter click token block v1"

@@ -7,7 +7,7 @@ else NAME.DOMAIN, a dot-atom with a dot in it; anything else is the config's err
 from __future__ import annotations
 
 from newsletter.errors import ConfigError
-from newsletter.subscribers import DOT_ATOM
+from newsletter.importers.subscribers import DOT_ATOM
 
 
 def list_id(configured: str, list_name: str, domain: str) -> str:

@@ -30,10 +30,11 @@ from urllib.parse import quote
 from email_validator import EmailNotValidError, validate_email
 
 from newsletter.bounces.verp import TAG_HEADER, make_tag, return_path
+from newsletter.config.settings import Settings
 from newsletter.errors import ConfigError, TemplateError, UnsafeHeaderError
 from newsletter.i18n import EMAIL, strings_for
+from newsletter.importers.subscribers import fold_address
 from newsletter.links import issue_url, unsubscribe_url
-from newsletter.linkslots import SLOT_WORD
 from newsletter.mail.canonical import relaxed_lines
 from newsletter.mail.clicktokens import MAX_BLOCK_ROW
 from newsletter.mail.listid import list_id
@@ -57,9 +58,8 @@ from newsletter.models import (
     Subscriber,
     header_problem,
 )
-from newsletter.places import Place
-from newsletter.settings import Settings
-from newsletter.subscribers import fold_address
+from newsletter.rendering.linkslots import SLOT_WORD
+from newsletter.rendering.places import Place
 from newsletter.webhooks.common import echo_header
 
 if TYPE_CHECKING:

@@ -31,10 +31,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from newsletter.config.settings import Settings
 from newsletter.errors import ConfigError
 from newsletter.mail.canonical import relaxed_field
 from newsletter.mail.mime import fold_words
-from newsletter.settings import Settings
 
 # Lowercased, as they are written into h= (names compare without case).
 SIGNED = (

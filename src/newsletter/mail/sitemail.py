@@ -25,6 +25,8 @@ import html
 import re
 from typing import Any
 
+from newsletter.config.settings import Settings
+from newsletter.database.mailqueue import MailKind
 from newsletter.errors import ConfigError, UnsafeHeaderError
 from newsletter.i18n import EMAIL, FONT_STACKS, SITE_MAIL, strings_for
 from newsletter.links import unsubscribe_url
@@ -40,9 +42,7 @@ from newsletter.mail.mime import (
 )
 from newsletter.mail.tokens import sign
 from newsletter.models import OutgoingMessage
-from newsletter.outbox.mailqueue import MailKind
-from newsletter.render import render_parts
-from newsletter.settings import Settings
+from newsletter.rendering.render import render_parts
 
 # What stands in for the links while the templates render (filled per mail).
 _LINK = "NLSITELINK7f3a9c2e"

@@ -47,9 +47,9 @@ from typing import NamedTuple
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
-from newsletter.configfile import MIN_SECRET_LENGTH, SECRET_ENV, SECRET_FILE
+from newsletter.config.configfile import MIN_SECRET_LENGTH, SECRET_ENV, SECRET_FILE
+from newsletter.config.settings import Settings
 from newsletter.errors import LinkExpiredError, SecretError, TokenError
-from newsletter.settings import Settings
 
 _VERSION = b"newsletter-unsubscribe-v2"
 _VERSION_1 = b"newsletter-unsubscribe-v1\n"

@@ -15,15 +15,15 @@ import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from newsletter.clip import CUT_AT, wire_size
+from newsletter.config.settings import Settings, TrackingMode
 from newsletter.links import click_url, issue_url
-from newsletter.linkslots import SLOT_WORD, add_slots
 from newsletter.mail.clicktokens import BLOCK_TOKEN, LinkTokens
 from newsletter.mail.tokens import Secret
 from newsletter.models import Issue, Placeholder, RenderedEmail
-from newsletter.places import Place
-from newsletter.render import render_issue
-from newsletter.settings import Settings, TrackingMode
+from newsletter.rendering.clip import CUT_AT, wire_size
+from newsletter.rendering.linkslots import SLOT_WORD, add_slots
+from newsletter.rendering.places import Place
+from newsletter.rendering.render import render_issue
 
 PROBE_ROW = 0  # the row of no reader (see the module docstring)
 # A slot of the rendered parts: a Placeholder word, or a link's slot number.

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from newsletter.checks import Finding
+from newsletter.checks.lint import Finding
+from newsletter.config.settings import Settings
 from newsletter.draft import published_issues
 from newsletter.errors import NewsletterError
 from newsletter.issues import issue_path, read_issue_file
@@ -23,8 +24,7 @@ from newsletter.preflight.linkcheck import LinkChecker
 from newsletter.preflight.lookup import Lookup, NetworkDownError
 from newsletter.preflight.report import item_labels, link_findings
 from newsletter.preflight.run import checking_tls_context
-from newsletter.settings import Settings
-from newsletter.statecache import Cache
+from newsletter.state.statecache import Cache
 
 ARCHIVE_CACHE = "archive-cache.json"
 ARCHIVE_TTL = 30 * 24 * 3600.0  # a good answer stands a month: four weekly runs share a fetch

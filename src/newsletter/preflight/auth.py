@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.serialization import (
     load_der_public_key,
 )
 
-from newsletter.orgdomain import organizational_domain
+from newsletter.checks.orgdomain import organizational_domain
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.lookup import Lookup
 

@@ -17,10 +17,10 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
+from newsletter.config.settings import Settings
 from newsletter.errors import NewsletterError
 from newsletter.models import Issue
 from newsletter.preflight.run import OnlineReport, list_size, run_online
-from newsletter.settings import Settings
 
 WAIT = 0.25  # seconds a page waits for an online run before it shows "running"
 T = TypeVar("T")

@@ -24,6 +24,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from newsletter.config.settings import CheckSettings
 from newsletter.preflight.connect import (
     CheckedBackend,
     CheckedTransport,
@@ -32,8 +33,7 @@ from newsletter.preflight.connect import (
     web_address,
 )
 from newsletter.preflight.lookup import Lookup, UnreachableError
-from newsletter.settings import CheckSettings
-from newsletter.statecache import Cache
+from newsletter.state.statecache import Cache
 
 MAX_REDIRECTS = 10
 FAILURE_TTL = 60.0

@@ -23,8 +23,8 @@ import dns.resolver
 from dns.rdtypes.ANY.MX import MX
 from dns.rdtypes.ANY.TXT import TXT
 
-from newsletter.settings import CheckSettings, nameserver_address
-from newsletter.statecache import Cache
+from newsletter.config.settings import CheckSettings, nameserver_address
+from newsletter.state.statecache import Cache
 
 NEGATIVE_TTL = 60.0  # seconds "no such record" is believed: long enough for one preview session
 

@@ -10,14 +10,14 @@ answers from its own copy of the issue file, so a wrong answer also says that co
 
 from __future__ import annotations
 
+from newsletter.config.settings import Settings, TrackingMode
 from newsletter.links import click_url, issue_url
 from newsletter.mail.clicktokens import LinkTokens
 from newsletter.mail.tracking import PROBE_ROW
 from newsletter.models import Issue
-from newsletter.places import CANARY, Place, issue_links
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkChecker
-from newsletter.settings import Settings, TrackingMode
+from newsletter.rendering.places import CANARY, Place, issue_links
 
 _REDIRECTS = {301, 302, 303, 307, 308}
 _SHOWN = 3  # wrong answers named in the finding

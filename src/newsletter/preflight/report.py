@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from newsletter.checks import Finding, finding_label
+from newsletter.checks.lint import Finding, finding_label
 from newsletter.content import Block, content_images, content_links
 from newsletter.i18n import quote
 from newsletter.models import Issue

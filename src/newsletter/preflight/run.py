@@ -21,21 +21,21 @@ from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from newsletter.checks import Finding
+from newsletter.checks.lint import Finding
+from newsletter.config.settings import Settings, TrackingMode
+from newsletter.database import database_exists, open_project_database
+from newsletter.database.roster import Status
 from newsletter.errors import ConfigError, SubscriberListError
 from newsletter.links import HOW_TO_UNSUBSCRIBE_PATH
 from newsletter.mail.signing import DkimSigner
 from newsletter.mail.tokens import signing_key
 from newsletter.models import Issue
-from newsletter.outbox import open_project_outbox, outbox_exists
-from newsletter.outbox.roster import Status
 from newsletter.preflight import auth, report, spf
 from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import LinkChecker, LinkResult
 from newsletter.preflight.lookup import Lookup, NetworkDownError, UnreachableError
 from newsletter.preflight.redirects import check_redirects
-from newsletter.settings import Settings, TrackingMode
-from newsletter.statecache import FILE_NAME, Cache
+from newsletter.state.statecache import FILE_NAME, Cache
 
 
 @dataclass
@@ -72,9 +72,9 @@ def list_size(settings: Settings, list_name: str) -> int:
     in the outbox: the bulk-sender line needs the size, not validated addresses, so a
     million-row list costs one read, not a parse."""
     members = 0
-    if outbox_exists(settings.outbox_target):
-        with open_project_outbox(settings) as outbox:
-            members = outbox.roster.counts(list_name)[Status.CONFIRMED]
+    if database_exists(settings.database_target):
+        with open_project_database(settings) as database:
+            members = database.roster.counts(list_name)[Status.CONFIRMED]
     csv = settings.mailing_list(list_name).path
     if csv is None:
         return members

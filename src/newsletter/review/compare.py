@@ -17,16 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from newsletter.checks import Finding
-from newsletter.configfile import CONFIG_NAME
+from newsletter.checks.lint import Finding
+from newsletter.config.configfile import CONFIG_NAME
+from newsletter.config.settings import DEFAULT_LIST, Settings, load_settings
 from newsletter.draft import review
 from newsletter.errors import NewsletterError
 from newsletter.issues import issue_path
 from newsletter.models import Issue
-from newsletter.places import IssueLink, Region, issue_links, item_label
-from newsletter.render import image_url
+from newsletter.rendering.places import IssueLink, Region, issue_links, item_label
+from newsletter.rendering.render import image_url
 from newsletter.review.snapshot import WORKING_TREE, RevisionError, Snapshot, take_snapshot
-from newsletter.settings import DEFAULT_LIST, Settings, load_settings
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import jinja2
 
+from newsletter.rendering.templatecache import page_environment
 from newsletter.review.compare import IssueDiff, Version
 from newsletter.review.pixels import Regions, changed_regions, decode, mark
 from newsletter.review.shots import MAX_HEIGHT, EmailPage, PageShots, take_shots
 from newsletter.review.summary import summary_lines, text_diff_lines
-from newsletter.templatecache import page_environment
 
 TEMPLATES = Path(__file__).parent / "templates"
 

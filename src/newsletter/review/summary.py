@@ -3,7 +3,7 @@ what the HTML page (review/page.py) shows beside the screenshots, in one place."
 
 from __future__ import annotations
 
-from newsletter.clip import GMAIL_CLIP
+from newsletter.rendering.clip import GMAIL_CLIP
 from newsletter.review.compare import IssueDiff, Version
 
 _LINK_MARKS = {"added": ("+", "green"), "removed": ("-", "red"), "changed": ("~", "yellow")}

@@ -13,13 +13,13 @@ import socket
 import time
 from dataclasses import dataclass
 
-from newsletter.checks import Finding
+from newsletter.checks.lint import Finding
+from newsletter.config.settings import Settings
+from newsletter.database import open_project_database
+from newsletter.database.schedules import Schedule
 from newsletter.errors import ScheduleError
 from newsletter.gate import inspect_send
-from newsletter.outbox import open_project_outbox
-from newsletter.outbox.schedules import Schedule
 from newsletter.schedule.when import Moment, check_future, describe_instant, parse_moment
-from newsletter.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,8 @@ def book_send(
             hint=f"Fix the issue file, run `newsletter check --issue {number}`, then schedule"
             " it again.",
         )
-    with open_project_outbox(settings) as outbox:
-        schedules = outbox.schedules
+    with open_project_database(settings) as database:
+        schedules = database.schedules
         schedule = schedules.book(
             number,
             list_name,

@@ -18,28 +18,28 @@ Neither: the worker starts (or resumes) the send as scheduled.
 
 from __future__ import annotations
 
+from newsletter.config.settings import Settings
+from newsletter.database import Database
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox
 from newsletter.send.coordinator import send_lock
 from newsletter.send.lease import why_gone
-from newsletter.settings import Settings
 
 S = DeliveryStatus
 WAITING = (S.PENDING, S.DEFERRED, S.SENDING)
 
 
-def running_send(settings: Settings, outbox: Outbox, issue: int, list_name: str) -> str | None:
+def running_send(settings: Settings, database: Database, issue: int, list_name: str) -> str | None:
     """Who sends (issue, list) now, as a line (`another newsletter send ... (pid 41)`), or
     None when no one does."""
-    if not outbox.shared:
+    if not database.shared:
         try:
             with send_lock(settings.state_dir, issue, list_name):
                 pass
         except DeliveryError as exc:
             return exc.message
-    clock = outbox.backend.database_time()
-    for worker in outbox.leases.workers(issue, list_name):
+    clock = database.backend.database_time()
+    for worker in database.leases.workers(issue, list_name):
         if not why_gone(worker, clock):
             return (
                 f"a `newsletter send` of issue {issue} to {list_name!r} runs on"
@@ -48,16 +48,16 @@ def running_send(settings: Settings, outbox: Outbox, issue: int, list_name: str)
     return None
 
 
-def finished_send(settings: Settings, outbox: Outbox, issue: int, list_name: str) -> str | None:
+def finished_send(settings: Settings, database: Database, issue: int, list_name: str) -> str | None:
     """The counts of (issue, list)'s send when the log shows it run to its end (`5 sent,
     1 rejected`), else None."""
     chosen = settings.lists.get(list_name)
     if chosen is not None and chosen.staging:
         return None
-    test = outbox.subject_tests.get(issue, list_name)
+    test = database.subject_tests.get(issue, list_name)
     if test is not None and test.state == "sampling":
         return None  # a subject test's sample is done: the rest goes at the decision
-    counts = outbox.deliveries.counts(issue, list_name)
+    counts = database.deliveries.counts(issue, list_name)
     if not sum(counts.values()) or any(counts.get(s) for s in WAITING):
         return None
     return ", ".join(f"{n} {state}" for state, n in counts.items() if n)

@@ -21,16 +21,16 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
+from newsletter.config.settings import Settings
+from newsletter.database import Database, open_project_database
+from newsletter.database.schedules import Schedule, Schedules, ScheduleState, kept_options
 from newsletter.errors import DatabaseError, NewsletterError
-from newsletter.outbox import Outbox, open_project_outbox
-from newsletter.outbox.schedules import Schedule, Schedules, ScheduleState, kept_options
 from newsletter.schedule.booking import check_issue, send_refusal
 from newsletter.schedule.byhand import finished_send, running_send
 from newsletter.schedule.launch import Finished, SendProcess
 from newsletter.schedule.when import describe_instant, span
 from newsletter.send.pipeline import EXIT_INCOMPLETE, EXIT_REFUSED, EXIT_STOPPED
 from newsletter.send.warmup import WARMUP_STOP, next_midnight
-from newsletter.settings import Settings
 
 Log = Callable[[str], None]
 # The command that runs one due send in a process of its own: the config, the issue, the list
@@ -60,7 +60,7 @@ class ScheduleDuty:
         self.command = command
         self.config = config
         self.once = once
-        self.outbox: Outbox | None = None
+        self.database: Database | None = None
         self.schedules: Schedules | None = None
         self.running: dict[int, asyncio.Task[None]] = {}
         self.sends: dict[int, SendProcess] = {}
@@ -69,7 +69,7 @@ class ScheduleDuty:
 
     async def start(self) -> None:
         schedules = self._connect()
-        if self.outbox is not None and not self.outbox.shared:
+        if self.database is not None and not self.database.shared:
             # SQLite allows one worker: a schedule another one held is a dead worker's.
             schedules.release_others(self.owner)
         self._renewing = asyncio.create_task(self._renew())
@@ -77,7 +77,7 @@ class ScheduleDuty:
     async def run_once(self) -> float:
         poll = self.settings.worker.poll
         try:
-            if self.outbox is None or self.outbox.broken:
+            if self.database is None or self.database.broken:
                 self._connect()
             assert self.schedules is not None
             self._miss(self.schedules)
@@ -105,9 +105,9 @@ class ScheduleDuty:
             self._renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewing
-        if self.outbox is not None:
+        if self.database is not None:
             with contextlib.suppress(DatabaseError):
-                self.outbox.close()
+                self.database.close()
 
     def _miss(self, schedules: Schedules) -> None:
         grace = self.settings.schedule.grace
@@ -180,17 +180,17 @@ class ScheduleDuty:
         """A send of the schedule's (issue, list) that the editor started by hand (byhand.py):
         still running, the schedule is handed back open for the next look; run to its end,
         the schedule is done. True when either, and the schedule was dealt with."""
-        assert self.outbox is not None
+        assert self.database is not None
         assert self.schedules is not None
         label, issue, name = _label(schedule), schedule.issue, schedule.list
-        running = running_send(self.settings, self.outbox, issue, name)
+        running = running_send(self.settings, self.database, issue, name)
         if running is not None:
             outcome = f"waiting: {running}; tried again on the next look"
             released = self.schedules.release(schedule.id, self.owner, outcome)
             if released and outcome != schedule.outcome:  # said once, not at every look
                 self.log(f"{label}: {outcome}")
             return True
-        finished = finished_send(self.settings, self.outbox, issue, name)
+        finished = finished_send(self.settings, self.database, issue, name)
         if finished is None:
             return False
         how = (
@@ -250,17 +250,17 @@ class ScheduleDuty:
         """The claims kept alive while the sends run, a third of the lease apart."""
         while True:
             await asyncio.sleep(self.settings.worker.lease / 3)
-            if self.schedules is None or self.outbox is None or self.outbox.broken:
+            if self.schedules is None or self.database is None or self.database.broken:
                 continue
             with contextlib.suppress(DatabaseError):
                 self.schedules.renew(self.owner, self.settings.worker.lease)
 
     def _connect(self) -> Schedules:
-        if self.outbox is not None:
+        if self.database is not None:
             with contextlib.suppress(Exception):
-                self.outbox.close()
-        self.outbox = open_project_outbox(self.settings)
-        self.schedules = self.outbox.schedules
+                self.database.close()
+        self.database = open_project_database(self.settings)
+        self.schedules = self.database.schedules
         return self.schedules
 
 

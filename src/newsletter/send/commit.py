@@ -29,9 +29,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from newsletter.database import Commit, Journal
 from newsletter.errors import DatabaseError
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Commit, Journal
 
 Then = Callable[[bool], None]
 Waiter = asyncio.Future[bool] | Then

@@ -42,9 +42,10 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from types import FrameType
 
+from newsletter.config.settings import Settings
+from newsletter.database import Database, Delivery, Durability, open_database, open_project_database
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Delivery, Durability, Outbox, open_outbox, open_project_outbox
 from newsletter.send import planning
 from newsletter.send.engine import Engine
 from newsletter.send.job import Delivered, Event, Job, Options, Planning, RunReport
@@ -53,8 +54,7 @@ from newsletter.send.preparation import Prepared, smtp_pool
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool
 from newsletter.send.testsend import begin as begin_test
-from newsletter.settings import Settings
-from newsletter.statefiles import open_private, private_folder
+from newsletter.state.statefiles import open_private, private_folder
 
 S = DeliveryStatus
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -115,14 +115,14 @@ class Run:
     def __init__(
         self,
         job: Job,
-        outbox: Outbox,
+        database: Database,
         options: Options,
         progress: Progress,
         interrupts: Interrupts,
         worker: str,
     ) -> None:
         self.job = job
-        self.outbox = outbox
+        self.database = database
         self.options = options
         self.progress = progress
         self.interrupts = interrupts
@@ -149,7 +149,7 @@ class Run:
         return RunReport(
             job.issue,
             job.list_name,
-            self.outbox.deliveries.counts(job.issue, job.list_name),
+            self.database.deliveries.counts(job.issue, job.list_name),
             this_run=Counter(delivered.this_run),
             recovered=(*recovered, *delivered.reaped),
             stopped=delivered.stopped,
@@ -162,10 +162,10 @@ class Run:
 
     def _lease(self) -> Lease:
         job = self.job
-        return Lease(self.outbox, self.worker, job.issue, job.list_name, self.options.lease)
+        return Lease(self.database, self.worker, job.issue, job.list_name, self.options.lease)
 
     def recover(self, lease: Lease) -> list[Delivery]:
-        recovered = planning.recover(self.job, self.outbox, lease.worker)
+        recovered = planning.recover(self.job, self.database, lease.worker)
         self._announce(recovered)
         return recovered
 
@@ -173,9 +173,9 @@ class Run:
         """reopen, then plan, under the send's planning lock (the lease kept while waiting
         for it and between batches)."""
         job, started = self.job, time.monotonic()
-        with self.outbox.plans.lock(job.issue, job.list_name, waiting=lease.keep):
-            reopened = planning.reopen(job, self.outbox, self.options)
-            result, report = planning.plan(job, self.outbox, lease.worker, lease.keep)
+        with self.database.plans.lock(job.issue, job.list_name, waiting=lease.keep):
+            reopened = planning.reopen(job, self.database, self.options)
+            result, report = planning.plan(job, self.database, lease.worker, lease.keep)
         if not lease.renew():  # planning's last statements may have taken a while
             raise LeaseLostError(LEASE_LOST)
         seconds = time.monotonic() - started
@@ -186,7 +186,7 @@ class Run:
         a second abandons the uploads in flight."""
         if planned.seconds > IDLE_SESSION:
             await pool.close()
-        engine = Engine(self.job, pool, self.outbox, self.options, self.progress, lease=lease)
+        engine = Engine(self.job, pool, self.database, self.options, self.progress, lease=lease)
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(engine.run())
         abandoned = False
@@ -217,7 +217,7 @@ class Run:
         """Tell the display right away about rows a crash left in doubt (now `unknown`)."""
         if self.progress is None or not recovered:
             return
-        counts = self.outbox.deliveries.counts(self.job.issue, self.job.list_name)
+        counts = self.database.deliveries.counts(self.job.issue, self.job.list_name)
         for row in recovered:
             result = Result(Outcome.UNKNOWN, Scope.CONNECTION, None, row.smtp_reply)
             self.progress(Event(row.recipient, S.UNKNOWN, result, dict(counts), S.SENDING))
@@ -230,34 +230,34 @@ def send(prepared: Prepared, options: Options, progress: Progress = None) -> Run
     make_pool = functools.partial(smtp_pool, settings)
     with Interrupts() as interrupts:
         try:
-            with open_project_outbox(settings) as outbox, _alone(settings, outbox, job):
+            with open_project_database(settings) as database, _alone(settings, database, job):
                 if prepared.test is not None:  # a staging list: this test begun, or joined
-                    begin_test(prepared.test, job.issue, job.list_name, outbox)
-                record_tracked_links(prepared, outbox)
-                return _run(job, outbox, options, progress, interrupts, make_pool)
+                    begin_test(prepared.test, job.issue, job.list_name, database)
+                record_tracked_links(prepared, database)
+                return _run(job, database, options, progress, interrupts, make_pool)
         except Interrupted as signalled:  # before the lease: nothing planned, nothing sent
             return RunReport(job.issue, job.list_name, {}, stopped=f"stopped by {signalled.name}")
 
 
-def record_tracked_links(prepared: Prepared, outbox: Outbox) -> None:
+def record_tracked_links(prepared: Prepared, database: Database) -> None:
     """Before the first message of a run goes out, the outbox holds the links its messages
     carry, by place (docs/guide/tracking.md). Nothing when [tracking] clicks is off."""
     tracked = prepared.tracked
     if tracked is None or not tracked.links:
         return
     mode = prepared.settings.tracking.clicks
-    outbox.sent_links.record(prepared.job.issue, prepared.job.list_name, mode, tracked.links)
+    database.sent_links.record(prepared.job.issue, prepared.job.list_name, mode, tracked.links)
 
 
 def _run(
     job: Job,
-    outbox: Outbox,
+    database: Database,
     options: Options,
     progress: Progress,
     interrupts: Interrupts,
     make_pool: MakePool,
 ) -> RunReport:
-    run = Run(job, outbox, options, progress, interrupts, worker_id())
+    run = Run(job, database, options, progress, interrupts, worker_id())
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         if options.processes <= 1:
             pool = make_pool(options.concurrency)
@@ -269,7 +269,7 @@ def _run(
     def in_processes(lease: Lease, planned: Planning) -> Delivered:
         interrupts.raising = False  # the parent's own handlers decide while workers deliver
         work = functools.partial(_work, make_pool=make_pool)
-        return processes.deliver(job, outbox, options, lease, progress, work)
+        return processes.deliver(job, database, options, lease, progress, work)
 
     return run.steps(in_processes)
 
@@ -301,10 +301,10 @@ def _work(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with (
         Interrupts((signal.SIGTERM,)) as interrupts,
-        open_outbox(target, durability=durability) as outbox,
+        open_database(target, durability=durability) as database,
         asyncio.Runner(loop_factory=event_loop_factory()) as runner,
     ):
-        run = Run(job, outbox, options, progress, interrupts, worker)
+        run = Run(job, database, options, progress, interrupts, worker)
         pool = make_pool(options.concurrency)
         report = run.steps(
             lambda lease, planned: runner.run(run.engine(pool, lease, planned)), plans=False
@@ -322,10 +322,10 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-def _alone(settings: Settings, outbox: Outbox, job: Job) -> AbstractContextManager[None]:
+def _alone(settings: Settings, database: Database, job: Job) -> AbstractContextManager[None]:
     """SQLite: the send lock (one send per issue and list). PostgreSQL: none, the workers
     share the send."""
-    if outbox.shared:
+    if database.shared:
         return nullcontext()
     return send_lock(settings.state_dir, job.issue, job.list_name)
 

@@ -27,17 +27,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from newsletter.config.settings import Settings
+from newsletter.database.backend import Backend
+from newsletter.database.mailqueue import MailKind, MailState, SiteMail, SiteMailQueue
 from newsletter.errors import NewsletterError, TransportError
 from newsletter.links import confirm_url, move_url
 from newsletter.mail.sitemail import SiteMessages
 from newsletter.mail.tokens import LinkTarget, Purpose, sign_link
 from newsletter.models import OutgoingMessage
-from newsletter.outbox.backend import Backend
-from newsletter.outbox.mailqueue import MailKind, MailState, SiteMail, SiteMailQueue
 from newsletter.send.pacing import RetryPolicy
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool, Session
-from newsletter.settings import Settings
 
 # A deferred confirmation or welcome is tried again after 15-30 s, then twice as long each time,
 # up to an hour: the send's policy (pacing.RetryPolicy) with the site mail's own figures. Half of

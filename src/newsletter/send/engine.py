@@ -25,9 +25,9 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from newsletter.bounces.policy import Policy, RateGuard
+from newsletter.database import UNSUBSCRIBED, Database, Delivery
 from newsletter.errors import DatabaseError, TransportError
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
-from newsletter.outbox import UNSUBSCRIBED, Delivery, Outbox
 from newsletter.send.commit import GroupCommit
 from newsletter.send.faults import Breaker
 from newsletter.send.job import Delivered, Event, Job, Options
@@ -56,7 +56,7 @@ class Engine:
         self,
         job: Job,
         pool: Pool,
-        outbox: Outbox,
+        database: Database,
         options: Options,
         progress: Callable[[Event], None] | None = None,
         *,
@@ -64,13 +64,13 @@ class Engine:
     ) -> None:
         self.job = job
         self.pool = pool
-        self.outbox = outbox
+        self.database = database
         self.options = options
         self.progress = progress
         self.lease = lease
         self.worker = lease.worker
-        self.pace = Pacer(options, warmup_for(outbox, options, job.issue, job.list_name))
-        self.commit = GroupCommit(outbox.journal(self.worker), self._faulted)
+        self.pace = Pacer(options, warmup_for(database, options, job.issue, job.list_name))
+        self.commit = GroupCommit(database.journal(self.worker), self._faulted)
         self._this_run: Counter[DeliveryStatus] = Counter()
         self._reaped: list[Delivery] = []
         self._stopped = ""
@@ -81,8 +81,8 @@ class Engine:
         self._stopping, self._started, self._sent = False, 0.0, 0
         self._counts: dict[DeliveryStatus, int] = {}
         self._fault: DatabaseError | None = None  # a failed commit or renewal, raised by run()
-        self._policy = Policy(outbox, options.bounces)
-        self._rates = RateGuard(outbox, options.bounces, job.issue, job.list_name)
+        self._policy = Policy(database, options.bounces)
+        self._rates = RateGuard(database, options.bounces, job.issue, job.list_name)
 
     @property
     def stopping(self) -> bool:
@@ -106,7 +106,7 @@ class Engine:
 
     async def run(self) -> Delivered:
         job = self.job
-        self._counts = self.outbox.deliveries.counts(job.issue, job.list_name)
+        self._counts = self.database.deliveries.counts(job.issue, job.list_name)
         self._started = time.monotonic()
         self._share()
         keeper = asyncio.create_task(self._keep_lease())
@@ -160,7 +160,7 @@ class Engine:
     def _claim(self) -> bool:
         """Claim the next batch of due rows; rows suppressed since planning are skipped now."""
         job = self.job
-        rows = self.outbox.leases.claim(
+        rows = self.database.leases.claim(
             job.issue,
             job.list_name,
             self.worker,
@@ -171,7 +171,7 @@ class Engine:
         )
         if not rows:
             return False
-        suppressed = self.outbox.suppressions.among(job.list_name, [r.recipient for r in rows])
+        suppressed = self.database.suppressions.among(job.list_name, [r.recipient for r in rows])
         for row in rows:
             if row.recipient in suppressed:
                 self._record(row, S.SKIPPED, None, reply=UNSUBSCRIBED)
@@ -183,7 +183,7 @@ class Engine:
         """Nothing to claim now: how long to wait before looking again, or None if the run is
         over. Deferred rows wait for their backoff; rows other workers hold wait for them to
         finish or for their lease to expire (then they come back here)."""
-        job, leases, rests = self.job, self.outbox.leases, self.pace.destinations
+        job, leases, rests = self.job, self.database.leases, self.pace.destinations
         skip, tries = rests.resting_domains(), self.options.max_attempts
         due = leases.next_due(job.issue, job.list_name, max_tries=tries, skip=skip)
         if stuck := rests.stuck_before(due, skip):
@@ -215,7 +215,7 @@ class Engine:
         """Another worker's expired lease: its uploads in flight are `unknown` now."""
         for row in self.lease.reap():
             self._reaped.append(row)
-            self._counts = self.outbox.deliveries.counts(self.job.issue, self.job.list_name)
+            self._counts = self.database.deliveries.counts(self.job.issue, self.job.list_name)
             if self.progress:
                 result = Result(Outcome.UNKNOWN, Scope.CONNECTION, None, row.smtp_reply)
                 event = Event(row.recipient, S.UNKNOWN, result, dict(self._counts), S.SENDING)
@@ -224,7 +224,7 @@ class Engine:
     def _share(self) -> None:
         """This worker's part of the run's rates: the rate is the whole run's."""
         if self.pace.share(self.lease.sharing()) > 1:  # the others' outcomes, for the display
-            self._counts = self.outbox.deliveries.counts(self.job.issue, self.job.list_name)
+            self._counts = self.database.deliveries.counts(self.job.issue, self.job.list_name)
 
     async def _attempt(self, session: Session, row: Delivery, ahead: Ahead | None) -> Ahead | None:
         """Send `row` on `session` (`ahead`: taken, paced and built while the last body went

@@ -9,11 +9,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from newsletter.config.settings import BouncesSettings, SendSettings, Settings
+from newsletter.database import Delivery, PlanResult
+from newsletter.importers.subscribers import ListReport
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
-from newsletter.outbox import Delivery, PlanResult
 from newsletter.send.replies import Result
-from newsletter.settings import BouncesSettings, SendSettings, Settings
-from newsletter.subscribers import ListReport
 
 S = DeliveryStatus
 # A subscriber, the Message-ID its row holds (None: a new one) and the row's id (the VERP tag

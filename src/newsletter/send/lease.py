@@ -18,8 +18,8 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from newsletter.database import Database, Delivery, Worker
 from newsletter.errors import DatabaseError
-from newsletter.outbox import Delivery, Outbox, Worker
 
 LEASE_LOST = "this worker lost its lease (it was paused longer than [send] lease)"
 
@@ -35,7 +35,7 @@ def worker_id() -> str:
 
 @dataclass
 class Lease:
-    outbox: Outbox
+    database: Database
     worker: str
     issue: int
     list_name: str
@@ -43,7 +43,7 @@ class Lease:
     _renewed: float = field(default=0.0, init=False)
 
     def __enter__(self) -> Lease:
-        self.outbox.leases.register(
+        self.database.leases.register(
             self.worker, self.issue, self.list_name, socket.gethostname(), os.getpid(), self.seconds
         )
         self._renewed = time.monotonic()
@@ -51,7 +51,7 @@ class Lease:
 
     def __exit__(self, et: type[BaseException] | None, *exc: object) -> None:
         try:
-            self.outbox.leases.retire(self.worker)
+            self.database.leases.retire(self.worker)
         except DatabaseError:
             if et is None:
                 raise
@@ -65,7 +65,7 @@ class Lease:
     def renew(self) -> bool:
         """False once the lease was lost (reaped by another worker): stop at once."""
         self._renewed = time.monotonic()
-        return self.outbox.leases.renew(self.worker, self.seconds)
+        return self.database.leases.renew(self.worker, self.seconds)
 
     def keep(self) -> None:
         """Renew if a third of the lease has passed since the last renewal: for a step that
@@ -76,11 +76,11 @@ class Lease:
     def reap(self) -> list[Delivery]:
         """The uploads of workers whose lease expired, now `unknown` (on SQLite too: a worker
         process that died leaves its rows to its siblings the same way)."""
-        return self.outbox.leases.reap(self.issue, self.list_name)
+        return self.database.leases.reap(self.issue, self.list_name)
 
     def sharing(self) -> int:
         """How many workers share the send now (this one included)."""
-        return max(1, len(self.outbox.leases.workers(self.issue, self.list_name)))
+        return max(1, len(self.database.leases.workers(self.issue, self.list_name)))
 
 
 def why_gone(worker: Worker, clock: float) -> str:

@@ -35,7 +35,7 @@ from aiosmtpd.smtp import SMTP as SMTPServer  # noqa: N811
 from aiosmtpd.smtp import Envelope, Session
 
 from newsletter.errors import TransportError
-from newsletter.statefiles import private_folder
+from newsletter.state.statefiles import private_folder
 
 
 @dataclass(frozen=True)

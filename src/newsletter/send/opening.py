@@ -15,11 +15,11 @@ from pathlib import Path
 import aiosmtplib
 from pydantic import SecretStr
 
+from newsletter.config.settings import SmtpSettings
 from newsletter.errors import TransportError
 from newsletter.send.faults import SESSION_ERRORS, OpeningError
 from newsletter.send.replies import Stage
 from newsletter.send.wire import Wire
-from newsletter.settings import SmtpSettings
 
 
 def smtp_tls_context(smtp: SmtpSettings, root: Path | None = None) -> ssl.SSLContext:

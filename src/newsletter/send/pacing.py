@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from newsletter.config.settings import SendSettings
 from newsletter.send.warmup import Warmup
-from newsletter.settings import SendSettings
 
 
 class RateLimiter:

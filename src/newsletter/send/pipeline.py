@@ -27,13 +27,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+from newsletter.config.settings import DEFAULT_LIST, Settings
 from newsletter.errors import CheckFailedError, DatabaseError
 from newsletter.gate import SendVerdict, inspect_send
 from newsletter.send import coordinator, preparation
 from newsletter.send.job import Event, Options, RunReport
 from newsletter.send.preparation import Prepared
 from newsletter.send.testsend import TestDecision, consider
-from newsletter.settings import DEFAULT_LIST, Settings
 
 __all__ = [
     "EXIT_DONE",

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from newsletter.database import Database, Delivery, PlanResult
+from newsletter.importers.subscribers import ListReport
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Delivery, Outbox, PlanResult
 from newsletter.send.job import Job, Options
 from newsletter.send.reader import ListStream
-from newsletter.subscribers import ListReport
 
 S = DeliveryStatus
 # Rows per batch once a list has proved long (reader.py starts with smaller ones, so the writer
@@ -25,33 +25,33 @@ S = DeliveryStatus
 BATCH = 5000
 
 
-def recover(job: Job, outbox: Outbox, worker: str) -> list[Delivery]:
+def recover(job: Job, database: Database, worker: str) -> list[Delivery]:
     """The rows a dead run left in doubt, now `unknown` (reported, resent only on request);
     `worker` is the caller, registered already."""
-    if outbox.shared:
-        return outbox.leases.reap(job.issue, job.list_name)
-    return outbox.deliveries.recover(job.issue, job.list_name, keep=worker)
+    if database.shared:
+        return database.leases.reap(job.issue, job.list_name)
+    return database.deliveries.recover(job.issue, job.list_name, keep=worker)
 
 
-def reopen(job: Job, outbox: Outbox, options: Options) -> int:
+def reopen(job: Job, database: Database, options: Options) -> int:
     """`unknown` rows (--resend-unknown) and `failed` ones (--retry-failed) due again; how
     many. Done by every worker given the flags, shared plan or not."""
     states = [S.UNKNOWN] if options.resend_unknown else []
     states += [S.FAILED] if options.retry_failed else []
-    return outbox.deliveries.reopen(job.issue, job.list_name, states)
+    return database.deliveries.reopen(job.issue, job.list_name, states)
 
 
 def plan(
-    job: Job, outbox: Outbox, worker: str, keep: Callable[[], None]
+    job: Job, database: Database, worker: str, keep: Callable[[], None]
 ) -> tuple[PlanResult | None, ListReport | None]:
     """The list streamed into the outbox: the plan's counts and what reading the list found;
     (None, None) when a live worker's plan is shared. `keep` runs between batches (it keeps
     the lease). Under the send's planning lock (the caller's)."""
-    if outbox.shared and outbox.plans.is_current(job.issue, job.list_name):
+    if database.shared and database.plans.is_current(job.issue, job.list_name):
         return None, None
-    start = outbox.plans.start(job.issue, job.list_name, worker)
+    start = database.plans.start(job.issue, job.list_name, worker)
     stream = ListStream(job, BATCH)
     for batch in stream:
-        outbox.plans.add(job.issue, job.list_name, start.generation, batch)
+        database.plans.add(job.issue, job.list_name, start.generation, batch)
         keep()
-    return outbox.plans.finish(job.issue, job.list_name, start), stream.report
+    return database.plans.finish(job.issue, job.list_name, start), stream.report

@@ -16,18 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from newsletter.config.settings import Settings
+from newsletter.database import database_exists, open_project_database
 from newsletter.draft import Draft, dated_for_sending
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory, write_eml_files
 from newsletter.mail.tokens import SigningKey, signing_key
 from newsletter.mail.tracking import SendRendering, render_for_sending
 from newsletter.models import Subscriber
-from newsletter.outbox import open_project_outbox, outbox_exists
 from newsletter.send.job import Job
 from newsletter.send.recipients import Recipients, RecipientsReport
 from newsletter.send.smtp import Pool
 from newsletter.send.testsend import TestDecision
-from newsletter.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -104,10 +104,10 @@ def survey_list(settings: Settings, list_name: str, key: SigningKey) -> Recipien
 
 
 def _suppressed(settings: Settings, list_name: str) -> frozenset[str]:
-    if not outbox_exists(settings.outbox_target):
+    if not database_exists(settings.database_target):
         return frozenset()
-    with open_project_outbox(settings) as outbox:
-        return outbox.suppressions.addresses(list_name)
+    with open_project_database(settings) as database:
+        return database.suppressions.addresses(list_name)
 
 
 def smtp_pool(settings: Settings, size: int) -> Pool:

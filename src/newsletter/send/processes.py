@@ -36,9 +36,9 @@ from multiprocessing.context import ForkProcess
 from pathlib import Path
 from types import FrameType
 
+from newsletter.database import Database, Delivery, Durability
 from newsletter.errors import NewsletterError
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Delivery, Durability, Outbox
 from newsletter.send.children import detach
 from newsletter.send.job import Delivered, Event, Job, Options
 from newsletter.send.lease import Lease
@@ -92,7 +92,7 @@ def split(options: Options, processes: int, parent: str) -> list[Share]:
 
 def deliver(
     job: Job,
-    outbox: Outbox,
+    database: Database,
     options: Options,
     lease: Lease,
     progress: Callable[[Event], None] | None,
@@ -100,19 +100,19 @@ def deliver(
 ) -> Delivered:
     """Deliver a send already planned in `outbox` with `options.processes` forked workers,
     each running `work`; the parent keeps `lease` (its planning) renewed meanwhile."""
-    counts = dict(outbox.deliveries.counts(job.issue, job.list_name))
+    counts = dict(database.deliveries.counts(job.issue, job.list_name))
     this_run: Counter[DeliveryStatus] = Counter()
     stopped = ""
     shares = split(options, options.processes, lease.worker)
     context = multiprocessing.get_context("fork")
     parent = os.getpid()
     workers: dict[Connection, ForkProcess] = {}
-    with outbox.disconnected():  # each worker opens its own connection, none inherited
+    with database.disconnected():  # each worker opens its own connection, none inherited
         for share in shares:
             receive, send = context.Pipe(duplex=False)
             proc = context.Process(
                 target=_worker,
-                args=(share, job, outbox.target, outbox.durability, work, send, parent),
+                args=(share, job, database.target, database.durability, work, send, parent),
                 name=f"newsletter-send-{share.index}",
                 daemon=True,
             )
@@ -168,7 +168,7 @@ def deliver(
     # Uploads a dead worker left in `sending` are in doubt now, not at the next run (nor when
     # its lease expires: the parent saw it die).
     dead = [s.worker for s, p in zip(shares, workers.values(), strict=True) if p in crashed]
-    reaped = outbox.leases.reap(job.issue, job.list_name, dead=dead)
+    reaped = database.leases.reap(job.issue, job.list_name, dead=dead)
     _announce(reaped, counts, progress)
     return Delivered(dict(this_run), tuple(reaped), stopped, time.monotonic() - started)
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from itertools import islice
 from multiprocessing.connection import Connection
 
+from newsletter.database import PlannedRow
 from newsletter.errors import DeliveryError, NewsletterError, SubscriberListError
-from newsletter.outbox import PlannedRow
+from newsletter.importers.subscribers import ListReport, fold_address
 from newsletter.send.children import detach
 from newsletter.send.job import Job
-from newsletter.subscribers import ListReport, fold_address
 
 SMALL_BATCH = 1000
 SMALL_ROWS = 20_000  # rows read in small batches before `size` is used

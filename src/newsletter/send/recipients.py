@@ -19,14 +19,20 @@ from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from newsletter.config.settings import Settings
+from newsletter.database import database_exists, open_database, open_project_database
+from newsletter.database.roster import Status
 from newsletter.errors import display_path
+from newsletter.importers.seen import SeenKeys
+from newsletter.importers.subscribers import (
+    ListReport,
+    ListRow,
+    check_list_header,
+    fold_address,
+    read_rows,
+)
 from newsletter.mail.tokens import SigningKey
-from newsletter.outbox import open_outbox, open_project_outbox, outbox_exists
-from newsletter.outbox.roster import Status
-from newsletter.seen import SeenKeys
-from newsletter.settings import Settings
 from newsletter.signup.forgetting import forgotten_test
-from newsletter.subscribers import ListReport, ListRow, check_list_header, fold_address, read_rows
 
 NO_CSV = Path("no CSV")
 
@@ -62,17 +68,17 @@ class Recipients:
     ) -> None:
         chosen = settings.mailing_list(list_name)
         self.list_name = list_name
-        self.target = settings.outbox_target
+        self.target = settings.database_target
         self.csv = settings.resolve(chosen.path) if chosen.path is not None else None
         self.path = Path(display_path(self.csv)) if self.csv else NO_CSV
         if check and self.csv is not None:
             check_list_header(self.path)
         self.members = 0
         self._forgotten: Callable[[str], bool] = lambda _: False
-        if outbox_exists(self.target):
-            with open_project_outbox(settings) as outbox:
-                self.members = outbox.roster.counts(list_name)[Status.CONFIRMED]
-                self._forgotten = forgotten_test(outbox.backend, key)
+        if database_exists(self.target):
+            with open_project_database(settings) as database:
+                self.members = database.roster.counts(list_name)[Status.CONFIRMED]
+                self._forgotten = forgotten_test(database.backend, key)
 
     def read(
         self, *, suppressed: Container[str] = frozenset()
@@ -97,8 +103,8 @@ class Recipients:
                     yield row
             if not self.members:
                 return
-            with open_outbox(self.target, migrate=False) as outbox:
-                for key, address, name in outbox.roster.confirmed(self.list_name):
+            with open_database(self.target, migrate=False) as database:
+                for key, address, name in database.roster.confirmed(self.list_name):
                     if self.csv is not None and listed.add(key, 0) is not None:
                         report.also_listed += 1
                     elif forgotten(key):

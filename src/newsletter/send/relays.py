@@ -28,9 +28,9 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from newsletter.config.settings import SmtpSettings
 from newsletter.send.opening import Opener
 from newsletter.send.replies import Outcome, Result, Scope
-from newsletter.settings import SmtpSettings
 
 log = logging.getLogger(__name__)
 

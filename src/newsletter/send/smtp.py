@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from newsletter.config.settings import SmtpSettings
 from newsletter.errors import TransportError
 from newsletter.models import OutgoingMessage
 from newsletter.send import faults
@@ -30,7 +31,6 @@ from newsletter.send.faults import OpeningError
 from newsletter.send.link import Link, Meanwhile, OnAccepted
 from newsletter.send.relays import Board, Relay, relays_of
 from newsletter.send.replies import Result
-from newsletter.settings import SmtpSettings
 
 __all__ = ["Meanwhile", "OnAccepted", "Pool", "Session"]
 

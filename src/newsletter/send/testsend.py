@@ -20,11 +20,11 @@ import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from newsletter.config.settings import Settings
+from newsletter.database import Database, database_exists, open_project_database
+from newsletter.database.testsends import TestSend
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox, open_project_outbox, outbox_exists
-from newsletter.outbox.testsends import TestSend
-from newsletter.settings import Settings
 
 S = DeliveryStatus
 UNFINISHED = (S.PENDING, S.DEFERRED, S.SENDING)
@@ -109,20 +109,20 @@ def consider(
     settings: Settings, number: int, list_name: str, print_: str, *, again: bool
 ) -> TestDecision:
     """`decide` on what the log holds now (read only; no log: the first test)."""
-    if not outbox_exists(settings.outbox_target):
+    if not database_exists(settings.database_target):
         return decide(None, {}, print_, again=again)
-    with open_project_outbox(settings) as outbox:
-        latest = outbox.test_sends.latest(number, list_name)
-        counts = outbox.deliveries.counts(number, list_name)
+    with open_project_database(settings) as database:
+        latest = database.test_sends.latest(number, list_name)
+        counts = database.deliveries.counts(number, list_name)
     when = local_time(settings, latest.started_at) if latest is not None else ""
     return decide(latest, counts, print_, again=again, when=when)
 
 
-def begin(decision: TestDecision, number: int, list_name: str, outbox: Outbox) -> None:
+def begin(decision: TestDecision, number: int, list_name: str, database: Database) -> None:
     """Make `decision` true as the run starts (under the send lock on SQLite): a new test is
     begun unless another run began it with the same message (then this run joins it); a test
     begun meanwhile for another message stops this run before anything is planned."""
-    store = outbox.test_sends
+    store = database.test_sends
     if decision.begin:
         begun = store.begin(
             number, list_name, decision.fingerprint, decision.reason, after=decision.after

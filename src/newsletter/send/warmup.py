@@ -21,8 +21,8 @@ import datetime as dt
 import zoneinfo
 from collections.abc import Callable, Sequence
 
-from newsletter.outbox import Outbox
-from newsletter.settings import SendSettings
+from newsletter.config.settings import SendSettings
+from newsletter.database import Database
 
 # The stop line's first words: the worker resumes a scheduled send that stopped with them.
 WARMUP_STOP = "warm-up:"
@@ -43,7 +43,7 @@ class Warmup:
 
     def __init__(
         self,
-        outbox: Outbox,
+        database: Database,
         plan: str | Sequence[int],
         zone: str,
         *,
@@ -51,7 +51,7 @@ class Warmup:
         total: int = 0,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
-        self._outbox = outbox
+        self._database = database
         self._plan = plan
         self._zone = zoneinfo.ZoneInfo(zone) if zone else None
         self._zone_name = zone or "local time"
@@ -71,7 +71,7 @@ class Warmup:
             return
         begin = dt.datetime.combine(today, dt.time(), self._zone).astimezone(dt.UTC)
         end = begin + dt.timedelta(days=1)  # 23 or 25 hours across DST: counted by instants
-        self.sent = self._outbox.deliveries.sent_between(_stamp(begin), _stamp(end))
+        self.sent = self._database.deliveries.sent_between(_stamp(begin), _stamp(end))
 
     def left(self) -> int | None:
         """Messages that may still go out today; None: no cap."""
@@ -89,7 +89,7 @@ class Warmup:
         )
 
     def _first_day(self) -> dt.date | None:
-        first = self._outbox.deliveries.first_sending()
+        first = self._database.deliveries.first_sending()
         if first is None:
             return None
         return dt.datetime.fromisoformat(first).astimezone(self._zone).date()
@@ -107,10 +107,10 @@ def _stamp(moment: dt.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.000+00:00")
 
 
-def warmup_for(outbox: Outbox, send: SendSettings, issue: int, list_name: str) -> Warmup | None:
+def warmup_for(database: Database, send: SendSettings, issue: int, list_name: str) -> Warmup | None:
     """The run's warm-up, or None when [send] warmup is off."""
     if send.warmup == "off":
         return None
-    total = sum(outbox.deliveries.counts(issue, list_name).values())
+    total = sum(database.deliveries.counts(issue, list_name).values())
     zone = getattr(send, "timezone", "")  # job.Options carries [newsletter] timezone
-    return Warmup(outbox, send.warmup, zone, start=send.warmup_start, total=total)
+    return Warmup(database, send.warmup, zone, start=send.warmup_start, total=total)

@@ -22,14 +22,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from newsletter.config.settings import Settings
+from newsletter.database import Database, open_project_database
+from newsletter.database.enrolments import PAGE
 from newsletter.errors import DatabaseError, NewsletterError
 from newsletter.issues.sequencefiles import FOLDER, Sequence, Step, load_sequence, sequence_names
 from newsletter.mail.tokens import SigningKey
-from newsletter.outbox import Outbox, open_project_outbox
-from newsletter.outbox.enrolments import PAGE
 from newsletter.sequences.quiet import quiet_for
 from newsletter.sequences.steps import StepMails, deliver
-from newsletter.settings import Settings
 
 Log = Callable[[str], None]
 Clock = Callable[[], float]
@@ -56,7 +56,7 @@ class SequenceDuty:
         self.owner = owner
         self.log = log
         self.clock = clock
-        self.outbox: Outbox | None = None
+        self.database: Database | None = None
         self.mails = StepMails(settings, key)
         self._keys: dict[tuple[str, int], int] = {}
         self._faults: dict[str, str] = {}
@@ -68,11 +68,11 @@ class SequenceDuty:
         return self.settings.resolve(Path(FOLDER))
 
     async def start(self) -> None:
-        outbox = self._connect()
-        if not outbox.shared:
+        database = self._connect()
+        if not database.shared:
             # SQLite allows one worker: a step's row left `sending` is a dead worker's upload.
-            for step_key, list_name in outbox.enrolments.held():
-                for row in outbox.deliveries.recover(step_key, list_name, keep=self.owner):
+            for step_key, list_name in database.enrolments.held():
+                for row in database.deliveries.recover(step_key, list_name, keep=self.owner):
                     self.log(
                         f"sequence step {step_key} to {row.recipient} on {list_name}: unknown"
                         " (a worker stopped during its upload)"
@@ -80,7 +80,7 @@ class SequenceDuty:
 
     async def run_once(self) -> float:
         try:
-            if self.outbox is None or self.outbox.broken:
+            if self.database is None or self.database.broken:
                 self._connect()
             return await self.look()
         except DatabaseError as exc:
@@ -95,46 +95,46 @@ class SequenceDuty:
             return FAULT_PAUSE
 
     async def stop(self) -> None:
-        if self.outbox is not None:
+        if self.database is not None:
             with contextlib.suppress(DatabaseError):
-                self.outbox.close()
+                self.database.close()
 
     async def look(self) -> float:
         """One look: due steps planned, then sent; seconds until the next is worth it."""
-        outbox = self.outbox
-        assert outbox is not None
+        database = self.database
+        assert database is not None
         moment = self.clock()
         quiet = quiet_for(self.settings, moment)
         if quiet > 0:
             return min(quiet, LONGEST_WAIT)
-        if outbox.shared:
-            self.reap(outbox)
+        if database.shared:
+            self.reap(database)
         sequences = self.sequences()
         steps: dict[int, Step] = {}
         for sequence in sequences:
-            self.plan(outbox, sequence, moment, steps)
-        for step_key, list_name in outbox.enrolments.waiting():
+            self.plan(database, sequence, moment, steps)
+        for step_key, list_name in database.enrolments.waiting():
             step = steps.get(step_key)
             if step is None:
-                if self._known(outbox, step_key):
-                    outbox.enrolments.skip_removed(step_key, list_name)
+                if self._known(database, step_key):
+                    database.enrolments.skip_removed(step_key, list_name)
                 continue
             try:
                 mail = self.mails.get(step, step_key, list_name)
             except (NewsletterError, OSError) as exc:
                 self._fault(step.sequence, f"{step.name} for {list_name}: {exc}")
                 continue
-            await deliver(mail, outbox, self.settings)
+            await deliver(mail, database, self.settings)
         # A reader who confirms now gets step 1 at the next look, a poll away; a look that
         # finds nothing due reads a few index pages per step (benchmarks/sequences.py).
         return self.settings.worker.poll
 
-    def reap(self, outbox: Outbox) -> None:
+    def reap(self, database: Database) -> None:
         """PostgreSQL: the steps' rows of workers whose lease ran out (killed, cut off) come
         back, their uploads in flight `unknown`; else a dead worker's claimed rows, no longer
         free, would wait for ever (SQLite: `start` did it, one worker per project)."""
-        for step_key, list_name in outbox.enrolments.held():
-            for row in outbox.leases.reap(step_key, list_name):
+        for step_key, list_name in database.enrolments.held():
+            for row in database.leases.reap(step_key, list_name):
                 self.log(
                     f"sequence step {step_key} to {row.recipient} on {list_name}: unknown"
                     " (its worker stopped during the upload)"
@@ -174,13 +174,13 @@ class SequenceDuty:
         return sequence, ""
 
     def plan(
-        self, outbox: Outbox, sequence: Sequence, moment: float, keys: dict[int, Step]
+        self, database: Database, sequence: Sequence, moment: float, keys: dict[int, Step]
     ) -> None:
         """Each step's due readers planned, a page per transaction."""
-        enrolments = outbox.enrolments
+        enrolments = database.enrolments
         previous = 0
         for step in sequence.steps:
-            step_key = self.step_key(outbox, step)
+            step_key = self.step_key(database, step)
             keys[step_key] = step
             while True:
                 due = enrolments.due(
@@ -199,17 +199,17 @@ class SequenceDuty:
                     break
             previous = step.number
 
-    def step_key(self, outbox: Outbox, step: Step) -> int:
+    def step_key(self, database: Database, step: Step) -> int:
         key = self._keys.get((step.sequence, step.number))
         if key is None:
-            key = outbox.enrolments.step_key(step.sequence, step.number)
+            key = database.enrolments.step_key(step.sequence, step.number)
             self._keys[(step.sequence, step.number)] = key
         return key
 
-    def _known(self, outbox: Outbox, step_key: int) -> bool:
+    def _known(self, database: Database, step_key: int) -> bool:
         """A step key whose sequence still exists but no longer has the step (a sequence
         whose files fail to load keeps its rows waiting for the fix)."""
-        found = outbox.enrolments.step_of(step_key)
+        found = database.enrolments.step_of(step_key)
         return found is not None and found[0] not in self._faults
 
     def _fault(self, name: str, message: str) -> None:
@@ -217,12 +217,12 @@ class SequenceDuty:
             self._faults[name] = message
             self.log(f"sequence {name}: {message}")
 
-    def _connect(self) -> Outbox:
-        if self.outbox is not None:
+    def _connect(self) -> Database:
+        if self.database is not None:
             with contextlib.suppress(Exception):
-                self.outbox.close()
-        self.outbox = open_project_outbox(self.settings)
-        return self.outbox
+                self.database.close()
+        self.database = open_project_database(self.settings)
+        return self.database
 
 
 def _stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:

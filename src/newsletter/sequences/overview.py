@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from newsletter.checks import Finding
+from newsletter.checks.lint import Finding
+from newsletter.config.settings import Settings
+from newsletter.database import STEP_KEYS, Database, database_exists, open_project_database
 from newsletter.draft import review
 from newsletter.errors import IssueError, Problem
 from newsletter.issues import load_issue
@@ -20,8 +22,6 @@ from newsletter.issues.sequencefiles import (
     sequence_names,
 )
 from newsletter.models import DeliveryStatus, Issue
-from newsletter.outbox import STEP_KEYS, Outbox, open_project_outbox, outbox_exists
-from newsletter.settings import Settings
 
 S = DeliveryStatus
 
@@ -48,13 +48,13 @@ class SequenceView:
     not_started: int  # readers who joined and had no step yet
 
 
-def survey(folder: Path, outbox: Outbox) -> list[SequenceView]:
+def survey(folder: Path, database: Database) -> list[SequenceView]:
     """Every sequence of `folder` as the editor sees it (IssueError for a faulty one)."""
-    return [view(load_sequence(folder, name), outbox) for name in sequence_names(folder)]
+    return [view(load_sequence(folder, name), database) for name in sequence_names(folder)]
 
 
-def view(sequence: Sequence, outbox: Outbox) -> SequenceView:
-    enrolments = outbox.enrolments
+def view(sequence: Sequence, database: Database) -> SequenceView:
+    enrolments = database.enrolments
     at_steps = enrolments.at_steps(sequence.name)
     steps = []
     previous = 0
@@ -65,8 +65,8 @@ def view(sequence: Sequence, outbox: Outbox) -> SequenceView:
             sequence.name, previous, step.number, from_joining=step.from_joining
         )
         counts = dict.fromkeys(DeliveryStatus, 0)
-        for list_name in outbox.deliveries.lists_of(key):
-            for state, n in outbox.deliveries.counts(key, list_name).items():
+        for list_name in database.deliveries.lists_of(key):
+            for state, n in database.deliveries.counts(key, list_name).items():
                 counts[state] += n
         steps.append(
             StepView(
@@ -86,12 +86,12 @@ def view(sequence: Sequence, outbox: Outbox) -> SequenceView:
     return SequenceView(sequence.name, sequence.lists, tuple(steps), at_steps.get(0, 0))
 
 
-def enrol(folder: Path, outbox: Outbox, name: str, list_name: str, at: float) -> int:
+def enrol(folder: Path, database: Database, name: str, list_name: str, at: float) -> int:
     """Every confirmed reader of `list_name` joins sequence `name` at step 1 (those in it
     already stay where they are); how many joined. A faulty or missing sequence is named
     before anyone joins."""
     load_sequence(folder, name)
-    return outbox.enrolments.enrol_list(name, list_name, at)
+    return database.enrolments.enrol_list(name, list_name, at)
 
 
 def issue_of(settings: Settings, number: int) -> Issue:
@@ -100,9 +100,9 @@ def issue_of(settings: Settings, number: int) -> Issue:
     if number < STEP_KEYS:
         return load_issue(settings.issues_dir, number)
     found = None
-    if outbox_exists(settings.outbox_target):
-        with open_project_outbox(settings) as outbox:
-            found = outbox.enrolments.step_of(number)
+    if database_exists(settings.database_target):
+        with open_project_database(settings) as database:
+            found = database.enrolments.step_of(number)
     if found is None:
         raise IssueError(
             [Problem(FOLDER, None, "", f"no sequence step has the key {number}")],

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+from newsletter.config.settings import Settings, quiet_span
 from newsletter.schedule.when import zone_of
-from newsletter.settings import Settings, quiet_span
 
 DAY = 24 * 60
 

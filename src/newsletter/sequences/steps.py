@@ -14,18 +14,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from newsletter.config.settings import Settings
+from newsletter.database import Database
+from newsletter.importers.subscribers import ListReport
 from newsletter.issues.sequencefiles import Step
 from newsletter.mail.message import MessageFactory
 from newsletter.mail.tokens import SigningKey
 from newsletter.mail.tracking import SendRendering, render_for_sending
-from newsletter.outbox import Outbox
-from newsletter.render import dated
+from newsletter.rendering.render import dated
 from newsletter.send.engine import Engine
 from newsletter.send.job import Delivered, Job, Listed, Options
 from newsletter.send.lease import Lease, worker_id
 from newsletter.send.preparation import smtp_pool
-from newsletter.settings import Settings
-from newsletter.subscribers import ListReport
 
 
 @dataclass(frozen=True)
@@ -79,22 +79,22 @@ class StepMails:
         return made
 
 
-def record_links(mail: StepMail, outbox: Outbox, settings: Settings) -> None:
+def record_links(mail: StepMail, database: Database, settings: Settings) -> None:
     """The links the step's messages carry, by place, before the first goes out (nothing when
     [tracking] clicks is off)."""
     if mail.rendering.links:
-        outbox.sent_links.record(
+        database.sent_links.record(
             mail.key, mail.list_name, settings.tracking.clicks, mail.rendering.links
         )
 
 
-async def deliver(mail: StepMail, outbox: Outbox, settings: Settings) -> Delivered:
+async def deliver(mail: StepMail, database: Database, settings: Settings) -> Delivered:
     """The step's free rows on the list sent by the engine under a lease of its own (a run's
     worker id is unique for ever: the log's workers table keeps each)."""
     options = Options.merged(settings, concurrency=settings.worker.concurrency)
     job = Job(mail.key, mail.list_name, _Planned(), mail.factory.build, mail.factory.message_id_of)
-    record_links(mail, outbox, settings)
-    outbox.enrolments.retry(mail.key, mail.list_name)
+    record_links(mail, database, settings)
+    database.enrolments.retry(mail.key, mail.list_name)
     pool = smtp_pool(settings, options.concurrency)
-    with Lease(outbox, worker_id(), mail.key, mail.list_name, options.lease) as lease:
-        return await Engine(job, pool, outbox, options, lease=lease).run()
+    with Lease(database, worker_id(), mail.key, mail.list_name, options.lease) as lease:
+        return await Engine(job, pool, database, options, lease=lease).run()

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from newsletter.config.settings import Settings
+from newsletter.database import open_project_database
 from newsletter.errors import ConfigError
 from newsletter.issues.sequencefiles import FOLDER, load_sequence
 from newsletter.mail.tokens import signing_key
-from newsletter.outbox import open_project_outbox
 from newsletter.send.job import Job
 from newsletter.send.preparation import Prepared
 from newsletter.send.recipients import Recipients
 from newsletter.sequences.steps import step_mail
-from newsletter.settings import Settings
 
 
 def prepare_step_test(settings: Settings, name: str, number: int, list_name: str) -> Prepared:
@@ -32,9 +32,9 @@ def prepare_step_test(settings: Settings, name: str, number: int, list_name: str
         )
     key = signing_key(settings, allow_ephemeral=False)
     step = load_sequence(settings.resolve(Path(FOLDER)), name).step(number)
-    with open_project_outbox(settings) as outbox:
-        step_key = outbox.enrolments.step_key(name, number)
-        outbox.deliveries.restart(step_key, list_name)  # a new test: every row due again
+    with open_project_database(settings) as database:
+        step_key = database.enrolments.step_key(name, number)
+        database.deliveries.restart(step_key, list_name)  # a new test: every row due again
     mail = step_mail(settings, key, step, step_key, list_name)
     smtp = settings.smtp
     factory = mail.factory

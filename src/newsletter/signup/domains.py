@@ -32,8 +32,8 @@ import dns.nameserver
 import dns.resolver
 from disposable_email_domains import blocklist as disposable_domains
 
-from newsletter.settings import SignupSettings, nameserver_address
-from newsletter.subscribers import address_key
+from newsletter.config.settings import SignupSettings, nameserver_address
+from newsletter.importers.subscribers import address_key
 
 MAX_TTL = 3600.0
 NEGATIVE_TTL = 300.0  # "no such domain" and "no records": believed for five minutes

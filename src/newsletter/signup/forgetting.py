@@ -27,19 +27,19 @@ from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
 
+from newsletter.database.backend import Backend
+from newsletter.database.bounces import Bounces
+from newsletter.database.claims import ConfirmationClaims
+from newsletter.database.clicks import Clicks
+from newsletter.database.consent import ConsentLedger
+from newsletter.database.deliveries import Deliveries
+from newsletter.database.enrolments import Enrolments
+from newsletter.database.forgotten import Forgotten
+from newsletter.database.mailqueue import SiteMailQueue
+from newsletter.database.roster import Roster
+from newsletter.database.suppressions import Suppressions
 from newsletter.errors import ConfigError
 from newsletter.mail.tokens import SigningKey, b64, key_id, siv_box, unb64
-from newsletter.outbox.backend import Backend
-from newsletter.outbox.bounces import Bounces
-from newsletter.outbox.claims import ConfirmationClaims
-from newsletter.outbox.clicks import Clicks
-from newsletter.outbox.consent import ConsentLedger
-from newsletter.outbox.deliveries import Deliveries
-from newsletter.outbox.enrolments import Enrolments
-from newsletter.outbox.forgotten import Forgotten
-from newsletter.outbox.mailqueue import SiteMailQueue
-from newsletter.outbox.roster import Roster
-from newsletter.outbox.suppressions import Suppressions
 from newsletter.signup.pending import mailbox_key
 
 _WRAP_LABEL = b"newsletter forgotten-address key wrap v1"

@@ -16,8 +16,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from newsletter.importers.subscribers import Refusal, check_entry
 from newsletter.signup.challenge import MAX_PAYLOAD
-from newsletter.subscribers import Refusal, check_entry
 
 HONEYPOT = "homepage"
 FIELDS = frozenset({"email", "list", "altcha", HONEYPOT})

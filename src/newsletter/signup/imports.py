@@ -26,19 +26,19 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from newsletter.config.settings import Settings
+from newsletter.database import Database
+from newsletter.database.backend import Backend
+from newsletter.database.consent import ConsentEvent, ConsentLedger
+from newsletter.database.roster import Roster, Status
 from newsletter.errors import Problem
 from newsletter.importers import Export, Imported, ImportedSuppression, ImportReport, Refused
+from newsletter.importers.subscribers import fold_address
 from newsletter.importers.values import parse_ip
 from newsletter.mail.tokens import SigningKey
-from newsletter.outbox import Outbox
-from newsletter.outbox.backend import Backend
-from newsletter.outbox.consent import ConsentEvent, ConsentLedger
-from newsletter.outbox.roster import Roster, Status
-from newsletter.settings import Settings
 from newsletter.signup.forgetting import forgotten_test
 from newsletter.signup.intake import consent_ip
 from newsletter.signup.pending import mailbox_key
-from newsletter.subscribers import fold_address
 
 IMPORTED = "imported"  # the suppressions' source
 
@@ -94,7 +94,7 @@ def _columns(
 
 
 def import_export(
-    outbox: Outbox,
+    database: Database,
     export: Export,
     list_name: str,
     key: SigningKey,
@@ -104,12 +104,12 @@ def import_export(
     dry_run: bool = False,
 ) -> Imports:
     """Every row of `export` into `list_name` (see the module docstring)."""
-    backend = outbox.backend
+    backend = database.backend
     kept_ip = consent_ip(settings, key.secret)
     done = Imports(export.report)
     forgotten = forgotten_test(backend, key)
     roster, ledger = Roster(backend), ConsentLedger(backend)
-    suppressions = outbox.suppressions
+    suppressions = database.suppressions
 
     def refuse(problem: Problem) -> None:
         done.refused.append(problem)

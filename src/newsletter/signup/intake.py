@@ -35,21 +35,21 @@ from enum import StrEnum
 from pathlib import Path
 
 from newsletter.clicks.events import ip_key, stored_ip
+from newsletter.config.settings import Settings
+from newsletter.database import Database
+from newsletter.database.backend import Backend
+from newsletter.database.claims import ConfirmationClaims
+from newsletter.database.consent import ConsentEvent, ConsentLedger
+from newsletter.database.forgotten import Forgotten
+from newsletter.database.mailqueue import MailKind, SiteMailQueue
+from newsletter.database.roster import Roster, Status
 from newsletter.i18n import PAGES, strings_for
+from newsletter.importers.subscribers import fold_address
 from newsletter.issues.sequencefiles import FOLDER, joining
 from newsletter.mail.tokens import LinkTarget, SigningKey
-from newsletter.outbox import Outbox
-from newsletter.outbox.backend import Backend
-from newsletter.outbox.claims import ConfirmationClaims
-from newsletter.outbox.consent import ConsentEvent, ConsentLedger
-from newsletter.outbox.forgotten import Forgotten
-from newsletter.outbox.mailqueue import MailKind, SiteMailQueue
-from newsletter.outbox.roster import Roster, Status
-from newsletter.settings import Settings
 from newsletter.signup.forgetting import digest, hashing_key
 from newsletter.signup.form import Signup
 from newsletter.signup.pending import ConfirmationRule, mailbox_key
-from newsletter.subscribers import fold_address
 
 # Suppressions a reader may lift (their own unsubscribe); the editor's and a bounce's they may not.
 READER_SOURCES = ("one-click", "web")
@@ -159,9 +159,11 @@ class Intake:
     def kept_ip(self, ip: str | None) -> str:
         return self._kept_ip(ip)
 
-    def note(self, outbox: Outbox, list_name: str, key: str, event: str, request: Request) -> None:
+    def note(
+        self, database: Database, list_name: str, key: str, event: str, request: Request
+    ) -> None:
         """One more event of a change made elsewhere (an unsubscribe through its link)."""
-        outbox.consent.record(self.event(list_name, key, event, request))
+        database.consent.record(self.event(list_name, key, event, request))
 
     def forgotten(self, backend: Backend, key: str) -> bool:
         if self._hashing is None:
@@ -170,9 +172,9 @@ class Intake:
                 return False  # nobody was forgotten yet
         return Forgotten(backend).contains(digest(self._hashing, key))
 
-    def enrol(self, outbox: Outbox, signup: Signup, request: Request) -> What:
+    def enrol(self, database: Database, signup: Signup, request: Request) -> What:
         """The signup's transaction (see the module docstring)."""
-        backend = outbox.backend
+        backend = database.backend
         list_name, address = signup.list_name, signup.address
         key = fold_address(address)
         with backend.transaction():
@@ -182,7 +184,7 @@ class Intake:
             member = roster.get(list_name, key)
             if member is not None and member.status is Status.CONFIRMED:
                 return What.CONFIRMED
-            found = outbox.suppressions.get(list_name, key)
+            found = database.suppressions.get(list_name, key)
             if found is not None and found.source not in READER_SOURCES:
                 return What.SUPPRESSED
             if not self.rule.claim(ConfirmationClaims(backend), address, self.now()):
@@ -198,16 +200,16 @@ class Intake:
             )
         return What.QUEUED
 
-    def confirm(self, outbox: Outbox, target: LinkTarget, request: Request) -> Confirmation:
+    def confirm(self, database: Database, target: LinkTarget, request: Request) -> Confirmation:
         """The link's subscriber confirmed (see the module docstring)."""
-        backend = outbox.backend
+        backend = database.backend
         list_name, key = target.list_name, target.address
         with backend.transaction():
             if self.forgotten(backend, key):
                 return Confirmation.STALE
             roster = Roster(backend)
             before = roster.get(list_name, key)
-            stopped = outbox.suppressions.get(list_name, key)
+            stopped = database.suppressions.get(list_name, key)
             on_list = before is not None and before.status is not Status.LEFT
             if on_list and stopped is not None and stopped.source not in READER_SOURCES:
                 # A link cannot lift the editor's or a bounce's stop, and a reader nothing will
@@ -221,10 +223,10 @@ class Intake:
                 # page's own button undoes it).
                 return Confirmation.ALREADY if stopped is None else Confirmation.UNSUBSCRIBED
             ConsentLedger(backend).record(self.event(list_name, key, "confirm", request))
-            outbox.suppressions.remove(list_name, key, sources=READER_SOURCES)
+            database.suppressions.remove(list_name, key, sources=READER_SOURCES)
             # A new reader starts the list's welcome sequences (the worker sends their steps).
             sequences = joining(self.settings.resolve(Path(FOLDER)), list_name)
-            outbox.enrolments.join(list_name, key, sequences, self.now().timestamp())
+            database.enrolments.join(list_name, key, sequences, self.now().timestamp())
             if self.settings.signup.welcome:
                 SiteMailQueue(backend).queue(MailKind.WELCOME, list_name, member.address, key)
         return Confirmation.CONFIRMED

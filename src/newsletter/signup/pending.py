@@ -23,7 +23,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Protocol
 
-from newsletter.subscribers import address_key
+from newsletter.importers.subscribers import address_key
 
 GMAIL = frozenset({"gmail.com", "googlemail.com"})
 SUBADDRESS = "+"

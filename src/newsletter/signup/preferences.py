@@ -20,16 +20,16 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from newsletter.config.settings import Settings
+from newsletter.database import Database
+from newsletter.database.claims import ConfirmationClaims
+from newsletter.database.consent import ConsentLedger
+from newsletter.database.mailqueue import MailKind, SiteMailQueue
+from newsletter.database.roster import Roster, Status
+from newsletter.importers.subscribers import fold_address
 from newsletter.mail.tokens import LinkTarget
-from newsletter.outbox import Outbox
-from newsletter.outbox.claims import ConfirmationClaims
-from newsletter.outbox.consent import ConsentLedger
-from newsletter.outbox.mailqueue import MailKind, SiteMailQueue
-from newsletter.outbox.roster import Roster, Status
-from newsletter.settings import Settings
 from newsletter.signup.intake import READER_SOURCES, Intake, Request, What
 from newsletter.signup.pending import mailbox_key
-from newsletter.subscribers import fold_address
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,9 @@ def offered(settings: Settings, list_name: str) -> list[str]:
     return names
 
 
-def choices(settings: Settings, outbox: Outbox, list_name: str, key: str) -> list[Choice]:
-    roster = outbox.roster
-    suppressions = outbox.suppressions
+def choices(settings: Settings, database: Database, list_name: str, key: str) -> list[Choice]:
+    roster = database.roster
+    suppressions = database.suppressions
     shown = []
     for name in offered(settings, list_name):
         chosen = settings.lists[name]
@@ -69,21 +69,21 @@ def choices(settings: Settings, outbox: Outbox, list_name: str, key: str) -> lis
     return shown
 
 
-def current(intake: Intake, outbox: Outbox, list_name: str, key: str) -> list[Choice]:
+def current(intake: Intake, database: Database, list_name: str, key: str) -> list[Choice]:
     """The choices the page shows: for an address erased on request, every list off and
     locked (nothing about them is kept, and nothing they post is)."""
-    if intake.forgotten(outbox.backend, key):
+    if intake.forgotten(database.backend, key):
         label = intake.settings.newsletter.name
         return [
             Choice(name, intake.settings.lists[name].name or label, False, True)
             for name in offered(intake.settings, list_name)
         ]
-    return choices(intake.settings, outbox, list_name, key)
+    return choices(intake.settings, database, list_name, key)
 
 
 def choose(
     intake: Intake,
-    outbox: Outbox,
+    database: Database,
     list_name: str,
     address: str,
     wanted: set[str],
@@ -92,14 +92,14 @@ def choose(
     """Bring the reader's lists in line with `wanted` (names among the offered ones); the
     choices as they are now."""
     settings = intake.settings
-    backend = outbox.backend
+    backend = database.backend
     key = address
     with backend.transaction():
         if intake.forgotten(backend, key):
-            return current(intake, outbox, list_name, key)
+            return current(intake, database, list_name, key)
         roster, ledger = Roster(backend), ConsentLedger(backend)
-        suppressions = outbox.suppressions
-        for choice in choices(settings, outbox, list_name, key):
+        suppressions = database.suppressions
+        for choice in choices(settings, database, list_name, key):
             name = choice.list_name
             if choice.locked or (name in wanted) == choice.on:
                 continue
@@ -112,21 +112,26 @@ def choose(
                 if name != list_name:
                     roster.add(name, address, key, mailbox_key(address), "", "preferences")
                 ledger.record(intake.event(name, key, "change", request, joined=name))
-        return choices(settings, outbox, list_name, key)
+        return choices(settings, database, list_name, key)
 
 
 def request_move(
-    intake: Intake, outbox: Outbox, list_name: str, old_key: str, new_address: str, request: Request
+    intake: Intake,
+    database: Database,
+    list_name: str,
+    old_key: str,
+    new_address: str,
+    request: Request,
 ) -> What:
     """Queue the change mail to `new_address` (checked as a signup's address is); What says
     whether it went (the page answers alike)."""
-    backend = outbox.backend
+    backend = database.backend
     new_key = fold_address(new_address)
     with backend.transaction():
         # The old address too: its change mail would keep it (`detail`) after its erasure.
         if intake.forgotten(backend, new_key) or intake.forgotten(backend, old_key):
             return What.FORGOTTEN
-        found = outbox.suppressions.get(list_name, new_key)
+        found = database.suppressions.get(list_name, new_key)
         if found is not None and found.source not in READER_SOURCES:
             return What.SUPPRESSED
         if not intake.rule.claim(ConfirmationClaims(backend), new_address, intake.now()):
@@ -142,11 +147,13 @@ def request_move(
     return What.QUEUED
 
 
-def move(intake: Intake, outbox: Outbox, target: LinkTarget, request: Request) -> list[str] | None:
+def move(
+    intake: Intake, database: Database, target: LinkTarget, request: Request
+) -> list[str] | None:
     """The old address's lists moved to the new one the link proved; the lists moved (empty:
     the old address is on none). None when the link is used up: moved once already, or its
     change mail is gone (either address erased since)."""
-    backend = outbox.backend
+    backend = database.backend
     old_key, new_key = target.detail, target.address
     moved: list[str] = []
     with backend.transaction():
@@ -157,7 +164,7 @@ def move(intake: Intake, outbox: Outbox, target: LinkTarget, request: Request) -
         if old_key == new_key:
             return moved
         roster, ledger = Roster(backend), ConsentLedger(backend)
-        suppressions = outbox.suppressions
+        suppressions = database.suppressions
         lists = [m.list for m in roster.of(old_key) if m.status is Status.CONFIRMED]
         if target.list_name not in lists and not suppressions.contains(target.list_name, old_key):
             lists.append(target.list_name)  # a CSV's reader: the token's list

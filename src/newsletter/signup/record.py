@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from newsletter.database import Database
+from newsletter.database.consent import ConsentEvent, ConsentLedger
+from newsletter.database.forgotten import Forgotten
+from newsletter.database.mailqueue import SiteMail, SiteMailQueue
+from newsletter.database.roster import PAGE, Membership, Roster, Status
 from newsletter.mail.tokens import SigningKey
-from newsletter.outbox import Outbox
-from newsletter.outbox.consent import ConsentEvent, ConsentLedger
-from newsletter.outbox.forgotten import Forgotten
-from newsletter.outbox.mailqueue import SiteMail, SiteMailQueue
-from newsletter.outbox.roster import PAGE, Membership, Roster, Status
 from newsletter.signup.forgetting import digest, hashing_key
 
 EXPORT_COLUMNS = (
@@ -90,8 +90,8 @@ class PersonRecord:
         }
 
 
-def person_record(outbox: Outbox, key: SigningKey, address_key: str) -> PersonRecord:
-    backend = outbox.backend
+def person_record(database: Database, key: SigningKey, address_key: str) -> PersonRecord:
+    backend = database.backend
     forgotten = Forgotten(backend)
     hashing = hashing_key(backend, key) if forgotten.count() else None
     when = forgotten.when(digest(hashing, address_key)) if hashing is not None else None
@@ -101,19 +101,19 @@ def person_record(outbox: Outbox, key: SigningKey, address_key: str) -> PersonRe
         Roster(backend).of(address_key),
         ConsentLedger(backend).of(address_key),
         SiteMailQueue(backend).of(address_key),
-        outbox.suppressions.of_address(address_key),
-        outbox.deliveries.of_recipient(address_key),
-        outbox.enrolments.of(address_key),
+        database.suppressions.of_address(address_key),
+        database.deliveries.of_recipient(address_key),
+        database.enrolments.of(address_key),
     )
 
 
-def export_rows(outbox: Outbox, list_name: str) -> Iterator[tuple[str, ...]]:
+def export_rows(database: Database, list_name: str) -> Iterator[tuple[str, ...]]:
     """The list's subscribers in the outbox as EXPORT_COLUMNS rows, in address order: the
     confirmed ones as `subscribed`, those who left (or are suppressed) as `unsubscribed`.
     Pending signups (never confirmed) are not exported: nobody consented yet."""
-    backend = outbox.backend
+    backend = database.backend
     ledger = ConsentLedger(backend)
-    suppressions = outbox.suppressions.addresses(list_name)
+    suppressions = database.suppressions.addresses(list_name)
 
     def rows(page: list[Membership]) -> Iterator[tuple[str, ...]]:
         events = ledger.latest(

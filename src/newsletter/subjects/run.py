@@ -24,17 +24,17 @@ from dataclasses import dataclass, replace
 
 from newsletter.clicks.events import ClickEvent
 from newsletter.clicks.rules import Windows, label
+from newsletter.config.settings import Settings, TrackingMode
+from newsletter.database import Database, open_project_database
+from newsletter.database.subjecttests import SubjectTest
 from newsletter.errors import DeliveryError
+from newsletter.importers.subscribers import ListReport, fold_address
 from newsletter.mail.message import MessageFactory
 from newsletter.mail.tokens import signing_key
 from newsletter.models import DeliveryStatus, OutgoingMessage, Subscriber
-from newsletter.outbox import Outbox, open_project_outbox
-from newsletter.outbox.subjecttests import SubjectTest
 from newsletter.send.job import Listed, ListSource
 from newsletter.send.preparation import Prepared
-from newsletter.settings import Settings, TrackingMode
 from newsletter.subjects.split import Split, Tally, decide
-from newsletter.subscribers import ListReport, fold_address
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class SampleSource:
 
 def begin(
     prepared: Prepared,
-    outbox: Outbox,
+    database: Database,
     subjects: tuple[str, ...],
     sample: float,
     decide_after: float,
@@ -77,7 +77,7 @@ def begin(
         )
     if len(set(subjects)) < len(subjects):
         raise DeliveryError("--subjects names the same subject twice", hint="Give two subjects.")
-    found = outbox.subject_tests.get(job.issue, job.list_name)
+    found = database.subject_tests.get(job.issue, job.list_name)
     if found is not None:
         if found.subjects != subjects:
             raise DeliveryError(
@@ -86,15 +86,15 @@ def begin(
                 hint="Re-run `newsletter send` without --subjects to resume it.",
             )
         return
-    if sum(outbox.deliveries.counts(job.issue, job.list_name).values()):
+    if sum(database.deliveries.counts(job.issue, job.list_name).values()):
         raise DeliveryError(
             f"issue {job.issue} went to {job.list_name!r} already, with its own subject",
             hint="A subject test starts before a send's first message; re-run without --subjects.",
         )
     decide_at = now + decide_after
-    outbox.subject_tests.begin(job.issue, job.list_name, subjects, sample, decide_at)
+    database.subject_tests.begin(job.issue, job.list_name, subjects, sample, decide_at)
     zone = settings.newsletter.timezone or "UTC"
-    outbox.schedules.book(job.issue, job.list_name, decide_at, zone, "subject test")
+    database.schedules.book(job.issue, job.list_name, decide_at, zone, "subject test")
 
 
 def refuse_untracked(settings: Settings) -> None:
@@ -108,7 +108,7 @@ def refuse_untracked(settings: Settings) -> None:
 
 
 def phase(
-    prepared: Prepared, outbox: Outbox, test: SubjectTest, now: float
+    prepared: Prepared, database: Database, test: SubjectTest, now: float
 ) -> tuple[Prepared, str]:
     """The send this run makes of a send with a subject test, and the line saying which."""
     settings, job = prepared.settings, prepared.job
@@ -128,8 +128,10 @@ def phase(
         )
         return replace(prepared, job=sampled), line
     if test.state == "sampling":
-        decision = decide(test.subjects, tallies(outbox, settings, split, job.issue, job.list_name))
-        test = outbox.subject_tests.decide(
+        decision = decide(
+            test.subjects, tallies(database, settings, split, job.issue, job.list_name)
+        )
+        test = database.subject_tests.decide(
             job.issue, job.list_name, decision.winner, decision.detail
         )
     assert test.winner is not None
@@ -139,14 +141,14 @@ def phase(
 
 
 def tallies(
-    outbox: Outbox, settings: Settings, split: Split, issue: int, list_name: str
+    database: Database, settings: Settings, split: Split, issue: int, list_name: str
 ) -> list[Tally]:
     """Each variant's messages sent and, of them, the ones a person clicked (scanners' and
     prefetches' requests excluded by the rules of clicks/rules.py)."""
     variant_of: dict[int, int] = {}
-    for row in outbox.deliveries.iter_rows(issue, list_name, [DeliveryStatus.SENT]):
+    for row in database.deliveries.iter_rows(issue, list_name, [DeliveryStatus.SENT]):
         variant_of[row.id] = split.variant(row.recipient)
-    events = (ClickEvent(*record) for record in outbox.clicks.events(issue, list_name))
+    events = (ClickEvent(*record) for record in database.clicks.events(issue, list_name))
     clicked = {
         labelled.event.row
         for labelled in label(events, Windows.from_settings(settings.tracking))
@@ -171,19 +173,19 @@ def subject_phase(
 ) -> tuple[Prepared, str]:
     """`send`'s hook: the test begun when one is asked for; the phase of a send that has
     one; the send unchanged ('' for its line) otherwise."""
-    with open_project_outbox(prepared.settings) as outbox:
+    with open_project_database(prepared.settings) as database:
         if request is not None:
-            begin(prepared, outbox, request.subjects, request.sample, request.decide_after, now)
-        test = outbox.subject_tests.get(prepared.job.issue, prepared.job.list_name)
+            begin(prepared, database, request.subjects, request.sample, request.decide_after, now)
+        test = database.subject_tests.get(prepared.job.issue, prepared.job.list_name)
         if test is None:
             return prepared, ""
-        return phase(prepared, outbox, test, now)
+        return phase(prepared, database, test, now)
 
 
-def report_lines(outbox: Outbox, settings: Settings, issue: int, list_name: str) -> list[str]:
+def report_lines(database: Database, settings: Settings, issue: int, list_name: str) -> list[str]:
     """What `report` says of the send's subject test: the decision and the figures behind it,
     or, while the sample's clicks are counted, each variant's so far. None: no test."""
-    test = outbox.subject_tests.get(issue, list_name)
+    test = database.subject_tests.get(issue, list_name)
     if test is None:
         return []
     if test.state == "decided" and test.winner is not None:
@@ -193,7 +195,7 @@ def report_lines(outbox: Outbox, settings: Settings, issue: int, list_name: str)
     figures = "; ".join(
         f"{subject!r}: {t.messages} sent, {t.people} clicked by people"
         for subject, t in zip(
-            test.subjects, tallies(outbox, settings, split, issue, list_name), strict=True
+            test.subjects, tallies(database, settings, split, issue, list_name), strict=True
         )
     )
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(test.decide_at))

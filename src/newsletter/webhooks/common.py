@@ -24,8 +24,8 @@ from typing import Any
 from newsletter.bounces.kinds import Kind
 from newsletter.bounces.policy import Decision, Policy, Verdict
 from newsletter.bounces.reports import Diagnosis, Report
+from newsletter.database import Database
 from newsletter.errors import NewsletterError
-from newsletter.outbox import Outbox
 
 # A provider's batch (SendGrid posts up to ~1000 events) fits; anything bigger is not theirs.
 MAX_BODY = 1 << 20
@@ -126,18 +126,20 @@ def to_report(event: Event) -> Report:
     )
 
 
-def apply_events(outbox: Outbox, policy: Policy, events: list[Event], now: float) -> list[Decision]:
+def apply_events(
+    database: Database, policy: Policy, events: list[Event], now: float
+) -> list[Decision]:
     """Each event not seen before through the policy; a seen one is REPEATED. An event whose
     application fails is released, so the provider's retry applies it."""
-    outbox.webhook_events.prune(now - SEEN_SECONDS)
+    database.webhook_events.prune(now - SEEN_SECONDS)
     decisions = []
     for event in events[:MAX_EVENTS]:
-        if not outbox.webhook_events.claim(event.provider, event.event_id, now):
+        if not database.webhook_events.claim(event.provider, event.event_id, now):
             decisions.append(Decision(Verdict.REPEATED))
             continue
         try:
             decisions.append(policy.apply(to_report(event)))
         except BaseException:
-            outbox.webhook_events.release(event.provider, event.event_id)
+            database.webhook_events.release(event.provider, event.event_id)
             raise
     return decisions

@@ -23,11 +23,11 @@ from click.testing import CliRunner
 
 from newsletter import draft
 from newsletter.cli.main import cli
+from newsletter.config.settings import Settings, load_settings
+from newsletter.database import open_database
+from newsletter.database.clicks import ClickRecord, StoredClick
 from newsletter.errors import IssueNotFoundError, NewsletterError
-from newsletter.outbox import open_outbox
-from newsletter.outbox.clicks import ClickRecord, StoredClick
-from newsletter.places import Place, Region
-from newsletter.settings import Settings, load_settings
+from newsletter.rendering.places import Place, Region
 from newsletter.web.listen import bind_socket
 from newsletter.web.preview import workspace as preview_module
 from newsletter.web.preview.pages import email_document
@@ -511,8 +511,8 @@ def test_the_report_tab_is_newsletter_report(project: Path) -> None:
         readers = [f"reader{n}@example.com" for n in range(7)]
         sent = tracked_send(settings, readers)
         first_item = Place(Region.TITLE, 0, 0)
-        with open_outbox(settings.outbox_target) as outbox:
-            outbox.clicks.add(
+        with open_database(settings.database_target) as database:
+            database.clicks.add(
                 [
                     StoredClick(
                         14,

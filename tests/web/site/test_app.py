@@ -19,17 +19,17 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
+from support.database import due, plan, record
 
 from newsletter.cli.main import cli
+from newsletter.config.settings import Settings
+from newsletter.database import database_exists, open_database
 from newsletter.issues import load_issue
 from newsletter.mail.tokens import health_proof, sign
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import open_outbox, outbox_exists
-from newsletter.settings import Settings
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.guard import redact_path
 from support.images import png
-from support.outbox import due, plan, record
 from support.sendcli import environment, newsletter
 from support.site import (
     ALICE,
@@ -54,10 +54,10 @@ def service(project: Path) -> Iterator[RunningService]:
 
 
 def suppressions(settings: Settings) -> list[tuple[str, str, str]]:
-    if not outbox_exists(settings.outbox_target):
+    if not database_exists(settings.database_target):
         return []
-    with open_outbox(settings.outbox_target) as outbox:
-        return [(s.list, s.address, s.source) for s in outbox.suppressions.all()]
+    with open_database(settings.database_target) as database:
+        return [(s.list, s.address, s.source) for s in database.suppressions.all()]
 
 
 def cli_run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -90,8 +90,8 @@ def test_one_click_post_from_the_message_header_suppresses_and_the_dry_run_skips
     response = httpx.post(url, data=ONE_CLICK, follow_redirects=False)
     assert response.status_code == 200
     assert suppressions(service.settings) == [("main", ALICE, "one-click")]
-    with open_outbox(service.settings.database) as outbox:
-        (row,) = outbox.suppressions.all("main")
+    with open_database(service.settings.database) as database:
+        (row,) = database.suppressions.all("main")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", row.created_at)
 
     after, out = dry_run_recipients(project, service.env)
@@ -113,8 +113,8 @@ async def test_a_real_send_after_a_one_click_skips_the_address(
     assert "li.lei@example.com" in delivered
     assert ALICE not in {a.lower() for a in delivered}
     # The log accounts for the address: skipped, and why.
-    with open_outbox(service.settings.database) as outbox:
-        rows = {row.recipient: row for row in outbox.deliveries.rows(14, "main")}
+    with open_database(service.settings.database) as database:
+        rows = {row.recipient: row for row in database.deliveries.rows(14, "main")}
     assert rows[ALICE].state == DeliveryStatus.SKIPPED
     assert rows[ALICE].smtp_reply == "unsubscribed"
     status = await newsletter(["status", "--issue", "14"], env, project)
@@ -425,8 +425,8 @@ def test_concurrent_posts_for_one_token_leave_one_suppression(service: RunningSe
         return [r.status_code for r in responses]
 
     assert asyncio.run(burst()) == [200] * 25
-    with open_outbox(service.settings.database) as outbox:
-        assert len(outbox.suppressions.all()) == 1
+    with open_database(service.settings.database) as database:
+        assert len(database.suppressions.all()) == 1
     events = [r.get("event") for r in service.access() if r["method"] == "POST"]
     assert events.count("unsubscribed") == 1
     assert events.count("already-unsubscribed") == 24
@@ -452,8 +452,8 @@ def test_the_index_dates_an_issue_by_its_file_or_its_first_send(
     mark_sent(service.settings, "staging", ["editor@news.example.org"])
     assert "<time" not in httpx.get(index).text  # a test send does not date it
     mark_sent(service.settings, "main", [ALICE, "bob@example.net"])
-    with open_outbox(service.settings.database) as outbox:
-        day = min(str(r.sent_at) for r in outbox.deliveries.rows(14, "main"))[:10]
+    with open_database(service.settings.database) as database:
+        day = min(str(r.sent_at) for r in database.deliveries.rows(14, "main"))[:10]
     assert f'<time datetime="{day}">{day}</time>' in httpx.get(index).text
     path = project / "issues" / "14.yaml"
     path.write_text(path.read_text(encoding="utf-8") + "date: 2021-11-08\n", encoding="utf-8")
@@ -485,10 +485,10 @@ def test_the_email_is_dated_by_its_file_or_its_first_send(
 
 
 def mark_sent(settings: Settings, list_name: str, addresses: list[str]) -> None:
-    with open_outbox(settings.outbox_target) as outbox:
-        plan(outbox, 14, list_name, addresses)
-        for row in due(outbox, 14, list_name):
-            record(outbox, row.id, DeliveryStatus.SENT)
+    with open_database(settings.database_target) as database:
+        plan(database, 14, list_name, addresses)
+        for row in due(database, 14, list_name):
+            record(database, row.id, DeliveryStatus.SENT)
 
 
 @pytest.mark.slow
@@ -741,8 +741,8 @@ def test_serve_runs_as_a_process_and_logs_json_without_tokens(project: Path) -> 
     # The editor's mistake is told to the operator, naming the file and field.
     assert "issue 15 cannot be shown: issues/15.yaml" in err
     assert "title: is required" in err
-    with open_outbox(project / ".newsletter" / "outbox.sqlite3") as outbox:
-        assert outbox.suppressions.contains("main", ALICE)
+    with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
+        assert database.suppressions.contains("main", ALICE)
 
 
 def test_serve_without_the_secret_explains_and_exits(project: Path) -> None:

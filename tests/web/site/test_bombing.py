@@ -76,7 +76,7 @@ async def test_a_bombing_run_sends_at_most_one_mail_per_mailbox(project: Path) -
         ]
         assert set(json_victim) == {202}
         assert {a.status_code for a in json_unsolved} == {400}
-        target = site.settings.outbox_target
+        target = site.settings.database_target
 
     mails = queued(target)
     mailboxes = [mailbox_key(m.recipient) for m in mails]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from newsletter.outbox import open_outbox
+from newsletter.database import open_database
 from support.site import ALICE, one_click_url, running_service
 
 pytestmark = pytest.mark.browser
@@ -34,24 +34,24 @@ def test_clicking_the_confirm_button_unsubscribes_and_shows_the_done_page(
             assert opened.status == 200
             assert page.locator("h1").inner_text() == "退订"
             assert page.locator("button").count() == 1
-            with open_outbox(service.settings.database) as outbox:
-                assert not outbox.suppressions.contains("main", ALICE)  # opening it did nothing
+            with open_database(service.settings.database) as database:
+                assert not database.suppressions.contains("main", ALICE)  # opening it did nothing
 
             with page.expect_navigation():
                 page.click("#confirm")
             assert page.url == url  # no redirect: the done page is the POST's own answer
             assert page.locator("#done").inner_text() == "已退订"
             assert page.locator("#resubscribe").inner_text() == "重新订阅"
-            with open_outbox(service.settings.database) as outbox:
-                rows = outbox.suppressions.all("main")
+            with open_database(service.settings.database) as database:
+                rows = database.suppressions.all("main")
             assert [(r.address, r.source) for r in rows] == [(ALICE, "web")]
 
             # The done page's re-subscribe button undoes it, again by POST with the token.
             with page.expect_navigation():
                 page.click("#resubscribe")
             assert page.locator("#resubscribed").inner_text() == "已重新订阅"
-            with open_outbox(service.settings.database) as outbox:
-                assert outbox.suppressions.all("main") == []
+            with open_database(service.settings.database) as database:
+                assert database.suppressions.all("main") == []
             assert problems == []  # the strict CSP blocked nothing the pages need
         finally:
             context.close()

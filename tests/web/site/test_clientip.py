@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from newsletter.settings import Settings
+from newsletter.config.settings import Settings
 from newsletter.web.site.clientip import client_ip, parse_address, scope_client_ip, trusted_networks
 
 LOCAL = trusted_networks(("127.0.0.1/32", "::1/128"))

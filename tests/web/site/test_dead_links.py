@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from newsletter.cli.main import cli
+from newsletter.config.settings import load_settings
 from newsletter.draft import review
 from newsletter.errors import IssueError
 from newsletter.issues import load_issue_file
-from newsletter.settings import load_settings
 from newsletter.web.site.archive import Archive
 from support.site import running_service
 

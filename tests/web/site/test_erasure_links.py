@@ -12,16 +12,16 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
+from support.database import record
 
 from newsletter.cli.main import cli
+from newsletter.database import open_database
+from newsletter.database.consent import ERASED
+from newsletter.database.mailqueue import MailKind
+from newsletter.database.roster import Status
 from newsletter.mail.tokens import LinkTarget, Purpose, sign, sign_link
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import open_outbox
-from newsletter.outbox.consent import ERASED
-from newsletter.outbox.mailqueue import MailKind
-from newsletter.outbox.roster import Status
 from support.erasure import dump, raw_bytes
-from support.outbox import record
 from support.signups import SIGNUP_ENV, ledger, member, post_signup, queued, solved
 from support.site import SECRET, RunningService, running_service
 from support.tracked import tracked_send
@@ -41,7 +41,7 @@ def forget(project: Path, address: str) -> None:
 
 def change_link(site: RunningService, old: str, new: str) -> str:
     """The link of the change mail queued to `new`, as the worker would sign it."""
-    (mail,) = [m for m in queued(site.settings.outbox_target) if m.kind is MailKind.CHANGE]
+    (mail,) = [m for m in queued(site.settings.database_target) if m.kind is MailKind.CHANGE]
     assert (mail.recipient, mail.detail) == (new, old)
     target = LinkTarget(Purpose.CHANGE, "main", new, mail.nonce, int(time.time()) + 600, old)
     return f"{site.url}/move/{sign_link(SECRET, target)}"
@@ -58,7 +58,7 @@ def test_an_old_token_of_a_forgotten_reader_keeps_nothing_and_creates_nothing(
     project: Path,
 ) -> None:
     with running_service(project, **SIGNUP_ENV) as site:
-        target = site.settings.outbox_target
+        target = site.settings.database_target
         token = sign(SECRET, "main", ANN)
         assert (
             CliRunner()
@@ -98,7 +98,7 @@ def test_an_old_token_of_a_forgotten_reader_keeps_nothing_and_creates_nothing(
 
 def test_forgetting_a_moved_address_takes_it_out_of_the_old_ones_change(project: Path) -> None:
     with running_service(project, **SIGNUP_ENV) as site:
-        target = site.settings.outbox_target
+        target = site.settings.database_target
         token = sign(SECRET, "main", ANN)
         assert request_move(site, token, NEW).status_code == 200
         assert httpx.post(change_link(site, ANN, NEW), data={"Move": "Yes"}).status_code == 200
@@ -116,7 +116,7 @@ def test_a_change_link_moves_the_address_once(project: Path) -> None:
     """Replayed after the reader came back to the old address, the link must not move (and
     unsubscribe) it again."""
     with running_service(project, **SIGNUP_ENV) as site:
-        target = site.settings.outbox_target
+        target = site.settings.database_target
         token = sign(SECRET, "main", ANN)
         assert request_move(site, token, NEW).status_code == 200
         link = change_link(site, ANN, NEW)
@@ -129,8 +129,8 @@ def test_a_change_link_moves_the_address_once(project: Path) -> None:
 
         assert replay.status_code == 409
         assert "链接已使用过" in replay.text  # "This link was used already"
-        with open_outbox(target) as outbox:
-            assert not outbox.suppressions.contains("main", ANN)
+        with open_database(target) as database:
+            assert not database.suppressions.contains("main", ANN)
         assert [e.event for e in ledger(target, ANN)] == ["change", "resubscribe"]
 
 
@@ -147,8 +147,8 @@ def test_a_click_on_a_forgotten_readers_link_leads_on_and_keeps_nothing(project:
 
         deadline = time.monotonic() + 10  # the endpoint writes its events in batches
         while True:
-            with open_outbox(site.settings.outbox_target) as outbox:
-                kept = [e.row for e in outbox.clicks.events(14, "main")]
+            with open_database(site.settings.database_target) as database:
+                kept = [e.row for e in database.clicks.events(14, "main")]
             if kept or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
@@ -164,7 +164,7 @@ def test_after_forget_no_table_and_no_byte_of_the_outbox_holds_the_address(
     of the file or its WAL holds the address."""
     env = {**SIGNUP_ENV, "NEWSLETTER_TRACKING__CLICKS": "per-reader"}
     with running_service(project, **env) as site:
-        target = site.settings.outbox_target
+        target = site.settings.database_target
         assert isinstance(target, Path)
         post_signup(site.url, ANN)
         found = member(target, ANN)
@@ -174,11 +174,11 @@ def test_after_forget_no_table_and_no_byte_of_the_outbox_holds_the_address(
         assert httpx.post(f"{site.url}/confirm/{confirm}", data={"Confirm": "Yes"}).is_success
         ann, _ = tracked_send(site.settings, [ANN, "bob@example.org"])
         assert httpx.get(ann.tracked()[2], follow_redirects=False).status_code == 302
-        with open_outbox(target) as outbox:
+        with open_database(target) as database:
             said = f"550 5.1.1 <{ANN}>: Recipient address rejected"
-            assert record(outbox, ann.row, DeliveryStatus.REJECTED, code=550, reply=said)
-            outbox.bounces.record("<r1@x>", ann.row, "hard", "5.1.1", said, "dsn")
-            outbox.bounces.hold("<r2@x>", ann.row, "complaint", "", said, "arf", "x@y", "u")
+            assert record(database, ann.row, DeliveryStatus.REJECTED, code=550, reply=said)
+            database.bounces.record("<r1@x>", ann.row, "hard", "5.1.1", said, "dsn")
+            database.bounces.hold("<r2@x>", ann.row, "complaint", "", said, "arf", "x@y", "u")
         token = sign(SECRET, "main", ANN)
         assert request_move(site, token, NEW).status_code == 200
         assert httpx.post(change_link(site, ANN, NEW), data={"Move": "Yes"}).is_success
@@ -196,6 +196,6 @@ def test_after_forget_no_table_and_no_byte_of_the_outbox_holds_the_address(
 
 
 def _clicks(path: Path) -> int:
-    with open_outbox(path) as outbox:
-        ((n,),) = outbox.backend.fetch("SELECT count(*) FROM clicks")
+    with open_database(path) as database:
+        ((n,),) = database.backend.fetch("SELECT count(*) FROM clicks")
         return int(n)

@@ -14,14 +14,14 @@ import feedparser
 import httpx
 import pytest
 from click.testing import CliRunner
+from support.database import due, plan, record
 
 from newsletter.cli.main import cli
+from newsletter.config.settings import Settings
+from newsletter.database import open_database
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import open_outbox
-from newsletter.settings import Settings
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.feed import FEED_ENTRIES
-from support.outbox import due, plan, record
 from support.site import ALICE, running_service
 
 # The feed of the shipped issues, never sent: published by asking for it (publish = "all");
@@ -65,10 +65,10 @@ def check_atom(text: str, base_url: str) -> ET.Element:
 
 
 def mark_sent(settings: Settings, list_name: str, addresses: list[str], number: int = 14) -> None:
-    with open_outbox(settings.outbox_target) as outbox:
-        plan(outbox, number, list_name, addresses)
-        for row in due(outbox, number, list_name):
-            record(outbox, row.id, DeliveryStatus.SENT)
+    with open_database(settings.database_target) as database:
+        plan(database, number, list_name, addresses)
+        for row in due(database, number, list_name):
+            record(database, row.id, DeliveryStatus.SENT)
 
 
 def add_issue(project: Path, number: int, **replace: str) -> Path:
@@ -105,8 +105,8 @@ def test_an_entry_is_dated_by_its_file_then_by_its_first_send(project: Path) -> 
     path = project / "issues" / "14.yaml"
     with running_service(project) as service:
         mark_sent(service.settings, "main", [ALICE])
-        with open_outbox(service.settings.database) as outbox:
-            day = min(str(r.sent_at) for r in outbox.deliveries.rows(14, "main"))[:10]
+        with open_database(service.settings.database) as database:
+            day = min(str(r.sent_at) for r in database.deliveries.rows(14, "main"))[:10]
         entry = feedparser.parse(httpx.get(f"{service.url}/feed.xml").text).entries[0]
         assert entry.updated == f"{day}T00:00:00Z"
         path.write_text(path.read_text(encoding="utf-8") + "date: 2021-11-08\n", encoding="utf-8")

@@ -16,14 +16,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from newsletter.config.settings import Settings, load_settings
+from newsletter.database import open_database
+from newsletter.database.clicks import ClickRecord
 from newsletter.issues import load_issue
 from newsletter.mail.clicktokens import click_token, verify_click
 from newsletter.mail.tokens import sign
 from newsletter.mail.tracking import PROBE_ROW
-from newsletter.outbox import open_outbox
-from newsletter.outbox.clicks import ClickRecord
-from newsletter.places import CANARY, Place, Region, issue_links
-from newsletter.settings import Settings, load_settings
+from newsletter.rendering.places import CANARY, Place, Region, issue_links
 from support.capture import capture_server
 from support.sendcli import environment
 from support.site import SECRET, RunningService, running_service, serve_process
@@ -39,10 +39,10 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def service(project: Path, outbox_target: Path | str, mode: str) -> Iterator[RunningService]:
+def service(project: Path, database_target: Path | str, mode: str) -> Iterator[RunningService]:
     env = {"NEWSLETTER_TRACKING__CLICKS": mode}
-    if isinstance(outbox_target, str):
-        env["NEWSLETTER_OUTBOX__URL"] = outbox_target
+    if isinstance(database_target, str):
+        env["NEWSLETTER_OUTBOX__URL"] = database_target
     with running_service(project, **env) as running:
         yield running
 
@@ -51,8 +51,8 @@ def events(settings: Settings, count: int, timeout: float = 5.0) -> list[ClickRe
     """The send's events once `count` are written (the endpoint writes them in batches)."""
     deadline = time.monotonic() + timeout
     while True:
-        with open_outbox(settings.outbox_target) as outbox:
-            found = list(outbox.clicks.events(14, "main"))
+        with open_database(settings.database_target) as database:
+            found = list(database.clicks.events(14, "main"))
         if len(found) >= count or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
@@ -180,8 +180,8 @@ def test_a_box_token_whose_place_holds_another_link_leads_to_the_web_version(
 ) -> None:
     settings = service.settings
     place = Place(Region.TITLE, 0, 0)
-    with open_outbox(settings.outbox_target) as outbox:
-        outbox.sent_links.record(14, "main", "aggregate", [(place, "https://now.example/")])
+    with open_database(settings.database_target) as database:
+        database.sent_links.record(14, "main", "aggregate", [(place, "https://now.example/")])
     old = click_token(SECRET, 14, place, "https://before.example/", list_name="main")
     same = click_token(SECRET, 14, place, "https://now.example/", list_name="main")
     with httpx.Client(base_url=service.url) as client:
@@ -207,7 +207,7 @@ def test_no_reader_s_tokens_redirect_and_keep_nothing(service: RunningService) -
 def test_a_failure_to_keep_the_event_never_costs_the_redirect(project: Path, mode: str) -> None:
     with running_service(project, NEWSLETTER_TRACKING__CLICKS=mode) as service:
         href = tracked_send(service.settings, READERS)[0].tracked()[2]
-        target = service.settings.outbox_target
+        target = service.settings.database_target
         assert isinstance(target, Path)
         db = sqlite3.connect(target)
         db.execute("DROP TABLE clicks")
@@ -300,8 +300,8 @@ def test_a_forgotten_readers_token_still_leads_on_and_keeps_nothing(
     with running_service(project, NEWSLETTER_TRACKING__CLICKS="per-reader") as service:
         ann = tracked_send(service.settings, READERS)[0]
         href = ann.tracked()[2]
-        with open_outbox(service.settings.outbox_target) as outbox:
-            outbox.backend.run("DELETE FROM deliveries WHERE id = ?", (ann.row,))
+        with open_database(service.settings.database_target) as database:
+            database.backend.run("DELETE FROM deliveries WHERE id = ?", (ann.row,))
         answer = httpx.get(href, follow_redirects=False)
         assert answer.status_code == 302
         target = verify_click(SECRET, token_of(href))

@@ -14,10 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from newsletter.database import open_database
+from newsletter.database.mailqueue import MailKind
+from newsletter.database.roster import Status
 from newsletter.mail.tokens import LinkTarget, Purpose, SigningKey, sign, sign_link
-from newsletter.outbox import open_outbox
-from newsletter.outbox.mailqueue import MailKind
-from newsletter.outbox.roster import Status
 from newsletter.signup.forgetting import forget
 from support.signups import SIGNUP_ENV, ledger, member, post_json, post_signup, queued, solved
 from support.site import SECRET, RunningService, running_service
@@ -32,7 +32,7 @@ def site(project: Path) -> Iterator[RunningService]:
 
 
 def _target(site: RunningService) -> Path | str:
-    return site.settings.outbox_target
+    return site.settings.database_target
 
 
 def _text(response: httpx.Response) -> str:
@@ -95,9 +95,9 @@ def test_a_signup_is_pending_recorded_and_its_confirmation_queued(site: RunningS
 
 @pytest.mark.slow
 def test_every_address_gets_the_same_answer_and_at_most_one_mail(site: RunningService) -> None:
-    with open_outbox(_target(site)) as outbox:
-        outbox.suppressions.add("main", "edited@example.org", "cli")
-        forget(outbox.backend, SigningKey(SECRET.encode(), ephemeral=False), "gone@example.org")
+    with open_database(_target(site)) as database:
+        database.suppressions.add("main", "edited@example.org", "cli")
+        forget(database.backend, SigningKey(SECRET.encode(), ephemeral=False), "gone@example.org")
     answers = [
         post_signup(site.url, address)
         for address in (
@@ -157,7 +157,7 @@ def test_too_many_posts_from_one_client_are_slowed_down(project: Path) -> None:
     assert codes[:2] == [200, 200]
     assert codes[2:] == [429, 429]
     assert int(slow.headers["retry-after"]) >= 1
-    assert len(queued(site.settings.outbox_target)) == 2
+    assert len(queued(site.settings.database_target)) == 2
 
 
 def unsolved(base: str) -> str:
@@ -191,7 +191,7 @@ def test_posts_without_work_cannot_spend_the_sites_allowance(project: Path) -> N
         # A client still meets its own limit first, and the site's holds for real signups.
         extra = post_signup(site.url, "late@example.org", headers=hops)
         assert extra.status_code == 429
-    assert [mail.recipient for mail in queued(site.settings.outbox_target)] == [ANN]
+    assert [mail.recipient for mail in queued(site.settings.database_target)] == [ANN]
 
 
 def test_the_json_endpoint_runs_the_same_defences(site: RunningService) -> None:
@@ -224,7 +224,7 @@ def test_the_client_address_comes_through_trusted_proxies_only(project: Path) ->
     with running_service(project, **SIGNUP_ENV) as site:
         post_signup(site.url, ANN, headers=hops)
         assert site.wait_for_log('"client": "203.0.113.9"')
-        assert ledger(site.settings.outbox_target, ANN)[0].ip == "203.0.113.0/24"
+        assert ledger(site.settings.database_target, ANN)[0].ip == "203.0.113.0/24"
     config = project / "newsletter.toml"
     config.write_text(
         config.read_text().replace("[serve]\n", '[serve]\ntrusted_proxies = ["10.0.0.0/8"]\n')
@@ -234,7 +234,7 @@ def test_the_client_address_comes_through_trusted_proxies_only(project: Path) ->
         assert site.wait_for_log('"path": "/signup", "status": 200')
         lines = [r for r in site.access() if r["path"] == "/signup" and r["method"] == "POST"]
         assert lines[-1]["client"] == "127.0.0.1"  # a stranger's header is not believed
-        assert ledger(site.settings.outbox_target, "bob@example.org")[0].ip == "127.0.0.0/24"
+        assert ledger(site.settings.database_target, "bob@example.org")[0].ip == "127.0.0.0/24"
 
 
 @pytest.mark.slow
@@ -244,7 +244,7 @@ def test_consent_ip_may_be_kept_whole_or_hashed(project: Path) -> None:
         address = f"{mode}@example.org"
         with running_service(project, **env) as site:
             post_signup(site.url, address)
-            kept = ledger(site.settings.outbox_target, address)[0].ip
+            kept = ledger(site.settings.database_target, address)[0].ip
         assert kept.startswith(expect) if expect else kept == ""
 
 
@@ -274,13 +274,13 @@ def test_confirmation_lifts_the_readers_own_unsubscribe_and_sends_a_welcome(
     project: Path,
 ) -> None:
     with running_service(project, **SIGNUP_ENV, NEWSLETTER_SIGNUP__WELCOME="true") as site:
-        with open_outbox(site.settings.outbox_target) as outbox:
-            outbox.suppressions.add("main", ANN, "one-click")  # unsubscribed once, wants back in
+        with open_database(site.settings.database_target) as database:
+            database.suppressions.add("main", ANN, "one-click")  # unsubscribed once, wants back in
         post_signup(site.url, ANN)
         httpx.post(_confirm_link(site, ANN), data={"Confirm": "Yes"})
-        with open_outbox(site.settings.outbox_target) as outbox:
-            assert not outbox.suppressions.contains("main", ANN)
-        kinds = [m.kind for m in queued(site.settings.outbox_target)]
+        with open_database(site.settings.database_target) as database:
+            assert not database.suppressions.contains("main", ANN)
+        kinds = [m.kind for m in queued(site.settings.database_target)]
     assert kinds == [MailKind.CONFIRM, MailKind.WELCOME]
 
 
@@ -303,8 +303,8 @@ def _confirm_after_unsubscribe(site: RunningService) -> None:
     assert "subscribed to" not in _text(again)
     assert "This address unsubscribed from" in _text(again)
     assert "press Re-subscribe there" in _text(again)
-    with open_outbox(_target(site)) as outbox:
-        assert outbox.suppressions.contains("main", ANN)  # the later wish stands
+    with open_database(_target(site)) as database:
+        assert database.suppressions.contains("main", ANN)  # the later wish stands
     assert [e.event for e in ledger(_target(site), ANN)] == ["signup", "confirm", "unsubscribe"]
 
 
@@ -315,16 +315,16 @@ def test_a_confirmation_of_an_address_the_editor_or_a_bounce_stopped(
     with running_service(project, **SIGNUP_ENV) as site:  # the project's language: zh-CN
         post_signup(site.url, ANN)
         link = _confirm_link(site, ANN)
-        with open_outbox(_target(site)) as outbox:
-            outbox.suppressions.add("main", ANN, source)
+        with open_database(_target(site)) as database:
+            database.suppressions.add("main", ANN, source)
         done = httpx.post(link, data={"Confirm": "Yes"})
         assert done.status_code == 200
         assert 'id="joined"' not in done.text
         assert "已停止向这个地址发信" in _text(done)
         assert "你已订阅" not in _text(done)
         assert member(_target(site), ANN).status is Status.PENDING  # type: ignore[union-attr]
-        with open_outbox(_target(site)) as outbox:
-            assert outbox.suppressions.get("main", ANN).source == source  # type: ignore[union-attr]
+        with open_database(_target(site)) as database:
+            assert database.suppressions.get("main", ANN).source == source  # type: ignore[union-attr]
         assert [e.event for e in ledger(_target(site), ANN)] == ["signup"]
 
 
@@ -349,7 +349,7 @@ def test_the_preference_page_chooses_lists_and_moves_the_address(project: Path) 
     env = {**SIGNUP_ENV, "NEWSLETTER_LISTS__WEEKLY__PATH": "staging.example.csv"}
     env["NEWSLETTER_LISTS__WEEKLY__SIGNUP"] = "true"
     with running_service(project, **env) as site:
-        target = site.settings.outbox_target
+        target = site.settings.database_target
         token = sign(SECRET, "main", ANN)
         page = httpx.get(f"{site.url}/preferences/{token}")
         assert page.status_code == 200
@@ -361,8 +361,8 @@ def test_the_preference_page_chooses_lists_and_moves_the_address(project: Path) 
         assert joined.status_code == 200
         assert 'value="main">' in joined.text  # left main
         assert 'value="weekly" checked' in joined.text
-        with open_outbox(target) as outbox:
-            assert outbox.suppressions.get("main", ANN).source == "web"  # type: ignore[union-attr]
+        with open_database(target) as database:
+            assert database.suppressions.get("main", ANN).source == "web"  # type: ignore[union-attr]
         assert member(target, ANN, "weekly").status is Status.CONFIRMED  # type: ignore[union-attr]
         moved = httpx.post(
             f"{site.url}/preferences/{token}",
@@ -455,7 +455,7 @@ def test_the_domain_check_runs_before_anything_is_written(project: Path) -> None
             missing = post_signup(site.url, "ann@nowhere.example.org")
             disposable = post_signup(site.url, "ann@mailinator.com")
             fine = post_signup(site.url, "ann@mx.example.org")
-            target = site.settings.outbox_target
+            target = site.settings.database_target
     assert missing.status_code == 400
     # In the page's language (the project's is zh-CN), not the log's English.
     assert "这不是一个可用的邮箱地址：域名 nowhere.example.org 不存在" in missing.text
@@ -482,7 +482,7 @@ def test_a_resolver_that_denies_every_name_turns_no_one_away(project: Path) -> N
         env = {k: v for k, v in SIGNUP_ENV.items() if k != "NEWSLETTER_SIGNUP__CHECK_DNS"}
         with running_service(project, **env) as site:
             answer = post_signup(site.url, "ann@mx.example.org")
-            target = site.settings.outbox_target
+            target = site.settings.database_target
     assert answer.status_code == 200
     assert "does not exist" not in answer.text
     assert [m.recipient for m in queued(target)] == ["ann@mx.example.org"]
@@ -490,7 +490,7 @@ def test_a_resolver_that_denies_every_name_turns_no_one_away(project: Path) -> N
 
 def test_signup_and_confirmation_on_postgresql(project: Path, postgres_url: str) -> None:
     with running_service(project, **SIGNUP_ENV, NEWSLETTER_OUTBOX__URL=postgres_url) as site:
-        assert site.settings.outbox_target == postgres_url
+        assert site.settings.database_target == postgres_url
         first = post_signup(site.url, ANN)
         again = post_signup(site.url, "Ann+x@example.org")
         assert _text(first) == _text(again)

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from newsletter.outbox.roster import Status
+from newsletter.database.roster import Status
 from support.capture import capture_server
 from support.sendcli import environment
 from support.signups import SIGNUP_ENV, member
@@ -85,7 +85,7 @@ def test_a_visitor_signs_up_confirms_in_the_browser_and_gets_the_next_issue(
             with page.expect_navigation():
                 page.click("#subscribe")
             assert page.locator("#sent").inner_text() == "请查收确认邮件"
-            assert member(site.settings.outbox_target, READER).status is Status.PENDING  # type: ignore[union-attr]
+            assert member(site.settings.database_target, READER).status is Status.PENDING  # type: ignore[union-attr]
 
             (mail,) = _mail_to(project, READER)
             assert mail["Subject"] == "请确认订阅AI系统内容推荐"
@@ -98,11 +98,11 @@ def test_a_visitor_signs_up_confirms_in_the_browser_and_gets_the_next_issue(
 
             scanned = httpx.get(link)  # a link scanner opens it first
             assert scanned.status_code == 200
-            assert member(site.settings.outbox_target, READER).status is Status.PENDING  # type: ignore[union-attr]
+            assert member(site.settings.database_target, READER).status is Status.PENDING  # type: ignore[union-attr]
 
             page.goto(link)  # the reader's click: the page confirms itself
             page.locator("#joined").wait_for(timeout=10_000)
-            assert member(site.settings.outbox_target, READER).status is Status.CONFIRMED  # type: ignore[union-attr]
+            assert member(site.settings.database_target, READER).status is Status.CONFIRMED  # type: ignore[union-attr]
             assert problems == []  # the strict CSP let our scripts run, and nothing else
             assert hosts == {urlsplit(site.url).netloc}  # no third party, no CDN
         finally:

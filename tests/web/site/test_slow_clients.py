@@ -22,8 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from newsletter.database import open_database
 from newsletter.mail.tokens import sign
-from newsletter.outbox import open_outbox
 from support.project import copy_project
 from support.site import ALICE, SECRET
 
@@ -192,8 +192,8 @@ def test_a_body_sent_a_byte_at_a_time_gets_408_at_its_deadline(server: Serve) ->
     assert answer.startswith(b"HTTP/1.1 408 "), answer
     assert not finished
     assert waited > TIMEOUT - 0.3
-    with open_outbox(server.project / ".newsletter" / "outbox.sqlite3") as outbox:
-        assert not outbox.suppressions.contains("main", ALICE)
+    with open_database(server.project / ".newsletter" / "outbox.sqlite3") as database:
+        assert not database.suppressions.contains("main", ALICE)
 
 
 @pytest.mark.slow

@@ -19,21 +19,21 @@ import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from support.database import due, plan, record
 
 from newsletter.bounces.kinds import Kind
 from newsletter.bounces.policy import Policy, Verdict
 from newsletter.bounces.verp import make_tag, read_tag
 from newsletter.cli.main import cli
+from newsletter.config.settings import BouncesSettings, load_settings
+from newsletter.database import Database, open_database
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory
 from newsletter.models import DeliveryStatus, Subscriber
-from newsletter.outbox import Outbox, open_outbox
-from newsletter.render import render_issue
-from newsletter.settings import BouncesSettings, load_settings
+from newsletter.rendering.render import render_issue
 from newsletter.webhooks.common import Event, RefusedError, apply_events
 from newsletter.webhooks.resend import Resend
 from newsletter.webhooks.sendgrid import SendGrid
-from support.outbox import due, plan, record
 from support.site import ALICE, SECRET, RunningService, running_service
 
 # The notes' verified vectors (sendgrid-python's tests; docs.svix.com), reproduced as-is.
@@ -70,11 +70,11 @@ def service(project: Path) -> Iterator[RunningService]:
         yield running
 
 
-def sent_to(outbox: Outbox, address: str = ALICE) -> int:
+def sent_to(database: Database, address: str = ALICE) -> int:
     """Issue 14 sent to `address` on main: its row id."""
-    plan(outbox, 14, "main", [address], {address: "<14.alice@news.example.org>"})
-    row = due(outbox, 14, "main")[0]
-    record(outbox, row.id, DeliveryStatus.SENT, code=250, reply="ok")
+    plan(database, 14, "main", [address], {address: "<14.alice@news.example.org>"})
+    row = due(database, 14, "main")[0]
+    record(database, row.id, DeliveryStatus.SENT, code=250, reply="ok")
     return row.id
 
 
@@ -140,16 +140,16 @@ def svix_headers(body: bytes, ident: str, stamp: int | None = None) -> dict[str,
 
 def stored(service: RunningService) -> tuple[list[tuple[str, str, str]], list[tuple[str, ...]]]:
     """The suppressions and the recorded bounce reports (kind, source) in the site's outbox."""
-    with open_outbox(service.settings.outbox_target) as outbox:
-        found = outbox.suppressions.get("main", ALICE)
+    with open_database(service.settings.database_target) as database:
+        found = database.suppressions.get("main", ALICE)
         supp = [(found.list, found.address, found.source)] if found else []
-        reports = outbox.backend.fetch("SELECT report, kind, source FROM bounce_reports")
+        reports = database.backend.fetch("SELECT report, kind, source FROM bounce_reports")
     return supp, [tuple(r) for r in reports]
 
 
 def tag_for_alice(service: RunningService) -> str:
-    with open_outbox(service.settings.outbox_target) as outbox:
-        return make_tag(SECRET.encode(), sent_to(outbox))
+    with open_database(service.settings.database_target) as database:
+        return make_tag(SECRET.encode(), sent_to(database))
 
 
 def test_the_notes_vectors_verify_and_fail_when_changed() -> None:
@@ -255,28 +255,28 @@ def test_an_unconfigured_provider_is_not_found_and_a_big_batch_fits(
     assert answer.status_code == 413
 
 
-def test_events_apply_once_on_each_backend(outbox: Outbox) -> None:
+def test_events_apply_once_on_each_backend(database: Database) -> None:
     """The seen-id table and the policy on SQLite and on PostgreSQL: a soft bounce is recorded
     (not suppressed: one alone), its repeat is not; an untagged event matches nothing."""
-    tag = make_tag(SECRET.encode(), sent_to(outbox))
-    policy = Policy(outbox, BouncesSettings(), [SECRET.encode()])
+    tag = make_tag(SECRET.encode(), sent_to(database))
+    policy = Policy(database, BouncesSettings(), [SECRET.encode()])
     soft = Event("sendgrid", "ev-1", Kind.SOFT, ALICE, tag=tag, status="4.2.2")
     untagged = Event("sendgrid", "ev-2", Kind.HARD, ALICE)
-    first = apply_events(outbox, policy, [soft, untagged], time.time())
+    first = apply_events(database, policy, [soft, untagged], time.time())
     assert [d.verdict for d in first] == [Verdict.SOFT, Verdict.UNMATCHED]
-    again = apply_events(outbox, policy, [soft, untagged], time.time())
+    again = apply_events(database, policy, [soft, untagged], time.time())
     assert [d.verdict for d in again] == [Verdict.REPEATED, Verdict.REPEATED]
-    assert outbox.suppressions.get("main", ALICE) is None
-    assert outbox.bounces.counts(14, "main").get(Kind.SOFT, 0) == 1
+    assert database.suppressions.get("main", ALICE) is None
+    assert database.bounces.counts(14, "main").get(Kind.SOFT, 0) == 1
     # Our Message-ID alone proves nothing (anyone who saw the message can quote it): held for
     # review, as a mailed report matched only by Message-ID is, and nobody suppressed.
     quoted = Event("mailgun", "ev-3", Kind.HARD, ALICE, message_id="<14.alice@news.example.org>")
-    (held,) = apply_events(outbox, policy, [quoted], time.time())
+    (held,) = apply_events(database, policy, [quoted], time.time())
     assert held.verdict is Verdict.HELD
-    assert outbox.suppressions.get("main", ALICE) is None
-    assert [h.report for h in outbox.bounces.held()] == ["mailgun:ev-3"]
+    assert database.suppressions.get("main", ALICE) is None
+    assert [h.report for h in database.bounces.held()] == ["mailgun:ev-3"]
     # Pruned by age: ids seen long ago go (a replay that old fails its timestamp).
-    assert outbox.webhook_events.prune(time.time() + 1) == 3
+    assert database.webhook_events.prune(time.time() + 1) == 3
 
 
 def test_a_malformed_key_stops_serve_with_the_variable_named(project: Path) -> None:

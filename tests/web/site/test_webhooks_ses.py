@@ -17,11 +17,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
+from support.database import due, plan, record
 
 from newsletter.bounces.verp import make_tag
+from newsletter.database import Database, open_database
 from newsletter.models import DeliveryStatus
-from newsletter.outbox import Outbox, open_outbox
-from support.outbox import due, plan, record
 from support.site import ALICE, SECRET, RunningService, running_service
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:newsletter-bounces"
@@ -143,22 +143,22 @@ def post(service: RunningService, body: bytes, kind: str = "Notification") -> ht
     return httpx.post(f"{service.url}/webhooks/ses", content=body, headers=headers)
 
 
-def sent_to(outbox: Outbox) -> int:
-    plan(outbox, 14, "main", [ALICE], {ALICE: "<14.alice@news.example.org>"})
-    row = due(outbox, 14, "main")[0]
-    record(outbox, row.id, DeliveryStatus.SENT, code=250, reply="ok")
+def sent_to(database: Database) -> int:
+    plan(database, 14, "main", [ALICE], {ALICE: "<14.alice@news.example.org>"})
+    row = due(database, 14, "main")[0]
+    record(database, row.id, DeliveryStatus.SENT, code=250, reply="ok")
     return row.id
 
 
 def tag_and_state(service: RunningService) -> str:
-    with open_outbox(service.settings.outbox_target) as outbox:
-        return make_tag(SECRET.encode(), sent_to(outbox))
+    with open_database(service.settings.database_target) as database:
+        return make_tag(SECRET.encode(), sent_to(database))
 
 
 def stored(service: RunningService) -> tuple[list[str], list[tuple[str, ...]]]:
-    with open_outbox(service.settings.outbox_target) as outbox:
-        found = outbox.suppressions.get("main", ALICE)
-        reports = outbox.backend.fetch("SELECT report, kind, source FROM bounce_reports")
+    with open_database(service.settings.database_target) as database:
+        found = database.suppressions.get("main", ALICE)
+        reports = database.backend.fetch("SELECT report, kind, source FROM bounce_reports")
     return ([found.source] if found else []), [tuple(r) for r in reports]
 
 

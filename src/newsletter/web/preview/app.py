@@ -26,7 +26,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from newsletter.settings import ServeSettings
+from newsletter.config.settings import ServeSettings
 from newsletter.web.listen import LOOPBACK_NAMES, is_loopback
 from newsletter.web.preview.pages import UI_DIR, Pages
 from newsletter.web.preview.sequencepages import SequencePages

@@ -26,13 +26,15 @@ from starlette.responses import (
     StreamingResponse,
 )
 
+from newsletter.checks.spamscore import SpamResult, score_message_async, spam_findings
 from newsletter.clicks.gather import gather_report, unsent_report
 from newsletter.clicks.page import render_html
-from newsletter.clip import GMAIL_CLIP, KB
+from newsletter.database import database_exists, open_project_database
 from newsletter.errors import IssueNotFoundError, NewsletterError, display_path
 from newsletter.fields import IMAGE_TYPES
-from newsletter.outbox import open_project_outbox, outbox_exists
 from newsletter.preflight.background import BackgroundChecks, BackgroundRuns
+from newsletter.rendering.clip import GMAIL_CLIP, KB
+from newsletter.rendering.templatecache import page_environment
 from newsletter.send.mailbox import (
     LISTED_LIMIT,
     captured_messages,
@@ -40,8 +42,6 @@ from newsletter.send.mailbox import (
     count_captured,
     read_captured,
 )
-from newsletter.spamscore import SpamResult, score_message_async, spam_findings
-from newsletter.templatecache import page_environment
 from newsletter.web.listen import NO_STORE
 from newsletter.web.preview.received import (
     READ_LIMIT,
@@ -274,11 +274,11 @@ class Pages:
         issue, list_name = view.issue, self.workspace.list_name
 
         def read() -> str:
-            if not outbox_exists(settings.outbox_target):
+            if not database_exists(settings.database_target):
                 made = unsent_report(settings, issue, list_name)
             else:
-                with open_project_outbox(settings) as outbox:
-                    made = gather_report(outbox, settings, issue, list_name)
+                with open_project_database(settings) as database:
+                    made = gather_report(database, settings, issue, list_name)
             return render_html(made, language=settings.newsletter.language)
 
         try:

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import watchfiles
 
-from newsletter.checks import Finding, Silenced
+from newsletter.checks.lint import Finding, Silenced
+from newsletter.config.settings import DEFAULT_LIST, Settings, load_settings
 from newsletter.draft import review
 from newsletter.errors import NewsletterError
 from newsletter.issues import issue_number_of, issue_path, list_issue_numbers
 from newsletter.issues.sequencefiles import FOLDER
 from newsletter.models import Issue, RenderedEmail
-from newsletter.settings import DEFAULT_LIST, Settings, load_settings
 
 logger = logging.getLogger(__name__)
 # Wait this long for a burst of file events to settle: long enough to see an editor's

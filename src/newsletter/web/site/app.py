@@ -41,19 +41,19 @@ from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from newsletter import links
+from newsletter.config.settings import Settings
+from newsletter.database import Database, Suppression, database_exists
 from newsletter.draft import sent_dates
 from newsletter.errors import IssueNotFoundError, NewsletterError, TokenError
 from newsletter.i18n import PAGES, strings_for
 from newsletter.mail.tokens import SigningKey, health_proof, verify
-from newsletter.outbox import Outbox, Suppression, outbox_exists
-from newsletter.settings import Settings
 from newsletter.signup.intake import READER_SOURCES
 from newsletter.web.listen import LOOPBACK_NAMES, NO_STORE
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.clickwriter import ClickWriter
 from newsletter.web.site.clientip import trusted_networks
 from newsletter.web.site.confirm import LinkPages
-from newsletter.web.site.connection import OutboxThread
+from newsletter.web.site.connection import DatabaseThread
 from newsletter.web.site.feed import MEDIA_TYPE as FEED_MEDIA_TYPE
 from newsletter.web.site.guard import MAX_BODY, Guard, error_log
 from newsletter.web.site.hooks import Webhooks
@@ -96,17 +96,17 @@ class Service:
         self,
         settings: Settings,
         keys: Sequence[bytes],
-        outbox: OutboxThread,
+        database: DatabaseThread,
         defences: Defences,
         clicks: ClickWriter | None = None,
     ) -> None:
         self.settings = settings
         self.keys = keys
-        self.outbox = outbox
+        self.database = database
         self.defences = defences  # the signup's: its consent ledger notes unsubscribes too
         self.archive = Archive(settings, self._sent_dates)
-        self.clicks = clicks or ClickWriter(outbox)
-        self.redirects = Redirects(settings, keys, outbox, self.archive, self.clicks)
+        self.clicks = clicks or ClickWriter(database)
+        self.redirects = Redirects(settings, keys, database, self.archive, self.clicks)
 
     def page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         """A page about one reader (or an error): never kept by a cache on the way."""
@@ -147,7 +147,9 @@ class Service:
 
     async def confirm(self, request: Request) -> Response:
         target = self._target(request)
-        found = await self._outbox(lambda ob: ob.suppressions.get(target.list_name, target.address))
+        found = await self._database(
+            lambda ob: ob.suppressions.get(target.list_name, target.address)
+        )
         if found is not None:
             return self._done(request, target, found)
         # No form action: the browser posts back to this very URL, whatever proxy path it has.
@@ -166,7 +168,7 @@ class Service:
 
         asker = self.defences.asker(request, f"/unsubscribe ({source})")
 
-        def record(ob: Outbox) -> tuple[bool, Suppression | None]:
+        def record(ob: Database) -> tuple[bool, Suppression | None]:
             if self.defences.intake.forgotten(ob.backend, target.address):
                 # Erased on request: never mailed again, and a forwarded issue or a cached
                 # one-click URL must not write the address back (no suppression, no event).
@@ -178,7 +180,7 @@ class Service:
                 )
             return added, ob.suppressions.get(target.list_name, target.address)
 
-        added, found = await self._outbox(record)
+        added, found = await self._database(record)
         request.state.event = "unsubscribed" if added else "already-unsubscribed"
         request.state.list = target.list_name
         if _wants_html(request):
@@ -191,7 +193,7 @@ class Service:
 
         asker = self.defences.asker(request, "/resubscribe")
 
-        def undo(ob: Outbox) -> bool:
+        def undo(ob: Database) -> bool:
             if self.defences.intake.forgotten(ob.backend, target.address):
                 return True  # erased on request: refused, and nothing written
             if ob.suppressions.remove(target.list_name, target.address, sources=READER_SOURCES):
@@ -201,7 +203,7 @@ class Service:
             return ob.suppressions.contains(target.list_name, target.address)
 
         request.state.list = target.list_name
-        if await self._outbox(undo):
+        if await self._database(undo):
             request.state.event = "resubscribe-refused"
             text = strings_for(PAGES, self.settings.newsletter.language)
             return self.page(
@@ -246,15 +248,15 @@ class Service:
         label = mailing_list.name or self.settings.newsletter.name
         return Target(list_name, address, label)
 
-    async def _outbox(self, action: Callable[[Outbox], T]) -> T:
-        return await self.outbox.run(action)
+    async def _database(self, action: Callable[[Database], T]) -> T:
+        return await self.database.run(action)
 
     def _sent_dates(self, include_staging: bool) -> dict[int, dt.date]:
         """For the archive (on a request's worker thread): read on the kept connection."""
-        if not outbox_exists(self.settings.outbox_target):
+        if not database_exists(self.settings.database_target):
             return {}  # nothing sent yet, and a page view creates no log
-        return self.outbox.call(
-            lambda ob: sent_dates(self.settings, include_staging=include_staging, outbox=ob)
+        return self.database.call(
+            lambda ob: sent_dates(self.settings, include_staging=include_staging, database=ob)
         )
 
     async def http_error(self, request: Request, exc: Exception) -> Response:
@@ -309,7 +311,7 @@ def create_app(
     *,
     previous: Sequence[bytes] = (),
     body_timeout: float | None = None,
-    outbox: OutboxThread | None = None,
+    database: DatabaseThread | None = None,
     clicks: ClickWriter | None = None,
     fetch: Fetch = fetch_https,
 ) -> Guard:
@@ -319,17 +321,17 @@ def create_app(
     must have arrived `body_timeout` seconds after its head (default: [serve] timeout);
     `clicks` writes the click events (the caller flushes it; by default the app's own);
     `fetch` gets the SNS certificates and confirmation URLs for SES's webhook (a test's own)."""
-    outbox = outbox or OutboxThread(settings.outbox_target, settings.outbox.durability)
+    database = database or DatabaseThread(settings.database_target, settings.outbox.durability)
     keys = (secret, *previous)
     signing = SigningKey(secret, ephemeral=False, previous=tuple(previous))
-    defences = Defences(settings, signing, outbox)
-    service = Service(settings, keys, outbox, defences, clicks)
+    defences = Defences(settings, signing, database)
+    service = Service(settings, keys, database, defences, clicks)
     app = Starlette(
         routes=[
             *SignupPages(settings, defences).routes(),
             *LinkPages(settings, keys, defences).routes(),
             *PreferencePages(settings, keys, defences).routes(),
-            *Webhooks(settings, keys, outbox, fetch).routes(),
+            *Webhooks(settings, keys, database, fetch).routes(),
             Route(links.INDEX_PATH, service.index),
             Route(links.ISSUE_PATH, service.issue),
             Route(links.ISSUE_PATH + "/", service.issue),

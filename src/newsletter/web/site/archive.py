@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from newsletter.config.settings import Settings
 from newsletter.draft import published_issues, sent_dates
 from newsletter.errors import NewsletterError
 from newsletter.fields import IMAGE_TYPES
@@ -25,8 +26,7 @@ from newsletter.i18n import PAGES, strings_for
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
 from newsletter.links import how_to_unsubscribe_url, issue_url
 from newsletter.models import Issue, Placeholder
-from newsletter.render import dated, render_issue
-from newsletter.settings import Settings
+from newsletter.rendering.render import dated, render_issue
 from newsletter.web.site.deadlinks import mark_dead_links
 from newsletter.web.site.feed import FEED_ENTRIES, FeedEntry, add_link_tag, atom_feed
 from newsletter.web.site.guard import error_log

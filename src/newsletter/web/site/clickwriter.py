@@ -16,9 +16,9 @@ import contextlib
 import time
 from collections import deque
 
+from newsletter.database.clicks import StoredClick
 from newsletter.errors import NewsletterError
-from newsletter.outbox.clicks import StoredClick
-from newsletter.web.site.connection import OutboxThread
+from newsletter.web.site.connection import DatabaseThread
 from newsletter.web.site.guard import error_log
 
 BATCH = 500
@@ -30,13 +30,13 @@ _WARN_EVERY = 60.0  # seconds between two warnings of dropped events
 class ClickWriter:
     def __init__(
         self,
-        outbox: OutboxThread,
+        database: DatabaseThread,
         *,
         batch: int = BATCH,
         interval: float = INTERVAL,
         capacity: int = CAPACITY,
     ) -> None:
-        self.outbox = outbox
+        self.database = database
         self.batch = batch
         self.interval = interval
         self.capacity = capacity
@@ -69,7 +69,7 @@ class ClickWriter:
 
     async def _write(self, batch: list[StoredClick]) -> None:
         try:
-            await self.outbox.run(lambda outbox: outbox.clicks.add(batch))
+            await self.database.run(lambda database: database.clicks.add(batch))
         except NewsletterError as exc:
             self._drop(len(batch), f"the outbox refused them: {exc.message}")
         else:
@@ -90,7 +90,7 @@ class ClickWriter:
         if not batch:
             return
         try:
-            self.outbox.call(lambda outbox: outbox.clicks.add(batch))
+            self.database.call(lambda database: database.clicks.add(batch))
         except NewsletterError as exc:
             self._drop(len(batch), f"the outbox refused them: {exc.message}")
 

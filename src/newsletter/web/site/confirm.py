@@ -26,11 +26,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from newsletter.config.settings import Settings
 from newsletter.errors import LinkExpiredError, TokenError
 from newsletter.i18n import PAGES, strings_for
 from newsletter.links import CONFIRM_PATH, MOVE_PATH, signup_url
 from newsletter.mail.tokens import LinkTarget, Purpose, verify_link
-from newsletter.settings import Settings
 from newsletter.signup.intake import Confirmation
 from newsletter.signup.preferences import move
 from newsletter.web.listen import NO_STORE
@@ -74,7 +74,7 @@ class LinkPages:
             return target
         asker = self.defences.asker(request, "/confirm")
         intake = self.defences.intake
-        done = await self.defences.outbox.run(lambda ob: intake.confirm(ob, target, asker))
+        done = await self.defences.database.run(lambda ob: intake.confirm(ob, target, asker))
         request.state.event = f"confirm:{done}"
         request.state.list = target.list_name
         if done is Confirmation.STALE:
@@ -104,7 +104,7 @@ class LinkPages:
             return target
         asker = self.defences.asker(request, "/move")
         intake = self.defences.intake
-        moved = await self.defences.outbox.run(lambda ob: move(intake, ob, target, asker))
+        moved = await self.defences.database.run(lambda ob: move(intake, ob, target, asker))
         if moved is None:  # used once already: a change link moves the address once
             request.state.event = "move:stale"
             return self._problem(409, "link_used_title", "link_used_lead")

@@ -21,27 +21,27 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from newsletter.outbox import Durability, Outbox, open_outbox
+from newsletter.database import Database, Durability, open_database
 
 T = TypeVar("T")
 
 
-class OutboxThread:
+class DatabaseThread:
     """The outbox at `target`, opened on first use and reopened after a lost connection."""
 
     def __init__(self, target: Path | str, durability: Durability = "process") -> None:
         self._target = target
         self._durability: Durability = durability
-        self._outbox: Outbox | None = None
+        self._database: Database | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox")
         # An app dropped without close() (a test's) must not leave its thread behind.
         weakref.finalize(self, self._thread.shutdown, wait=False)
 
-    async def run(self, action: Callable[[Outbox], T]) -> T:
+    async def run(self, action: Callable[[Database], T]) -> T:
         """`action` on the connection, on its thread; what it returns or raises."""
         return await asyncio.wrap_future(self._thread.submit(self._call, action))
 
-    def call(self, action: Callable[[Outbox], T]) -> T:
+    def call(self, action: Callable[[Database], T]) -> T:
         """`run` for a caller on another thread that may block (never the outbox's own)."""
         return self._thread.submit(self._call, action).result()
 
@@ -53,24 +53,24 @@ class OutboxThread:
         self._thread.submit(self._drop).result()
         self._thread.shutdown()
 
-    def _call(self, action: Callable[[Outbox], T]) -> T:
-        outbox = self._open()
+    def _call(self, action: Callable[[Database], T]) -> T:
+        database = self._open()
         try:
-            return action(outbox)
+            return action(database)
         except Exception:
-            if not outbox.broken:
+            if not database.broken:
                 raise
         # The connection was lost, not the action at fault: once more, on a new one.
         self._drop()
         return action(self._open())
 
-    def _open(self) -> Outbox:
-        if self._outbox is None:
-            self._outbox = open_outbox(self._target, durability=self._durability)
-        return self._outbox
+    def _open(self) -> Database:
+        if self._database is None:
+            self._database = open_database(self._target, durability=self._durability)
+        return self._database
 
     def _drop(self) -> None:
-        outbox, self._outbox = self._outbox, None
-        if outbox is not None:
+        database, self._database = self._database, None
+        if database is not None:
             with contextlib.suppress(Exception):  # a lost connection may fail to close
-                outbox.close()
+                database.close()

@@ -20,12 +20,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+from newsletter.config.settings import Settings
 from newsletter.content import inline_html
 from newsletter.i18n import PAGES, strings_for
 from newsletter.links import feed_url, issue_url
 from newsletter.models import Issue
-from newsletter.render import image_url, item_number, numbering_style, preheader_for, section_number
-from newsletter.settings import Settings
+from newsletter.rendering.render import (
+    image_url,
+    item_number,
+    numbering_style,
+    preheader_for,
+    section_number,
+)
 from newsletter.web.site.deadlinks import mark_dead_links
 from newsletter.web.site.pages import render_page
 

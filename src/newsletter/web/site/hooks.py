@@ -22,12 +22,12 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from newsletter.bounces.policy import Policy
+from newsletter.config.settings import Settings
+from newsletter.database import Database
 from newsletter.errors import ConfigError
 from newsletter.links import WEBHOOK_PATH
-from newsletter.outbox import Outbox
-from newsletter.settings import Settings
 from newsletter.web.listen import NO_STORE
-from newsletter.web.site.connection import OutboxThread
+from newsletter.web.site.connection import DatabaseThread
 from newsletter.webhooks.common import Event, RefusedError, apply_events
 from newsletter.webhooks.mailgun import Mailgun
 from newsletter.webhooks.postmark import Postmark
@@ -74,12 +74,12 @@ class Webhooks:
         self,
         settings: Settings,
         keys: Sequence[bytes],
-        outbox: OutboxThread,
+        database: DatabaseThread,
         fetch: Fetch = fetch_https,
     ) -> None:
         self.settings = settings
         self.keys = tuple(keys)
-        self.outbox = outbox
+        self.database = database
         self.readers = readers_for(settings, fetch)
 
     def routes(self) -> list[Route]:
@@ -100,11 +100,11 @@ class Webhooks:
             request.state.event = "webhook-refused"
             return PlainTextResponse("refused\n", exc.status, headers=NO_STORE)
 
-        def apply(ob: Outbox) -> list[str]:
+        def apply(ob: Database) -> list[str]:
             policy = Policy(ob, self.settings.bounces, self.keys)
             return [d.verdict.value for d in apply_events(ob, policy, events, now)]
 
-        verdicts = await self.outbox.run(apply)
+        verdicts = await self.database.run(apply)
         for event, verdict in zip(events, verdicts, strict=False):
             # The event id, never the address: the log is read by more people than the outbox.
             log.info("webhook %s event %s: %s, %s", provider, event.event_id, event.kind, verdict)

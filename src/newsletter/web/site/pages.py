@@ -16,10 +16,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from newsletter.config.settings import Settings
 from newsletter.i18n import PAGES, has_strings, strings_for
 from newsletter.links import feed_url, signup_url
-from newsletter.settings import Settings
-from newsletter.templatecache import page_environment
+from newsletter.rendering.templatecache import page_environment
 
 UI_DIR = Path(__file__).resolve().parent / "templates"
 

@@ -23,12 +23,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from newsletter.config.settings import Settings
+from newsletter.database import Database
 from newsletter.errors import TokenError
 from newsletter.i18n import PAGES, strings_for
 from newsletter.links import PREFERENCES_PATH
 from newsletter.mail.tokens import verify
-from newsletter.outbox import Outbox
-from newsletter.settings import Settings
 from newsletter.signup.preferences import choose, current, offered, request_move
 from newsletter.web.listen import NO_STORE
 from newsletter.web.site.pages import render_page
@@ -52,7 +52,7 @@ class PreferencePages:
 
     async def page(self, request: Request) -> Response:
         list_name, key = self._target(request)
-        shown = await self.defences.outbox.run(
+        shown = await self.defences.database.run(
             lambda ob: current(self.defences.intake, ob, list_name, key)
         )
         return self._page(shown)
@@ -88,10 +88,10 @@ class PreferencePages:
         asker = self.defences.asker(request, "/preferences")
         intake = self.defences.intake
 
-        def apply(ob: Outbox) -> list[Any]:
+        def apply(ob: Database) -> list[Any]:
             return choose(intake, ob, list_name, key, wanted, asker)
 
-        shown = await self.defences.outbox.run(apply)
+        shown = await self.defences.database.run(apply)
         request.state.event = "preferences:lists"
         return self._page(shown, note=self.words["prefs_saved"])
 
@@ -115,20 +115,20 @@ class PreferencePages:
                 if checked.verdict is AnswerKind.TRY_AGAIN
                 else self.words["bad_address_lead"].format(reason=checked.reason)
             )
-            shown = await self.defences.outbox.run(
+            shown = await self.defences.database.run(
                 lambda ob: current(self.defences.intake, ob, list_name, key)
             )
             return self._page(shown, problem=problem, status=400)
         asker = self.defences.asker(request, "/preferences")
         intake = self.defences.intake
-        what = await self.defences.outbox.run(
+        what = await self.defences.database.run(
             lambda ob: request_move(intake, ob, list_name, key, checked.address, asker)
         )
         request.state.event = f"preferences:move:{what}"
         return await self._after_move(list_name, key)
 
     async def _after_move(self, list_name: str, key: str) -> Response:
-        shown = await self.defences.outbox.run(
+        shown = await self.defences.database.run(
             lambda ob: current(self.defences.intake, ob, list_name, key)
         )
         return self._page(shown, note=self.words["prefs_change_sent"])

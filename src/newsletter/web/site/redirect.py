@@ -33,18 +33,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from newsletter.clicks.events import click_event, ip_key
+from newsletter.config.settings import Settings, TrackingMode
+from newsletter.database import Database
+from newsletter.database.clicks import ClickRecord, StoredClick
 from newsletter.errors import NewsletterError, TokenError
 from newsletter.links import issue_url
 from newsletter.mail.clicktokens import ClickTarget, verify_click
 from newsletter.mail.tracking import PROBE_ROW
-from newsletter.outbox import Outbox
-from newsletter.outbox.clicks import ClickRecord, StoredClick
-from newsletter.places import Place, Region, link_at
-from newsletter.settings import Settings, TrackingMode
+from newsletter.rendering.places import Place, Region, link_at
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.clickwriter import ClickWriter
 from newsletter.web.site.clientip import scope_client_ip, trusted_networks
-from newsletter.web.site.connection import OutboxThread
+from newsletter.web.site.connection import DatabaseThread
 from newsletter.web.site.guard import EXTERNAL_LOCATION, error_log
 
 # Every method: a scanner's HEAD or OPTIONS is an event too, and gets the same answer.
@@ -79,13 +79,13 @@ class Redirects:
         self,
         settings: Settings,
         keys: Sequence[bytes],
-        outbox: OutboxThread,
+        database: DatabaseThread,
         archive: Archive,
         writer: ClickWriter,
     ) -> None:
         self.settings = settings
         self.keys = keys
-        self.outbox = outbox
+        self.database = database
         self.archive = archive
         self.writer = writer
         self._ip_key = ip_key(keys[0])
@@ -102,7 +102,7 @@ class Redirects:
             raise HTTPException(404) from None
         at = time.time()
         try:
-            found = await self.outbox.run(lambda outbox: self._resolve(outbox, target))
+            found = await self.database.run(lambda database: self._resolve(database, target))
         except NewsletterError as exc:
             # The outbox out of reach: the reader is sent on all the same.
             error_log.error("a click could not be looked up: %s", exc.message)
@@ -114,29 +114,29 @@ class Redirects:
             status_code=302, headers={"location": url, EXTERNAL_LOCATION: "1", **_HEADERS}
         )
 
-    def _resolve(self, outbox: Outbox, target: ClickTarget) -> Resolved:
+    def _resolve(self, database: Database, target: ClickTarget) -> Resolved:
         """On the outbox thread: the row's list and delivery (per-reader), the send's links."""
         if target.row is None or target.row == PROBE_ROW:
             list_name = target.list_name
             if not list_name:
                 return Resolved(list_name, None)
-            send = self._send_links(outbox, target.issue, list_name)
+            send = self._send_links(database, target.issue, list_name)
             return Resolved(list_name, send.links, mode=send.mode)
-        row = outbox.clicks.delivery(target.row)
+        row = database.clicks.delivery(target.row)
         if row is None or row[0] != target.issue:
             return Resolved(None, None)  # a forgotten reader's row: nothing of theirs is kept
         _, list_name, sent_at = row
-        send = self._send_links(outbox, target.issue, list_name)
+        send = self._send_links(database, target.issue, list_name)
         return Resolved(list_name, send.links, target.row, _epoch(sent_at), send.mode)
 
-    def _send_links(self, outbox: Outbox, issue: int, list_name: str) -> SendLinks:
+    def _send_links(self, database: Database, issue: int, list_name: str) -> SendLinks:
         key = (issue, list_name)
         cached = self._links.get(key)
         now = time.monotonic()
         if cached is not None and now - cached[0] < LINKS_TTL:
             self._links.move_to_end(key)
             return cached[1]
-        tracked = outbox.sent_links.tracked(issue, list_name)
+        tracked = database.sent_links.tracked(issue, list_name)
         if tracked is None:
             # Not kept: a send may record its links a moment later (check --online asks
             # before a send), and its clicks must not follow this answer for LINKS_TTL.

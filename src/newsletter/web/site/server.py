@@ -19,11 +19,11 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp
 
+from newsletter.config.settings import ServeSettings, Settings
 from newsletter.mail.tokens import signing_key
-from newsletter.settings import ServeSettings, Settings
 from newsletter.web.site.app import create_app
 from newsletter.web.site.clickwriter import ClickWriter
-from newsletter.web.site.connection import OutboxThread
+from newsletter.web.site.connection import DatabaseThread
 from newsletter.web.site.deadlines import deadline_protocol, fit_descriptors
 from newsletter.web.site.guard import error_log
 
@@ -56,8 +56,8 @@ def server_config(app: ASGIApp, serve: ServeSettings, **overrides: Any) -> uvico
 def serve(settings: Settings, sock: socket.socket) -> None:
     """Serve on the listening `sock` until SIGINT/SIGTERM; NEWSLETTER_SECRET must be set."""
     key = signing_key(settings, allow_ephemeral=False)
-    outbox = OutboxThread(settings.outbox_target, settings.outbox.durability)
-    outbox.open()
+    database = DatabaseThread(settings.database_target, settings.outbox.durability)
+    database.open()
     # The access log (JSON lines) and our errors (with tracebacks) go to stderr: journald or
     # the container runtime adds the time and keeps them.
     ours = logging.getLogger("newsletter")
@@ -67,8 +67,8 @@ def serve(settings: Settings, sock: socket.socket) -> None:
         ours.addHandler(handler)
         ours.setLevel(logging.INFO)
         ours.propagate = False
-    clicks = ClickWriter(outbox)
-    app = create_app(settings, key.secret, previous=key.previous, outbox=outbox, clicks=clicks)
+    clicks = ClickWriter(database)
+    app = create_app(settings, key.secret, previous=key.previous, database=database, clicks=clicks)
     limits = settings.serve
     room = fit_descriptors(limits.max_connections)
     if room < limits.max_connections:
@@ -89,4 +89,4 @@ def serve(settings: Settings, sock: socket.socket) -> None:
     finally:
         signal.signal(signal.SIGTERM, previous)
         clicks.flush_from_thread()  # the events of the last moments, before the connection goes
-        outbox.close()
+        database.close()

@@ -36,10 +36,10 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from newsletter import links
+from newsletter.config.settings import Settings
 from newsletter.i18n import PAGES, strings_for
 from newsletter.links import signup_url
 from newsletter.mail.tokens import SigningKey
-from newsletter.settings import Settings
 from newsletter.signup.challenge import ProofOfWork
 from newsletter.signup.domains import DomainCheck
 from newsletter.signup.form import MAX_FIELDS, FormRefusal, FormVerdict, Signup, read_signup
@@ -48,7 +48,7 @@ from newsletter.signup.intake import Request as Asker
 from newsletter.signup.limits import RequestLimiter
 from newsletter.web.listen import NO_STORE
 from newsletter.web.site.clientip import scope_client_ip, trusted_networks
-from newsletter.web.site.connection import OutboxThread
+from newsletter.web.site.connection import DatabaseThread
 from newsletter.web.site.pages import render_page
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -84,10 +84,10 @@ Fields = Callable[[Request], Awaitable[list[tuple[str, Any]]]]
 class Defences:
     """The signup's defences, one set per process (the limits and replays live in memory)."""
 
-    def __init__(self, settings: Settings, key: SigningKey, outbox: OutboxThread) -> None:
+    def __init__(self, settings: Settings, key: SigningKey, database: DatabaseThread) -> None:
         config = settings.signup
         self.settings = settings
-        self.outbox = outbox
+        self.database = database
         self.limits = RequestLimiter(
             per_client_per_minute=config.per_client_per_minute,
             per_client_burst=config.per_client_burst,
@@ -158,7 +158,7 @@ class Defences:
         if isinstance(checked, Answer):
             return checked
         asker = self.asker(request, source)
-        what = await self.outbox.run(lambda ob: self.intake.enrol(ob, checked, asker))
+        what = await self.database.run(lambda ob: self.intake.enrol(ob, checked, asker))
         return Answer(AnswerKind.ACCEPTED, detail=what.value)
 
 
