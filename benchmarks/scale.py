@@ -15,7 +15,7 @@ Postfix's smtp-sink on loopback, with a fresh outbox:
 3. 10,000 recipients on one PostgreSQL outbox (a throwaway cluster, as the tests start it): one
    worker, then two workers started together (4 sessions each; the time is from the first start
    to the last exit), and SQLite beside them.
-4. Outbox bytes on disk per recipient for both backends (after the sends above).
+4. Database bytes on disk per recipient for both backends (after the sends above).
 
 Run: `python benchmarks/scale.py [--large N]` (needs the Debian packages postfix and postgresql).
 """

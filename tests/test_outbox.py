@@ -1,4 +1,4 @@
-"""outbox.Outbox on both backends (a SQLite file, a real PostgreSQL server): its states, crash
+"""outbox.Database on both backends (a SQLite file, a real PostgreSQL server): its states, crash
 recovery, suppressions and schema migrations."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from types import SimpleNamespace
 
 import psycopg
 import pytest
-from support.database import due, mark_sending, plan, record
 
 from newsletter.database import EDITOR_SOURCE, Database, open_database, schema
 from newsletter.database import sqlite as sqlite_backend
 from newsletter.errors import DatabaseError
 from newsletter.models import DeliveryStatus as S
+from support.database import due, mark_sending, plan, record
 
 
 def test_one_row_per_recipient(database: Database) -> None:

@@ -657,7 +657,7 @@ class Settings(SettingsTable):
     @property
     def database_target(self) -> Path | str:
         """Where the outbox is: the SQLite file, or the PostgreSQL URL (password included:
-        never print it; Outbox.display, from dburl.redact_url, is the printable form)."""
+        never print it; Database.display, from dburl.redact_url, is the printable form)."""
         url = self.outbox.url
         return url if url.startswith(POSTGRES_SCHEMES) else self.database
 

@@ -1,7 +1,10 @@
-"""The delivery log (the "outbox"): a backend and the stores that write through it.
+"""The project's database: a backend and the stores, one per feature, that write through it.
 
-`open_outbox(target)` opens a SQLite file (a Path) or a PostgreSQL database (a URL) and hands
-out an Outbox: the backend (backend.py; sqlite.py, postgres.py), its schema brought up to date
+It is the delivery log (the "outbox" of `[outbox] url` and `outbox.sqlite3`) and everything
+else the project keeps: readers, consent, clicks, schedules, bounce reports.
+
+`open_database(target)` opens a SQLite file (a Path) or a PostgreSQL database (a URL) and hands
+out a Database: the backend (backend.py; sqlite.py, postgres.py), its schema brought up to date
 (schema.py), and one small store per table family, each a class that takes the backend:
 `deliveries` (the rows), `plans` (the list streamed in), `leases` (workers and their claims),
 `suppressions`, `bounces` (reports and the ones held for review); `journal(owner)` starts the
@@ -11,7 +14,7 @@ mailbox), `forgotten` (people erased on request), `site_mail` (the worker's queu
 read: `clicks`, `sent_links` (the links each tracked send carried), `send_figures`. The editor's
 day: `test_sends` (a staging list's tests, one row each), `schedules` (sends booked for later).
 Providers' webhook events: `webhook_events` (each id applied once).
-A store of a later feature is a class of its own over `outbox.backend`, composed here as these are.
+A store of a later feature is a class of its own over `database.backend`, composed here too.
 """
 
 from __future__ import annotations
@@ -71,21 +74,21 @@ __all__ = [
     "UNSUBSCRIBED",
     "Backend",
     "Commit",
+    "Database",
     "Delivery",
     "Durability",
     "Enrolments",
     "Journal",
     "Migration",
-    "Outbox",
     "PlanResult",
     "Planned",
     "PlannedRow",
     "Suppression",
     "Worker",
+    "database_exists",
     "is_postgres",
-    "open_outbox",
-    "open_project_outbox",
-    "outbox_exists",
+    "open_database",
+    "open_project_database",
 ]
 
 

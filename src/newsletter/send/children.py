@@ -12,7 +12,7 @@ the send takes its children with it and leaves no lock and no connection behind.
 
 A child that opens the outbox itself (a worker) must not be forked while the parent has it open:
 SQLite keeps its record of a file's locks and shared memory per process, on the parent's
-descriptors, and a child's new connection would take it over (Outbox.disconnected closes the
+descriptors, and a child's new connection would take it over (Database.disconnected closes the
 parent's connection across the fork).
 """
 
