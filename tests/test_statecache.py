@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -122,6 +123,27 @@ def test_the_user_s_preferences_changed_is_a_new_score(tmp_path: Path, home: Pat
     second = score_message_once(MESSAGE, "f1", state, program=str(program))
     assert isinstance(second, SpamScore)
     assert second.score == 7.0
+
+
+@pytest.mark.slow
+def test_a_second_score_of_the_same_message_does_not_run_spamassassin_again(
+    tmp_path: Path,
+) -> None:
+    """The real SpamAssassin writes beside the user's preferences (Bayes locks, its journal) on
+    every run: that must not count as a change of rules, or no score is ever kept."""
+    real = shutil.which("spamassassin")
+    assert real is not None, "SpamAssassin is part of the test setup (.ci/run installs it)"
+    runs = tmp_path / "runs.log"
+    program = tmp_path / "bin" / "spamassassin"
+    program.parent.mkdir()
+    program.write_text(f'#!/bin/sh\necho run >> "{runs}"\nexec "{real}" "$@"\n')
+    program.chmod(0o755)
+    state = tmp_path / "state"
+    first = score_message_once(MESSAGE, "f1", state, program=str(program))
+    second = score_message_once(MESSAGE, "f1", state, program=str(program))
+    assert isinstance(first, SpamScore)
+    assert second == first
+    assert runs.read_text().splitlines() == ["run"]
 
 
 def test_rules_sa_update_wrote_two_folders_down_are_a_new_score(

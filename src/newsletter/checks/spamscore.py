@@ -45,7 +45,9 @@ RULES = (Path("/etc/spamassassin"), Path("/etc/mail/spamassassin"), Path("/var/l
 RULES_DEPTH = 3  # folders below each of RULES whose files are looked at
 RULES_FILES = 5000  # files looked at in all: a bound on the stat calls, never reached by rules
 # `spamassassin` also reads the user's own preferences (`score RULE 5` there changes a score).
-USER_RULES = Path(".spamassassin")
+# The file, not its folder: SpamAssassin writes its Bayes locks and journal beside it on every
+# run, so the folder's time would make every run a new stamp and no score would ever be kept.
+USER_RULES = Path(".spamassassin") / "user_prefs"
 
 
 @dataclass(frozen=True)
