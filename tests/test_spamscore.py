@@ -33,6 +33,8 @@ from newsletter.rendering.render import render_issue
 from support.images import png
 from support.weeklies import CHINESE, ENGLISH, add_weekly, weekly_settings
 
+pytestmark = pytest.mark.spamassassin  # its projects start with no kept scores
+
 PHONES = Path(__file__).resolve().parent / "data" / "phones"
 # The Generic Test for Unsolicited Bulk Email: every SpamAssassin scores it 1000.
 GTUBE = "XJS*C4JDBQADN1.NSBN3*2IDNEN*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL*C.34X"

@@ -3,8 +3,12 @@ what tests, benchmarks and the screenshot script run `newsletter` against."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+
+from newsletter.checks.spamscore import CACHE_FILE
+from newsletter.state.statefiles import private_folder, write_private
 
 REPO = Path(__file__).resolve().parents[2]
 PROJECT_FILES = (
@@ -16,8 +20,16 @@ PROJECT_FILES = (
 )
 
 
-def copy_project(root: Path) -> Path:
-    """Copy the project files into `root` (made if missing); returns `root`."""
+# SpamAssassin's scores so far in this test process, as its cache file keeps them: a send runs
+# the real SpamAssassin (Perl's start-up, ~0.8 s) once per message, and every later copy of the
+# project starts with the scores it found, as a project does after its first `check`. A test of
+# SpamAssassin itself (marked `spamassassin`) starts with none.
+_SCORES: dict[str, list[object]] = {}
+
+
+def copy_project(root: Path, *, kept_scores: bool = True) -> Path:
+    """Copy the project files into `root` (made if missing), with the spam scores this test
+    process has found so far unless `kept_scores` is False; returns `root`."""
     root.mkdir(parents=True, exist_ok=True)
     for name in PROJECT_FILES:
         source = REPO / name
@@ -25,7 +37,21 @@ def copy_project(root: Path) -> Path:
             shutil.copytree(source, root / name)
         else:
             shutil.copy2(source, root / name)
+    if kept_scores and _SCORES:
+        state = private_folder(root / ".newsletter")
+        write_private(state / CACHE_FILE, json.dumps({"version": 1, "entries": _SCORES}))
     return root
+
+
+def keep_scores(root: Path) -> None:
+    """Keep the spam scores a test's sends found in the project at `root` for later copies."""
+    try:
+        found = json.loads((root / ".newsletter" / CACHE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    entries = found.get("entries") if isinstance(found, dict) else None
+    if isinstance(entries, dict):
+        _SCORES.update(entries)
 
 
 def publish_all(root: Path) -> None:
