@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from newsletter.clicks.gather import gather_report
-from newsletter.clicks.report import ClickReport
 from newsletter.config.settings import DEFAULT_LIST, Settings, load_settings
 from newsletter.database import database_exists, open_project_database
 from newsletter.draft import dated_for_sending
@@ -33,6 +32,9 @@ from newsletter.send import pipeline
 from newsletter.send.job import Options
 from newsletter.send.pipeline import Listener, SendOutcome, SendRequest
 from newsletter.subjects.run import SubjectRequest, subject_phase
+
+if TYPE_CHECKING:
+    from newsletter.clicks.report import ClickReport
 
 __all__ = ["Project"]
 
@@ -126,6 +128,9 @@ class Project:
                 f"issue {number} has not been sent: there is no delivery log yet",
                 hint=f"Send it first: `newsletter send --issue {number}`.",
             )
+        # Imported here: the click machinery (tokens, agent rules) is no part of a send's start.
+        from newsletter.clicks.gather import gather_report
+
         issue = self.issue(number)
         with open_project_database(self.settings) as database:
             return gather_report(database, self.settings, issue, list_name)
