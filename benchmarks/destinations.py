@@ -25,13 +25,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the servers in tests/support/
 from aiosmtpd.smtp import SMTP, Envelope, Session  # noqa: E402
-from support.database import Listing, deliver  # noqa: E402
 
 from newsletter.config.settings import SmtpSettings  # noqa: E402
 from newsletter.database import open_database  # noqa: E402
 from newsletter.models import OutgoingMessage, Subscriber  # noqa: E402
 from newsletter.send.job import Job, Options  # noqa: E402
 from newsletter.send.smtp import Pool  # noqa: E402
+from support.database import Listing, deliver  # noqa: E402
 
 DOMAINS = ("a.test", "b.test", "c.test", "d.test")
 THROTTLE = "421 4.7.28 [192.0.2.1] unusual rate of unsolicited mail: temporarily rate limited"

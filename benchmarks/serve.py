@@ -64,7 +64,6 @@ from newsletter.models import DeliveryStatus
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the project copy, the planning helpers
 from support.database import plan, record  # noqa: E402
-
 from support.postgres import start_cluster  # noqa: E402
 from support.project import copy_project, publish_all  # noqa: E402
 

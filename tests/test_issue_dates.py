@@ -8,12 +8,11 @@ import datetime as dt
 import zoneinfo
 from pathlib import Path
 
-from support.database import plan
-
 from newsletter.config.settings import Settings, load_settings
 from newsletter.database import open_project_database
 from newsletter.draft import dated_for_sending, sent_dates
 from newsletter.issues import load_issue
+from support.database import plan
 
 ZONES = ("Pacific/Kiritimati", "Pacific/Pago_Pago")
 

@@ -4,14 +4,13 @@ links each tracked send carried, and the send's figures for the report."""
 
 from __future__ import annotations
 
-from support.database import plan, record
-
 from newsletter.clicks.events import ClickEvent
 from newsletter.database import Database
 from newsletter.database.clicks import ClickRecord, StoredClick
 from newsletter.database.records import BOUNCED, EDITOR_SOURCE
 from newsletter.models import DeliveryStatus as S
 from newsletter.rendering.places import CANARY, Place, Region
+from support.database import plan, record
 
 ITEM = Place(Region.TITLE, 0, 1)
 LINKS = Place(Region.LINKS, 1, 0, 2)

@@ -15,11 +15,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from support.database import plan
 
 from newsletter.database import Database, Delivery, Journal, open_database
 from newsletter.errors import DatabaseError
 from newsletter.models import DeliveryStatus as S
+from support.database import plan
 
 W = "w1"
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from support.database import mark_sending, record
-
 from newsletter.database import DEPARTED, IN_DOUBT, UNSUBSCRIBED, Database, Planned, open_database
 from newsletter.models import DeliveryStatus as S
+from support.database import mark_sending, record
 
 
 def planned(*names: str) -> list[Planned]:

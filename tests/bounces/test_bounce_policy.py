@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from support.database import due, plan, record
 
 from newsletter.bounces.kinds import Kind
 from newsletter.bounces.origin import DkimKeys, speaks_for
@@ -16,6 +15,7 @@ from newsletter.bounces.verp import TAG_HEADER, make_tag, return_path
 from newsletter.config.settings import BouncesSettings
 from newsletter.database import Database
 from newsletter.models import DeliveryStatus
+from support.database import due, plan, record
 from support.dnszone import closed_port
 from support.dsn import SELECTOR, complaint, dsn, vacation
 from support.providers import Provider

@@ -11,14 +11,13 @@ import sqlite3
 import time
 from pathlib import Path
 
-from support.database import plan, record
-
 from newsletter.bounces.retention import DAY, PRUNE_EVERY, BounceRetentionDuty, expire_reports
 from newsletter.config.settings import Settings
 from newsletter.database import Database, open_database, schema
 from newsletter.database.bounces import ACCEPTED, DISMISSED
 from newsletter.database.mailqueue import MailKind, MailState
 from newsletter.models import DeliveryStatus
+from support.database import plan, record
 
 READERS = ["ann@example.com", "bob@example.com", "cy@example.com", "di@example.com"]
 

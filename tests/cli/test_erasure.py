@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from support.database import plan, record
 
 from newsletter.bounces.retention import DAY
 from newsletter.cli.main import cli
@@ -22,6 +21,7 @@ from newsletter.database import open_database
 from newsletter.models import DeliveryStatus
 from newsletter.send.coordinator import send_lock
 from newsletter.state.statecache import Cache
+from support.database import plan, record
 from support.erasure import dump, raw_bytes
 
 SECRET = "cli-test-secret-0123456789abcdef"

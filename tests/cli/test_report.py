@@ -11,13 +11,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from click.testing import CliRunner
-from support.database import plan
 
 from newsletter.cli.main import cli
 from newsletter.config.settings import load_settings
 from newsletter.database import open_database
 from newsletter.database.clicks import ClickRecord, StoredClick
 from newsletter.rendering.places import Place, Region
+from support.database import plan
 from support.tracked import tracked_send
 
 ENV = {"NEWSLETTER_SECRET": "report-tests-secret-0123456789abcdef"}

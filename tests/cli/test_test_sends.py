@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.database import plan
 
 from newsletter.config.settings import load_settings
 from newsletter.database import open_database
@@ -20,6 +19,7 @@ from newsletter.database.records import now
 from newsletter.database.testsends import TestSend
 from newsletter.models import DeliveryStatus
 from newsletter.send.testsend import decide
+from support.database import plan
 from support.sendcli import environment, finish, newsletter, spawn, wait_for, write_list
 from support.site import SECRET, running_service
 from support.smtp import Fault, FaultyHandler, start

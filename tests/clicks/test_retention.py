@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-from support.database import plan
-
 from newsletter.clicks.retention import (
     DAY,
     PRUNE_EVERY,
@@ -19,6 +17,7 @@ from newsletter.config.settings import Settings
 from newsletter.database import Database
 from newsletter.database.clicks import ClickRecord, StoredClick
 from newsletter.rendering.places import Place, Region
+from support.database import plan
 
 NOW = 1_800_000_000.0
 

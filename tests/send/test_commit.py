@@ -10,12 +10,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from support.database import plan
 
 from newsletter.database import Commit, Database, Delivery, open_database
 from newsletter.errors import DatabaseError
 from newsletter.models import DeliveryStatus as S
 from newsletter.send.commit import DEFER, GroupCommit
+from support.database import plan
 
 W = "w1"
 

@@ -9,7 +9,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from support.database import Listing, deliver
 
 from newsletter.config.settings import SmtpSettings
 from newsletter.database import Database
@@ -19,6 +18,7 @@ from newsletter.send.job import Job, Options
 from newsletter.send.pacing import Destinations
 from newsletter.send.replies import Outcome, Scope
 from newsletter.send.smtp import Pool
+from support.database import Listing, deliver
 from support.smtp import Fault, FaultyHandler, Marks, Server, dialogue, send_one, start
 
 GMAIL = "421 4.7.28 [192.0.2.1] Our system has detected an unusual rate of unsolicited mail"

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from aiosmtpd.smtp import AuthResult
 from pydantic import SecretStr
-from support.database import Listing, deliver, plan
 
 from newsletter.config.settings import SmtpSettings
 from newsletter.database import Database
@@ -19,6 +18,7 @@ from newsletter.models import DeliveryStatus as S
 from newsletter.models import OutgoingMessage, Subscriber
 from newsletter.send.job import Job, Options
 from newsletter.send.smtp import Pool
+from support.database import Listing, deliver, plan
 from support.smtp import Authenticator, Fault, FaultyHandler, Server, start
 
 FAST = Options(concurrency=3, retry_base=0.01, retry_cap=0.05, breaker_threshold=5)

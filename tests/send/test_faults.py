@@ -18,7 +18,6 @@ import aiosmtplib
 import pytest
 import trustme
 from pydantic import SecretStr
-from support.database import Listing, deliver
 
 from newsletter.config.settings import SmtpSettings
 from newsletter.database import Database
@@ -29,6 +28,7 @@ from newsletter.send.faults import SESSION_ERRORS
 from newsletter.send.job import Job, Options
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool
+from support.database import Listing, deliver
 from support.sendcli import environment, newsletter, write_list
 from support.smtp import (
     Authenticator,

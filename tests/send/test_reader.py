@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.database import CsvListing
 
 from newsletter.database import Database
 from newsletter.importers.seen import SeenKeys
 from newsletter.send.job import Job
 from newsletter.send.planning import plan
 from send.test_engine import build
+from support.database import CsvListing
 
 N = 600
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
-from support.database import Listing, deliver
 
 from newsletter.config.settings import SmtpSettings
 from newsletter.database import Database
@@ -21,6 +20,7 @@ from newsletter.send.job import Job, Options
 from newsletter.send.relays import Board
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool
+from support.database import Listing, deliver
 from support.smtp import Authenticator, Fault, FaultyHandler, start
 
 FAST = Options(concurrency=3, retry_base=0.01, retry_cap=0.05, breaker_threshold=5)

@@ -8,7 +8,6 @@ import datetime as dt
 import zoneinfo
 
 import pytest
-from support.database import Listing, deliver, mark_sending, plan, record
 
 from newsletter.config.settings import SmtpSettings
 from newsletter.database import Database
@@ -17,6 +16,7 @@ from newsletter.models import OutgoingMessage, Subscriber
 from newsletter.send.job import Job, Options
 from newsletter.send.smtp import Pool
 from newsletter.send.warmup import Warmup, daily_cap
+from support.database import Listing, deliver, mark_sending, plan, record
 from support.smtp import FaultyHandler, Server, start
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from support.database import plan, record
 
 from newsletter.database import Database
 from newsletter.database.bounces import Bounces
@@ -22,6 +21,7 @@ from newsletter.mail.tokens import SigningKey
 from newsletter.models import DeliveryStatus
 from newsletter.signup.forgetting import forget, forgotten_test, hashing_key, unforget
 from newsletter.signup.pending import ConfirmationRule
+from support.database import plan, record
 
 OLD = SigningKey(b"old-secret-for-forgetting-0123456789", ephemeral=False)
 NEW = SigningKey(b"new-secret-for-forgetting-0123456789", ephemeral=False, previous=(OLD.secret,))

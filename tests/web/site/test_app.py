@@ -19,7 +19,6 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
-from support.database import due, plan, record
 
 from newsletter.cli.main import cli
 from newsletter.config.settings import Settings
@@ -29,6 +28,7 @@ from newsletter.mail.tokens import health_proof, sign
 from newsletter.models import DeliveryStatus
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.guard import redact_path
+from support.database import due, plan, record
 from support.images import png
 from support.sendcli import environment, newsletter
 from support.site import (

@@ -12,7 +12,6 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
-from support.database import record
 
 from newsletter.cli.main import cli
 from newsletter.database import open_database
@@ -21,6 +20,7 @@ from newsletter.database.mailqueue import MailKind
 from newsletter.database.roster import Status
 from newsletter.mail.tokens import LinkTarget, Purpose, sign, sign_link
 from newsletter.models import DeliveryStatus
+from support.database import record
 from support.erasure import dump, raw_bytes
 from support.signups import SIGNUP_ENV, ledger, member, post_signup, queued, solved
 from support.site import SECRET, RunningService, running_service

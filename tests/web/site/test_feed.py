@@ -14,7 +14,6 @@ import feedparser
 import httpx
 import pytest
 from click.testing import CliRunner
-from support.database import due, plan, record
 
 from newsletter.cli.main import cli
 from newsletter.config.settings import Settings
@@ -22,6 +21,7 @@ from newsletter.database import open_database
 from newsletter.models import DeliveryStatus
 from newsletter.web.site.archive import Archive
 from newsletter.web.site.feed import FEED_ENTRIES
+from support.database import due, plan, record
 from support.site import ALICE, running_service
 
 # The feed of the shipped issues, never sent: published by asking for it (publish = "all");

@@ -19,7 +19,6 @@ import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from support.database import due, plan, record
 
 from newsletter.bounces.kinds import Kind
 from newsletter.bounces.policy import Policy, Verdict
@@ -34,6 +33,7 @@ from newsletter.rendering.render import render_issue
 from newsletter.webhooks.common import Event, RefusedError, apply_events
 from newsletter.webhooks.resend import Resend
 from newsletter.webhooks.sendgrid import SendGrid
+from support.database import due, plan, record
 from support.site import ALICE, SECRET, RunningService, running_service
 
 # The notes' verified vectors (sendgrid-python's tests; docs.svix.com), reproduced as-is.

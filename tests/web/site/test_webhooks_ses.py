@@ -17,11 +17,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
-from support.database import due, plan, record
 
 from newsletter.bounces.verp import make_tag
 from newsletter.database import Database, open_database
 from newsletter.models import DeliveryStatus
+from support.database import due, plan, record
 from support.site import ALICE, SECRET, RunningService, running_service
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:newsletter-bounces"
