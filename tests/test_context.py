@@ -121,3 +121,19 @@ def test_a_read_only_command_creates_no_log(project: Path, opened: list[int]) ->
     assert opened == [os.getpid()]
     with pytest.raises(DatabaseError, match="closed"):  # closed when the command ended
         database.deliveries.counts(14, "main")
+
+
+def test_a_project_block_shares_one_connection_until_the_outermost_block_ends(
+    project: Path, opened: list[int]
+) -> None:
+    settings = load_settings(project / "newsletter.toml", environ={})
+    with CommandContext(settings) as context:
+        context.database.deliveries.counts(14, "main")  # the log made, as a send would
+    api = Project(settings)
+    with api:
+        with api:
+            assert api.status(14)[DeliveryStatus.SENT] == 0
+        assert api.status(14)[DeliveryStatus.SENT] == 0  # the inner block closed nothing
+        assert len(opened) == 2
+    assert api.status(14)[DeliveryStatus.SENT] == 0  # a call of its own: its own connection
+    assert len(opened) == 3

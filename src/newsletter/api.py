@@ -54,16 +54,23 @@ class Project:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._held: CommandContext | None = None  # `with project:`'s, shared by its calls
+        # `with project:`'s context, shared by the calls in the block (one thread at a time, as
+        # one connection is), and how deep the blocks are nested: the outermost one closes it.
+        self._held: CommandContext | None = None
+        self._depth = 0
 
     def __enter__(self) -> Self:
         if self._held is None:
             self._held = CommandContext(self.settings)
+        self._depth += 1
         return self
 
     def __exit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._depth -= 1
+        if self._depth:
+            return
         held, self._held = self._held, None
         if held is not None:
             held.__exit__(et, ev, tb)
