@@ -1,10 +1,11 @@
-"""One context per command (issue 31, point 3): a send, from the library or from `newsletter send`,
-opens the project's database once in its own process, against a real SMTP server and a real
-SQLite file; a read-only step creates no log."""
+"""One context per command (issue 31, point 3): a send, from the library or from `newsletter send`
+(and a booking, `send --at`), opens the project's database once in its own process, against a
+real SMTP server and a real SQLite file; a read-only step creates no log."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 from pathlib import Path
 
@@ -94,7 +95,9 @@ async def test_newsletter_send_opens_the_database_once(
     handler = FaultyHandler()
     async with start(handler) as server:
         use_server(monkeypatch, server.port)
-        for args in (["--list", "staging"], ["--yes"]):
+        soon = dt.datetime.now(dt.UTC) + dt.timedelta(hours=20)
+        booking = ["--list", "staging", "--at", f"{soon:%Y-%m-%d %H:%M}", "--timezone", "UTC"]
+        for args in (["--list", "staging"], ["--yes"], booking):
             opened.clear()
             result = await asyncio.to_thread(
                 CliRunner().invoke, cli, ["send", "--issue", "14", *args]
