@@ -34,6 +34,7 @@ LAYERS: list[set[str]] = [
     {"mail", "spreadsheet"},
     {"clicks"},
     {"draft"},
+    {"context"},
     {"review"},
     {"preflight"},
     {"gate"},

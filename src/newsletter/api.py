@@ -11,16 +11,27 @@ click reports out, each one call.
 
 `newsletter send` and the worker's scheduled sends make the same send call (send/pipeline.py);
 the command line adds the words, the progress bar and the question. Nothing here prints.
+
+Each call is a command with its own context (context.py): the project's database opened once,
+when first needed, and closed when the call returns. Inside `with project:` the calls share
+one context, so the whole block opens the database once (the command line's way):
+
+    with Project.open("newsletter.toml") as project:
+        project.send(15)
+        print(project.status(15))
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
 
 from newsletter.config.settings import DEFAULT_LIST, Settings, load_settings
-from newsletter.database import database_exists, open_project_database
+from newsletter.context import CommandContext
 from newsletter.draft import dated_for_sending
 from newsletter.errors import ConfigError
 from newsletter.gate import SendVerdict, inspect_send
@@ -44,6 +55,36 @@ class Project:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        # `with project:`'s context, shared by the calls in the block (one thread at a time, as
+        # one connection is), and how deep the blocks are nested: the outermost one closes it.
+        self._held: CommandContext | None = None
+        self._depth = 0
+
+    def __enter__(self) -> Self:
+        if self._held is None:
+            self._held = CommandContext(self.settings)
+        self._depth += 1
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._depth -= 1
+        if self._depth:
+            return
+        held, self._held = self._held, None
+        if held is not None:
+            held.__exit__(et, ev, tb)
+
+    @contextmanager
+    def _command(self) -> Iterator[CommandContext]:
+        """The context a call runs in: `with project:`'s, else one of its own, closed (its
+        database with it) when the call returns."""
+        if self._held is not None:
+            yield self._held
+            return
+        with CommandContext(self.settings) as context:
+            yield context
 
     @classmethod
     def open(cls, config: str | Path | None = None) -> Project:
@@ -57,14 +98,18 @@ class Project:
 
     def render(self, number: int) -> RenderedEmail:
         """Issue `number` as email (HTML and text), dated as a send now would date it."""
-        return render_issue(dated_for_sending(self.settings, self.issue(number)), self.settings)
+        issue = self.issue(number)
+        with self._command() as context:
+            dated = dated_for_sending(self.settings, issue, context.first_sent())
+        return render_issue(dated, self.settings)
 
     def check(
         self, number: int, list_name: str = DEFAULT_LIST, *, online: bool | None = None
     ) -> SendVerdict:
         """`newsletter check`: the findings on the message `list_name` would get, its size and
         spam score (online checks too with `online`, or as [check] online says)."""
-        return inspect_send(self.settings, number, list_name, online=online)
+        with self._command() as context:
+            return inspect_send(context, number, list_name, online=online)
 
     def send(
         self,
@@ -94,9 +139,12 @@ class Project:
             online=online,
             ask=ask,
             options=options,
-            phase=lambda prepared: subject_phase(prepared, subjects, time.time()),
+            phase=lambda prepared, database: subject_phase(
+                prepared, database, subjects, time.time()
+            ),
         )
-        return pipeline.send(self.settings, request, listener)
+        with self._command() as context:
+            return pipeline.send(context, request, listener)
 
     def schedule(
         self,
@@ -110,27 +158,29 @@ class Project:
     ) -> Booked:
         """`send --at`: checked now, booked for `at` (e.g. "tomorrow 08:00", in `zone`), sent
         then by `newsletter worker`. Raises ScheduleError when it cannot be booked."""
-        return book_send(
-            self.settings, number, list_name, at, zone, rate=rate, concurrency=concurrency
-        )
+        with self._command() as context:
+            return book_send(
+                context, number, list_name, at, zone, rate=rate, concurrency=concurrency
+            )
 
     def status(self, number: int, list_name: str = DEFAULT_LIST) -> dict[DeliveryStatus, int]:
         """How many of the list's rows are in each state for the issue (none sent yet: zeros)."""
-        if not database_exists(self.settings.database_target):
-            return dict.fromkeys(DeliveryStatus, 0)
-        with open_project_database(self.settings) as database:
+        with self._command() as context:
+            database = context.existing_database()
+            if database is None:
+                return dict.fromkeys(DeliveryStatus, 0)
             return database.deliveries.counts(number, list_name)
 
     def report(self, number: int, list_name: str = DEFAULT_LIST) -> ClickReport:
         """`newsletter report`: what people (not scanners) clicked, by item; needs a send."""
-        if not database_exists(self.settings.database_target):
-            raise ConfigError(
-                f"issue {number} has not been sent: there is no delivery log yet",
-                hint=f"Send it first: `newsletter send --issue {number}`.",
-            )
         # Imported here: the click machinery (tokens, agent rules) is no part of a send's start.
         from newsletter.clicks.gather import gather_report
 
-        issue = self.issue(number)
-        with open_project_database(self.settings) as database:
-            return gather_report(database, self.settings, issue, list_name)
+        with self._command() as context:
+            database = context.existing_database()
+            if database is None:
+                raise ConfigError(
+                    f"issue {number} has not been sent: there is no delivery log yet",
+                    hint=f"Send it first: `newsletter send --issue {number}`.",
+                )
+            return gather_report(database, self.settings, self.issue(number), list_name)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import email
 import email.policy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from email.message import EmailMessage
 from pathlib import Path
@@ -77,15 +77,17 @@ def review(
     *,
     source: IssueFile | None = None,
     built: Callable[[bytes], None] | None = None,
+    dates: Mapping[int, dt.date] | None = None,
 ) -> Draft:
     """Load, render once, build the sample message for `list_name`, parse it once, check it.
     `source`: the file read already (a sequence's step, read with its own keys). `built` is
     given the sample message as soon as it exists, before the checks run (the gate feeds
-    SpamAssassin, which then scores while they do)."""
+    SpamAssassin, which then scores while they do). `dates`: sent_dates, if the caller has them
+    (a command's context, which holds the database open: context.py)."""
     source = source if source is not None else read_issue_file(path)
     issue = source.issue
     # The email shows the date a send now would; the Draft keeps the file's own (or none).
-    sending = render_for_sending(dated_for_sending(settings, issue), settings, list_name)
+    sending = render_for_sending(dated_for_sending(settings, issue, dates), settings, list_name)
     rendered = sending.rendered
     sample, ephemeral = sample_message(rendered, settings, list_name, sending.links)
     if built is not None:
@@ -125,10 +127,14 @@ def review(
     )
 
 
-def dated_for_sending(settings: Settings, issue: Issue) -> Issue:
+def dated_for_sending(
+    settings: Settings, issue: Issue, dates: Mapping[int, dt.date] | None = None
+) -> Issue:
     """`issue` with the date its readers see: its own `date:`, else the day it first went to a
     subscriber list, else today (what a send started now shows; a resumed send keeps the day
-    of its first message)."""
+    of its first message). `dates`: sent_dates, if the caller has them already."""
+    if dates is not None:
+        return dated(issue, dates.get(issue.number) or settings.newsletter.today())
     try:
         first = sent_dates(settings).get(issue.number)
     except NewsletterError:

@@ -1,4 +1,4 @@
-"""The check before a send: settings, an issue number and a list in; a SendVerdict out.
+"""The check before a send: a command's context, an issue number and a list in; a SendVerdict out.
 
 `newsletter check` prints this value, and a send takes it before anything goes out: the
 checks (draft.review's findings on the sample message of that list, SpamAssassin's score of it,
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from newsletter.checks.lint import Finding
 from newsletter.checks.spamscore import Scoring, SpamResult, spam_findings
-from newsletter.config.settings import Settings
+from newsletter.context import CommandContext
 from newsletter.draft import Draft, review
 from newsletter.issues import issue_path
 from newsletter.rendering.clip import GMAIL_CLIP, KB
@@ -85,11 +85,13 @@ class SendVerdict:
 
 
 def inspect_send(
-    settings: Settings, number: int, list_name: str, *, online: bool | None = None
+    context: CommandContext, number: int, list_name: str, *, online: bool | None = None
 ) -> SendVerdict:
     """Run `check`'s checks on the message `list_name` would get. `online`: True or False
     forces the online checks on or off; None takes `[check] online`. Raises what loading the
-    issue raises (a bad file is a NewsletterError naming its lines)."""
+    issue raises (a bad file is a NewsletterError naming its lines). The database is read
+    through `context` (the draft's date, the list's size), never created."""
+    settings = context.settings
     # SpamAssassin's cold start (~1 s, kept scores aside) would come after everything else;
     # started first, it loads while the issue renders and scores while the other checks (and
     # the online ones) run. Its score is in the verdict, so an error still refuses the send
@@ -100,12 +102,14 @@ def inspect_send(
             issue_path(settings.issues_dir, number),
             list_name,
             built=lambda message: scoring.feed(message, fingerprint(message)),
+            dates=context.first_sent(),
         )
         report = None
         if settings.check.online if online is None else online:
             from newsletter.preflight.run import check_online  # the network stack: when asked
 
-            report = check_online(settings, draft.issue, draft.message, list_name)
+            database = context.existing_database()
+            report = check_online(settings, draft.issue, draft.message, list_name, database)
         spam = scoring.result()
     findings = [*draft.findings, *spam_findings(spam), *(report.findings if report else [])]
     findings.sort(key=lambda f: f.level != "error")

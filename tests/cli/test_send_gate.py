@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from newsletter.config.settings import load_settings
+from newsletter.context import CommandContext
 from newsletter.gate import inspect_send
 from support.sendcli import environment, newsletter
 from support.smtp import FaultyHandler, start
@@ -210,15 +211,16 @@ async def test_again_on_a_real_list_and_flags_with_dry_run_are_clear_errors(
 def test_inspect_send_is_a_value_a_scheduler_can_call(project: Path) -> None:
     write_broken(project)
     settings = load_settings(project / "newsletter.toml", environ={})
-    broken = inspect_send(settings, 15, "main", online=False)
-    assert not broken.passed
-    assert [f.code for f in broken.errors] == ["link"]
-    fine = inspect_send(settings, 14, "main", online=False)
-    assert fine.passed
-    assert [f.code for f in fine.warnings] == ["duplicate-url"]
-    assert fine.subject == "AI系统内容推荐第14期"
-    assert fine.online is None
-    # The staging list's message has its test marker in the subject: another fingerprint.
-    staging = inspect_send(settings, 14, "staging", online=False)
-    assert staging.fingerprint != fine.fingerprint
-    assert inspect_send(settings, 14, "main", online=False).fingerprint == fine.fingerprint
+    with CommandContext(settings) as context:
+        broken = inspect_send(context, 15, "main", online=False)
+        assert not broken.passed
+        assert [f.code for f in broken.errors] == ["link"]
+        fine = inspect_send(context, 14, "main", online=False)
+        assert fine.passed
+        assert [f.code for f in fine.warnings] == ["duplicate-url"]
+        assert fine.subject == "AI系统内容推荐第14期"
+        assert fine.online is None
+        # The staging list's message has its test marker in the subject: another fingerprint.
+        staging = inspect_send(context, 14, "staging", online=False)
+        assert staging.fingerprint != fine.fingerprint
+        assert inspect_send(context, 14, "main", online=False).fingerprint == fine.fingerprint

@@ -111,12 +111,12 @@ def test_offline_is_one_line(project: Path, http_site: Site) -> None:
 
 def test_list_size_counts_rows(project: Path) -> None:
     settings = load_settings(project / "newsletter.toml", environ={})
-    assert list_size(settings, "main") == 8  # subscribers.example.csv: a header and 8 rows
+    assert list_size(settings, "main", None) == 8  # subscribers.example.csv: a header and 8 rows
     (project / "subscribers.example.csv").write_text("email\n\n" + "a@b.example\n" * 6001)
-    assert list_size(settings, "main") == 6001
+    assert list_size(settings, "main", None) == 6001
     (project / "subscribers.example.csv").unlink()
     with pytest.raises(SubscriberListError, match="no such subscriber list"):
-        list_size(settings, "main")
+        list_size(settings, "main", None)
 
 
 def test_a_verp_return_path_is_checked_on_its_own_domain(

@@ -64,8 +64,8 @@ def tracked_send(
     """Issue `issue` 'sent' to `addresses` on `list_name`: rows planned and marked sent, the
     links recorded; each reader's message as the engine would upload it."""
     draft = review(settings, issue_path(settings.issues_dir, issue), list_name)
-    prepared = prepare(settings, draft, list_name)
     with open_database(settings.database_target) as database:
+        prepared = prepare(settings, draft, list_name, database)
         record_tracked_links(prepared, database)
         plan(database, issue, list_name, addresses)
         rows = {row.recipient: row.id for row in database.deliveries.rows(issue, list_name)}

@@ -21,6 +21,7 @@ from newsletter.checks.lint import Finding
 from newsletter.cli.terminal import fail, pass_settings, sample_list_option
 from newsletter.config.configfile import CONFIG_NAME
 from newsletter.config.settings import DEFAULT_LIST, Settings
+from newsletter.context import CommandContext
 from newsletter.draft import Draft, review, write_files
 from newsletter.errors import IssueError, Problem, display_path
 from newsletter.gate import inspect_send
@@ -197,7 +198,8 @@ def check(
         raise click.UsageError("Missing option '--issue' (or --archive).")
     issue_file = display_path(issue_path(settings.issues_dir, number))
     try:
-        verdict = inspect_send(settings, number, list_name, online=online)
+        with CommandContext(settings) as context:
+            verdict = inspect_send(context, number, list_name, online=online)
     except IssueError as exc:
         if output == "text":
             raise

@@ -117,9 +117,11 @@ def schedule_send(
         ):
             click.echo("Nothing scheduled.")
             sys.exit(1)
+    from newsletter.context import CommandContext
     from newsletter.schedule.booking import book_send  # the checks: only when booking
 
-    booked = book_send(settings, number, list_name, at, zone, rate=rate, concurrency=concurrency)
+    with CommandContext(settings) as context:
+        booked = book_send(context, number, list_name, at, zone, rate=rate, concurrency=concurrency)
     for warning in booked.warnings:
         click.secho(printable(str(warning)), fg="yellow")
     schedule = booked.schedule

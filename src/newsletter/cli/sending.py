@@ -179,17 +179,18 @@ def send(
         resend_unknown=resend_unknown,
         retry_failed=retry_failed,
     )
-    outcome = Project(settings).send(
-        number,
-        list_name,
-        force=force,
-        again=again,
-        online=online,
-        ask=not yes,
-        options=options,
-        listener=_Terminal(number, list_name, force=force),
-        subjects=subjects,
-    )
+    with Project(settings) as project:  # the command's one context: one database connection
+        outcome = project.send(
+            number,
+            list_name,
+            force=force,
+            again=again,
+            online=online,
+            ask=not yes,
+            options=options,
+            listener=_Terminal(number, list_name, force=force),
+            subjects=subjects,
+        )
     if outcome.fault is not None:
         fail(outcome.fault, outcome.exit_code)
     if outcome.declined:
@@ -250,9 +251,11 @@ class _Terminal:
 
 
 def _dry_run(settings: Settings, number: int, list_name: str, out: Path) -> None:
+    from newsletter.context import CommandContext
     from newsletter.send import preparation
 
-    result = preparation.dry_run(settings, number, list_name, out)
+    with CommandContext(settings) as context:
+        result = preparation.dry_run(context, number, list_name, out)
     if result.ephemeral_key:
         click.echo(
             "note: NEWSLETTER_SECRET is not set: unsubscribe links are signed with a throwaway key",

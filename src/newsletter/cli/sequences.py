@@ -12,6 +12,7 @@ import click
 from newsletter.checks.findingformats import text_line
 from newsletter.cli.terminal import fail, pass_settings, printable
 from newsletter.config.settings import DEFAULT_LIST, Settings
+from newsletter.context import CommandContext
 from newsletter.database import open_project_database
 from newsletter.errors import DatabaseError
 from newsletter.issues.sequencefiles import FOLDER
@@ -111,11 +112,12 @@ def check_steps(settings: Settings, name: str, list_name: str) -> None:
 def test_step(settings: Settings, name: str, number: int, list_name: str) -> None:
     """Send step --step of sequence NAME to a staging list now (again at each call), as the
     worker sends it to readers."""
-    prepared = prepare_step_test(settings, name, number, list_name)
-    try:
-        report = coordinator.send(prepared, Options.merged(settings))
-    except DatabaseError as exc:
-        fail(exc, 4)
+    with CommandContext(settings) as context:
+        prepared = prepare_step_test(settings, context.database, name, number, list_name)
+        try:
+            report = coordinator.send(prepared, context.database, Options.merged(settings))
+        except DatabaseError as exc:
+            fail(exc, 4)
     parts = [f"{report.counts[s]} {s}" for s in DeliveryStatus if report.counts.get(s)]
     click.echo(f"{name} step {number} -> {list_name}: {', '.join(parts) or 'no recipients'}")
     if report.stopped:

@@ -181,7 +181,7 @@ def _tests(settings: Settings, database: Database, number: int, name: str) -> li
     tests = database.test_sends.history(number, name)
     lines = []
     for test in tests:
-        when = local_time(settings, test.started_at)
+        when = local_time(settings.newsletter.timezone, test.started_at)
         why = {"first": "", "changed": ", the message changed", "again": ", --again"}.get(
             test.reason, ""
         )

@@ -18,6 +18,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
 from newsletter.config.settings import Settings
+from newsletter.context import CommandContext
 from newsletter.errors import NewsletterError
 from newsletter.models import Issue
 from newsletter.preflight.run import OnlineReport, list_size, run_online
@@ -81,6 +82,8 @@ async def _guarded(
     settings: Settings, issue: Issue, message: bytes, list_name: str
 ) -> OnlineReport:
     try:
-        return await run_online(settings, issue, message, list_size(settings, list_name))
+        with CommandContext(settings) as context:  # the preview's run: a command of its own
+            size = list_size(settings, list_name, context.existing_database())
+        return await run_online(settings, issue, message, size)
     except NewsletterError as exc:
         return OnlineReport(skipped=exc.message)  # a broken [dkim] key or list, say

@@ -23,7 +23,7 @@ from typing import Any
 
 from newsletter.checks.lint import Finding
 from newsletter.config.settings import Settings, TrackingMode
-from newsletter.database import database_exists, open_project_database
+from newsletter.database import Database
 from newsletter.database.roster import Status
 from newsletter.errors import ConfigError, SubscriberListError
 from newsletter.links import HOW_TO_UNSUBSCRIBE_PATH
@@ -62,19 +62,22 @@ class OnlineReport:
         )
 
 
-def check_online(settings: Settings, issue: Issue, message: bytes, list_name: str) -> OnlineReport:
-    """`newsletter check --online`: the online checks for `list_name`'s size, from sync code."""
-    return asyncio.run(run_online(settings, issue, message, list_size(settings, list_name)))
+def check_online(
+    settings: Settings, issue: Issue, message: bytes, list_name: str, database: Database | None
+) -> OnlineReport:
+    """`newsletter check --online`: the online checks for `list_name`'s size, from sync code.
+    `database`: the command's (context.py), None when there is no log yet."""
+    size = list_size(settings, list_name, database)
+    return asyncio.run(run_online(settings, issue, message, size))
 
 
-def list_size(settings: Settings, list_name: str) -> int:
+def list_size(settings: Settings, list_name: str, database: Database | None) -> int:
     """Rows of the list's CSV, header and blank lines left out, and its confirmed subscribers
     in the outbox: the bulk-sender line needs the size, not validated addresses, so a
     million-row list costs one read, not a parse."""
     members = 0
-    if database_exists(settings.database_target):
-        with open_project_database(settings) as database:
-            members = database.roster.counts(list_name)[Status.CONFIRMED]
+    if database is not None:
+        members = database.roster.counts(list_name)[Status.CONFIRMED]
     csv = settings.mailing_list(list_name).path
     if csv is None:
         return members

@@ -1,5 +1,5 @@
-"""Booking a scheduled send: settings, an issue, a list and the editor's time in; the schedule
-recorded in the outbox out, or a ScheduleError saying why not.
+"""Booking a scheduled send: a command's context, an issue, a list and the editor's time in; the
+schedule recorded in the outbox out, or a ScheduleError saying why not.
 
 Each refusal is a named step, in order: the list must exist, the time must name one instant
 (when.py) still to come, the issue must pass `check` (offline; the worker checks it again before
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from newsletter.checks.lint import Finding
 from newsletter.config.settings import Settings
-from newsletter.database import open_project_database
+from newsletter.context import CommandContext
 from newsletter.database.schedules import Schedule
 from newsletter.errors import ScheduleError
 from newsletter.gate import inspect_send
@@ -31,8 +31,10 @@ class Booked:
 def check_issue(settings: Settings, number: int, list_name: str) -> list[Finding]:
     """The findings `newsletter send` checks first (gate.py: the file, the render, the sample
     message, SpamAssassin when installed, the online checks when `[check] online`); errors
-    first. A file that does not load raises its IssueError, every problem at its line."""
-    return list(inspect_send(settings, number, list_name).findings)
+    first. A file that does not load raises its IssueError, every problem at its line.
+    A command of its own: the worker runs it on a thread of its own, with its own connection."""
+    with CommandContext(settings) as context:
+        return list(inspect_send(context, number, list_name).findings)
 
 
 def send_refusal(findings: list[Finding]) -> str | None:
@@ -52,7 +54,7 @@ def booked_by() -> str:
 
 
 def book_send(
-    settings: Settings,
+    context: CommandContext,
     number: int,
     list_name: str,
     at: str,
@@ -65,11 +67,12 @@ def book_send(
     """The send of issue `number` to `list_name` scheduled for `at` (in `zone_name`, else
     `[newsletter] timezone`, else the machine's zone), to run with `rate` and `concurrency`
     (None: newsletter.toml's at the time)."""
+    settings = context.settings
     settings.mailing_list(list_name)  # an unknown list names the ones there are
     clock = time.time() if now is None else now
     moment: Moment = parse_moment(at, zone_name or settings.newsletter.timezone or None, now=clock)
     check_future(moment, clock)
-    findings = check_issue(settings, number, list_name)
+    findings = list(inspect_send(context, number, list_name).findings)
     refused = send_refusal(findings)
     if refused is not None:
         raise ScheduleError(
@@ -77,24 +80,23 @@ def book_send(
             hint=f"Fix the issue file, run `newsletter check --issue {number}`, then schedule"
             " it again.",
         )
-    with open_project_database(settings) as database:
-        schedules = database.schedules
-        schedule = schedules.book(
-            number,
-            list_name,
-            moment.timestamp,
-            moment.zone,
-            booked_by(),
-            rate=rate,
-            concurrency=concurrency,
+    schedules = context.database.schedules
+    schedule = schedules.book(
+        number,
+        list_name,
+        moment.timestamp,
+        moment.zone,
+        booked_by(),
+        rate=rate,
+        concurrency=concurrency,
+    )
+    if schedule is None:
+        other = schedules.pending(number, list_name)
+        when = describe_instant(other.due_at, other.zone) if other else "already"
+        state = other.state.value if other else "waiting"
+        raise ScheduleError(
+            f"issue {number} to {list_name!r} is already scheduled ({state}, {when})",
+            hint=f"One schedule per send: `newsletter schedule cancel --issue {number}"
+            f" --list {list_name}` first to move it.",
         )
-        if schedule is None:
-            other = schedules.pending(number, list_name)
-            when = describe_instant(other.due_at, other.zone) if other else "already"
-            state = other.state.value if other else "waiting"
-            raise ScheduleError(
-                f"issue {number} to {list_name!r} is already scheduled ({state}, {when})",
-                hint=f"One schedule per send: `newsletter schedule cancel --issue {number}"
-                f" --list {list_name}` first to move it.",
-            )
     return Booked(schedule, [f for f in findings if f.level == "warning"])

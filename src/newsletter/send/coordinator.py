@@ -42,8 +42,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from types import FrameType
 
-from newsletter.config.settings import Settings
-from newsletter.database import Database, Delivery, Durability, open_database, open_project_database
+from newsletter.database import Database, Delivery, Durability, open_database
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus
 from newsletter.send import planning
@@ -223,14 +222,17 @@ class Run:
             self.progress(Event(row.recipient, S.UNKNOWN, result, dict(counts), S.SENDING))
 
 
-def send(prepared: Prepared, options: Options, progress: Progress = None) -> RunReport:
+def send(
+    prepared: Prepared, database: Database, options: Options, progress: Progress = None
+) -> RunReport:
     """The command's run: the SMTP server checked, then every step, with the engine in this
-    process or (options.processes > 1) in worker processes."""
+    process or (options.processes > 1) in worker processes. `database`: the command's (its
+    caller's to close), which this process's steps write through."""
     settings, job = prepared.settings, prepared.job
     make_pool = functools.partial(smtp_pool, settings)
     with Interrupts() as interrupts:
         try:
-            with open_project_database(settings) as database, _alone(settings, database, job):
+            with _alone(settings.state_dir, database, job):
                 if prepared.test is not None:  # a staging list: this test begun, or joined
                     begin_test(prepared.test, job.issue, job.list_name, database)
                 record_tracked_links(prepared, database)
@@ -297,7 +299,8 @@ def _work(
 ) -> Delivered:
     """A worker process's run (processes.py forks it): lease, deliver, retire; its parent
     recovered and planned. SIGINT is the parent's to decide; SIGTERM stops it (a second
-    abandons its uploads)."""
+    abandons its uploads). It opens a connection of its own: its parent's belongs to the
+    parent (Database.disconnected)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with (
         Interrupts((signal.SIGTERM,)) as interrupts,
@@ -322,12 +325,12 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-def _alone(settings: Settings, database: Database, job: Job) -> AbstractContextManager[None]:
+def _alone(state_dir: Path, database: Database, job: Job) -> AbstractContextManager[None]:
     """SQLite: the send lock (one send per issue and list). PostgreSQL: none, the workers
     share the send."""
     if database.shared:
         return nullcontext()
-    return send_lock(settings.state_dir, job.issue, job.list_name)
+    return send_lock(state_dir, job.issue, job.list_name)
 
 
 @contextmanager

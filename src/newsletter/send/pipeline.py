@@ -1,4 +1,5 @@
-"""A send, the one library call: settings, a SendRequest and a Listener in; a SendOutcome out.
+"""A send, the one library call: a command's context, a SendRequest and a Listener in; a
+SendOutcome out.
 
 `newsletter send`, the worker's scheduled sends and a Python caller all send through `send`, in
 the same fixed steps:
@@ -17,6 +18,10 @@ Nothing here prints, asks a terminal or exits: each step's value goes to the Lis
 known (the command line words them, the worker's child prints them plainly), and the outcome,
 with its exit code, is returned. A fault of the delivery log under the run is a value too (a
 stopped run, which the re-run recovers as after a kill).
+
+Every step reads and writes the database through the command's context (context.py): one
+connection for the whole send in this process, opened by the first step that needs it and
+created only once the send runs (a refused or declined first send leaves no log behind).
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from newsletter.config.settings import DEFAULT_LIST, Settings
+from newsletter.config.settings import DEFAULT_LIST
+from newsletter.context import CommandContext
+from newsletter.database import Database
 from newsletter.errors import CheckFailedError, DatabaseError
 from newsletter.gate import SendVerdict, inspect_send
 from newsletter.send import coordinator, preparation
@@ -49,9 +56,9 @@ __all__ = [
 ]
 
 # A phase of a larger send that reshapes what was prepared (subjects/run.py: a subject test's
-# sample, or its rest once decided): the prepared send in; this run's, and a line saying which
-# ('' when there is no such phase), out.
-Phase = Callable[[Prepared], tuple[Prepared, str]]
+# sample, or its rest once decided): the prepared send and the command's database in; this
+# run's, and a line saying which ('' when there is no such phase), out.
+Phase = Callable[[Prepared, Database], tuple[Prepared, str]]
 
 EXIT_DONE = 0
 EXIT_REFUSED = 1  # an error before sending (the checks, the list, a declined question)
@@ -144,14 +151,17 @@ class Quiet:
         yield lambda event: None
 
 
-def send(settings: Settings, request: SendRequest, listener: Listener | None = None) -> SendOutcome:
+def send(
+    context: CommandContext, request: SendRequest, listener: Listener | None = None
+) -> SendOutcome:
     """Check, decide a test, prepare from what was checked, ask, run (module docstring).
     Raises CheckFailedError on the checks' errors (unless `force`) and what loading the issue
     or the list raises, all before anything is planned."""
     heard = listener if listener is not None else Quiet()
+    settings = context.settings
     number, list_name = request.number, request.list_name
     staging = settings.mailing_list(list_name).staging
-    verdict = inspect_send(settings, number, list_name, online=request.online)
+    verdict = inspect_send(context, number, list_name, online=request.online)
     heard.checked(verdict)
     if verdict.errors and not request.force:
         raise CheckFailedError(
@@ -160,13 +170,22 @@ def send(settings: Settings, request: SendRequest, listener: Listener | None = N
         )
     test = None
     if staging:
-        test = consider(settings, number, list_name, verdict.fingerprint, again=request.again)
+        test = consider(
+            context.existing_database(),
+            number,
+            list_name,
+            verdict.fingerprint,
+            again=request.again,
+            timezone=settings.newsletter.timezone,
+        )
         heard.tested(test)
         if not test.go:
             return SendOutcome(verdict, test)
-    prepared = preparation.prepare(settings, verdict.draft, list_name, test=test)
+    prepared = preparation.prepare(
+        settings, verdict.draft, list_name, context.existing_database(), test=test
+    )
     if request.phase is not None:
-        prepared, line = request.phase(prepared)
+        prepared, line = request.phase(prepared, context.database)
         if line:
             heard.phased(line)
     if settings.smtp.security != "none" and not settings.smtp.verify:
@@ -179,7 +198,7 @@ def send(settings: Settings, request: SendRequest, listener: Listener | None = N
     options = request.options if request.options is not None else Options.merged(settings)
     try:
         with heard.running(prepared) as progress:
-            report = coordinator.send(prepared, options, progress)
+            report = coordinator.send(prepared, context.database, options, progress)
     except DatabaseError as exc:
         # The log failed under the run (its disk full, locked, damaged, its connection lost).
         return SendOutcome(verdict, test, fault=exc)

@@ -1,4 +1,5 @@
-"""A send made ready: settings, an issue number and a list in; a Prepared send (or .eml files) out.
+"""A send made ready: settings, the checked draft, a list and the command's database in; a
+Prepared send (or .eml files) out.
 
 `prepare` takes the draft the checks saw (draft.review: the issue loaded and rendered once, its
 links slots when [tracking] clicks is on), checks the list and builds the message factory, so every
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from newsletter.config.settings import Settings
-from newsletter.database import database_exists, open_project_database
+from newsletter.context import CommandContext
+from newsletter.database import Database
 from newsletter.draft import Draft, dated_for_sending
 from newsletter.issues import load_issue
 from newsletter.mail.message import MessageFactory, write_eml_files
@@ -45,6 +47,9 @@ class Prepared:
     # A staging list's test: which one this run sends (testsend.py; the coordinator begins
     # it); None for a real list.
     test: TestDecision | None = None
+    # The command's database (context.py), if there was one when it was prepared: the survey
+    # reads through it (None: no log, so no subscribers or suppressions in it).
+    database: Database | None = None
 
     @property
     def staging(self) -> bool:
@@ -53,20 +58,22 @@ class Prepared:
     def survey(self) -> RecipientsReport:
         """Who will get a message (suppressed readers counted apart): every recipient read once,
         for a confirmation only."""
-        return survey_list(self.settings, self.job.list_name, self.key)
+        return survey_list(self.settings, self.job.list_name, self.key, self.database)
 
 
 def prepare(
     settings: Settings,
     draft: Draft,
     list_name: str,
+    database: Database | None,
     *,
     test: TestDecision | None = None,
 ) -> Prepared:
     """Check the list and build the message factory from `draft`, the render the checks saw
     (draft.review): the issue file is not read again, so an edit saved since the checks ran
-    does not reach the readers. Any problem raises before anything is sent. `test`: the test of
-    a staging list to send (each test's messages have Message-IDs of their own)."""
+    does not reach the readers. Any problem raises before anything is sent. `database`: the
+    command's, if there is one (read, never created here). `test`: the test of a staging list
+    to send (each test's messages have Message-IDs of their own)."""
     key = signing_key(settings, allow_ephemeral=False)
     sending = draft.sending
     factory = MessageFactory(
@@ -79,7 +86,7 @@ def prepare(
     )
     # Suppressed readers stay in: planning gives each a `skipped` row saying why, so the log
     # accounts for every address on the list.
-    recipients = Recipients(settings, list_name, key)
+    recipients = Recipients(settings, list_name, key, database)
     smtp = settings.smtp
     return Prepared(
         settings=settings,
@@ -89,25 +96,25 @@ def prepare(
         key=key,
         tracked=sending,
         test=test,
+        database=database,
     )
 
 
-def survey_list(settings: Settings, list_name: str, key: SigningKey) -> RecipientsReport:
+def survey_list(
+    settings: Settings, list_name: str, key: SigningKey, database: Database | None
+) -> RecipientsReport:
     """Every recipient read once: who would get a message, suppressed addresses (in the log,
-    if there is one: a survey never creates it) counted apart."""
-    rows, report = Recipients(settings, list_name, key, check=False).read(
-        suppressed=_suppressed(settings, list_name)
-    )
+    `database`, if there is one: a survey never creates it) counted apart."""
+    suppressed = _suppressed(database, list_name)
+    recipients = Recipients(settings, list_name, key, database, check=False)
+    rows, report = recipients.read(suppressed=suppressed, database=database)
     for _ in rows:
         pass
     return report
 
 
-def _suppressed(settings: Settings, list_name: str) -> frozenset[str]:
-    if not database_exists(settings.database_target):
-        return frozenset()
-    with open_project_database(settings) as database:
-        return database.suppressions.addresses(list_name)
+def _suppressed(database: Database | None, list_name: str) -> frozenset[str]:
+    return frozenset() if database is None else database.suppressions.addresses(list_name)
 
 
 def smtp_pool(settings: Settings, size: int) -> Pool:
@@ -134,17 +141,20 @@ class DryRun:
     ephemeral_key: bool
 
 
-def dry_run(settings: Settings, number: int, list_name: str, out: Path) -> DryRun:
+def dry_run(context: CommandContext, number: int, list_name: str, out: Path) -> DryRun:
     """The same issue, recipients and suppressions as a real send, written to `out` as .eml
     files: no SMTP, and the delivery log is only read (a dry run never creates it)."""
+    settings, database = context.settings, context.existing_database()
     key = signing_key(settings, allow_ephemeral=True)
-    issue = dated_for_sending(settings, load_issue(settings.issues_dir, number))
-    sending = render_for_sending(issue, settings, list_name)
+    issue = load_issue(settings.issues_dir, number)
+    sending = render_for_sending(
+        dated_for_sending(settings, issue, context.first_sent()), settings, list_name
+    )
     factory = MessageFactory(
         sending.rendered, settings, list_name, secret=key.secret, links=sending.links
     )
-    rows, report = Recipients(settings, list_name, key).read(
-        suppressed=_suppressed(settings, list_name)
+    rows, report = Recipients(settings, list_name, key, database).read(
+        suppressed=_suppressed(database, list_name), database=database
     )
     stream = (
         Subscriber(envelope=row.envelope, name=row.name, line=row.line or None) for row in rows

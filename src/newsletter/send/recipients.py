@@ -10,17 +10,20 @@ the list: the outbox is read a page at a time, and only when the list has subscr
 the CSV's keys kept, by seen.SeenKeys.
 
 `Recipients.read` is called where planning reads the list, which is a forked child
-(send/reader.py): its stream opens its own connection to the outbox there.
+(send/reader.py): its stream opens its own connection to the outbox there, as a connection
+belongs to the process that opened it. In the command's own process (a confirmation's survey, a
+dry run) the caller hands it the command's database (context.py) to read through instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from newsletter.config.settings import Settings
-from newsletter.database import database_exists, open_database, open_project_database
+from newsletter.database import Database, open_database
 from newsletter.database.roster import Status
 from newsletter.errors import display_path
 from newsletter.importers.seen import SeenKeys
@@ -64,8 +67,16 @@ class Recipients:
     send.job.ListSource a send reads."""
 
     def __init__(
-        self, settings: Settings, list_name: str, key: SigningKey, *, check: bool = True
+        self,
+        settings: Settings,
+        list_name: str,
+        key: SigningKey,
+        database: Database | None,
+        *,
+        check: bool = True,
     ) -> None:
+        """`database`: the command's, read now for the list's subscribers and the people
+        forgotten (None: no log yet, so none of either)."""
         chosen = settings.mailing_list(list_name)
         self.list_name = list_name
         self.target = settings.database_target
@@ -75,20 +86,22 @@ class Recipients:
             check_list_header(self.path)
         self.members = 0
         self._forgotten: Callable[[str], bool] = lambda _: False
-        if database_exists(self.target):
-            with open_project_database(settings) as database:
-                self.members = database.roster.counts(list_name)[Status.CONFIRMED]
-                self._forgotten = forgotten_test(database.backend, key)
+        if database is not None:
+            self.members = database.roster.counts(list_name)[Status.CONFIRMED]
+            self._forgotten = forgotten_test(database.backend, key)
 
     def read(
-        self, *, suppressed: Container[str] = frozenset()
+        self, *, suppressed: Container[str] = frozenset(), database: Database | None = None
     ) -> tuple[Iterator[ListRow], RecipientsReport]:
         """Every recipient once, and the report that reading them fills; `suppressed` keys are
-        counted and left out (a dry run, a confirmation's count)."""
+        counted and left out (a dry run, a confirmation's count). `database`: the command's,
+        when read in its process; None: the stream opens its own (the reader child)."""
         report = RecipientsReport(self.path)
-        return self._stream(report, suppressed), report
+        return self._stream(report, suppressed, database), report
 
-    def _stream(self, report: RecipientsReport, suppressed: Container[str]) -> Iterator[ListRow]:
+    def _stream(
+        self, report: RecipientsReport, suppressed: Container[str], database: Database | None
+    ) -> Iterator[ListRow]:
         forgotten = self._forgotten
         with SeenKeys() as listed:
             if self.csv is not None:
@@ -103,8 +116,15 @@ class Recipients:
                     yield row
             if not self.members:
                 return
-            with open_database(self.target, migrate=False) as database:
-                for key, address, name in database.roster.confirmed(self.list_name):
+            # A forked child (the list's reader) opens a connection of its own: its parent's
+            # is not its to use (Database.disconnected says why).
+            opened = (
+                nullcontext(database)
+                if database is not None
+                else open_database(self.target, migrate=False)
+            )
+            with opened as reading:
+                for key, address, name in reading.roster.confirmed(self.list_name):
                     if self.csv is not None and listed.add(key, 0) is not None:
                         report.also_listed += 1
                     elif forgotten(key):

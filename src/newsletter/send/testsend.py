@@ -20,8 +20,7 @@ import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from newsletter.config.settings import Settings
-from newsletter.database import Database, database_exists, open_project_database
+from newsletter.database import Database
 from newsletter.database.testsends import TestSend
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus
@@ -106,15 +105,21 @@ def decide(
 
 
 def consider(
-    settings: Settings, number: int, list_name: str, print_: str, *, again: bool
+    database: Database | None,
+    number: int,
+    list_name: str,
+    print_: str,
+    *,
+    again: bool,
+    timezone: str = "",
 ) -> TestDecision:
-    """`decide` on what the log holds now (read only; no log: the first test)."""
-    if not database_exists(settings.database_target):
+    """`decide` on what the log holds now (read only; None, no log: the first test).
+    `timezone`: [newsletter] timezone, in which the editor is told the latest test's time."""
+    if database is None:
         return decide(None, {}, print_, again=again)
-    with open_project_database(settings) as database:
-        latest = database.test_sends.latest(number, list_name)
-        counts = database.deliveries.counts(number, list_name)
-    when = local_time(settings, latest.started_at) if latest is not None else ""
+    latest = database.test_sends.latest(number, list_name)
+    counts = database.deliveries.counts(number, list_name)
+    when = local_time(timezone, latest.started_at) if latest is not None else ""
     return decide(latest, counts, print_, again=again, when=when)
 
 
@@ -143,14 +148,13 @@ def begin(decision: TestDecision, number: int, list_name: str, database: Databas
     )
 
 
-def local_time(settings: Settings, stamp: str) -> str:
+def local_time(timezone: str, stamp: str) -> str:
     """An outbox time as the editor reads it: `10:42` today, else `2026-11-30 10:42`, in
-    `[newsletter] timezone` (else the machine's)."""
+    `timezone` ([newsletter] timezone; '': the machine's)."""
     try:
         moment = dt.datetime.fromisoformat(stamp)
     except ValueError:
         return stamp
-    zone = settings.newsletter.timezone
-    local = moment.astimezone(zoneinfo.ZoneInfo(zone)) if zone else moment.astimezone()
+    local = moment.astimezone(zoneinfo.ZoneInfo(timezone)) if timezone else moment.astimezone()
     today = dt.datetime.now(local.tzinfo).date()
     return local.strftime("%H:%M" if local.date() == today else "%Y-%m-%d %H:%M")

@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 
 from newsletter.clicks.events import ClickEvent
 from newsletter.clicks.rules import Windows, label
-from newsletter.config.settings import Settings, TrackingMode
-from newsletter.database import Database, open_project_database
+from newsletter.config.settings import Settings, TrackingMode, TrackingSettings
+from newsletter.database import Database
 from newsletter.database.subjecttests import SubjectTest
 from newsletter.errors import DeliveryError
 from newsletter.importers.subscribers import ListReport, fold_address
@@ -69,7 +69,7 @@ def begin(
     """Record the test and book the rest of the send for the decision; refused (DeliveryError
     with the fix) on a staging list, without per-reader tracking, or once the send began."""
     settings, job = prepared.settings, prepared.job
-    refuse_untracked(settings)
+    refuse_untracked(settings.tracking)
     if prepared.staging:
         raise DeliveryError(
             f"{job.list_name!r} is a staging list: a subject test goes to readers",
@@ -97,8 +97,8 @@ def begin(
     database.schedules.book(job.issue, job.list_name, decide_at, zone, "subject test")
 
 
-def refuse_untracked(settings: Settings) -> None:
-    mode = settings.tracking.clicks
+def refuse_untracked(tracking: TrackingSettings) -> None:
+    mode = tracking.clicks
     if mode != TrackingMode.PER_READER:
         raise DeliveryError(
             f"a subject test is decided by people's clicks, and [tracking] clicks is '{mode}'",
@@ -112,7 +112,7 @@ def phase(
 ) -> tuple[Prepared, str]:
     """The send this run makes of a send with a subject test, and the line saying which."""
     settings, job = prepared.settings, prepared.job
-    refuse_untracked(settings)
+    refuse_untracked(settings.tracking)
     secret = signing_key(settings, allow_ephemeral=False).secret
     split = Split(secret, job.issue, job.list_name, test.sample, len(test.subjects))
     factories = [_factory(prepared, subject, secret) for subject in test.subjects]
@@ -129,7 +129,7 @@ def phase(
         return replace(prepared, job=sampled), line
     if test.state == "sampling":
         decision = decide(
-            test.subjects, tallies(database, settings, split, job.issue, job.list_name)
+            test.subjects, tallies(database, settings.tracking, split, job.issue, job.list_name)
         )
         test = database.subject_tests.decide(
             job.issue, job.list_name, decision.winner, decision.detail
@@ -141,7 +141,7 @@ def phase(
 
 
 def tallies(
-    database: Database, settings: Settings, split: Split, issue: int, list_name: str
+    database: Database, tracking: TrackingSettings, split: Split, issue: int, list_name: str
 ) -> list[Tally]:
     """Each variant's messages sent and, of them, the ones a person clicked (scanners' and
     prefetches' requests excluded by the rules of clicks/rules.py)."""
@@ -151,7 +151,7 @@ def tallies(
     events = (ClickEvent(*record) for record in database.clicks.events(issue, list_name))
     clicked = {
         labelled.event.row
-        for labelled in label(events, Windows.from_settings(settings.tracking))
+        for labelled in label(events, Windows.from_settings(tracking))
         if labelled.human and labelled.event.row in variant_of
     }
     sent = Counter(variant_of.values())
@@ -169,17 +169,16 @@ def _factory(prepared: Prepared, subject: str, secret: bytes) -> MessageFactory:
 
 
 def subject_phase(
-    prepared: Prepared, request: SubjectRequest | None, now: float
+    prepared: Prepared, database: Database, request: SubjectRequest | None, now: float
 ) -> tuple[Prepared, str]:
     """`send`'s hook: the test begun when one is asked for; the phase of a send that has
-    one; the send unchanged ('' for its line) otherwise."""
-    with open_project_database(prepared.settings) as database:
-        if request is not None:
-            begin(prepared, database, request.subjects, request.sample, request.decide_after, now)
-        test = database.subject_tests.get(prepared.job.issue, prepared.job.list_name)
-        if test is None:
-            return prepared, ""
-        return phase(prepared, database, test, now)
+    one; the send unchanged ('' for its line) otherwise. `database`: the command's."""
+    if request is not None:
+        begin(prepared, database, request.subjects, request.sample, request.decide_after, now)
+    test = database.subject_tests.get(prepared.job.issue, prepared.job.list_name)
+    if test is None:
+        return prepared, ""
+    return phase(prepared, database, test, now)
 
 
 def report_lines(database: Database, settings: Settings, issue: int, list_name: str) -> list[str]:
@@ -195,7 +194,9 @@ def report_lines(database: Database, settings: Settings, issue: int, list_name: 
     figures = "; ".join(
         f"{subject!r}: {t.messages} sent, {t.people} clicked by people"
         for subject, t in zip(
-            test.subjects, tallies(database, settings, split, issue, list_name), strict=True
+            test.subjects,
+            tallies(database, settings.tracking, split, issue, list_name),
+            strict=True,
         )
     )
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(test.decide_at))

@@ -125,10 +125,11 @@ def run(argv: list[str]) -> int:
         with Interrupts() as interrupts:
             settings = load_settings(args.config)
             options = Options.merged(settings, rate=args.rate, concurrency=args.concurrency)
-            project = Project(settings)
-            outcome = project.send(
-                args.issue, args.list_name, options=options, listener=Lines(label, interrupts)
-            )
+            # A process of its own, so a connection of its own: the worker's is the worker's.
+            with Project(settings) as project:
+                outcome = project.send(
+                    args.issue, args.list_name, options=options, listener=Lines(label, interrupts)
+                )
     except Interrupted as stop:
         say(f"stopped: stopped by {stop.name} before sending (nothing was sent)")
         say("hint: Re-run the same command to resume.")
