@@ -19,7 +19,7 @@ from newsletter.rendering.render import render_issue
 
 # The throwaway PostgreSQL cluster (one per session) and a fresh database per test.
 from support.postgres import postgres_cluster, postgres_url  # noqa: F401
-from support.project import copy_project, keep_scores, publish_all
+from support.project import copy_project, keep_scores, publish_all, seed_scores
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("NEWSLETTER_CHROMIUM", "/usr/bin/chromium")
@@ -69,12 +69,14 @@ def project(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> Iterator[Path]:
     """A copy of the project in tmp_path, made the working directory; the spam scores its sends
-    find are kept for the next copies (see support.project), except in a test of SpamAssassin."""
+    find are kept for the next tests' sends (see support.project), except in a test of
+    SpamAssassin."""
     fresh = request.node.get_closest_marker("spamassassin") is not None
-    root = copy_project(tmp_path / "project", kept_scores=not fresh)
+    root = copy_project(tmp_path / "project")
     monkeypatch.chdir(root)
     for var in ("NEWSLETTER_SECRET", "NEWSLETTER_SECRET_PREVIOUS", "NEWSLETTER_SMTP_PASSWORD"):
         monkeypatch.delenv(var, raising=False)
+    seed_scores(root, enabled=not fresh)
     yield root
     if not fresh:
         keep_scores(root)

@@ -20,16 +20,18 @@ PROJECT_FILES = (
 )
 
 
-# SpamAssassin's scores so far in this test process, as its cache file keeps them: a send runs
-# the real SpamAssassin (Perl's start-up, ~0.8 s) once per message, and every later copy of the
-# project starts with the scores it found, as a project does after its first `check`. A test of
-# SpamAssassin itself (marked `spamassassin`) starts with none.
+# SpamAssassin's scores so far in this test process, as its cache file keeps them: a `newsletter`
+# process a test starts (support.sendcli.spawn) in a project with no state folder yet gets them,
+# as a project does after its first `check`, so the real SpamAssassin (Perl's start-up, ~0.8 s)
+# runs once per message in a test process, not once per test. The project fixture turns this off
+# for a test of SpamAssassin itself (marked `spamassassin`), and a test that makes the state
+# folder itself (a full disk, a file in its place) is left alone.
 _SCORES: dict[str, list[object]] = {}
+_seeding = [True]
 
 
-def copy_project(root: Path, *, kept_scores: bool = True) -> Path:
-    """Copy the project files into `root` (made if missing), with the spam scores this test
-    process has found so far unless `kept_scores` is False; returns `root`."""
+def copy_project(root: Path) -> Path:
+    """Copy the project files into `root` (made if missing); returns `root`."""
     root.mkdir(parents=True, exist_ok=True)
     for name in PROJECT_FILES:
         source = REPO / name
@@ -37,10 +39,20 @@ def copy_project(root: Path, *, kept_scores: bool = True) -> Path:
             shutil.copytree(source, root / name)
         else:
             shutil.copy2(source, root / name)
-    if kept_scores and _SCORES:
-        state = private_folder(root / ".newsletter")
-        write_private(state / CACHE_FILE, json.dumps({"version": 1, "entries": _SCORES}))
     return root
+
+
+def seed_scores(root: Path, *, enabled: bool | None = None) -> None:
+    """Give the project at `root` the spam scores found so far, if it has no state folder yet;
+    `enabled` switches this on or off for the tests that follow."""
+    if enabled is not None:
+        _seeding[0] = enabled
+        return
+    state = root / ".newsletter"
+    if not _seeding[0] or not _SCORES or state.exists() or not (root / "newsletter.toml").exists():
+        return
+    private_folder(state)
+    write_private(state / CACHE_FILE, json.dumps({"version": 1, "entries": _SCORES}))
 
 
 def keep_scores(root: Path) -> None:

@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.project import seed_scores
 from support.smtp import FaultyHandler
 
 SECRET = "test-secret-0123456789abcdef"
@@ -51,6 +52,7 @@ def shared_environment(port: int, postgres_url: str, lease: str) -> dict[str, st
 
 
 async def spawn(args: list[str], env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
+    seed_scores(cwd)
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
