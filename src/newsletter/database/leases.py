@@ -7,9 +7,8 @@ sessions (`send_claim`: sent without waiting for the reply, telling in the same 
 rows' recipients are suppressed now); a claim sets `owner`, never `sending`. `reap` ends the
 leases that expired: the dead worker's rows not yet started go back to the pool (those it
 claimed ahead among them); its rows in `sending` become `unknown` (their upload may have been
-accepted), reported and resent only on request. A
-worker that was only paused finds its lease gone (`renew` says so) and its rows no longer its
-own (the journal's owner checks).
+accepted), reported and resent only on request. A worker that was only paused finds its lease
+gone (`renew` says so) and its rows no longer its own (the journal's owner checks).
 """
 
 from __future__ import annotations

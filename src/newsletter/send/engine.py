@@ -77,9 +77,10 @@ class Engine:
         self._this_run: Counter[DeliveryStatus] = Counter()
         self._reaped: list[Delivery] = []
         self._stopped = ""
+        resting = self.pace.destinations.resting_domains  # their rows are not claimed meanwhile
         self.supply = Supply(
             database.leases,
-            Order(job.issue, job.list_name, self.worker, options.max_attempts, self._resting),
+            Order(job.issue, job.list_name, self.worker, options.max_attempts, resting),
             batch=max(2 * options.concurrency, min(CLAIM, int(2 * options.rate) or CLAIM)),
             skipped=lambda row: self._record(row, S.SKIPPED, None, reply=UNSUBSCRIBED),
             on_fault=self._faulted,
@@ -166,9 +167,6 @@ class Engine:
                 return None
             await asyncio.sleep(wait)
         return None
-
-    def _resting(self) -> list[str]:
-        return self.pace.destinations.resting_domains()
 
     def _idle_wait(self) -> float | None:
         """Nothing to claim now: how long to wait before looking again, or None if the run is
