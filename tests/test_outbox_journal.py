@@ -178,9 +178,13 @@ def test_durability_means_the_same_on_both_backends(
             assert backend._db.execute("PRAGMA synchronous").fetchone()[0] == sqlite
         else:
             assert backend._db.execute("SHOW synchronous_commit").fetchone()[0] == postgres
-            # The journal's commits go on a connection of their own: the same setting.
+            # The journal's commits and the claims go on connections of their own: the same
+            # setting.
             backend.send_commit([("SELECT 1 WHERE false", [])]).wait()
-            assert backend._journal.execute("SHOW synchronous_commit").fetchone()[0] == postgres
+            backend.send_fetch("SELECT 1 WHERE false").wait()
+            for lane in ("journal", "claims"):
+                conn = backend._lanes[lane].conn
+                assert conn.execute("SHOW synchronous_commit").fetchone()[0] == postgres
 
 
 def blocked_on_lock(url: str) -> None:

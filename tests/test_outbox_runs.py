@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import psycopg
+
 from newsletter.database import DEPARTED, IN_DOUBT, UNSUBSCRIBED, Database, Planned, open_database
 from newsletter.models import DeliveryStatus as S
 from support.database import mark_sending, record
@@ -120,21 +122,40 @@ def test_a_dead_workers_rows_go_back_or_become_unknown(database_target: Path | s
         assert claim(alive, "w3") == ["c", "d", "e", "f"]  # retiring freed the unstarted rows
 
 
-def test_suppressed_rows_a_worker_holds_are_found_at_once(database: Database) -> None:
-    plan(database, planned("a", "b", "c"))
-    rows = database.leases.claim(14, "main", "w1", 10, max_tries=5, at=time.time())
-    database.suppressions.add("main", "b@example.com", "one-click")
-    database.suppressions.add("other", "c@example.com", "one-click")  # another list's
-    keys = [r.recipient for r in rows]
-    assert database.suppressions.among("main", keys) == {rows[1].recipient}
-    assert database.suppressions.among("main", []) == set()
+def test_a_claim_tells_whose_recipient_is_suppressed_now(database: Database) -> None:
+    """The claim and the suppressions read in one statement: a reader who unsubscribed since
+    the plan is claimed (to be skipped), not queued; another list's suppression is not ours."""
+    plan(database, planned("a", "b", "c", "d"))
+    database.suppressions.add("main", "B@example.com", "one-click")
+    database.suppressions.add("other", "c@example.com", "one-click")
+    claim = database.leases.send_claim(14, "main", "w1", 10, max_tries=5, at=time.time())
+    claim.landing.wait()
+    send, suppressed = claim.taken()
+    assert [r.recipient for r in send] == ["a@example.com", "c@example.com", "d@example.com"]
+    assert [r.recipient for r in suppressed] == ["b@example.com"]
+    # Claimed is owned, nothing more: no row is `sending` before its upload.
+    assert {r.state for r in database.deliveries.rows(14, "main")} == {S.PENDING}
+    assert database.leases.claim(14, "main", "w2", 10, max_tries=5, at=time.time()) == []
 
 
-def test_the_suppression_probe_takes_any_number_of_addresses(database: Database) -> None:
-    keys = [f"r{i}@example.com" for i in range(1_234)]
-    for key in keys[::100]:
-        database.suppressions.add("main", key, "one-click")
-    assert database.suppressions.among("main", keys) == set(keys[::100])
+def test_a_claim_on_postgres_goes_out_without_waiting_for_its_reply(postgres_url: str) -> None:
+    """A claim the server cannot answer yet (the suppressions locked by another session) is
+    on its way, not waited for: the send goes on, its own connection free meanwhile; the rows
+    come once the server answers."""
+    with open_database(postgres_url) as database:
+        plan(database, planned("a", "b"))
+        # Prepared once, before the lock (preparing reads the tables' definitions).
+        database.leases.send_claim(99, "main", "w1", 10, max_tries=5, at=time.time()).landing.wait()
+        with psycopg.connect(postgres_url) as locker:
+            locker.execute("LOCK TABLE suppressions IN ACCESS EXCLUSIVE MODE")
+            claim = database.leases.send_claim(14, "main", "w1", 10, max_tries=5, at=time.time())
+            assert claim.landing.fileno is not None
+            assert not claim.landing.ready()
+            assert database.deliveries.counts(14, "main")[S.PENDING] == 2  # not blocked
+            locker.commit()
+        claim.landing.wait()
+        send, suppressed = claim.taken()
+    assert ([r.recipient for r in send], suppressed) == (["a@example.com", "b@example.com"], [])
 
 
 def test_only_one_planner_at_a_time_and_a_live_plan_is_shared(database_target: Path | str) -> None:

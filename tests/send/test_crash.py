@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
+import sqlite3
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from support.sendcli import (
+    HANG,
     children,
     environment,
     finish,
@@ -189,3 +192,71 @@ async def test_kill_9_while_waiting_for_354_leaves_nothing_in_doubt(project: Pat
     assert {s for s, _ in states(project).values()} == {"sent"}
     assert sorted(handler.by_recipient) == sorted(a.lower() for a in addresses)
     assert max(handler.by_recipient.values()) == 1
+
+
+def owners(project: Path, url: str) -> dict[str, tuple[str, str | None]]:
+    """recipient -> (state, owner) of the main list, from either outbox (empty until the send
+    has made its table)."""
+    query = "SELECT recipient, state, owner FROM deliveries WHERE list = 'main'"
+    if url:
+        with psycopg.connect(url) as db:
+            try:
+                return {r: (s, o) for r, s, o in db.execute(query)}
+            except psycopg.errors.UndefinedTable:
+                return {}
+    path = project / ".newsletter" / "outbox.sqlite3"
+    if not path.exists():
+        return {}
+    lite = sqlite3.connect(f"file:{path}?mode=ro", uri=True)  # never made here
+    try:
+        return {r: (s, o) for r, s, o in lite.execute(query)}
+    except sqlite3.OperationalError:  # no table yet
+        return {}
+    finally:
+        lite.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_kill_9_with_rows_claimed_ahead_leaves_them_to_the_rerun(
+    project: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A worker killed while it holds rows claimed ahead of its sessions: they were owned, never
+    `sending`, so the re-run sends each of them once and none is `unknown`. At 10 msg/s a
+    claim takes 20 rows and the next goes out under 10 queued; from reader 12 on, the server
+    holds RCPT, so the two sessions stop short of DATA with rows 14-19 still queued: rows
+    20-39 are owned only if a claim went out before the queue ran dry."""
+    addresses = write_list(project / "big.csv", 60)
+    held = asyncio.Event()
+    handler = FaultyHandler([Fault("rcpt", hold=held, match=lambda r: r >= "reader00012@")])
+    url = request.getfixturevalue("postgres_url") if backend == "postgres" else ""
+    extra = {"NEWSLETTER_OUTBOX__URL": url, "NEWSLETTER_SEND__LEASE": "2"} if url else {}
+    async with start(handler) as server:
+        env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv", **extra)
+        args = ["send", "--issue", "14", "--yes", "--concurrency", "2", "--rate", "10"]
+        proc = await spawn(args, env, project)
+        ahead = {f"reader{i:05d}@example.com" for i in range(20, 40)}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HANG
+        while True:
+            rows = owners(project, url) if proc.returncode is None else {}
+            sent = [r for r, (s, _) in rows.items() if s == "sent"]
+            if len(sent) == 12 and all(rows[r][1] for r in ahead):
+                break
+            assert loop.time() < deadline, f"no claim ahead: {rows}"
+            await asyncio.sleep(0.01)
+        proc.kill()
+        killed = await finish(proc)
+        assert killed.code == -signal.SIGKILL
+        rows = owners(project, url)
+        held.set()
+        handler.faults.clear()
+        rerun = await newsletter(args[:-2], env, project)  # at full speed
+    # What the kill left: the rows claimed ahead owned and `pending`, nothing in doubt.
+    assert {rows[r] for r in ahead} == {("pending", rows[min(ahead)][1])}
+    assert "sending" not in {s for s, _ in rows.values()}
+    assert rerun.code == 0, rerun.out + rerun.err
+    assert "unknown" not in rerun.out
+    assert {s for s, _ in owners(project, url).values()} == {"sent"}
+    assert sorted(handler.by_recipient) == sorted(addresses)
+    assert max(handler.by_recipient.values()) == 1
+    assert max(handler.by_message_id.values()) == 1

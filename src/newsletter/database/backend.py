@@ -5,10 +5,10 @@ their SQL once for both databases (`?` placeholders, ON CONFLICT, RETURNING) and
 Backend: SQLite (sqlite.py) or PostgreSQL (postgres.py). A backend executes one statement
 (committed at once outside a transaction), fetches rows, brackets writes in a transaction that
 holds its write lock from the start, commits a batch of statements at once (the journal's
-group commit; on PostgreSQL sent without waiting, a Landing to watch for its reply), names its
-clock, and applies the numbered migrations of schema.py the database
-lacks when it opens. Every error of its driver reaches the caller as an DatabaseError naming the
-cause (mapped by the backend, in one place each).
+group commit; on PostgreSQL sent without waiting, a Landing to watch for its reply), sends a
+send's claims the same way (`send_fetch`), names its clock, and applies the numbered migrations
+of schema.py the database lacks when it opens. Every error of its driver reaches the caller as a
+DatabaseError naming the cause (mapped by the backend, in one place each).
 
 `durability` has the same meaning on both: "process" (a commit survives this process being
 killed) or "power" (it survives a power cut: the commit waits for the disk).
@@ -125,6 +125,13 @@ class Backend:
         (PostgreSQL, on a connection of its own); here, committed before it returns. One at a
         time: the next is sent once this one has landed."""
         return Landing(rows=self.commit(batch))
+
+    def send_fetch(self, sql: str, params: Params = ()) -> Landing:
+        """`fetch` (one statement, committed alone), sent without waiting for its reply where
+        the database is a server (PostgreSQL, on a connection of its own, not the commits');
+        here, fetched before it returns. One at a time: the next is sent once this one has
+        landed. A send's claims ahead of its sessions (leases.send_claim)."""
+        return Landing(rows=[self.fetch(sql, params)])
 
     def lock_at_once(self, sql: str, params: Params = ()) -> bool:
         """Inside `transaction`: the rows of `sql` (a SELECT ... FOR UPDATE NOWAIT) locked, or

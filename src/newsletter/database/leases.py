@@ -2,18 +2,20 @@
 
 A worker registers with a lease it renews, timed by the database's clock; it claims free due rows
 a batch at a time (`FOR UPDATE SKIP LOCKED` on PostgreSQL, so two workers never take the same
-row) and each outcome its journal commits frees the row again. `reap` ends the leases that
-expired: the dead worker's rows not yet started go back to the pool; its rows in `sending`
-become `unknown` (their upload may have been accepted), reported and resent only on request. A
-worker that was only paused finds its lease gone (`renew` says so) and its rows no longer its
-own (the journal's owner checks).
+row) and each outcome its journal commits frees the row again. A send claims ahead of its
+sessions (`send_claim`: sent without waiting for the reply, telling in the same statement which
+rows' recipients are suppressed now); a claim sets `owner`, never `sending`. `reap` ends the
+leases that expired: the dead worker's rows not yet started go back to the pool (those it
+claimed ahead among them); its rows in `sending` become `unknown` (their upload may have been
+accepted), reported and resent only on request. A worker that was only paused finds its lease
+gone (`renew` says so) and its rows no longer its own (the journal's owner checks).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from newsletter.database.backend import Backend
+from newsletter.database.backend import Backend, Landing, Params
 from newsletter.database.records import (
     COLUMNS,
     FREE,
@@ -26,6 +28,13 @@ from newsletter.database.records import (
 from newsletter.models import DeliveryStatus
 
 S = DeliveryStatus
+# Whether a claimed row's recipient is suppressed on its list now (an unsubscribe since the
+# plan), read by the claim itself: one probe of the suppressions' primary key a row, in the
+# claim's own round trip (addresses are stored folded on both sides).
+_SUPPRESSED = (
+    "EXISTS (SELECT 1 FROM suppressions WHERE suppressions.list = deliveries.list"
+    " AND suppressions.address = deliveries.recipient)"
+)
 
 
 class Leases:
@@ -136,14 +145,47 @@ class Leases:
         """Up to `limit` free rows due at `at` (Unix time) that this run has tried fewer than
         `max_tries` times, now owned by `worker`, oldest first; none to the recipient domains
         in `skip` (they asked us to slow down: the engine's pacing)."""
-        rows = self.backend.fetch(
+        sql, params = self._claim(issue, list_name, worker, limit, max_tries, at, skip, "")
+        rows = self.backend.fetch(sql, params)
+        return sorted((delivery_from_row(r) for r in rows), key=lambda d: d.id)
+
+    def send_claim(
+        self,
+        issue: int,
+        list_name: str,
+        worker: str,
+        limit: int,
+        *,
+        max_tries: int,
+        at: float,
+        skip: Sequence[str] = (),
+    ) -> Claim:
+        """`claim`, sent without waiting for the database's reply where it is a server (the
+        send goes on meanwhile), each row with whether its recipient is suppressed on the
+        list now."""
+        suppressed = f", {_SUPPRESSED}"
+        sql, params = self._claim(issue, list_name, worker, limit, max_tries, at, skip, suppressed)
+        return Claim(self.backend.send_fetch(sql, params))
+
+    def _claim(
+        self,
+        issue: int,
+        list_name: str,
+        worker: str,
+        limit: int,
+        max_tries: int,
+        at: float,
+        skip: Sequence[str],
+        extra: str,
+    ) -> tuple[str, Params]:
+        """The claim's statement: `extra` is more it returns after COLUMNS."""
+        sql = (
             f"UPDATE deliveries SET owner = ? WHERE id IN (SELECT id FROM deliveries"
             f" WHERE issue = ? AND list = ? AND {FREE} AND next_attempt_at <= ? AND tries < ?"
             f"{_skipped(skip)} ORDER BY id LIMIT ? {self.backend.skip_locked})"
-            f" RETURNING {COLUMNS}",
-            (worker, issue, list_name, at, max_tries, *_patterns(skip), limit),
+            f" RETURNING {COLUMNS}{extra}"
         )
-        return sorted((delivery_from_row(r) for r in rows), key=lambda d: d.id)
+        return sql, (worker, issue, list_name, at, max_tries, *_patterns(skip), limit)
 
     def next_due(
         self, issue: int, list_name: str, *, max_tries: int, skip: Sequence[str] = ()
@@ -165,6 +207,21 @@ class Leases:
             (worker, issue, list_name),
         )[0]
         return int(n)
+
+
+class Claim:
+    """A claim on its way: `landing` to watch for the database's reply, then `taken`."""
+
+    def __init__(self, landing: Landing) -> None:
+        self.landing = landing
+
+    def taken(self) -> tuple[list[Delivery], list[Delivery]]:
+        """Once landed: the rows claimed, oldest first, as (to send, suppressed now)."""
+        send: list[Delivery] = []
+        suppressed: list[Delivery] = []
+        for values in sorted(self.landing.rows[0], key=lambda r: int(r[0])):
+            (suppressed if values[-1] else send).append(delivery_from_row(values))
+        return send, suppressed
 
 
 def _skipped(domains: Sequence[str]) -> str:

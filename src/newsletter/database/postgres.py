@@ -8,6 +8,8 @@ implicit transaction, without that lock (its statements touch only rows its work
 journal's commits during a send (`send_commit`) go on a second connection, opened when the first
 is sent, as one prepared statement sent without waiting: the worker's event loop watches the
 socket for the reply and goes on meanwhile, and its other statements need not wait behind it.
+A send's claims ahead of its sessions (`send_fetch`) go the same way on a third connection, so
+a claim never waits behind a commit nor a commit behind a claim.
 `synchronous_commit` follows the durability: off for "process" (the server acknowledges a commit
 before its WAL reaches the disk: it survives this process being killed, not a crash of the
 server's machine), on for "power". The password comes from the URL in the environment
@@ -22,8 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
-import selectors
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any
 
@@ -33,6 +34,7 @@ from psycopg import pq
 
 from newsletter.config.dburl import redact_url, scrub
 from newsletter.database.backend import Backend, Durability, Landing, Params, Statement
+from newsletter.database.lanes import Lane, Sent
 from newsletter.database.schema import Migration
 from newsletter.errors import DatabaseError
 
@@ -91,14 +93,15 @@ class PostgresBackend(Backend):
         return redact_url(self.target)
 
     def close(self) -> None:
-        if self._journal is not None:
-            self._journal.close()
+        for lane in self._lanes.values():
+            lane.conn.close()
         self._db.close()
 
     def reconnect(self) -> None:
         self._db = self._connect()
-        self._journal: psycopg.Connection[Any] | None = None
-        self._statements: dict[str, bytes] = {}  # prepared on the journal's connection
+        # The connections of statements sent without waiting, by what they carry ("journal",
+        # "claims"), each opened when its first statement is sent.
+        self._lanes: dict[str, Lane] = {}
 
     def _connect(self) -> psycopg.Connection[Any]:
         try:
@@ -191,30 +194,30 @@ class PostgresBackend(Backend):
     def send_commit(self, batch: Sequence[Statement]) -> Landing:
         # On a connection of its own, so the run's other statements (claims, renewals) need
         # not wait for a reply in flight; its statements touch only rows this worker holds.
+        lane = self._lane("journal")
+        if len(batch) > 1:  # a row twice in one batch (rare): in one pipeline, waited for
+            return Landing(rows=self._commit_on(lane.conn, batch))
+        ((sql, params),) = batch
+        return self._send_on(lane, sql, params)
+
+    def send_fetch(self, sql: str, params: Params = ()) -> Landing:
+        # Not on the journal's connection: a claim sent while a commit is on its way (or the
+        # other way round) would have to wait for it, libpq taking one statement at a time.
+        return self._send_on(self._lane("claims"), sql, params)
+
+    def _lane(self, kind: str) -> Lane:
         if self._db.closed:  # closed under the run: no new connection behind its back
             raise self._fault(psycopg.OperationalError("the connection is closed"))
-        if self._journal is None:
-            self._journal = self._connect()
-        if len(batch) > 1:  # a row twice in one batch (rare): in one pipeline, waited for
-            return Landing(rows=self._commit_on(self._journal, batch))
-        ((sql, params),) = batch
+        lane = self._lanes.get(kind)
+        if lane is None:
+            lane = self._lanes[kind] = Lane(self._connect())
+        return lane
+
+    def _send_on(self, lane: Lane, sql: str, params: Params) -> Landing:
         try:
-            return _Sent(self._journal.pgconn, self._prepared(sql), params, self._fault)
+            return Sent(lane, lane.prepared(_sql(sql)), params, self._fault)
         except psycopg.Error as exc:
             raise self._fault(exc) from exc
-
-    def _prepared(self, sql: str) -> bytes:
-        """The name of `sql` prepared on the journal's connection (parsed and planned once
-        for each size of batch, not at every commit)."""
-        name = self._statements.get(sql)
-        if name is None:
-            assert self._journal is not None
-            name = f"journal_{len(self._statements)}".encode()
-            result = self._journal.pgconn.prepare(name, _sql(sql).encode())
-            if result.status != pq.ExecStatus.COMMAND_OK:
-                raise self._fault(_error(result))
-            self._statements[sql] = name
-        return name
 
     def lock_at_once(self, sql: str, params: Params = ()) -> bool:
         try:
@@ -287,7 +290,7 @@ class PostgresBackend(Backend):
                 hint="A statement_timeout or lock_timeout of the server, or an administrator's"
                 f" pg_cancel_backend: {retry}",
             )
-        broken = self._db.broken or (self._journal is not None and self._journal.broken)
+        broken = self._db.broken or any(lane.conn.broken for lane in self._lanes.values())
         if broken or isinstance(exc, psycopg.OperationalError):
             if self._farewell and self._farewell not in detail:
                 detail = f"{scrub(self._farewell, self.target)}: {detail}"
@@ -300,81 +303,6 @@ class PostgresBackend(Backend):
 
     def _script(self, migration: Migration) -> str:
         return migration.postgres
-
-
-class _Sent(Landing):
-    """One statement sent on the journal's connection, its reply read as it comes (libpq's
-    own calls, non-blocking: psycopg's would wait for it). Its parameters go as text and the
-    statement casts each; the rows it returns are integers (the journal's ids)."""
-
-    def __init__(
-        self,
-        conn: pq.abc.PGconn,
-        name: bytes,
-        params: Params,
-        fault: Callable[[psycopg.Error], DatabaseError],
-    ) -> None:
-        """Sent; psycopg's errors (the caller maps them) until it is, `fault`'s after."""
-        super().__init__()
-        self.conn = conn
-        self.fault = fault
-        self.fileno = conn.socket
-        conn.nonblocking = 1
-        conn.send_query_prepared(name, [None if v is None else str(v).encode() for v in params])
-        if conn.flush():  # what the socket's buffer did not take at once
-            with selectors.DefaultSelector() as selector:
-                selector.register(self.fileno, selectors.EVENT_WRITE)
-                while conn.flush():
-                    selector.select()
-
-    def ready(self) -> bool:
-        if self._rows is not None:
-            return True
-        try:
-            self.conn.consume_input()
-            if self.conn.is_busy():
-                return False
-            self._rows = self._read()
-        except psycopg.Error as exc:
-            raise self.fault(exc) from exc
-        return True
-
-    def wait(self) -> list[list[tuple[Any, ...]]]:
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.conn.socket, selectors.EVENT_READ)
-            while not self.ready():
-                selector.select()
-        return self.rows
-
-    def _read(self) -> list[list[tuple[Any, ...]]]:
-        failed: psycopg.Error | None = None
-        rows: list[tuple[Any, ...]] = []
-        while (result := self.conn.get_result()) is not None:
-            if result.status == pq.ExecStatus.TUPLES_OK:
-                rows = [
-                    tuple(
-                        None if (v := result.get_value(i, j)) is None else int(v)
-                        for j in range(result.nfields)
-                    )
-                    for i in range(result.ntuples)
-                ]
-            elif result.status != pq.ExecStatus.COMMAND_OK and failed is None:
-                failed = _error(result)
-        if failed is not None:
-            raise failed
-        if self.conn.status != pq.ConnStatus.OK:
-            raise psycopg.OperationalError("the connection to the server was lost")
-        return [rows]
-
-
-def _error(result: pq.abc.PGresult) -> psycopg.Error:
-    """The psycopg error a failed result stands for (its class named by its SQLSTATE)."""
-    state = result.error_field(pq.DiagnosticField.SQLSTATE)
-    try:
-        kind = pg.lookup(state.decode()) if state else psycopg.DatabaseError
-    except KeyError:
-        kind = psycopg.DatabaseError
-    return kind(result.error_message.decode(errors="replace").strip(), info=result)
 
 
 def _first_line(exc: BaseException) -> str:

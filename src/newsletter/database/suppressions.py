@@ -1,22 +1,18 @@
 """Addresses never mailed again on a list: (list, address, who asked) in; the suppressed out.
 
 Written by the one-click unsubscribe endpoint, `newsletter unsubscribe` and the bounce policy;
-read by planning (a suppressed address gets a `skipped` row) and by the engine, which checks
-each claimed batch so an unsubscribe during a run is honoured within about a second. Addresses
-are stored in their folded form (subscribers.fold_address).
+read by planning (a suppressed address gets a `skipped` row) and by each claim of a send, which
+tells which of its rows are suppressed (leases.py), so an unsubscribe during a run is honoured
+within about a second. Addresses are stored in their folded form (subscribers.fold_address).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from newsletter.database.backend import Backend
 from newsletter.database.records import EDITOR_SOURCE, Suppression, now
 from newsletter.importers.subscribers import fold_address
-
-# Addresses asked about in one statement (SQLite's default allows 32,766 parameters; a claim
-# is a few hundred rows).
-_PROBES = 500
 
 
 class Suppressions:
@@ -99,20 +95,3 @@ class Suppressions:
         for it on every list); how many."""
         with self.backend.transaction():
             return self.backend.run("DELETE FROM suppressions WHERE address = ?", (key,))
-
-    def among(self, list_name: str, keys: Sequence[str]) -> set[str]:
-        """Which of the address `keys` are suppressed on `list_name` now (the rows a send has
-        just claimed: one probe of the primary key each, so a claim costs the same on a list of
-        ten thousand as of a million)."""
-        found: set[str] = set()
-        for start in range(0, len(keys), _PROBES):
-            chunk = keys[start : start + _PROBES]
-            marks = ",".join("?" * len(chunk))
-            found.update(
-                str(address)
-                for (address,) in self.backend.fetch(
-                    f"SELECT address FROM suppressions WHERE list = ? AND address IN ({marks})",
-                    (list_name, *chunk),
-                )
-            )
-        return found

@@ -1,7 +1,8 @@
 """The deliver step in one process: claimed rows and a message builder in, committed outcomes
 and the step's value (Delivered) out.
 
-N sessions take rows the engine claims from the outbox a batch at a time, through one token
+N sessions take rows claimed from the outbox a batch at a time (supply.py: the next claim goes
+out before the queue runs dry; rows suppressed since the plan are skipped), through one token
 bucket per second and one per hour (this worker's share of the run's rates), past recipient
 domains that throttled us and rest (pacing.py: their rows go back, due when the domain is); as a
 body goes out, its session takes the next row, builds it and (with PIPELINING) announces it.
@@ -11,16 +12,16 @@ its backoff, claimed again when due, up to max_attempts in this run. faults.Brea
 run after K connection failures in a row, as do destinations that all keep throttling us;
 `stop` (a signal, a quota, the bounce rates) lets the messages in flight finish and be recorded.
 
-Nothing here grows with the list: the queue holds one claimed batch. The engine never builds
-MIME or speaks SMTP itself: the job's `build(subscriber, message_id, row_id)` makes the bytes
-and smtp.Pool's sessions carry them.
+Nothing here grows with the list: the queue holds one and a half claimed batches at most. The
+engine never builds MIME or speaks SMTP itself: the job's `build(subscriber, message_id,
+row_id)` makes the bytes and smtp.Pool's sessions carry them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -35,11 +36,13 @@ from newsletter.send.lease import LEASE_LOST, Lease, LeaseLostError
 from newsletter.send.pacing import Pacer, RetryPolicy
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool, Session
+from newsletter.send.supply import Order, Supply
 from newsletter.send.warmup import warmup_for
 
 S = DeliveryStatus
-# Claimed rows a worker holds at most: about a second of sending, so an unsubscribe is honoured
-# within seconds and a dead worker strands few rows until its lease expires.
+# Rows a claim takes: about a second of sending, so an unsubscribe is honoured within seconds
+# and a dead worker strands few rows until its lease expires (the next claim goes out at half
+# of it: a worker holds one and a half at most).
 CLAIM = 200
 
 
@@ -74,8 +77,15 @@ class Engine:
         self._this_run: Counter[DeliveryStatus] = Counter()
         self._reaped: list[Delivery] = []
         self._stopped = ""
-        self._queue: deque[Delivery] = deque()
-        self._batch = max(2 * options.concurrency, min(CLAIM, int(2 * options.rate) or CLAIM))
+        resting = self.pace.destinations.resting_domains  # their rows are not claimed meanwhile
+        self.supply = Supply(
+            database.leases,
+            Order(job.issue, job.list_name, self.worker, options.max_attempts, resting),
+            batch=max(2 * options.concurrency, min(CLAIM, int(2 * options.rate) or CLAIM)),
+            skipped=lambda row: self._record(row, S.SKIPPED, None, reply=UNSUBSCRIBED),
+            on_fault=self._faulted,
+            running=lambda: not self._stopping,
+        )
         self._in_flight = 0
         self._breaker = Breaker(options.breaker_threshold)
         self._stopping, self._started, self._sent = False, 0.0, 0
@@ -118,6 +128,7 @@ class Engine:
         finally:
             for task in [*sessions, keeper]:
                 task.cancel()
+            self.supply.close()  # the claim on its way: its rows this worker's, left unsent
             self.commit.flush()  # what the last turns recorded
             await self.pool.close()
         if self._fault is not None:
@@ -144,9 +155,9 @@ class Engine:
     async def _next(self) -> Delivery | None:
         """The next claimed row; None when the run is over (or stopping)."""
         while not self._stopping:
-            if self._queue:
-                return self._queue.popleft()
-            if self._claim():
+            if (row := self.supply.take()) is not None:
+                return row
+            if await self.supply.refill():
                 continue
             if self._in_flight or self.commit.busy:  # an outcome may bring a row back
                 await asyncio.sleep(0.02)
@@ -156,28 +167,6 @@ class Engine:
                 return None
             await asyncio.sleep(wait)
         return None
-
-    def _claim(self) -> bool:
-        """Claim the next batch of due rows; rows suppressed since planning are skipped now."""
-        job = self.job
-        rows = self.database.leases.claim(
-            job.issue,
-            job.list_name,
-            self.worker,
-            self._batch,
-            max_tries=self.options.max_attempts,
-            at=time.time(),
-            skip=self.pace.destinations.resting_domains(),
-        )
-        if not rows:
-            return False
-        suppressed = self.database.suppressions.among(job.list_name, [r.recipient for r in rows])
-        for row in rows:
-            if row.recipient in suppressed:
-                self._record(row, S.SKIPPED, None, reply=UNSUBSCRIBED)
-            else:
-                self._queue.append(row)
-        return True
 
     def _idle_wait(self) -> float | None:
         """Nothing to claim now: how long to wait before looking again, or None if the run is
@@ -292,11 +281,13 @@ class Engine:
         """Just before a body goes out: the next row for this session if it may go at once
         (a row waits in the queue, the rates allow it), built now, so its envelope can follow
         the body in the same write (smtp.py)."""
-        if self._stopping or not self._queue:
+        upcoming = self.supply.peek()
+        if self._stopping or upcoming is None:
             return None
-        if self.pace.destinations.resting(self._queue[0].recipient) or not self.pace.take_now():
+        if self.pace.destinations.resting(upcoming.recipient) or not self.pace.take_now():
             return None
-        row = self._queue.popleft()
+        row = self.supply.take()
+        assert row is upcoming
         try:
             return Ahead(row, self._build(row))
         except Exception:  # its attempt builds it again and records why
