@@ -235,3 +235,24 @@ def test_a_read_only_command_with_no_log_opens_none(
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     assert opened == []
     assert not (project / ".newsletter" / "outbox.sqlite3").exists()
+
+
+def test_a_command_closes_its_database_when_it_ends_and_its_error_is_two_lines(
+    project: Path, logged: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[Database] = []
+    original = Database.__init__
+
+    def keeping(self: Database, backend: Backend) -> None:
+        made.append(self)
+        original(self, backend)
+
+    monkeypatch.setattr(Database, "__init__", keeping)
+    result = newsletter("status", "--issue", "14", "--list", "nowhere")  # read, then refused
+    assert result.exit_code == 1
+    assert result.output.startswith("error: no list named 'nowhere'"), result.output
+    assert "\nhint: " in result.output
+    assert "Traceback" not in result.output
+    (database,) = made
+    with pytest.raises(DatabaseError, match="closed"):
+        database.deliveries.counts(14, "main")
