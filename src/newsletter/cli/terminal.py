@@ -15,7 +15,6 @@ from newsletter.fields import DEFAULT_LIST
 from newsletter.formats.safetext import printable as printable  # the one cleaner, for every command
 
 if TYPE_CHECKING:
-    from newsletter.context import CommandContext
     from newsletter.importers.subscribers import ListReport
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -77,10 +76,9 @@ def context_passer(*, migrate: bool = True) -> Callable[[F], F]:
 
     def decorate(func: F) -> F:
         def with_context(settings: Any, /, *args: Any, **kwargs: Any) -> Any:
-            # Imported here, as the settings are: `--help` opens no database.
+            # Imported here, as the settings are: `--help` loads none of the database's modules.
             from newsletter.context import CommandContext
 
-            context: CommandContext
             with CommandContext(settings, migrate=migrate) as context:
                 return func(context, *args, **kwargs)
 
