@@ -31,20 +31,24 @@ __all__ = ["CommandContext"]
 class CommandContext:
     """The settings of one command and its one connection to the project's database."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, migrate: bool = True) -> None:
         self.settings = settings
+        # False for `outbox migrate` and `outbox info` (and `doctor`): they look at the schema
+        # as it is, so opening must not bring it up to date first.
+        self._migrate = migrate
         self._database: Database | None = None
 
     @property
     def database(self) -> Database:
-        """The project's database, opened (created and migrated if need be) on first use."""
+        """The project's database, opened (created, and migrated unless the context says not)
+        on first use."""
         if self._database is not None and self._database.broken:
             # The server dropped the connection (PostgreSQL): this command's next step opens
             # it anew rather than fail on a dead one.
             with suppress(DatabaseError):
                 self.close()
         if self._database is None:
-            self._database = open_project_database(self.settings)
+            self._database = open_project_database(self.settings, migrate=self._migrate)
         return self._database
 
     def existing_database(self) -> Database | None:

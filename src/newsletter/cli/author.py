@@ -18,7 +18,7 @@ from newsletter.checks.findingformats import (
     text_line,
 )
 from newsletter.checks.lint import Finding
-from newsletter.cli.terminal import fail, pass_settings, sample_list_option
+from newsletter.cli.terminal import fail, pass_context, pass_settings, sample_list_option
 from newsletter.config.configfile import CONFIG_NAME
 from newsletter.config.settings import DEFAULT_LIST, Settings
 from newsletter.context import CommandContext
@@ -35,8 +35,10 @@ EPHEMERAL_NOTE = (
 )
 
 
-def review_issue(settings: Settings, number: int, list_name: str) -> Draft:
-    draft = review(settings, issue_path(settings.issues_dir, number), list_name)
+def review_issue(context: CommandContext, number: int, list_name: str) -> Draft:
+    settings = context.settings
+    path = issue_path(settings.issues_dir, number)
+    draft = review(settings, path, list_name, dates=context.first_sent())
     if draft.ephemeral_key:
         click.echo(EPHEMERAL_NOTE, err=True)
     return draft
@@ -99,25 +101,30 @@ def new(settings: Settings, number: int | None, start_from: int | None) -> None:
     help="Write the web archive (index + the published issues: [serve] publish) as static files"
     " into this folder.",
 )
-@pass_settings
+@pass_context
 def build(
-    settings: Settings, number: int | None, list_name: str, out: Path | None, site: Path | None
+    context: CommandContext,
+    number: int | None,
+    list_name: str,
+    out: Path | None,
+    site: Path | None,
 ) -> None:
     """Render an issue: email.html, email.txt and a sample email.eml (for a sample recipient).
 
     With --site DIR, also write the web archive that `newsletter serve` shows (index.html,
     issues/N/index.html, unsubscribe/index.html) for any static host; --issue is then optional.
     """
+    settings = context.settings
     if number is None and site is None:
         raise click.UsageError("Missing option '--issue' (or --site DIR for the web archive).")
     if number is None and out is not None:
         raise click.UsageError("--out needs --issue")
     if number is not None:
-        _build_issue(settings, number, list_name, out)
+        _build_issue(context, number, list_name, out)
     if site is not None:
         from newsletter.web.site.archive import write_site
 
-        written = write_site(settings, site)
+        written = write_site(settings, site, context.existing_database())
         pages = [path for path in written if path.suffix == ".html"]
         images = sum(1 for path in written if path.suffix not in (".html", ".xml"))
         click.echo(
@@ -128,8 +135,9 @@ def build(
         click.echo(f"publish it at {settings.newsletter.base_url} (newsletter.base_url)")
 
 
-def _build_issue(settings: Settings, number: int, list_name: str, out: Path | None) -> None:
-    draft = review_issue(settings, number, list_name)
+def _build_issue(context: CommandContext, number: int, list_name: str, out: Path | None) -> None:
+    settings = context.settings
+    draft = review_issue(context, number, list_name)
     folder = out if out is not None else settings.root / "out" / str(number)
     for path in write_files(draft, folder):
         click.echo(f"{display_path(path)}  {path.stat().st_size / 1024:.1f} KB")
@@ -163,9 +171,9 @@ def _build_issue(settings: Settings, number: int, list_name: str, out: Path | No
     "request's lines); sarif (a SARIF 2.1.0 log for code scanning). With json and sarif, "
     "stdout is the document alone and the summary goes to stderr.",
 )
-@pass_settings
+@pass_context
 def check(
-    settings: Settings,
+    context: CommandContext,
     number: int | None,
     archive: bool,
     list_name: str,
@@ -184,6 +192,7 @@ def check(
     With --archive (and no --issue): the links of every issue the archive publishes, fetched
     as --online fetches them; exit 1 if any is dead.
     """
+    settings = context.settings
     if archive:
         if number is not None or output != "text" or online is False:
             raise click.UsageError(
@@ -198,8 +207,7 @@ def check(
         raise click.UsageError("Missing option '--issue' (or --archive).")
     issue_file = display_path(issue_path(settings.issues_dir, number))
     try:
-        with CommandContext(settings) as context:
-            verdict = inspect_send(context, number, list_name, online=online)
+        verdict = inspect_send(context, number, list_name, online=online)
     except IssueError as exc:
         if output == "text":
             raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,17 +18,21 @@ from newsletter.cli.terminal import (
     Group,
     every_list_option,
     list_counts,
-    pass_settings,
+    pass_context,
     printable,
 )
 from newsletter.config.settings import DEFAULT_LIST, Settings, nameserver_address
-from newsletter.database import EDITOR_SOURCE, Database, database_exists, open_project_database
+from newsletter.database import EDITOR_SOURCE, Database
 from newsletter.database.bounces import DISMISSED
 from newsletter.database.consent import ConsentEvent
 from newsletter.database.roster import Status
 from newsletter.errors import ConfigError, NewsletterError, display_path
 from newsletter.importers.subscribers import address_key, check_list
 from newsletter.mail.tokens import signing_key
+
+if TYPE_CHECKING:
+    # Loaded when the command runs (terminal.context_passer), not by its --help.
+    from newsletter.context import CommandContext
 
 
 class _Subcommands(Group):
@@ -44,9 +49,9 @@ class _Subcommands(Group):
 
 @click.group(cls=_Subcommands, invoke_without_command=True)
 @every_list_option
-@pass_settings
+@pass_context
 @click.pass_context
-def subscribers(ctx: click.Context, settings: Settings, list_name: str | None) -> None:
+def subscribers(ctx: click.Context, context: CommandContext, list_name: str | None) -> None:
     """Check the lists, or (with a command) manage the subscribers in the outbox.
 
     Alone: every rejected row of each list's CSV (file:line: field: reason), then per list the
@@ -57,6 +62,7 @@ def subscribers(ctx: click.Context, settings: Settings, list_name: str | None) -
     """
     if ctx.invoked_subcommand is not None:
         return
+    settings, database = context.settings, context.existing_database()
     names = [list_name] if list_name else sorted(settings.lists)
     if not names:
         raise ConfigError("no lists in the config", hint="Add a [lists.main] table with a `path`.")
@@ -65,10 +71,9 @@ def subscribers(ctx: click.Context, settings: Settings, list_name: str | None) -
         csv = settings.mailing_list(name).path
         suppressed: frozenset[str] = frozenset()
         members: dict[Status, int] = {}
-        if database_exists(settings.database_target):
-            with open_project_database(settings) as database:
-                suppressed = database.suppressions.addresses(name)
-                members = database.roster.counts(name)
+        if database is not None:
+            suppressed = database.suppressions.addresses(name)
+            members = database.roster.counts(name)
         if csv is not None:
             report = check_list(
                 Path(display_path(settings.resolve(csv))),
@@ -95,27 +100,27 @@ def subscribers(ctx: click.Context, settings: Settings, list_name: str | None) -
     help="The list to remove it from.",
 )
 @click.option("--undo", is_flag=True, help="Send to ADDRESS again (lift any suppression).")
-@pass_settings
-def unsubscribe(settings: Settings, address: str, list_name: str, undo: bool) -> None:
+@pass_context
+def unsubscribe(context: CommandContext, address: str, list_name: str, undo: bool) -> None:
     """Never send to ADDRESS on a list again, as if the reader had unsubscribed (source `cli`;
     unlike the reader's own, their re-subscribe button cannot lift it). --undo lifts any."""
-    settings.mailing_list(list_name)
+    context.settings.mailing_list(list_name)
     try:
         key = address_key(address)
     except ValueError as exc:
         raise NewsletterError(
             f"{address!r} is not an email address: {exc}", hint="Pass the address as subscribed."
         ) from None
-    with open_project_database(settings) as database:
-        if undo:
-            lifted = database.suppressions.remove(list_name, key)
-            state = "will be sent to again" if lifted else "was not unsubscribed"
-            click.echo(f"{key} {state} on {list_name!r}")
-            return
-        before = database.suppressions.get(list_name, key)
-        if database.suppressions.add(list_name, key, EDITOR_SOURCE):
-            event = ConsentEvent(list_name, key, "unsubscribe", source="cli")
-            database.consent.record(event)
+    database = context.database
+    if undo:
+        lifted = database.suppressions.remove(list_name, key)
+        state = "will be sent to again" if lifted else "was not unsubscribed"
+        click.echo(f"{key} {state} on {list_name!r}")
+        return
+    before = database.suppressions.get(list_name, key)
+    if database.suppressions.add(list_name, key, EDITOR_SOURCE):
+        event = ConsentEvent(list_name, key, "unsubscribe", source="cli")
+        database.consent.record(event)
     if before is None:
         state = "unsubscribed"
     elif before.source == EDITOR_SOURCE:
@@ -128,17 +133,14 @@ def unsubscribe(settings: Settings, address: str, list_name: str, undo: bool) ->
 
 @click.command()
 @every_list_option
-@pass_settings
-def suppressions(settings: Settings, list_name: str | None) -> None:
+@pass_context
+def suppressions(context: CommandContext, list_name: str | None) -> None:
     """List the addresses never sent to again: when, list, address and how (one-click: the
     mailbox's button; web: the confirm page; cli: `newsletter unsubscribe`)."""
     if list_name is not None:
-        settings.mailing_list(list_name)
-    if not database_exists(settings.database_target):
-        rows = []
-    else:
-        with open_project_database(settings) as database:
-            rows = database.suppressions.all(list_name)
+        context.settings.mailing_list(list_name)
+    database = context.existing_database()
+    rows = [] if database is None else database.suppressions.all(list_name)
     for row in rows:
         click.echo(f"{row.created_at}  {row.list}  {printable(row.address)}  {row.source}")
     where = f" on {list_name!r}" if list_name is not None else ""
@@ -171,9 +173,9 @@ def suppressions(settings: Settings, list_name: str | None) -> None:
     metavar="ID",
     help="Drop a held report: it changes nothing, and its mail is filed next run; repeatable.",
 )
-@pass_settings
+@pass_context
 def bounces(
-    settings: Settings,
+    context: CommandContext,
     maildir: Path | None,
     show_held: bool,
     accept: tuple[int, ...],
@@ -190,19 +192,20 @@ def bounces(
     feedback loop, DKIM-signed); otherwise it is held for review and left in the mailbox:
     --held lists those, --accept ID applies one, --dismiss ID drops it. A held report is deleted
     [privacy] held_retention_days (90) after it was held or decided."""
+    settings = context.settings
     key = signing_key(settings, allow_ephemeral=True)
     secrets = key.previous if key.ephemeral else key.verifying
     if show_held or accept or dismiss:
         if maildir is not None:
             raise click.UsageError("--held, --accept and --dismiss read no mailbox: drop --maildir")
-        if not database_exists(settings.database_target):
+        database = context.existing_database()
+        if database is None:
             if accept or dismiss:
                 raise _not_held((accept + dismiss)[0])
             click.echo("0 report(s) held for review", err=True)
             return
-        with open_project_database(settings) as database:
-            _expire_held(database, settings)
-            _review(Policy(database, settings.bounces, secrets), show_held, accept, dismiss)
+        _expire_held(database, settings)
+        _review(Policy(database, settings.bounces, secrets), show_held, accept, dismiss)
         return
     inbox = open_inbox(settings, maildir)
     if key.ephemeral:
@@ -216,12 +219,10 @@ def bounces(
         [nameserver_address(n) for n in settings.check.nameservers], settings.check.timeout
     )
     try:
-        with open_project_database(settings) as database:
-            _expire_held(database, settings)
-            policy = Policy(database, settings.bounces, secrets, keys)
-            tally = collect(
-                inbox, policy, lambda r, d: click.echo(printable(describe_decision(r, d)))
-            )
+        database = context.database
+        _expire_held(database, settings)
+        policy = Policy(database, settings.bounces, secrets, keys)
+        tally = collect(inbox, policy, lambda r, d: click.echo(printable(describe_decision(r, d))))
     finally:
         inbox.close()
     counts = ", ".join(f"{tally.verdicts[v]} {v.value}" for v in Verdict if tally.verdicts[v])

@@ -7,12 +7,12 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from newsletter.cli.terminal import pass_settings, printable
+from newsletter.cli.terminal import pass_context, printable
 from newsletter.config.settings import DEFAULT_LIST, Settings
-from newsletter.database import database_exists, open_project_database
 from newsletter.database.consent import ConsentEvent, ConsentLedger
 from newsletter.database.roster import Roster, Status
 from newsletter.errors import ExportFileError, NewsletterError, display_path
@@ -29,6 +29,10 @@ from newsletter.spreadsheet import write_rows
 list_option = click.option(
     "--list", "list_name", default=DEFAULT_LIST, show_default=True, help="The list."
 )
+
+if TYPE_CHECKING:
+    # Loaded when the command runs (terminal.context_passer), not by its --help.
+    from newsletter.context import CommandContext
 
 
 def _address(raw: str, name: str = "") -> tuple[str, str, str]:
@@ -51,28 +55,27 @@ def _key(settings: Settings) -> SigningKey:
 @click.argument("address")
 @click.option("--name", default="", help="The subscriber's name (the greeting uses it).")
 @list_option
-@pass_settings
-def add(settings: Settings, address: str, name: str, list_name: str) -> None:
+@pass_context
+def add(context: CommandContext, address: str, name: str, list_name: str) -> None:
     """Add ADDRESS to a list as a confirmed subscriber (their consent is yours to show: it is
     recorded as the editor's, source `cli`). Someone who left comes back; someone erased on
     request (`forget`) does not, until `forget --undo`."""
+    settings = context.settings
     settings.mailing_list(list_name)
     envelope, key, clean = _address(address, name)
-    with open_project_database(settings) as database:
-        backend = database.backend
-        if forgotten_test(backend, _key(settings))(key):
-            raise NewsletterError(
-                f"{key} was erased on request (`newsletter subscribers forget`): not added",
-                hint="If they asked to come back, run `newsletter subscribers forget --undo"
-                f" {key}` first.",
-            )
-        with backend.transaction():
-            before = Roster(backend).add(
-                list_name, envelope, key, mailbox_key(envelope), clean, "cli"
-            )
-            if before is not Status.CONFIRMED:
-                ConsentLedger(backend).record(ConsentEvent(list_name, key, "add", source="cli"))
-        suppressed = database.suppressions.get(list_name, key)
+    database = context.database
+    backend = database.backend
+    if forgotten_test(backend, _key(settings))(key):
+        raise NewsletterError(
+            f"{key} was erased on request (`newsletter subscribers forget`): not added",
+            hint="If they asked to come back, run `newsletter subscribers forget --undo"
+            f" {key}` first.",
+        )
+    with backend.transaction():
+        before = Roster(backend).add(list_name, envelope, key, mailbox_key(envelope), clean, "cli")
+        if before is not Status.CONFIRMED:
+            ConsentLedger(backend).record(ConsentEvent(list_name, key, "add", source="cli"))
+    suppressed = database.suppressions.get(list_name, key)
     state = {
         None: "added to",
         Status.PENDING: "was waiting to confirm: now confirmed on",
@@ -93,23 +96,22 @@ def add(settings: Settings, address: str, name: str, list_name: str) -> None:
 @click.command()
 @click.argument("address")
 @list_option
-@pass_settings
-def remove(settings: Settings, address: str, list_name: str) -> None:
+@pass_context
+def remove(context: CommandContext, address: str, list_name: str) -> None:
     """Take ADDRESS off a list's subscribers in the outbox (their row stays, as `left`; the
     ledger records it). A CSV that names the address still sends to it: `newsletter
     unsubscribe` stops that too. Exit 1 if the address was not a subscriber there."""
-    settings.mailing_list(list_name)
+    context.settings.mailing_list(list_name)
     _, key, _ = _address(address)
-    if not database_exists(settings.database_target):
-        before = None
-    else:
-        with open_project_database(settings) as database:
-            backend = database.backend
-            with backend.transaction():
-                before = Roster(backend).leave(list_name, key)
-                if before not in (None, Status.LEFT):
-                    event = ConsentEvent(list_name, key, "unsubscribe", source="cli")
-                    ConsentLedger(backend).record(event)
+    database = context.existing_database()  # none: nobody to remove, and no log made for it
+    before = None
+    if database is not None:
+        backend = database.backend
+        with backend.transaction():
+            before = Roster(backend).leave(list_name, key)
+            if before not in (None, Status.LEFT):
+                event = ConsentEvent(list_name, key, "unsubscribe", source="cli")
+                ConsentLedger(backend).record(event)
     if before in (None, Status.LEFT):
         click.echo(printable(f"{key} is not a subscriber of {list_name!r}"), err=True)
         sys.exit(1)
@@ -136,9 +138,9 @@ def remove(settings: Settings, address: str, list_name: str) -> None:
     is_flag=True,
     help="Run the import and report its counts, then roll it back: write nothing.",
 )
-@pass_settings
+@pass_context
 def import_(
-    settings: Settings,
+    context: CommandContext,
     file: Path,
     tool: str | None,
     list_name: str,
@@ -153,6 +155,7 @@ def import_(
 
     Exit 0: no row was invalid (duplicates and the rows a tool marks erased or unconfirmed
     are refused and listed, as expected); 1: some rows were invalid (the others are in)."""
+    settings = context.settings
     settings.mailing_list(list_name)
     export = read_export(file, tool, unsubscribed=unsubscribed)
     for part in export.parts:
@@ -164,9 +167,9 @@ def import_(
         click.echo(printable(str(problem)))
 
     try:
-        with export, open_project_database(settings) as database:
+        with export:
             done = import_export(
-                database,
+                context.database,
                 export,
                 list_name,
                 _key(settings),
@@ -206,19 +209,15 @@ def import_(
     show_default=True,
     help="The CSV file to write (- for standard output).",
 )
-@pass_settings
-def export(settings: Settings, list_name: str, out: Path) -> None:
+@pass_context
+def export(context: CommandContext, list_name: str, out: Path) -> None:
     """Write a list's subscribers in the outbox as CSV, with their consent columns
     (subscribed_at, subscribed_ip, confirmed_at, confirmed_ip, source): those who left or are
     suppressed as `unsubscribed`. Signups never confirmed are left out. `newsletter
     subscribers import --format csv` reads it back; every cell is safe for a spreadsheet."""
-    settings.mailing_list(list_name)
-    if not database_exists(settings.database_target):
-        rows: list[tuple[str, ...]] = []
-        written = _write(out, rows)
-    else:
-        with open_project_database(settings) as database:
-            written = _write(out, export_rows(database, list_name))
+    context.settings.mailing_list(list_name)
+    database = context.existing_database()
+    written = _write(out, [] if database is None else export_rows(database, list_name))
     where = "" if str(out) == "-" else f" to {display_path(out)}"
     click.echo(f"{written} subscriber(s) of {list_name!r} exported{where}", err=True)
 
@@ -234,8 +233,8 @@ def _write(out: Path, rows: object) -> int:
 @click.argument("address")
 @click.option("--yes", is_flag=True, help="Do not ask (it cannot be undone).")
 @click.option("--undo", is_flag=True, help="Lift an erasure's hash: ADDRESS may be mailed again.")
-@pass_settings
-def forget(settings: Settings, address: str, yes: bool, undo: bool) -> None:
+@pass_context
+def forget(context: CommandContext, address: str, yes: bool, undo: bool) -> None:
     """Erase everything kept about ADDRESS (GDPR Article 17): their subscriptions on every list,
     consent events, site mail, suppressions, click events, and their address in the delivery
     log. Kept: a keyed hash of the address, so they are never mailed again (a CSV that still
@@ -243,21 +242,20 @@ def forget(settings: Settings, address: str, yes: bool, undo: bool) -> None:
     counts add up. A SQLite outbox is checkpointed after, so the erased rows are not left in
     the file's or its WAL's bytes."""
     _, key, _ = _address(address)
-    signing = signing_key(settings, allow_ephemeral=False)
-    with open_project_database(settings) as database:
-        backend = database.backend
-        if undo:
-            lifted = unforget(backend, signing, key)
-            click.echo(f"{key} {'may be mailed again' if lifted else 'was not forgotten'}")
-            return
-        if not yes:
-            if not sys.stdin.isatty():
-                raise NewsletterError(
-                    f"refusing to erase {key} without confirmation",
-                    hint="Re-run with --yes (no terminal to ask on).",
-                )
-            click.confirm(f"Erase everything kept about {key}? It cannot be undone.", abort=True)
-        done = erase(backend, signing, key)
+    signing = signing_key(context.settings, allow_ephemeral=False)
+    backend = context.database.backend
+    if undo:
+        lifted = unforget(backend, signing, key)
+        click.echo(f"{key} {'may be mailed again' if lifted else 'was not forgotten'}")
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            raise NewsletterError(
+                f"refusing to erase {key} without confirmation",
+                hint="Re-run with --yes (no terminal to ask on).",
+            )
+        click.confirm(f"Erase everything kept about {key}? It cannot be undone.", abort=True)
+    done = erase(backend, signing, key)
     click.echo(
         printable(
             f"{key} erased: {done.memberships} subscription(s), {done.consent_events} consent"
@@ -283,16 +281,16 @@ def forget(settings: Settings, address: str, yes: bool, undo: bool) -> None:
 @click.command()
 @click.argument("address")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: the record to hand over.")
-@pass_settings
-def show(settings: Settings, address: str, as_json: bool) -> None:
+@pass_context
+def show(context: CommandContext, address: str, as_json: bool) -> None:
     """Print everything kept about ADDRESS (GDPR Article 15): lists and status, every consent
     event (when, from where, what they agreed to), the site's mail to them, suppressions, and
     every issue sent to them. --json writes the record as one object to give the person."""
     _, key, _ = _address(address)
-    if not database_exists(settings.database_target):
+    database = context.existing_database()
+    if database is None:
         raise NewsletterError(f"nothing is kept about {key}: there is no outbox yet")
-    with open_project_database(settings) as database:
-        record = person_record(database, _key(settings), key)
+    record = person_record(database, _key(context.settings), key)
     if as_json:
         click.echo(json.dumps(record.as_json(), ensure_ascii=False, indent=2))
         return

@@ -6,18 +6,23 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from newsletter.cli.terminal import issue_option, pass_settings
+from newsletter.cli.terminal import issue_option, pass_context
 from newsletter.clicks.gather import gather_report
 from newsletter.clicks.page import render_html
 from newsletter.clicks.tables import render_text, write_report_csv
 from newsletter.config.settings import Settings
-from newsletter.database import Database, database_exists, open_project_database
+from newsletter.database import Database
 from newsletter.errors import ConfigError, display_path
 from newsletter.sequences.overview import issue_of
 from newsletter.subjects.run import report_lines
+
+if TYPE_CHECKING:
+    # Loaded when the command runs (terminal.context_passer), not by its --help.
+    from newsletter.context import CommandContext
 
 _FILE = click.Path(dir_okay=False, writable=True, path_type=Path)
 
@@ -36,9 +41,9 @@ _FILE = click.Path(dir_okay=False, writable=True, path_type=Path)
 @click.option(
     "--csv", "csv_path", type=_FILE, default=None, help="Also write it as CSV (- for stdout)."
 )
-@pass_settings
+@pass_context
 def report(
-    settings: Settings,
+    context: CommandContext,
     number: int,
     list_name: str | None,
     html_path: Path | None,
@@ -49,17 +54,17 @@ def report(
     complaints and unsubscribes as rates of the messages sent. Figures under [privacy]
     min_count show as "< 5". A welcome sequence's step: --issue its key (`newsletter
     sequences` shows it)."""
-    issue = issue_of(settings, number)  # an issue, or a sequence step by its key
-    if not database_exists(settings.database_target):
+    settings, database = context.settings, context.existing_database()
+    issue = issue_of(settings, database, number)  # an issue, or a sequence step by its key
+    if database is None:
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
-    with open_project_database(settings) as database:
-        name = chosen_list(settings, database, number, list_name)
-        if name is None:
-            click.echo(f"issue {number}: nothing sent yet")
-            return
-        made = gather_report(database, settings, issue, name)
-        subject_test = report_lines(database, settings, number, name)
+    name = chosen_list(settings, database, number, list_name)
+    if name is None:
+        click.echo(f"issue {number}: nothing sent yet")
+        return
+    made = gather_report(database, settings, issue, name)
+    subject_test = report_lines(database, settings, number, name)
     to_stdout = csv_path is not None and str(csv_path) == "-"
     if not to_stdout:
         click.echo(render_text(made, shutil.get_terminal_size((100, 24)).columns), nl=False)

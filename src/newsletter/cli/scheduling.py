@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from newsletter.cli.terminal import pass_settings, printable
+from newsletter.cli.terminal import pass_context, printable
 from newsletter.errors import ScheduleError
 from newsletter.schedule.when import describe_instant, span
 
 if TYPE_CHECKING:
     from newsletter.config.settings import Settings
+    from newsletter.context import CommandContext
     from newsletter.database.schedules import Schedule
 
 # The outbox (and with it the config's models) is imported where a schedule is read or booked:
@@ -145,8 +146,8 @@ def schedule_send(
 @click.group(invoke_without_command=True)
 @click.option("--issue", "number", type=int, default=None, help="Only this issue's schedules.")
 @click.option("--all", "show_all", is_flag=True, help="Every schedule (default: the last 50).")
-@pass_settings
-def schedule(settings: Settings, number: int | None, show_all: bool) -> None:
+@pass_context
+def schedule(context: CommandContext, number: int | None, show_all: bool) -> None:
     """List the scheduled sends: issue, list, when (in its zone and UTC), state, the workers
     that started it, the --rate and --concurrency it keeps, and its outcome. Waiting ones
     first, by time; then the latest ended.
@@ -165,17 +166,15 @@ def schedule(settings: Settings, number: int | None, show_all: bool) -> None:
 
     Schedule with `newsletter send --issue N --at TIME`.
     """
-    from newsletter.database import database_exists, open_project_database
-
     if click.get_current_context().invoked_subcommand is not None:
         return
-    if not database_exists(settings.database_target):
+    database = context.existing_database()
+    if database is None:
         click.echo("no scheduled sends (no outbox yet)")
         return
-    with open_project_database(settings) as database:
-        schedules = database.schedules
-        rows = schedules.listing(issue=number, limit=1_000_000 if show_all else 50)
-        clock = schedules.database_time()
+    schedules = database.schedules
+    rows = schedules.listing(issue=number, limit=1_000_000 if show_all else 50)
+    clock = schedules.database_time()
     if not rows:
         click.echo("no scheduled sends" + (f" of issue {number}" if number is not None else ""))
     for row in rows:
@@ -199,24 +198,22 @@ def _line(row: Schedule, clock: float) -> str:
 @schedule.command()
 @click.option("--issue", "number", type=int, required=True, help="Issue number.")
 @click.option("--list", "list_name", default=None, help="Only this list (default: every list).")
-@pass_settings
-def cancel(settings: Settings, number: int, list_name: str | None) -> None:
+@pass_context
+def cancel(context: CommandContext, number: int, list_name: str | None) -> None:
     """Cancel a scheduled send that has not started. A started one is a send under way: stop
     its worker, or let it finish."""
-    from newsletter.database import database_exists, open_project_database
-
-    if not database_exists(settings.database_target):
+    database = context.existing_database()
+    if database is None:
         raise ScheduleError(f"issue {number} has no scheduled send (no outbox yet)")
     from newsletter.schedule.booking import booked_by
 
-    with open_project_database(settings) as database:
-        schedules = database.schedules
-        cancelled = schedules.cancel(number, list_name, booked_by())
-        running = [
-            s
-            for s in schedules.listing(issue=number, limit=1000)
-            if s.state.value == "started" and list_name in (None, s.list)
-        ]
+    schedules = database.schedules
+    cancelled = schedules.cancel(number, list_name, booked_by())
+    running = [
+        s
+        for s in schedules.listing(issue=number, limit=1000)
+        if s.state.value == "started" and list_name in (None, s.list)
+    ]
     for row in cancelled:
         click.echo(
             f"cancelled: issue {row.issue} -> {row.list} ({describe_instant(row.due_at, row.zone)})"

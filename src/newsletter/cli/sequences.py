@@ -10,10 +10,9 @@ from pathlib import Path
 import click
 
 from newsletter.checks.findingformats import text_line
-from newsletter.cli.terminal import fail, pass_settings, printable
-from newsletter.config.settings import DEFAULT_LIST, Settings
+from newsletter.cli.terminal import fail, pass_context, printable
+from newsletter.config.settings import DEFAULT_LIST
 from newsletter.context import CommandContext
-from newsletter.database import open_project_database
 from newsletter.errors import DatabaseError
 from newsletter.issues.sequencefiles import FOLDER
 from newsletter.models import DeliveryStatus
@@ -25,17 +24,16 @@ from newsletter.sequences.testing import prepare_step_test
 
 
 @click.group(invoke_without_command=True)
-@pass_settings
+@pass_context
 @click.pass_context
-def sequences(ctx: click.Context, settings: Settings) -> None:
+def sequences(ctx: click.Context, context: CommandContext) -> None:
     """List the welcome sequences (sequences/NAME/NN-slug.md): each step, when it goes, how
     many readers are at it, what the delivery log holds for it and when it next falls due.
     `newsletter worker` sends the steps; `newsletter status --issue KEY` shows a step's log."""
     if ctx.invoked_subcommand is not None:
         return
-    folder = settings.resolve(Path(FOLDER))
-    with open_project_database(settings) as database:
-        views = survey(folder, database)
+    settings = context.settings
+    views = survey(settings.resolve(Path(FOLDER)), context.database)
     if not views:
         click.echo(
             f"no sequences: write {FOLDER}/welcome/01-hello.md (see docs/guide/sequences.md)"
@@ -67,14 +65,15 @@ def _heading(seq: SequenceView) -> str:
 @sequences.command(name="enrol")
 @click.argument("name")
 @click.option("--list", "list_name", required=True, help="The list whose readers join.")
-@pass_settings
-def enrol_list(settings: Settings, name: str, list_name: str) -> None:
+@pass_context
+def enrol_list(context: CommandContext, name: str, list_name: str) -> None:
     """Every confirmed reader of --list joins sequence NAME at its first step (readers already
     on a list do not join by themselves: only new ones do, as they confirm). Readers in it
     already stay where they are."""
+    settings = context.settings
     settings.mailing_list(list_name)
-    with open_project_database(settings) as database:
-        joined = enrol(settings.resolve(Path(FOLDER)), database, name, list_name, time.time())
+    folder = settings.resolve(Path(FOLDER))
+    joined = enrol(folder, context.database, name, list_name, time.time())
     click.echo(
         f"{joined} reader(s) of {list_name} joined {name}; `newsletter worker` sends the steps"
     )
@@ -89,12 +88,12 @@ def enrol_list(settings: Settings, name: str, list_name: str) -> None:
     show_default=True,
     help="The list whose headers the sample carries.",
 )
-@pass_settings
-def check_steps(settings: Settings, name: str, list_name: str) -> None:
+@pass_context
+def check_steps(context: CommandContext, name: str, list_name: str) -> None:
     """Check every step of sequence NAME as `newsletter check` checks an issue (offline): the
     same render, sample message and findings. Exit 1 when a step has an error."""
     errors = 0
-    for step, found in check_sequence(settings, name, list_name):
+    for step, found in check_sequence(context.settings, name, list_name, context.first_sent()):
         click.echo(f"{step.name}: {len(found)} finding(s)")
         for finding in found:
             click.echo(f"  {text_line(finding)}")
@@ -108,16 +107,16 @@ def check_steps(settings: Settings, name: str, list_name: str) -> None:
 @click.argument("name")
 @click.option("--step", "number", type=int, required=True, help="The step's number (its NN).")
 @click.option("--list", "list_name", required=True, help="A staging list.")
-@pass_settings
-def test_step(settings: Settings, name: str, number: int, list_name: str) -> None:
+@pass_context
+def test_step(context: CommandContext, name: str, number: int, list_name: str) -> None:
     """Send step --step of sequence NAME to a staging list now (again at each call), as the
     worker sends it to readers."""
-    with CommandContext(settings) as context:
-        prepared = prepare_step_test(settings, context.database, name, number, list_name)
-        try:
-            report = coordinator.send(prepared, context.database, Options.merged(settings))
-        except DatabaseError as exc:
-            fail(exc, 4)
+    settings, database = context.settings, context.database
+    prepared = prepare_step_test(settings, database, name, number, list_name)
+    try:
+        report = coordinator.send(prepared, database, Options.merged(settings))
+    except DatabaseError as exc:
+        fail(exc, 4)
     parts = [f"{report.counts[s]} {s}" for s in DeliveryStatus if report.counts.get(s)]
     click.echo(f"{name} step {number} -> {list_name}: {', '.join(parts) or 'no recipients'}")
     if report.stopped:

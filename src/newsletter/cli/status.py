@@ -5,16 +5,16 @@ the issue's scheduled sends still to go, and those of the last week that did not
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from newsletter.cli.terminal import every_list_option, issue_option, pass_settings, printable
+from newsletter.cli.terminal import every_list_option, issue_option, pass_context, printable
 from newsletter.config.settings import Settings
-from newsletter.database import Database, database_exists, open_project_database
+from newsletter.database import Database
 from newsletter.database.schedules import OPEN, ScheduleState
 from newsletter.errors import display_path
 from newsletter.models import DeliveryStatus
@@ -22,6 +22,10 @@ from newsletter.schedule.when import describe_instant, span, wall_clock
 from newsletter.send.lease import why_gone
 from newsletter.send.testsend import local_time
 from newsletter.spreadsheet import write_csv
+
+if TYPE_CHECKING:
+    # Loaded when the command runs (terminal.context_passer), not by its --help.
+    from newsletter.context import CommandContext
 
 # Scheduled sends that did not send, shown by `status` for a week after they ended.
 UNSENT = (ScheduleState.MISSED, ScheduleState.FAILED, ScheduleState.STOPPED)
@@ -39,9 +43,13 @@ RECENT = 7 * 86_400
     help="Also write every row to this CSV file (- for stdout).",
 )
 @click.option("--all", "show_all", is_flag=True, help="List every row that is not sent.")
-@pass_settings
+@pass_context
 def status(
-    settings: Settings, number: int, list_name: str | None, csv_path: Path | None, show_all: bool
+    context: CommandContext,
+    number: int,
+    list_name: str | None,
+    csv_path: Path | None,
+    show_all: bool,
 ) -> None:
     """Show an issue's delivery log: counts per state (and which relay carried what, with
     several relays), the workers sending it now, what came back (bounces, complaints, the
@@ -52,59 +60,61 @@ def status(
     An unsubscribe is the issue's when it came after that reader's message of the issue and
     before their next one on the list; a complaint is the issue's when it names the message
     (its VERP tag or Message-ID)."""
-    known = database_exists(settings.database_target)
-    if list_name is not None and list_name not in settings.lists:
+    settings = context.settings
+    database = context.existing_database()  # read only: no log, none made
+    if (
+        list_name is not None
+        and list_name not in settings.lists
         # A list since dropped from the config still has its rows in the log.
-        with open_project_database(settings) if known else contextlib.nullcontext() as database:
-            if database is None or list_name not in database.deliveries.lists_of(number):
-                settings.mailing_list(list_name)  # raises, naming the lists there are
-    if not known:
+        and (database is None or list_name not in database.deliveries.lists_of(number))
+    ):
+        settings.mailing_list(list_name)  # raises, naming the lists there are
+    if database is None:
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
     limit = None if show_all else 50
-    with open_project_database(settings) as database:
-        names = [list_name] if list_name else database.deliveries.lists_of(number)
-        if not names:
-            click.echo(f"issue {number}: nothing sent yet")
-        for name in names:
-            counts = database.deliveries.counts(number, name)
-            click.echo(f"issue {number} -> {name}: {sum(counts.values())} recipients")
-            for state, n in counts.items():
-                if n:
-                    click.echo(f"  {state:<9} {n}")
-            for line in _relays(settings, database, number, name):
-                click.echo(line)
-            for line in _tests(settings, database, number, name):
-                click.echo(line)
-            clock = database.backend.database_time()
-            for worker in database.leases.workers(number, name, expired=True):
-                doing = why_gone(worker, clock) or f"sending since {worker.started_at}"
-                click.echo(
-                    f"  worker    {printable(worker.host)} pid {worker.pid}, {doing}"
-                    f" (last seen {worker.seen_at})"
-                )
-            for line in _after_sending(database, number, name, counts):
-                click.echo(line)
-            waiting = [s for s in DeliveryStatus if s != DeliveryStatus.SENT]
-            rows = database.deliveries.rows(number, name, waiting)
-            for row in rows[:limit]:
-                code = row.smtp_code or ""
-                reply = printable(f"{code} {row.smtp_reply}".strip())
-                click.echo(f"  {row.state:<9} {printable(row.recipient)}  {reply}")
-            if limit is not None and len(rows) > limit:
-                click.echo(f"  ... and {len(rows) - limit} more (--all, or --csv FILE)")
-        for line in _scheduled(database, number):
-            click.echo(printable(line))
-        if held := database.bounces.held_count():  # of every issue: they wait for the editor
-            click.echo(f"{held} bounce report(s) held for review: see `newsletter bounces --held`")
-        if csv_path is not None:
-            rows = [r for name in names for r in database.deliveries.rows(number, name)]
-            if str(csv_path) == "-":
-                write_csv(rows, sys.stdout)
-            else:
-                with csv_path.open("w", encoding="utf-8", newline="") as handle:
-                    n = write_csv(rows, handle)
-                click.echo(f"wrote {n} rows to {display_path(csv_path)}", err=True)
+    names = [list_name] if list_name else database.deliveries.lists_of(number)
+    if not names:
+        click.echo(f"issue {number}: nothing sent yet")
+    for name in names:
+        counts = database.deliveries.counts(number, name)
+        click.echo(f"issue {number} -> {name}: {sum(counts.values())} recipients")
+        for state, n in counts.items():
+            if n:
+                click.echo(f"  {state:<9} {n}")
+        for line in _relays(settings, database, number, name):
+            click.echo(line)
+        for line in _tests(settings, database, number, name):
+            click.echo(line)
+        clock = database.backend.database_time()
+        for worker in database.leases.workers(number, name, expired=True):
+            doing = why_gone(worker, clock) or f"sending since {worker.started_at}"
+            click.echo(
+                f"  worker    {printable(worker.host)} pid {worker.pid}, {doing}"
+                f" (last seen {worker.seen_at})"
+            )
+        for line in _after_sending(database, number, name, counts):
+            click.echo(line)
+        waiting = [s for s in DeliveryStatus if s != DeliveryStatus.SENT]
+        rows = database.deliveries.rows(number, name, waiting)
+        for row in rows[:limit]:
+            code = row.smtp_code or ""
+            reply = printable(f"{code} {row.smtp_reply}".strip())
+            click.echo(f"  {row.state:<9} {printable(row.recipient)}  {reply}")
+        if limit is not None and len(rows) > limit:
+            click.echo(f"  ... and {len(rows) - limit} more (--all, or --csv FILE)")
+    for line in _scheduled(database, number):
+        click.echo(printable(line))
+    if held := database.bounces.held_count():  # of every issue: they wait for the editor
+        click.echo(f"{held} bounce report(s) held for review: see `newsletter bounces --held`")
+    if csv_path is not None:
+        rows = [r for name in names for r in database.deliveries.rows(number, name)]
+        if str(csv_path) == "-":
+            write_csv(rows, sys.stdout)
+        else:
+            with csv_path.open("w", encoding="utf-8", newline="") as handle:
+                n = write_csv(rows, handle)
+            click.echo(f"wrote {n} rows to {display_path(csv_path)}", err=True)
 
 
 def _relays(settings: Settings, database: Database, number: int, name: str) -> list[str]:

@@ -68,6 +68,27 @@ def pass_settings(func: F) -> F:
     return update_wrapper(wrapper, func)  # type: ignore[return-value]
 
 
+def context_passer(*, migrate: bool = True) -> Callable[[F], F]:
+    """A decorator: the command's one CommandContext (context.py) passed as its first argument,
+    over its settings; the database opened when a step first needs it (`existing_database()`
+    for a step that only reads), once, and closed when the command ends, however it ends.
+    `migrate=False`: opened as it is, for the commands that report or apply the schema."""
+
+    def decorate(func: F) -> F:
+        def with_context(settings: Any, /, *args: Any, **kwargs: Any) -> Any:
+            # Imported here, as the settings are: `--help` loads none of the database's modules.
+            from newsletter.context import CommandContext
+
+            with CommandContext(settings, migrate=migrate) as context:
+                return func(context, *args, **kwargs)
+
+        return pass_settings(update_wrapper(with_context, func))  # type: ignore[return-value]
+
+    return decorate
+
+
+pass_context = context_passer()
+
 issue_option = click.option("--issue", "number", type=int, required=True, help="Issue number.")
 sample_list_option = click.option(
     "--list",

@@ -5,12 +5,14 @@ due (`newsletter sequences`) out; and the editor's enrolment of a whole list.
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from newsletter.checks.lint import Finding
 from newsletter.config.settings import Settings
-from newsletter.database import STEP_KEYS, Database, database_exists, open_project_database
+from newsletter.database import STEP_KEYS, Database
 from newsletter.draft import review
 from newsletter.errors import IssueError, Problem
 from newsletter.issues import load_issue
@@ -94,15 +96,13 @@ def enrol(folder: Path, database: Database, name: str, list_name: str, at: float
     return database.enrolments.enrol_list(name, list_name, at)
 
 
-def issue_of(settings: Settings, number: int) -> Issue:
-    """The issue `number` names in the delivery log: an issue file, or (a step's key, as
-    `newsletter sequences` shows it) the step as the worker sends it, numbered by its key."""
+def issue_of(settings: Settings, database: Database | None, number: int) -> Issue:
+    """The issue `number` names in the delivery log (`database`, None when there is none yet):
+    an issue file, or (a step's key, as `newsletter sequences` shows it) the step as the worker
+    sends it, numbered by its key."""
     if number < STEP_KEYS:
         return load_issue(settings.issues_dir, number)
-    found = None
-    if database_exists(settings.database_target):
-        with open_project_database(settings) as database:
-            found = database.enrolments.step_of(number)
+    found = None if database is None else database.enrolments.step_of(number)
     if found is None:
         raise IssueError(
             [Problem(FOLDER, None, "", f"no sequence step has the key {number}")],
@@ -114,12 +114,13 @@ def issue_of(settings: Settings, number: int) -> Issue:
 
 
 def check_sequence(
-    settings: Settings, name: str, list_name: str
+    settings: Settings, name: str, list_name: str, dates: Mapping[int, dt.date]
 ) -> list[tuple[Step, list[Finding]]]:
     """Each step of sequence `name` checked as `check` checks an issue: its findings (those
-    its `silence:` holds back left out)."""
+    its `silence:` holds back left out). `dates`: draft.sent_dates, read once for every step
+    (each step's review would otherwise open the database for them)."""
     sequence = load_sequence(settings.resolve(Path(FOLDER)), name)
     return [
-        (step, review(settings, step.file.path, list_name, source=step.file).findings)
+        (step, review(settings, step.file.path, list_name, source=step.file, dates=dates).findings)
         for step in sequence.steps
     ]

@@ -29,7 +29,7 @@ from starlette.responses import (
 from newsletter.checks.spamscore import SpamResult, score_message_async, spam_findings
 from newsletter.clicks.gather import gather_report, unsent_report
 from newsletter.clicks.page import render_html
-from newsletter.database import database_exists, open_project_database
+from newsletter.context import CommandContext
 from newsletter.errors import IssueNotFoundError, NewsletterError, display_path
 from newsletter.fields import IMAGE_TYPES
 from newsletter.preflight.background import BackgroundChecks, BackgroundRuns
@@ -274,11 +274,15 @@ class Pages:
         issue, list_name = view.issue, self.workspace.list_name
 
         def read() -> str:
-            if not database_exists(settings.database_target):
-                made = unsent_report(settings, issue, list_name)
-            else:
-                with open_project_database(settings) as database:
-                    made = gather_report(database, settings, issue, list_name)
+            # A request is a command of its own (context.py), in the thread that reads: the
+            # log read once, and none made when nothing was sent.
+            with CommandContext(settings) as context:
+                database = context.existing_database()
+                made = (
+                    unsent_report(settings, issue, list_name)
+                    if database is None
+                    else gather_report(database, settings, issue, list_name)
+                )
             return render_html(made, language=settings.newsletter.language)
 
         try:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from newsletter.config.settings import Settings
+from newsletter.database import Database
 from newsletter.draft import published_issues, sent_dates
 from newsletter.errors import NewsletterError
 from newsletter.fields import IMAGE_TYPES
@@ -183,11 +184,18 @@ def fill_public(rendered_html: str, settings: Settings, number: int) -> str:
     return _PLACEHOLDER.sub(lambda m: html.escape(values[Placeholder(m.group())]), rendered_html)
 
 
-def write_site(settings: Settings, folder: Path) -> list[Path]:
+def write_site(settings: Settings, folder: Path, database: Database | None) -> list[Path]:
     """The archive as static files for any static host: index.html, issues/N/index.html,
     unsubscribe/index.html and feed.xml. A broken issue file stops the build with its file:line
-    error."""
-    archive = Archive(settings)
+    error. `database`: the command's log, where the issues' dates are read (None: nothing was
+    sent); each page reads them, so on their own each would open it again."""
+
+    def dates(staging: bool) -> dict[int, dt.date]:
+        if database is None:
+            return {}
+        return sent_dates(settings, include_staging=staging, database=database)
+
+    archive = Archive(settings, dates)
     pages: dict[str, str] = {}
     for number in archive.numbers():
         archive.issue(number)  # raises the file's own error before anything is written
