@@ -121,6 +121,7 @@ def test_the_demo_shows_the_same_loop_every_time_and_leaves_the_project_alone(
     assert (clone / "out" / "demo" / "14" / "email.eml").is_file()
 
 
+@pytest.mark.slow
 def test_the_demo_stops_with_one_line_when_its_port_is_taken(clone: Path) -> None:
     with other_smtp_server() as other:
         done = make_demo(clone, other.port)

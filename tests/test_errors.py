@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from newsletter import errors
 
 _NODE = re.compile(r"^(?P<indent>[ │├└─]*)(?P<name>[A-Z]\w+Error)\b")
@@ -28,6 +30,7 @@ def drawn_tree() -> dict[str, str | None]:
     return parents
 
 
+@pytest.mark.slow
 def test_the_drawn_tree_is_the_classes_tree() -> None:
     classes = {
         name: value

@@ -8,6 +8,8 @@ import datetime as dt
 import zoneinfo
 from pathlib import Path
 
+import pytest
+
 from newsletter.config.settings import Settings, load_settings
 from newsletter.database import open_project_database
 from newsletter.draft import dated_for_sending, sent_dates
@@ -35,6 +37,7 @@ def test_a_send_about_to_start_is_dated_today_where_the_newsletter_is(project: P
     assert seen[0] != seen[1]
 
 
+@pytest.mark.slow
 def test_the_day_it_went_out_is_the_newsletters_day(project: Path) -> None:
     settings = _settings(project, "Asia/Shanghai")
     with open_project_database(settings) as database:

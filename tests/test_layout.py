@@ -164,6 +164,7 @@ def test_long_concepts_are_still_long() -> None:
     assert {name for name in ONE_LONG_CONCEPT if lengths.get(name, 0) <= MAX_LINES} == set()
 
 
+@pytest.mark.slow
 def test_every_module_opens_with_a_docstring() -> None:
     missing = [n for n, p in modules() if ast.get_docstring(ast.parse(p.read_text())) is None]
     assert missing == []

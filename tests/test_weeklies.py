@@ -173,6 +173,7 @@ def oversized(tmp_path: Path) -> tuple[Draft, Path, Archive]:
     return review(settings, path, "main"), path, Archive(settings)
 
 
+@pytest.mark.slow
 def test_past_the_clip_the_email_is_cut_at_a_section_with_the_rest_online(
     oversized: tuple[Draft, Path, Archive],
 ) -> None:

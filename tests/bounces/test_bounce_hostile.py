@@ -47,6 +47,7 @@ def with_attachment(report: bytes, size: int = BIG) -> bytes:
     return report.replace(b"--dsn--", part + b"\r\n" + blob + b"--dsn--")
 
 
+@pytest.mark.slow
 def test_a_mail_that_cannot_be_parsed_is_a_report_not_an_exception() -> None:
     report = read_report(nested())
     assert report.kind is Kind.UNKNOWN

@@ -139,6 +139,7 @@ def test_a_forged_tag_matches_nothing_and_a_message_id_alone_is_held(database: D
     assert decision.verdict is Verdict.UNMATCHED
 
 
+@pytest.mark.slow
 def test_without_the_secret_a_proven_sender_still_matches(
     database: Database, provider: Provider
 ) -> None:
@@ -169,6 +170,7 @@ def quoting_everyone(database: Database, first: str, sender: str) -> bytes:
     return raw.replace(b"Auto-Submitted:", f"References: {ids}\r\nAuto-Submitted:".encode(), 1)
 
 
+@pytest.mark.slow
 def test_one_mail_acts_on_one_row_however_many_ids_it_quotes(
     database: Database, provider: Provider
 ) -> None:
@@ -203,6 +205,7 @@ def test_one_mail_with_several_verified_tags_acts_on_the_first(database: Databas
         ("about someone else", "it is about zed@example.org, but the message it quotes went to"),
     ],
 )
+@pytest.mark.slow
 def test_an_unproven_report_is_held_and_suppresses_nobody(
     database: Database, provider: Provider, case: str, why: str
 ) -> None:
@@ -293,6 +296,7 @@ def test_a_decision_on_a_held_report_never_carries_over_to_another_row(
     assert [h.delivery.recipient for h in database.bounces.held()] == ["ben@example.org"]
 
 
+@pytest.mark.slow
 def test_a_report_held_while_dns_was_down_is_applied_once_it_answers(
     database: Database, provider: Provider
 ) -> None:

@@ -196,6 +196,7 @@ def test_broken_template_is_a_clear_error(project: Path) -> None:
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_console_script_runs_without_traceback(project: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "newsletter", "check", "--issue", "99"],

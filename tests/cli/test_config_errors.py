@@ -37,6 +37,7 @@ def newsletter(project: Path, extra: dict[bytes, bytes]) -> tuple[int, str]:
         (b"NEWSLETTER_SMTP__HOTS", "error: NEWSLETTER_SMTP__HOTS: smtp.hots: is not a known"),
     ],
 )
+@pytest.mark.slow
 def test_a_bad_variable_name_is_named(project: Path, name: bytes, expected: str) -> None:
     code, err = newsletter(project, {name: b"1"})
     assert code == 1
@@ -44,6 +45,7 @@ def test_a_bad_variable_name_is_named(project: Path, name: bytes, expected: str)
     assert "newsletter.toml" not in err
 
 
+@pytest.mark.slow
 def test_a_placeholder_word_in_the_file_names_its_line_and_key(project: Path) -> None:
     # issue 18.14: the config let __NL_ words through into every message.
     config = project / "newsletter.toml"
@@ -59,6 +61,7 @@ def test_a_placeholder_word_in_the_file_names_its_line_and_key(project: Path) ->
     )
 
 
+@pytest.mark.slow
 def test_a_placeholder_word_from_the_environment_names_its_variable(project: Path) -> None:
     code, err = newsletter(project, {b"NEWSLETTER_LISTS__MAIN__NAME": b"x __NL_NAME__"})
     assert code == 1

@@ -133,6 +133,7 @@ def test_init_yes_previews_checks_and_test_sends_with_no_other_step(tmp_path: Pa
     )
 
 
+@pytest.mark.slow
 def test_init_keeps_the_secret_private_and_out_of_git_whatever_the_umask(tmp_path: Path) -> None:
     done = newsletter("init", "open", "--yes", cwd=tmp_path, umask=0)
     assert done.returncode == 0, done.stderr
@@ -188,6 +189,7 @@ def test_init_asks_each_choice_and_writes_a_chinese_first_issue(tmp_path: Path) 
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+@pytest.mark.slow
 def test_init_refuses_to_write_over_a_project(tmp_path: Path) -> None:
     assert newsletter("init", "mynews", "--yes", cwd=tmp_path).returncode == 0
     project = tmp_path / "mynews"
@@ -202,6 +204,7 @@ def test_init_refuses_to_write_over_a_project(tmp_path: Path) -> None:
     assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
 
 
+@pytest.mark.slow
 def test_init_in_a_new_repository_keeps_its_readme_and_completes_its_gitignore(
     tmp_path: Path,
 ) -> None:
@@ -258,6 +261,7 @@ def test_a_name_with_quotes_and_markup_stays_its_text_in_every_file(tmp_path: Pa
         ("--name", 'A\nsender = "x"', "error: --name: 'A\\nsender = \"x\"' holds a line break"),
     ],
 )
+@pytest.mark.slow
 def test_a_bad_choice_names_its_option_and_writes_nothing(
     tmp_path: Path, option: str, value: str, message: str
 ) -> None:

@@ -29,6 +29,7 @@ def init(*args: str) -> Any:
     return CliRunner().invoke(cli, ["init", *args])
 
 
+@pytest.mark.slow
 def test_init_writes_a_workflow_githubs_schema_accepts(tmp_path: Path) -> None:
     done = init(str(tmp_path / "letter"), "--yes")
     assert done.exit_code == 0, done.output

@@ -196,6 +196,7 @@ def test_a_timezone_that_does_not_exist_is_a_config_error(project: Path) -> None
     assert not (project / "issues" / "15.yaml").exists()
 
 
+@pytest.mark.slow
 def test_the_console_script_prints_only_the_path(project: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "newsletter", "new"],

@@ -56,6 +56,7 @@ def shown(result: subprocess.CompletedProcess[str]) -> str:
     return both
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", FORMS)
 def test_outbox_info_masks_the_password(project: Path, postgres_url: str, form: str) -> None:
     result = newsletter(project, with_secret(postgres_url, form), "outbox", "info")
@@ -111,6 +112,7 @@ def test_libpqs_own_message_is_scrubbed(
         (f"postgresql://127.0.0.1:1?password={MARK}@x", "has an @ after its ?"),
     ],
 )
+@pytest.mark.slow
 def test_a_url_libpq_would_misread_is_refused_before_connecting(
     project: Path, url: str, reason: str
 ) -> None:

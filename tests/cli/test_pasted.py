@@ -429,6 +429,7 @@ def test_a_yaml_fields_footnotes_are_noted_at_the_fields_end(project: Path) -> N
     assert "[^a]" not in text
 
 
+@pytest.mark.slow
 def test_an_inline_script_goes_with_its_code_and_a_warning_the_words_around_stay(
     project: Path,
 ) -> None:

@@ -198,6 +198,7 @@ async def test_mailbox_captures_into_a_maildir_and_stops_on_sigterm(project: Pat
     assert stored == {m["Message-ID"] for m in box}
 
 
+@pytest.mark.slow
 async def test_status_without_a_log_says_so(project: Path) -> None:
     done = await newsletter(["status", "--issue", "14"], environment(1), project)
     assert done.code == 0

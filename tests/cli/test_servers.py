@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from support.heldport import other_smtp_server
 
 
@@ -40,6 +42,7 @@ def test_a_port_another_smtp_server_holds_is_one_line_and_exit_1(project: Path) 
     assert other.envelopes == []
 
 
+@pytest.mark.slow
 def test_an_address_this_machine_lacks_is_named(project: Path) -> None:
     # 192.0.2.0/24 is TEST-NET-1: on no machine; binding to it sends nothing anywhere.
     done = mailbox(["--host", "192.0.2.1", "--port", "0"], project)

@@ -46,6 +46,7 @@ def loaded() -> set[str]:
     return set(ast.literal_eval(out))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", NOT_FOR_SEND)
 def test_the_send_command_does_not_import(module: str, loaded: set[str]) -> None:
     assert module not in loaded

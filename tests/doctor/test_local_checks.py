@@ -22,6 +22,7 @@ def _without_secret(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k != "NEWSLETTER_SECRET"}
 
 
+@pytest.mark.slow
 async def test_a_missing_secret_fails_and_names_the_file_to_write(project: Path) -> None:
     code, checks = await run_doctor(project, _without_secret(doctor_env()))
     assert code == 1

@@ -318,6 +318,7 @@ def test_a_zip_with_nothing_to_import_is_an_error(tmp_path: Path) -> None:
         read_export(path)
 
 
+@pytest.mark.slow
 def test_a_zip_damaged_halfway_is_an_error_not_a_traceback(tmp_path: Path) -> None:
     rows = "".join(f"reader{n}@example.org,R{n},\n" for n in range(20_000))
     good = tmp_path / "good.zip"

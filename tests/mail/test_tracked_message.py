@@ -177,6 +177,7 @@ def test_a_signed_per_reader_message_verifies(
         assert dkim.verify(data, dnsfunc=lookup)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["aggregate", "per-reader"])
 def test_the_links_at_their_length_still_fit_the_clip(tmp_path: Path, mode: str) -> None:
     project = copy_project(tmp_path / "project")

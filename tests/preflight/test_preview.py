@@ -26,6 +26,7 @@ def checks_pane(preview: RunningPreview, number: int) -> tuple[str, str, str]:
     return (version.group(1) if version else ""), (count.group(1) if count else ""), text
 
 
+@pytest.mark.slow
 def test_online_results_in_the_checks_tab(
     project: Path, dns: tuple[int, ZoneResolver], http_site: Site
 ) -> None:
@@ -74,6 +75,7 @@ def test_a_late_result_reloads_the_page(
     )
 
 
+@pytest.mark.slow
 def test_off_says_how_to_turn_it_on(project: Path) -> None:
     with running_preview(project) as preview:
         _, count, text = checks_pane(preview, 14)

@@ -152,6 +152,7 @@ class _Rebinding(BaseResolver):  # type: ignore[misc]
         return reply
 
 
+@pytest.mark.slow
 def test_each_connection_goes_to_the_address_checked_for_it(
     http_site: Site, other_site: Site
 ) -> None:

@@ -27,6 +27,7 @@ def online(root: Path, number: int, recipients: int) -> OnlineReport:
     return asyncio.run(run_online(settings, issue, sample.data, recipients))
 
 
+@pytest.mark.slow
 def test_good_domain_and_its_links(
     project: Path,
     dns: tuple[int, ZoneResolver],
@@ -119,6 +120,7 @@ def test_list_size_counts_rows(project: Path) -> None:
         list_size(settings, "main", None)
 
 
+@pytest.mark.slow
 def test_a_verp_return_path_is_checked_on_its_own_domain(
     project: Path,
     dns: tuple[int, ZoneResolver],

@@ -63,6 +63,7 @@ def by_recipient(database: Database) -> dict[str, S]:
     return {r.recipient: r.state for r in database.deliveries.rows(14, "main")}
 
 
+@pytest.mark.slow
 async def test_happy_path_every_recipient_exactly_once(database: Database) -> None:
     handler = FaultyHandler()
     async with start(handler) as server:
@@ -88,6 +89,7 @@ async def test_a_run_longer_than_its_lease_keeps_it(database: Database) -> None:
     assert database.leases.workers(14, "main") == []  # retired at the end
 
 
+@pytest.mark.slow
 async def test_each_message_is_built_once_even_when_built_ahead(database: Database) -> None:
     handler = FaultyHandler()
     built: list[str] = []
@@ -254,6 +256,7 @@ async def test_a_drop_before_354_is_retried_in_the_run_not_left_unknown(database
     assert handler.by_recipient["r2@example.com"] == 1
 
 
+@pytest.mark.slow
 async def test_slow_server_times_out_into_unknown_not_a_hang(database: Database) -> None:
     handler = FaultyHandler(
         [Fault("data", sleep=1.5, times=1, match=lambda r: r == "r0@example.com")]
@@ -360,6 +363,7 @@ async def test_suppressed_during_the_run_is_skipped(database: Database) -> None:
     assert "r3@example.com" not in handler.by_recipient
 
 
+@pytest.mark.slow
 async def test_a_message_that_cannot_be_built_fails_alone(database: Database) -> None:
     def fragile(sub: Subscriber, stored: str | None, row_id: int) -> OutgoingMessage:
         if sub.envelope == "r1@example.com":

@@ -481,6 +481,7 @@ async def test_a_5xx_ehlo_on_a_reconnect_is_a_connection_fault_not_a_rejection()
     assert second.reply == "session refused at ehlo: 5.7.1 go away"
 
 
+@pytest.mark.slow
 async def test_a_server_refusing_every_reconnect_trips_the_breaker_and_rejects_nobody(
     database: Database,
 ) -> None:

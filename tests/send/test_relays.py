@@ -141,6 +141,7 @@ async def test_a_routed_relay_that_is_down_hands_its_domain_to_the_order(
     assert sorted(main.by_recipient.values()) == [1] * 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drop", ["data", "rcpt"])
 async def test_a_row_in_doubt_is_never_sent_through_another_relay(
     database: Database, drop: str

@@ -492,6 +492,7 @@ def test_the_email_frame_shows_the_images_under_issues_from_the_folder(project: 
         assert 'src="https://news.example.org/issues/images/cover.png"' in source
 
 
+@pytest.mark.slow
 def test_the_report_tab_is_newsletter_report(project: Path) -> None:
     config = project / "newsletter.toml"
     config.write_text(

@@ -438,6 +438,7 @@ def test_frames_are_renamed_to_nothing() -> None:
     assert disarm_frames("<iframely> <framer> frame") == "<iframely> <framer> frame"
 
 
+@pytest.mark.slow
 def test_the_list_shows_the_newest_and_says_how_many_there_are(
     preview: RunningPreview, project: Path
 ) -> None:

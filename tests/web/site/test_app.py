@@ -78,6 +78,7 @@ def dry_run_recipients(project: Path, env: dict[str, str]) -> tuple[set[str], st
 # -- one-click ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_one_click_post_from_the_message_header_suppresses_and_the_dry_run_skips_it(
     project: Path, service: RunningService
 ) -> None:
@@ -140,6 +141,7 @@ def test_a_token_for_staging_unsubscribes_from_staging_only(service: RunningServ
     assert suppressions(service.settings) == [("staging", ALICE, "one-click")]
 
 
+@pytest.mark.slow
 def test_get_never_unsubscribes_and_shows_one_button_in_the_newsletters_language(
     service: RunningService,
 ) -> None:

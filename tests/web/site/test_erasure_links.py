@@ -54,6 +54,7 @@ def request_move(site: RunningService, token: str, new: str) -> httpx.Response:
     )
 
 
+@pytest.mark.slow
 def test_an_old_token_of_a_forgotten_reader_keeps_nothing_and_creates_nothing(
     project: Path,
 ) -> None:
@@ -155,6 +156,7 @@ def test_a_click_on_a_forgotten_readers_link_leads_on_and_keeps_nothing(project:
         assert kept == [bob.row]  # Ann's click came first and was not kept
 
 
+@pytest.mark.slow
 def test_after_forget_no_table_and_no_byte_of_the_outbox_holds_the_address(
     project: Path,
 ) -> None:

@@ -139,6 +139,7 @@ def test_every_page_links_the_feed(project: Path) -> None:
             assert tag in head, path
 
 
+@pytest.mark.slow
 def test_the_newest_issues_only_newest_first(project: Path) -> None:
     for number in range(1, 26):
         if number != 14:

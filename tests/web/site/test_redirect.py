@@ -64,6 +64,7 @@ def token_of(href: str) -> str:
     return match.group(1)
 
 
+@pytest.mark.slow
 def test_every_link_leads_where_the_message_linked_it(service: RunningService, mode: str) -> None:
     settings = service.settings
     sent = tracked_send(settings, READERS)
@@ -192,6 +193,7 @@ def test_a_box_token_whose_place_holds_another_link_leads_to_the_web_version(
         assert client.get(f"/r/{same}").headers["location"] == "https://now.example/"
 
 
+@pytest.mark.slow
 def test_no_reader_s_tokens_redirect_and_keep_nothing(service: RunningService) -> None:
     """Row 0: the sample message's and check --online's tokens; before any send the link is
     the issue file's."""

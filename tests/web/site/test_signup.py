@@ -194,6 +194,7 @@ def test_posts_without_work_cannot_spend_the_sites_allowance(project: Path) -> N
     assert [mail.recipient for mail in queued(site.settings.database_target)] == [ANN]
 
 
+@pytest.mark.slow
 def test_the_json_endpoint_runs_the_same_defences(site: RunningService) -> None:
     ok = post_json(site.url, {"email": ANN, "list": "main", "altcha": solved(site.url)})
     assert ok.status_code == 202
@@ -248,6 +249,7 @@ def test_consent_ip_may_be_kept_whole_or_hashed(project: Path) -> None:
         assert kept.startswith(expect) if expect else kept == ""
 
 
+@pytest.mark.slow
 def test_a_scanners_get_confirms_nothing_the_post_does(site: RunningService) -> None:
     post_signup(site.url, ANN)
     link = _confirm_link(site, ANN)
@@ -284,6 +286,7 @@ def test_confirmation_lifts_the_readers_own_unsubscribe_and_sends_a_welcome(
     assert kinds == [MailKind.CONFIRM, MailKind.WELCOME]
 
 
+@pytest.mark.slow
 def test_a_confirmation_pressed_again_after_an_unsubscribe_says_so(project: Path) -> None:
     # Issue 29, point 13: the link once said "You are subscribed… the next issue comes to your
     # inbox" while the unsubscribe stood.
@@ -328,6 +331,7 @@ def test_a_confirmation_of_an_address_the_editor_or_a_bounce_stopped(
         assert [e.event for e in ledger(_target(site), ANN)] == ["signup"]
 
 
+@pytest.mark.slow
 def test_an_expired_a_forged_and_a_stale_link(site: RunningService) -> None:
     post_signup(site.url, ANN)
     expired = _confirm_link(site, ANN, expires=time.time() - 1)
@@ -488,6 +492,7 @@ def test_a_resolver_that_denies_every_name_turns_no_one_away(project: Path) -> N
     assert [m.recipient for m in queued(target)] == ["ann@mx.example.org"]
 
 
+@pytest.mark.slow
 def test_signup_and_confirmation_on_postgresql(project: Path, postgres_url: str) -> None:
     with running_service(project, **SIGNUP_ENV, NEWSLETTER_OUTBOX__URL=postgres_url) as site:
         assert site.settings.database_target == postgres_url

@@ -383,6 +383,7 @@ def send_head(sock: socket.socket, head: bytes, pieces: int) -> bytes:
     return until_closed(sock)[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pieces", [1, 200], ids=["one write", "many writes"])
 def test_a_head_over_16_kib_gets_431(server: Serve, pieces: int) -> None:
     # 100 KB in one write was accepted (h11 bounds only a head still incomplete); README says

@@ -191,6 +191,7 @@ def test_an_ses_bounce_suppresses_once_and_a_complaint_too(service: RunningServi
     assert stored(service)[1][-1] == ("ses:c-1", "complaint", "webhook:ses")
 
 
+@pytest.mark.slow
 def test_forged_stale_or_foreign_certificate_messages_change_nothing(
     service: RunningService, network: Network
 ) -> None:
