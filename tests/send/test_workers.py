@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from send.test_children import Database as Log
+from send.test_children import until
 from support.sendcli import (
     children,
     environment,
@@ -25,6 +26,13 @@ from support.sendcli import (
     write_list,
 )
 from support.smtp import Fault, FaultyHandler, start
+
+# The database's time, as leases use it; the queries of the lease test.
+NOW = "SELECT extract(epoch from clock_timestamp())::float8"
+ALIVE = (
+    "SELECT count(*) FROM workers WHERE state = 'active'"
+    " AND lease_until >= extract(epoch from clock_timestamp())::float8"
+)
 
 pytestmark = pytest.mark.slow
 
@@ -205,3 +213,35 @@ async def test_a_plan_longer_than_the_lease_reaps_neither_the_planner_nor_who_wa
     assert sorted(handler.by_recipient) == sorted(addresses[:sent])
     assert max(handler.by_message_id.values()) == 1
     assert sorted(workers(postgres_url).values()) == ["done", "done"]
+
+
+async def test_a_planner_blocked_in_one_statement_longer_than_its_lease_keeps_it(
+    project: Path, postgres_url: str, request: pytest.FixtureRequest
+) -> None:
+    """A plan's last statements read the suppressions; another session holds them locked for
+    twice the lease. The planner's lease is renewed by its keeper all the while (its own thread
+    and connection), so no other worker may take it for dead; before, only the planner's thread
+    renewed it, between statements, and at load 5-7 one slow statement lost the lease."""
+    sent, suppressed, lease = 20, 200, 2.0
+    addresses = write_list(project / "big.csv", sent + suppressed)
+    log = Log(project, postgres_url)
+    log.prepare(addresses[sent:])
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        env = shared_environment(server.port, postgres_url, str(lease))
+        with psycopg.connect(postgres_url) as holder:
+            holder.execute("LOCK TABLE suppressions IN ACCESS EXCLUSIVE MODE")
+            planner = await spawn(["send", "--issue", "14", "--yes"], env, project)
+            request.addfinalizer(lambda: planner.returncode is None and planner.kill())
+            await until(
+                lambda: log.scalar("SELECT count(*) FROM deliveries") == sent + suppressed,
+                "every batch of the plan written, its last statements waiting on the lock",
+            )
+            blocked_at = log.scalar(NOW)
+            await until(lambda: log.scalar(NOW) > blocked_at + 2 * lease, "twice the lease")
+            assert planner.returncode is None
+            assert log.scalar(ALIVE) == 1, "the blocked planner's lease ran out"
+            holder.rollback()
+        done = await finish(planner)
+    assert done.code == 0, done.out + done.err
+    assert sorted(handler.by_recipient) == sorted(addresses[:sent])

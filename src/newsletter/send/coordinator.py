@@ -172,7 +172,10 @@ class Run:
         """reopen, then plan, under the send's planning lock (the lease kept while waiting
         for it and between batches)."""
         job, started = self.job, time.monotonic()
-        with self.database.plans.lock(job.issue, job.list_name, waiting=lease.keep):
+        with (
+            lease.kept_alive(),
+            self.database.plans.lock(job.issue, job.list_name, waiting=lease.keep),
+        ):
             reopened = planning.reopen(job, self.database, self.options)
             result, report = planning.plan(job, self.database, lease.worker, lease.keep)
         if not lease.renew():  # planning's last statements may have taken a while
