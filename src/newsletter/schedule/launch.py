@@ -1,5 +1,6 @@
 """One scheduled send run as a process of its own: its command (scheduledsend.py's) in; the
-send's exit and its last lines out, every line it prints passed on to the worker's log.
+send's exit, its last lines and what its dedicated line says (a refusal by its check) out,
+every other line it prints passed on to the worker's log.
 
 The worker starts scheduledsend.py, the library's send call (send/pipeline.py, as `newsletter send
 --yes` makes it, with the `--rate` and `--concurrency` the schedule kept), as a child process: the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -36,12 +38,35 @@ from newsletter.send.children import die_with
 KEPT = 20  # last lines kept for the outcome
 READ_EVERY = 0.2  # seconds between two reads of the send's output
 CHUNK = 65536
+# The send's dedicated line, a value for the worker rather than words for the editor (the
+# child writes it with `check_refused_line`, `Finished` reads it): its check refused the send
+# (JSON: why, the errors one a line).
+CHECK_REFUSED = "check-refused: "
+
+
+def check_refused_line(why: str) -> str:
+    return CHECK_REFUSED + json.dumps(why)
 
 
 @dataclass
 class Finished:
     code: int  # the exit code; 128 + N: ended by signal N
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=KEPT))
+    # The send's check refused it (why: its errors), so nothing was planned or sent: the
+    # issue, not the send, is at fault. None: the check passed, or was never reached.
+    check_refused: str | None = None
+
+    def read(self, line: str) -> bool:
+        """A dedicated line's value taken (True), else False: an ordinary line (one cut short
+        by a full disk too, so it is logged as it is rather than taken wrongly)."""
+        try:
+            if line.startswith(CHECK_REFUSED):
+                self.check_refused = str(json.loads(line.removeprefix(CHECK_REFUSED)))
+            else:
+                return False
+        except ValueError:
+            return False
+        return True
 
     def summary(self) -> str:
         """The send's own summary line (`issue N -> L: 40 sent (…)`), else its last line."""
@@ -128,7 +153,7 @@ class SendProcess:
 
     def _line(self, raw: bytes) -> None:
         line = raw.decode("utf-8", "replace").rstrip("\r")
-        if line:
+        if line and not self.finished.read(line):
             self.finished.lines.append(line)
             self.log(line)
 
