@@ -51,7 +51,7 @@ async def test_a_scheduled_send_is_checked_once_across_the_worker_and_its_send(
                 encoding="utf-8",
             )
         with open_database(project / ".newsletter" / "outbox.sqlite3") as database:
-            database.backend.run("UPDATE schedules SET due_at = ?", (time.time(),))
+            database.backend.run("UPDATE schedules SET due_at = ?", (time.time() - 1,))
             done = await newsletter(["worker", "--once"], env, project, timeout=90)
             (schedule,) = database.schedules.listing()
     assert done.code == 0, done.err
