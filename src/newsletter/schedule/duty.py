@@ -12,7 +12,8 @@ render), and an issue the send's check refuses is `failed` with the errors it na
 editor began by hand comes first (byhand.py): while it runs the schedule stays open for the next
 look; once it ran to its end the schedule is done, and nothing is started. A stopping worker
 (SIGTERM) passes the signal to its sends, which finish their uploads and stop, and hands their
-schedules back for the next worker to resume.
+schedules back for the next worker to resume; a send the warm-up's daily cap paused is due again
+at the time the send gave.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from newsletter.schedule.byhand import finished_send, running_send
 from newsletter.schedule.launch import Finished, SendProcess
 from newsletter.schedule.when import describe_instant, span
 from newsletter.send.pipeline import EXIT_INCOMPLETE, EXIT_REFUSED, EXIT_STOPPED
-from newsletter.send.warmup import WARMUP_STOP, next_midnight
 
 Log = Callable[[str], None]
 # The command that runs one due send in a process of its own: the config, the issue, the list
@@ -198,10 +198,9 @@ class ScheduleDuty:
             self.schedules.release(schedule.id, self.owner, outcome)
             self.log(f"{label}: {outcome}; the next worker resumes it")
             return
-        if code == EXIT_STOPPED and WARMUP_STOP in finished.error():
-            due = next_midnight(self.settings.newsletter.timezone)  # the warm-up's next day
+        if code == EXIT_STOPPED and finished.resume_at is not None:  # the warm-up's next day
             outcome = f"{finished.error()} (the worker resumes it then)"
-            if self.schedules.postpone(schedule.id, self.owner, due.timestamp(), outcome):
+            if self.schedules.postpone(schedule.id, self.owner, finished.resume_at, outcome):
                 self.log(f"{label}: {outcome}")
             return
         if code == EXIT_REFUSED and finished.check_refused is not None:

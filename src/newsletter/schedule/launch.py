@@ -1,6 +1,6 @@
 """One scheduled send run as a process of its own: its command (scheduledsend.py's) in; the
-send's exit, its last lines and what its dedicated line says (a refusal by its check) out,
-every other line it prints passed on to the worker's log.
+send's exit, its last lines and what its dedicated lines say (a refusal by its check, the time
+a warm-up pause ends) out, every other line it prints passed on to the worker's log.
 
 The worker starts scheduledsend.py, the library's send call (send/pipeline.py, as `newsletter send
 --yes` makes it, with the `--rate` and `--concurrency` the schedule kept), as a child process: the
@@ -38,14 +38,20 @@ from newsletter.send.children import die_with
 KEPT = 20  # last lines kept for the outcome
 READ_EVERY = 0.2  # seconds between two reads of the send's output
 CHUNK = 65536
-# The send's dedicated line, a value for the worker rather than words for the editor (the
-# child writes it with `check_refused_line`, `Finished` reads it): its check refused the send
-# (JSON: why, the errors one a line).
+# The send's dedicated lines, values for the worker rather than words for the editor (the
+# child writes them with `check_refused_line` and `resume_line`, `Finished` reads them):
+# its check refused the send (JSON: why, the errors one a line), and a warm-up pause's end.
 CHECK_REFUSED = "check-refused: "
+RESUME_AT = "resume-at: "
 
 
 def check_refused_line(why: str) -> str:
     return CHECK_REFUSED + json.dumps(why)
+
+
+def resume_line(at: float) -> str:
+    """`at`: a Unix time, written exactly (repr) so the worker postpones to that instant."""
+    return f"{RESUME_AT}{at!r}"
 
 
 @dataclass
@@ -55,6 +61,8 @@ class Finished:
     # The send's check refused it (why: its errors), so nothing was planned or sent: the
     # issue, not the send, is at fault. None: the check passed, or was never reached.
     check_refused: str | None = None
+    # Paused by the warm-up's daily cap, to go on at this Unix time (the send computed it).
+    resume_at: float | None = None
 
     def read(self, line: str) -> bool:
         """A dedicated line's value taken (True), else False: an ordinary line (one cut short
@@ -62,6 +70,8 @@ class Finished:
         try:
             if line.startswith(CHECK_REFUSED):
                 self.check_refused = str(json.loads(line.removeprefix(CHECK_REFUSED)))
+            elif line.startswith(RESUME_AT):
+                self.resume_at = float(line.removeprefix(RESUME_AT))
             else:
                 return False
         except ValueError:

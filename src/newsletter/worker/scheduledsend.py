@@ -10,7 +10,8 @@ the worker, so that a worker killed with -9 leaves a send that stops as after Ct
 uploads finished and recorded; launch.py says how), and so that the send's memory and signal
 handlers are its own. Its lines are the worker's log: the checks' findings, the summary, and on
 a stop or an error the `stopped:`/`error:` line with its `hint:` (launch.Finished reads them).
-One line is a value for the worker (launch.py's): the check's refusal.
+Two lines are values for the worker (launch.py's): the check's refusal, and a warm-up pause's
+end.
 
 The send's own check is the only one a scheduled send gets (the worker starts this process
 without checking first: one load, one render): an issue that fails it now, or no longer loads,
@@ -39,7 +40,7 @@ from newsletter.errors import CheckFailedError, NewsletterError
 from newsletter.gate import SendVerdict
 from newsletter.models import DeliveryStatus
 from newsletter.schedule.booking import send_refusal
-from newsletter.schedule.launch import check_refused_line
+from newsletter.schedule.launch import check_refused_line, resume_line
 from newsletter.send import pipeline
 from newsletter.send.coordinator import Interrupted, Interrupts
 from newsletter.send.job import Event, Options, progress_line
@@ -163,6 +164,8 @@ def run(argv: list[str]) -> int:
         if report.stopped:
             say(f"stopped: {report.stopped}")
             say("hint: Re-run the same command to resume.")
+        if report.resumes_at is not None:  # the warm-up's pause: the worker postpones to it
+            say(resume_line(report.resumes_at))
     return outcome.exit_code
 
 
