@@ -6,8 +6,8 @@ and the online checks when asked or when `[check] online` is on) as one value: w
 may go, the errors that refuse it, and what its confirmation shows (the subject, the encoded
 HTML size against Gmail's clip, the spam score's line, the warnings), and the draft it checked,
 which is what the send then sends. Nothing here prints,
-asks or exits: `send` calls it before anything is planned, and a scheduled send calls it again
-before it starts.
+asks or exits: `send` calls it before anything is planned (a scheduled send too, in its own
+process: the worker does not check first).
 """
 
 from __future__ import annotations

@@ -68,6 +68,33 @@ def test_a_claim_whose_lease_ran_out_is_taken_again_and_resumed(database: Databa
     assert done.owner is None
 
 
+def test_a_send_its_check_refused_keeps_only_its_earlier_starts(database: Database) -> None:
+    """The worker marks a send launched as it starts its process, whose own check may refuse
+    it: that start is undone, an earlier worker's kept."""
+    store = _store(database)
+    store.book(15, "main", time.time() - 1, "UTC", "t")
+    first = store.claim("w1", 30)
+    assert first is not None
+    assert store.launched(first.id, "w1")
+    assert store.refuse(first, "w1", "not sent: the issue fails `newsletter check` now: x")
+    (refused,) = store.listing()
+    assert refused.state is ScheduleState.FAILED
+    assert (refused.started_at, refused.started_by, refused.owner) == (None, "", None)
+    store.book(16, "main", time.time() - 1, "UTC", "t")
+    earlier = store.claim("dead", 30)
+    assert earlier is not None
+    assert store.launched(earlier.id, "dead")
+    assert store.release(earlier.id, "dead")
+    resumed = store.claim("w2", 30)
+    assert resumed is not None
+    assert resumed.started_by == "dead"
+    assert store.launched(resumed.id, "w2")
+    assert not store.refuse(resumed, "other", "late")  # fenced to the claim's owner
+    assert store.refuse(resumed, "w2", "not sent")
+    (again,) = [s for s in store.listing() if s.issue == 16]
+    assert (again.started_at, again.started_by) == (resumed.started_at, "dead")
+
+
 def test_past_the_grace_a_schedule_that_never_started_is_missed(database: Database) -> None:
     store = _store(database)
     store.book(15, "main", time.time() - 7 * 3600, "UTC", "t")

@@ -1,13 +1,15 @@
 """A scheduled send the warm-up's daily cap stops is handed back due at the next midnight in
-the newsletter's zone, and the worker resumes it then: a real `newsletter worker`, a real send,
-aiosmtpd on loopback. The next day is made by moving the ramp's start back a day and the
-schedule's time to now (no waiting)."""
+the newsletter's zone, the time the send computed and said on its `resume-at:` line, and the
+worker resumes it then: a real `newsletter worker`, a real send, aiosmtpd on loopback. The next
+day is made by moving the ramp's start back a day and the schedule's time to now (no
+waiting)."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
 import signal
+import sys
 import time
 import zoneinfo
 from collections.abc import Callable
@@ -15,8 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from newsletter.config.settings import Settings
 from newsletter.database import open_database
 from newsletter.database.schedules import Schedule, ScheduleState
+from newsletter.schedule.duty import ScheduleDuty
+from newsletter.schedule.launch import resume_line
+from newsletter.send.pipeline import EXIT_STOPPED
 from support.sendcli import HANG, environment, finish, newsletter, spawn, write_list
 from support.smtp import FaultyHandler, start
 
@@ -86,3 +92,30 @@ async def test_a_send_stopped_by_the_warmup_is_resumed_the_next_day(project: Pat
     assert sorted(handler.by_recipient) == addresses
     assert max(handler.by_recipient.values()) == 1
     assert done.code == 0, done.err
+
+
+async def test_a_paused_send_is_due_again_at_the_time_the_send_gave(settings: Settings) -> None:
+    """The worker postpones to the `resume-at:` value its send wrote, not to a midnight of its
+    own reckoning: the send's process here is a stand-in that pauses until an odd instant."""
+    until = time.time() + 86_400.25
+
+    def paused(config: Path | None, issue: int, name: str, options: list[str]) -> list[str]:
+        said = ["stopped: warm-up: 3 of 8 today, resumes at 07:00 UTC", resume_line(until)]
+        code = f"print({said!r}[0]); print({said!r}[1]); raise SystemExit({EXIT_STOPPED})"
+        return [sys.executable, "-c", code]
+
+    logged: list[str] = []
+    duty = ScheduleDuty(settings, "test:1:a", logged.append, paused, once=True)
+    await duty.start()
+    try:
+        assert duty.schedules is not None
+        booked = duty.schedules.book(14, "main", time.time() - 1, "UTC", "test")  # due now
+        assert booked is not None
+        await duty.run_once()
+    finally:
+        await duty.stop()
+    with open_database(settings.database_target) as database:
+        (schedule,) = database.schedules.listing()
+    assert schedule.state is ScheduleState.DUE, logged
+    assert schedule.due_at == until
+    assert schedule.outcome.startswith("stopped: warm-up: 3 of 8 today, resumes at 07:00 UTC")

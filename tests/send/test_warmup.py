@@ -13,9 +13,11 @@ from newsletter.config.settings import SmtpSettings
 from newsletter.database import Database
 from newsletter.models import DeliveryStatus as S
 from newsletter.models import OutgoingMessage, Subscriber
-from newsletter.send.job import Job, Options
+from newsletter.send import processes
+from newsletter.send.job import Delivered, Job, Options
+from newsletter.send.lease import Lease, worker_id
 from newsletter.send.smtp import Pool
-from newsletter.send.warmup import Warmup, daily_cap
+from newsletter.send.warmup import Pause, Warmup, daily_cap
 from support.database import Listing, deliver, mark_sending, plan, record
 from support.smtp import FaultyHandler, Server, start
 
@@ -65,7 +67,10 @@ def test_today_is_counted_from_the_log_by_the_zones_midnight(database: Database)
     warm = Warmup(database, [10, 20, 30, 40], "Europe/Berlin", total=12000, clock=lambda: moment)
     assert (warm.cap, warm.sent, warm.left()) == (30, 2, 28)  # day 2: 30
     assert warm.resumes() == dt.datetime(2026, 12, 3, 0, 0, tzinfo=BERLIN)
-    assert warm.describe() == "warm-up: 30 of 12,000 today, resumes at 00:00 Europe/Berlin"
+    assert warm.pause() == Pause(
+        "warm-up: 30 of 12,000 today, resumes at 00:00 Europe/Berlin",
+        dt.datetime(2026, 12, 3, 0, 0, tzinfo=BERLIN).timestamp(),
+    )
     later = moment + dt.timedelta(days=2)  # past the table: no cap
     assert Warmup(database, [10, 20, 30, 40], "Europe/Berlin", clock=lambda: later).left() is None
 
@@ -119,6 +124,8 @@ async def test_a_send_past_todays_cap_stops_and_the_next_day_resumes(
         day_two = Options(**{**options.__dict__, "warmup_start": today - dt.timedelta(days=2)})
         third = await deliver(job(12), pool(server), database, day_two)
     assert first.stopped == "warm-up: 5 of 12 today, resumes at 00:00 Europe/Berlin"
+    midnight = dt.datetime.combine(today + dt.timedelta(days=1), dt.time(), BERLIN)
+    assert first.resumes_at == midnight.timestamp()  # the value a scheduled send resumes at
     assert first.counts[S.SENT] == 5
     assert first.counts[S.PENDING] == 7
     assert again.stopped.startswith("warm-up: 5 of 12 today")
@@ -126,4 +133,23 @@ async def test_a_send_past_todays_cap_stops_and_the_next_day_resumes(
     assert second.stopped.startswith("warm-up: 11 of 12 today")
     assert second.counts[S.SENT] == 11
     assert third.complete
+    assert third.resumes_at is None
     assert sorted(handler.by_recipient.values()) == [1] * 12
+
+
+PAUSED_UNTIL = 1_796_256_000.25  # an instant no clock of the test's would give
+
+
+def _paused(*_: object) -> Delivered:
+    """A worker process's run that today's cap stopped at once."""
+    return Delivered(stopped="warm-up: 0 of 2 today, resumes at 00:00 UTC", resumes_at=PAUSED_UNTIL)
+
+
+def test_worker_processes_pass_the_warmups_pause_on(database: Database) -> None:
+    """With `--processes`, the pause a worker process's run gave reaches the run's report
+    (the forked processes speak to their parent through a pipe)."""
+    with Lease(database, worker_id(), 14, "main", 30) as lease:
+        options = Options(concurrency=2, processes=2)
+        delivered = processes.deliver(job(2), database, options, lease, None, _paused)
+    assert delivered.stopped == "warm-up: 0 of 2 today, resumes at 00:00 UTC"
+    assert delivered.resumes_at == PAUSED_UNTIL

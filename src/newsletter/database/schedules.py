@@ -223,6 +223,31 @@ class Schedules:
                 == 1
             )
 
+    def refuse(self, schedule: Schedule, owner: str, outcome: str) -> bool:
+        """`failed` by its send's own check, before anything was planned: the start `launched`
+        recorded for the process is undone (the schedule's earlier starts, as claimed, kept),
+        so it reads as a send the check refused, not one a worker ran. False when it is no
+        longer `owner`'s."""
+        stamp = now()
+        with self.backend.transaction():
+            return (
+                self.backend.run(
+                    "UPDATE schedules SET state = 'failed', outcome = ?, owner = NULL,"
+                    " lease_until = NULL, finished_at = ?, updated_at = ?, started_at = ?,"
+                    " started_by = ? WHERE id = ? AND owner = ? AND state = 'started'",
+                    (
+                        outcome[:2000],
+                        stamp,
+                        stamp,
+                        schedule.started_at,
+                        schedule.started_by,
+                        schedule.id,
+                        owner,
+                    ),
+                )
+                == 1
+            )
+
     def release(self, schedule_id: int, owner: str, outcome: str = "") -> bool:
         """Handed back, due again at once (a worker stopping): the next look of any worker
         starts (or resumes) it."""

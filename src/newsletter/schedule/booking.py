@@ -2,8 +2,9 @@
 schedule recorded in the outbox out, or a ScheduleError saying why not.
 
 Each refusal is a named step, in order: the list must exist, the time must name one instant
-(when.py) still to come, the issue must pass `check` (offline; the worker checks it again before
-it starts), and no other schedule of the same send (issue and list) may wait or run.
+(when.py) still to come, the issue must pass `check` (offline; the send checks it again when the
+worker starts it, and `send_refusal` words both refusals), and no other schedule of the same
+send (issue and list) may wait or run.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import time
 from dataclasses import dataclass
 
 from newsletter.checks.lint import Finding
-from newsletter.config.settings import Settings
 from newsletter.context import CommandContext
 from newsletter.database.schedules import Schedule
 from newsletter.errors import ScheduleError
@@ -26,15 +26,6 @@ from newsletter.schedule.when import Moment, check_future, describe_instant, par
 class Booked:
     schedule: Schedule
     warnings: list[Finding]  # what check warned of (shown, not refused)
-
-
-def check_issue(settings: Settings, number: int, list_name: str) -> list[Finding]:
-    """The findings `newsletter send` checks first (gate.py: the file, the render, the sample
-    message, SpamAssassin when installed, the online checks when `[check] online`); errors
-    first. A file that does not load raises its IssueError, every problem at its line.
-    A command of its own: the worker runs it on a thread of its own, with its own connection."""
-    with CommandContext(settings) as context:
-        return list(inspect_send(context, number, list_name).findings)
 
 
 def send_refusal(findings: list[Finding]) -> str | None:

@@ -5,13 +5,15 @@ Each look, in order: schedules that never started and are now past `[schedule] g
 (reported, never sent: news that is a day late is not what the editor scheduled); then every due
 schedule is claimed under a lease (PostgreSQL: SKIP LOCKED, so of any number of workers exactly one
 takes it; a claim whose lease ran out, its worker dead, is taken again and the send resumed); each
-claimed one is checked as `newsletter check` checks it (offline), and an issue that now fails is
-`failed` with the errors; else the send runs through the library's send call in a process of its own
-(scheduledsend.py, which the worker names, started by launch.py), the lease renewed while it does. A
-send the editor began by hand comes first (byhand.py): while it runs the schedule stays open for the
-next look; once it ran to its end the schedule is done, and nothing is started. A stopping worker
+claimed one runs through the library's send call in a process of its own (scheduledsend.py, which
+the worker names, started by launch.py), the lease renewed while it does. That send checks the
+issue as `newsletter check` does, once: the worker does not check it first (a second load and
+render), and an issue the send's check refuses is `failed` with the errors it names. A send the
+editor began by hand comes first (byhand.py): while it runs the schedule stays open for the next
+look; once it ran to its end the schedule is done, and nothing is started. A stopping worker
 (SIGTERM) passes the signal to its sends, which finish their uploads and stop, and hands their
-schedules back for the next worker to resume.
+schedules back for the next worker to resume; a send the warm-up's daily cap paused is due again
+at the time the send gave.
 """
 
 from __future__ import annotations
@@ -24,13 +26,11 @@ from pathlib import Path
 from newsletter.config.settings import Settings
 from newsletter.database import Database, open_project_database
 from newsletter.database.schedules import Schedule, Schedules, ScheduleState, kept_options
-from newsletter.errors import DatabaseError, NewsletterError
-from newsletter.schedule.booking import check_issue, send_refusal
+from newsletter.errors import DatabaseError
 from newsletter.schedule.byhand import finished_send, running_send
 from newsletter.schedule.launch import Finished, SendProcess
 from newsletter.schedule.when import describe_instant, span
 from newsletter.send.pipeline import EXIT_INCOMPLETE, EXIT_REFUSED, EXIT_STOPPED
-from newsletter.send.warmup import WARMUP_STOP, next_midnight
 
 Log = Callable[[str], None]
 # The command that runs one due send in a process of its own: the config, the issue, the list
@@ -142,23 +142,10 @@ class ScheduleDuty:
         verb = "resuming" if schedule.started_at else "starting"
         self.log(
             f"{label}: due {describe_instant(schedule.due_at, schedule.zone)}: checking the issue"
+            " (the send's own check)"
         )
-        try:
-            findings = await asyncio.to_thread(
-                check_issue, self.settings, schedule.issue, schedule.list
-            )
-            refused = send_refusal(findings)
-        except NewsletterError as exc:  # the file is gone, or does not load
-            refused = exc.message
-        if refused is not None:
-            outcome = f"not sent: the issue fails `newsletter check` now: {refused}"
-            self.schedules.finish(schedule.id, self.owner, ScheduleState.FAILED, outcome)
-            self.log(f"{label}: {outcome}")
-            return
         if self.stopping:
             self.schedules.release(schedule.id, self.owner)
-            return
-        if self._sent_by_hand(schedule):  # begun while the issue was checked
             return
         if not self.schedules.launched(schedule.id, self.owner):
             self.log(f"{label}: no longer this worker's (its lease ran out): left to the other")
@@ -211,11 +198,15 @@ class ScheduleDuty:
             self.schedules.release(schedule.id, self.owner, outcome)
             self.log(f"{label}: {outcome}; the next worker resumes it")
             return
-        if code == EXIT_STOPPED and WARMUP_STOP in finished.error():
-            due = next_midnight(self.settings.newsletter.timezone)  # the warm-up's next day
+        if code == EXIT_STOPPED and finished.resume_at is not None:  # the warm-up's next day
             outcome = f"{finished.error()} (the worker resumes it then)"
-            if self.schedules.postpone(schedule.id, self.owner, due.timestamp(), outcome):
+            if self.schedules.postpone(schedule.id, self.owner, finished.resume_at, outcome):
                 self.log(f"{label}: {outcome}")
+            return
+        if code == EXIT_REFUSED and finished.check_refused is not None:
+            outcome = f"not sent: the issue fails `newsletter check` now: {finished.check_refused}"
+            self.schedules.refuse(schedule, self.owner, outcome)
+            self.log(f"{label}: {outcome}")
             return
         if code in (0, EXIT_INCOMPLETE):
             state, outcome = ScheduleState.DONE, finished.summary()

@@ -1,5 +1,6 @@
 """One scheduled send run as a process of its own: its command (scheduledsend.py's) in; the
-send's exit and its last lines out, every line it prints passed on to the worker's log.
+send's exit, its last lines and what its dedicated lines say (a refusal by its check, the time
+a warm-up pause ends) out, every other line it prints passed on to the worker's log.
 
 The worker starts scheduledsend.py, the library's send call (send/pipeline.py, as `newsletter send
 --yes` makes it, with the `--rate` and `--concurrency` the schedule kept), as a child process: the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -36,12 +38,45 @@ from newsletter.send.children import die_with
 KEPT = 20  # last lines kept for the outcome
 READ_EVERY = 0.2  # seconds between two reads of the send's output
 CHUNK = 65536
+# The send's dedicated lines, values for the worker rather than words for the editor (the
+# child writes them with `check_refused_line` and `resume_line`, `Finished` reads them):
+# its check refused the send (JSON: why, the errors one a line), and a warm-up pause's end.
+CHECK_REFUSED = "check-refused: "
+RESUME_AT = "resume-at: "
+
+
+def check_refused_line(why: str) -> str:
+    return CHECK_REFUSED + json.dumps(why)
+
+
+def resume_line(at: float) -> str:
+    """`at`: a Unix time, written exactly (repr) so the worker postpones to that instant."""
+    return f"{RESUME_AT}{at!r}"
 
 
 @dataclass
 class Finished:
     code: int  # the exit code; 128 + N: ended by signal N
     lines: deque[str] = field(default_factory=lambda: deque(maxlen=KEPT))
+    # The send's check refused it (why: its errors), so nothing was planned or sent: the
+    # issue, not the send, is at fault. None: the check passed, or was never reached.
+    check_refused: str | None = None
+    # Paused by the warm-up's daily cap, to go on at this Unix time (the send computed it).
+    resume_at: float | None = None
+
+    def read(self, line: str) -> bool:
+        """A dedicated line's value taken (True), else False: an ordinary line (one cut short
+        by a full disk too, so it is logged as it is rather than taken wrongly)."""
+        try:
+            if line.startswith(CHECK_REFUSED):
+                self.check_refused = str(json.loads(line.removeprefix(CHECK_REFUSED)))
+            elif line.startswith(RESUME_AT):
+                self.resume_at = float(line.removeprefix(RESUME_AT))
+            else:
+                return False
+        except ValueError:
+            return False
+        return True
 
     def summary(self) -> str:
         """The send's own summary line (`issue N -> L: 40 sent (…)`), else its last line."""
@@ -128,7 +163,7 @@ class SendProcess:
 
     def _line(self, raw: bytes) -> None:
         line = raw.decode("utf-8", "replace").rstrip("\r")
-        if line:
+        if line and not self.finished.read(line):
             self.finished.lines.append(line)
             self.log(line)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import os
@@ -152,6 +153,7 @@ class Run:
             this_run=Counter(delivered.this_run),
             recovered=(*recovered, *delivered.reaped),
             stopped=delivered.stopped,
+            resumes_at=delivered.resumes_at,
             seconds=delivered.seconds,
             planned=planned.result,
             plan_shared=planned.shared,
@@ -204,16 +206,17 @@ class Run:
         for signum in signals:
             loop.add_signal_handler(signum, on_signal, signum)
         try:
-            return await task
+            delivered = await task
         except asyncio.CancelledError:
             if not abandoned:
                 raise
-            return engine.delivered()
+            delivered = engine.delivered()
         finally:
             for signum in signals:
                 loop.remove_signal_handler(signum)
             self.interrupts.raising = False  # delivering is over: a signal changes nothing
             self.interrupts.install()
+        return dataclasses.replace(delivered, resumes_at=engine.pace.resumes_at(delivered.stopped))
 
     def _announce(self, recovered: list[Delivery]) -> None:
         """Tell the display right away about rows a crash left in doubt (now `unknown`)."""
@@ -315,7 +318,9 @@ def _work(
         report = run.steps(
             lambda lease, planned: runner.run(run.engine(pool, lease, planned)), plans=False
         )
-    return Delivered(report.this_run, report.recovered, report.stopped, report.seconds)
+    return Delivered(
+        report.this_run, report.recovered, report.stopped, report.seconds, report.resumes_at
+    )
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

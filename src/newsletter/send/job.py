@@ -134,6 +134,7 @@ class Delivered:
     reaped: tuple[Delivery, ...] = ()
     stopped: str = ""
     seconds: float = 0.0
+    resumes_at: float | None = None  # stopped by the warm-up's cap: its next day (Unix time)
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,8 @@ class RunReport:
     this_run: Counter[DeliveryStatus] = field(default_factory=Counter)
     recovered: tuple[Delivery, ...] = ()  # left in doubt by dead runs: now `unknown`
     stopped: str = ""
+    # Paused by the warm-up's daily cap until this Unix time (its next day); None: not paused.
+    resumes_at: float | None = None
     seconds: float = 0.0  # the deliver step's
     planned: PlanResult | None = None  # None: not planned, or the plan shared
     plan_shared: bool = False  # another live worker's plan was shared

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from newsletter.config.settings import SendSettings
-from newsletter.send.warmup import Warmup
+from newsletter.send.warmup import Pause, Warmup
 
 
 class RateLimiter:
@@ -158,6 +158,7 @@ class Pacer:
 
     def __init__(self, send: SendSettings, warmup: Warmup | None = None) -> None:
         self.warmup = warmup  # today's cap, counted as messages are taken
+        self.paused: Pause | None = None  # the warm-up's stop, once take() has given it
         self.rate, self.rate_per_hour = send.rate, send.rate_per_hour
         self.per_second = RateLimiter(send.rate)
         self.per_hour = RateLimiter(send.rate_per_hour / 3600.0)
@@ -179,7 +180,8 @@ class Pacer:
         spent ('' otherwise)."""
         if self._spent():
             assert self.warmup is not None
-            return self.warmup.describe()
+            self.paused = self.warmup.pause()
+            return self.paused.line
         await self.per_hour.take()
         await self.per_second.take()
         self._count()
@@ -193,6 +195,13 @@ class Pacer:
         self.per_second.take_now()
         self._count()
         return True
+
+    def resumes_at(self, stopped: str) -> float | None:
+        """When the warm-up's pause ends (a Unix time) if `stopped`, the run's stop, was the
+        pause take() gave (the engine keeps the first stop: a SIGTERM before it is not one)."""
+        if self.paused is not None and stopped == self.paused.line:
+            return self.paused.until
+        return None
 
     def _spent(self) -> bool:
         return self.warmup is not None and self.warmup.left() == 0

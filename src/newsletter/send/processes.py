@@ -69,6 +69,7 @@ class Stopped:
     """Why a worker stopped before the send was done (a quota, a lost lease, a fault)."""
 
     reason: str
+    resumes_at: float | None = None  # the warm-up's pause: when its next day begins
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ def deliver(
     counts = dict(database.deliveries.counts(job.issue, job.list_name))
     this_run: Counter[DeliveryStatus] = Counter()
     stopped = ""
+    resumes_at: float | None = None
     shares = split(options, options.processes, lease.worker)
     context = multiprocessing.get_context("fork")
     parent = os.getpid()
@@ -151,7 +153,7 @@ def deliver(
                         if progress is not None:
                             progress(Event(recipient, state, result, dict(counts), before))
                 elif isinstance(message, Stopped) and not stopped:
-                    stopped = message.reason
+                    stopped, resumes_at = message.reason, message.resumes_at
                     _tell(p for c, p in workers.items() if c is not pipe)
         for proc in workers.values():
             proc.join()
@@ -170,7 +172,7 @@ def deliver(
     dead = [s.worker for s, p in zip(shares, workers.values(), strict=True) if p in crashed]
     reaped = database.leases.reap(job.issue, job.list_name, dead=dead)
     _announce(reaped, counts, progress)
-    return Delivered(dict(this_run), tuple(reaped), stopped, time.monotonic() - started)
+    return Delivered(dict(this_run), tuple(reaped), stopped, time.monotonic() - started, resumes_at)
 
 
 def _announce(
@@ -225,7 +227,7 @@ def _worker(
         delivered = work(share.worker, job, share.options, target, durability, forward)
         flush()
         if delivered.stopped:
-            pipe.send(Stopped(delivered.stopped))
+            pipe.send(Stopped(delivered.stopped, delivered.resumes_at))
     except NewsletterError as exc:  # the outbox failed (its disk full, its connection lost)
         flush()
         pipe.send(Stopped(f"{exc.message} ({exc.hint})" if exc.hint else exc.message))

@@ -20,12 +20,22 @@ from __future__ import annotations
 import datetime as dt
 import zoneinfo
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from newsletter.config.settings import SendSettings
 from newsletter.database import Database
 
-# The stop line's first words: the worker resumes a scheduled send that stopped with them.
+# The stop line's first words (words for the editor: the worker reads Pause.until instead).
 WARMUP_STOP = "warm-up:"
+
+
+@dataclass(frozen=True)
+class Pause:
+    """A send stopped by today's cap: its stop line, and when the next day begins (a Unix
+    time, the one the line shows), which a scheduled send is postponed to."""
+
+    line: str
+    until: float
 
 
 def daily_cap(plan: str | Sequence[int], day: int) -> int | None:
@@ -81,12 +91,15 @@ class Warmup:
         """The start of the next day, in the newsletter's zone."""
         return next_midnight(self._zone_name if self._zone else "", self._clock())
 
-    def describe(self) -> str:
-        """The stop line: `warm-up: 400 of 12,000 today, resumes at 00:00 Europe/Berlin`."""
-        return (
+    def pause(self) -> Pause:
+        """Today's cap is spent: the stop line (`warm-up: 400 of 12,000 today, resumes at 00:00
+        Europe/Berlin`) and that next day's start, read from the clock once for both."""
+        resumes = self.resumes()
+        line = (
             f"{WARMUP_STOP} {self.cap or 0:,} of {self.total:,} today, resumes at"
-            f" {self.resumes():%H:%M} {self._zone_name}"
+            f" {resumes:%H:%M} {self._zone_name}"
         )
+        return Pause(line, resumes.timestamp())
 
     def _first_day(self) -> dt.date | None:
         first = self._database.deliveries.first_sending()

@@ -10,6 +10,12 @@ the worker, so that a worker killed with -9 leaves a send that stops as after Ct
 uploads finished and recorded; launch.py says how), and so that the send's memory and signal
 handlers are its own. Its lines are the worker's log: the checks' findings, the summary, and on
 a stop or an error the `stopped:`/`error:` line with its `hint:` (launch.Finished reads them).
+Two lines are values for the worker (launch.py's): the check's refusal, and a warm-up pause's
+end.
+
+The send's own check is the only one a scheduled send gets (the worker starts this process
+without checking first: one load, one render): an issue that fails it now, or no longer loads,
+is said on the `check-refused:` line, and the worker records the schedule `failed`.
 
 A stopping worker's SIGTERM may come while the checks run (SpamAssassin, the online checks take
 seconds), before the coordinator handles signals: it stops the send there, said as a stop with
@@ -30,9 +36,11 @@ from pathlib import Path
 from newsletter.api import Project
 from newsletter.checks.findingformats import text_line
 from newsletter.config.settings import load_settings
-from newsletter.errors import NewsletterError
+from newsletter.errors import CheckFailedError, NewsletterError
 from newsletter.gate import SendVerdict
 from newsletter.models import DeliveryStatus
+from newsletter.schedule.booking import send_refusal
+from newsletter.schedule.launch import check_refused_line, resume_line
 from newsletter.send import pipeline
 from newsletter.send.coordinator import Interrupted, Interrupts
 from newsletter.send.job import Event, Options, progress_line
@@ -64,8 +72,10 @@ class Lines:
         self.every = every
         self.started = self.last_line = time.monotonic()
         self.sent = 0
+        self.verdict: SendVerdict | None = None  # None: the check has not ended
 
     def checked(self, verdict: SendVerdict) -> None:
+        self.verdict = verdict
         for finding in verdict.findings:
             say(text_line(finding))
         if verdict.online is not None and verdict.online.skipped:
@@ -121,20 +131,25 @@ def run(argv: list[str]) -> int:
     parser.add_argument("--concurrency", type=int, default=None)
     args = parser.parse_args(argv)
     label = f"issue {args.issue} -> {args.list_name}"
+    lines: Lines | None = None  # made once the settings are read: the check comes next
     try:
         with Interrupts() as interrupts:
             settings = load_settings(args.config)
             options = Options.merged(settings, rate=args.rate, concurrency=args.concurrency)
+            lines = Lines(label, interrupts)
             # A process of its own, so a connection of its own: the worker's is the worker's.
             with Project(settings) as project:
-                outcome = project.send(
-                    args.issue, args.list_name, options=options, listener=Lines(label, interrupts)
-                )
+                outcome = project.send(args.issue, args.list_name, options=options, listener=lines)
     except Interrupted as stop:
         say(f"stopped: stopped by {stop.name} before sending (nothing was sent)")
         say("hint: Re-run the same command to resume.")
         return pipeline.EXIT_STOPPED
     except NewsletterError as exc:
+        if lines is not None and (lines.verdict is None or isinstance(exc, CheckFailedError)):
+            refusal = exc.message  # the file is gone, or does not load
+            if lines.verdict is not None:
+                refusal = send_refusal(list(lines.verdict.findings)) or refusal
+            say(check_refused_line(refusal))
         return failed(exc, pipeline.EXIT_REFUSED)
     if outcome.fault is not None:
         return failed(outcome.fault, outcome.exit_code)
@@ -149,6 +164,8 @@ def run(argv: list[str]) -> int:
         if report.stopped:
             say(f"stopped: {report.stopped}")
             say("hint: Re-run the same command to resume.")
+        if report.resumes_at is not None:  # the warm-up's pause: the worker postpones to it
+            say(resume_line(report.resumes_at))
     return outcome.exit_code
 
 
