@@ -122,6 +122,23 @@ def test_a_dead_workers_rows_go_back_or_become_unknown(database_target: Path | s
         assert claim(alive, "w3") == ["c", "d", "e", "f"]  # retiring freed the unstarted rows
 
 
+def test_a_reaped_worker_claims_nothing_and_rows_it_holds_anyway_go_back(
+    database_target: Path | str,
+) -> None:
+    with open_database(database_target) as alive, open_database(database_target) as paused:
+        plan(alive, planned(*"abcd"))
+        alive.leases.register("w1", 14, "main", "host1", 1, lease=30)
+        paused.leases.register("w2", 14, "main", "host2", 2, lease=30)
+        assert claim(paused, "w2", limit=1) == ["a"]
+        alive.leases.reap(14, "main", dead=["w2"])  # reaped while paused
+        assert claim(paused, "w2") == []  # woken, it claims nothing before it renews
+        # A row it holds all the same (it claimed in the moment of the reap, then died) goes
+        # back at the next reap: no later run waits for it for ever.
+        alive.backend.run("UPDATE deliveries SET owner = 'w2' WHERE recipient = 'b@example.com'")
+        alive.leases.reap(14, "main")
+        assert claim(alive, "w1") == ["a", "b", "c", "d"]
+
+
 def test_a_claim_tells_whose_recipient_is_suppressed_now(database: Database) -> None:
     """The claim and the suppressions read in one statement: a reader who unsubscribed since
     the plan is claimed (to be skipped), not queued; another list's suppression is not ours."""

@@ -78,11 +78,14 @@ class Leases:
         (returned, for the report)."""
         db = self.backend
         with db.transaction():
+            # Expired leases; and workers reaped or retired already that still hold rows (a
+            # reaped worker that woke, claimed before its next renewal told it, then died).
             dead = [*dead] + [
                 r[0]
                 for r in db.fetch(
-                    "SELECT id FROM workers WHERE issue = ? AND list = ? AND state = 'active'"
-                    f" AND lease_until < {db.clock}",
+                    "SELECT id FROM workers WHERE issue = ? AND list = ? AND (state = 'active'"
+                    f" AND lease_until < {db.clock} OR state <> 'active' AND EXISTS"
+                    " (SELECT 1 FROM deliveries d WHERE d.owner = workers.id))",
                     (issue, list_name),
                 )
             ]
@@ -182,10 +185,11 @@ class Leases:
         sql = (
             f"UPDATE deliveries SET owner = ? WHERE id IN (SELECT id FROM deliveries"
             f" WHERE issue = ? AND list = ? AND {FREE} AND next_attempt_at <= ? AND tries < ?"
-            f"{_skipped(skip)} ORDER BY id LIMIT ? {self.backend.skip_locked})"
+            f"{_skipped(skip)} AND {_ACTIVE} ORDER BY id LIMIT ? {self.backend.skip_locked})"
             f" RETURNING {COLUMNS}{extra}"
         )
-        return sql, (worker, issue, list_name, at, max_tries, *_patterns(skip), limit)
+        params = (worker, issue, list_name, at, max_tries, *_patterns(skip), worker, limit)
+        return sql, params
 
     def next_due(
         self, issue: int, list_name: str, *, max_tries: int, skip: Sequence[str] = ()
@@ -222,6 +226,11 @@ class Claim:
         for values in sorted(self.landing.rows[0], key=lambda r: int(r[0])):
             (suppressed if values[-1] else send).append(delivery_from_row(values))
         return send, suppressed
+
+
+# A worker reaped while it was paused (or retired) claims nothing more: its next renewal tells
+# it to stop.
+_ACTIVE = "NOT EXISTS (SELECT 1 FROM workers WHERE id = ? AND state <> 'active')"
 
 
 def _skipped(domains: Sequence[str]) -> str:
