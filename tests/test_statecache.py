@@ -136,7 +136,12 @@ def test_a_second_score_of_the_same_message_does_not_run_spamassassin_again(
     runs = tmp_path / "runs.log"
     program = tmp_path / "bin" / "spamassassin"
     program.parent.mkdir()
-    program.write_text(f'#!/bin/sh\necho run >> "{runs}"\nexec "{real}" "$@"\n')
+    # A run is logged once it has its message: Scoring starts the program before it knows
+    # whether a score is kept, and kills it unfed when one is, so a start is not a run.
+    message = tmp_path / "message.eml"
+    program.write_text(
+        f'#!/bin/sh\ncat > "{message}"\necho run >> "{runs}"\nexec "{real}" "$@" < "{message}"\n'
+    )
     program.chmod(0o755)
     state = tmp_path / "state"
     first = score_message_once(MESSAGE, "f1", state, program=str(program))

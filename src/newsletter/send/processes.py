@@ -37,7 +37,7 @@ from pathlib import Path
 from types import FrameType
 
 from newsletter.database import Database, Delivery, Durability
-from newsletter.errors import NewsletterError
+from newsletter.errors import DatabaseError, NewsletterError
 from newsletter.models import DeliveryStatus
 from newsletter.send.children import detach
 from newsletter.send.job import Delivered, Event, Job, Options
@@ -70,6 +70,9 @@ class Stopped:
 
     reason: str
     resumes_at: float | None = None  # the warm-up's pause: when its next day begins
+    # A fault of the database (its disk full, its connection lost): its message and hint, raised
+    # again in the parent, so it reads the same whichever process met it first.
+    fault: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ def deliver(
     this_run: Counter[DeliveryStatus] = Counter()
     stopped = ""
     resumes_at: float | None = None
+    fault: tuple[str, str] | None = None
     shares = split(options, options.processes, lease.worker)
     context = multiprocessing.get_context("fork")
     parent = os.getpid()
@@ -154,6 +158,7 @@ def deliver(
                             progress(Event(recipient, state, result, dict(counts), before))
                 elif isinstance(message, Stopped) and not stopped:
                     stopped, resumes_at = message.reason, message.resumes_at
+                    fault = message.fault
                     _tell(p for c, p in workers.items() if c is not pipe)
         for proc in workers.values():
             proc.join()
@@ -170,6 +175,10 @@ def deliver(
     # Uploads a dead worker left in `sending` are in doubt now, not at the next run (nor when
     # its lease expires: the parent saw it die).
     dead = [s.worker for s, p in zip(shares, workers.values(), strict=True) if p in crashed]
+    if fault is not None:
+        with contextlib.suppress(DatabaseError):  # the same fault may meet this one too
+            database.leases.reap(job.issue, job.list_name, dead=dead)
+        raise DatabaseError(fault[0], hint=fault[1])
     reaped = database.leases.reap(job.issue, job.list_name, dead=dead)
     _announce(reaped, counts, progress)
     return Delivered(dict(this_run), tuple(reaped), stopped, time.monotonic() - started, resumes_at)
@@ -230,7 +239,9 @@ def _worker(
             pipe.send(Stopped(delivered.stopped, delivered.resumes_at))
     except NewsletterError as exc:  # the outbox failed (its disk full, its connection lost)
         flush()
-        pipe.send(Stopped(f"{exc.message} ({exc.hint})" if exc.hint else exc.message))
+        fault = (exc.message, exc.hint) if isinstance(exc, DatabaseError) else None
+        reason = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+        pipe.send(Stopped(reason, fault=fault))
     finally:
         with contextlib.suppress(OSError):
             flush()
