@@ -19,7 +19,7 @@ from newsletter.rendering.render import render_issue
 
 # The throwaway PostgreSQL cluster (one per session) and a fresh database per test.
 from support.postgres import postgres_cluster, postgres_url  # noqa: F401
-from support.project import copy_project, keep_scores, publish_all, seed_scores
+from support.project import copy_project, keep_scores, publish_all, seed_scores_from_now
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("NEWSLETTER_CHROMIUM", "/usr/bin/chromium")
@@ -76,7 +76,7 @@ def project(
     monkeypatch.chdir(root)
     for var in ("NEWSLETTER_SECRET", "NEWSLETTER_SECRET_PREVIOUS", "NEWSLETTER_SMTP_PASSWORD"):
         monkeypatch.delenv(var, raising=False)
-    seed_scores(root, enabled=not fresh)
+    seed_scores_from_now(not fresh)
     yield root
     if not fresh:
         keep_scores(root)

@@ -20,7 +20,7 @@ import os
 import shutil
 import signal
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -30,7 +30,7 @@ import pytest
 from newsletter.database import open_database
 from newsletter.database.postgres import WRITE_LOCK
 from newsletter.send.children import drop_descriptors
-from support.sendcli import children, environment, finish, newsletter, spawn, write_list
+from support.sendcli import children, environment, finish, newsletter, spawn, until, write_list
 from support.smtp import Fault, FaultyHandler, start
 
 pytestmark = pytest.mark.slow
@@ -147,14 +147,6 @@ def posix_lockers(path: Path) -> set[int]:
         if "POSIX" in fields and int(fields[-3].rsplit(":", 1)[1]) == inode:
             found.add(int(fields[-4]))
     return found
-
-
-async def until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.002)
 
 
 async def checked(proc: asyncio.subprocess.Process) -> None:

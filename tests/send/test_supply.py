@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
 
 import psycopg
 
@@ -16,6 +15,7 @@ from newsletter.errors import DatabaseError
 from newsletter.models import DeliveryStatus as S
 from newsletter.send.supply import Order, Supply
 from support.database import plan
+from support.sendcli import until
 
 HANG = 60.0  # a guard against a hang, never a measure
 
@@ -41,14 +41,6 @@ def owned(database: Database) -> dict[str, S]:
 def owner(database: Database, row: Delivery) -> bool:
     (found,) = database.backend.fetch("SELECT owner FROM deliveries WHERE id = ?", (row.id,))[0]
     return bool(found == "w1")
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + HANG
-    while not condition():
-        assert loop.time() < deadline, what
-        await asyncio.sleep(0.005)
 
 
 async def test_the_next_claim_goes_out_before_the_queue_runs_dry(database: Database) -> None:

@@ -13,7 +13,6 @@ import psycopg
 import pytest
 
 from send.test_children import Database as Log
-from send.test_children import until
 from support.sendcli import (
     children,
     environment,
@@ -22,6 +21,7 @@ from support.sendcli import (
     shared_environment,
     spawn,
     sqlite_states,
+    until,
     wait_for,
     write_list,
 )

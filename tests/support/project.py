@@ -42,17 +42,19 @@ def copy_project(root: Path) -> Path:
     return root
 
 
-def seed_scores(root: Path, *, enabled: bool | None = None) -> None:
-    """Give the project at `root` the spam scores found so far, if it has no state folder yet;
-    `enabled` switches this on or off for the tests that follow."""
-    if enabled is not None:
-        _seeding[0] = enabled
-        return
+def seed_scores(root: Path) -> None:
+    """Give the project at `root` the spam scores found so far, if it has no state folder yet
+    (and seeding is on: `seed_scores_from_now`)."""
     state = root / ".newsletter"
     if not _seeding[0] or not _SCORES or state.exists() or not (root / "newsletter.toml").exists():
         return
     private_folder(state)
     write_private(state / CACHE_FILE, json.dumps({"version": 1, "entries": _SCORES}))
+
+
+def seed_scores_from_now(enabled: bool) -> None:
+    """Seeding on or off for the tests that follow (off in a test of SpamAssassin)."""
+    _seeding[0] = enabled
 
 
 def keep_scores(root: Path) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import os
 import sqlite3
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,6 +100,16 @@ def sqlite_states(project: Path) -> dict[str, tuple[str, str | None]]:
         }
     finally:
         db.close()
+
+
+async def until(check: Callable[[], bool], what: str, timeout: float = HANG) -> None:
+    """Wait, without blocking the event loop, until `check()` holds; `timeout` only guards
+    against a hang."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        assert loop.time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.002)
 
 
 async def wait_for(handler: FaultyHandler, count: int, timeout: float = HANG) -> None:
