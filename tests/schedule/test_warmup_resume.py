@@ -21,7 +21,7 @@ from newsletter.config.settings import Settings
 from newsletter.database import open_database
 from newsletter.database.schedules import Schedule, ScheduleState
 from newsletter.schedule.duty import ScheduleDuty
-from newsletter.schedule.launch import resume_line
+from newsletter.schedule.launch import Finished, resume_line
 from newsletter.send.pipeline import EXIT_STOPPED
 from support.sendcli import HANG, environment, finish, newsletter, spawn, write_list
 from support.smtp import FaultyHandler, start
@@ -119,3 +119,19 @@ async def test_a_paused_send_is_due_again_at_the_time_the_send_gave(settings: Se
     assert schedule.state is ScheduleState.DUE, logged
     assert schedule.due_at == until
     assert schedule.outcome.startswith("stopped: warm-up: 3 of 8 today, resumes at 07:00 UTC")
+
+
+@pytest.mark.parametrize(
+    ("line", "taken"),
+    [
+        ("resume-at: 1796256000.0", 1796256000.0),
+        ("resume-at: nan", None),
+        ("resume-at: inf", None),
+        ("resume-at: 17962", 17962.0),  # cut short: a time all the same, and an earlier one
+        ("resume-at: tomorrow", None),
+    ],
+)
+def test_only_a_finite_resume_time_is_taken(line: str, taken: float | None) -> None:
+    finished = Finished(4)
+    assert finished.read(line) is (taken is not None)
+    assert finished.resume_at == taken

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -71,7 +72,10 @@ class Finished:
             if line.startswith(CHECK_REFUSED):
                 self.check_refused = str(json.loads(line.removeprefix(CHECK_REFUSED)))
             elif line.startswith(RESUME_AT):
-                self.resume_at = float(line.removeprefix(RESUME_AT))
+                at = float(line.removeprefix(RESUME_AT))
+                if not math.isfinite(at):  # a schedule due at NaN or never is no schedule
+                    return False
+                self.resume_at = at
             else:
                 return False
         except ValueError:
