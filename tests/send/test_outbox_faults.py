@@ -229,6 +229,16 @@ def terminate_sessions(url: str) -> int:
     return len(found)
 
 
+# libpq's words for a session the server ended: its FATAL farewell when it was read, else what
+# the connection found.
+LIBPQ_LOST = (
+    "terminating connection due to administrator command",
+    "server closed the connection unexpectedly",
+    "the connection is lost",
+    "EOF detected",
+)
+
+
 def pg_states(url: str) -> dict[str, tuple[str, str | None]]:
     with psycopg.connect(url) as db:
         rows = db.execute("SELECT recipient, state, message_id FROM deliveries").fetchall()
@@ -252,7 +262,9 @@ async def test_a_terminated_postgres_session_stops_the_run_and_the_rerun_resumes
         assert terminate_sessions(postgres_url) >= 1
         cut = await finish(proc)
         one_error(cut, "lost the connection to the outbox database")
-        assert "terminating connection due to administrator command" in cut.err
+        # A send holds three connections (statements, commits, claims): which meets the ended
+        # session first is a race, and libpq words each the same loss its own way.
+        assert any(words in cut.err for words in LIBPQ_LOST), cut.err
         await status_says_gone(env, project, listed=True)
         rerun = await newsletter(ARGS, env, project)
     assert rerun.code in (0, 3), rerun.out + rerun.err
