@@ -43,7 +43,6 @@ from pathlib import Path
 
 import psycopg
 
-from newsletter.checks.spamscore import CACHE_FILE
 from send import (
     SECRET,
     free_port,
@@ -140,11 +139,10 @@ def checked(project: Path, port: int) -> Path:
 
 
 def fresh_outbox(project: Path) -> None:
-    """The project's state emptied but for the kept spam score: a fresh outbox each run."""
+    """The project's state emptied (the kept spam score is in the user's cache): a fresh outbox
+    each run."""
     state = project / ".newsletter"
     for path in state.glob("*") if state.exists() else []:
-        if path.name == CACHE_FILE:
-            continue
         if path.is_dir():
             shutil.rmtree(path)
         else:

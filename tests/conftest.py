@@ -19,7 +19,7 @@ from newsletter.rendering.render import render_issue
 
 # The throwaway PostgreSQL cluster (one per session) and a fresh database per test.
 from support.postgres import postgres_cluster, postgres_url  # noqa: F401
-from support.project import copy_project, keep_scores, publish_all, seed_scores_from_now
+from support.project import copy_project, publish_all
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("NEWSLETTER_CHROMIUM", "/usr/bin/chromium")
@@ -64,22 +64,30 @@ def _make_httpx_patient() -> None:
 _make_httpx_patient()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def user_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The user's cache folder (state/usercache.py) of this test process and of every
+    `newsletter` it starts: one per test process, never the real user's, so compiled templates
+    are shared by its tests as they are by one editor's commands."""
+    folder = tmp_path_factory.mktemp("user-cache")
+    os.environ["XDG_CACHE_HOME"] = str(folder)
+    return folder
+
+
 @pytest.fixture
 def project(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
-) -> Iterator[Path]:
-    """A copy of the project in tmp_path, made the working directory; the spam scores its sends
-    find are kept for the next tests' sends (see support.project), except in a test of
-    SpamAssassin."""
-    fresh = request.node.get_closest_marker("spamassassin") is not None
+) -> Path:
+    """A copy of the project in tmp_path, made the working directory. Its commands share the
+    test process's user cache (compiled templates, spam scores: see `user_cache`), except in a
+    test of SpamAssassin's run (marked `spamassassin`), which starts with an empty one."""
+    if request.node.get_closest_marker("spamassassin") is not None:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
     root = copy_project(tmp_path / "project")
     monkeypatch.chdir(root)
     for var in ("NEWSLETTER_SECRET", "NEWSLETTER_SECRET_PREVIOUS", "NEWSLETTER_SMTP_PASSWORD"):
         monkeypatch.delenv(var, raising=False)
-    seed_scores_from_now(not fresh)
-    yield root
-    if not fresh:
-        keep_scores(root)
+    return root
 
 
 @pytest.fixture

@@ -60,9 +60,7 @@ def wait_for_start(folder: Path, count: int) -> list[str]:
 
 def test_spamassassin_starts_before_its_message_and_a_kept_score_ends_it(tmp_path: Path) -> None:
     program = fake_spamassassin(tmp_path / "bin")
-    state = tmp_path / "state"
-    state.mkdir()
-    with Scoring(state, program=str(program)) as scoring:
+    with Scoring(program=str(program)) as scoring:
         # Started with no message yet: Perl loads while the issue would render.
         wait_for_start(tmp_path / "bin", 1)
         assert lines(tmp_path / "bin" / "scored.log") == []
@@ -73,7 +71,7 @@ def test_spamassassin_starts_before_its_message_and_a_kept_score_ends_it(tmp_pat
     assert [rule.name for rule in first.scored] == ["FAKE_SPAM"]
     assert lines(tmp_path / "bin" / "scored.log") == [str(len(MESSAGE))]
     # The same message again: the kept score, and the second process ends without scoring.
-    with Scoring(state, program=str(program)) as scoring:
+    with Scoring(program=str(program)) as scoring:
         [_, pid] = wait_for_start(tmp_path / "bin", 2)
         scoring.feed(MESSAGE, "fingerprint-1")
         assert scoring.result() == first
@@ -87,7 +85,7 @@ def test_a_process_never_fed_ends_with_the_block(tmp_path: Path) -> None:
     pids: list[str] = []
 
     def fails_to_load() -> None:
-        with Scoring(tmp_path, program=str(program)):
+        with Scoring(program=str(program)):
             pids.extend(wait_for_start(tmp_path / "bin", 1))
             raise LookupError("the issue did not load")
 

@@ -1,5 +1,5 @@
-"""The state cache read as hostile (statecache.py) and a spam score kept by fingerprint
-(spamscore.Scoring): nothing a stale, hand-edited or damaged file holds lets a
+"""The state cache read as hostile (statecache.py) and a spam score kept by fingerprint in the
+user's cache (spamscore.Scoring): nothing a stale, hand-edited or damaged file holds lets a
 spammy message pass, and the file is private."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from newsletter.checks import spamscore
-from newsletter.checks.spamscore import CACHE_FILE, Scoring, SpamResult, SpamScore, spam_findings
+from newsletter.checks.spamscore import Scoring, SpamResult, SpamScore, spam_findings
+from newsletter.state import usercache
 from newsletter.state.statecache import Cache
 
 MESSAGE = b"Subject: hello\r\n\r\nhello\r\n"
@@ -33,9 +34,9 @@ echo ""
 """
 
 
-def score_message_once(data: bytes, fingerprint: str, state: Path, *, program: str) -> SpamResult:
+def score_message_once(data: bytes, fingerprint: str, *, program: str) -> SpamResult:
     """A check's score as the gate takes it: started, fed, read (kept, or scored and kept)."""
-    with Scoring(state, program=program) as scoring:
+    with Scoring(program=program) as scoring:
         scoring.feed(data, fingerprint)
         return scoring.result()
 
@@ -49,10 +50,16 @@ def fake_spamassassin(folder: Path, source: Path) -> Path:
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user of their own: home folder, SpamAssassin preferences and cache folder."""
     found = tmp_path / "home"
     (found / ".spamassassin").mkdir(parents=True)
     monkeypatch.setenv("HOME", str(found))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(found / ".cache"))
     return found
+
+
+def kept_scores(home: Path) -> list[Path]:
+    return sorted((home / ".cache" / "newsletter" / "spam-scores").iterdir())
 
 
 def test_a_huge_or_non_finite_expiry_is_dropped_not_kept_forever(tmp_path: Path) -> None:
@@ -80,32 +87,78 @@ def test_a_poisoned_kept_score_does_not_let_a_spammy_message_pass(
     points = tmp_path / "points"
     points.write_text("6.0")
     program = fake_spamassassin(tmp_path, points)
-    state = tmp_path / "state"
-    first = score_message_once(MESSAGE, "f1", state, program=str(program))
+    first = score_message_once(MESSAGE, "f1", program=str(program))
     assert isinstance(first, SpamScore)
     assert first.score == 6.0
-    assert stat.S_IMODE((state / CACHE_FILE).stat().st_mode) == 0o600
+    (kept,) = kept_scores(home)
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
     # The kept score edited to NaN: neither above 0.0 nor 5.0, it would be no finding at all.
-    data = json.loads((state / CACHE_FILE).read_text())
-    for entry in data["entries"].values():
-        entry[1]["score"] = "nan"
-    (state / CACHE_FILE).write_text(json.dumps(data))
-    again = score_message_once(MESSAGE, "f1", state, program=str(program))
+    data = json.loads(kept.read_text())
+    data["score"]["score"] = "nan"
+    kept.write_text(json.dumps(data))
+    again = score_message_once(MESSAGE, "f1", program=str(program))
     assert isinstance(again, SpamScore)
     assert again.score == 6.0
     assert [f.level for f in spam_findings(again)] == ["error"]
 
 
-def test_a_hostile_cache_file_is_an_empty_cache_not_a_traceback(tmp_path: Path, home: Path) -> None:
+@pytest.mark.parametrize(
+    "written",
+    [
+        '{"expires": 1' + "0" * 400 + ', "score": {"score": 0.0}}',
+        '{"expires": Infinity, "score": {"score": 0.0}}',
+        '{"expires": NaN, "score": {"score": 0.0}}',
+        '{"expires": "soon", "score": {"score": 0.0}}',
+        "[1, 2]",
+        "not json",
+    ],
+)
+def test_a_hostile_kept_score_is_no_score_not_a_traceback(
+    tmp_path: Path, home: Path, written: str
+) -> None:
     points = tmp_path / "points"
     points.write_text("6.0")
     program = fake_spamassassin(tmp_path, points)
-    state = tmp_path / "state"
-    state.mkdir()
-    (state / CACHE_FILE).write_text('{"version": 1, "entries": {"x": [1' + "0" * 400 + ", {}]}}")
-    found = score_message_once(MESSAGE, "f1", state, program=str(program))
+    score_message_once(MESSAGE, "f1", program=str(program))
+    (kept,) = kept_scores(home)
+    kept.write_text(written)
+    points.write_text("6.5")  # what a real run finds now: the kept file is not used
+    found = score_message_once(MESSAGE, "f1", program=str(program))
     assert isinstance(found, SpamScore)
-    assert found.score == 6.0
+    assert found.score == 6.5
+
+
+def test_a_score_kept_longer_than_a_day_is_not_trusted(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    points = tmp_path / "points"
+    points.write_text("0.5")
+    program = fake_spamassassin(tmp_path, points)
+    # Written by a clock a year ahead: it would keep this score for a year.
+    monkeypatch.setattr(spamscore.time, "time", lambda: 1_000_000_000.0 + 365 * 86400)
+    score_message_once(MESSAGE, "f1", program=str(program))
+    monkeypatch.setattr(spamscore.time, "time", lambda: 1_000_000_000.0)
+    points.write_text("7.0")
+    found = score_message_once(MESSAGE, "f1", program=str(program))
+    assert isinstance(found, SpamScore)
+    assert found.score == 7.0
+    # One written now is kept: the same message is not scored again.
+    points.write_text("1.0")
+    assert score_message_once(MESSAGE, "f1", program=str(program)) == found
+
+
+def test_the_score_of_one_project_s_draft_serves_another_project(
+    tmp_path: Path, home: Path
+) -> None:
+    # The score depends on the message and the rules, not on the project's folder: the state
+    # folder is not where it is kept.
+    points = tmp_path / "points"
+    points.write_text("0.5")
+    program = fake_spamassassin(tmp_path, points)
+    first = score_message_once(MESSAGE, "f1", program=str(program))
+    points.write_text("9.0")
+    assert score_message_once(MESSAGE, "f1", program=str(program)) == first
+    assert usercache.root() == home / ".cache" / "newsletter"
 
 
 def test_the_user_s_preferences_changed_is_a_new_score(tmp_path: Path, home: Path) -> None:
@@ -114,13 +167,12 @@ def test_the_user_s_preferences_changed_is_a_new_score(tmp_path: Path, home: Pat
     # Times past the folder's own (it was just made): the file's time is what must count.
     os.utime(prefs, ns=(3_000_000_000_000_000_000, 3_000_000_000_000_000_000))
     program = fake_spamassassin(tmp_path, prefs)
-    state = tmp_path / "state"
-    first = score_message_once(MESSAGE, "f1", state, program=str(program))
+    first = score_message_once(MESSAGE, "f1", program=str(program))
     assert isinstance(first, SpamScore)
     assert first.score == 0.5
     prefs.write_text("7.0")  # `score BAD_WORDS 7.0`, as the fake reads it
     os.utime(prefs, ns=(3_100_000_000_000_000_000, 3_100_000_000_000_000_000))
-    second = score_message_once(MESSAGE, "f1", state, program=str(program))
+    second = score_message_once(MESSAGE, "f1", program=str(program))
     assert isinstance(second, SpamScore)
     assert second.score == 7.0
 
@@ -143,9 +195,8 @@ def test_a_second_score_of_the_same_message_does_not_run_spamassassin_again(
         f'#!/bin/sh\ncat > "{message}"\necho run >> "{runs}"\nexec "{real}" "$@" < "{message}"\n'
     )
     program.chmod(0o755)
-    state = tmp_path / "state"
-    first = score_message_once(MESSAGE, "f1", state, program=str(program))
-    second = score_message_once(MESSAGE, "f1", state, program=str(program))
+    first = score_message_once(MESSAGE, "f1", program=str(program))
+    second = score_message_once(MESSAGE, "f1", program=str(program))
     assert isinstance(first, SpamScore)
     assert second == first
     assert runs.read_text().splitlines() == ["run"]
@@ -164,25 +215,29 @@ def test_rules_sa_update_wrote_two_folders_down_are_a_new_score(
         os.utime(folder, ns=(900_000_000_000_000_000, 900_000_000_000_000_000))
     monkeypatch.setattr(spamscore, "RULES", (rules,))
     program = fake_spamassassin(tmp_path, cf)
-    state = tmp_path / "state"
-    first = score_message_once(MESSAGE, "f1", state, program=str(program))
+    first = score_message_once(MESSAGE, "f1", program=str(program))
     assert isinstance(first, SpamScore)
     assert first.score == 0.5
     cf.write_text("7.0")  # sa-update rewrote a rule file in place: no folder changed
     os.utime(cf, ns=(1_100_000_000_000_000_000, 1_100_000_000_000_000_000))
-    second = score_message_once(MESSAGE, "f1", state, program=str(program))
+    second = score_message_once(MESSAGE, "f1", program=str(program))
     assert isinstance(second, SpamScore)
     assert second.score == 7.0
 
 
 def test_a_cache_that_cannot_be_written_is_no_error(tmp_path: Path, home: Path) -> None:
-    # `.newsletter` a file (or a read-only checkout): the score is found, only not kept.
+    # The cache folder a file (or a read-only home): the score is found, only not kept.
     points = tmp_path / "points"
     points.write_text("6.0")
     program = fake_spamassassin(tmp_path, points)
-    state = tmp_path / "state"
-    state.write_text("not a folder")
-    found = score_message_once(MESSAGE, "f1", state, program=str(program))
+    (home / ".cache").mkdir()
+    blocked = home / ".cache" / "newsletter"
+    blocked.write_text("not a folder")
+    found = score_message_once(MESSAGE, "f1", program=str(program))
     assert isinstance(found, SpamScore)
     assert found.score == 6.0
-    assert state.read_text() == "not a folder"
+    assert blocked.read_text() == "not a folder"
+    points.write_text("7.0")
+    again = score_message_once(MESSAGE, "f1", program=str(program))
+    assert isinstance(again, SpamScore)
+    assert again.score == 7.0

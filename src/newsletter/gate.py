@@ -96,7 +96,7 @@ def inspect_send(
     # started first, it loads while the issue renders and scores while the other checks (and
     # the online ones) run. Its score is in the verdict, so an error still refuses the send
     # before anything is planned.
-    with Scoring(settings.state_dir) as scoring:
+    with Scoring() as scoring:
         draft = review(
             settings,
             issue_path(settings.issues_dir, number),

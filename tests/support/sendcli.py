@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.project import seed_scores
 from support.smtp import FaultyHandler
 
 SECRET = "test-secret-0123456789abcdef"
@@ -53,7 +52,6 @@ def shared_environment(port: int, postgres_url: str, lease: str) -> dict[str, st
 
 
 async def spawn(args: list[str], env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
-    seed_scores(cwd)
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -12,10 +12,12 @@ line. (A `__NL_` word no reader's value fills stops the sample message itself: m
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from functools import lru_cache
 from html.parser import HTMLParser
+from typing import Any
 
 import jinja2
 from jinja2 import meta, nodes
@@ -25,10 +27,16 @@ from newsletter.config.settings import Settings
 from newsletter.errors import display_path
 from newsletter.rendering.htmlpart import HTML_TEMPLATE
 from newsletter.rendering.render import TEXT_TEMPLATE, template_environment
+from newsletter.state import usercache
 
 # Only the openers: a closing `}}` is also how CSS closes an @media block.
 _OPENERS = re.compile(r"\{\{|\{%|\{#")
 _HINT = "remove it, or write the text it was meant to show"
+# What the templates' parse found, kept per user by the templates' text (state/usercache.py):
+# a command is a new process, and the parse costs more than the render's checks. Bump it when
+# what is kept changes.
+_KIND = "markers"
+_FORMAT = "markers 1"
 
 
 def check_markers(settings: Settings, html: str) -> list[Finding]:
@@ -79,11 +87,16 @@ def _template_sources(env: jinja2.Environment) -> Iterator[tuple[str, str]]:
 def _references(source: str) -> tuple[str, ...]:
     """The templates `source` imports or includes by name (cached: parsing costs more than
     the render's checks, and the preview checks at every save)."""
+    key = json.dumps([_FORMAT, "references", source])
+    if (kept := _kept(key)) is not None:
+        return tuple(str(name) for name in kept)
     try:
         tree = jinja2.Environment(autoescape=True).parse(source)  # only parses
     except jinja2.TemplateSyntaxError:
         return ()  # the render names its line
-    return tuple(n for n in meta.find_referenced_templates(tree) if n is not None)
+    found = tuple(n for n in meta.find_referenced_templates(tree) if n is not None)
+    usercache.keep(_KIND, key, json.dumps(found).encode())
+    return found
 
 
 @lru_cache(maxsize=8)
@@ -91,7 +104,30 @@ def _literal_markers(sources: tuple[tuple[str, str], ...]) -> tuple[tuple[str, s
     """("file:line", marker) for each opener Jinja would output as text: in literal template
     data (a raw block) or a string constant printed as it is. Cached: the preview checks at
     every save, and the templates seldom change."""
-    return tuple(_find_literal_markers(sources))
+    key = json.dumps([_FORMAT, "literal", sources])
+    if (kept := _kept(key)) is not None:
+        return tuple((str(where), str(marker)) for where, marker in kept)
+    found = tuple(_find_literal_markers(sources))
+    usercache.keep(_KIND, key, json.dumps(found).encode())
+    return found
+
+
+def _kept(key: str) -> list[Any] | None:
+    """A list kept for `key`, or None (none kept, or a file that is not what was kept)."""
+    data = usercache.load(_KIND, key)
+    if data is None:
+        return None
+    try:
+        kept = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(kept, list) or not all(
+        isinstance(item, str)
+        or (isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item))
+        for item in kept
+    ):
+        return None
+    return kept
 
 
 def _find_literal_markers(sources: tuple[tuple[str, str], ...]) -> Iterator[tuple[str, str]]:

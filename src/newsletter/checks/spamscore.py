@@ -9,12 +9,14 @@ Where the program is missing or fails, the result says so and how to fix it; not
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import re
 import shutil
 import subprocess
 import threading
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from subprocess import PIPE
@@ -22,7 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from newsletter.checks.lint import Finding
-from newsletter.state.statecache import Cache
+from newsletter.state import usercache
 
 PROGRAM = "spamassassin"
 # The score a message needs for SpamAssassin's default to call it spam: an error here.
@@ -36,8 +38,10 @@ _ARGS = ("-L", "-t", "--cf=use_bayes 0", "--cf=bayes_auto_learn 0")
 _DETAILS = re.compile(r"^Content analysis details:\s+\((-?[\d.]+) points, (-?[\d.]+) required\)")
 _RULE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s+([A-Z0-9_]+)\s+(.*)$")
 _VERSION = re.compile(r"^X-Spam-Checker-Version: SpamAssassin (\S+)", re.MULTILINE)
-CACHE_FILE = "spam-scores.json"
-REMEMBERED = 86400.0  # a score is kept a day for the same message and the same rules
+# A score depends on the message's bytes and the rules alone, not on the project: kept in the
+# user's cache (state/usercache.py), a day for the same message and the same rules.
+_KIND = "spam-scores"
+REMEMBERED = 86400.0
 # Where SpamAssassin's rules and local configuration live (Debian's and the upstream default):
 # an edited local.cf or an sa-update since a score was kept makes it a score of other rules.
 # sa-update writes its rules two folders down (/var/lib/spamassassin/4.000001/updates_…/).
@@ -114,8 +118,8 @@ def score_message(data: bytes, *, program: str = PROGRAM) -> SpamResult:
 
 
 class Scoring:
-    """SpamAssassin started before its message exists: a state folder in; the message's score,
-    kept in it for a day, out. The same message (its fingerprint: its bytes less what differs
+    """SpamAssassin started before its message exists; the message's score, kept a day in the
+    user's cache, out. The same message (its fingerprint: its bytes less what differs
     on every build, gate.fingerprint) scored by the same SpamAssassin with the same rules is not
     scored again, so `check`, the test send and the send of one draft score it once between them.
 
@@ -126,8 +130,7 @@ class Scoring:
     fingerprint ends the process unused. Leaving the `with` block ends a process still running
     (an issue that failed to load never feeds it)."""
 
-    def __init__(self, state_dir: Path, *, program: str = PROGRAM) -> None:
-        self._state_dir = state_dir
+    def __init__(self, *, program: str = PROGRAM) -> None:
         self._program = program
         self._found = shutil.which(program)
         self._process: subprocess.Popen[bytes] | None = None
@@ -160,7 +163,7 @@ class Scoring:
         if self._result is not None or process is None or found is None or self._thread:
             return
         self._key = f"{fingerprint}:{_rules_stamp(found)}"
-        kept = _from_json(Cache(self._state_dir / CACHE_FILE, longest=REMEMBERED).get(self._key))
+        kept = _from_json(_kept(self._key))
         if kept is not None:
             self._result = kept
             self._end()
@@ -189,9 +192,8 @@ class Scoring:
         result = self._scored
         assert result is not None
         if isinstance(result, SpamScore):
-            cache = Cache(self._state_dir / CACHE_FILE, longest=REMEMBERED)
-            cache.put(self._key, asdict(result), REMEMBERED)
-            cache.save()
+            entry = {"expires": time.time() + REMEMBERED, "score": asdict(result)}
+            usercache.keep(_KIND, self._key, json.dumps(entry).encode())
         self._result = result
         return result
 
@@ -248,6 +250,24 @@ def _newest(folder: Path, depth: int, budget: list[int]) -> int:
     except OSError:
         pass
     return newest
+
+
+def _kept(key: str) -> Any:
+    """The score kept for `key` as JSON holds it, or None: none kept, expired, or a file that is
+    not what was kept (an expiry that is not a finite time, or further off than a score is
+    ever kept: a clock set wrong when it was written, a hand edit)."""
+    data = usercache.load(_KIND, key)
+    if data is None:
+        return None
+    try:
+        entry = json.loads(data)
+        expires = float(entry["expires"])
+    except (ValueError, TypeError, KeyError, OverflowError):
+        return None
+    now = time.time()
+    if not math.isfinite(expires) or not now < expires <= now + REMEMBERED:
+        return None
+    return entry.get("score")
 
 
 def _from_json(value: Any) -> SpamScore | None:

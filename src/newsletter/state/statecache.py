@@ -2,8 +2,7 @@
 
 The link check and the DNS lookups put what they learned here (preflight-cache.json), so the
 preview's live reload (one check per save) and a second `newsletter check --online` do not ask
-the network again; the spam score of a rendered message is kept the same way (spam-scores.json),
-so the send after a `check` or a test send of the same bytes does not run SpamAssassin again.
+the network again (the archive's link check keeps archive-cache.json the same way).
 Each entry carries its own expiry; a missing, unreadable or foreign file is an empty cache, never
 an error. The file is ours but read as hostile all the same: an expiry that is not a finite
 number, or one further off than the caller's `longest` keeps anything (a clock set wrong when it
