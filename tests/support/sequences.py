@@ -42,8 +42,12 @@ def duty_settings(
     database = settings.outbox.model_copy(update={"url": url})
     chosen = settings.schedule.model_copy(update={"quiet_hours": "", **schedule})
     worker = settings.worker.model_copy(update={"lease": 5.0})
+    # Retries as soon as the engine's tests take them (support.sendcli.environment): a relay
+    # that is down is given up on after its tries, not after a minute of real backoff.
+    send = settings.send.model_copy(update={"retry_base": 0.01, "retry_cap": 0.05})
     return settings.model_copy(
         update={
+            "send": send,
             "smtp": smtp,
             "outbox": database,
             "schedule": chosen,
