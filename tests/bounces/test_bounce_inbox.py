@@ -18,6 +18,7 @@ import trustme
 from newsletter.bounces.inbox import KEYWORD, MaildirInbox, open_inbox
 from newsletter.config.settings import Settings, load_settings
 from newsletter.errors import InboxError
+from support import POLL
 from support.dovecot import Dovecot
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "bounces"
@@ -186,7 +187,7 @@ def hostile_imap(tmp_path: Path, refusal: bytes) -> Iterator[tuple[str, Path]]:
             return ctx.wrap_socket(sock, server_side=True), address
 
     with Server(("127.0.0.1", 0), Handler) as server:
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread = threading.Thread(target=server.serve_forever, args=(POLL,), daemon=True)
         thread.start()
         try:
             yield f"imaps://editor@127.0.0.1:{server.server_address[1]}/INBOX", tmp_path / "ca.pem"

@@ -4,6 +4,7 @@ address really connected to. Servers on 127.0.0.1 and 127.0.0.2 count what reach
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -19,6 +20,7 @@ from newsletter.preflight import report
 from newsletter.preflight.connect import address_refusal
 from newsletter.preflight.lookup import Lookup
 from newsletter.state.statecache import Cache
+from support import POLL
 from support.dnszone import ZoneResolver, dns_server
 from support.linkchecks import check
 from support.onlineproject import configure, write_issue
@@ -162,7 +164,8 @@ def test_each_connection_goes_to_the_address_checked_for_it(
     resolver = _Rebinding()
     logger = DNSLogger(log="-request,-reply,-truncated,-error,-recv,-send,-data", prefix=False)
     server = DNSServer(resolver, address="127.0.0.1", port=0, logger=logger)
-    server.start_thread()
+    thread = threading.Thread(target=server.server.serve_forever, args=(POLL,), daemon=True)
+    thread.start()
     try:
         url = f"http://rebind.example:{port_of(http_site)}/found?rebind"
         nameserver = f"127.0.0.1:{server.server.server_address[1]}"

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from dnslib import AAAA, MX, QTYPE, RCODE, RR, TXT, A, DNSLabel, DNSRecord
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
+from support import POLL
+
 Zone = dict[tuple[str, str], list[str]]
 
 
@@ -74,11 +76,14 @@ def dns_server(
     logger = DNSLogger(log="-request,-reply,-truncated,-error,-recv,-send,-data", prefix=False)
     udp = DNSServer(resolver, address="127.0.0.1", port=0, logger=logger)
     # UDP only: dnslib never truncates, so the resolver never needs to retry over TCP.
-    udp.start_thread()
+    # (Not udp.start_thread(): its serve_forever looks for shutdown every 0.5 s, which every
+    # test that starts a server waited out at its end.)
+    thread = threading.Thread(target=udp.server.serve_forever, args=(POLL,), daemon=True)
+    thread.start()
     try:
         yield udp.server.server_address[1], resolver
     finally:
-        udp.stop()
+        udp.server.shutdown()
         udp.server.server_close()
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from support import POLL
+
 SLOW = 3.0
 DRIP = 0.2
 DRIBBLE = 20.0
@@ -144,7 +146,7 @@ def website(
     scheme = "https" if tls is not None else "http"
     site = Site(f"{scheme}://{host}:{server.server_address[1]}")
     handler.site = site
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(POLL,), daemon=True)
     thread.start()
     try:
         yield site

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from newsletter.signup.challenge import ProofOfWork
+from support import POLL
 
 SCRIPT = (
     Path(__file__).resolve().parents[2]
@@ -60,7 +61,7 @@ def site(pow_: ProofOfWork) -> Iterator[str]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(POLL,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
