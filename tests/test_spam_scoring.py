@@ -80,6 +80,35 @@ def test_spamassassin_starts_before_its_message_and_a_kept_score_ends_it(tmp_pat
         os.kill(int(pid), 0)
 
 
+def test_a_hint_whose_score_is_kept_starts_nothing_and_another_message_still_scores(
+    tmp_path: Path,
+) -> None:
+    # A send after its `check` (the same issue file, list and settings) started Perl only to
+    # kill it once the message's score was found kept.
+    program = fake_spamassassin(tmp_path / "bin")
+    hint = f"{tmp_path}/issues/14.md as it stands"
+    with Scoring(program=str(program), hint=hint) as scoring:
+        wait_for_start(tmp_path / "bin", 1)  # no score kept for this hint: started ahead
+        scoring.feed(MESSAGE, "fingerprint-h")
+        first = scoring.result()
+    with Scoring(program=str(program), hint=hint) as scoring:
+        scoring.feed(MESSAGE, "fingerprint-h")
+        assert scoring.result() == first
+    assert len(lines(tmp_path / "bin" / "started.log")) == 1  # nothing started
+    # The same hint, another message (a template edited since): started when fed, and scored.
+    other = MESSAGE + b"edited\r\n"
+    with Scoring(program=str(program), hint=hint) as scoring:
+        scoring.feed(other, "fingerprint-other")
+        second = scoring.result()
+    assert isinstance(second, SpamScore)
+    assert lines(tmp_path / "bin" / "scored.log") == [str(len(MESSAGE)), str(len(other))]
+    # Hinted now at the edited message: its kept score, nothing started.
+    with Scoring(program=str(program), hint=hint) as scoring:
+        scoring.feed(other, "fingerprint-other")
+        assert scoring.result() == second
+    assert len(lines(tmp_path / "bin" / "started.log")) == 2
+
+
 def test_a_process_never_fed_ends_with_the_block(tmp_path: Path) -> None:
     program = fake_spamassassin(tmp_path / "bin")
     pids: list[str] = []
@@ -123,5 +152,7 @@ async def test_a_spam_score_started_early_still_refuses_before_anything_is_plann
     if database.exists():  # the log may exist (the date of a first send is read), never a row
         with sqlite3.connect(database) as db:
             assert db.execute("SELECT count(*) FROM deliveries").fetchone() == (0,)
-    # The message was scored by the send's own start of the program; check kept its score.
+    # The message was scored by the send's own start of the program; check kept its score, and
+    # knowing it kept (the same issue file, list and settings), did not start the program.
     assert len(lines(tmp_path / "bin" / "scored.log")) == 1
+    assert len(lines(tmp_path / "bin" / "started.log")) == 1

@@ -24,6 +24,9 @@ from newsletter.issues import issue_path
 from newsletter.rendering.clip import GMAIL_CLIP, KB
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from newsletter.config.settings import Settings
     from newsletter.preflight.run import OnlineReport
 
 
@@ -96,10 +99,11 @@ def inspect_send(
     # started first, it loads while the issue renders and scores while the other checks (and
     # the online ones) run. Its score is in the verdict, so an error still refuses the send
     # before anything is planned.
-    with Scoring() as scoring:
+    path = issue_path(settings.issues_dir, number)
+    with Scoring(hint=_scoring_hint(settings, path, list_name)) as scoring:
         draft = review(
             settings,
-            issue_path(settings.issues_dir, number),
+            path,
             list_name,
             built=lambda message: scoring.feed(message, fingerprint(message)),
             dates=context.first_sent(),
@@ -132,6 +136,19 @@ def inspect_send(
 
 # Header fields of the sample message that differ each time it is built, the same email or not.
 _EVERY_TIME = (b"date:", b"message-id:", b"dkim-signature:")
+
+
+def _scoring_hint(settings: Settings, path: Path, list_name: str) -> str:
+    """What the sample message is made from, as far as is known before it is built: the issue
+    file's text, the list and the settings (less the project's folder: the same issue in a
+    copy of the project is the same message). A hint only: the templates or the date may
+    still make another message (spamscore.Scoring)."""
+    try:
+        text = path.read_bytes()
+    except OSError:
+        return ""
+    settings_json = settings.model_dump_json(exclude={"root"})
+    return f"{hashlib.sha256(text).hexdigest()}\0{list_name}\0{settings_json}"
 
 
 def fingerprint(message: bytes) -> str:

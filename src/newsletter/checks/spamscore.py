@@ -42,6 +42,8 @@ _VERSION = re.compile(r"^X-Spam-Checker-Version: SpamAssassin (\S+)", re.MULTILI
 # user's cache (state/usercache.py), a day for the same message and the same rules.
 _KIND = "spam-scores"
 REMEMBERED = 86400.0
+# The fingerprint of the message last built from a Scoring's hint (see Scoring).
+_HINTS = "spam-hints"
 # Where SpamAssassin's rules and local configuration live (Debian's and the upstream default):
 # an edited local.cf or an sa-update since a score was kept makes it a score of other rules.
 # sa-update writes its rules two folders down (/var/lib/spamassassin/4.000001/updates_…/).
@@ -127,26 +129,48 @@ class Scoring:
     (before it reads its input), then parsing its rules and checking (after). Started first,
     the modules load while the issue renders; fed the message (`feed`), it scores in a thread
     while the other checks run; `result` waits for it. A score kept for the message's
-    fingerprint ends the process unused. Leaving the `with` block ends a process still running
-    (an issue that failed to load never feeds it)."""
+    fingerprint ends the process unused; when a `hint` says the score is kept, the process is
+    not started at all. Leaving the `with` block ends a process still running (an issue that
+    failed to load never feeds it)."""
 
-    def __init__(self, *, program: str = PROGRAM) -> None:
+    def __init__(self, *, program: str = PROGRAM, hint: str = "") -> None:
+        """`hint`: what the message is made from (the issue file as it is, the list, the
+        settings), when known before it is built. If the message last built from the same
+        `hint` has a kept score, SpamAssassin is not started ahead (it would only be killed):
+        it starts when fed, should the message turn out to be another."""
         self._program = program
+        self._hint = hint
         self._found = shutil.which(program)
         self._process: subprocess.Popen[bytes] | None = None
         self._thread: threading.Thread | None = None
         self._scored: SpamResult | None = None  # the thread's answer
         self._result: SpamResult | None = None  # known: missing, kept, or the answer kept
         self._key = ""
+        self._stamp = ""
+        self._hinted = usercache.load(_HINTS, hint) if hint else None
         if self._found is None:
             self._result = _missing(program)
             return
+        hinted = self._hinted.decode(errors="replace") if self._hinted is not None else None
+        if hinted is not None and self._kept_score(hinted) is not None:
+            return
+        self._start()
+
+    def _start(self) -> None:
+        assert self._found is not None
         try:
             self._process = subprocess.Popen(
                 [self._found, *_ARGS], stdin=PIPE, stdout=PIPE, stderr=PIPE
             )
         except OSError as exc:
-            self._result = _not_started(program, exc)
+            self._result = _not_started(self._program, exc)
+
+    def _kept_score(self, fingerprint: str) -> SpamScore | None:
+        assert self._found is not None
+        if not self._stamp:
+            self._stamp = _rules_stamp(self._found)
+        self._key = f"{fingerprint}:{self._stamp}"
+        return _from_json(_kept(self._key))
 
     def __enter__(self) -> Scoring:
         return self
@@ -158,16 +182,22 @@ class Scoring:
 
     def feed(self, data: bytes, fingerprint: str) -> None:
         """The message to score (once): a kept score for `fingerprint` ends the process; else
-        the message is written to it and its report read, in a thread."""
-        process, found = self._process, self._found
-        if self._result is not None or process is None or found is None or self._thread:
+        the message is written to it (started now, if it was not) and its report read, in a
+        thread."""
+        if self._result is not None or self._found is None or self._thread:
             return
-        self._key = f"{fingerprint}:{_rules_stamp(found)}"
-        kept = _from_json(_kept(self._key))
+        if self._hint and self._hinted != fingerprint.encode():
+            usercache.keep(_HINTS, self._hint, fingerprint.encode())
+        kept = self._kept_score(fingerprint)
         if kept is not None:
             self._result = kept
             self._end()
             return
+        if self._process is None:
+            self._start()
+        process = self._process
+        if process is None:
+            return  # it could not start: the result says so
 
         def score() -> None:
             try:
