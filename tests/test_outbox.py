@@ -257,9 +257,8 @@ def no_pause(seconds: float) -> None:
 def test_a_lock_held_past_the_busy_timeout_is_an_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT", 0.1)
     path = tmp_path / "outbox.sqlite3"
-    with open_database(path) as database:
+    with open_database(path, lock_wait=0.1) as database:
         plan(database, 14, "main", ["a@example.com"])
         (row,) = due(database, 14, "main")
         other = sqlite3.connect(path, isolation_level=None)

@@ -1,6 +1,6 @@
 """Faults under the delivery log once a send has it open, each made for real: a full filesystem (a
 small tmpfs mounted on the state folder) while planning and while sending, another connection
-holding a write transaction past the 30 s wait, a damaged page in the SQLite file, and the
+holding a write transaction past [outbox] lock_wait, a damaged page in the SQLite file, and the
 PostgreSQL backend terminated mid-send (pg_terminate_backend). Each is one error naming the cause
 and a hint with the fix, exit code 4 (a stopped run), never a traceback; the re-run recovers as
 after a kill (nobody gets two copies), and `status` says the worker that stopped is gone.
@@ -165,10 +165,13 @@ async def test_a_write_lock_held_past_the_wait_stops_the_run_and_the_rerun_resum
     addresses = write_list(project / "big.csv", 200)
     handler = FaultyHandler([Fault("data", sleep=0.02)])
     async with start(handler) as server:
-        env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv")
+        # [outbox] lock_wait shortened from its 30 s, so the test waits 3.
+        env = environment(
+            server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv", NEWSLETTER_OUTBOX__LOCK_WAIT="3"
+        )
         proc = await spawn(ARGS, env, project)
         await wait_for(handler, 20)
-        # Another program's write transaction, held until the run gives up (after 30 s).
+        # Another program's write transaction, held until the run gives up (after 3 s).
         other = sqlite3.connect(project / ".newsletter" / "outbox.sqlite3", isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
         try:
@@ -176,7 +179,7 @@ async def test_a_write_lock_held_past_the_wait_stops_the_run_and_the_rerun_resum
         finally:
             other.execute("ROLLBACK")
             other.close()
-        one_error(locked, "the delivery log stayed locked by another program for 30 s")
+        one_error(locked, "the delivery log stayed locked by another program for 3 s")
         await status_says_gone(env, project)
         rerun = await newsletter(ARGS, env, project)
     assert rerun.code in (0, 3), rerun.out + rerun.err

@@ -488,6 +488,9 @@ class OutboxSettings(SettingsTable):
     # What a commit survives: "process" (this process killed: SQLite synchronous=NORMAL,
     # PostgreSQL synchronous_commit=off) or "power" (a power cut: FULL, on); see "Durability".
     durability: Literal["process", "power"] = "process"
+    # SQLite: how long, in seconds, a write waits for another program's write lock (a sqlite3
+    # shell, a backup) before the run stops, resumable. PostgreSQL waits on its own terms.
+    lock_wait: Annotated[float, Field(gt=0, le=86400)] = 30.0
 
     @field_validator("url")
     @classmethod

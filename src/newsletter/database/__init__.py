@@ -55,7 +55,7 @@ from newsletter.database.schedules import Schedules
 from newsletter.database.schema import LATEST, MIGRATIONS, Migration
 from newsletter.database.sendfigures import SendFigures
 from newsletter.database.sentlinks import SentLinks
-from newsletter.database.sqlite import SqliteBackend
+from newsletter.database.sqlite import BUSY_TIMEOUT, SqliteBackend
 from newsletter.database.subjecttests import SubjectTests
 from newsletter.database.suppressions import Suppressions
 from newsletter.database.testsends import TestSends
@@ -129,6 +129,10 @@ class Database:
         return self.backend.durability
 
     @property
+    def lock_wait(self) -> float:
+        return self.backend.lock_wait
+
+    @property
     def display(self) -> str:
         """Where the outbox is, safe to print (never a password)."""
         return self.backend.display
@@ -174,26 +178,37 @@ class Database:
 
 
 def open_database(
-    target: Path | str, *, durability: Durability = "process", migrate: bool = True
+    target: Path | str,
+    *,
+    durability: Durability = "process",
+    migrate: bool = True,
+    lock_wait: float = BUSY_TIMEOUT,
 ) -> Database:
     """The outbox at `target`, its schema brought up to date (unless `migrate` is False): a
-    Path is a SQLite file, a `postgresql://` URL a PostgreSQL database."""
+    Path is a SQLite file, a `postgresql://` URL a PostgreSQL database. `lock_wait`: how long
+    a SQLite write waits for another program's write lock ([outbox] lock_wait)."""
     if is_postgres(target):
         # Imported only when used: SQLite users never load psycopg.
         from newsletter.database.postgres import PostgresBackend
 
         return Database(PostgresBackend(str(target), durability=durability, migrate=migrate))
-    return Database(SqliteBackend(Path(target), durability=durability, migrate=migrate))
+    backend = SqliteBackend(
+        Path(target), durability=durability, migrate=migrate, lock_wait=lock_wait
+    )
+    return Database(backend)
 
 
 def open_project_database(settings: Settings, *, migrate: bool = True) -> Database:
     """The outbox `settings` name ([outbox] url, else the state folder's SQLite file), with its
-    [outbox] durability. The state folder holding it is made (or kept) private."""
+    [outbox] durability and lock_wait. The state folder holding it is made (or kept) private."""
     target = settings.database_target
     if isinstance(target, Path) and target.parent == settings.state_dir:
         private_folder(settings.state_dir)
     return open_database(
-        settings.database_target, durability=settings.outbox.durability, migrate=migrate
+        settings.database_target,
+        durability=settings.outbox.durability,
+        migrate=migrate,
+        lock_wait=settings.outbox.lock_wait,
     )
 
 

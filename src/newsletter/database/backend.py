@@ -79,6 +79,9 @@ class Backend:
     name = ""
     target: Path | str
     durability: Durability = "process"
+    # How long a write waits for another program's write lock: SQLite's ([outbox] lock_wait);
+    # PostgreSQL waits on its own terms (lock_timeout), so this is only carried along.
+    lock_wait = 30.0
     # SQL for the database's clock in Unix seconds: leases are timed by the one clock every
     # worker shares, not by each machine's own.
     clock = ""

@@ -35,7 +35,7 @@ from newsletter.database.schema import Migration
 from newsletter.errors import DatabaseError, display_path
 from newsletter.state.statefiles import private_file, private_folder
 
-BUSY_TIMEOUT = 30.0
+BUSY_TIMEOUT = 30.0  # [outbox] lock_wait's default
 SETTLE_WAIT = 10.0
 
 
@@ -46,11 +46,17 @@ class SqliteBackend(Backend):
     _locked_out = False  # the last wait for the write lock ran out
 
     def __init__(
-        self, target: Path | str, *, durability: Durability = "process", migrate: bool = True
+        self,
+        target: Path | str,
+        *,
+        durability: Durability = "process",
+        migrate: bool = True,
+        lock_wait: float = BUSY_TIMEOUT,
     ) -> None:
         path = Path(target)
         self.target = self.path = path
         self.durability = durability
+        self.lock_wait = lock_wait  # how long a write waits for another program's lock
         self._db = self._connect()
         try:
             if migrate:
@@ -72,7 +78,7 @@ class SqliteBackend(Backend):
             # One thread at a time uses a connection, not always the one that opened it (a
             # test's send runs on its own thread).
             db = sqlite3.connect(
-                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+                self.path, timeout=self.lock_wait, isolation_level=None, check_same_thread=False
             )
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(f"PRAGMA synchronous={synchronous}")
@@ -153,7 +159,7 @@ class SqliteBackend(Backend):
 
     def _execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         """`sql` run, again while another connection holds the write lock (a statement refused
-        as busy did nothing, so running it again is safe), for up to BUSY_TIMEOUT. Once a wait
+        as busy did nothing, so running it again is safe), for up to `lock_wait`. Once a wait
         ran out, the next conflicts fail at once until a statement gets through: a run stopping
         on the lock does not wait that long again for each write on its way out."""
         try:
@@ -164,7 +170,7 @@ class SqliteBackend(Backend):
         else:
             self._locked_out = False
             return cursor
-        deadline = time.monotonic() + BUSY_TIMEOUT
+        deadline = time.monotonic() + self.lock_wait
         pause = 0.0001
         while True:
             time.sleep(pause)
@@ -218,7 +224,7 @@ class SqliteBackend(Backend):
         if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
             return DatabaseError(
                 f"{where}: the delivery log stayed locked by another program for"
-                f" {BUSY_TIMEOUT:.0f} s",
+                f" {self.lock_wait:g} s",
                 hint="Something holds a write transaction open on it (a sqlite3 shell, a backup"
                 " tool, a stuck newsletter command): end it, then re-run the same command.",
             )

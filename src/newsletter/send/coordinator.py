@@ -299,6 +299,7 @@ def _work(
     options: Options,
     target: Path | str,
     durability: Durability,
+    lock_wait: float,
     progress: Progress,
     *,
     make_pool: MakePool,
@@ -310,7 +311,7 @@ def _work(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with (
         Interrupts((signal.SIGTERM,)) as interrupts,
-        open_database(target, durability=durability) as database,
+        open_database(target, durability=durability, lock_wait=lock_wait) as database,
         asyncio.Runner(loop_factory=event_loop_factory()) as runner,
     ):
         run = Run(job, database, options, progress, interrupts, worker)

@@ -46,7 +46,9 @@ from newsletter.send.replies import Outcome, Result, Scope
 
 # A worker's run: its worker id, the job, its share of the options, where the outbox is, its
 # durability and where its events go -> what it delivered.
-Work = Callable[[str, Job, Options, Path | str, Durability, Callable[[Event], None]], Delivered]
+Work = Callable[
+    [str, Job, Options, Path | str, Durability, float, Callable[[Event], None]], Delivered
+]
 # A worker sends its events in batches rather than a pickle and a pipe write per message: a
 # batch leaves when it holds this many, after this long, or at once when it carries something
 # other than `sent` (a line the parent prints).
@@ -118,7 +120,16 @@ def deliver(
             receive, send = context.Pipe(duplex=False)
             proc = context.Process(
                 target=_worker,
-                args=(share, job, database.target, database.durability, work, send, parent),
+                args=(
+                    share,
+                    job,
+                    database.target,
+                    database.durability,
+                    database.lock_wait,
+                    work,
+                    send,
+                    parent,
+                ),
                 name=f"newsletter-send-{share.index}",
                 daemon=True,
             )
@@ -211,6 +222,7 @@ def _worker(
     job: Job,
     target: Path | str,
     durability: Durability,
+    lock_wait: float,
     work: Work,
     pipe: Connection,
     parent: int,
@@ -233,7 +245,7 @@ def _worker(
             asyncio.get_running_loop().call_later(BATCH_DELAY, flush)
 
     try:
-        delivered = work(share.worker, job, share.options, target, durability, forward)
+        delivered = work(share.worker, job, share.options, target, durability, lock_wait, forward)
         flush()
         if delivered.stopped:
             pipe.send(Stopped(delivered.stopped, delivered.resumes_at))

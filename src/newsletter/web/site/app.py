@@ -321,7 +321,9 @@ def create_app(
     must have arrived `body_timeout` seconds after its head (default: [serve] timeout);
     `clicks` writes the click events (the caller flushes it; by default the app's own);
     `fetch` gets the SNS certificates and confirmation URLs for SES's webhook (a test's own)."""
-    database = database or DatabaseThread(settings.database_target, settings.outbox.durability)
+    database = database or DatabaseThread(
+        settings.database_target, settings.outbox.durability, settings.outbox.lock_wait
+    )
     keys = (secret, *previous)
     signing = SigningKey(secret, ephemeral=False, previous=tuple(previous))
     defences = Defences(settings, signing, database)

@@ -29,9 +29,12 @@ T = TypeVar("T")
 class DatabaseThread:
     """The outbox at `target`, opened on first use and reopened after a lost connection."""
 
-    def __init__(self, target: Path | str, durability: Durability = "process") -> None:
+    def __init__(
+        self, target: Path | str, durability: Durability = "process", lock_wait: float = 30.0
+    ) -> None:
         self._target = target
         self._durability: Durability = durability
+        self._lock_wait = lock_wait
         self._database: Database | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="outbox")
         # An app dropped without close() (a test's) must not leave its thread behind.
@@ -66,7 +69,9 @@ class DatabaseThread:
 
     def _open(self) -> Database:
         if self._database is None:
-            self._database = open_database(self._target, durability=self._durability)
+            self._database = open_database(
+                self._target, durability=self._durability, lock_wait=self._lock_wait
+            )
         return self._database
 
     def _drop(self) -> None:

@@ -56,7 +56,9 @@ def server_config(app: ASGIApp, serve: ServeSettings, **overrides: Any) -> uvico
 def serve(settings: Settings, sock: socket.socket) -> None:
     """Serve on the listening `sock` until SIGINT/SIGTERM; NEWSLETTER_SECRET must be set."""
     key = signing_key(settings, allow_ephemeral=False)
-    database = DatabaseThread(settings.database_target, settings.outbox.durability)
+    database = DatabaseThread(
+        settings.database_target, settings.outbox.durability, settings.outbox.lock_wait
+    )
     database.open()
     # The access log (JSON lines) and our errors (with tracebacks) go to stderr: journald or
     # the container runtime adds the time and keeps them.
