@@ -16,6 +16,7 @@ from newsletter.database import open_database
 from newsletter.database.mailqueue import MailKind, MailState
 from support.sendcli import HANG, environment, finish, newsletter, spawn, wait_for
 from support.smtp import Fault, FaultyHandler, start
+from support.zygote import Forked
 
 pytestmark = pytest.mark.slow
 
@@ -165,7 +166,7 @@ async def test_sigterm_finishes_the_mail_in_hand_and_stops(
     assert "Worker stopped." in done.err
 
 
-async def started(proc: asyncio.subprocess.Process) -> None:
+async def started(proc: Forked) -> None:
     """Return once the worker says it started: it holds the project's lock by then (on a
     loaded machine a second may not be enough for Python to start)."""
     assert proc.stderr is not None

@@ -32,6 +32,7 @@ from newsletter.database.postgres import WRITE_LOCK
 from newsletter.send.children import drop_descriptors
 from support.sendcli import children, environment, finish, newsletter, spawn, until, write_list
 from support.smtp import Fault, FaultyHandler, start
+from support.zygote import Forked
 
 pytestmark = pytest.mark.slow
 
@@ -149,7 +150,7 @@ def posix_lockers(path: Path) -> set[int]:
     return found
 
 
-async def checked(proc: asyncio.subprocess.Process) -> None:
+async def checked(proc: Forked) -> None:
     """Until the run printed its checks' tally (the line before it opens the outbox to send)."""
     assert proc.stdout is not None
     while not (line := await asyncio.wait_for(proc.stdout.readline(), 60)).startswith(b"check: "):

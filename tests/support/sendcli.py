@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from support.smtp import FaultyHandler
+from support.zygote import Forked, zygote
 
 SECRET = "test-secret-0123456789abcdef"
 # How long a command or a wait may take before the test calls it hung: only a guard, never a
@@ -51,21 +51,13 @@ def shared_environment(port: int, postgres_url: str, lease: str) -> dict[str, st
     )
 
 
-async def spawn(args: list[str], env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "newsletter",
-        *args,
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+async def spawn(args: list[str], env: dict[str, str], cwd: Path) -> Forked:
+    """`newsletter ARGS` in `cwd` with `env`, a real process of its own, forked from this test
+    process's zygote (support.zygote: the interpreter's start and the imports paid once)."""
+    return await zygote().spawn(args, env, cwd)
 
 
-async def finish(proc: asyncio.subprocess.Process, timeout: float = HANG) -> Done:
+async def finish(proc: Forked, timeout: float = HANG) -> Done:
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
     assert proc.returncode is not None
     return Done(proc.returncode, out.decode(), err.decode())
