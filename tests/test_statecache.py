@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from newsletter.checks import spamscore
+from newsletter.checks import spamkept
 from newsletter.checks.spamscore import Scoring, SpamResult, SpamScore, spam_findings
 from newsletter.state import usercache
 from newsletter.state.statecache import Cache
@@ -135,9 +135,9 @@ def test_a_score_kept_longer_than_a_day_is_not_trusted(
     points.write_text("0.5")
     program = fake_spamassassin(tmp_path, points)
     # Written by a clock a year ahead: it would keep this score for a year.
-    monkeypatch.setattr(spamscore.time, "time", lambda: 1_000_000_000.0 + 365 * 86400)
+    monkeypatch.setattr(spamkept.time, "time", lambda: 1_000_000_000.0 + 365 * 86400)
     score_message_once(MESSAGE, "f1", program=str(program))
-    monkeypatch.setattr(spamscore.time, "time", lambda: 1_000_000_000.0)
+    monkeypatch.setattr(spamkept.time, "time", lambda: 1_000_000_000.0)
     points.write_text("7.0")
     found = score_message_once(MESSAGE, "f1", program=str(program))
     assert isinstance(found, SpamScore)
@@ -213,7 +213,7 @@ def test_rules_sa_update_wrote_two_folders_down_are_a_new_score(
     os.utime(cf, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
     for folder in (updates, updates.parent, rules):
         os.utime(folder, ns=(900_000_000_000_000_000, 900_000_000_000_000_000))
-    monkeypatch.setattr(spamscore, "RULES", (rules,))
+    monkeypatch.setattr(spamkept, "RULES", (rules,))
     program = fake_spamassassin(tmp_path, cf)
     first = score_message_once(MESSAGE, "f1", program=str(program))
     assert isinstance(first, SpamScore)

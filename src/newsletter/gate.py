@@ -139,16 +139,20 @@ _EVERY_TIME = (b"date:", b"message-id:", b"dkim-signature:")
 
 
 def _scoring_hint(settings: Settings, path: Path, list_name: str) -> str:
-    """What the sample message is made from, as far as is known before it is built: the issue
-    file's text, the list and the settings (less the project's folder: the same issue in a
-    copy of the project is the same message). A hint only: the templates or the date may
-    still make another message (spamscore.Scoring)."""
+    """What the sample message is mostly made from, known before it is built: the issue file's
+    text, the list, and the settings that shape a message (not the relay, the database or the
+    project's folder: the same issue sent through another port is the same message). A hint
+    only: the templates, the date or another setting may still make another message, and then
+    SpamAssassin starts when fed (spamscore.Scoring)."""
     try:
         text = path.read_bytes()
     except OSError:
         return ""
-    settings_json = settings.model_dump_json(exclude={"root"})
-    return f"{hashlib.sha256(text).hexdigest()}\0{list_name}\0{settings_json}"
+    shaping = settings.model_dump_json(include=_SHAPING)
+    return f"{hashlib.sha256(text).hexdigest()}\0{list_name}\0{shaping}"
+
+
+_SHAPING = {"newsletter", "render", "serve", "tracking", "dkim"}
 
 
 def fingerprint(message: bytes) -> str:

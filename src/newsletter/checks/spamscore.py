@@ -9,22 +9,18 @@ Where the program is missing or fails, the result says so and how to fix it; not
 from __future__ import annotations
 
 import asyncio
-import json
 import math
-import os
 import re
 import shutil
 import subprocess
 import threading
-import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from subprocess import PIPE
 from types import TracebackType
 from typing import Any
 
+from newsletter.checks import spamkept
 from newsletter.checks.lint import Finding
-from newsletter.state import usercache
 
 PROGRAM = "spamassassin"
 # The score a message needs for SpamAssassin's default to call it spam: an error here.
@@ -38,22 +34,6 @@ _ARGS = ("-L", "-t", "--cf=use_bayes 0", "--cf=bayes_auto_learn 0")
 _DETAILS = re.compile(r"^Content analysis details:\s+\((-?[\d.]+) points, (-?[\d.]+) required\)")
 _RULE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s+([A-Z0-9_]+)\s+(.*)$")
 _VERSION = re.compile(r"^X-Spam-Checker-Version: SpamAssassin (\S+)", re.MULTILINE)
-# A score depends on the message's bytes and the rules alone, not on the project: kept in the
-# user's cache (state/usercache.py), a day for the same message and the same rules.
-_KIND = "spam-scores"
-REMEMBERED = 86400.0
-# The fingerprint of the message last built from a Scoring's hint (see Scoring).
-_HINTS = "spam-hints"
-# Where SpamAssassin's rules and local configuration live (Debian's and the upstream default):
-# an edited local.cf or an sa-update since a score was kept makes it a score of other rules.
-# sa-update writes its rules two folders down (/var/lib/spamassassin/4.000001/updates_…/).
-RULES = (Path("/etc/spamassassin"), Path("/etc/mail/spamassassin"), Path("/var/lib/spamassassin"))
-RULES_DEPTH = 3  # folders below each of RULES whose files are looked at
-RULES_FILES = 5000  # files looked at in all: a bound on the stat calls, never reached by rules
-# `spamassassin` also reads the user's own preferences (`score RULE 5` there changes a score).
-# The file, not its folder: SpamAssassin writes its Bayes locks and journal beside it on every
-# run, so the folder's time would make every run a new stamp and no score would ever be kept.
-USER_RULES = Path(".spamassassin") / "user_prefs"
 
 
 @dataclass(frozen=True)
@@ -147,12 +127,11 @@ class Scoring:
         self._result: SpamResult | None = None  # known: missing, kept, or the answer kept
         self._key = ""
         self._stamp = ""
-        self._hinted = usercache.load(_HINTS, hint) if hint else None
+        self._hinted = spamkept.hinted(hint) if hint else None
         if self._found is None:
             self._result = _missing(program)
             return
-        hinted = self._hinted.decode(errors="replace") if self._hinted is not None else None
-        if hinted is not None and self._kept_score(hinted) is not None:
+        if self._hinted is not None and self._kept_score(self._hinted) is not None:
             return
         self._start()
 
@@ -168,9 +147,9 @@ class Scoring:
     def _kept_score(self, fingerprint: str) -> SpamScore | None:
         assert self._found is not None
         if not self._stamp:
-            self._stamp = _rules_stamp(self._found)
+            self._stamp = spamkept.rules_stamp(self._found)
         self._key = f"{fingerprint}:{self._stamp}"
-        return _from_json(_kept(self._key))
+        return _from_json(spamkept.kept(self._key))
 
     def __enter__(self) -> Scoring:
         return self
@@ -186,8 +165,8 @@ class Scoring:
         thread."""
         if self._result is not None or self._found is None or self._thread:
             return
-        if self._hint and self._hinted != fingerprint.encode():
-            usercache.keep(_HINTS, self._hint, fingerprint.encode())
+        if self._hint and self._hinted != fingerprint:
+            spamkept.keep_hint(self._hint, fingerprint)
         kept = self._kept_score(fingerprint)
         if kept is not None:
             self._result = kept
@@ -222,8 +201,7 @@ class Scoring:
         result = self._scored
         assert result is not None
         if isinstance(result, SpamScore):
-            entry = {"expires": time.time() + REMEMBERED, "score": asdict(result)}
-            usercache.keep(_KIND, self._key, json.dumps(entry).encode())
+            spamkept.keep(self._key, asdict(result))
         self._result = result
         return result
 
@@ -237,67 +215,6 @@ class Scoring:
             self._thread.join()  # its communicate ends with the process
         else:
             process.communicate()
-
-
-def _rules_stamp(program: str) -> str:
-    """The program and its rules as they are now: its path, size and time, and the newest time
-    among the rule folders' files, theirs below them and the user's preferences (a change in any
-    of them, a new stamp)."""
-    stamps: list[str] = [program]
-    try:
-        home = [Path.home() / USER_RULES]
-    except RuntimeError:  # no home to find: no preferences read from one either
-        home = []
-    budget = [RULES_FILES]
-    for path in (Path(program), *RULES, *home):
-        try:
-            found = path.stat()
-        except OSError:
-            continue
-        newest = found.st_mtime_ns
-        if path.is_dir():
-            newest = max(newest, _newest(path, RULES_DEPTH, budget))
-        stamps.append(f"{found.st_size}/{newest}")
-    return ":".join(stamps)
-
-
-def _newest(folder: Path, depth: int, budget: list[int]) -> int:
-    """The latest modification time of what is in `folder`, `depth` folders down, looking at
-    no more than `budget[0]` entries (spent as it goes); unreadable entries are skipped."""
-    newest = 0
-    try:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if budget[0] <= 0:
-                    break
-                budget[0] -= 1
-                try:
-                    newest = max(newest, entry.stat().st_mtime_ns)
-                    if depth > 0 and entry.is_dir(follow_symlinks=False):
-                        newest = max(newest, _newest(Path(entry.path), depth - 1, budget))
-                except OSError:
-                    continue
-    except OSError:
-        pass
-    return newest
-
-
-def _kept(key: str) -> Any:
-    """The score kept for `key` as JSON holds it, or None: none kept, expired, or a file that is
-    not what was kept (an expiry that is not a finite time, or further off than a score is
-    ever kept: a clock set wrong when it was written, a hand edit)."""
-    data = usercache.load(_KIND, key)
-    if data is None:
-        return None
-    try:
-        entry = json.loads(data)
-        expires = float(entry["expires"])
-    except (ValueError, TypeError, KeyError, OverflowError):
-        return None
-    now = time.time()
-    if not math.isfinite(expires) or not now < expires <= now + REMEMBERED:
-        return None
-    return entry.get("score")
 
 
 def _from_json(value: Any) -> SpamScore | None:
