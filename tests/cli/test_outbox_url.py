@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from support.postgres import free_port
+from support.zygote import run
 
 MARK = "7f3a9c"  # in every secret below, and nowhere else
 SECRET = f"Sk-{MARK}-secret"
@@ -38,15 +38,7 @@ FORMS = [
 def newsletter(project: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NEWSLETTER_", "PG"))}
     env["NEWSLETTER_OUTBOX__URL"] = url
-    return subprocess.run(
-        [sys.executable, "-m", "newsletter", *args],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run(list(args), env, project)
 
 
 def shown(result: subprocess.CompletedProcess[str]) -> str:

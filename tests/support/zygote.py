@@ -133,6 +133,21 @@ class Zygote:
         return forked
 
 
+def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`newsletter ARGS` forked from the zygote and waited for, as `subprocess.run(...,
+    capture_output=True, text=True)` gives it (for a test with no event loop)."""
+
+    async def forked() -> tuple[int, bytes, bytes]:
+        proc = await zygote().spawn(args, env, cwd)
+        out, err = await proc.communicate()
+        return proc.returncode or 0, out, err
+
+    code, out, err = asyncio.run(forked())
+    return subprocess.CompletedProcess(
+        ["newsletter", *args], code, out.decode("utf-8"), err.decode("utf-8")
+    )
+
+
 _zygotes: dict[int, Zygote] = {}
 
 
