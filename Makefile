@@ -38,12 +38,17 @@ docs: $(STAMP)
 # `make test-fast` is the edit loop: no lint, no `slow` or `browser` tests. The full run ends
 # with its 25 slowest tests, so a log (CI's too) says where the suite's time goes.
 WORKERS ?= auto
+# The suite starts hundreds of interpreters (`newsletter` commands, servers, its own workers):
+# with PYTHONDONTWRITEBYTECODE set (some shells and CI images set it) none of them keeps its
+# compiled modules, so each compiles the package from source again (about 1 s), and pytest
+# rewrites every test module's asserts in each worker. The caches go to __pycache__/ (ignored).
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest
 
 test: lint docs
-	$(BIN)/pytest -n $(WORKERS) --dist loadfile --durations=25
+	$(PYTEST) -n $(WORKERS) --dist loadfile --durations=25
 
 test-fast: $(STAMP)
-	$(BIN)/pytest -n $(WORKERS) --dist loadfile -q -m "not slow and not browser"
+	$(PYTEST) -n $(WORKERS) --dist loadfile -q -m "not slow and not browser"
 
 bench: $(STAMP)
 	$(PY) benchmarks/render.py
