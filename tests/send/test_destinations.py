@@ -123,6 +123,21 @@ def test_a_domain_rests_longer_with_each_throttle_and_not_after_a_message() -> N
     assert capped <= now[0] + 8.0
 
 
+def test_a_rest_that_ended_since_the_look_still_keeps_the_run_going() -> None:
+    # At load 4, the run looked for due rows leaving gmail's out (it rested), the query took
+    # long enough for the rest to end, and then "when is the next row due?" found no rest and no
+    # row: the run ended with gmail's readers pending and deferred, and no reason given.
+    now = [1000.0]
+    rests = Destinations(base=1.0, cap=8.0, stuck_after=3, clock=lambda: now[0])
+    until = rests.throttled("x@gmail.test", "421 4.7.28")
+    skipped = rests.resting_domains()
+    assert skipped == ["gmail.test"]
+    now[0] = until + 5.0  # the slow look for the other domains' rows
+    assert rests.next_due(None, skipped) == until  # due already: the caller looks again
+    assert rests.next_due(None) is None  # a look made now would have claimed them itself
+    assert rests.next_due(now[0] + 1.0, skipped) == until
+
+
 async def test_a_421_to_rcpt_then_closing_is_the_throttle_not_a_lost_connection() -> None:
     """A server that pipelines and answers RCPT `421 ... closing` then hangs up (as RFC 5321
     says a 421 does) gave its reason before it went: the destination's throttle, not a

@@ -177,7 +177,7 @@ class Engine:
         due = leases.next_due(job.issue, job.list_name, max_tries=tries, skip=skip)
         if stuck := rests.stuck_before(due, skip):
             self.stop(f"every destination still to send to keeps throttling us: {stuck}")
-        elif (due := rests.next_due(due)) is not None:
+        elif (due := rests.next_due(due, skip)) is not None:
             return min(max(due - time.time(), 0.01), 0.5)
         if leases.held_by_others(job.issue, job.list_name, self.worker):
             self._reap()

@@ -132,10 +132,14 @@ class Destinations:
         now = self._clock()
         return [d for d, t in self._domains.items() if t.until > now]
 
-    def next_due(self, due: float | None) -> float | None:
+    def next_due(self, due: float | None, resting: Sequence[str] = ()) -> float | None:
         """When something may be sent next: `due` (the outbox's next row of another domain)
-        or the end of the first rest, whichever comes first; None: neither."""
-        ends = [t.until for t in self._domains.values() if t.until > self._clock()]
+        or the end of the first rest, whichever comes first; None: neither. `resting`: the
+        domains the look for `due` left out. Their rows are still to send even when their rest
+        has ended since that look (a slow query on a loaded database): their end, past or not,
+        counts, so the caller looks again rather than ending the run with them unsent."""
+        now = self._clock()
+        ends = [t.until for d, t in self._domains.items() if d in resting or t.until > now]
         return min([*ends, *([] if due is None else [due])], default=None)
 
     def stuck_before(self, due: float | None, resting: Sequence[str]) -> str:
