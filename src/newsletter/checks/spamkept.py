@@ -110,21 +110,3 @@ def _newest(folder: Path, depth: int, budget: list[int]) -> int:
     except OSError:
         pass
     return newest
-
-
-def _kept(key: str) -> Any:
-    """The score kept for `key` as JSON holds it, or None: none kept, expired, or a file that is
-    not what was kept (an expiry that is not a finite time, or further off than a score is
-    ever kept: a clock set wrong when it was written, a hand edit)."""
-    data = usercache.load(_KIND, key)
-    if data is None:
-        return None
-    try:
-        entry = json.loads(data)
-        expires = float(entry["expires"])
-    except (ValueError, TypeError, KeyError, OverflowError):
-        return None
-    now = time.time()
-    if not math.isfinite(expires) or not now < expires <= now + REMEMBERED:
-        return None
-    return entry.get("score")
