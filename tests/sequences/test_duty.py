@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from newsletter.config.settings import Settings
-from newsletter.database import STEP_KEYS, Database
+from newsletter.database import LATEST, STEP_KEYS, Database, open_database
 from newsletter.database.enrolments import STEP_REMOVED
 from newsletter.mail.tokens import signing_key
 from newsletter.models import DeliveryStatus
@@ -57,6 +57,63 @@ async def _look(*duties: SequenceDuty) -> None:
     finally:
         for duty in duties:
             await duty.stop()
+
+
+WEEKLY = """
+[lists.weekly]
+path = "weekly.example.csv"
+name = "Weekly"
+id = "weekly.news.example.org"
+"""
+
+
+async def test_a_reader_on_both_lists_of_a_sequence_gets_each_step_once(
+    project: Path, database: Database
+) -> None:
+    """The first step names two lists and ann confirmed on both (each confirmation joins her,
+    and the editor's `sequences enrol` of each list too): one Hello, one Tips, never two."""
+    with (project / "newsletter.toml").open("a", encoding="utf-8") as config:
+        config.write(WEEKLY)
+    write_step(project, "welcome", "01-hello", after="0s", title="Hello", lists="main, weekly")
+    write_step(project, "welcome", "02-tips", after="2s", title="Tips")
+    ann = confirmed(database, "ann@example.org", "main")
+    confirmed(database, "ann@example.org", "weekly")
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        settings = duty_settings(project, server.host, server.port, database.target)
+        clock = Clock(1_000_000.0)
+        joined = [
+            database.enrolments.join("main", ann, ["welcome"], clock.at),
+            database.enrolments.join("weekly", ann, ["welcome"], clock.at),
+            database.enrolments.enrol_list("welcome", "weekly", clock.at),
+        ]
+        await _look(_duty(settings, clock))
+        assert _subjects(handler, "ann@example.org") == ["Hello"]
+        clock.at += 2.5
+        await _look(_duty(settings, clock))
+        await _look(_duty(settings, clock))
+    assert _subjects(handler, "ann@example.org") == ["Hello", "Tips"]
+    assert joined == [1, 0, 0]
+    assert database.enrolments.of(ann) == [("welcome", "main", 2, 1_000_000.0)]
+
+
+def test_an_outbox_with_a_reader_enrolled_twice_keeps_the_enrolment_furthest_along(
+    database_target: Path | str,
+) -> None:
+    """Enrolments made before migration 17 (ann in `welcome` from main at step 1 and from
+    weekly at step 2): the migration keeps weekly's, so no step of it goes to her again."""
+    with open_database(database_target) as old:
+        old.backend.run("DROP INDEX enrolments_once")
+        old.backend.run("DELETE FROM schema_migrations WHERE version = 17")
+        for list_name, step in (("main", 1), ("weekly", 2), ("extra", 1)):
+            old.backend.run(
+                "INSERT INTO enrolments (sequence, list, address_key, joined_at, step, last_at)"
+                " VALUES ('welcome', ?, 'ann@example.org', 1.0, ?, 2.0)",
+                (list_name, step),
+            )
+    with open_database(database_target) as migrated:
+        assert migrated.backend.version() == LATEST
+        assert migrated.enrolments.of("ann@example.org") == [("welcome", "weekly", 2, 1.0)]
 
 
 async def test_step_one_at_once_step_two_after_its_delay_each_once(

@@ -6,7 +6,9 @@ A step's rows are the delivery log's own: their issue is `step_key` (STEP_KEYS +
 whoever plans it, and claims, leases, `unknown` and the counts work as for an issue. Planning a
 reader's step and moving their enrolment on is one transaction; two workers planning the same
 reader at once insert one row (the second insert does nothing) and move the enrolment once
-(`step = ?` in the WHERE of the update).
+(`step = ?` in the WHERE of the update). A reader is in a sequence once (UNIQUE (sequence,
+address_key)), whichever of its lists enrolled them: the list that enrolled them first is the
+one its steps go out on, so a reader on two of its lists gets each step once.
 """
 
 from __future__ import annotations
@@ -42,28 +44,29 @@ class Enrolments:
         self.backend = backend
 
     def join(self, list_name: str, key: str, sequences: Iterable[str], at: float) -> int:
-        """The reader joins each sequence at its start (one who is in it already stays where
-        they are); how many they joined. In the caller's transaction, if any."""
+        """The reader joins each sequence at its start (one who is in it already, from this
+        list or another, stays where they are: a step goes once per reader per sequence);
+        how many they joined. In the caller's transaction, if any."""
         rows = [(name, list_name, key, at, at, "joined") for name in sequences]
         if not rows:
             return 0
         before = self._count_of(key)
         self.backend.many(
             "INSERT INTO enrolments (sequence, list, address_key, joined_at, last_at, source)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (sequence, list, address_key) DO NOTHING",
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             rows,
         )
         return self._count_of(key) - before
 
     def enrol_list(self, sequence: str, list_name: str, at: float) -> int:
         """Every confirmed reader of the list joins the sequence at its start (the editor's
-        command); those in it already stay where they are. How many joined."""
+        command); those in it already (from any list) stay where they are. How many joined."""
         with self.backend.transaction():
             return self.backend.run(
                 "INSERT INTO enrolments (sequence, list, address_key, joined_at, last_at, source)"
                 " SELECT ?, list, address_key, ?, ?, 'enrolled' FROM subscribers"
                 " WHERE list = ? AND status = 'confirmed'"
-                " ON CONFLICT (sequence, list, address_key) DO NOTHING",
+                " ON CONFLICT DO NOTHING",
                 (sequence, at, at, list_name),
             )
 
