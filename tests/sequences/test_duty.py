@@ -16,10 +16,13 @@ import pytest
 from newsletter.config.settings import Settings
 from newsletter.database import LATEST, STEP_KEYS, Database, open_database
 from newsletter.database.enrolments import STEP_REMOVED
+from newsletter.issues.sequencefiles import load_sequence
 from newsletter.mail.tokens import signing_key
 from newsletter.models import DeliveryStatus
 from newsletter.sequences.duty import SequenceDuty
+from newsletter.sequences.overview import view
 from newsletter.signup.forgetting import forget
+from support.database import mark_sending, plan, record
 from support.erasure import dump
 from support.sequences import confirmed, duty_settings, welcome, write_step
 from support.smtp import FaultyHandler, start
@@ -186,6 +189,78 @@ async def test_no_step_after_an_unsubscribe_a_suppression_or_an_erasure(
         assert _subjects(handler, f"{name}@example.org") == ["Hello"]
     if not isinstance(database.target, str):
         assert "erased@example.org" not in dump(database.target)
+
+
+async def test_the_overview_and_the_worker_log_say_what_went_and_who_waits(
+    project: Path, database: Database
+) -> None:
+    """Step 1 went to ann and bob, then bob unsubscribed: the worker logged the step's send,
+    the overview has 2 joined (none without a step), 1 waiting for step 2 (ann: bob will never
+    get it), and a step test on the staging list apart from the readers' log."""
+    welcome(project, second="1d")
+    clock = Clock(1_000_000.0)
+    keys = {}
+    for name in ("ann", "bob"):
+        keys[name] = confirmed(database, f"{name}@example.org")
+        database.enrolments.join("main", keys[name], ["welcome"], clock.at)
+    handler = FaultyHandler()
+    lines: list[str] = []
+    async with start(handler) as server:
+        settings = duty_settings(project, server.host, server.port, database.target)
+        key = signing_key(settings, allow_ephemeral=False)
+        duty = SequenceDuty(settings, key, "w1", lines.append, clock=clock)
+        await _look(duty)
+    assert len(handler.received) == 2
+    assert lines == ["sequence step welcome/01-hello -> main: 2 sent"]
+    database.roster.leave("main", keys["bob"])
+    tips = database.enrolments.step_key("welcome", 2)
+    plan(database, tips, "staging", ["editor@example.org"])  # a `sequences test` of step 2
+    (row,) = database.deliveries.rows(tips, "staging")
+    mark_sending(database, row.id, "<t@x>")
+    record(database, row.id, S.SENT)
+    seen = view(load_sequence(project / "sequences", "welcome"), database, {"staging"})
+    assert (seen.joined, seen.not_started) == (2, 0)
+    hello, second = seen.steps
+    assert (hello.at_step, hello.waiting, hello.counts[S.SENT], hello.tests[S.SENT]) == (2, 0, 2, 0)
+    assert (second.waiting, second.counts[S.SENT], second.tests[S.SENT]) == (1, 0, 1)
+    assert second.next_due == 1_000_000.0 + 86400.0
+
+
+async def test_a_half_saved_step_is_named_as_a_step_and_its_fix_is_logged(
+    project: Path, database: Database
+) -> None:
+    """02-tips.md caught empty mid-save: the worker names what a step starts with (a step has
+    no `number:`), once; the saved file is logged as picked up and its step goes out."""
+    welcome(project, second="0s")
+    tips = project / "sequences" / "welcome" / "02-tips.md"
+    saved = tips.read_text(encoding="utf-8")
+    tips.write_text("", encoding="utf-8")
+    clock = Clock(1_000_000.0)
+    ann = confirmed(database, "ann@example.org")
+    database.enrolments.join("main", ann, ["welcome"], clock.at)
+    handler = FaultyHandler()
+    lines: list[str] = []
+    async with start(handler) as server:
+        settings = duty_settings(project, server.host, server.port, database.target)
+        key = signing_key(settings, allow_ephemeral=False)
+        duty = SequenceDuty(settings, key, "w1", lines.append, clock=clock)
+        await duty.start()
+        await duty.look()
+        await duty.look()
+        assert lines == [
+            "sequence welcome: sequences/welcome/02-tips.md:1: must start with front matter:"
+            " a line ---, then title: … and after: 2d, then another line ---"
+        ]
+        tips.write_text(saved, encoding="utf-8")
+        await duty.look()
+        await duty.look()
+        await duty.stop()
+    assert lines[1:] == [
+        "sequence welcome: its files read without a fault again",
+        "sequence step welcome/01-hello -> main: 1 sent",
+        "sequence step welcome/02-tips -> main: 1 sent",
+    ]
+    assert _subjects(handler, "ann@example.org") == ["Hello", "Tips"]
 
 
 async def test_an_edited_step_goes_as_it_is_now_and_a_removed_one_is_skipped(
