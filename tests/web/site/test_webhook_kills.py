@@ -32,6 +32,7 @@ PUBLIC = base64.b64encode(
     )
 ).decode()
 READERS = [f"reader{n:03}@example.net" for n in range(400)]
+KILLS = 3  # each kill a new chance to land between a claim and its application
 
 
 def sent_to_all(database: Database) -> dict[str, str]:
@@ -92,9 +93,8 @@ def test_a_batch_killed_part_way_and_posted_again_applies_each_complaint_once(
     with open_database(database_target) as database:
         tags = sent_to_all(database)
     body = complaints(tags)
-    answers: list[object] = []
 
-    def deliver(base: str) -> None:
+    def deliver(base: str, answers: list[object]) -> None:
         try:
             answers.append(
                 httpx.post(
@@ -107,20 +107,23 @@ def test_a_batch_killed_part_way_and_posted_again_applies_each_complaint_once(
         except httpx.TransportError as exc:  # the server died under it: the provider retries
             answers.append(exc)
 
-    with serve_process(project, env) as (base, serve):
-        poster = threading.Thread(target=deliver, args=(base,))
-        poster.start()
-        while counts(database_target)[0] == 0:  # the batch is being applied: kill it there
-            time.sleep(0.002)
-        serve.send_signal(signal.SIGKILL)
-        serve.wait(timeout=30)
-        poster.join(timeout=60)
-    claimed, recorded, suppressed = counts(database_target)
-    assert 0 < claimed < len(READERS), "the kill came after the batch: nothing was cut short"
-    assert isinstance(answers[0], httpx.TransportError)  # no 200: the provider will retry
-    # What the killed process left: each claimed event applied, nothing claimed but undone.
-    assert recorded == claimed
-    assert suppressed == claimed
+    claimed = 0
+    for _ in range(KILLS):
+        answers: list[object] = []
+        with serve_process(project, env) as (base, serve):
+            poster = threading.Thread(target=deliver, args=(base, answers))
+            poster.start()
+            while counts(database_target)[0] == claimed:  # being applied: kill it there
+                time.sleep(0.002)
+            serve.send_signal(signal.SIGKILL)
+            serve.wait(timeout=30)
+            poster.join(timeout=60)
+        claimed, recorded, suppressed = counts(database_target)
+        assert claimed < len(READERS), "the kill came after the batch: nothing was cut short"
+        assert isinstance(answers[0], httpx.TransportError)  # no 200: the provider retries
+        # What the killed process left: each claimed event applied, none claimed but undone.
+        assert recorded == claimed
+        assert suppressed == claimed
     with serve_process(project, env) as (base, serve):
         again = httpx.post(
             f"{base}/webhooks/sendgrid",
