@@ -4,7 +4,12 @@ and checked before `event-data` is looked at; the timestamp must be within the t
 event id is `event-data.id`; the tag comes back in `event-data.user-variables` (the send's
 `X-Mailgun-Variables: {"newsletter_tag": ...}`), our Message-ID in the message headers.
 
-    failed (permanent)   hard      failed (temporary)   soft      complained   complaint
+    failed (permanent)   hard, or by its enhanced-code    complained   complaint
+    failed (temporary)   delayed: Mailgun retries it (`retry-seconds`), a delivery may follow
+
+A permanent failure is classified as `newsletter bounces` classifies a DSN (bounces/kinds.py): by
+its code when it has one (5.7.1, a blocklist refusing the sender, is soft), by the label only
+when it has none.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
-from newsletter.bounces.kinds import Kind
+from newsletter.bounces.kinds import Kind, failure_kind, status_of
 from newsletter.webhooks.common import (
     TAG_KEY,
     Event,
@@ -52,8 +57,14 @@ def _event(item: object) -> Event | None:
     if not isinstance(item, dict):
         return None
     name, severity = item.get("event"), item.get("severity")
-    if name == "failed":
-        kind = Kind.HARD if severity == "permanent" else Kind.SOFT
+    reported = item.get("delivery-status")
+    status = reported if isinstance(reported, dict) else {}
+    detail = text_of(status.get("message") or status.get("description"))
+    code = status_of(text_of(status.get("enhanced-code"), 20), detail)
+    if name == "failed" and severity == "temporary":
+        kind = Kind.DELAYED  # Mailgun tries again: a delay, never a bounce (as anymail maps it)
+    elif name == "failed":
+        kind = failure_kind(code, Kind.HARD if severity == "permanent" else Kind.SOFT)
     elif name == "complained":
         kind = Kind.COMPLAINT
     else:
@@ -65,8 +76,6 @@ def _event(item: object) -> Event | None:
     message = item.get("message")
     found = message.get("headers") if isinstance(message, dict) else None
     message_id = text_of(found.get("message-id"), 400) if isinstance(found, dict) else ""
-    status = item.get("delivery-status")
-    status = status if isinstance(status, dict) else {}
     return Event(
         NAME,
         ident,
@@ -74,6 +83,6 @@ def _event(item: object) -> Event | None:
         text_of(item.get("recipient"), 320).lower(),
         tag=text_of(variables.get(TAG_KEY), 40) if isinstance(variables, dict) else "",
         message_id=f"<{message_id.strip('<>')}>" if message_id else "",
-        status=text_of(status.get("enhanced-code"), 20),
-        detail=text_of(status.get("message") or status.get("description")),
+        status=code,
+        detail=detail,
     )
