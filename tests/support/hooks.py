@@ -19,6 +19,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.x509.oid import NameOID
 
+from newsletter.database import Database
+from newsletter.webhooks.mailgun import NAME, Mailgun
+
 MAILGUN_KEY = "key-mailgun-test-signing-0123456789"
 
 
@@ -36,6 +39,16 @@ def mailgun(
     mac = hmac.new(key.encode(), (ts + token).encode(), hashlib.sha256).hexdigest()
     signature = {"timestamp": ts, "token": token, "signature": mac}
     return json.dumps({"signature": signature, "event-data": event_data}).encode()
+
+
+def mailgun_reader(database: Database, tolerance: int = 300) -> Mailgun:
+    """Mailgun's reader as the site wires it: its tokens kept in `database`."""
+
+    def first_use(token: str, digest: str, stamp: float) -> bool:
+        expired = time.time() - tolerance
+        return database.webhook_tokens.first_use(NAME, token, digest, stamp, expired)
+
+    return Mailgun(MAILGUN_KEY, tolerance, first_use)
 
 
 class SendGridKey:

@@ -18,11 +18,10 @@ from newsletter.config.settings import BouncesSettings
 from newsletter.database import Database
 from newsletter.models import DeliveryStatus
 from newsletter.webhooks.common import Event, apply_events
-from newsletter.webhooks.mailgun import Mailgun
 from newsletter.webhooks.ses import Ses
 from support.database import due, plan, record
 from support.dsn import complaint, dsn
-from support.hooks import MAILGUN_KEY, SNS_TOPIC, Sns, mailgun
+from support.hooks import SNS_TOPIC, Sns, mailgun, mailgun_reader
 
 SECRET = b"webhook-kinds-secret-0123456789abcdef"
 ALICE = "alice@example.net"
@@ -60,9 +59,8 @@ def mailgun_failed(tag: str, ident: str, severity: str, status: dict[str, Any]) 
     }
 
 
-def through_mailgun(event_data: dict[str, Any]) -> list[Event]:
-    reader = Mailgun(MAILGUN_KEY, 300)
-    return reader.read({}, mailgun(event_data), time.time())
+def through_mailgun(database: Database, event_data: dict[str, Any]) -> list[Event]:
+    return mailgun_reader(database).read({}, mailgun(event_data), time.time())
 
 
 def policy(database: Database) -> Policy:
@@ -89,7 +87,7 @@ def test_a_greylisted_mailgun_failure_then_its_delivery_is_a_delay_three_issues_
         )
         delivered = {**greylisted, "event": "delivered", "id": f"done-{issue}"}
         delivered.pop("severity")
-        events = through_mailgun(greylisted) + through_mailgun(delivered)
+        events = through_mailgun(database, greylisted) + through_mailgun(database, delivered)
         assert [e.kind for e in events] == [Kind.DELAYED]
         (decision,) = apply_events(database, policy(database), events, time.time())
         assert decision.verdict is Verdict.DELAYED
@@ -105,7 +103,7 @@ def test_a_permanent_label_yields_to_the_code_as_a_mailed_dsn_does(database: Dat
     blocked = mailgun_failed(
         tag, "block-1", "permanent", {"code": 550, "enhanced-code": "5.7.1", "message": spamhaus}
     )
-    (event,) = through_mailgun(blocked)
+    (event,) = through_mailgun(database, blocked)
     mailed = read_report(dsn(original, status="5.7.1", diagnostic=f"554 {spamhaus}"))
     assert [f.kind for f in mailed.findings] == [event.kind] == [Kind.SOFT]
     (decision,) = apply_events(database, policy(database), [event], time.time())
@@ -118,7 +116,7 @@ def test_a_permanent_label_yields_to_the_code_as_a_mailed_dsn_does(database: Dat
         "permanent",
         {"code": 605, "message": "", "description": "Not delivering to previously bounced address"},
     )
-    assert [e.kind for e in through_mailgun(dead)] == [Kind.HARD]
+    assert [e.kind for e in through_mailgun(database, dead)] == [Kind.HARD]
 
 
 def ses_complaint(tag: str, feedback_type: str) -> dict[str, Any]:

@@ -85,6 +85,9 @@ class Report:
     subject: str
     sender: str
     problem: str = ""  # why the mail could not be parsed at all, if it could not
+    # The findings' addresses are the envelope recipients the relay was handed (a provider's
+    # event), never a forward's: one that is not the row's recipient is about another row.
+    envelope: bool = False
 
     @property
     def understood(self) -> bool:

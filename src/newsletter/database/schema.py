@@ -453,6 +453,20 @@ _RELAY = """
 ALTER TABLE deliveries ADD COLUMN relay TEXT;
 """
 
+# Mailgun's signature covers only its timestamp and token, never the event: each token is kept
+# with a digest of the one request it signed, until its timestamp leaves the tolerance (`stamp`,
+# Unix seconds), so the signature cannot be reused over another event.
+_WEBHOOK_TOKENS = """
+CREATE TABLE IF NOT EXISTS webhook_tokens (
+    provider TEXT NOT NULL,
+    token    TEXT NOT NULL,
+    digest   TEXT NOT NULL,
+    stamp    {real} NOT NULL,
+    PRIMARY KEY (provider, token)
+);
+CREATE INDEX IF NOT EXISTS webhook_tokens_stamp ON webhook_tokens (stamp);
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         1,
@@ -540,6 +554,12 @@ MIGRATIONS: list[Migration] = [
         "subject tests: the subjects, the sample, the decision",
         sqlite=_SUBJECT_TESTS.format(real="REAL"),
         postgres=_SUBJECT_TESTS.format(real="DOUBLE PRECISION"),
+    ),
+    Migration(
+        17,
+        "provider webhook signature tokens, each good for one request",
+        sqlite=_WEBHOOK_TOKENS.format(real="REAL"),
+        postgres=_WEBHOOK_TOKENS.format(real="DOUBLE PRECISION"),
     ),
 ]
 

@@ -1,8 +1,14 @@
 """Mailgun's webhooks: HMAC-SHA256 of timestamp + token with the webhook signing key
 (NEWSLETTER_WEBHOOK_MAILGUN_KEY), hex, in the body's `signature` object. The signature is read
-and checked before `event-data` is looked at; the timestamp must be within the tolerance. The
-event id is `event-data.id`; the tag comes back in `event-data.user-variables` (the send's
-`X-Mailgun-Variables: {"newsletter_tag": ...}`), our Message-ID in the message headers.
+and checked before `event-data` is looked at; the timestamp must be within the tolerance.
+
+The signature covers neither `event-data` nor its id: one captured from a real request verifies
+over any other event. So each token is good for one request (Mailgun's advice: refuse a token
+seen before): `tokens` keeps it with the body's digest (database/webhooktokens.py) for the
+tolerance, the same body again goes on (a retry: its event id is applied once), another body
+is refused. The event id is `event-data.id`; the tag comes back in `event-data.user-variables`
+(the send's `X-Mailgun-Variables: {"newsletter_tag": ...}`), our Message-ID in the message
+headers.
 
     failed (permanent)   hard, or by its enhanced-code    complained   complaint
     failed (temporary)   delayed: Mailgun retries it (`retry-seconds`), a delivery may follow
@@ -16,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from newsletter.bounces.kinds import Kind, failure_kind, status_of
 from newsletter.webhooks.common import (
@@ -29,12 +35,16 @@ from newsletter.webhooks.common import (
 )
 
 NAME = "mailgun"
+# (token, SHA-256 of the body, signed timestamp) -> whether the token is new or came with this
+# same body before: kept where every process of the site sees it.
+Tokens = Callable[[str, str, float], bool]
 
 
 class Mailgun:
-    def __init__(self, key: str, tolerance: int) -> None:
+    def __init__(self, key: str, tolerance: int, tokens: Tokens) -> None:
         self.key = key.encode()
         self.tolerance = tolerance
+        self.tokens = tokens
 
     def read(self, headers: Mapping[str, str], body: bytes, now: float) -> list[Event]:
         """The event of one verified request; RefusedError otherwise."""
@@ -48,6 +58,8 @@ class Mailgun:
         if not token or not hmac.compare_digest(given.encode(), expected.encode()):
             raise RefusedError("the signature does not verify with the configured key")
         check_time(stamp, now, self.tolerance)
+        if not self.tokens(token, hashlib.sha256(body).hexdigest(), float(stamp)):
+            raise RefusedError("the signature's token came with another request before (a replay?)")
         assert isinstance(data, dict)
         event = _event(data.get("event-data"))
         return [event] if event else []
