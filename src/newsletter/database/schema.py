@@ -463,6 +463,20 @@ DELETE FROM enrolments WHERE EXISTS (SELECT 1 FROM enrolments o
 CREATE UNIQUE INDEX IF NOT EXISTS enrolments_once ON enrolments (sequence, address_key);
 """
 
+# Mailgun's signature covers only its timestamp and token, never the event: each token is kept
+# with a digest of the one request it signed, until its timestamp leaves the tolerance (`stamp`,
+# Unix seconds), so the signature cannot be reused over another event.
+_WEBHOOK_TOKENS = """
+CREATE TABLE IF NOT EXISTS webhook_tokens (
+    provider TEXT NOT NULL,
+    token    TEXT NOT NULL,
+    digest   TEXT NOT NULL,
+    stamp    {real} NOT NULL,
+    PRIMARY KEY (provider, token)
+);
+CREATE INDEX IF NOT EXISTS webhook_tokens_stamp ON webhook_tokens (stamp);
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         1,
@@ -556,6 +570,12 @@ MIGRATIONS: list[Migration] = [
         "a reader in a sequence once, whatever lists enrolled them",
         sqlite=_ENROLLED_ONCE,
         postgres=_ENROLLED_ONCE,
+    ),
+    Migration(
+        18,
+        "provider webhook signature tokens, each good for one request",
+        sqlite=_WEBHOOK_TOKENS.format(real="REAL"),
+        postgres=_WEBHOOK_TOKENS.format(real="DOUBLE PRECISION"),
     ),
 ]
 

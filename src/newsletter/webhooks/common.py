@@ -123,6 +123,7 @@ def to_report(event: Event) -> Report:
         message_ids=(event.message_id,) if event.message_id else (),
         subject="",
         sender=event.provider,
+        envelope=True,
     )
 
 
