@@ -175,11 +175,12 @@ class Policy:
         if held is None or held.state != HELD:
             return None
         row = held.delivery
-        self.database.bounces.record(
-            held.report, row.id, held.kind, held.status, held.detail, held.source
-        )
-        suppressed = self._suppress(row, Kind(held.kind))
-        self.database.bounces.decide(held.id, ACCEPTED)
+        with self.database.backend.transaction():
+            self.database.bounces.record(
+                held.report, row.id, held.kind, held.status, held.detail, held.source
+            )
+            suppressed = self._suppress(row, Kind(held.kind))
+            self.database.bounces.decide(held.id, ACCEPTED)
         return held, suppressed
 
     def refused(self, row: Delivery, code: int, reply: str) -> Suppressed | None:
@@ -191,9 +192,12 @@ class Policy:
         unsure = unsure_of_the_address(reply)
         kind = Kind.SOFT if unsure else (kind_of(status) or Kind.HARD)
         key = f"{SMTP_SOURCE}:{row.id}"
-        if not self.database.bounces.record(key, row.id, kind.value, status, reply, SMTP_SOURCE):
-            return None
-        found = self._suppress(row, kind)
+        with self.database.backend.transaction():
+            if not self.database.bounces.record(
+                key, row.id, kind.value, status, reply, SMTP_SOURCE
+            ):
+                return None
+            found = self._suppress(row, kind)
         return found[0] if found else None
 
     def _prove(self, report: Report, row: Delivery, raw: bytes) -> Proof:
@@ -209,16 +213,19 @@ class Policy:
         return prove(raw, row.recipient, self.keys)
 
     def _record(self, report: Report, row: Delivery, finding: Diagnosis) -> Decision:
-        if not self.database.bounces.record(
-            report.key,
-            row.id,
-            finding.kind.value,
-            finding.status,
-            finding.diagnostic,
-            report.source,
-        ):
-            return Decision(Verdict.REPEATED, (row,), finding)
-        suppressed = tuple(self._suppress(row, finding.kind))
+        # The record is the report's claim ("already counted" next time): it and the
+        # suppression it leads to commit together, or a kill between them loses the suppression.
+        with self.database.backend.transaction():
+            if not self.database.bounces.record(
+                report.key,
+                row.id,
+                finding.kind.value,
+                finding.status,
+                finding.diagnostic,
+                report.source,
+            ):
+                return Decision(Verdict.REPEATED, (row,), finding)
+            suppressed = tuple(self._suppress(row, finding.kind))
         return Decision(Verdict(finding.kind.value), (row,), finding, suppressed)
 
     def _suppress(self, row: Delivery, kind: Kind) -> list[Suppressed]:
