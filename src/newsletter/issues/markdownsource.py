@@ -43,7 +43,12 @@ class MarkdownSource(Source):
     notes: list[Note] = field(default_factory=list)
 
 
-def read_markdown(text: str, name: str) -> MarkdownSource:
+# The keys a file's front matter starts with, as its problems name them: an issue's; a sequence
+# step's are its own (it has no `number:`).
+ISSUE_KEYS = "number: N and title: …"
+
+
+def read_markdown(text: str, name: str, keys: str = ISSUE_KEYS) -> MarkdownSource:
     lines = text.splitlines()
     if not lines or lines[0].strip() != _FENCE:
         return MarkdownSource(
@@ -52,8 +57,7 @@ def read_markdown(text: str, name: str) -> MarkdownSource:
                     name,
                     1,
                     "",
-                    "must start with front matter: a line ---, then number: N and title: …, "
-                    "then another line ---",
+                    f"must start with front matter: a line ---, then {keys}, then another line ---",
                 )
             ]
         )
