@@ -29,11 +29,8 @@ class Addresses(Protocol):
     def link_target(self, href: str, line: int) -> str | None:
         """`href` as an absolute address, or None (noted)."""
 
-    def image_source(self, src: str) -> str:
-        """An image's address resolved."""
-
-    def reachable(self, src: str, line: int) -> bool:
-        """False (noted) for an image no email can reach."""
+    def picture(self, written: str, tag: str, line: int) -> str | None:
+        """An image's address resolved, or None (noted)."""
 
 
 # Each tag's opening and closing marks: Hugo's two shortcode forms, then Liquid's.
@@ -200,8 +197,8 @@ def tag_spans(meta: dict[str, Any], reader: Addresses, line: int) -> list[dict[s
             ]
         return []
     if "image" in found:
-        src = reader.image_source(found["image"])
-        if not reader.reachable(src, line):
+        src = reader.picture(found["image"], "{{< figure >}}", line)
+        if src is None:
             return []
         image = {"kind": "image", "src": src, "alt": " ".join(found["alt"].split())}
         if found["href"] and (href := reader.link_target(found["href"], line)) is not None:

@@ -202,8 +202,9 @@ class HtmlReader:
         poster = element.attrs.get("poster", "")
         if poster:
             label = link["spans"][0]["text"]
-            source = self.spans.image_source(poster)
-            out.append({"kind": "image", "src": source, "alt": label, "href": link["url"]})
+            source = self.spans.picture(poster, f"<{element.name} poster>", line)
+            if source is not None:
+                out.append({"kind": "image", "src": source, "alt": label, "href": link["url"]})
         out.append({"kind": "paragraph", "spans": [link]})
 
     def _media_link(self, element: Element, line: int) -> Data | None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
-from newsletter.markup.addresses import image_source, link_target, player_page
+from newsletter.markup.addresses import link_target, picture_source, player_page
 from newsletter.markup.footnotes import Footnotes
 from newsletter.markup.generators import tag_spans
 from newsletter.markup.html import (
@@ -103,8 +103,9 @@ class SpanReader:
             elif kind == "image":
                 image = self._image(token, children, index, line)
                 skip = image.pop("_skip", 0)
-                if self.reachable(image["src"], line):
-                    self.place_image(current, image, line, allow_images)
+                src = self.picture(image["src"], "![…](…)", line)
+                if src is not None:
+                    self.place_image(current, {**image, "src": src}, line, allow_images)
             elif kind == "generator":  # a Hugo shortcode or a Liquid tag (generators.py)
                 for piece in tag_spans(token.meta, self, line):
                     if piece["kind"] == "image":
@@ -157,22 +158,10 @@ class SpanReader:
         """`href` as an absolute address (see addresses.py), or None and a Note."""
         return link_target(href, self.base, line, self.note)
 
-    def image_source(self, src: str) -> str:
-        return image_source(src, self.base)
-
-    def reachable(self, src: str, line: int) -> bool:
-        """False, with an error, for an image at the root of a site no `base:` names."""
-        if not src.startswith("/"):
-            return True
-        self.note(
-            "error",
-            "link",
-            line,
-            f"the image {src} is at the root of the weekly's own site, which an email cannot "
-            "know: add the issue page's address to the front matter (base: "
-            "https://example.org/weekly/42/), or write the image's whole address",
-        )
-        return False
+    def picture(self, written: str, tag: str, line: int) -> str | None:
+        """An image's address as `tag` wrote it, resolved; None, with an error naming the tag
+        and the address, for one no email can show (see addresses.py)."""
+        return picture_source(written, tag, self.base, line, self.note)
 
     def _closed(self, span: Data) -> list[Data]:
         """The span once closed: a link around a lone image is the image's link."""
@@ -193,7 +182,7 @@ class SpanReader:
     def _image(self, token: Token, children: list[Token], index: int, line: int) -> Data:
         image: Data = {
             "kind": "image",
-            "src": self.image_source(str(token.attrGet("src") or "")),
+            "src": str(token.attrGet("src") or ""),
             "alt": token.content.strip(),
         }
         title = token.attrGet("title")
@@ -213,8 +202,8 @@ class SpanReader:
     def html_image(self, attrs: dict[str, str], line: int) -> Data | None:
         """An <img>'s image data: its source, alt, width and height. One with no picture to
         show (no source, a `data:` pixel, `src=x`) is left out with a Note."""
-        src = self.image_source(attrs.get("src", ""))
-        if not self.reachable(src, line):
+        src = self.picture(attrs.get("src", ""), "<img>", line)
+        if src is None:
             return None
         scheme = urlsplit(src).scheme.lower()
         if scheme not in ("http", "https") and (scheme or not src.lower().endswith(_PICTURES)):
