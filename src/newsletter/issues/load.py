@@ -25,7 +25,8 @@ from newsletter.issues.yamlsource import INLINE_FIELDS, Loc, Source, error_field
 from newsletter.markup import Note, parse_content, parse_inline
 from newsletter.models import Issue
 
-_BLOCK_KINDS = {"paragraph", "heading", "image", "quote", "list", "code_block", "rule", "table"}
+_BLOCK_KINDS = {"paragraph", "heading", "image", "quote", "callout", "list", "code_block"}
+_BLOCK_KINDS |= {"rule", "table"}
 _SPAN_KINDS = {"text", "code", "strong", "em", "strike", "link", "break"}
 MAX_ISSUE_BYTES = 2 * 1024 * 1024  # an issue's text: 20 times what Gmail shows before its clip
 
