@@ -18,6 +18,7 @@ from newsletter.checks.findingformats import (
     text_line,
 )
 from newsletter.checks.lint import Finding
+from newsletter.checks.publicurl import base_url_note
 from newsletter.cli.terminal import fail, pass_context, pass_settings, sample_list_option
 from newsletter.config.configfile import CONFIG_NAME
 from newsletter.config.settings import DEFAULT_LIST, Settings
@@ -245,6 +246,11 @@ def check(
             click.echo(said + ("" if found.ok else f" ({found.fix})"), err=summary)
     if verdict.silences:
         click.echo(silenced, err=summary)
+    # Not a finding: CI checks with init's local base_url, or without the server's own.
+    staging = settings.mailing_list(list_name).staging
+    said = base_url_note(settings.newsletter.base_url, list_name, staging=staging)
+    if said:
+        click.echo(f"note: {said}", err=summary)
     click.echo(f"issue {number}: {verdict.tally()}", err=summary)
     if not verdict.passed:
         sys.exit(1)
