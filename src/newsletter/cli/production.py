@@ -38,6 +38,8 @@ def doctor(settings: Settings, as_json: bool, min_free: int) -> None:
     base_url  https
     serve     answers at base_url/healthz, with this project's secret
     smtp      connect, TLS, AUTH (nothing is sent); smtp.NAME: each [smtp.relays.NAME]
+              (SMTP on this machine in clear, as the capture server of `newsletter
+              mailbox` on port 1025, fails: production mail would not leave it)
     webhook   with [webhooks] relay: a signed event from that provider was applied
     spf, dkim, dmarc, mx   the sender's DNS, as `check --online` checks it
     database  reachable, migrations current, a SQLite file private (0600)

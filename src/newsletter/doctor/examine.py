@@ -45,7 +45,7 @@ async def _examine(settings: Settings, min_free: int) -> list[Diagnosis]:
     lookup = Lookup(settings.check, Cache(None))
     serve, smtp, dns, mailbox, database, hooks = await asyncio.gather(
         check_serve(settings, lookup),
-        check_relays(settings),
+        check_relays(settings, production=True),
         check_dns(settings, lookup),
         asyncio.to_thread(check_mailbox, settings),
         asyncio.to_thread(check_database, settings),

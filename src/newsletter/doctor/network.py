@@ -117,16 +117,21 @@ async def _get(client: httpx.AsyncClient, url: str, probe: str) -> tuple[int, st
     return response.status_code, body[:_MAX_BODY].decode("utf-8", "replace")
 
 
-async def check_relays(settings: Settings) -> list[Diagnosis]:
-    """[smtp]'s own relay ("smtp"), then each [smtp.relays.NAME] ("smtp.NAME"), at once."""
+async def check_relays(settings: Settings, *, production: bool = False) -> list[Diagnosis]:
+    """[smtp]'s own relay ("smtp"), then each [smtp.relays.NAME] ("smtp.NAME"), at once.
+    `production` (the doctor's): SMTP on this machine without TLS fails too, for it is the
+    capture server of `newsletter mailbox` or a local server that cannot be told from one;
+    `check --online` takes it as the local send it is."""
     smtp = settings.smtp
-    checks = [_check_relay("smtp", "[smtp]", smtp, settings.smtp_password, settings)]
+    checks = [_check_relay("smtp", "[smtp]", smtp, settings.smtp_password, settings, production)]
     for name, relay in smtp.relays.items():
         table = f"[smtp.relays.{name}]"
         settings_of = smtp.relay(name)
         variable = relay.password_env or "password_env"
         checks.append(
-            _check_relay(f"smtp.{name}", table, settings_of, relay.password, settings, variable)
+            _check_relay(
+                f"smtp.{name}", table, settings_of, relay.password, settings, production, variable
+            )
         )
     return list(await asyncio.gather(*checks))
 
@@ -137,6 +142,7 @@ async def _check_relay(
     smtp: SmtpSettings,
     password: SecretStr | None,
     settings: Settings,
+    production: bool,
     variable: str = "NEWSLETTER_SMTP_PASSWORD",
 ) -> Diagnosis:
     """One relay: connect, EHLO, STARTTLS when configured, AUTH, QUIT; never MAIL or RCPT."""
@@ -148,6 +154,8 @@ async def _check_relay(
             " network in clear",
             f'Set {table} security = "starttls" (port 587) or "tls" (port 465).',
         )
+    if smtp.security == "none" and production:
+        return failed(check, _local_smtp(where, smtp.port), _LOCAL_SMTP_FIX.format(table=table))
     helo = email.utils.parseaddr(settings.newsletter.sender)[1].rpartition("@")[2] or "localhost"
     try:
         opener = Opener(
@@ -175,6 +183,28 @@ async def _check_relay(
     if smtp.username:
         steps.append(f"AUTH as {smtp.username}")
     return passed(check, f"{where}: {', '.join(steps)} (nothing sent)")
+
+
+# The capture server's port (`newsletter mailbox`, and init's [smtp] for a first test send).
+CAPTURE_PORT = 1025
+_LOCAL_SMTP_FIX = (
+    'Point {table} host at your mail provider\'s submission server with security = "starttls"'
+    ' (port 587) or "tls" (port 465), username and its password; a relay on this machine must'
+    " speak TLS too (docs/guide/production.md)."
+)
+
+
+def _local_smtp(where: str, port: int) -> str:
+    """Why SMTP on this machine in clear is no production relay, in a line."""
+    if port == CAPTURE_PORT:
+        return (
+            f"{where}: the capture server of `newsletter mailbox` (its port): it keeps every"
+            " message on this machine, so production mail would never reach a reader"
+        )
+    return (
+        f"{where}: SMTP on this machine without TLS: the capture server of `newsletter"
+        " mailbox`, or a local server that cannot be told from one; not a production relay"
+    )
 
 
 def _loopback(host: str) -> bool:
