@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
-import ipaddress
 import secrets
 from collections.abc import Coroutine
 from typing import Any
@@ -29,7 +28,13 @@ from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import describe_failure
 from newsletter.preflight.lookup import Lookup, NetworkDownError, UnreachableError
 from newsletter.preflight.run import checking_tls_context, dkim_public_key
-from newsletter.send.faults import SESSION_ERRORS, OpeningError, check_failed
+from newsletter.send.faults import (
+    CAPTURE_PORT,
+    SESSION_ERRORS,
+    OpeningError,
+    check_failed,
+    is_loopback,
+)
 from newsletter.send.opening import Opener
 from newsletter.state.statecache import Cache
 
@@ -147,7 +152,7 @@ async def _check_relay(
 ) -> Diagnosis:
     """One relay: connect, EHLO, STARTTLS when configured, AUTH, QUIT; never MAIL or RCPT."""
     where = f"{smtp.host}:{smtp.port}"
-    if smtp.security == "none" and not _loopback(smtp.host):
+    if smtp.security == "none" and not is_loopback(smtp.host):
         return failed(
             check,
             f"{where}: {table} security is none: the password and every message cross the"
@@ -185,8 +190,6 @@ async def _check_relay(
     return passed(check, f"{where}: {', '.join(steps)} (nothing sent)")
 
 
-# The capture server's port (`newsletter mailbox`, and init's [smtp] for a first test send).
-CAPTURE_PORT = 1025
 _LOCAL_SMTP_FIX = (
     'Point {table} host at your mail provider\'s submission server with security = "starttls"'
     ' (port 587) or "tls" (port 465), username and its password; a relay on this machine must'
@@ -205,15 +208,6 @@ def _local_smtp(where: str, port: int) -> str:
         f"{where}: SMTP on this machine without TLS: the capture server of `newsletter"
         " mailbox`, or a local server that cannot be told from one; not a production relay"
     )
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 _DNS_FIX = {
@@ -289,8 +283,17 @@ def _domain(value: str) -> str:
     return email.utils.parseaddr(value)[1].rpartition("@")[2].lower().rstrip(".")
 
 
-def check_mailbox(settings: Settings) -> Diagnosis:
-    """[bounces] imap logged in to and its folder selected; nothing read, flagged or moved."""
+def check_mailbox(settings: Settings, webhooks: list[str]) -> Diagnosis:
+    """[bounces] imap logged in to and its folder selected; nothing read, flagged or moved.
+    Without it, the provider of [webhooks] relay is the bounce source when its key is set
+    (`webhooks`: the providers whose route answers): its own line says whether events come."""
+    provider = settings.webhooks.relay
+    if not settings.bounces.imap and provider and provider in webhooks:
+        return passed(
+            "mailbox",
+            f"no [bounces] imap: bounces and complaints come by {provider}'s webhook (the"
+            " webhook line)",
+        )
     if not settings.bounces.imap:
         return failed(
             "mailbox",
