@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import trustme
 
+from support.dnszone import dns_server
 from support.doctoring import doctor_env, run_doctor
+from support.onlineproject import configure
 from support.smtp import Authenticator, FaultyHandler, start
 
 
@@ -76,4 +78,35 @@ async def test_a_local_tls_relay_is_green(project: Path, tmp_path: Path) -> None
     assert checks["smtp"]["detail"] == (
         f"127.0.0.1:{server.port}: connected, STARTTLS, AUTH as news (nothing sent)"
     )
+    assert handler.received == []
+
+
+@pytest.mark.slow
+async def test_the_relays_name_is_looked_up_through_the_configured_nameservers(
+    project: Path, tmp_path: Path
+) -> None:
+    # Issue 40: the doctor asked the system's resolver for [smtp] host, whatever [check]
+    # nameservers said. smtp.good.example exists only in this test's DNS server.
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("smtp.good.example").configure_cert(context)
+    handler = FaultyHandler()
+    zone = {("smtp.good.example", "A"): ["127.0.0.1"]}
+    with dns_server(zone) as (dns_port, resolver):
+        configure(project, nameserver=f"127.0.0.1:{dns_port}", base_url="https://x")
+        async with start(handler, starttls=context) as server:
+            env = doctor_env(
+                server.port,
+                NEWSLETTER_SMTP__HOST="smtp.good.example",
+                NEWSLETTER_SMTP__SECURITY="starttls",
+                NEWSLETTER_SMTP__CA_FILE=str(ca_file),
+            )
+            _, checks = await run_doctor(project, env)
+    assert checks["smtp"]["ok"] is True, checks["smtp"]
+    assert checks["smtp"]["detail"] == (
+        f"smtp.good.example:{server.port}: connected, STARTTLS (nothing sent)"
+    )
+    assert ("smtp.good.example", "A") in resolver.queries
     assert handler.received == []

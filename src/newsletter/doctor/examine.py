@@ -52,7 +52,7 @@ async def _examine(settings: Settings, min_free: int) -> list[Diagnosis]:
     lookup = Lookup(settings.check, Cache(None))
     serve, smtp, dns, mailbox, database, hooks = await asyncio.gather(
         check_serve(settings, lookup),
-        check_relays(settings, production=True),
+        check_relays(settings, production=True, lookup=lookup),
         check_dns(settings, lookup),
         asyncio.to_thread(check_mailbox, settings, webhook_keyed(settings)),
         asyncio.to_thread(check_database, settings),
