@@ -190,6 +190,9 @@ def check(
     Also scores the sample message with SpamAssassin (`spamassassin -L -t`, local rules) when
     it is installed: a warning above 0.0, an error from 5.0.
 
+    A base_url readers cannot reach (loopback, or http://) is a note here, never a failure (CI
+    checks without the server's base_url); a send to a list that is not staging refuses it.
+
     With --archive (and no --issue): the links of every issue the archive publishes, fetched
     as --online fetches them; exit 1 if any is dead.
     """
