@@ -123,6 +123,9 @@ def test_a_mailgun_signature_reposted_over_another_readers_complaint_is_refused(
                 process.read({}, forged, time.time())
         retried = mailgun_reader(other, TOLERANCE).read({}, body, time.time())
     assert applied(database, retried) == [Verdict.REPEATED]
+    # A retry signed anew (its own token and timestamp) over the same event: its id counted.
+    resigned = reader.read({}, mailgun(mailgun_failed(tags[ALICE])), time.time())
+    assert applied(database, resigned) == [Verdict.REPEATED]
     assert suppressed(database) == {ALICE: "bounced"}
     assert database.bounces.counts(14, "main") == {Kind.HARD: 1}
 
