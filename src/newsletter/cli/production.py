@@ -107,11 +107,14 @@ def systemd(settings: Settings, out: Path, user: str | None, prefix: str) -> Non
     with `useradd --system --home-dir /nonexistent --shell /usr/sbin/nologin newsletter`). The
     units are sandboxed (no capabilities, the file system read-only but the state folder;
     `systemd-analyze security` rates them OK). It ends with the exact commands that install
-    what it wrote (the timer's only when it wrote one), to run as root, then `newsletter doctor`.
+    what it wrote (the timer's only when it wrote one), to run as root, and `newsletter doctor` as
+    the services' user.
     """
     config = click.get_current_context().find_root().obj.get("config")
-    target = Target(_command(), user or getpass.getuser(), prefix)
-    files = systemd_files(settings, config or settings.root / "newsletter.toml", target)
+    config = config or settings.root / "newsletter.toml"
+    me = getpass.getuser()
+    target = Target(_command(), user or me, prefix)
+    files = systemd_files(settings, config, target)
     private_folder(settings.state_dir)  # ReadWritePaths= needs it to exist
     out.mkdir(parents=True, exist_ok=True)
     for file in files:
@@ -138,9 +141,8 @@ def systemd(settings: Settings, out: Path, user: str | None, prefix: str) -> Non
         )
     sudo = os.geteuid() != 0
     click.echo("then, to install them" + (":" if not sudo else " (sudo: as root):"))
-    for line in install_commands(files, out, target, settings, sudo=sudo):
+    for line in install_commands(files, out, target, settings, config, me=me, sudo=sudo):
         click.echo(f"  {line}")
-    click.echo("  newsletter doctor")
 
 
 def _command() -> tuple[str, ...]:

@@ -219,11 +219,19 @@ def caddy_site(settings: Settings) -> str:
 
 
 def install_commands(
-    files: list[DeployFile], out: Path, target: Target, settings: Settings, *, sudo: bool
+    files: list[DeployFile],
+    out: Path,
+    target: Target,
+    settings: Settings,
+    config: Path,
+    *,
+    me: str,
+    sudo: bool,
 ) -> list[str]:
     """The shell lines that put the written files in place, for exactly those files: the user
     (when missing), the state folder given to it, the units copied and enabled, the Caddy site
-    imported. `sudo` before each when the one who runs deploy is not root."""
+    imported; then `doctor` as the services' user with their environment. `sudo` before each
+    when `me`, who runs deploy, is not root."""
     run = "sudo " if sudo else ""
     out = out.resolve()
     units = [f for f in files if f.name.endswith((".service", ".timer"))]
@@ -237,7 +245,11 @@ def install_commands(
         uid = -1
         lines.append(f"{run}{USERADD} {target.user}")
     for folder in state_folders(settings):
-        if uid < 0 or folder.stat().st_uid != uid:
+        try:
+            owner = folder.stat().st_uid
+        except OSError:  # not made yet (the manual's example): given to the user all the same
+            owner = -2
+        if owner != uid:
             lines.append(f"{run}chown -R {target.user}: {shlex.quote(str(folder))}")
     copied = " ".join(shlex.quote(str(out / f.name)) for f in units)
     lines += [
@@ -254,6 +266,17 @@ def install_commands(
         f" {run}sed -i {shlex.quote('1i ' + line)} {CADDYFILE}",
         f"{run}systemctl reload caddy",
     ]
+    # The passwords are in the environment file only: doctor needs them as the units have them.
+    root = settings.root.resolve()
+    doctor = shlex.join([*target.command, "--config", str(config.resolve()), "doctor"])
+    script = f"set -a; . {shlex.quote(str(root / ENV_FILE))}; set +a; exec {doctor}"
+    if target.user == me:
+        as_user = ""
+    elif sudo:
+        as_user = f"sudo -u {target.user} "
+    else:
+        as_user = f"runuser -u {target.user} -- "  # root's own: util-linux, sudo or not
+    lines.append(f"{as_user}sh -c {shlex.quote(script)}")
     return lines
 
 
