@@ -87,8 +87,9 @@ def systemd_files(settings: Settings, config: Path, target: Target) -> list[Depl
             _UNIT.format(about=f"{name}: newsletter worker (site mail, scheduled sends)")
             + common
             + f"ExecStart={run} worker\nRestart=always\nRestartSec=5\n"
-            # SIGTERM lets the mail in hand and the sends' uploads finish.
-            + "TimeoutStopSec=120\n"
+            # SIGTERM lets the mail in hand and the sends' uploads finish: only the worker gets
+            # it (KillMode=mixed), and it stops the sends it started, which then hand back.
+            + "KillMode=mixed\nTimeoutStopSec=120\n"
             + _INSTALL,
         ),
     ]
