@@ -86,6 +86,8 @@ def test_units_with_the_projects_paths_and_no_secret(project: Path) -> None:
         assert f"User={USER}\n" in unit
         assert f"ReadWritePaths={root}/.newsletter\n" in unit
         assert "CapabilityBoundingSet=\n" in unit
+    # SIGTERM to the worker alone: it stops the sends it started itself (they hand back).
+    assert "KillMode=mixed\n" in files["newsletter-worker.service"]
     assert "OnCalendar=*:0/10" in files["newsletter-bounces.timer"]
     for text in files.values():
         assert SECRET not in text

@@ -1,16 +1,23 @@
 """docs/guide/production.md against the code: its install commands are what `deploy systemd`
 prints for the project it describes, it names no hand-written unit or file deploy does not
 write, and its nginx configuration passes `nginx -t` (Debian's, installed by .ci/run) with a
-webhook location that takes serve's own webhook limit."""
+webhook location that takes serve's own webhook limit: a real nginx with it, in front of a real
+serve, passes a provider's batch over 16 KiB."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import socket
+import ssl
 import subprocess
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 import trustme
 
@@ -18,6 +25,7 @@ from newsletter.config.settings import Settings
 from newsletter.setup.deploy import Target, install_commands, systemd_files
 from newsletter.web.site.guard import MAX_BODY, WEBHOOK_PREFIX
 from newsletter.webhooks.common import MAX_BODY as WEBHOOK_MAX_BODY
+from support.site import running_service
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "production.md"
 TEXT = GUIDE.read_text(encoding="utf-8")
@@ -164,3 +172,89 @@ def test_the_nginx_configuration_passes_nginx_t_with_serves_webhook_limit(tmp_pa
     )
     assert checked.returncode == 0, checked.stderr
     assert "test is successful" in checked.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def _nginx_in_front(folder: Path, upstream: str) -> Iterator[tuple[str, Path]]:
+    """The guide's nginx, listening on a free loopback port with a throwaway certificate, its
+    proxy_pass lines aimed at `upstream`; yields its https base and the CA file to trust."""
+    (config,) = _blocks("nginx")
+    folder.mkdir()
+    ca = trustme.CA()
+    cert = ca.issue_cert("news.example.org", "127.0.0.1")  # the client dials the address
+    chain, key, authority = folder / "fullchain.pem", folder / "privkey.pem", folder / "ca.pem"
+    cert.cert_chain_pems[0].write_to_path(str(chain))
+    cert.private_key_pem.write_to_path(str(key))
+    ca.cert_pem.write_to_path(str(authority))
+    live = "/etc/letsencrypt/live/news.example.org/"
+    port = _free_port()
+    site = folder / "newsletter.conf"
+    site.write_text(
+        config.replace(live + "fullchain.pem", str(chain))
+        .replace(live + "privkey.pem", str(key))
+        .replace("listen 443 ssl", f"listen 127.0.0.1:{port} ssl")
+        .replace("http://127.0.0.1:8025", upstream),
+        encoding="utf-8",
+    )
+    main = folder / "nginx.conf"
+    # One process, no privilege drop: the test's folders are its user's only.
+    main.write_text(
+        f"daemon off;\nmaster_process off;\npid {folder}/nginx.pid;\n"
+        f"error_log {folder}/error.log;\nevents {{}}\nhttp {{\n    include {site};\n}}\n",
+        encoding="utf-8",
+    )
+    process = subprocess.Popen(
+        [_nginx(), "-p", str(folder), "-e", str(folder / "error.log"), "-c", str(main)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60  # a hang guard, not a measure
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline, "nginx did not listen"
+            time.sleep(0.02)
+        yield f"https://127.0.0.1:{port}", authority
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+def _trusting(authority: Path) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(authority))
+
+
+def test_a_webhook_batch_over_16_kib_goes_through_the_guides_nginx(
+    project: Path, tmp_path: Path
+) -> None:
+    """A provider's 20 KiB batch reaches serve through nginx (the old single 16k limit answered
+    413 itself); a reader's path still refuses it at the door, and a webhook over 1 MiB too."""
+    _nginx()
+    batch = json.dumps([{"event": "bounce", "email": f"r{n}@example.org"} for n in range(600)])
+    assert 16 * 1024 < len(batch) < WEBHOOK_MAX_BODY
+    with (
+        running_service(
+            project, NEWSLETTER_NEWSLETTER__BASE_URL="https://news.example.org"
+        ) as site,
+        _nginx_in_front(tmp_path / "nginx", site.url) as (base, authority),
+        httpx.Client(base_url=base, verify=_trusting(authority), timeout=30) as client,
+    ):
+        headers = {"Host": "news.example.org", "Content-Type": "application/json"}
+        posted = client.post("/webhooks/sendgrid", content=batch, headers=headers)
+        assert posted.status_code != 413, posted.text
+        assert site.wait_for_log('"/webhooks/sendgrid"')
+        served = [r for r in site.access() if r.get("path") == "/webhooks/sendgrid"]
+        assert [r["status"] for r in served] == [posted.status_code]
+        reader = client.post("/unsubscribe/x", content=batch, headers=headers)
+        assert reader.status_code == 413
+        too_big = client.post("/webhooks/sendgrid", content=b"x" * (WEBHOOK_MAX_BODY + 1))
+        assert too_big.status_code == 413
