@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from newsletter.cli.main import cli
 from newsletter.config.settings import Settings
-from newsletter.setup.deploy import Target, systemd_files
+from newsletter.setup.deploy import Target, in_roots_home, systemd_files
 
 SECRET = "deploy-test-secret-0123456789abcdef"
 SMTP_PASSWORD = "smtp-password-never-in-a-unit"
@@ -176,6 +176,17 @@ def test_a_project_in_a_home_folder_is_read_there(settings: Settings) -> None:
     serve = systemd_files(project, Path("/home/ann/news/newsletter.toml"), target)[0]
     assert "ProtectHome=read-only\n" in serve.text
     assert "ReadWritePaths=/home/ann/news/.newsletter\n" in serve.text
+
+
+def test_a_project_or_executable_in_roots_home_is_named(settings: Settings) -> None:
+    """A fresh server's first reflex (a project in ~, `sudo pipx install`) puts what the
+    services read in /root, 0700: deploy names it instead of a unit that cannot start."""
+    srv = settings.model_copy(update={"root": Path("/srv/newsletter")})
+    assert in_roots_home(srv, ("/usr/local/bin/newsletter",)) is None
+    pipx = "/root/.local/pipx/venvs/git-newsletter/bin/newsletter"
+    assert in_roots_home(srv, (pipx,)) == Path(pipx)
+    home = settings.model_copy(update={"root": Path("/root/news")})
+    assert in_roots_home(home, ("/usr/local/bin/newsletter",)) == Path("/root/news")
 
 
 def test_root_is_refused_naming_the_user_to_create(project: Path) -> None:

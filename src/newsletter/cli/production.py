@@ -15,7 +15,13 @@ import click
 from newsletter.cli.terminal import pass_settings, printable
 from newsletter.config.settings import Settings
 from newsletter.errors import display_path
-from newsletter.setup.deploy import Target, install_commands, shares_tmp, systemd_files
+from newsletter.setup.deploy import (
+    Target,
+    in_roots_home,
+    install_commands,
+    shares_tmp,
+    systemd_files,
+)
 from newsletter.state.statefiles import private_folder, write_private
 
 
@@ -131,6 +137,13 @@ def systemd(settings: Settings, out: Path, user: str | None, prefix: str) -> Non
     if not settings.bounces.imap:
         click.echo(
             "no bounces timer: [bounces] imap is not set (`newsletter doctor` says what to set)"
+        )
+    unreachable = in_roots_home(settings, target.command)
+    if unreachable is not None:
+        click.echo(
+            f"warning: {unreachable} is in root's home, which {target.user} cannot read: put"
+            " the project in /srv/newsletter and install newsletter outside /root"
+            " (docs/guide/production.md, step 1)"
         )
     shared = shares_tmp([settings.root.resolve()])
     if shared is not None:

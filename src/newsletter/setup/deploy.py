@@ -40,7 +40,8 @@ USERADD = "useradd --system --home-dir /nonexistent --shell /usr/sbin/nologin"
 CADDY_DIR = Path("/etc/caddy")
 CADDYFILE = CADDY_DIR / "Caddyfile"
 # Where ProtectHome= and PrivateTmp= hide things: a project found there changes them.
-_HOMES = (Path("/home"), Path("/root"), Path("/run/user"))
+_ROOT_HOME = Path("/root")
+_HOMES = (Path("/home"), _ROOT_HOME, Path("/run/user"))
 _TMP = (Path("/tmp"), Path("/var/tmp"))  # noqa: S108 (not used: looked for in paths)
 
 
@@ -146,6 +147,13 @@ def state_folders(settings: Settings) -> list[Path]:
 def shares_tmp(paths: Iterable[Path]) -> Path | None:
     """The first of `paths` in the machine's /tmp or /var/tmp, which PrivateTmp=yes would hide."""
     return next((p for p in paths if any(p.is_relative_to(t) for t in _TMP)), None)
+
+
+def in_roots_home(settings: Settings, command: tuple[str, ...]) -> Path | None:
+    """The first path the services read (project, executable) inside /root: 0700, so their
+    user cannot reach it (a `sudo pipx install` or a project made in root's home, say)."""
+    reads = (settings.root.resolve(), *_paths(command))
+    return next((p for p in reads if p.is_relative_to(_ROOT_HOME)), None)
 
 
 def _service(settings: Settings, target: Target, reads: tuple[Path, ...]) -> str:
