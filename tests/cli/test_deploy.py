@@ -70,6 +70,7 @@ def test_units_with_the_projects_paths_and_no_secret(project: Path) -> None:
         "newsletter-bounces.service",
         "newsletter-bounces.timer",
         "newsletter.caddy",
+        "newsletter-options.caddy",
     }
     root = str(project.resolve())
     for name in ("serve", "worker", "bounces"):
@@ -130,7 +131,9 @@ def _security(unit: Path) -> tuple[int, str]:
 def test_systemd_analyze_verifies_the_units(project: Path) -> None:
     analyze = _tool("systemd-analyze")
     assert _deploy(project, NEWSLETTER_BOUNCES__IMAP=IMAP)[0] == 0
-    units = sorted(str(p) for p in (project / "deploy").glob("newsletter-*"))
+    deploy = project / "deploy"
+    units = sorted(str(p) for p in deploy.iterdir() if p.suffix in {".service", ".timer"})
+    assert len(units) == 4
     checked = subprocess.run(
         [analyze, "verify", *units], capture_output=True, text=True, check=False, timeout=120
     )
@@ -291,12 +294,15 @@ def test_the_printed_commands_install_exactly_what_was_written(project: Path, im
     ), lines[-1]
     caddyfile = etc / "caddy" / "Caddyfile"
     text = caddyfile.read_text(encoding="utf-8")
-    # On top (the site file opens with global options), once, the rest of the file kept.
-    assert text == f"import {etc}/caddy/newsletter.caddy\n" + DEBIAN_CADDYFILE
+    # The global options on top (they must come first), the site at the end, each once, the
+    # rest of the file kept.
+    options = f"import {etc}/caddy/newsletter-options.caddy\n"
+    assert text == options + DEBIAN_CADDYFILE + f"import {etc}/caddy/newsletter.caddy\n"
+    timeouts = (etc / "caddy" / "newsletter-options.caddy").read_text(encoding="utf-8")
+    for timeout in ("read_header 10s", "read_body 10s", "write 30s", "idle 1m"):
+        assert timeout in timeouts
     site = (etc / "caddy" / "newsletter.caddy").read_text(encoding="utf-8")
     assert "handle_path /news/* {" in site
-    for timeout in ("read_header 10s", "read_body 10s", "write 30s", "idle 1m"):
-        assert timeout in site
     _caddy_validate(caddyfile, project)
     analyze = _tool("systemd-analyze")
     installed = sorted(str(p) for p in (etc / "systemd" / "system").iterdir())
@@ -304,6 +310,31 @@ def test_the_printed_commands_install_exactly_what_was_written(project: Path, im
         [analyze, "verify", *installed], capture_output=True, text=True, check=False, timeout=120
     )
     assert checked.returncode == 0, checked.stderr
+
+
+def test_a_second_newsletter_joins_the_caddyfile_beside_the_first(project: Path) -> None:
+    """--prefix: a second site imported at the end, the shared options still once on top."""
+    etc = project / "etc"
+    (etc / "systemd" / "system").mkdir(parents=True)
+    (etc / "caddy").mkdir()
+    (etc / "caddy" / "Caddyfile").write_text(DEBIAN_CADDYFILE, encoding="utf-8")
+    code, output = _deploy(project)
+    assert code == 0, output
+    _install(project, output, etc)
+    second = ("--prefix", "newsletter-b", "--out", "deploy-b")
+    code, output = _deploy(project, *second, NEWSLETTER_NEWSLETTER__BASE_URL="https://b.example")
+    assert code == 0, output
+    _install(project, output, etc)
+    caddyfile = etc / "caddy" / "Caddyfile"
+    lines = caddyfile.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == f"import {etc}/caddy/newsletter-options.caddy"
+    assert lines.count(lines[0]) == 1
+    assert lines[-2:] == [
+        f"import {etc}/caddy/newsletter.caddy",
+        f"import {etc}/caddy/newsletter-b.caddy",
+    ]
+    assert "b.example {" in (etc / "caddy" / "newsletter-b.caddy").read_text(encoding="utf-8")
+    _caddy_validate(caddyfile, project)
 
 
 def test_no_bounces_timer_without_a_mailbox_and_the_environment_file_is_kept(

@@ -103,8 +103,8 @@ def deploy() -> None:
 @pass_settings
 def systemd(settings: Settings, out: Path, user: str | None, prefix: str) -> None:
     """systemd units for `serve` and `worker`, a timer (+ service) for `bounces` when [bounces]
-    imap is set, and a Caddy site (TLS in front of serve at base_url's host, with the slow
-    clients' timeouts) to import from /etc/caddy/Caddyfile, into --out; and
+    imap is set, and a Caddy site (TLS in front of serve at base_url's host) and Caddy's options
+    (the slow clients' timeouts) to import from /etc/caddy/Caddyfile, into --out; and
     .newsletter/environment for the passwords the units read (0600, never overwritten; no
     secret is ever written into a unit). Paths are absolute: this project's root and config,
     and this `newsletter` executable.

@@ -1,8 +1,9 @@
 """`newsletter deploy systemd`: a project's settings in, the files that run it in production and
 the commands that install them out: systemd units for `serve` and `worker`, a timer and its
 service for `bounces` (when [bounces] imap names a mailbox to poll), a Caddy site file that puts
-TLS in front of `serve` (imported by /etc/caddy/Caddyfile, never replacing it), and an
-environment file for the secrets the units read (EnvironmentFile=).
+TLS in front of `serve` and one of Caddy's options (the slow clients' timeouts), both imported by
+/etc/caddy/Caddyfile, never replacing it, and an environment file for the secrets the units
+read (EnvironmentFile=).
 
 Every path is absolute (the project's root, its config, the `newsletter` executable), so the
 units run the same whoever starts them. No secret is ever written into a unit: the project's
@@ -38,6 +39,9 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SERVICE_USER = "newsletter"
 USERADD = "useradd --system --home-dir /nonexistent --shell /usr/sbin/nologin"
 CADDY_DIR = Path("/etc/caddy")
+# Caddy's global options (the slow clients' timeouts), one file whatever the prefix: imported
+# once, on the Caddyfile's first line (global options must come first), by every newsletter.
+CADDY_OPTIONS = "newsletter-options.caddy"
 CADDYFILE = CADDY_DIR / "Caddyfile"
 # Where ProtectHome= and PrivateTmp= hide things: a project found there changes them.
 _ROOT_HOME = Path("/root")
@@ -66,6 +70,11 @@ def systemd_files(settings: Settings, config: Path, target: Target) -> list[Depl
         raise ConfigError(
             f"--prefix {target.prefix!r}: not a unit name",
             hint="Letters, digits, '-', '_' and '.', as in newsletter-mynews.",
+        )
+    if f"{target.prefix}.caddy" == CADDY_OPTIONS:
+        raise ConfigError(
+            f"--prefix {target.prefix!r}: the name of the Caddy options file",
+            hint="Name the newsletter another way, as in newsletter-mynews.",
         )
     if not _NAME.fullmatch(target.user):
         raise ConfigError(f"--user {target.user!r}: not a user name", hint="Name a Unix user.")
@@ -110,6 +119,7 @@ def systemd_files(settings: Settings, config: Path, target: Target) -> list[Depl
             ),
         ]
     files += [
+        DeployFile(CADDY_OPTIONS, _CADDY_OPTIONS),
         DeployFile(f"{target.prefix}.caddy", caddy_site(settings)),
         DeployFile(str(root / ENV_FILE), _ENVIRONMENT, private=True),
     ]
@@ -199,8 +209,7 @@ def _paths(command: tuple[str, ...]) -> list[Path]:
 
 
 def caddy_site(settings: Settings) -> str:
-    """The site at base_url's host, TLS by Caddy (Let's Encrypt), proxied to serve; after the
-    server's timeouts (global options: so the file is imported at the Caddyfile's top)."""
+    """The site at base_url's host, TLS by Caddy (Let's Encrypt), proxied to serve."""
     url = urlsplit(settings.newsletter.base_url)
     host = url.hostname or ""
     if url.scheme != "https" or not host:
@@ -215,16 +224,20 @@ def caddy_site(settings: Settings) -> str:
     proxy = f"reverse_proxy {upstream}"
     body = f"\thandle_path {prefix}/* {{\n\t\t{proxy}\n\t}}\n" if prefix else f"\t{proxy}\n"
     return (
-        "# Import it on the first line of /etc/caddy/Caddyfile (`newsletter deploy systemd`\n"
-        "# prints the command): it starts with Caddy's global options, which must come first.\n"
-        "{\n\tservers {\n\t\ttimeouts {\n"
-        # serve's own [serve] timeout, enforced at the door for each client.
-        "\t\t\tread_header 10s\n\t\t\tread_body 10s\n\t\t\twrite 30s\n\t\t\tidle 1m\n"
-        "\t\t}\n\t}\n}\n\n"
+        "# Imported by /etc/caddy/Caddyfile (`newsletter deploy systemd` prints the line).\n"
         "# Caddy gets and renews the certificate for this name; serve's [serve] trusted_proxies\n"
         "# must hold 127.0.0.1 for the readers' addresses (X-Forwarded-For) to be read.\n"
         f"{site} {{\n\tencode gzip\n{body}}}\n"
     )
+
+
+_CADDY_OPTIONS = (
+    "# Caddy's global options, imported on the first line of /etc/caddy/Caddyfile: serve's own\n"
+    "# [serve] timeout enforced at the door, per client (docs/guide/production.md).\n"
+    "{\n\tservers {\n\t\ttimeouts {\n"
+    "\t\t\tread_header 10s\n\t\t\tread_body 10s\n\t\t\twrite 30s\n\t\t\tidle 1m\n"
+    "\t\t}\n\t}\n}\n"
+)
 
 
 def install_commands(
@@ -266,13 +279,16 @@ def install_commands(
         f"{run}systemctl daemon-reload",
         f"{run}systemctl enable --now {' '.join(started)}",
     ]
-    site = next(f for f in files if f.name.endswith(".caddy"))
-    installed = CADDY_DIR / site.name
-    line = f"import {_caddy_word(str(installed))}"
+    # The options on top, the site at the end, each line once however often this is run.
+    for name, where in ((CADDY_OPTIONS, "1i"), (f"{target.prefix}.caddy", "$a")):
+        installed = CADDY_DIR / name
+        line = f"import {_caddy_word(str(installed))}"
+        lines += [
+            f"{run}cp {shlex.quote(str(out / name))} {installed}",
+            f"{run}grep -qxF {shlex.quote(line)} {CADDYFILE} ||"
+            f" {run}sed -i {shlex.quote(f'{where} {line}')} {CADDYFILE}",
+        ]
     lines += [
-        f"{run}cp {shlex.quote(str(out / site.name))} {installed}",
-        f"{run}grep -qxF {shlex.quote(line)} {CADDYFILE} ||"
-        f" {run}sed -i {shlex.quote('1i ' + line)} {CADDYFILE}",
         f"{run}systemctl reload caddy",
     ]
     # The passwords are in the environment file only: doctor needs them as the units have them.
