@@ -111,8 +111,8 @@ def test_a_long_essay_keeps_all_that_fits_with_the_link_at_the_cut(
     assert clip.wire_size(bigger.html) > clip.CUT_AT - 1500  # the notice's room
     # The text part is whole.
     lines = {line.strip() for line in draft.text.splitlines()}
-    for block in [*SECOND, said(2)]:
-        assert {line.strip() for line in block.splitlines()} <= lines
+    for shown_block in [*SECOND, said(2)]:
+        assert {line.strip() for line in shown_block.splitlines()} <= lines
 
 
 def test_check_says_how_far_the_email_goes(tmp_path: Path) -> None:
