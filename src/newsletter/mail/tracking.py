@@ -58,8 +58,9 @@ def render_for_sending(issue: Issue, settings: Settings, list_name: str) -> Send
         size = wire_size(_filled(slotted.rendered.html, urls))
         if size <= CUT_AT or rendered.keeps_nothing or attempt == _CUTS - 1:
             break
-        # Cut by what the links added past the clip (a piece more if that is not enough).
-        budget -= size - CUT_AT
+        # Cut by what the links added past the clip, from the size this cut has (not the
+        # budget it had: a cut between blocks leaves less room unused than a section's).
+        budget = wire_size(rendered.html) - (size - CUT_AT)
         rendered = render_issue(issue, settings, budget=budget)
     return SendRendering(slotted.rendered, slotted.links)
 
