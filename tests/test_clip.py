@@ -71,6 +71,7 @@ def test_a_long_essay_keeps_all_that_fits_with_the_link_at_the_cut(
     draft, path = essay_draft(tmp_path, shape)
     rendered = draft.rendered
     assert rendered.whole_size > clip.GMAIL_CLIP
+    assert rendered.section_sizes[1] > clip.GMAIL_CLIP  # the second section alone
     # The encoded part of the message as sent (its placeholders filled: CUT_AT's room).
     assert clip.wire_size(rendered.html) <= clip.CUT_AT
     assert draft.html_size <= clip.GMAIL_CLIP
@@ -118,6 +119,8 @@ def test_a_long_essay_keeps_all_that_fits_with_the_link_at_the_cut(
 def test_check_says_how_far_the_email_goes(tmp_path: Path) -> None:
     draft, _ = essay_draft(tmp_path, "blocks")
     assert draft.rendered.cut is not None
+    assert clip.wire_size(draft.rendered.html) <= clip.CUT_AT
+    assert 'class="nl-more"' in draft.html
     [finding] = [f for f in draft.findings if f.code == "clip"]
     assert finding.level == "warning"
     blocks = draft.rendered.cut[2]
