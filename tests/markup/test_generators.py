@@ -139,18 +139,25 @@ def snippet(body: str, number: int = 77) -> str:
     return f"{front}---\n{body}"
 
 
+class Weeklies:
+    """The six weeklies, each as its readers get it, reviewed when a test first asks for it
+    (a weekly that does not load fails the tests that read it, and only those)."""
+
+    def __init__(self, project: Path) -> None:
+        self.project = project
+        self.arrived: dict[str, Arrived] = {}
+
+    def __getitem__(self, name: str) -> Arrived:
+        if name not in self.arrived:
+            source = (GENERATORS / f"{name}.md").read_text(encoding="utf-8")
+            environ = None if name == "vuepress" else ENGLISH
+            self.arrived[name] = arrive(self.project, source, environ)
+        return self.arrived[name]
+
+
 @pytest.fixture(scope="module")
-def weeklies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Arrived]:
-    """The six weeklies, each as its readers get it."""
-    project = copy_project(tmp_path_factory.mktemp("generators") / "project")
-    return {
-        name: arrive(
-            project,
-            (GENERATORS / f"{name}.md").read_text(encoding="utf-8"),
-            None if name == "vuepress" else ENGLISH,
-        )
-        for name in WEEKLIES
-    }
+def weeklies(tmp_path_factory: pytest.TempPathFactory) -> Weeklies:
+    return Weeklies(copy_project(tmp_path_factory.mktemp("generators") / "project"))
 
 
 def callouts(issue: Issue) -> list[Callout]:
@@ -200,7 +207,7 @@ LINKS = {
 
 @pytest.mark.parametrize("name", WEEKLIES)
 def test_a_generators_weekly_checks_clean_and_none_of_its_syntax_reaches_a_reader(
-    weeklies: dict[str, Arrived], name: str
+    weeklies: Weeklies, name: str
 ) -> None:
     arrived = weeklies[name]
     assert arrived.errors == []
@@ -247,7 +254,7 @@ def test_a_generators_weekly_checks_clean_and_none_of_its_syntax_reaches_a_reade
     ],
 )
 def test_each_hugo_shortcode_becomes_a_link_to_what_it_shows(
-    weeklies: dict[str, Arrived], written: str, url: str, label: str
+    weeklies: Weeklies, written: str, url: str, label: str
 ) -> None:
     arrived = weeklies["hugo"]
     assert url in arrived.page.hrefs
@@ -256,7 +263,7 @@ def test_each_hugo_shortcode_becomes_a_link_to_what_it_shows(
 
 
 def test_a_figure_shortcode_over_two_lines_is_an_image_with_its_caption_and_link(
-    weeklies: dict[str, Arrived],
+    weeklies: Weeklies,
 ) -> None:
     arrived = weeklies["hugo"]
     assert "https://ops.example.org/img/421-budgets.png" in arrived.page.srcs
@@ -267,7 +274,7 @@ def test_a_figure_shortcode_over_two_lines_is_an_image_with_its_caption_and_link
 
 
 def test_an_unknown_shortcode_is_left_out_with_a_warning_naming_it(
-    weeklies: dict[str, Arrived],
+    weeklies: Weeklies,
 ) -> None:
     arrived = weeklies["hugo"]
     [message] = arrived.at(arrived.line_of("{{< sponsor >}}"))
@@ -276,7 +283,7 @@ def test_an_unknown_shortcode_is_left_out_with_a_warning_naming_it(
 
 
 def test_containers_become_callouts_with_their_kind_and_title(
-    weeklies: dict[str, Arrived],
+    weeklies: Weeklies,
 ) -> None:
     """VuePress `::: warning 📜 title` (its `::: right` only places a line), `:::tip`,
     `::: details title`, `::::` around `:::`; Docusaurus `:::note`, `:::tip[Title]`, `:::info
@@ -314,7 +321,7 @@ def test_containers_become_callouts_with_their_kind_and_title(
 
 
 def test_admonitions_become_callouts_their_indented_body_and_all(
-    weeklies: dict[str, Arrived],
+    weeklies: Weeklies,
 ) -> None:
     """MkDocs `!!! note "Title"` with an indented body (a link, a code block), `??? info`
     (collapsed on the site, open in an email), `???+ tip`, `!!! warning` with no title."""
@@ -339,7 +346,7 @@ def test_admonitions_become_callouts_their_indented_body_and_all(
 
 
 def test_a_highlight_pair_is_a_code_block_with_its_lines_and_indentation(
-    weeklies: dict[str, Arrived],
+    weeklies: Weeklies,
 ) -> None:
     arrived = weeklies["jekyll"]
     code = 'enum Testing: String {\n    case thing = "thing"\n    case bob = {!@#$} // what\n}'
@@ -351,7 +358,7 @@ def test_a_highlight_pair_is_a_code_block_with_its_lines_and_indentation(
 
 
 def test_an_include_is_left_out_with_a_warning_naming_it_at_its_line(
-    weeklies: dict[str, Arrived],
+    weeklies: Weeklies,
 ) -> None:
     arrived = weeklies["jekyll"]
     for include in ("{% include sponsor.html %}", "{% include task_remind.html %}"):
@@ -364,7 +371,7 @@ def test_an_include_is_left_out_with_a_warning_naming_it_at_its_line(
 
 
 def test_a_site_expression_in_a_sentence_is_a_warning_not_braces(
-    weeklies: dict[str, Arrived],
+    weeklies: Weeklies,
 ) -> None:
     arrived = weeklies["jekyll"]
     [message] = arrived.at(arrived.line_of("{{ site.swift_version }}"))
@@ -375,7 +382,7 @@ def test_a_site_expression_in_a_sentence_is_a_warning_not_braces(
 
 
 def test_url_filters_on_a_literal_path_resolve_against_base(
-    weeklies: dict[str, Arrived],
+    weeklies: Weeklies,
 ) -> None:
     eleventy, jekyll = weeklies["eleventy"], weeklies["jekyll"]
     assert "https://engine.example.org/img/blog/2026-07-shell.png" in eleventy.page.srcs
@@ -449,7 +456,7 @@ def test_a_figure_is_its_image_and_caption_with_no_field_error(project: Path) ->
     assert "Tuple should have at least 1 item" not in output
 
 
-def test_links_inside_code_arrive_as_links_in_both_parts(weeklies: dict[str, Arrived]) -> None:
+def test_links_inside_code_arrive_as_links_in_both_parts(weeklies: Weeklies) -> None:
     arrived = weeklies["eleventy"]
     urls = [
         "https://doc.example.org/engine/struct.WebView.html",
@@ -460,7 +467,7 @@ def test_links_inside_code_arrive_as_links_in_both_parts(weeklies: dict[str, Arr
 
 
 def test_a_weekly_topped_by_h3_has_h3_sections_and_h4_items(
-    weeklies: dict[str, Arrived], tmp_path: Path
+    weeklies: Weeklies, tmp_path: Path
 ) -> None:
     jekyll = weeklies["jekyll"]
     assert [str(s.title) for s in jekyll.issue.sections] == [
