@@ -63,10 +63,13 @@ _DROPPED_PAIRS = {"comment": "endcomment"}
 # Liquid tags that only say "read what follows as written": they go, what they hold stays.
 _QUIET = frozenset({"raw", "endraw"})
 _HUGO_CODE = frozenset({"highlight", "code"})
-# Liquid tags that fill in the site's own files or addresses inside running text. Any other tag
-# in a sentence is a weekly writing about templates (a lone `{% for %}` would stop the site's
-# own build): it is shown as written.
-_INLINE_LIQUID = frozenset({"include", "include_relative", "render", "link", "post_url"})
+# Liquid tags that fill in the site's own files, addresses or embeds (Jekyll plugins' youtube,
+# vimeo, tweet, gist) inside running text. Any other tag in a sentence is a weekly writing about
+# templates (a lone `{% for %}` would stop the site's own build): it is shown as written.
+_INLINE_LIQUID = frozenset(
+    {"include", "include_relative", "render", "link", "post_url", "youtube", "vimeo", "tweet"}
+    | {"gist"}
+)
 # The data Jekyll and Eleventy give a page's expressions: `{{ site.version }}` reads the site.
 _SITE_DATA = frozenset(
     {"site", "page", "layout", "include", "paginator", "jekyll", "eleventy", "collections"}
