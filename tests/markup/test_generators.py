@@ -519,3 +519,26 @@ def test_a_colon_line_that_closes_no_container_is_noted(tmp_path: Path) -> None:
     # VitePress' code group is tabs of code: the code, in no box.
     assert "pnpm add x" in arrived.page.code
     assert len(arrived.page.callouts) == 1
+
+
+def test_jekyll_embed_tags_become_links_to_what_they_embed(tmp_path: Path) -> None:
+    """Jekyll's embed plugins write `{% youtube ID %}`, `{% gist user/ID %}`, `{% twitter URL %}`:
+    each a link to the page it embeds, on a line of its own or in a sentence, with nothing to
+    say."""
+    arrived = arrive(
+        copy_project(tmp_path / "project"),
+        snippet(
+            "{% youtube GyZHySRUKXI %}\n\nSee {% gist swiftfolk/931c1c8d465a04042403 %} and "
+            "{% twitter https://twitter.com/swiftlang/status/1 %}.\n\n{% vimeo 146022717 %}\n"
+        ),
+        ENGLISH,
+    )
+    assert "▶ video (https://www.youtube.com/watch?v=GyZHySRUKXI)" in arrived.text
+    assert "gist 931c1c8d465a04042403 (https://gist.github.com/swiftfolk/931c1c8d465a04042403)" in (
+        arrived.text
+    )
+    assert "post (https://twitter.com/swiftlang/status/1)" in arrived.text
+    assert "https://vimeo.com/146022717" in arrived.page.hrefs
+    assert [f for f in arrived.findings if f.line] == []
+    for mark in SYNTAX:
+        assert mark not in arrived.text, mark

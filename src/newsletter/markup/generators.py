@@ -68,7 +68,7 @@ _HUGO_CODE = frozenset({"highlight", "code"})
 # templates (a lone `{% for %}` would stop the site's own build): it is shown as written.
 _INLINE_LIQUID = frozenset(
     {"include", "include_relative", "render", "link", "post_url", "youtube", "vimeo", "tweet"}
-    | {"gist"}
+    | {"gist", "twitter"}
 )
 # The data Jekyll and Eleventy give a page's expressions: `{{ site.version }}` reads the site.
 _SITE_DATA = frozenset(
@@ -294,6 +294,8 @@ def shown(meta: dict[str, Any]) -> dict[str, str]:
     name, args, named = meta["name"], meta["args"], meta["named"]
     first = named.get("id") or (args[0] if args else "")
     title = named.get("title", "")
+    if meta["family"] == "liquid":
+        return _liquid_embed(name, first)
     if meta["family"] != "hugo" or meta["closing"]:
         return {}
     if name == "youtube" and first:
@@ -320,6 +322,23 @@ def shown(meta: dict[str, Any]) -> dict[str, str]:
         found |= {"href": named.get("link", ""), "caption": named.get("caption") or title}
         return found
     return {}
+
+
+def _liquid_embed(name: str, first: str) -> dict[str, str]:
+    """Jekyll's embed plugins' tags (`{% youtube ID %}`, `{% vimeo ID %}`, `{% gist user/ID %}`,
+    `{% tweet https://… %}`) as the page they embed; any other Liquid tag shows nothing."""
+    if not first or name not in ("youtube", "vimeo", "gist", "tweet", "twitter"):
+        return {}
+    if first.startswith(("https://", "http://")):
+        label = "▶ video" if name in ("youtube", "vimeo") else "post" if name != "gist" else "gist"
+        return {"link": first, "label": label}
+    if name == "youtube":
+        return {"link": f"https://www.youtube.com/watch?v={first}", "label": "▶ video"}
+    if name == "vimeo":
+        return {"link": f"https://vimeo.com/{first}", "label": "▶ video"}
+    if name == "gist":
+        return {"link": f"https://gist.github.com/{first}", "label": f"gist {first.split('/')[-1]}"}
+    return {"link": f"https://x.com/i/status/{first}", "label": "post"}
 
 
 def tag_spans(meta: dict[str, Any], reader: Addresses, line: int) -> list[dict[str, Any]]:
