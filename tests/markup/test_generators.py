@@ -542,3 +542,15 @@ def test_jekyll_embed_tags_become_links_to_what_they_embed(tmp_path: Path) -> No
     assert [f for f in arrived.findings if f.line] == []
     for mark in SYNTAX:
         assert mark not in arrived.text, mark
+
+
+def test_a_themes_notice_pair_is_a_callout(weeklies: Weeklies) -> None:
+    """Hugo themes' `{{% notice warning "Title" %}}` … `{{% /notice %}}`: a callout, its body
+    read as Markdown, neither tag shown nor noted."""
+    arrived = weeklies["hugo"]
+    [notice] = callouts(arrived.issue)
+    assert (notice.tone, title(notice)) == ("warning", "Read this first")
+    assert "> Warning: Read this first\n>\n> Back up the state before the upgrade" in arrived.text
+    assert "https://ops.example.org/upgrade" in arrived.page.hrefs
+    assert arrived.at(arrived.line_of("{{% notice")) == []
+    assert arrived.at(arrived.line_of("{{% /notice")) == []

@@ -63,6 +63,9 @@ _DROPPED_PAIRS = {"comment": "endcomment"}
 # Liquid tags that only say "read what follows as written": they go, what they hold stays.
 _QUIET = frozenset({"raw", "endraw"})
 _HUGO_CODE = frozenset({"highlight", "code"})
+# Themes' paired callout shortcodes (Relearn's and Docsy's `notice`, Blowfish's `alert`, …):
+# `{{% notice tip "Title" %}}` … `{{% /notice %}}` is a callout, as a container is.
+_HUGO_CALLOUTS = frozenset({"notice", "callout", "alert", "admonition", "hint"})
 # Liquid tags that fill in the site's own files, addresses or embeds (Jekyll plugins' youtube,
 # vimeo, tweet, gist) inside running text. Any other tag in a sentence is a weekly writing about
 # templates (a lone `{% for %}` would stop the site's own build): it is shown as written.
@@ -211,6 +214,9 @@ def _block_rule(state: StateBlock, start_line: int, end_line: int, silent: bool)
     pair_end = _pair_end(state, meta, last, end_line)
     if silent:
         return True
+    if pair_end is not None and meta["family"] == "hugo" and meta["name"] in _HUGO_CALLOUTS:
+        _callout(state, meta, start_line, last, pair_end)
+        return True
     if pair_end is not None and meta["name"] in _DROPPED_PAIRS:
         state.line = pair_end + 1
         return True
@@ -233,6 +239,23 @@ def _block_rule(state: StateBlock, start_line: int, end_line: int, silent: bool)
     return True
 
 
+def _callout(state: StateBlock, meta: dict[str, Any], start: int, last: int, end: int) -> None:
+    """A theme's callout pair as the tokens of a `::: kind Title` container, its lines between
+    read as Markdown (the `{{% %}}` form's, and the `{{< >}}` form's that themes render too)."""
+    args, named = meta["args"], meta["named"]
+    kind = named.get("style") or named.get("type") or (args[0] if args else "") or "note"
+    title = named.get("title") or (args[1] if len(args) > 1 else "")
+    opening = state.push("container_callout_open", "div", 1)
+    opening.info, opening.markup = f"{kind} {title}".strip(), ":::"
+    opening.map = [start, end + 1]
+    parent, line_max = state.parentType, state.lineMax
+    state.parentType, state.lineMax = "container", end
+    state.md.block.tokenize(state, last + 1, end)
+    state.parentType, state.lineMax = parent, line_max
+    state.push("container_callout_close", "div", -1).markup = ":::"
+    state.line = end + 1
+
+
 def _without_blank_ends(lines: list[str]) -> list[str]:
     start, end = 0, len(lines)
     while start < end and not lines[start].strip():
@@ -248,7 +271,8 @@ def _pair_end(state: StateBlock, meta: dict[str, Any], start: int, end: int) -> 
     if meta["family"] == "liquid":
         wanted = _CODE_PAIRS.get(meta["name"]) or _DROPPED_PAIRS.get(meta["name"])
     elif meta["family"] == "hugo":
-        wanted = meta["name"] if meta["name"] in _HUGO_CODE and not meta["closing"] else None
+        paired = meta["name"] in _HUGO_CODE | _HUGO_CALLOUTS
+        wanted = meta["name"] if paired and not meta["closing"] else None
     else:
         wanted = None
     if wanted is None:
