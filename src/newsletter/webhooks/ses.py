@@ -73,7 +73,7 @@ _SIGNED = {
 }
 _HASHES = {"1": hashes.SHA1, "2": hashes.SHA256}
 _MAX_CERTIFICATES = 16  # SNS rotates its certificate now and then; a few URLs at most
-_MAX_FETCHES = 3  # certificate fetches under way at once, whatever URLs the posts name
+MAX_FETCHES = 3  # certificate fetches under way at once, whatever URLs the posts name
 _MAX_FAILURES = 256  # failed URLs remembered (the expired ones go first)
 FAILURE_SECONDS = 30.0  # SNS retries a refused post 20 s later by default: its retry fetches anew
 # A network failure as urllib raises it: OSError (URLError, HTTPError, timeouts) or a malformed
@@ -114,7 +114,7 @@ class Certificates:
     def __init__(
         self,
         fetch: Fetch,
-        slots: int = _MAX_FETCHES,
+        slots: int = MAX_FETCHES,
         failure_seconds: float = FAILURE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
