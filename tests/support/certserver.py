@@ -3,8 +3,9 @@ for SNS, which holds every request until the test releases it and counts each on
 what the site is handed for the network (create_app's seam): it asks this server for the path
 and query of the SNS URL it is given, so nothing leaves the machine.
 
-Once released, a path shaped as SNS names its certificates gets `certificate` (503 if None),
-anything else (a SubscribeURL) 503.
+Once released, SNS_CERT_URL's path gets `certificate` (503 if None), another path shaped as
+SNS names its certificates 404 (SNS has no such one; 503 if `certificate` is None), anything
+else (a SubscribeURL) 503.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from support import POLL
+from support.hooks import SNS_CERT_URL
 
 _CERTIFICATE = re.compile(r"/SimpleNotificationService-[0-9a-fA-F]+\.pem")
 HOLD_AT_MOST = 60.0  # a test that never releases fails by its own assertion, not by hanging here
@@ -61,8 +63,12 @@ class _Handler(BaseHTTPRequestHandler):
         with self.sns.changed:
             self.sns.answered += 1
         body = self.sns.certificate
-        if body is None or not _CERTIFICATE.fullmatch(urlsplit(self.path).path):
+        path = urlsplit(self.path).path
+        if body is None or not _CERTIFICATE.fullmatch(path):
             self.send_error(503, "SNS is unavailable (a test's)")
+            return
+        if path != urlsplit(SNS_CERT_URL).path:
+            self.send_error(404, "no such certificate (a test's SNS)")
             return
         self.send_response(200)
         self.send_header("Content-Type", "application/x-pem-file")

@@ -15,7 +15,9 @@ answered 503 (SNS sends it again) with the reason in the log. The network goes t
 Anyone can post a message naming a certificate URL, so fetches are bounded (Certificates): one
 at a time per URL (posts naming a URL being fetched wait for that fetch's result), a few URLs at
 once (a post naming yet another one is answered 503), a failure remembered for a short while
-(a burst naming a failing URL costs one fetch), a certificate kept once had.
+(a burst naming a failing URL costs one fetch), a certificate kept once had. A name SNS answers
+4xx for is no certificate of SNS's (401); one that cannot be had now is a 503, which SNS retries
+(it drops a post answered 4xx).
 
 The tag comes back in `mail.tags` (the send's `X-SES-MESSAGE-TAGS: newsletter_tag=TAG`, with a
 configuration set that publishes events) or in `mail.headers` (X-Newsletter-Tag). The event id
@@ -38,6 +40,8 @@ import logging
 import re
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
@@ -75,7 +79,8 @@ _HASHES = {"1": hashes.SHA1, "2": hashes.SHA256}
 _MAX_CERTIFICATES = 16  # SNS rotates its certificate now and then; a few URLs at most
 MAX_FETCHES = 3  # certificate fetches under way at once, whatever URLs the posts name
 _MAX_FAILURES = 256  # failed URLs remembered (the expired ones go first)
-FAILURE_SECONDS = 30.0  # SNS retries a refused post 20 s later by default: its retry fetches anew
+# SNS retries a post answered 5xx (never a 4xx) 20 s later by default: each retry fetches anew.
+FAILURE_SECONDS = 15.0
 # A network failure as urllib raises it: OSError (URLError, HTTPError, timeouts) or a malformed
 # answer (http.client.HTTPException is not an OSError).
 FETCH_ERRORS = (OSError, ValueError, http.client.HTTPException)
@@ -124,12 +129,13 @@ class Certificates:
         self.clock = clock
         self.lock = threading.Lock()
         self.keys: dict[str, rsa.RSAPublicKey] = {}
-        self.failures: dict[str, tuple[float, str]] = {}  # URL -> (until, why)
+        self.failures: dict[str, tuple[float, RefusedError]] = {}  # URL -> (until, why)
         self.pending: dict[str, threading.Event] = {}  # URL -> set when its fetch is done
 
     def key(self, url: str) -> rsa.RSAPublicKey:
         """The key of the certificate at `url` (a certificate_url), or RefusedError: 401 when
-        it cannot be had, 503 when every fetch slot is taken by other URLs."""
+        SNS has no such certificate, 503 when it cannot be had now or every fetch slot is taken
+        by other URLs (SNS retries a 5xx)."""
         while True:
             with self.lock:
                 if url in self.keys:
@@ -137,7 +143,8 @@ class Certificates:
                 failed = self.failures.get(url)
                 if failed is not None and failed[0] > self.clock():
                     within = f"{self.failure_seconds:.0f}"
-                    raise RefusedError(f"{failed[1]} (failed within {within} s, not asked again)")
+                    why = f"{failed[1].message} (failed within {within} s, not asked again)"
+                    raise RefusedError(why, failed[1].status)
                 done = self.pending.get(url)
                 if done is None:
                     if len(self.pending) >= self.slots:
@@ -154,7 +161,7 @@ class Certificates:
             key = self._load(url)
         except RefusedError as exc:
             with self.lock:
-                self._remember_failure(url, exc.message)
+                self._remember_failure(url, exc)
             raise
         else:
             with self.lock:
@@ -170,14 +177,23 @@ class Certificates:
 
     def _load(self, url: str) -> rsa.RSAPublicKey:
         try:
-            key = x509.load_pem_x509_certificate(self.fetch(url)).public_key()
+            data = self.fetch(url)
         except FETCH_ERRORS as exc:
-            raise RefusedError(f"the SNS certificate {url[:200]!r} cannot be had: {exc}") from None
+            # SNS answering 4xx has no such certificate (a made-up name); anything else is the
+            # network's fault or SNS's, so 503: SNS retries a 5xx and drops a post answered 4xx.
+            code = exc.code if isinstance(exc, urllib.error.HTTPError) else 0
+            status = 401 if 400 <= code < 500 else 503
+            why = f"the SNS certificate {url[:200]!r} cannot be had: {exc}"
+            raise RefusedError(why, status) from None
+        try:
+            key = x509.load_pem_x509_certificate(data).public_key()
+        except ValueError:
+            raise RefusedError(f"{url[:200]!r} is not a PEM certificate") from None
         if not isinstance(key, rsa.RSAPublicKey):
             raise RefusedError("the SNS certificate's key is not RSA")
         return key
 
-    def _remember_failure(self, url: str, why: str) -> None:
+    def _remember_failure(self, url: str, why: RefusedError) -> None:
         now = self.clock()
         if len(self.failures) >= _MAX_FAILURES:
             self.failures = {u: f for u, f in self.failures.items() if f[0] > now}
@@ -311,8 +327,6 @@ def _tag(mail: dict[str, object]) -> str:
 
 def fetch_https(url: str) -> bytes:
     """GET `url` (callers pass only SNS URLs), 64 KiB at most, in 10 seconds."""
-    import urllib.request
-
     with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 (https SNS host only)
         data: bytes = answer.read(65536)
     return data

@@ -2,7 +2,8 @@
 
 A provider answers only when its key is configured (404 otherwise, as for any unknown path).
 The request is verified by the provider's module (webhooks/) before its body is parsed; a forged
-or stale one is refused with a bare 401 or 400 and the reason goes to the server log only. A
+or stale one is refused with a bare 401 or 400 and the reason goes to the server log only (a
+503 when the fault is on our side, as an SES certificate that cannot be fetched now). A
 verified request is applied on the process's one outbox connection (the same policy, rates and
 suppressions as `newsletter bounces`) and answered 200, replays included: a provider retries
 anything else, and a replay was already applied once.
@@ -115,9 +116,12 @@ class Webhooks:
                 reader.read, request.headers, body, now, limiter=self.limiter
             )
         except RefusedError as exc:
-            log.warning("webhook %s refused: %s", provider, exc.message)
+            # A 5xx is ours to mend (a fetch that failed, fetches all busy): the provider retries.
+            verdict = "refused" if exc.status < 500 else f"not taken now ({exc.status})"
+            log.warning("webhook %s %s: %s", provider, verdict, exc.message)
             request.state.event = "webhook-refused"
-            return PlainTextResponse("refused\n", exc.status, headers=NO_STORE)
+            answer = "refused\n" if exc.status < 500 else "try again later\n"
+            return PlainTextResponse(answer, exc.status, headers=NO_STORE)
 
         def apply(ob: Database) -> list[str]:
             policy = Policy(ob, self.settings.bounces, self.keys)
