@@ -69,10 +69,8 @@ _HUGO_CALLOUTS = frozenset({"notice", "callout", "alert", "admonition", "hint"})
 # Liquid tags that fill in the site's own files, addresses or embeds (Jekyll plugins' youtube,
 # vimeo, tweet, gist) inside running text. Any other tag in a sentence is a weekly writing about
 # templates (a lone `{% for %}` would stop the site's own build): it is shown as written.
-_INLINE_LIQUID = frozenset(
-    {"include", "include_relative", "render", "link", "post_url", "youtube", "vimeo", "tweet"}
-    | {"gist", "twitter"}
-)
+_INLINE_LIQUID = frozenset({"include", "include_relative", "render", "link", "post_url"})
+_INLINE_LIQUID |= {"youtube", "vimeo", "tweet", "twitter", "gist"}
 # The data Jekyll and Eleventy give a page's expressions: `{{ site.version }}` reads the site.
 _SITE_DATA = frozenset(
     {"site", "page", "layout", "include", "paginator", "jekyll", "eleventy", "collections"}
