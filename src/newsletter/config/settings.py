@@ -37,6 +37,7 @@ from newsletter.config.configfile import POSTGRES_SCHEMES, SQLITE_SCHEME, read_c
 from newsletter.config.dburl import check_unambiguous
 from newsletter.errors import ConfigError
 from newsletter.fields import DEFAULT_LIST as DEFAULT_LIST
+from newsletter.i18n import translation_problem
 
 
 class SettingsTable(BaseModel):
@@ -52,6 +53,22 @@ def check_language(value: str) -> str:
     """A BCP 47 language tag: it goes into `lang=` and the Content-Language header."""
     if not _LANGUAGE_TAG.fullmatch(value):
         raise ValueError(f"{value!r} is not a language tag such as en or zh-CN")
+    return value
+
+
+def check_newsletter_language(value: str) -> str:
+    """The newsletter's language: a tag whose words (i18n.TRANSLATED) the tool has, never one it
+    would quietly show in English."""
+    problem = translation_problem(check_language(value))
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def check_greeting(value: str) -> str:
+    """A greeting is one line: a line break or control character would break the email's."""
+    if any(ord(char) < 32 or 127 <= ord(char) < 160 for char in value):
+        raise ValueError(f"{value!r} must be one line without control characters")
     return value
 
 
@@ -97,12 +114,16 @@ def check_timezone(value: str) -> str:
 
 class NewsletterSettings(SettingsTable):
     name: str = "Newsletter"
-    language: Annotated[str, AfterValidator(check_language)] = "en"
+    language: Annotated[str, AfterValidator(check_newsletter_language)] = "en"
     sender: Annotated[str, AfterValidator(check_mailbox)] = "Newsletter <newsletter@example.org>"
     reply_to: Annotated[str, AfterValidator(check_mailbox)] = ""  # the Reply-To header, if any
     # The mailto: in List-Unsubscribe (default: the sender); the token rides in its subject.
     unsubscribe_email: Annotated[str, AfterValidator(check_mailbox)] = ""
     base_url: Annotated[str, AfterValidator(check_base_url)] = "http://127.0.0.1:8025"
+    # The line above each issue's intro, `{name}` the reader's name: "auto" (the language's
+    # words, "Hi {name},", unless the intro opens with a greeting of its own), "" for none, or
+    # the editor's own ("Dear {name},"). An issue's `greeting:` overrides it.
+    greeting: Annotated[str, AfterValidator(check_greeting)] = "auto"
     greeting_fallback: str = "friend"
     sample_name: str = "Sample Reader"
     sample_email: str = "reader@example.org"
@@ -125,7 +146,9 @@ class RenderSettings(SettingsTable):
     # What inlines the CSS into the HTML part: css-inline (fast, the default) or premailer.
     inliner: Literal["css-inline", "premailer"] = "css-inline"
     # Section and item numbers: "chinese" (一、, and items from 0、), "decimal" (from 1), "none";
-    # "auto" is chinese for a Chinese newsletter, decimal otherwise.
+    # "auto" is chinese for a Chinese newsletter, none otherwise (an English weekly that numbers
+    # nothing gets no numbers; "decimal" forces them). An issue's `numbering:` wins, and an
+    # issue whose titles carry their own numbers gets none added.
     numbering: Literal["auto", "chinese", "decimal", "none"] = "auto"
 
 
