@@ -17,7 +17,7 @@ MAX_LINES = 400
 # docs/layout.md: each layer may import the layers above it, and within a layer only its own
 # package. The shared ground first, the command line last.
 LAYERS: list[set[str]] = [
-    {"errors", "markup", "formats", "fields", "links"},
+    {"errors", "distribution", "markup", "formats", "fields", "links", "days"},
     {"state"},
     {"silence"},
     {"i18n"},

@@ -58,7 +58,8 @@ def diff(
 
     Both versions are read from git (nothing is checked out), each with the templates,
     newsletter.toml and images it had. Colour on a terminal; NO_COLOR turns it off. The
-    screenshots need the shots extra (pip install 'newsletter[shots]') and a Chromium; they
+    screenshots need the shots extra and a Chromium (without them, the last line names the
+    command that adds them to this install: pip, pipx inject or uv tool); they
     are taken with the network shut: a remote image shows as blocked.
     """
     if len(revisions) > 2:
@@ -132,7 +133,8 @@ def shots(
 ) -> None:
     """Screenshots of an issue as readers see it: PNG files at 375 and 680 px wide, light and
     dark, taken in headless Chromium with the network shut (a remote image shows as blocked).
-    One line per file written. Needs pip install 'newsletter[shots]' and a Chromium."""
+    One line per file written. Needs the shots extra and a Chromium: without them, the error
+    names the command that adds them to this install (pip, pipx inject or uv tool)."""
     missing = shots_missing(chromium)
     if missing is not None:
         raise ShotsError(f"no screenshots: {missing}")

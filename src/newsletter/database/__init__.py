@@ -13,7 +13,8 @@ database: `roster` (subscribers), `consent` (the ledger), `claims` (one confirma
 mailbox), `forgotten` (people erased on request), `site_mail` (the worker's queue). What readers
 read: `clicks`, `sent_links` (the links each tracked send carried), `send_figures`. The editor's
 day: `test_sends` (a staging list's tests, one row each), `schedules` (sends booked for later).
-Providers' webhook events: `webhook_events` (each id applied once).
+Providers' webhook events: `webhook_events` (each id applied once), `webhook_tokens` (a
+signature's token good for one request).
 A store of a later feature is a class of its own over `database.backend`, composed here too.
 """
 
@@ -60,6 +61,7 @@ from newsletter.database.subjecttests import SubjectTests
 from newsletter.database.suppressions import Suppressions
 from newsletter.database.testsends import TestSends
 from newsletter.database.webhookevents import WebhookEvents
+from newsletter.database.webhooktokens import WebhookTokens
 from newsletter.errors import DatabaseError
 from newsletter.state.statefiles import private_folder
 
@@ -114,6 +116,7 @@ class Database:
         self.schedules = Schedules(backend)
         self.heartbeats = Heartbeats(backend)
         self.webhook_events = WebhookEvents(backend)
+        self.webhook_tokens = WebhookTokens(backend)
         self.enrolments = Enrolments(backend)
         self.subject_tests = SubjectTests(backend)
 
