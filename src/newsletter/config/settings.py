@@ -125,8 +125,12 @@ class NewsletterSettings(SettingsTable):
     # words, "Hi {name},", unless the intro opens with a greeting of its own), "" for none, or
     # the editor's own ("Dear {name},"). An issue's `greeting:` overrides it.
     greeting: Annotated[str, AfterValidator(check_greeting)] = "auto"
+    # The name the greeting gives a reader the list has no name for ("Hi friend,"), and the one
+    # the web archive's copy of an issue greets.
     greeting_fallback: str = "friend"
+    # The name of the sample reader `preview` and `build` fill each issue for.
     sample_name: str = "Sample Reader"
+    # The sample reader's address, in its To: and its links (no mail is sent to it).
     sample_email: str = "reader@example.org"
     # Where the newsletter's days begin and end (Asia/Shanghai); empty: the machine's zone.
     timezone: Annotated[str, AfterValidator(check_timezone)] = ""
@@ -244,7 +248,10 @@ class RelaySettings(SettingsTable):
 
 
 class SmtpSettings(SettingsTable):
+    # The mail server the issues go out through (the default: `newsletter mailbox`, the local
+    # capture server, which delivers nothing).
     host: str = "127.0.0.1"
+    # Its port: 587 (STARTTLS) or 465 (TLS) at a provider; 1025 is `newsletter mailbox`'s.
     port: Annotated[int, Field(ge=1, le=65535)] = 1025
     security: Literal["starttls", "tls", "none"] = "starttls"
     username: str = ""
@@ -371,7 +378,8 @@ class WebhooksSettings(SettingsTable):
 class ServeSettings(SettingsTable):
     # Where `newsletter serve` listens, behind the TLS proxy at base_url.
     host: str = "127.0.0.1"
-    port: Annotated[int, Field(ge=0, le=65535)] = 8025  # 0 picks a free port
+    # The port it listens on there (0 picks a free one).
+    port: Annotated[int, Field(ge=0, le=65535)] = 8025
     # The web archive shows only the issues "sent" to a subscriber list (a draft stays private;
     # a staging send makes its page reachable, not listed), or "all" issue files. "sent" by
     # default: `newsletter new`'s empty draft was public at once (issue 29).
@@ -444,8 +452,12 @@ class BouncesSettings(SettingsTable):
     # Understood reports are moved to this folder; "" flags them (Seen and a keyword) instead.
     processed: str = "Newsletter-Processed"
     soft_limit: Annotated[int, Field(ge=1)] = 3  # soft bounces in a row that suppress
-    max_hard_rate: Annotated[float, Field(ge=0, le=1)] = 0.05  # of a run's attempts: stop
-    max_complaint_rate: Annotated[float, Field(ge=0, le=1)] = 0.001  # of a run's attempts: stop
+    # A send stops (exit 4) when this run's hard bounces pass this share of its answered
+    # messages (5 %), once it has min_sample of them.
+    max_hard_rate: Annotated[float, Field(ge=0, le=1)] = 0.05
+    # A send stops (exit 4) when this run's complaints pass this share of its answered
+    # messages (0.1 %), once it has min_sample of them.
+    max_complaint_rate: Annotated[float, Field(ge=0, le=1)] = 0.001
     min_sample: Annotated[int, Field(ge=1)] = 100  # attempts before the rates apply
 
 
