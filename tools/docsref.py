@@ -69,7 +69,8 @@ def source_comments(path: Path) -> dict[tuple[str, str], str]:
 
 def template_comments(path: Path) -> dict[tuple[str, str], str]:
     """(table, key) -> the comment lines right above `key =` in the config init writes."""
-    table, found, spoken = "", {}, False
+    table, spoken = "", False
+    found: dict[tuple[str, str], str] = {}
     comment: list[str] = []
     for raw in path.read_text(encoding="utf-8").splitlines():
         line = raw.strip()
