@@ -145,3 +145,22 @@ def test_a_template_never_ejected_cannot_be_followed_or_compared(newsletter_proj
     assert code == 1
     assert err.startswith("error: templates/email/ejected.toml: issue.txt was never ejected")
     assert "Traceback" not in err
+
+
+def test_a_damaged_record_is_one_error_naming_it(newsletter_project: Path) -> None:
+    assert run("templates", "eject", "issue.txt")[0] == 0
+    record = newsletter_project / "templates" / "email" / "ejected.toml"
+    record.write_text('[templates."issue.txt"]\nversion = 1\n', encoding="utf-8")
+    code, _, err = run("check", "--issue", "1")
+    assert code == 1
+    assert err.splitlines()[-2:] == [
+        'error: templates/email/ejected.toml: [templates."issue.txt"] needs version, sha256 and'
+        " day (strings)",
+        "hint: Take the copy again (`newsletter templates eject --force NAME`): it writes the"
+        " entry.",
+    ]
+    record.write_text("[templates\n", encoding="utf-8")
+    code, _, err = run("templates")
+    assert code == 1
+    assert err.startswith("error: templates/email/ejected.toml: ")
+    assert "Traceback" not in err
