@@ -100,9 +100,7 @@ PAGES: dict[str, dict[str, str]] = {
         ),
         "not_found_title": "页面不存在",
         "not_found_lead": "找不到这个页面。",
-        "signup_off_title": "本站未开放订阅",
-        "signup_off_lead": "没有列表接受订阅。编辑请在 newsletter.toml 的列表下设置"
-        " signup = true（例如 {table}），然后重启 newsletter serve。",
+        "signup_off_lead": "本站尚未开放订阅。",
         "bad_request_title": "请求无效",
         "bad_request_lead": "服务器无法处理这个请求。",
         "too_large_title": "请求过大",
@@ -211,9 +209,7 @@ PAGES: dict[str, dict[str, str]] = {
         "unsubscribe you.",
         "not_found_title": "Page not found",
         "not_found_lead": "There is no page at this address.",
-        "signup_off_title": "Signup is off",
-        "signup_off_lead": "No list of this newsletter takes signups. Editor: set signup = true"
-        " under a list in newsletter.toml (e.g. {table}) and restart newsletter serve.",
+        "signup_off_lead": "This newsletter takes no signups yet.",
         "bad_request_title": "Bad request",
         "bad_request_lead": "The server cannot handle this request.",
         "too_large_title": "Request too large",

@@ -222,13 +222,12 @@ class SignupPages:
 
     def _off(self) -> HTMLResponse:
         """The 404 of a site with no list taking signups: it names the setting that opens
-        them, for the editor who tries /signup before setting it (issue 41)."""
-        lead = self.words["signup_off_lead"].replace(
-            "{table}", f"[lists.{_open_first(self.settings)}]"
-        )
-        html = render_page(
-            "problem.html", self.settings, title=self.words["signup_off_title"], lead=lead
-        )
+        them (in the config's words, the same in every language), for the editor who tries
+        /signup before setting it (issue 41)."""
+        table = f"[lists.{_open_first(self.settings)}]"
+        lead = f"{self.words['signup_off_lead']} (newsletter.toml, {table}: signup = true)"
+        title = self.words["not_found_title"]
+        html = render_page("problem.html", self.settings, title=title, lead=lead)
         return HTMLResponse(html, 404, NO_STORE)
 
     def _page(self, status: int = 200, *, problem: str = "", email: str = "") -> HTMLResponse:
