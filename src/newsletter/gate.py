@@ -121,6 +121,7 @@ def inspect_send(
         *spam_findings(spam),
         *(report.findings if report else []),
         *list_findings(settings, list_name),
+        *sent_findings(context, number, list_name, draft),
     ]
     findings.sort(key=lambda f: f.level != "error")
     return SendVerdict(
@@ -141,6 +142,31 @@ def inspect_send(
 
 
 _ROWS_NAMED = 5
+
+
+def sent_findings(
+    context: CommandContext, number: int, list_name: str, draft: Draft
+) -> list[Finding]:
+    """An issue that went to this real list and has changed since: readers have the text the
+    send recorded, and the archive will show the file's. A warning, never an error: fixing a
+    typo for the archive is the editor's right; a sample signed with a throwaway key differs
+    every time, so it is not compared."""
+    database = context.existing_database()
+    if database is None or draft.ephemeral_key:
+        return []
+    print_ = fingerprint(draft.message)
+    day = context.first_sent().get(number)  # the newsletter's own day, as the email shows it
+    return [
+        Finding(
+            "warning",
+            "sent",
+            f"issue {number} went to {sent.list_name} on {day or sent.sent_at.date()};"
+            " readers have that text; the archive will show this one"
+            f" (`newsletter diff --issue {number}` shows what changed)",
+        )
+        for sent in database.sent_issues.of(number)
+        if sent.list_name == list_name and sent.fingerprint != print_
+    ]
 
 
 def list_findings(settings: Settings, list_name: str) -> list[Finding]:

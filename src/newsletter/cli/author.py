@@ -23,7 +23,7 @@ from newsletter.config.configfile import CONFIG_NAME
 from newsletter.config.settings import DEFAULT_LIST, Settings
 from newsletter.context import CommandContext
 from newsletter.draft import Draft, review, write_files
-from newsletter.errors import IssueError, Problem, display_path
+from newsletter.errors import IssueError, NewsletterError, Problem, display_path
 from newsletter.gate import inspect_send
 from newsletter.issues import issue_path
 from newsletter.issues.skeleton import start_issue, write_skeleton
@@ -113,6 +113,8 @@ def build(
 
     With --site DIR, also write the web archive that `newsletter serve` shows (index.html,
     issues/N/index.html, unsubscribe/index.html) for any static host; --issue is then optional.
+    An issue file that does not load is left out of it, named with its file, line and fault:
+    every other page is written, and the command exits 1.
     """
     settings = context.settings
     if number is None and site is None:
@@ -124,14 +126,26 @@ def build(
     if site is not None:
         from newsletter.web.site.archive import write_site
 
-        written = write_site(settings, site, context.existing_database())
-        pages = [path for path in written if path.suffix == ".html"]
-        images = sum(1 for path in written if path.suffix not in (".html", ".xml"))
+        built = write_site(settings, site, context.existing_database())
+        pages = [path for path in built.written if path.suffix == ".html"]
+        images = sum(1 for path in built.written if path.suffix not in (".html", ".xml"))
         click.echo(
             f"{display_path(site)}/  web archive: {len(pages)} pages"
             f" ({len(pages) - 2} issue(s), the index and how-to-unsubscribe)"
             + (f", feed.xml and {images} image(s)" if images else " and feed.xml")
         )
+        if built.left_out:
+            # Built, yet not what was asked for: exit 1, so a deploy step after it does not
+            # publish an archive that lost a page its emails link.
+            numbers = ", ".join(str(number) for number, _ in built.left_out)
+            fail(
+                NewsletterError(
+                    "\n".join(exc.message for _, exc in built.left_out),
+                    hint=f"Left out of the archive: issue(s) {numbers} (no page, index line or "
+                    "feed entry; a page an earlier build wrote is left as it was). Every other "
+                    "page was written. Fix the lines named above and build again.",
+                )
+            )
         click.echo(f"publish it at {settings.newsletter.base_url} (newsletter.base_url)")
 
 

@@ -55,6 +55,7 @@ from newsletter.database.roster import Roster
 from newsletter.database.schedules import Schedules
 from newsletter.database.schema import LATEST, MIGRATIONS, Migration
 from newsletter.database.sendfigures import SendFigures
+from newsletter.database.sentissues import SentIssue, SentIssues
 from newsletter.database.sentlinks import SentLinks
 from newsletter.database.sqlite import BUSY_TIMEOUT, SqliteBackend
 from newsletter.database.subjecttests import SubjectTests
@@ -85,6 +86,7 @@ __all__ = [
     "PlanResult",
     "Planned",
     "PlannedRow",
+    "SentIssue",
     "Suppression",
     "Worker",
     "database_exists",
@@ -111,6 +113,7 @@ class Database:
         self.site_mail = SiteMailQueue(backend)
         self.clicks = Clicks(backend)
         self.sent_links = SentLinks(backend)
+        self.sent_issues = SentIssues(backend)
         self.send_figures = SendFigures(backend)
         self.test_sends = TestSends(backend, self.deliveries, self.plans)
         self.schedules = Schedules(backend)

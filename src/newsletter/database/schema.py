@@ -477,6 +477,21 @@ CREATE TABLE IF NOT EXISTS webhook_tokens (
 CREATE INDEX IF NOT EXISTS webhook_tokens_stamp ON webhook_tokens (stamp);
 """
 
+# What a real list's send of an issue went out as (sentissues.py): the sample reader's subject,
+# preheader, text and HTML parts and links, kept from the first send on, so that `check`, `send`
+# and `diff` can say an edited issue is not what readers have, without git. No reader's data:
+# the sample recipient is the config's made-up one.
+_SENT_ISSUES = """
+CREATE TABLE IF NOT EXISTS sent_issues (
+    issue       INTEGER NOT NULL,
+    list        TEXT    NOT NULL,
+    sent_at     TEXT    NOT NULL,
+    fingerprint TEXT    NOT NULL,
+    version     TEXT    NOT NULL,
+    PRIMARY KEY (issue, list)
+);
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         1,
@@ -576,6 +591,12 @@ MIGRATIONS: list[Migration] = [
         "provider webhook signature tokens, each good for one request",
         sqlite=_WEBHOOK_TOKENS.format(real="REAL"),
         postgres=_WEBHOOK_TOKENS.format(real="DOUBLE PRECISION"),
+    ),
+    Migration(
+        19,
+        "what each issue went to a real list as",
+        sqlite=_SENT_ISSUES,
+        postgres=_SENT_ISSUES,
     ),
 ]
 

@@ -38,6 +38,12 @@ _MARKS = (("{{<", ">}}"), ("{{%", "%}}"), ("{%", "%}"))
 # Liquid's paired code tags: their lines are code, kept as written.
 _CODE_PAIRS = {"highlight": "endhighlight", "raw": "endraw"}
 _HUGO_CODE = frozenset({"highlight", "code"})
+# Inside a sentence, a Liquid-looking tag is read as one only when a site fills content in with
+# it: a weekly about templates writes `{% for x in xs %}` or `{% raw %}` in prose as its subject,
+# and Jekyll would never have let such a tag through unescaped (tests/test_markers.py).
+_INLINE_LIQUID = frozenset(
+    {"include", "include_relative", "link", "post_url", "youtube", "vimeo", "tweet", "gist"}
+)
 
 
 def tag_at(text: str, start: int) -> tuple[dict[str, Any], int] | None:
@@ -134,6 +140,8 @@ def _inline_rule(state: StateInline, silent: bool) -> bool:
         return False
     found = tag_at(state.src, state.pos)
     if found is None or found[1] > state.posMax:
+        return False
+    if found[0]["family"] == "liquid" and found[0]["name"] not in _INLINE_LIQUID:
         return False
     if not silent:
         token = state.push("generator", "", 0)
