@@ -92,3 +92,42 @@ def test_serve_local_on_a_staging_list_names_its_own_address(tmp_path: Path) -> 
         )
         code, _, err = served.stop()
     assert code == 0, err
+
+
+def test_serve_local_is_refused_while_a_worker_would_send_its_mail(tmp_path: Path) -> None:
+    """A worker running on the project would send the confirmations with base_url's links:
+    serve --local, which sends them with its own, takes the worker's lock or stops."""
+    project = init_project(tmp_path, "--base-url", "https://news.example.org")
+    open_signup(project)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "newsletter", "worker"],
+        cwd=project,
+        env=clean_environment(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert worker.stderr is not None
+        assert worker.stderr.readline().startswith("Worker started")  # it holds the lock
+        done = subprocess.run(
+            [sys.executable, "-m", "newsletter", "serve", "--local", "--port", "0"],
+            cwd=project,
+            env=clean_environment(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
+    assert done.returncode == 1
+    errors = done.stderr.splitlines()
+    assert errors[0] == (
+        f"error: serve --local: another `newsletter worker` runs on this project (pid {worker.pid})"
+    )
+    assert errors[1].startswith("hint: Stop it first: serve --local sends the site's mail itself")
+    assert "Traceback" not in done.stderr
+    assert "Serving" not in done.stderr  # it never said it serves

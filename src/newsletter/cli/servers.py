@@ -127,18 +127,6 @@ def serve(settings: Settings, host: str | None, port: int | None, local: bool) -
     settings = settings.model_copy(
         update={"newsletter": settings.newsletter.model_copy(update={"base_url": address})}
     )
-    click.echo(
-        f"Serving the reader flow locally at {address}/ (every link and site mail uses it,"
-        f" not base_url {public})",
-        err=True,
-    )
-    click.echo(_signup_line(settings, local=True), err=True)
-    click.echo(
-        f"Site mail goes out from here through {settings.smtp.host}:{settings.smtp.port}"
-        + (" (the capture server: `newsletter mailbox`)" if _loopback(settings.smtp.host) else "")
-        + "  (Ctrl-C to stop)",
-        err=True,
-    )
 
     def log(line: str) -> None:
         click.echo(printable(line))
@@ -152,6 +140,22 @@ def serve(settings: Settings, host: str | None, port: int | None, local: bool) -
                 hint="Stop it first: serve --local sends the site's mail itself, with the local"
                 " address in its links.",
             ) from None
+        click.echo(
+            f"Serving the reader flow locally at {address}/ (every link and site mail uses it,"
+            f" not base_url {public})",
+            err=True,
+        )
+        click.echo(_signup_line(settings, local=True), err=True)
+        click.echo(
+            f"Site mail goes out from here through {settings.smtp.host}:{settings.smtp.port}"
+            + (
+                " (the capture server: `newsletter mailbox`)"
+                if _loopback(settings.smtp.host)
+                else ""
+            )
+            + "  (Ctrl-C to stop)",
+            err=True,
+        )
         serve_site(settings, sock)
 
 
