@@ -264,3 +264,18 @@ def test_make_docs_site_keeps_a_site_to_open(tmp_path: Path) -> None:
     development = (ROOT / "docs" / "guide" / "development.md").read_text(encoding="utf-8")
     assert "make docs-site" in development
     assert "make docs-serve" in development
+
+
+def test_readme_starts_a_newsletter_in_one_install_line_init_mailbox_and_a_test_send() -> None:
+    section = README.split("## Start your own newsletter\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#", 1)[0].strip() for line in block.splitlines()]
+    assert commands == [
+        "pipx install git-newsletter",  # the distribution's name; the command is `newsletter`
+        "newsletter init mynews --yes && cd mynews",
+        "newsletter mailbox &",
+        "newsletter send --issue 1 --list staging",
+    ]
+    words = " ".join(section.split())
+    assert 'If pipx ends with "not on your PATH", run `pipx ensurepath`' in words
+    assert "`newsletter serve --local`" in words
