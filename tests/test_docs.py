@@ -216,6 +216,39 @@ def test_the_help_of_a_key_is_its_comment_in_the_model(tmp_path: Path) -> None:
     }
 
 
+def test_no_two_keys_of_a_table_share_one_description() -> None:
+    """Issue 41: `greeting_fallback`, `sample_name` and `sample_email` all read "The line above
+    each issue's intro ... greeting = "auto" The greeting's word ...": one comment over three
+    keys (and a commented-out key's) in the config init writes. Each key says what it is."""
+    page = DOCSREF.config_reference()
+    for header, _model, _ in DOCSREF.tables():
+        section = page.split(f"## `[{header}]`\n", 1)[1].split("\n## ", 1)[0]
+        rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `")]
+        helps = [row[-1] for row in rows]
+        shared = {h for h in helps if helps.count(h) > 1}
+        assert not shared, f"[{header}]: {sorted(r[0] for r in rows if r[-1] in shared)}"
+    assert '| `sample_email` | string | `"reader@example.org"` | The sample reader\'s' in page
+
+
+def test_a_key_shown_commented_out_ends_the_comment_above_it(tmp_path: Path) -> None:
+    config = tmp_path / "newsletter.toml"
+    config.write_text(
+        "[newsletter]\n"
+        "# The greeting line.\n"
+        '# greeting = "auto"\n'
+        "# The fallback name.\n"
+        "greeting_fallback = $greeting_toml\n"
+        "sample_name = $sample_toml\n",
+        encoding="utf-8",
+    )
+    assert DOCSREF.template_comments(config) == {
+        ("newsletter", "greeting"): "The greeting line.",
+        ("newsletter", "greeting_fallback"): "The fallback name.",
+        # A comment speaks for the keys right under it too.
+        ("newsletter", "sample_name"): "The fallback name.",
+    }
+
+
 def test_every_exit_code_of_send_is_documented() -> None:
     command = cli.get_command(click.Context(cli), "send")
     assert command is not None

@@ -20,10 +20,10 @@ LAYERS: list[set[str]] = [
     {"errors", "distribution", "markup", "formats", "fields", "links", "days"},
     {"state"},
     {"silence"},
+    {"i18n"},
     {"config"},
     {"content"},
     {"models"},
-    {"i18n"},
     {"issues", "setup"},
     {"importers"},
     {"rendering"},
@@ -153,6 +153,8 @@ ONE_LONG_CONCEPT: dict[str, str] = {
     "together",
     "mail.message": "one message's bytes: every header field and both parts, checked and filled "
     "per reader on the send's hot path",
+    "i18n": "the tool's own words, every surface in every language it has, side by side: a "
+    "translator's one file, longer with each language",
     "database.schema": "the database's history: every table of every migration, in order, for both "
     "backends (a migration once shipped is never edited)",
 }

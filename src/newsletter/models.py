@@ -183,6 +183,8 @@ class Issue(Frozen):
     cover: Image | None = None
     # This issue's numbering, over [render] numbering: "none" where its titles carry their own.
     numbering: Literal["chinese", "decimal", "none"] | None = None
+    # This issue's greeting, over [newsletter] greeting: "auto", "" (none) or `Dear {name},`.
+    greeting: Annotated[str, AfterValidator(check_text)] | None = None
     intro: Content = ()
     outro: Content = ()
     sections: list[Section] = Field(default_factory=list)

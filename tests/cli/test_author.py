@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from newsletter.cli.main import cli
 from support.project import publish_all
+from support.weeklies import ENGLISH, add_weekly
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -140,6 +141,49 @@ def test_missing_issue_lists_what_exists(project: Path) -> None:
     code, _, err = run("build", "--issue", "15")
     assert code == 1
     assert "error: issues/15.yaml: no such issue (issues: 14)" in err
+
+
+def test_a_missing_issue_in_a_markdown_project_is_named_as_its_md_file(project: Path) -> None:
+    # Issue 41: a Markdown project's missing issue 3 was reported as issues/3.yaml.
+    add_weekly(project, ENGLISH)
+    (project / "issues" / "14.yaml").unlink()
+    code, _, err = run("check", "--issue", "3")
+    assert code == 1
+    assert err.splitlines() == [
+        "error: issues/3.md: no such issue (issues: 580)",
+        "hint: Create issues/3.md or pick a listed issue.",
+    ]
+
+
+def test_check_without_issue_checks_the_newest_and_says_so(project: Path) -> None:
+    # Issue 41: `check` with no --issue was a usage error; it takes the newest issue now.
+    shutil.copy(project / "issues" / "14.yaml", project / "issues" / "9.yaml")
+    (project / "issues" / "9.yaml").write_text(
+        (project / "issues" / "9.yaml")
+        .read_text(encoding="utf-8")
+        .replace("number: 14", "number: 9"),
+        encoding="utf-8",
+    )
+    code, out, err = run("check")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "checking issue 14, the newest (issues/14.yaml); --issue N checks another"
+    assert lines[-1].startswith("issue 14: 0 error(s)")
+    # A document on stdout stays the document alone: the line goes to stderr with the summary.
+    code, out, err = run("check", "--format", "json")
+    assert code == 0, err
+    assert out.startswith("[") or out.startswith("{")
+    assert err.splitlines()[0].startswith("checking issue 14, the newest")
+
+
+def test_check_without_issue_in_an_empty_project_is_a_clear_error(project: Path) -> None:
+    (project / "issues" / "14.yaml").unlink()
+    code, _, err = run("check")
+    assert code == 1
+    assert err.splitlines() == [
+        "error: issues: has no issue yet",
+        'hint: Write issues/1.md (the manual, "Issue files"), or give --issue N.',
+    ]
 
 
 @pytest.mark.slow

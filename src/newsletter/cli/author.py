@@ -25,7 +25,7 @@ from newsletter.context import CommandContext
 from newsletter.draft import Draft, review, write_files
 from newsletter.errors import IssueError, NewsletterError, Problem, display_path
 from newsletter.gate import inspect_send
-from newsletter.issues import issue_path
+from newsletter.issues import issue_path, newest_issue
 from newsletter.issues.skeleton import start_issue, write_skeleton
 from newsletter.rendering.clip import GMAIL_CLIP
 
@@ -63,8 +63,9 @@ def new(settings: Settings, number: int | None, start_from: int | None) -> None:
     """Write the next issue file and print its path; it opens nothing.
 
     The file gets the next number, today's date (in [newsletter] timezone, else the
-    machine's), the last issue's title with the number moved on, and its sections with no
-    items, in its format (Markdown or YAML). An issue that exists is never overwritten.
+    machine's), the last issue's title with the number moved on (its subtitle, after ":" or
+    " - ", left behind: it was that week's), and its sections with no items, in its format
+    (Markdown or YAML). An issue that exists is never overwritten.
     """
     skeleton = start_issue(
         settings.issues_dir,
@@ -160,7 +161,9 @@ def _build_issue(context: CommandContext, number: int, list_name: str, out: Path
 
 
 @click.command()
-@click.option("--issue", "number", type=int, default=None, help="Issue number.")
+@click.option(
+    "--issue", "number", type=int, default=None, help="Issue number (default: the newest)."
+)
 @click.option(
     "--archive",
     is_flag=True,
@@ -194,7 +197,8 @@ def check(
     online: bool | None,
     output: Format,
 ) -> None:
-    """Pre-send checks. Exit 0: no errors (warnings allowed); 1: errors.
+    """Pre-send checks of an issue (without --issue: the newest, named on the first line).
+    Exit 0: no errors (warnings allowed); 1: errors.
 
     Warnings the issue file silences (its `silence:` key) are counted and named, not shown;
     errors are never silenced. An image without alt text is a warning; `[check] alt_text =
@@ -217,8 +221,14 @@ def check(
         from newsletter.cli.archivelinks import report_archive
 
         sys.exit(report_archive(settings))
+    summary = output in ("json", "sarif")
     if number is None:
-        raise click.UsageError("Missing option '--issue' (or --archive).")
+        number = newest_issue(settings.issues_dir)
+        newest = display_path(issue_path(settings.issues_dir, number))
+        click.echo(
+            f"checking issue {number}, the newest ({newest}); --issue N checks another",
+            err=summary,
+        )
     issue_file = display_path(issue_path(settings.issues_dir, number))
     try:
         verdict = inspect_send(context, number, list_name, online=online)
@@ -240,7 +250,6 @@ def check(
         _write_findings(output, verdict.findings, notes, issue_file)
     # The summary: after the findings on a terminal and in a CI log; on stderr when stdout
     # is a document for a program (json, sarif).
-    summary = output in ("json", "sarif")
     size = verdict.html_size
     click.echo(
         f"HTML part: {size / 1024:.1f} KB encoded ({verdict.html_encoding}), "

@@ -28,6 +28,7 @@ from newsletter.i18n import EMAIL, FONT_STACKS, strings_for
 from newsletter.models import Issue, Item, Placeholder, RenderedEmail
 from newsletter.rendering import clip
 from newsletter.rendering.htmlpart import HTML_TEMPLATE, compile_mjml, inline_css
+from newsletter.rendering.labels import greeting_line, item_number, numbering_style, section_number
 from newsletter.rendering.templatecache import COMPILED_TEMPLATES
 
 TEXT_TEMPLATE = "issue.txt"
@@ -36,7 +37,6 @@ INLINE_CSS = "inline.css"
 PREHEADER_LIMIT = 140
 # The card is 600 px wide with 28 px on either side: no image is shown wider.
 CONTENT_WIDTH = 544
-_CJK_DIGITS = "零一二三四五六七八九"
 # The words of the "the rest is online" notice, to estimate its size before it is rendered.
 _NOTICE_BYTES = 900
 
@@ -209,42 +209,6 @@ def quote_lines(text: str, prefix: str = "> ") -> str:
     return "\n".join(f"{prefix}{line}".rstrip() for line in text.split("\n"))
 
 
-def numbering_style(settings: Settings, issue: Issue | None = None) -> str:
-    """`chinese` (一、 and 0、), `decimal` (1. or 1、) or `none`; `auto` picks by language. An
-    issue's own `numbering` (front matter, or "none" where its titles carry numbers) wins."""
-    style = issue.numbering if issue is not None and issue.numbering else settings.render.numbering
-    if style == "auto":
-        return "chinese" if _is_chinese(settings.newsletter.language) else "decimal"
-    return style
-
-
-def _is_chinese(language: str) -> bool:
-    return language.lower().startswith("zh")
-
-
-def section_number(n: int, language: str, style: str = "chinese") -> str:
-    """Section `n`'s label: "一、" (chinese), "1、" or "1. " (decimal), "" (none)."""
-    if style == "none":
-        return ""
-    if style == "decimal" or not _is_chinese(language):
-        return f"{n}、" if _is_chinese(language) else f"{n}. "
-    if n < 10:
-        return f"{_CJK_DIGITS[n]}、"
-    tens, ones = divmod(n, 10)
-    word = ("" if tens == 1 else _CJK_DIGITS[tens]) + "十" + (_CJK_DIGITS[ones] if ones else "")
-    return f"{word}、"
-
-
-def item_number(index: int, language: str, style: str = "chinese") -> str:
-    """The label of a section's `index`-th titled item (from 0): "0、" (chinese, as the seed
-    numbers them), "1、"/"1. " (decimal, from 1), "" (none). Only Chinese gets 、."""
-    if style == "none":
-        return ""
-    if not _is_chinese(language):
-        return f"{index + 1}. "
-    return f"{index}、" if style == "chinese" else f"{index + 1}、"
-
-
 @dataclass(frozen=True)
 class ItemGroup:
     """Items as the templates lay them out: a compact list of title-only items, or full ones."""
@@ -342,7 +306,11 @@ def _context(issue: Issue, settings: Settings, cut: clip.Cut | None = None) -> d
         "newsletter_name": settings.newsletter.name,
         **_script(issue.language or language),
         "preheader": preheader_for(issue),
-        "text": strings_for(EMAIL, language, name=settings.newsletter.name),
+        # The greeting rides in `text` as the templates have always read it.
+        "text": {
+            **strings_for(EMAIL, language, name=settings.newsletter.name),
+            "greeting": greeting_line(issue, settings),
+        },
         "image_size": shown_size,
         "image_url": lambda image: image_url(image, base_url),
         "placeholders": {

@@ -162,15 +162,6 @@ def test_get_never_unsubscribes_and_shows_one_button_in_the_newsletters_language
     assert page.headers["cache-control"] == "no-store"
 
 
-def test_the_page_is_english_for_other_languages(project: Path) -> None:
-    with running_service(project, NEWSLETTER_NEWSLETTER__LANGUAGE="fr") as service:
-        page = httpx.get(one_click_url(service.settings))
-        assert '<html lang="en">' in page.text  # the words are English, so is the page
-        assert "Unsubscribe alice@example.net from AI系统内容推荐?" in page.text
-        done = httpx.post(one_click_url(service.settings), data=ONE_CLICK, headers=BROWSER)
-        assert ">Unsubscribed</h1>" in done.text
-
-
 BROWSER = {"accept": "text/html,application/xhtml+xml", "origin": "http://127.0.0.1"}
 
 
