@@ -7,12 +7,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import click
+import lxml.html
 import pytest
 
 from newsletter.cli.main import cli
@@ -272,3 +274,41 @@ def test_the_api_page_s_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyP
         exec(compile(block, "docs/api.md", "exec"), scope)  # noqa: S102 - the page's own code
     assert (tmp_path / "issue-1.html").read_text(encoding="utf-8").startswith("<!")
     assert scope["draft"].errors == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_make_docs_site_keeps_a_site_to_open(tmp_path: Path) -> None:
+    # issue 41: `make docs` built into a folder it deleted, leaving nothing to open.
+    site = tmp_path / "site"
+    done = subprocess.run(
+        ["make", "--no-print-directory", "docs-site", f"SITE={site}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"The manual is in {site}/: open {site}/index.html" in done.stdout
+    index = lxml.html.fromstring((site / "index.html").read_text(encoding="utf-8"))
+    hrefs = {a.get("href") for a in index.iter("a")}
+    assert any(h and h.startswith("guide/signup") for h in hrefs), hrefs
+    assert (site / "guide" / "signup" / "index.html").is_file()
+    development = (ROOT / "docs" / "guide" / "development.md").read_text(encoding="utf-8")
+    assert "make docs-site" in development
+    assert "make docs-serve" in development
+
+
+def test_readme_starts_a_newsletter_in_one_install_line_init_mailbox_and_a_test_send() -> None:
+    section = README.split("## Start your own newsletter\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#", 1)[0].strip() for line in block.splitlines()]
+    assert commands == [
+        "pipx install git-newsletter",  # the distribution's name; the command is `newsletter`
+        "newsletter init mynews --yes && cd mynews",
+        "newsletter mailbox &",
+        "newsletter send --issue 1 --list staging",
+    ]
+    words = " ".join(section.split())
+    assert 'If pipx ends with "not on your PATH", run `pipx ensurepath`' in words
+    assert "`newsletter serve --local`" in words

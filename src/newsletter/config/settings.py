@@ -421,7 +421,8 @@ class SignupSettings(SettingsTable):
     blocked_domains: list[str] = Field(default_factory=list)  # and any others (subdomains too)
     # Hours a confirmation (or address-change) link works.
     confirm_expiry: Annotated[float, Field(gt=0, le=24 * 30)] = 48.0
-    # A welcome mail (templates/email/welcome.*) once a reader confirms.
+    # One fixed welcome mail (templates/email/welcome.*) once a reader confirms; a welcome
+    # sequence (sequences/) is the editorial one (docs: Signup, "Two welcome mails").
     welcome: bool = False
     # What the form says the reader agrees to (default: the page's own words, in the
     # newsletter's language), and its version: the consent ledger keeps both's record.
