@@ -18,6 +18,7 @@ from newsletter.checks.findingformats import (
     text_line,
 )
 from newsletter.checks.lint import Finding
+from newsletter.checks.publicurl import base_url_note
 from newsletter.cli.terminal import fail, pass_context, pass_settings, sample_list_option
 from newsletter.config.configfile import CONFIG_NAME
 from newsletter.config.settings import DEFAULT_LIST, Settings
@@ -207,6 +208,9 @@ def check(
     Also scores the sample message with SpamAssassin (`spamassassin -L -t`, local rules) when
     it is installed: a warning above 0.0, an error from 5.0.
 
+    A base_url readers cannot reach (loopback, or http://) is a note here, never a failure (CI
+    checks without the server's base_url); a send to a list that is not staging refuses it.
+
     With --archive (and no --issue): the links of every issue the archive publishes, fetched
     as --online fetches them; exit 1 if any is dead.
     """
@@ -268,6 +272,11 @@ def check(
             click.echo(said + ("" if found.ok else f" ({found.fix})"), err=summary)
     if verdict.silences:
         click.echo(silenced, err=summary)
+    # Not a finding: CI checks with init's local base_url, or without the server's own.
+    staging = settings.mailing_list(list_name).staging
+    said = base_url_note(settings.newsletter.base_url, list_name, staging=staging)
+    if said:
+        click.echo(f"note: {said}", err=summary)
     click.echo(f"issue {number}: {verdict.tally()}", err=summary)
     if not verdict.passed:
         sys.exit(1)

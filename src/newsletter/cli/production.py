@@ -44,12 +44,17 @@ def doctor(settings: Settings, as_json: bool, min_free: int) -> None:
               unsubscribe and click link already sent stops working)
     base_url  https
     serve     answers at base_url/healthz, with this project's secret
+    signup    which lists readers may sign up to (none: /signup answers 404)
     smtp      connect, TLS, AUTH (nothing is sent); smtp.NAME: each [smtp.relays.NAME]
-    webhook   with [webhooks] relay: a signed event from that provider was applied
+              (SMTP on this machine in clear, as the capture server of `newsletter
+              mailbox` on port 1025, fails: production mail would not leave it)
+    webhook   with [webhooks] relay: its key is set, a signed event from it was received;
+              webhook.relay: a provider's key set that [webhooks] relay does not name
     spf, dkim, dmarc, mx   the sender's DNS, as `check --online` checks it
     database  reachable, migrations current, a SQLite file private (0600)
     worker    alive: its heartbeat in the outbox is recent
-    mailbox   [bounces] imap logs in (nothing is read or moved)
+    mailbox   [bounces] imap logs in (nothing is read or moved), or the provider's
+              webhook of [webhooks] relay is the bounce source
     disk      free space under the state folder
 
     DNS goes through [check] nameservers and no private address is fetched unless [check]
