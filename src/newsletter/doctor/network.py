@@ -44,7 +44,7 @@ _MAX_BODY = 4096  # /healthz answers a few bytes; a proxy's error page is cut he
 _DNS_DOWN = "Check the network, or name the DNS servers to ask in [check] nameservers."
 _SERVE_FIX = (
     "Run `newsletter serve` (systemctl enable --now newsletter-serve) behind the TLS proxy that"
-    " answers at base_url (the Caddyfile of `newsletter deploy systemd`)."
+    " answers at base_url (the Caddy site file `newsletter deploy systemd` writes)."
 )
 
 
