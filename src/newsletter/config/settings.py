@@ -328,6 +328,16 @@ def ip_networks(entries: list[str]) -> list[str]:
     return networks
 
 
+def check_nameservers(entries: list[str]) -> list[str]:
+    for entry in entries:
+        nameserver_address(entry)
+    return entries
+
+
+# DNS servers to ask instead of the system's resolver: "IP", "IP:PORT" or "[IPv6]:PORT".
+Nameservers = Annotated[list[str], AfterValidator(check_nameservers)]
+
+
 class WebhooksSettings(SettingsTable):
     """[webhooks]: providers' bounce and complaint events at POST /webhooks/PROVIDER. The keys
     and secrets come from the environment only (NEWSLETTER_WEBHOOK_SENDGRID_KEY, ..._RESEND_SECRET,
@@ -385,7 +395,7 @@ class SignupSettings(SettingsTable):
     # The domain check: MX or A/AAAA records looked up (false: syntax and the lists only),
     # through these nameservers ("IP" or "IP:PORT"; empty: the system's resolver).
     check_dns: bool = True
-    nameservers: list[str] = Field(default_factory=list)  # the domain check's ("IP", "IP:PORT")
+    nameservers: Nameservers = Field(default_factory=list)  # the domain check's ("IP", "IP:PORT")
     dns_timeout: Annotated[float, Field(gt=0, le=30)] = 3.0  # seconds per lookup
     refuse_disposable: bool = True  # domains on the disposable-email-domains list
     blocked_domains: list[str] = Field(default_factory=list)  # and any others (subdomains too)
@@ -398,13 +408,6 @@ class SignupSettings(SettingsTable):
     consent_text: str = ""
     # Kept with each signup; raise it when consent_text changes.
     consent_version: Annotated[str, Field(min_length=1, max_length=40)] = "1"
-
-    @field_validator("nameservers")
-    @classmethod
-    def _addresses(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            nameserver_address(entry)
-        return value
 
     @field_validator("blocked_domains")
     @classmethod
@@ -556,7 +559,7 @@ class CheckSettings(SettingsTable):
     # Hosts (and their subdomains) never fetched: sites that refuse robots.
     link_skip: list[str] = Field(default_factory=list)
     # "IP" or "IP:PORT" ("[IPv6]:PORT"); empty: the system's resolver (/etc/resolv.conf).
-    nameservers: list[str] = Field(default_factory=list)
+    nameservers: Nameservers = Field(default_factory=list)
     cache_ttl: Annotated[float, Field(ge=0)] = 3600.0  # seconds a link or DNS answer is reused
     # Seconds per DNS lookup, and per link request from connect to its last header line.
     timeout: Annotated[float, Field(gt=0)] = 5.0
@@ -566,13 +569,6 @@ class CheckSettings(SettingsTable):
     # Links (and redirects) into loopback, private, link-local or reserved addresses: refused
     # (false), all allowed (true), or allowed in the listed networks only ("10.1.0.0/16").
     allow_private: bool | list[str] = False
-
-    @field_validator("nameservers")
-    @classmethod
-    def _addresses(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            nameserver_address(entry)
-        return value
 
     @field_validator("link_skip")
     @classmethod
