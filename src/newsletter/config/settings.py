@@ -14,6 +14,7 @@ import email.utils
 import ipaddress
 import os
 import re
+import typing
 import zoneinfo
 from collections.abc import Mapping
 from enum import StrEnum
@@ -679,12 +680,37 @@ class Settings(SettingsTable):
 def load_settings(config: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Read the config file (default ./newsletter.toml, optional) and overlay the environment."""
     env = os.environ if environ is None else environ
-    raw = read_config(config, env, tables=Settings.model_fields.keys())
+    raw = read_config(config, env, tables=Settings.model_fields.keys(), is_list=is_list_setting)
     _relay_passwords(raw.data, raw.path, raw.text, env)
     try:
         return Settings.model_validate(raw.data)
     except ValidationError as exc:
         raise raw.error(exc) from None
+
+
+def is_list_setting(keys: tuple[str, ...]) -> bool:
+    """Whether the setting at `keys` (["check", "nameservers"]; a table of tables such as
+    [lists.NAME] takes its name as a key) is a list of values."""
+    model: type[BaseModel] | None = Settings
+    annotation: Any = None
+    remaining = list(keys)
+    while remaining:
+        key = remaining.pop(0)
+        if model is None:
+            return False
+        field = model.model_fields.get(key)
+        if field is None:
+            return False
+        annotation = field.annotation
+        if typing.get_origin(annotation) is dict and remaining:
+            remaining.pop(0)  # the table's own name: [lists.main], [smtp.relays.backup]
+            annotation = typing.get_args(annotation)[1]
+        model = (
+            annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel)
+            else None
+        )
+    return typing.get_origin(annotation) is list
 
 
 def _relay_passwords(data: dict[str, Any], path: Path, text: str, env: Mapping[str, str]) -> None:

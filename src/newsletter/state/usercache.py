@@ -6,8 +6,9 @@ templates and parsed them for the markers check anew: most of a render's time, a
 answer each time, since it depends only on the templates' text. That work is kept here, per
 user and not per project (a template shipped in the package is the same in every project):
 under the platform's user cache folder (platformdirs: `$XDG_CACHE_HOME/newsletter`, else
-`~/.cache/newsletter` on Linux), one file per answer, named by a hash of its key. Nothing kept here is a reader's or a secret: compiled template code and the
-line numbers of template markers.
+`~/.cache/newsletter` on Linux), one file per answer, named by a hash of its key. Nothing
+kept here is a reader's or a secret: compiled template code and the line numbers of template
+markers.
 
 Compiled code is loaded from this folder, so a folder another user could write would run their
 code: the folder is made 0700, and one that is not this user's own, or that others may write, is
