@@ -9,6 +9,9 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	# The distribution was named `newsletter` before (another project's name on the index): a
+	# venv made then still lists it, and two distributions would claim one package.
+	$(PY) -m pip uninstall --quiet --yes newsletter 2>/dev/null || true
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 

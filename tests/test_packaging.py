@@ -44,7 +44,7 @@ def build_wheel(folder: Path) -> Path:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    (wheel,) = folder.glob("newsletter-*.whl")
+    (wheel,) = folder.glob("git_newsletter-*.whl")
     return wheel
 
 
@@ -191,3 +191,35 @@ def test_the_installed_wheel_starts_and_renders_a_project_outside_the_repo(tmp_p
         assert page.status_code == 200
         assert "My Newsletter 1" in text_of(page.text)
         assert get(f"{preview}/static/preview.js").status_code == 200
+
+
+@pytest.mark.slow
+def test_a_pipx_install_is_told_to_pipx_inject_the_shots_extra(tmp_path: Path) -> None:
+    """pipx keeps the tool in its own venv, where `pip install` never reaches: the hint a
+    pipx install prints is the `pipx inject` that adds the extra (issue 41). A real pipx
+    install of the wheel (its dependencies from the package index, through pip's cache)."""
+    wheel = build_wheel(tmp_path / "dist")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEWSLETTER_", "PYTHON"))}
+    env |= {"PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "bin")}
+    pipx = Path(sys.executable).parent / "pipx"
+    done = subprocess.run(
+        [pipx, "install", str(wheel)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    newsletter = tmp_path / "bin" / "newsletter"  # the command, from the git-newsletter wheel
+    env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{env['PATH']}"
+    subprocess.run([newsletter, "init", str(tmp_path / "news"), "--yes"], env=env, check=True)
+    shots = subprocess.run(
+        [newsletter, "shots", "--issue", "1"],
+        cwd=tmp_path / "news",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shots.returncode == 1
+    hint = shots.stderr.splitlines()[-1]
+    # The extra's own requirements (from the wheel's metadata), by the distribution's name.
+    assert hint.startswith("hint: pipx inject git-newsletter 'pillow>=10' 'playwright>=1.48' "), (
+        shots.stderr
+    )

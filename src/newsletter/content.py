@@ -1,6 +1,6 @@
 """The text of an issue as typed values in; what a reader sees of it (HTML, plain text) out.
 
-Blocks (paragraphs, headings, images, quotes, lists, code, rules) hold spans (text, code,
+Blocks (paragraphs, headings, images, quotes, callouts, lists, code, rules) hold spans (text, code,
 emphasis, links, line breaks). Both issue formats get here through markup/, so a YAML summary
 and a Markdown body are the same values. The templates render the blocks; `inline_html` and
 `inline_text` render spans. Every value is checked like any other field: links absolute, images
@@ -168,6 +168,29 @@ class Quote(Value):
     blocks: Annotated[tuple[Block, ...], Field(min_length=1)]
 
 
+class Callout(Value):
+    """A site generator's container or admonition (`::: warning Title`, `!!! note "Title"`):
+    its kind as the site names it (note, tip, warning, …), its title, its body."""
+
+    kind: Literal["callout"] = "callout"
+    tone: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] = "note"
+    title: tuple[Span, ...] = ()
+    blocks: Annotated[tuple[Block, ...], Field(min_length=1)]
+
+    @property
+    def accent(self) -> str:
+        """Its colour's name in the templates: info, tip, warn or danger."""
+        return next((name for name, tones in _ACCENTS.items() if self.tone in tones), "info")
+
+
+# The kinds VuePress, VitePress, Docusaurus and MkDocs name, by the colour their sites give them.
+_ACCENTS = {
+    "tip": frozenset({"tip", "hint", "success", "check", "done"}),
+    "warn": frozenset({"warning", "caution", "attention", "important", "question", "help"}),
+    "danger": frozenset({"danger", "error", "failure", "fail", "bug"}),
+}
+
+
 class ListBlock(Value):
     """An ordered or unordered list; an entry may hold one more list, no deeper."""
 
@@ -219,7 +242,7 @@ class Table(Value):
 
 
 Block = Annotated[
-    Paragraph | Heading | Image | Quote | ListBlock | CodeBlock | Divider | Table,
+    Paragraph | Heading | Image | Quote | Callout | ListBlock | CodeBlock | Divider | Table,
     Field(discriminator="kind"),
 ]
 
@@ -246,7 +269,7 @@ def _blocks_from_markdown(value: Any) -> Any:
 
 Content = Annotated[tuple[Block, ...], BeforeValidator(_blocks_from_markdown)]
 
-for _model in (Strong, Emphasis, Strike, Anchor, Inline, Quote, ListBlock, Table):
+for _model in (Strong, Emphasis, Strike, Anchor, Inline, Quote, Callout, ListBlock, Table):
     _model.model_rebuild()
 
 
@@ -262,7 +285,7 @@ def walk_blocks(blocks: Iterable[Any]) -> Iterator[Any]:
     """Every block, nested ones included, in reading order."""
     for block in blocks:
         yield block
-        if isinstance(block, Quote):
+        if isinstance(block, Quote | Callout):
             yield from walk_blocks(block.blocks)
         elif isinstance(block, ListBlock):
             for entry in block.items:
@@ -278,7 +301,8 @@ def content_links(blocks: Iterable[Any]) -> list[str]:
     for block in walk_blocks(blocks):
         if isinstance(block, Image):
             urls += [block.href] if block.href else []
-        for span in walk_spans(getattr(block, "spans", ())):
+        spans = block.title if isinstance(block, Callout) else getattr(block, "spans", ())
+        for span in walk_spans(spans):
             if isinstance(span, Anchor):
                 urls.append(span.url)
     return urls
@@ -307,6 +331,8 @@ def content_text(blocks: Iterable[Any]) -> str:
     for block in walk_blocks(blocks):
         if isinstance(block, Paragraph | Heading):
             words.append(plain_text(block.spans))
+        elif isinstance(block, Callout) and block.title:
+            words.append(plain_text(block.title))
         elif isinstance(block, CodeBlock):
             words.append(block.text)
     return " ".join(words)

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from newsletter.checks.lint import Finding
 from newsletter.checks.spamscore import Scoring, SpamResult, spam_findings
 from newsletter.context import CommandContext
 from newsletter.draft import Draft, review
+from newsletter.errors import SubscriberListError, display_path
+from newsletter.importers.subscribers import check_list
 from newsletter.issues import issue_path
 from newsletter.rendering.clip import GMAIL_CLIP, KB
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from newsletter.config.settings import Settings
     from newsletter.preflight.run import OnlineReport
 
@@ -115,7 +116,13 @@ def inspect_send(
             database = context.existing_database()
             report = check_online(settings, draft.issue, draft.message, list_name, database)
         spam = scoring.result()
-    findings = [*draft.findings, *spam_findings(spam), *(report.findings if report else [])]
+    findings = [
+        *draft.findings,
+        *spam_findings(spam),
+        *(report.findings if report else []),
+        *list_findings(settings, list_name),
+        *sent_findings(context, number, list_name, draft),
+    ]
     findings.sort(key=lambda f: f.level != "error")
     return SendVerdict(
         number=number,
@@ -132,6 +139,67 @@ def inspect_send(
         fingerprint=fingerprint(draft.message),
         draft=draft,
     )
+
+
+_ROWS_NAMED = 5
+
+
+def sent_findings(
+    context: CommandContext, number: int, list_name: str, draft: Draft
+) -> list[Finding]:
+    """An issue that went to this real list and has changed since: readers have the text the
+    send recorded, and the archive will show the file's. A warning, never an error: fixing a
+    typo for the archive is the editor's right; a sample signed with a throwaway key differs
+    every time, so it is not compared."""
+    database = context.existing_database()
+    if database is None or draft.ephemeral_key:
+        return []
+    print_ = fingerprint(draft.message)
+    day = context.first_sent().get(number)  # the newsletter's own day, as the email shows it
+    return [
+        Finding(
+            "warning",
+            "sent",
+            f"issue {number} went to {sent.list_name} on {day or sent.sent_at.date()};"
+            " readers have that text; the archive will show this one"
+            f" (`newsletter diff --issue {number}` shows what changed)",
+        )
+        for sent in database.sent_issues.of(number)
+        if sent.list_name == list_name and sent.fingerprint != print_
+    ]
+
+
+def list_findings(settings: Settings, list_name: str) -> list[Finding]:
+    """The list's CSV as a send would read it: a file it cannot read is an error (the send
+    would stop); rows it would skip (invalid, duplicated) are a warning with the counts and the
+    rows named, so a list that mostly fails is seen before the send, not in its log."""
+    chosen = settings.mailing_list(list_name)
+    if chosen.path is None:
+        return []
+    path = Path(display_path(settings.resolve(chosen.path)))
+    if not path.exists():
+        # A checkout without the list (CI: the lists are kept out of git) checks the issue;
+        # the send itself refuses a list file that is not there.
+        return []
+    try:
+        counted = check_list(path)
+    except SubscriberListError as exc:
+        return [Finding("error", "list", f"{exc.message} ({exc.hint})")]
+    if not counted.rejected_count:
+        return []
+    named = [f"{p.path}:{p.line}" for p in counted.rejected[:_ROWS_NAMED]]
+    more = counted.rejected_count - len(named)
+    rows = ", ".join(named) + (f" and {more} more" if more > 0 else "")
+    kinds = [f"{counted.invalid} invalid"] if counted.invalid else []
+    kinds += [f"{counted.duplicate} duplicate"] if counted.duplicate else []
+    return [
+        Finding(
+            "warning",
+            "list",
+            f"{path}: {counted.rejected_count} of {counted.rows} row(s) get nothing "
+            f"({', '.join(kinds)}): {rows}; `newsletter subscribers` names each row's fault",
+        )
+    ]
 
 
 # Header fields of the sample message that differ each time it is built, the same email or not.

@@ -28,6 +28,15 @@ EMAIL: dict[str, dict[str, str]] = {
         "rest_online": "本期较长，邮件里放不下全部内容。以下栏目请在网页版阅读：",
         "rest_online_link": "在网页上阅读其余内容",
         "rest_more": "等，共 {count} 个栏目",
+        # A callout's kind, said in words (the text part has no colour); others as written.
+        "callout_note": "注意",
+        "callout_info": "信息",
+        "callout_tip": "提示",
+        "callout_warning": "警告",
+        "callout_caution": "小心",
+        "callout_danger": "危险",
+        "callout_important": "重要",
+        "callout_details": "详情",
     },
     "en": {
         "greeting": f"Hi {Placeholder.NAME},",
@@ -45,6 +54,14 @@ EMAIL: dict[str, dict[str, str]] = {
         "the web version: ",
         "rest_online_link": "Read the rest online",
         "rest_more": " and {more} more",
+        "callout_note": "Note",
+        "callout_info": "Info",
+        "callout_tip": "Tip",
+        "callout_warning": "Warning",
+        "callout_caution": "Caution",
+        "callout_danger": "Danger",
+        "callout_important": "Important",
+        "callout_details": "Details",
     },
 }
 

@@ -51,6 +51,7 @@ CHECKS: dict[str, Check] = {
         Check("clip", True),  # the warning of a cut issue; the error stays
         Check("section-size", True),
         # What readers would lose.
+        Check("list", False, "it is about the list's CSV, not this issue: fix its rows"),
         Check("issue-file", False, "a file that does not load renders nothing"),
         Check("unsubscribe", False, "every reader must be able to leave, from either part"),
         Check("markers", False, "readers would see the template's code instead of the text"),

@@ -70,7 +70,7 @@ def test_check_passes_issue_14_with_the_duplicate_link_warning(project: Path) ->
     )
     assert "HTML part: " in out
     assert "of Gmail's ~102 KB clipping limit" in out
-    assert out.splitlines()[-1] == "issue 14: 0 error(s), 1 warning(s)"
+    assert out.splitlines()[-1] == "issue 14: 0 error(s), 2 warning(s)"  # and the list's rows
 
 
 def test_check_fails_on_a_broken_issue_with_path_line_and_field(project: Path) -> None:
@@ -133,7 +133,7 @@ def test_a_remote_one_pixel_image_is_a_tracking_pixel_warning_at_its_line(
         "mail client fetches it, telling its host who opened the email, when and from where; "
         "remove it [tracking-pixel]"
     ) in out.splitlines()
-    assert out.splitlines()[-1] == "issue 14: 0 error(s), 2 warning(s)"
+    assert out.splitlines()[-1] == "issue 14: 0 error(s), 3 warning(s)"  # and the list's rows
 
 
 def test_missing_issue_lists_what_exists(project: Path) -> None:
@@ -225,7 +225,7 @@ def test_check_prints_the_spam_score(project: Path) -> None:
     code, out, _ = run("check", "--issue", "14")
     assert code == 1
     assert "error: SpamAssassin scores the sample message 1000.0, which it calls spam" in out
-    assert "issue 14: 1 error(s), 1 warning(s)" in out
+    assert "issue 14: 1 error(s), 2 warning(s)" in out
 
 
 def test_check_without_spamassassin_says_how_to_install_it(
@@ -236,7 +236,7 @@ def test_check_without_spamassassin_says_how_to_install_it(
     assert code == 0
     assert "spam score not measured: `spamassassin` is not installed" in out
     assert "`apt-get install spamassassin`" in out
-    assert "issue 14: 0 error(s), 1 warning(s)" in out
+    assert "issue 14: 0 error(s), 2 warning(s)" in out
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,10 @@ def test_init_writes_a_workflow_githubs_schema_accepts(tmp_path: Path) -> None:
     workflow = yaml.safe_load(path.read_text(encoding="utf-8"))
     steps = workflow["jobs"]["check"]["steps"]
     installs = [s["run"] for s in steps if "pip install" in s.get("run", "")]
-    assert installs == [f'python -m pip install "newsletter[shots]=={version("newsletter")}"']
+    # By the distribution's own name (`newsletter` on the index is another project's).
+    assert installs == [
+        f'python -m pip install "git-newsletter[shots]=={version("git-newsletter")}"'
+    ]
     uploads = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact")]
     # The logs are kept when the check fails, above all; so are the pictures.
     assert [(u["with"]["name"], u["if"]) for u in uploads] == [

@@ -87,7 +87,7 @@ async def test_warnings_are_shown_and_do_not_stop_a_send(project: Path) -> None:
     assert done.code == 0, done.err
     # Issue 14's one warning, kept on purpose (README): the same paper under two items.
     assert "[duplicate-url]" in done.out
-    assert "check: issue 14: 0 error(s), 1 warning(s)" in done.out
+    assert "check: issue 14: 0 error(s), 2 warning(s)" in done.out
     assert "[duplicate-url]" not in done.err  # stderr is for what went wrong
     assert len(handler.by_recipient) == 5
 
@@ -106,7 +106,7 @@ async def test_a_tracking_pixel_is_a_warning_of_the_send(project: Path) -> None:
     assert done.code == 0, done.err
     assert "warning: issues/14.yaml:14: https://t.example.org/o.gif is a 1×1 image" in done.out
     assert "[tracking-pixel]" in done.out
-    assert "check: issue 14: 0 error(s), 2 warning(s)" in done.out
+    assert "check: issue 14: 0 error(s), 3 warning(s)" in done.out
 
 
 def _confirm(project: Path, env: dict[str, str], answer: bytes) -> tuple[int, str]:
@@ -145,7 +145,7 @@ def test_the_confirmation_shows_subject_size_spam_score_and_checks(project: Path
     assert "  HTML part   " in text
     assert "% of Gmail's ~102 KB clip" in text
     assert "  spam        spam score 0.0 (SpamAssassin" in text
-    assert "  checks      0 error(s), 1 warning(s) (shown above)" in text
+    assert "  checks      0 error(s), 2 warning(s) (shown above)" in text
     assert "[duplicate-url]" in text
     assert "Nothing sent." in text
 
@@ -217,7 +217,10 @@ def test_inspect_send_is_a_value_a_scheduler_can_call(project: Path) -> None:
         assert [f.code for f in broken.errors] == ["link"]
         fine = inspect_send(context, 14, "main", online=False)
         assert fine.passed
-        assert [f.code for f in fine.warnings] == ["duplicate-url"]
+        assert [f.code for f in fine.warnings] == [
+            "duplicate-url",
+            "list",
+        ]  # the example list's bad rows
         assert fine.subject == "AI系统内容推荐第14期"
         assert fine.online is None
         # The staging list's message has its test marker in the subject: another fingerprint.

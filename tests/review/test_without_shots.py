@@ -55,7 +55,7 @@ def test_diff_without_a_library_prints_all_but_pictures_and_how_to_get_them(
     assert any(line.startswith("+Greetings from") for line in out), out
     assert "links: 0 changed, 0 added, 0 removed" in out
     assert out[-1] == f"pictures: the {package} package is not installed: {SHOTS_HINT}"
-    assert "pip install 'newsletter[shots]'" in out[-1]
+    assert "pip install 'git-newsletter[shots]'" in out[-1]  # a venv's pip, by the dist's name
     # --html asks for what is not there: the error and the hint, nothing written.
     page = repo / "page.html"
     refused = run(repo, "diff", "--issue", "1", "--html", str(page))

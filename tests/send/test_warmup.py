@@ -11,6 +11,7 @@ import pytest
 
 from newsletter.config.settings import SmtpSettings
 from newsletter.database import Database
+from newsletter.days import day_of
 from newsletter.models import DeliveryStatus as S
 from newsletter.models import OutgoingMessage, Subscriber
 from newsletter.send import processes
@@ -85,6 +86,55 @@ def test_day_zero_is_the_configured_start_or_today_for_a_new_log(database: Datab
     assert started.cap == 650  # day 7
 
 
+def test_a_clock_set_back_keeps_day_zeros_cap_for_the_editors_own_ramp(
+    database: Database,
+) -> None:
+    """The first sent row is stamped a day ahead of the clock (the clock was set back): the
+    warm-up day is -1, which is day 0's cap for a custom ramp as for "standard"."""
+    sent_at(database, ["2026-12-03T09:00:00.000+00:00"])
+    moment = dt.datetime(2026, 12, 2, 9, 0, tzinfo=BERLIN)
+    own = Warmup(database, [2, 4, 8], "Europe/Berlin", clock=lambda: moment)
+    assert (own.cap, own.left()) == (2, 2)
+    standard = Warmup(database, "standard", "Europe/Berlin", clock=lambda: moment)
+    assert standard.cap == 200
+
+
+@pytest.mark.parametrize(
+    ("day", "hours"),
+    [(dt.date(2026, 10, 25), 25), (dt.date(2026, 3, 29), 23), (dt.date(2026, 12, 2), 24)],
+)
+def test_a_day_runs_to_the_next_local_midnight_whatever_its_length(
+    day: dt.date, hours: int
+) -> None:
+    noon = dt.datetime.combine(day, dt.time(12), BERLIN)
+    today = day_of(noon, BERLIN)
+    assert today.date == day
+    assert today.begin == dt.datetime.combine(day, dt.time(), BERLIN)
+    assert today.end == dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), BERLIN)
+    assert today.end - today.begin == dt.timedelta(hours=hours)
+
+
+def test_the_last_hour_of_a_25_hour_day_counts_against_its_cap(database: Database) -> None:
+    """Berlin's 2026-10-25 has 25 hours (02:00-03:00 twice): its last hour begins at
+    2026-10-25T22:00Z, midnight plus 24 hours. Four sent at 23:10 use up a cap of 4."""
+    sent_at(database, ["2026-10-25T22:10:00.000+00:00"] * 4)  # 23:10 CET
+    moment = dt.datetime(2026, 10, 25, 23, 30, tzinfo=BERLIN)
+    warm = Warmup(database, [4], "Europe/Berlin", start=dt.date(2026, 10, 25), clock=lambda: moment)
+    assert (warm.cap, warm.sent, warm.left()) == (4, 4, 0)
+    assert warm.resumes() == dt.datetime(2026, 10, 26, 0, 0, tzinfo=BERLIN)
+
+
+def test_a_23_hour_day_ends_at_its_midnight_not_an_hour_into_the_next(database: Database) -> None:
+    """Berlin's 2026-03-29 has 23 hours: what went out at 00:30 on the 30th (another worker's
+    clock a little ahead) is the 30th's, not the 29th's."""
+    sent_at(database, ["2026-03-29T22:30:00.000+00:00"] * 4)  # 2026-03-30 00:30 CEST
+    moment = dt.datetime(2026, 3, 29, 23, 30, tzinfo=BERLIN)
+    start = dt.date(2026, 3, 29)
+    warm = Warmup(database, [4, 4], "Europe/Berlin", start=start, clock=lambda: moment)
+    assert (warm.cap, warm.sent, warm.left()) == (4, 0, 4)
+    assert warm.resumes() == dt.datetime(2026, 3, 30, 0, 0, tzinfo=BERLIN)
+
+
 def build(sub: Subscriber, stored: str | None = None, row_id: int = 0) -> OutgoingMessage:
     mid = stored or f"<{row_id}.{sub.envelope}>"
     data = f"From: n@example.org\r\nTo: {sub.envelope}\r\nMessage-ID: {mid}\r\n\r\nHi\r\n"
@@ -135,6 +185,22 @@ async def test_a_send_past_todays_cap_stops_and_the_next_day_resumes(
     assert third.complete
     assert third.resumes_at is None
     assert sorted(handler.by_recipient.values()) == [1] * 12
+
+
+async def test_a_send_after_the_clock_was_set_back_stops_at_day_zeros_cap(
+    database: Database,
+) -> None:
+    """The log's first sent row is a day ahead of now: `warmup = [2, 4, 8]` sends 2 of 6,
+    never all 6."""
+    ahead = dt.datetime.now(dt.UTC) + dt.timedelta(days=1)
+    sent_at(database, [ahead.strftime("%Y-%m-%dT%H:%M:%S.000+00:00")])
+    handler = FaultyHandler()
+    options = Options(concurrency=1, warmup=[2, 4, 8], timezone="Europe/Berlin")
+    async with start(handler) as server:
+        done = await deliver(job(6), pool(server), database, options)
+    assert done.stopped.startswith("warm-up: 2 of 6 today")
+    assert done.counts[S.SENT] == 2
+    assert len(handler.received) == 2
 
 
 PAUSED_UNTIL = 1_796_256_000.25  # an instant no clock of the test's would give

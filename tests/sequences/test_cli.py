@@ -40,7 +40,7 @@ def test_enrol_then_the_list_shows_readers_waiting_for_step_one(project: Path) -
     shown = run(project)
     assert shown.exit_code == 0, shown.output
     lines = shown.output.splitlines()
-    assert lines[0] == "welcome (new readers of main; 2 joined, no step yet)"
+    assert lines[0] == "welcome (new readers of main; 2 joined, 2 of them with no step yet)"
     assert "01-hello  Hello  after 0 s from the previous step;" in lines[1]
     assert "waiting 2, next due" in lines[1]
     assert "02-tips  Tips  after 2.0 days from the previous step;" in lines[2]
@@ -89,6 +89,9 @@ async def test_a_step_test_goes_to_a_staging_list_each_time_and_never_to_a_real_
     assert f"welcome step 2 -> staging: {sent} sent" in again.out
     assert refused.code == 1
     assert "'main' is not a staging list" in refused.err
+    # The tests are the editor's, counted apart: no reader has had step 2.
+    (_, _, tips) = run(project).output.splitlines()
+    assert tips.endswith(f"log: none yet; tests on staging lists: {sent} sent")
 
 
 def test_check_runs_the_issue_checks_on_every_step(project: Path) -> None:

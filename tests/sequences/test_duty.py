@@ -14,12 +14,15 @@ from pathlib import Path
 import pytest
 
 from newsletter.config.settings import Settings
-from newsletter.database import STEP_KEYS, Database
+from newsletter.database import LATEST, STEP_KEYS, Database, open_database
 from newsletter.database.enrolments import STEP_REMOVED
+from newsletter.issues.sequencefiles import load_sequence
 from newsletter.mail.tokens import signing_key
 from newsletter.models import DeliveryStatus
 from newsletter.sequences.duty import SequenceDuty
+from newsletter.sequences.overview import view
 from newsletter.signup.forgetting import forget
+from support.database import mark_sending, plan, record
 from support.erasure import dump
 from support.sequences import confirmed, duty_settings, welcome, write_step
 from support.smtp import FaultyHandler, start
@@ -57,6 +60,64 @@ async def _look(*duties: SequenceDuty) -> None:
     finally:
         for duty in duties:
             await duty.stop()
+
+
+WEEKLY = """
+[lists.weekly]
+path = "weekly.example.csv"
+name = "Weekly"
+id = "weekly.news.example.org"
+"""
+
+
+async def test_a_reader_on_both_lists_of_a_sequence_gets_each_step_once(
+    project: Path, database: Database
+) -> None:
+    """The first step names two lists and ann confirmed on both (each confirmation joins her,
+    and the editor's `sequences enrol` of each list too): one Hello, one Tips, never two."""
+    with (project / "newsletter.toml").open("a", encoding="utf-8") as config:
+        config.write(WEEKLY)
+    write_step(project, "welcome", "01-hello", after="0s", title="Hello", lists="main, weekly")
+    write_step(project, "welcome", "02-tips", after="2s", title="Tips")
+    ann = confirmed(database, "ann@example.org", "main")
+    confirmed(database, "ann@example.org", "weekly")
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        settings = duty_settings(project, server.host, server.port, database.target)
+        clock = Clock(1_000_000.0)
+        joined = [
+            database.enrolments.join("main", ann, ["welcome"], clock.at),
+            database.enrolments.join("weekly", ann, ["welcome"], clock.at),
+            database.enrolments.enrol_list("welcome", "weekly", clock.at),
+        ]
+        await _look(_duty(settings, clock))
+        assert _subjects(handler, "ann@example.org") == ["Hello"]
+        clock.at += 2.5
+        await _look(_duty(settings, clock))
+        await _look(_duty(settings, clock))
+    assert _subjects(handler, "ann@example.org") == ["Hello", "Tips"]
+    assert joined == [1, 0, 0]
+    assert database.enrolments.of(ann) == [("welcome", "main", 2, 1_000_000.0)]
+
+
+def test_an_outbox_with_a_reader_enrolled_twice_keeps_the_enrolment_furthest_along(
+    database_target: Path | str,
+) -> None:
+    """Enrolments made before migration 17 (ann in `welcome` from main at step 1 and from
+    weekly at step 2): the migration keeps weekly's, so no step of it goes to her again."""
+    with open_database(database_target) as old:
+        old.backend.run("DROP INDEX enrolments_once")
+        old.backend.run("DELETE FROM schema_migrations WHERE version >= 17")
+        old.backend.run("DROP TABLE webhook_tokens")
+        for list_name, step in (("main", 1), ("weekly", 2), ("extra", 1)):
+            old.backend.run(
+                "INSERT INTO enrolments (sequence, list, address_key, joined_at, step, last_at)"
+                " VALUES ('welcome', ?, 'ann@example.org', 1.0, ?, 2.0)",
+                (list_name, step),
+            )
+    with open_database(database_target) as migrated:
+        assert migrated.backend.version() == LATEST
+        assert migrated.enrolments.of("ann@example.org") == [("welcome", "weekly", 2, 1.0)]
 
 
 async def test_step_one_at_once_step_two_after_its_delay_each_once(
@@ -129,6 +190,78 @@ async def test_no_step_after_an_unsubscribe_a_suppression_or_an_erasure(
         assert _subjects(handler, f"{name}@example.org") == ["Hello"]
     if not isinstance(database.target, str):
         assert "erased@example.org" not in dump(database.target)
+
+
+async def test_the_overview_and_the_worker_log_say_what_went_and_who_waits(
+    project: Path, database: Database
+) -> None:
+    """Step 1 went to ann and bob, then bob unsubscribed: the worker logged the step's send,
+    the overview has 2 joined (none without a step), 1 waiting for step 2 (ann: bob will never
+    get it), and a step test on the staging list apart from the readers' log."""
+    welcome(project, second="1d")
+    clock = Clock(1_000_000.0)
+    keys = {}
+    for name in ("ann", "bob"):
+        keys[name] = confirmed(database, f"{name}@example.org")
+        database.enrolments.join("main", keys[name], ["welcome"], clock.at)
+    handler = FaultyHandler()
+    lines: list[str] = []
+    async with start(handler) as server:
+        settings = duty_settings(project, server.host, server.port, database.target)
+        key = signing_key(settings, allow_ephemeral=False)
+        duty = SequenceDuty(settings, key, "w1", lines.append, clock=clock)
+        await _look(duty)
+    assert len(handler.received) == 2
+    assert lines == ["sequence step welcome/01-hello -> main: 2 sent"]
+    database.roster.leave("main", keys["bob"])
+    tips = database.enrolments.step_key("welcome", 2)
+    plan(database, tips, "staging", ["editor@example.org"])  # a `sequences test` of step 2
+    (row,) = database.deliveries.rows(tips, "staging")
+    mark_sending(database, row.id, "<t@x>")
+    record(database, row.id, S.SENT)
+    seen = view(load_sequence(project / "sequences", "welcome"), database, {"staging"})
+    assert (seen.joined, seen.not_started) == (2, 0)
+    hello, second = seen.steps
+    assert (hello.at_step, hello.waiting, hello.counts[S.SENT], hello.tests[S.SENT]) == (2, 0, 2, 0)
+    assert (second.waiting, second.counts[S.SENT], second.tests[S.SENT]) == (1, 0, 1)
+    assert second.next_due == 1_000_000.0 + 86400.0
+
+
+async def test_a_half_saved_step_is_named_as_a_step_and_its_fix_is_logged(
+    project: Path, database: Database
+) -> None:
+    """02-tips.md caught empty mid-save: the worker names what a step starts with (a step has
+    no `number:`), once; the saved file is logged as picked up and its step goes out."""
+    welcome(project, second="0s")
+    tips = project / "sequences" / "welcome" / "02-tips.md"
+    saved = tips.read_text(encoding="utf-8")
+    tips.write_text("", encoding="utf-8")
+    clock = Clock(1_000_000.0)
+    ann = confirmed(database, "ann@example.org")
+    database.enrolments.join("main", ann, ["welcome"], clock.at)
+    handler = FaultyHandler()
+    lines: list[str] = []
+    async with start(handler) as server:
+        settings = duty_settings(project, server.host, server.port, database.target)
+        key = signing_key(settings, allow_ephemeral=False)
+        duty = SequenceDuty(settings, key, "w1", lines.append, clock=clock)
+        await duty.start()
+        await duty.look()
+        await duty.look()
+        assert lines == [
+            "sequence welcome: sequences/welcome/02-tips.md:1: must start with front matter:"
+            " a line ---, then title: … and after: 2d, then another line ---"
+        ]
+        tips.write_text(saved, encoding="utf-8")
+        await duty.look()
+        await duty.look()
+        await duty.stop()
+    assert lines[1:] == [
+        "sequence welcome: its files read without a fault again",
+        "sequence step welcome/01-hello -> main: 1 sent",
+        "sequence step welcome/02-tips -> main: 1 sent",
+    ]
+    assert _subjects(handler, "ann@example.org") == ["Hello", "Tips"]
 
 
 async def test_an_edited_step_goes_as_it_is_now_and_a_removed_one_is_skipped(

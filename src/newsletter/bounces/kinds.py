@@ -14,6 +14,11 @@ DSNs, non-standard bounces and SMTP replies at send time are all judged by this 
 5.3.x (mail system) and 5.5.x (protocol) stay HARD in a report: Outlook.com's DSN for a dead
 mailbox says `550 5.5.0 Requested action not taken: mailbox unavailable`.
 
+A provider's webhook event is judged by the same table: its code (given, or found in the server's
+text, as a DSN's is) decides when there is one, and the provider's own permanent/temporary label
+only when there is none (`failure_kind`); a failure the provider still retries is a delay. A
+feedback report (ARF, or SES's complaintFeedbackType) is a complaint by its type (`is_complaint`).
+
 `blames_message` draws the line a send acts on (send/replies.py): a refusal that says nothing
 about the address (content, protocol, the relay's own system, the message's length, or a bare
 code with no RFC 3463 status at all) fails that message and suppresses no one.
@@ -53,6 +58,11 @@ _NOT_ABOUT_THE_ADDRESS = ("6", "7")
 # recipient's own (a blocklist at one provider), and many in a row are not the message's.
 _THE_MESSAGE = ("3", "5", "6")
 
+# RFC 5965 Feedback-Types that are a reader's complaint. `not-spam` says the reader marked the
+# message as NOT spam, `auth-failure` (RFC 6591) reports the message's authentication: neither
+# is the reader asking to stop.
+COMPLAINT_TYPES = frozenset({"abuse", "fraud", "virus", "other"})
+
 STATUS = re.compile(r"\b([245])\.(\d{1,3})\.(\d{1,3})\b")
 _BASIC = re.compile(r"^\s*([245])\d\d\b")
 
@@ -65,6 +75,18 @@ def find_status(text: str) -> str:
         return ".".join(match.groups())
     basic = _BASIC.match(text)
     return f"{basic.group(1)}.0.0" if basic else ""
+
+
+def status_of(field: str, diagnostic: str) -> str:
+    """The RFC 3463 status of one recipient from a report's status field and the server's text:
+    the field's, unless it says only the class ("5.0.0") and the text has the detail the
+    remote server gave ("550 5.1.1"); the text's when the field has none."""
+    match = STATUS.search(field)
+    status = ".".join(match.groups()) if match else ""
+    detailed = find_status(diagnostic)
+    if detailed and (not status or (status.endswith(".0.0") and detailed[0] == status[0])):
+        return detailed
+    return status
 
 
 def kind_of(status: str, action: str = "failed") -> Kind | None:
@@ -86,6 +108,23 @@ def kind_of(status: str, action: str = "failed") -> Kind | None:
     if f"{subject}.{detail}" in _NOT_THE_ADDRESS or subject in _NOT_ABOUT_THE_ADDRESS:
         return Kind.SOFT
     return Kind.HARD
+
+
+def failure_kind(status: str, label: Kind) -> Kind:
+    """A provider's failed delivery: by its status (`status_of`) as `kind_of` judges a DSN's when
+    it has an RFC 3463 code, by the provider's own `label` (HARD for permanent, SOFT for
+    temporary) only when it has none. So Mailgun's "permanent" 5.7.1 (a blocklist refusing the
+    sender) is soft, as a mailed DSN's 5.7.1 is."""
+    found = kind_of(status) if STATUS.fullmatch(status.strip()) else None
+    return found or label  # no code, or a 2.x.x one in a failure: the label says more
+
+
+def is_complaint(feedback_type: str) -> bool:
+    """Whether a feedback report of this Feedback-Type (ARF's field, SES's complaintFeedbackType)
+    is a complaint: one of COMPLAINT_TYPES, or none given (a mailbox provider's loop that names no
+    type still reports a reader marking the message as spam)."""
+    kind = feedback_type.strip().lower()
+    return not kind or kind in COMPLAINT_TYPES
 
 
 def blames_message(text: str) -> bool:

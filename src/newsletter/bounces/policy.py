@@ -14,7 +14,12 @@ address, or the mail system or feedback loop of the reader's provider, DKIM-sign
 not name another recipient; otherwise it is held for review: recorded in held_reports, left in
 the mailbox, counted, listed by `newsletter bounces --held`, and applied only if the editor
 accepts it (`--accept ID`; `--dismiss ID` files it without effect). Delays and auto-replies
-change nothing, so they are recorded on a Message-ID alone.
+change nothing, so they are recorded on a Message-ID alone. A provider's event (`envelope`: it
+names the address the relay was handed) whose recipient is not the tagged row's is held too: an
+old tag naming a new row (the outbox deleted, the secret kept) acts on nothing.
+
+A row whose person was erased (`subscribers forget`) keeps nothing that names them: a report
+about it records only its kind and status (tagged), is never held, and suppresses no one.
 
 The policy ([bounces] in newsletter.toml):
 
@@ -44,6 +49,7 @@ from newsletter.bounces.verp import read_tag
 from newsletter.config.settings import BouncesSettings
 from newsletter.database import Database, Delivery
 from newsletter.database.bounces import ACCEPTED, DISMISSED, HELD, HeldReport
+from newsletter.database.deliveries import FORGOTTEN
 from newsletter.database.records import BOUNCED, COMPLAINED, now
 
 if TYPE_CHECKING:
@@ -66,6 +72,7 @@ class Verdict(StrEnum):
     DISMISSED = "dismissed"
     HELD = "held for review"
     UNMATCHED = "no matching send"
+    ERASED = "about a person erased on request"
     UNKNOWN = "not understood"
 
     @property
@@ -142,18 +149,26 @@ class Policy:
             return Decision(Verdict.UNMATCHED)
         row = match.row
         finding = _finding_for(report, row)
-        if match.by_tag or not finding.kind.counts:
+        if row.recipient.startswith(FORGOTTEN):
+            return self._erased(report, row, finding, by_tag=match.by_tag)
+        # A relay's event names the very address it was handed: a tag on another's row is an
+        # old tag naming a new row (the outbox deleted, the secret kept), not a forward.
+        stranger = _stranger(report, row) if match.by_tag and report.envelope else ""
+        if not stranger and (match.by_tag or not finding.kind.counts):
             return self._record(report, row, finding)
         before = self.database.bounces.held_by_report(report.key, row.id)
         if before is not None and before.state == DISMISSED:
             return Decision(Verdict.DISMISSED, (row,), finding)
         if before is not None and before.state == ACCEPTED:
             return self._record(report, row, finding)  # recorded when accepted: "already"
-        proof = self._prove(report, row, raw)
-        if proof.proven:
-            if before is not None:  # held on an earlier run (its key server did not answer)
-                self.database.bounces.decide(before.id, ACCEPTED)
-            return self._record(report, row, finding)
+        sender, why = report.sender, stranger
+        if not stranger:
+            proof = self._prove(report, row, raw)
+            if proof.proven:
+                if before is not None:  # held on an earlier run (its key server did not answer)
+                    self.database.bounces.decide(before.id, ACCEPTED)
+                return self._record(report, row, finding)
+            sender, why = proof.sender or report.sender, proof.why
         if before is None:
             self.database.bounces.hold(
                 report.key,
@@ -162,10 +177,10 @@ class Policy:
                 finding.status,
                 finding.diagnostic,
                 report.source,
-                proof.sender or report.sender,
-                proof.why,
+                sender,
+                why,
             )
-        return Decision(Verdict.HELD, (row,), finding, held=proof.why)
+        return Decision(Verdict.HELD, (row,), finding, held=why)
 
     def accept(self, held_id: int) -> tuple[HeldReport, list[Suppressed]] | None:
         """Apply a held report as if it were proven (the editor looked at it): record it and
@@ -175,11 +190,12 @@ class Policy:
         if held is None or held.state != HELD:
             return None
         row = held.delivery
-        self.database.bounces.record(
-            held.report, row.id, held.kind, held.status, held.detail, held.source
-        )
-        suppressed = self._suppress(row, Kind(held.kind))
-        self.database.bounces.decide(held.id, ACCEPTED)
+        with self.database.backend.transaction():
+            self.database.bounces.record(
+                held.report, row.id, held.kind, held.status, held.detail, held.source
+            )
+            suppressed = self._suppress(row, Kind(held.kind))
+            self.database.bounces.decide(held.id, ACCEPTED)
         return held, suppressed
 
     def refused(self, row: Delivery, code: int, reply: str) -> Suppressed | None:
@@ -191,9 +207,12 @@ class Policy:
         unsure = unsure_of_the_address(reply)
         kind = Kind.SOFT if unsure else (kind_of(status) or Kind.HARD)
         key = f"{SMTP_SOURCE}:{row.id}"
-        if not self.database.bounces.record(key, row.id, kind.value, status, reply, SMTP_SOURCE):
-            return None
-        found = self._suppress(row, kind)
+        with self.database.backend.transaction():
+            if not self.database.bounces.record(
+                key, row.id, kind.value, status, reply, SMTP_SOURCE
+            ):
+                return None
+            found = self._suppress(row, kind)
         return found[0] if found else None
 
     def _prove(self, report: Report, row: Delivery, raw: bytes) -> Proof:
@@ -202,23 +221,38 @@ class Policy:
         # guard and its refusals, and never proves a sender.
         from newsletter.bounces.origin import Proof, prove
 
-        named = [f.address for f in report.findings if f.address]
-        if named and row.recipient not in named:
-            why = f"it is about {named[0]}, but the message it quotes went to {row.recipient}"
-            return Proof(False, "", why)
-        return prove(raw, row.recipient, self.keys)
+        why = _stranger(report, row)
+        return Proof(False, "", why) if why else prove(raw, row.recipient, self.keys)
+
+    def _erased(
+        self, report: Report, row: Delivery, finding: Diagnosis, *, by_tag: bool
+    ) -> Decision:
+        """A report about a row whose person was erased (GDPR Art. 17) stores nothing that names
+        them: a tagged one only its kind and status (the send's counts), no text; one matched by
+        Message-ID alone is not held (the editor would read about them), and nobody is
+        suppressed (the forgotten hash already keeps them from being mailed)."""
+        if by_tag and finding.kind.counts:
+            kept = self.database.bounces.record(
+                report.key, row.id, finding.kind.value, finding.status, "", report.source
+            )
+            if not kept:
+                return Decision(Verdict.REPEATED, (row,))
+        return Decision(Verdict.ERASED, (row,))
 
     def _record(self, report: Report, row: Delivery, finding: Diagnosis) -> Decision:
-        if not self.database.bounces.record(
-            report.key,
-            row.id,
-            finding.kind.value,
-            finding.status,
-            finding.diagnostic,
-            report.source,
-        ):
-            return Decision(Verdict.REPEATED, (row,), finding)
-        suppressed = tuple(self._suppress(row, finding.kind))
+        # The record is the report's claim ("already counted" next time): it and the
+        # suppression it leads to commit together, or a kill between them loses the suppression.
+        with self.database.backend.transaction():
+            if not self.database.bounces.record(
+                report.key,
+                row.id,
+                finding.kind.value,
+                finding.status,
+                finding.diagnostic,
+                report.source,
+            ):
+                return Decision(Verdict.REPEATED, (row,), finding)
+            suppressed = tuple(self._suppress(row, finding.kind))
         return Decision(Verdict(finding.kind.value), (row,), finding, suppressed)
 
     def _suppress(self, row: Delivery, kind: Kind) -> list[Suppressed]:
@@ -281,6 +315,15 @@ def breach(config: BouncesSettings, attempted: int, hard: int, complaints: int) 
             f" (limit {config.max_complaint_rate:.2%})"
         )
     return None
+
+
+def _stranger(report: Report, row: Delivery) -> str:
+    """Why `report` is about someone other than the row's recipient, or "" when it is not (it
+    names them, or names nobody)."""
+    named = [f.address for f in report.findings if f.address]
+    if named and row.recipient not in named:
+        return f"it is about {named[0]}, but the message it quotes went to {row.recipient}"
+    return ""
 
 
 def _finding_for(report: Report, row: Delivery) -> Diagnosis:

@@ -4,8 +4,9 @@ In order of trust:
 
 1. RFC 3464 delivery status notifications (``multipart/report; report-type=delivery-status``):
    one finding per recipient block, from its Action, Status and Diagnostic-Code.
-2. RFC 5965 ARF complaint reports (``report-type=feedback-report``): Feedback-Type abuse, fraud,
-   virus or other is a complaint about Original-Rcpt-To (often redacted: then the tag decides).
+2. RFC 5965 ARF complaint reports (``report-type=feedback-report``): a Feedback-Type that is a
+   complaint (kinds.is_complaint: abuse, fraud, virus, other or none; never not-spam or
+   auth-failure) is one about Original-Rcpt-To (often redacted: then the tag decides).
 3. Auto-replies (RFC 3834 Auto-Submitted, X-Autoreply, Precedence: auto_reply, vacation and
    out-of-office subjects) are recognised and never count, unless they come from a mail delivery
    system (Exim marks its plain-text bounces Auto-Submitted too).
@@ -33,13 +34,12 @@ import re
 from dataclasses import dataclass
 from email.message import Message
 
-from newsletter.bounces.kinds import STATUS, Kind, find_status, kind_of, worst
+from newsletter.bounces.kinds import Kind, find_status, is_complaint, kind_of, status_of, worst
 from newsletter.bounces.verp import find_tags
 
 # flufl.bounce logs a detector's crash with its traceback; here a crash means "not understood".
 logging.getLogger("flufl.bounce").setLevel(logging.CRITICAL)
 
-COMPLAINT_TYPES = frozenset({"abuse", "fraud", "virus", "other"})
 _DSN_TYPES = ("message/delivery-status", "message/global-delivery-status")
 _ORIGINAL_TYPES = ("message/rfc822", "text/rfc822-headers", "message/global-headers")
 _AUTO_SUBJECT = re.compile(
@@ -85,6 +85,9 @@ class Report:
     subject: str
     sender: str
     problem: str = ""  # why the mail could not be parsed at all, if it could not
+    # The findings' addresses are the envelope recipients the relay was handed (a provider's
+    # event), never a forward's: one that is not the row's recipient is about another row.
+    envelope: bool = False
 
     @property
     def understood(self) -> bool:
@@ -175,21 +178,11 @@ def _dsn(msg: Message) -> list[Diagnosis]:
                 continue  # the per-message block (Reporting-MTA, Arrival-Date ...)
             diagnostic = _unfold(_field(block, "Diagnostic-Code"))
             diagnostic = re.sub(r"^\s*[a-z-]+\s*;\s*", "", diagnostic, flags=re.IGNORECASE)
-            status = _status(_field(block, "Status"), diagnostic)
+            status = status_of(_field(block, "Status"), diagnostic)
             kind = kind_of(status, _field(block, "Action") or "failed")
             if kind is not None:
                 found.append(Diagnosis(address, kind, status, diagnostic))
     return found
-
-
-def _status(field: str, diagnostic: str) -> str:
-    match = STATUS.search(field)
-    status = ".".join(match.groups()) if match else ""
-    detailed = find_status(diagnostic)
-    # "5.0.0" says less than the "550 5.1.1" the remote server gave: keep the detail.
-    if detailed and (not status or (status.endswith(".0.0") and detailed[0] == status[0])):
-        return detailed
-    return status
 
 
 def _blocks(part: Message) -> list[Message]:
@@ -208,7 +201,7 @@ def _complaints(msg: Message) -> list[Diagnosis]:
             continue
         for fields in _blocks(part)[:1]:
             feedback = _unfold(_field(fields, "Feedback-Type")).lower()
-            if feedback not in COMPLAINT_TYPES:
+            if not is_complaint(feedback):
                 continue
             given = fields.get_all("Original-Rcpt-To") or []
             addresses = [_address(str(a)) for a in given] or [""]

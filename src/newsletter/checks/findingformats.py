@@ -13,16 +13,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import Literal
 from urllib.parse import quote
 
 from newsletter.checks.lint import Finding
+from newsletter.distribution import DISTRIBUTION, installed_version
 
 FORMATS = ("text", "json", "github", "sarif")
 Format = Literal["text", "json", "github", "sarif"]
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-TOOL_URI = "https://pypi.org/project/newsletter/"
+TOOL_URI = f"https://pypi.org/project/{DISTRIBUTION}/"
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,4 @@ def sarif_log(placed: list[Placed]) -> str:
 
 
 def _version() -> str:
-    try:
-        return version("newsletter")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "0"
+    return installed_version() or "0"  # "0": run from a source tree that was never installed

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from newsletter.cli.terminal import Group
+from newsletter.distribution import DISTRIBUTION
 
 # Every command, in the order help lists them: name -> the cli module that defines it.
 COMMANDS = {
@@ -67,7 +68,7 @@ class LazyGroup(Group):
     default=None,
     help="Config file (default: ./newsletter.toml). Its folder is the project root.",
 )
-@click.version_option(package_name="newsletter")
+@click.version_option(package_name=DISTRIBUTION)
 @click.pass_context
 def cli(ctx: click.Context, config: Path | None) -> None:
     """Turn an issue file into responsive email, preview it, and send it to every subscriber

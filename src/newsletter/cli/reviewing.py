@@ -11,7 +11,7 @@ import click
 from newsletter.cli.terminal import issue_option, printable, sample_list_option
 from newsletter.config.configfile import CONFIG_NAME
 from newsletter.errors import NewsletterError
-from newsletter.review import compare, version_at
+from newsletter.review import SENT, compare, sent_version, version_at
 from newsletter.review.shots import SHOTS_HINT, ShotsError, shots_missing
 from newsletter.review.summary import diff_lines
 
@@ -51,14 +51,20 @@ def diff(
     the HTML part's size against Gmail's clip, and the check findings, before and after.
 
     \b
-    newsletter diff --issue 14                 the last commit against the working tree
+    newsletter diff --issue 14                 what readers have against the working tree
+                                               (before the first send: the last commit)
+    newsletter diff --issue 14 sent            what the send to the list recorded (--list)
     newsletter diff --issue 14 main            main against the working tree
     newsletter diff --issue 14 main HEAD       any two revisions
     newsletter diff --issue 14 main --html diff.html   and the screenshots, in one page
 
+    Once an issue went to a real list, that send's record (in the delivery log, no git
+    needed) is what its readers have: `diff` with no revision compares the file with it.
+
     Both versions are read from git (nothing is checked out), each with the templates,
     newsletter.toml and images it had. Colour on a terminal; NO_COLOR turns it off. The
-    screenshots need the shots extra (pip install 'newsletter[shots]') and a Chromium; they
+    screenshots need the shots extra and a Chromium (without them, the last line names the
+    command that adds them to this install: pip, pipx inject or uv tool); they
     are taken with the network shut: a remote image shows as blocked.
     """
     if len(revisions) > 2:
@@ -71,8 +77,25 @@ def diff(
     config = _config(ctx)
     rev_a = revisions[0] if revisions else "HEAD"
     rev_b = revisions[1] if len(revisions) == 2 else None
+    sent = sent_version(config, number, list_name) if rev_a == SENT or not revisions else None
+    if rev_a == SENT and sent is None:
+        raise NewsletterError(
+            f"issue {number} has not gone to a real list: there is no sent version to compare",
+            hint=f"Compare git revisions instead: newsletter diff --issue {number} HEAD",
+        )
+    if sent is not None and not revisions:
+        click.echo(
+            f"comparing with what readers have: {sent.label}"
+            f" (`diff --issue {number} HEAD`: against the last commit)"
+        )
     found = compare(
-        config.resolve().parent, number, rev_a, rev_b, config_name=config.name, list_name=list_name
+        config.resolve().parent,
+        number,
+        rev_a,
+        rev_b,
+        config_name=config.name,
+        list_name=list_name,
+        before=sent if rev_a == SENT or not revisions else None,
     )
     colour = False if os.environ.get("NO_COLOR") else None  # None: click's tty test
     for line, style in diff_lines(found):
@@ -132,7 +155,8 @@ def shots(
 ) -> None:
     """Screenshots of an issue as readers see it: PNG files at 375 and 680 px wide, light and
     dark, taken in headless Chromium with the network shut (a remote image shows as blocked).
-    One line per file written. Needs pip install 'newsletter[shots]' and a Chromium."""
+    One line per file written. Needs the shots extra and a Chromium: without them, the error
+    names the command that adds them to this install (pip, pipx inject or uv tool)."""
     missing = shots_missing(chromium)
     if missing is not None:
         raise ShotsError(f"no screenshots: {missing}")

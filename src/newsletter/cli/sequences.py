@@ -33,7 +33,7 @@ def sequences(ctx: click.Context, context: CommandContext) -> None:
     if ctx.invoked_subcommand is not None:
         return
     settings = context.settings
-    views = survey(settings.resolve(Path(FOLDER)), context.database)
+    views = survey(settings, context.database)
     if not views:
         click.echo(
             f"no sequences: write {FOLDER}/welcome/01-hello.md (see docs/guide/sequences.md)"
@@ -45,6 +45,7 @@ def sequences(ctx: click.Context, context: CommandContext) -> None:
         for step in seq.steps:
             clock = "joining" if step.from_joining else "the previous step"
             sent = ", ".join(f"{n} {s}" for s, n in step.counts.items() if n) or "none yet"
+            tests = ", ".join(f"{n} {s}" for s, n in step.tests.items() if n)
             due = (
                 "none waiting"
                 if step.next_due is None or not step.waiting
@@ -53,13 +54,16 @@ def sequences(ctx: click.Context, context: CommandContext) -> None:
             click.echo(
                 f"  {step.name}  {printable(step.title)}  after {span(step.after)} from {clock};"
                 f" key {step.key}; at this step {step.at_step}, waiting {step.waiting}, {due};"
-                f" log: {sent}"
+                f" log: {sent}" + (f"; tests on staging lists: {tests}" if tests else "")
             )
 
 
 def _heading(seq: SequenceView) -> str:
     lists = ", ".join(seq.lists)
-    return f"{seq.name} (new readers of {lists}; {seq.not_started} joined, no step yet)"
+    return (
+        f"{seq.name} (new readers of {lists}; {seq.joined} joined,"
+        f" {seq.not_started} of them with no step yet)"
+    )
 
 
 @sequences.command(name="enrol")

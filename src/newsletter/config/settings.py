@@ -36,6 +36,7 @@ from pydantic import (
 
 from newsletter.config.configfile import POSTGRES_SCHEMES, SQLITE_SCHEME, read_config
 from newsletter.config.dburl import check_unambiguous
+from newsletter.days import date_of, zone_named
 from newsletter.errors import ConfigError
 from newsletter.fields import DEFAULT_LIST as DEFAULT_LIST
 
@@ -117,9 +118,7 @@ class NewsletterSettings(SettingsTable):
     def date_of(self, moment: dt.datetime) -> dt.date:
         """The newsletter's date at `moment` (without a zone: UTC, as the outbox stores
         times): in its time zone, else the machine's."""
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=dt.UTC)
-        return moment.astimezone(zoneinfo.ZoneInfo(self.timezone) if self.timezone else None).date()
+        return date_of(moment, zone_named(self.timezone))
 
 
 class RenderSettings(SettingsTable):

@@ -13,7 +13,8 @@ database: `roster` (subscribers), `consent` (the ledger), `claims` (one confirma
 mailbox), `forgotten` (people erased on request), `site_mail` (the worker's queue). What readers
 read: `clicks`, `sent_links` (the links each tracked send carried), `send_figures`. The editor's
 day: `test_sends` (a staging list's tests, one row each), `schedules` (sends booked for later).
-Providers' webhook events: `webhook_events` (each id applied once).
+Providers' webhook events: `webhook_events` (each id applied once), `webhook_tokens` (a
+signature's token good for one request).
 A store of a later feature is a class of its own over `database.backend`, composed here too.
 """
 
@@ -54,12 +55,14 @@ from newsletter.database.roster import Roster
 from newsletter.database.schedules import Schedules
 from newsletter.database.schema import LATEST, MIGRATIONS, Migration
 from newsletter.database.sendfigures import SendFigures
+from newsletter.database.sentissues import SentIssue, SentIssues
 from newsletter.database.sentlinks import SentLinks
 from newsletter.database.sqlite import BUSY_TIMEOUT, SqliteBackend
 from newsletter.database.subjecttests import SubjectTests
 from newsletter.database.suppressions import Suppressions
 from newsletter.database.testsends import TestSends
 from newsletter.database.webhookevents import WebhookEvents
+from newsletter.database.webhooktokens import WebhookTokens
 from newsletter.errors import DatabaseError
 from newsletter.state.statefiles import private_folder
 
@@ -83,6 +86,7 @@ __all__ = [
     "PlanResult",
     "Planned",
     "PlannedRow",
+    "SentIssue",
     "Suppression",
     "Worker",
     "database_exists",
@@ -109,11 +113,13 @@ class Database:
         self.site_mail = SiteMailQueue(backend)
         self.clicks = Clicks(backend)
         self.sent_links = SentLinks(backend)
+        self.sent_issues = SentIssues(backend)
         self.send_figures = SendFigures(backend)
         self.test_sends = TestSends(backend, self.deliveries, self.plans)
         self.schedules = Schedules(backend)
         self.heartbeats = Heartbeats(backend)
         self.webhook_events = WebhookEvents(backend)
+        self.webhook_tokens = WebhookTokens(backend)
         self.enrolments = Enrolments(backend)
         self.subject_tests = SubjectTests(backend)
 

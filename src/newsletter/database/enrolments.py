@@ -6,7 +6,9 @@ A step's rows are the delivery log's own: their issue is `step_key` (STEP_KEYS +
 whoever plans it, and claims, leases, `unknown` and the counts work as for an issue. Planning a
 reader's step and moving their enrolment on is one transaction; two workers planning the same
 reader at once insert one row (the second insert does nothing) and move the enrolment once
-(`step = ?` in the WHERE of the update).
+(`step = ?` in the WHERE of the update). A reader is in a sequence once (UNIQUE (sequence,
+address_key)), whichever of its lists enrolled them: the list that enrolled them first is the
+one its steps go out on, so a reader on two of its lists gets each step once.
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ STEP_KEYS = 1_000_000_000
 PAGE = 500  # readers planned per transaction
 STEP_REMOVED = "its sequence step was removed"
 STEP_LIST = 32  # step numbers a query names one by one, at most
+# An enrolment's reader on its list, and whether a step would go to them: still confirmed
+# there and not suppressed (an unsubscribe, a bounce, a complaint). THE rule for `due` and for
+# the counts of readers waiting.
+_READER = " JOIN subscribers s ON s.list = e.list AND s.address_key = e.address_key"
+_REACHABLE = (
+    "s.status = 'confirmed' AND NOT EXISTS (SELECT 1 FROM suppressions x"
+    " WHERE x.list = e.list AND x.address = e.address_key)"
+)
 
 
 @dataclass(frozen=True)
@@ -42,28 +52,29 @@ class Enrolments:
         self.backend = backend
 
     def join(self, list_name: str, key: str, sequences: Iterable[str], at: float) -> int:
-        """The reader joins each sequence at its start (one who is in it already stays where
-        they are); how many they joined. In the caller's transaction, if any."""
+        """The reader joins each sequence at its start (one who is in it already, from this
+        list or another, stays where they are: a step goes once per reader per sequence);
+        how many they joined. In the caller's transaction, if any."""
         rows = [(name, list_name, key, at, at, "joined") for name in sequences]
         if not rows:
             return 0
         before = self._count_of(key)
         self.backend.many(
             "INSERT INTO enrolments (sequence, list, address_key, joined_at, last_at, source)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (sequence, list, address_key) DO NOTHING",
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             rows,
         )
         return self._count_of(key) - before
 
     def enrol_list(self, sequence: str, list_name: str, at: float) -> int:
         """Every confirmed reader of the list joins the sequence at its start (the editor's
-        command); those in it already stay where they are. How many joined."""
+        command); those in it already (from any list) stay where they are. How many joined."""
         with self.backend.transaction():
             return self.backend.run(
                 "INSERT INTO enrolments (sequence, list, address_key, joined_at, last_at, source)"
                 " SELECT ?, list, address_key, ?, ?, 'enrolled' FROM subscribers"
                 " WHERE list = ? AND status = 'confirmed'"
-                " ON CONFLICT (sequence, list, address_key) DO NOTHING",
+                " ON CONFLICT DO NOTHING",
                 (sequence, at, at, list_name),
             )
 
@@ -104,10 +115,7 @@ class Enrolments:
         steps, values = _steps(after, before)
         rows = self.backend.fetch(
             "SELECT e.id, e.list, e.address_key, s.address, s.name, e.step FROM enrolments e"
-            " JOIN subscribers s ON s.list = e.list AND s.address_key = e.address_key"
-            f" WHERE e.sequence = ? AND {steps} AND e.{clock} <= ?"
-            " AND s.status = 'confirmed' AND NOT EXISTS (SELECT 1 FROM suppressions x"
-            " WHERE x.list = e.list AND x.address = e.address_key)"
+            f"{_READER} WHERE e.sequence = ? AND {steps} AND e.{clock} <= ? AND {_REACHABLE}"
             " LIMIT ?",
             (sequence, *values, cutoff, limit),
         )
@@ -171,10 +179,16 @@ class Enrolments:
             (STEP_REMOVED, now(), key, list_name),
         )
 
-    def at_steps(self, sequence: str) -> dict[int, int]:
-        """How many readers have had each step number last (0: none yet)."""
+    def at_steps(self, sequence: str, *, reachable: bool = False) -> dict[int, int]:
+        """How many readers have had each step number last (0: none yet); `reachable`: only
+        those a next step would go to (still confirmed, not suppressed), as `due` finds them."""
+        where = (
+            f"{_READER} WHERE e.sequence = ? AND {_REACHABLE}"
+            if reachable
+            else (" WHERE e.sequence = ?")
+        )
         rows = self.backend.fetch(
-            "SELECT step, count(*) FROM enrolments WHERE sequence = ? GROUP BY step", (sequence,)
+            f"SELECT e.step, count(*) FROM enrolments e{where} GROUP BY e.step", (sequence,)
         )
         return {int(step): int(n) for step, n in rows}
 
@@ -182,11 +196,13 @@ class Enrolments:
         self, sequence: str, after: int, before: int, *, from_joining: bool
     ) -> float | None:
         """The earliest clock (joining or last step) among readers waiting for the step
-        numbered `before`: that plus its delay is when it next falls due."""
+        numbered `before` (those `due` would find once it is due): that plus its delay is when
+        it next falls due."""
         clock = "joined_at" if from_joining else "last_at"
-        steps, values = _steps(after, before, column="step")
+        steps, values = _steps(after, before)
         (found,) = self.backend.fetch(
-            f"SELECT min({clock}) FROM enrolments WHERE sequence = ? AND {steps}",
+            f"SELECT min(e.{clock}) FROM enrolments e{_READER}"
+            f" WHERE e.sequence = ? AND {steps} AND {_REACHABLE}",
             (sequence, *values),
         )[0]
         return None if found is None else float(found)
@@ -211,12 +227,12 @@ class Enrolments:
         return int(n)
 
 
-def _steps(after: int, before: int, column: str = "e.step") -> tuple[str, list[int]]:
+def _steps(after: int, before: int) -> tuple[str, list[int]]:
     """The readers whose last step is in [after, before), in SQL. The numbers one by one when
     they are few (the usual: the one step before): each an equality on the index, so the clock's
     range is read from the index too, and a look that finds nobody due reads a few pages instead
     of every reader past that step."""
     numbers = list(range(after, before))
     if 0 < len(numbers) <= STEP_LIST:
-        return f"{column} IN ({', '.join('?' * len(numbers))})", numbers
-    return f"{column} >= ? AND {column} < ?", [after, before]
+        return f"e.step IN ({', '.join('?' * len(numbers))})", numbers
+    return "e.step >= ? AND e.step < ?", [after, before]

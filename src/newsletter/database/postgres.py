@@ -147,11 +147,16 @@ class PostgresBackend(Backend):
         connection is left alone (its commit is read by whoever waits for it)."""
         if self._db.info.transaction_status == pq.TransactionStatus.ACTIVE:
             # Else the server runs the statement on, holding the session's locks; a session
-            # already gone took them with it.
+            # already gone took them with it. A cancel that reaches the server before it has
+            # read the statement is lost (it cancels only a running one), and a closed socket
+            # is noticed only when the statement ends: the new session ends the old one.
+            pid = self._db.info.backend_pid
             with suppress(psycopg.Error):
                 self._db.cancel()
             self._db.close()
             self._db = self._connect()
+            with suppress(psycopg.Error):
+                self._db.execute("SELECT pg_terminate_backend($1)", (pid,))
         return self._db
 
     def run(self, sql: str, params: Params = ()) -> int:

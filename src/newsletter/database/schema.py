@@ -453,6 +453,45 @@ _RELAY = """
 ALTER TABLE deliveries ADD COLUMN relay TEXT;
 """
 
+# A reader is in a sequence once, whatever lists enrolled them (issue 40): on two of its lists
+# they were two enrolments, so each step went twice. The one kept of two is the furthest along
+# (the reader never gets a step again), the first enrolled of equals.
+_ENROLLED_ONCE = """
+DELETE FROM enrolments WHERE EXISTS (SELECT 1 FROM enrolments o
+    WHERE o.sequence = enrolments.sequence AND o.address_key = enrolments.address_key
+    AND (o.step > enrolments.step OR (o.step = enrolments.step AND o.id < enrolments.id)));
+CREATE UNIQUE INDEX IF NOT EXISTS enrolments_once ON enrolments (sequence, address_key);
+"""
+
+# Mailgun's signature covers only its timestamp and token, never the event: each token is kept
+# with a digest of the one request it signed, until its timestamp leaves the tolerance (`stamp`,
+# Unix seconds), so the signature cannot be reused over another event.
+_WEBHOOK_TOKENS = """
+CREATE TABLE IF NOT EXISTS webhook_tokens (
+    provider TEXT NOT NULL,
+    token    TEXT NOT NULL,
+    digest   TEXT NOT NULL,
+    stamp    {real} NOT NULL,
+    PRIMARY KEY (provider, token)
+);
+CREATE INDEX IF NOT EXISTS webhook_tokens_stamp ON webhook_tokens (stamp);
+"""
+
+# What a real list's send of an issue went out as (sentissues.py): the sample reader's subject,
+# preheader, text and HTML parts and links, kept from the first send on, so that `check`, `send`
+# and `diff` can say an edited issue is not what readers have, without git. No reader's data:
+# the sample recipient is the config's made-up one.
+_SENT_ISSUES = """
+CREATE TABLE IF NOT EXISTS sent_issues (
+    issue       INTEGER NOT NULL,
+    list        TEXT    NOT NULL,
+    sent_at     TEXT    NOT NULL,
+    fingerprint TEXT    NOT NULL,
+    version     TEXT    NOT NULL,
+    PRIMARY KEY (issue, list)
+);
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         1,
@@ -540,6 +579,24 @@ MIGRATIONS: list[Migration] = [
         "subject tests: the subjects, the sample, the decision",
         sqlite=_SUBJECT_TESTS.format(real="REAL"),
         postgres=_SUBJECT_TESTS.format(real="DOUBLE PRECISION"),
+    ),
+    Migration(
+        17,
+        "a reader in a sequence once, whatever lists enrolled them",
+        sqlite=_ENROLLED_ONCE,
+        postgres=_ENROLLED_ONCE,
+    ),
+    Migration(
+        18,
+        "provider webhook signature tokens, each good for one request",
+        sqlite=_WEBHOOK_TOKENS.format(real="REAL"),
+        postgres=_WEBHOOK_TOKENS.format(real="DOUBLE PRECISION"),
+    ),
+    Migration(
+        19,
+        "what each issue went to a real list as",
+        sqlite=_SENT_ISSUES,
+        postgres=_SENT_ISSUES,
     ),
 ]
 

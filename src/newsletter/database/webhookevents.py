@@ -3,8 +3,10 @@
 Providers retry until they get a 2xx, and anyone who once saw a signed request can send it again
 within the timestamp tolerance: each event id is claimed in one statement (an insert that does
 nothing on conflict), so two deliveries of one event at the same instant, on one machine or
-many, apply it once. Times are Unix seconds from the caller's clock, so a test can move it; ids
-older than the tolerance are pruned (a replay that old is refused by its timestamp anyway).
+many, apply it once. The caller claims inside the transaction that applies the event
+(webhooks/common.py), so a claim never outlives an application that did not happen. Times are
+Unix seconds from the caller's clock, so a test can move it; ids older than the tolerance are
+pruned (a replay that old is refused by its timestamp anyway).
 """
 
 from __future__ import annotations
@@ -34,14 +36,6 @@ class WebhookEvents:
                 (provider, LAST_SEEN, now),
             )
         return added == 1
-
-    def release(self, provider: str, event_id: str) -> None:
-        """Forget a claim whose event could not be applied, so the provider's retry is."""
-        with self.backend.transaction():
-            self.backend.run(
-                "DELETE FROM webhook_events WHERE provider = ? AND event_id = ?",
-                (provider, event_id),
-            )
 
     def prune(self, before: float) -> int:
         """Delete the ids seen before `before` (Unix seconds); how many went. Each provider's

@@ -37,20 +37,27 @@ class Unreadable:
     reason: str
 
 
+DELIMITERS = ",;\t"
+
+
 def read_records(handle: TextIO) -> Iterator[tuple[int, list[str] | Unreadable]]:
     """(line the record starts on, its fields or why it cannot be read), one record at a time.
 
-    `handle` must be opened with newline="" (csv's rule), so quoted line breaks survive.
+    `handle` must be opened with newline="" (csv's rule), so quoted line breaks survive. The
+    delimiter is sniffed from the header line (csv.Sniffer, among comma, semicolon and tab):
+    a spreadsheet set to a European locale saves `email;name`, and read with commas every row
+    would be one field.
     """
     lines = _Lines(handle)
-    reader = csv.reader(lines, strict=False)
+    delimiter = _sniff(lines)
+    reader = csv.reader(lines, strict=False, delimiter=delimiter)
     while True:
         start = lines.number + 1
         lines.taken = []
         try:
             row = next(reader, None)
         except csv.Error as exc:
-            field = _open_quote("".join(lines.taken))
+            field = _open_quote("".join(lines.taken), delimiter)
             # The lines the record took beyond its first are read again as records of their own.
             lines.replay(lines.taken[1:])
             if field is None:
@@ -61,7 +68,7 @@ def read_records(handle: TextIO) -> Iterator[tuple[int, list[str] | Unreadable]]
         if row is None:
             return
         if len(lines.taken) > 1:
-            field = _open_quote("".join(lines.taken))
+            field = _open_quote("".join(lines.taken), delimiter)
             if field is not None:
                 lines.replay(lines.taken[1:])
                 yield start, Unreadable(field, UNCLOSED_QUOTE)
@@ -116,18 +123,32 @@ class _Lines:
         self.number -= len(lines)
 
 
-def _open_quote(text: str) -> int | None:
+def _sniff(lines: _Lines) -> str:
+    """The header line's delimiter (comma when the line has one column or none): the line is
+    read and handed back, so the reader still starts at line 1."""
+    header = next(lines, None)
+    if header is None:
+        return ","
+    lines.replay([header])
+    try:
+        return csv.Sniffer().sniff(header, delimiters=DELIMITERS).delimiter
+    except csv.Error:  # one column (`email`): no delimiter to find
+        return ","
+
+
+def _open_quote(text: str, delimiter: str = ",") -> int | None:
     """The index of the field whose quote `text` (one record's lines) leaves open, if any.
 
     Follows csv's default dialect: `""` inside quotes is a quote. A quote also counts as open
-    when it is "closed" by a stray `"` followed by anything but a comma or a line end: the lenient
-    reader accepts that, and it is how a second stray quote would hide the lines in between.
+    when it is "closed" by a stray `"` followed by anything but the delimiter or a line end: the
+    lenient reader accepts that, and it is how a second stray quote would hide the lines in
+    between.
     """
     field, opened, state = 0, 0, "start"
     for char in text:
         if state == "quoted":
             state = "quote" if char == '"' else "quoted"
-        elif char == ",":
+        elif char == delimiter:
             field, state = field + 1, "start"
         elif state == "start" and char == '"':
             opened, state = field, "quoted"

@@ -26,6 +26,7 @@ from email_validator import EmailNotValidError, validate_email
 from newsletter.errors import Problem, SubscriberListError
 from newsletter.formats.csvfile import Unreadable, read_records
 from newsletter.formats.textfile import SAVE_AS_UTF8, UTF16, looks_like_utf16
+from newsletter.importers.formats import FORMATS
 from newsletter.importers.seen import SeenKeys
 from newsletter.models import Subscriber, header_problem
 
@@ -198,7 +199,8 @@ def _read_header(path: Path, records: Iterator[tuple[int, list[str] | Unreadable
         seen.add(name)
     if "email" not in seen:
         raise SubscriberListError(
-            f"{path}:1: the header row has no `email` column (found: {', '.join(header)})"
+            f"{path}:1: the header row has no `email` column (found: {', '.join(header)})",
+            hint=_export_hint(path, frozenset(seen)),
         )
     index = {name: i for i, name in enumerate(names) if name}
     return _Columns(
@@ -207,6 +209,21 @@ def _read_header(path: Path, records: Iterator[tuple[int, list[str] | Unreadable
         name=index.get("name", len(names)),
         status=index.get("status", len(names)),
         names=tuple(names),
+    )
+
+
+def _export_hint(path: Path, header: frozenset[str]) -> str | None:
+    """How to take in another tool's export (Mailchimp's `Email Address` ...) whose header a
+    list cannot read: `subscribers import` with that tool's format, which keeps its consent."""
+    tool = next(
+        (f for f in FORMATS.values() if f.name != "csv" and set(f.required) <= header), None
+    )
+    if tool is None:
+        return None
+    return (
+        f"This looks like a {tool.label} export: import it into the outbox with `newsletter "
+        f"subscribers import {path} --format {tool.name} --list LIST` (its consent is kept), "
+        "or rename its address column to `email`."
     )
 
 

@@ -153,7 +153,7 @@ def _block_images(blocks: Any, loc: Loc) -> Iterator[tuple[Loc, dict[str, Any]]]
         kind = block.get("kind")
         if kind == "image":
             yield (*loc, index), block
-        elif kind == "quote":
+        elif kind in ("quote", "callout"):
             yield from _block_images(block.get("blocks"), (*loc, index, "blocks"))
         elif kind == "list":
             for e, entry in enumerate(block.get("items") or []):

@@ -20,12 +20,13 @@ from newsletter.errors import IssueError, Problem, display_path
 from newsletter.formats.textfile import SAVE_AS_UTF8, UTF16, looks_like_utf16
 from newsletter.issues.files import issue_number_of, issue_path
 from newsletter.issues.images import measure_images
-from newsletter.issues.markdownsource import read_markdown
+from newsletter.issues.markdownsource import ISSUE_KEYS, read_markdown
 from newsletter.issues.yamlsource import INLINE_FIELDS, Loc, Source, error_field, line_of, read_yaml
 from newsletter.markup import Note, parse_content, parse_inline
 from newsletter.models import Issue
 
-_BLOCK_KINDS = {"paragraph", "heading", "image", "quote", "list", "code_block", "rule", "table"}
+_BLOCK_KINDS = {"paragraph", "heading", "image", "quote", "callout", "list", "code_block"}
+_BLOCK_KINDS |= {"rule", "table"}
 _SPAN_KINDS = {"text", "code", "strong", "em", "strike", "link", "break"}
 MAX_ISSUE_BYTES = 2 * 1024 * 1024  # an issue's text: 20 times what Gmail shows before its clip
 
@@ -56,22 +57,25 @@ FrontKeys = Callable[[dict[str, Any], dict[Loc, int]], list[Problem]]
 
 
 def read_issue_file(
-    path: Path, *, display: str | None = None, front: FrontKeys | None = None
+    path: Path, *, display: str | None = None, front: FrontKeys | None = None, keys: str = ""
 ) -> IssueFile:
-    """The Issue and the Notes about its source; IssueError listing every problem found."""
+    """The Issue and the Notes about its source; IssueError listing every problem found.
+    `keys`: the front matter's keys as an empty or headless file's problem names them (a
+    sequence step's; default: an issue's)."""
     name = display or display_path(path)
     text = read_issue_text(path, name)
     source: Source
     notes: list[Note] = []
     if path.suffix == ".md":
-        markdown = read_markdown(text, name)
+        markdown = read_markdown(text, name, keys or ISSUE_KEYS)
         source, notes = markdown, list(markdown.notes)
     else:
         source = read_yaml(text, name)
     problems = list(source.problems)
     data = source.data
     if not problems and not isinstance(data, dict):
-        problems.append(Problem(name, 1, "", "must be a mapping with number, title, sections"))
+        wanted = f": {keys}, and sections" if keys else " with number, title, sections"
+        problems.append(Problem(name, 1, "", f"must be a mapping{wanted}"))
     mismatch = number_mismatch(path, data, source.lines, name)
     if problems:
         raise IssueError(problems + mismatch)

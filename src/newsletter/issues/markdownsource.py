@@ -11,6 +11,8 @@ of every value, every fault, and Notes for what the email cannot carry.
     The item's text: paragraphs, images, quotes, lists, code, #### headings.
     ###                                     an empty ### opens an untitled item (a quote, a note)
 
+A weekly whose shallowest heading is ### (the title's `# heading` aside) is read one level up:
+its ### headings are sections, its #### headings items.
 A list of links right under a section's heading (nothing written between them), each entry one
 paragraph starting with its link, is a compact list: one item per entry, its link the title.
 A `# Title` first line is the title (front matter may then leave it out); under a front matter
@@ -43,7 +45,12 @@ class MarkdownSource(Source):
     notes: list[Note] = field(default_factory=list)
 
 
-def read_markdown(text: str, name: str) -> MarkdownSource:
+# The keys a file's front matter starts with, as its problems name them: an issue's; a sequence
+# step's are its own (it has no `number:`).
+ISSUE_KEYS = "number: N and title: …"
+
+
+def read_markdown(text: str, name: str, keys: str = ISSUE_KEYS) -> MarkdownSource:
     lines = text.splitlines()
     if not lines or lines[0].strip() != _FENCE:
         return MarkdownSource(
@@ -52,8 +59,7 @@ def read_markdown(text: str, name: str) -> MarkdownSource:
                     name,
                     1,
                     "",
-                    "must start with front matter: a line ---, then number: N and title: …, "
-                    "then another line ---",
+                    f"must start with front matter: a line ---, then {keys}, then another line ---",
                 )
             ]
         )
@@ -165,26 +171,32 @@ class _Outline:
         self.target: list[Any] | None = []
         self.target_loc: Loc = ("intro",)
         self.in_item = False
+        self.shift = 0  # 1: the body's sections are ### headings, its items ####
 
     def read(self, body: str) -> None:
         intro: list[Any] = []
         self.target = intro
         first_block = True
         base = self.reader.first_line
-        for start, tokens in parse_document(body):
+        pieces = parse_document(body)
+        # A weekly whose every heading is ### or deeper has ### sections and #### items: its
+        # headings are read one level up. Above that, `#` and `##` are both sections.
+        shift = self.shift = 1 if self.shallowest(pieces) == 3 else 0
+        for start, tokens in pieces:
             self.reader.first_line = base + start  # the piece's lines count from its start
             index = 0
             while index < len(tokens):
                 token = tokens[index]
                 end = closing(tokens, index)
                 line = self.reader.line_of(token)
+                level = int(token.tag[1]) if token.type == "heading_open" else 0
                 if token.type == "heading_open" and token.markup == "-":
                     # A line, then `---` alone under it: a weekly's divider after the line,
                     # not a section named by it (CommonMark's setext heading).
                     self.divided(tokens[index + 1], line)
-                elif token.type == "heading_open" and token.tag in ("h1", "h2", "h3"):
+                elif (level == 1 and first_block) or 1 <= level - shift <= 3:
                     children = tokens[index + 1].children or []
-                    self.heading(int(token.tag[1]), children, line, first_block)
+                    self.heading(max(level - shift, 1), children, line, first_block)
                 elif token.type in (
                     "bullet_list_open",
                     "ordered_list_open",
@@ -222,6 +234,21 @@ class _Outline:
         for n in range(len(blocks)):
             self.source.lines[("outro", n)] = line
 
+    def shallowest(self, pieces: list[tuple[int, list[Any]]]) -> int:
+        """The shallowest heading level (1 to 3) the body's own headings use, the title's
+        `# heading` aside; 0 if it has none."""
+        levels = set()
+        for number, (_, tokens) in enumerate(pieces):
+            for index, token in enumerate(tokens):
+                if token.type != "heading_open" or token.level or token.markup == "-":
+                    continue
+                if number == index == 0 and token.tag == "h1":
+                    written = tokens[1].content.strip()
+                    if "title" not in self.data or str(self.data["title"]).strip() == written:
+                        continue
+                levels.add(int(token.tag[1]))
+        return min((level for level in levels if level <= 3), default=0)
+
     def problem(self, line: int | None, where: str, message: str) -> None:
         self.source.problems.append(Problem(self.name, line, where, message))
 
@@ -239,11 +266,12 @@ class _Outline:
             self.sections.append(section)
             self.target, self.target_loc, self.in_item = section["intro"], (*loc, "intro"), False
         elif not self.sections:
+            item, opener = "#" * (3 + self.shift), "#" * (2 + self.shift)
             self.problem(
                 line,
                 "",
-                "an item (###) comes before the first section (##): open a section first, or "
-                "make it a #### heading",
+                f"an item ({item}) comes before the first section ({opener}): open a section "
+                f"first, or make it a {item}# heading",
             )
         else:
             self.item(spans, line)

@@ -205,7 +205,8 @@ def read_step(sequence: str, number: int, slug: str, path: Path, *, first: bool)
         own["lists"] = tuple(lists) if first and isinstance(lists, list) else ()
         return found
 
-    file = read_issue_file(path, front=take)
+    keys = "title: … and after: 2d" + (" (and lists: [main])" if first else "")
+    file = read_issue_file(path, front=take, keys=keys)
     return Step(sequence, number, slug, file, own["after"], own["from_joining"], own["lists"])
 
 

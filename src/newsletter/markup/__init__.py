@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 
 from newsletter.markup.blocks import Reader
 from newsletter.markup.htmlblocks import describe_image
-from newsletter.markup.spans import text_span
-from newsletter.markup.tokens import Data, Loc, Note, closing, parser
+from newsletter.markup.tokens import Data, Loc, Note, closing, parser, text_span
 
 __all__ = [
     "Data",

@@ -1,16 +1,26 @@
-"""Block tokens in; block data out (paragraphs, headings, images, quotes, lists, code, rules,
-tables, and HTML blocks read into the same), each block's line recorded, and a Note for whatever
-an email cannot carry (a script, a form, an MDX component or `import`)."""
+"""Block tokens in; block data out (paragraphs, headings, images, quotes, callouts, lists, code,
+rules, tables, and HTML blocks read into the same), each block's line recorded, and a Note for
+whatever an email cannot carry (a script, a form, an MDX component or `import`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
 from newsletter.markup.footnotes import definition_label
+from newsletter.markup.generators import tag_spans
 from newsletter.markup.html import follow_containers
 from newsletter.markup.htmlblocks import HtmlReader, describe_image, without_breaks
 from newsletter.markup.spans import SpanReader
-from newsletter.markup.tokens import Data, Loc, Note, closing, too_deep, trimmed
+from newsletter.markup.tokens import (
+    Data,
+    Loc,
+    Note,
+    callout_params,
+    closing,
+    parser,
+    too_deep,
+    trimmed,
+)
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
@@ -97,10 +107,17 @@ class Reader:
                 self.note("warning", "markup", line, "a quote nested this deep is shown unquoted")
                 return inner
             return [{"kind": "quote", "blocks": inner}] if inner else []
+        if kind in ("container_callout_open", "admonition_open"):
+            return self.callout(tokens[index : end + 1], (*at, place), depth, lines)
         if kind in ("fence", "code_block"):
             language = token.info.split()[0] if token.info.strip() else ""
             return [
                 {"kind": "code_block", "text": token.content.rstrip("\n"), "language": language}
+            ]
+        if kind == "generator":  # a shortcode on a line of its own: its image or its link
+            pieces = tag_spans(token.meta, self.inline, line)
+            return [
+                p if p["kind"] == "image" else {"kind": "paragraph", "spans": [p]} for p in pieces
             ]
         if kind == "hr":
             return [{"kind": "rule"}]
@@ -147,6 +164,43 @@ class Reader:
         return [
             {"kind": "list", "ordered": ordered, "start": start, "tight": tight, "items": entries}
         ]
+
+    def callout(
+        self, tokens: list[Token], at: Loc, depth: int, lines: dict[Loc, int]
+    ) -> list[Data]:
+        """A container (`::: warning Title`) or an admonition (`!!! note "Title"`, `???` shown
+        open) as a callout: its kind, its title, its body. `::: right` and `::: center` only
+        place their text, as the site does: their blocks are shown as they are."""
+        opening, line = tokens[0], self.line_of(tokens[0])
+        body = tokens[1:-1]
+        children: list[Token] = []
+        if opening.type == "admonition_open":
+            tone = str(opening.meta.get("tag", "note")).lower()
+            if body and body[0].type == "admonition_title_open":
+                title_end = closing(body, 0)
+                if '"' in opening.info:  # else the plugin's own default: the kind's name
+                    children = body[1].children or []
+                body = body[title_end + 1 :]
+        else:
+            tone, title = callout_params(opening.info)
+            if title:
+                parsed = parser().parseInline(title)
+                children = (parsed[0].children or []) if parsed else []
+        if tone in ("right", "center", "left"):
+            inner = self.blocks(body, at, depth + 1, lines)
+            return [_centred(block) for block in inner] if tone == "center" else inner
+        spans = self.title(children, line)
+        inner = self.blocks(body, (*at, "blocks"), depth + 1, lines)
+        if not inner:
+            return (
+                [{"kind": "paragraph", "spans": [{"kind": "strong", "spans": spans}]}]
+                if spans
+                else []
+            )
+        callout: Data = {"kind": "callout", "tone": _tone(tone), "blocks": inner}
+        if spans:
+            callout["title"] = spans
+        return [callout]
 
     @staticmethod
     def _lists_above(at: Loc) -> int:
@@ -236,6 +290,12 @@ def _definitions(children: list[Token]) -> list[tuple[str, list[Token]]]:
             found[-1][1].append(token)
         starts_line = token.type in ("softbreak", "hardbreak")
     return found
+
+
+def _tone(name: str) -> str:
+    """A callout's kind as a name the email knows how to colour and to say (note, if none)."""
+    kept = "".join(c for c in name.lower() if c.isascii() and (c.isalnum() or c in "_-"))[:32]
+    return kept if kept[:1].isalpha() else "note"
 
 
 def _centred(block: Data) -> Data:

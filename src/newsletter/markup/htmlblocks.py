@@ -19,7 +19,7 @@ from newsletter.markup.html import (
     read_fragment,
 )
 from newsletter.markup.spans import SpanReader, wide
-from newsletter.markup.tokens import Data, hoist_images, trimmed
+from newsletter.markup.tokens import Data, as_code, hoist_images, trimmed
 
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 _CONTAINERS = names("div center section article header footer main aside nav figure details dl dd")
@@ -119,10 +119,10 @@ class HtmlReader:
             self._inline_children(element, inner, offset)
             if inner:
                 run.append({"kind": STYLES[name], "spans": inner})
-        elif name in CODES:
-            code = " ".join(element.text().split())
-            if code:
-                run.append({"kind": "code", "text": code})
+        elif name in CODES:  # its words as code, a link among them still a link
+            inner = []
+            self._inline_children(element, inner, offset)
+            run.extend(as_code(trimmed(inner)))
         else:  # <span>, <sub>, <small>, an unknown tag: its words, without its look
             self._inline_children(element, run, offset)
 
@@ -202,8 +202,9 @@ class HtmlReader:
         poster = element.attrs.get("poster", "")
         if poster:
             label = link["spans"][0]["text"]
-            source = self.spans.image_source(poster)
-            out.append({"kind": "image", "src": source, "alt": label, "href": link["url"]})
+            source = self.spans.picture(poster, f"<{element.name} poster>", line)
+            if source is not None:
+                out.append({"kind": "image", "src": source, "alt": label, "href": link["url"]})
         out.append({"kind": "paragraph", "spans": [link]})
 
     def _media_link(self, element: Element, line: int) -> Data | None:

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
-from newsletter.markup.addresses import image_source, link_target, player_page
+from newsletter.markup.addresses import link_target, picture_source, player_page
 from newsletter.markup.footnotes import Footnotes
+from newsletter.markup.generators import tag_spans
 from newsletter.markup.html import (
     BLOCKS,
     CODES,
@@ -26,7 +27,7 @@ from newsletter.markup.html import (
     size_of,
     without_dropped,
 )
-from newsletter.markup.tokens import Data, hoist_images, trimmed
+from newsletter.markup.tokens import Data, as_code, bare_links, hoist_images, text_span, trimmed
 
 if TYPE_CHECKING:
     from markdown_it.token import Token
@@ -34,16 +35,9 @@ if TYPE_CHECKING:
 # What a file under issues/ may be (fields.py checks it again); anything else has no picture.
 _PICTURES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 _SIZE = re.compile(r"\{\s*((?:(?:width|height)=\d+\s*)+)\}")
-# A bare URL ends before a space, a comma or semicolon (`https://goproxy.cn,direct`), and before
-# CJK punctuation and full-width forms (。，、（）「」…), which never belong to one.
-_BARE_URL = re.compile(r"https?://[^\s<>\"',;\u2018-\u201f\u2026\u3000-\u303f\uff00-\uffef]+")
 Level = Literal["error", "warning"]
 # Players that may name what they play in <source> tags inside them, not in their own `src`.
 _PLAYERS = frozenset({"video", "audio"})
-
-
-def text_span(text: str) -> Data:
-    return {"kind": "text", "text": text}
 
 
 def wide(char: str) -> bool:
@@ -109,8 +103,15 @@ class SpanReader:
             elif kind == "image":
                 image = self._image(token, children, index, line)
                 skip = image.pop("_skip", 0)
-                if self.reachable(image["src"], line):
-                    self.place_image(current, image, line, allow_images)
+                src = self.picture(image["src"], "![…](…)", line)
+                if src is not None:
+                    self.place_image(current, {**image, "src": src}, line, allow_images)
+            elif kind == "generator":  # a Hugo shortcode or a Liquid tag (generators.py)
+                for piece in tag_spans(token.meta, self, line):
+                    if piece["kind"] == "image":
+                        self.place_image(current, piece, line, allow_images)
+                    else:
+                        current.append(piece)
             elif kind == "html_inline":
                 tag = read_tag(token.content)
                 if tag is not None:
@@ -157,22 +158,10 @@ class SpanReader:
         """`href` as an absolute address (see addresses.py), or None and a Note."""
         return link_target(href, self.base, line, self.note)
 
-    def image_source(self, src: str) -> str:
-        return image_source(src, self.base)
-
-    def reachable(self, src: str, line: int) -> bool:
-        """False, with an error, for an image at the root of a site no `base:` names."""
-        if not src.startswith("/"):
-            return True
-        self.note(
-            "error",
-            "link",
-            line,
-            f"the image {src} is at the root of the weekly's own site, which an email cannot "
-            "know: add the issue page's address to the front matter (base: "
-            "https://example.org/weekly/42/), or write the image's whole address",
-        )
-        return False
+    def picture(self, written: str, tag: str, line: int) -> str | None:
+        """An image's address as `tag` wrote it, resolved; None, with an error naming the tag
+        and the address, for one no email can show (see addresses.py)."""
+        return picture_source(written, tag, self.base, line, self.note)
 
     def _closed(self, span: Data) -> list[Data]:
         """The span once closed: a link around a lone image is the image's link."""
@@ -184,9 +173,8 @@ class SpanReader:
             return [text_span(reference)]
         if span["kind"] == "unlinked":
             return list(span["spans"])
-        if span["kind"] == "_code":  # <kbd>, <code>: their words as code
-            words = "".join(_words(span["spans"]))
-            return [{"kind": "code", "text": words}] if words else []
+        if span["kind"] == "_code":  # <kbd>, <code>: their words as code, their links links
+            return as_code(span["spans"])
         if span["kind"] == "link" and len(inner) == 1 and inner[0].get("kind") == "image":
             return [{**inner[0], "href": span["url"]}]
         return [span] if span["spans"] else []
@@ -194,7 +182,7 @@ class SpanReader:
     def _image(self, token: Token, children: list[Token], index: int, line: int) -> Data:
         image: Data = {
             "kind": "image",
-            "src": self.image_source(str(token.attrGet("src") or "")),
+            "src": str(token.attrGet("src") or ""),
             "alt": token.content.strip(),
         }
         title = token.attrGet("title")
@@ -214,8 +202,8 @@ class SpanReader:
     def html_image(self, attrs: dict[str, str], line: int) -> Data | None:
         """An <img>'s image data: its source, alt, width and height. One with no picture to
         show (no source, a `data:` pixel, `src=x`) is left out with a Note."""
-        src = self.image_source(attrs.get("src", ""))
-        if not self.reachable(src, line):
+        src = self.picture(attrs.get("src", ""), "<img>", line)
+        if src is None:
             return None
         scheme = urlsplit(src).scheme.lower()
         if scheme not in ("http", "https") and (scheme or not src.lower().endswith(_PICTURES)):
@@ -353,19 +341,7 @@ class SpanReader:
                 for words in split:
                     self.add_text(current, words, linkify)
                 return
-        pieces: list[Data] = []
-        if linkify and "http" in text:
-            position = 0
-            for found in _BARE_URL.finditer(text):
-                url = _trim_url(found.group())
-                if found.start() > position:
-                    pieces.append(text_span(text[position : found.start()]))
-                pieces.append({"kind": "link", "url": url, "spans": [text_span(url)]})
-                position = found.start() + len(url)
-            if position < len(text):
-                pieces.append(text_span(text[position:]))
-        else:
-            pieces = [text_span(text)]
+        pieces = bare_links(text) if linkify and "http" in text else [text_span(text)]
         for piece in pieces:
             _append(current, piece)
 
@@ -376,19 +352,6 @@ def _append(spans: list[Data], piece: Data) -> None:
         spans[-1] = text_span(spans[-1]["text"] + piece["text"])
     else:
         spans.append(piece)
-
-
-def _trim_url(url: str) -> str:
-    """A URL at the end of a sentence keeps its own closing parenthesis, not the sentence's."""
-    while url and url[-1] in ".,:;!?'\")]}":
-        if url[-1] == ")" and url.count("(") >= url.count(")"):
-            break
-        url = url[:-1]
-    return url
-
-
-def _words(spans: list[Data]) -> list[str]:
-    return [str(s.get("text", "")) + "".join(_words(s.get("spans", []))) for s in spans]
 
 
 def _next_char(children: list[Token], start: int) -> str:

@@ -19,6 +19,7 @@ from newsletter.markup import Note
 # The templates that lay out content blocks, each for its part of the email.
 CONTENT_TEMPLATES = {"content.mjml": "HTML part", "content.txt": "text part"}
 _NAMES = {"code_block": "code block", "rule": "rule (---)", "list": "list", "quote": "quote"}
+_NAMES |= {"callout": "callout (::: or !!!)"}
 
 
 def unhandled_blocks(

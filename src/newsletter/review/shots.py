@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from newsletter.distribution import extra_command
 from newsletter.errors import NewsletterError
 
 WIDTHS = (375, 680)  # a phone, and a desktop client's reading pane (the email is 600 px wide)
@@ -47,7 +48,7 @@ _ARGS = [
     "--host-resolver-rules=MAP * ~NOTFOUND",
 ]
 SHOTS_HINT = (
-    "pip install 'newsletter[shots]' and a Chromium (apt-get install chromium), "
+    f"{extra_command('shots')} and a Chromium (apt-get install chromium), "
     "or name one: --chromium PATH or NEWSLETTER_CHROMIUM"
 )
 

@@ -14,13 +14,12 @@ same rules then apply to the date they name.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
 import time
 import zoneinfo
 from dataclasses import dataclass
-from pathlib import Path
 
+from newsletter.days import date_of, machine_zone
 from newsletter.errors import ScheduleError
 
 UTC = dt.UTC
@@ -62,26 +61,6 @@ def zone_of(name: str | None) -> tuple[dt.tzinfo, str]:
                 " (`timedatectl list-timezones` lists them).",
             ) from None
     return machine_zone()
-
-
-def machine_zone() -> tuple[dt.tzinfo, str]:
-    """The machine's zone with its daylight-saving rules: TZ, else /etc/localtime's target."""
-    tz = os.environ.get("TZ", "").lstrip(":")
-    if tz:
-        try:
-            return zoneinfo.ZoneInfo(tz), tz
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            pass
-    localtime = Path("/etc/localtime")
-    try:
-        target = str(localtime.resolve())
-        if "zoneinfo/" in target:
-            name = target.split("zoneinfo/", 1)[1]
-            return zoneinfo.ZoneInfo(name), name
-        with localtime.open("rb") as handle:
-            return zoneinfo.ZoneInfo.from_file(handle), "localtime"
-    except (OSError, ValueError, zoneinfo.ZoneInfoNotFoundError):
-        return UTC, "UTC"
 
 
 def parse_moment(text: str, zone_name: str | None, *, now: float | None = None) -> Moment:
@@ -133,7 +112,7 @@ def parse_moment(text: str, zone_name: str | None, *, now: float | None = None) 
 def named_day(word: str, zone: dt.tzinfo, now: float) -> str:
     """`today` or `tomorrow` in `zone` at `now`, as YYYY-MM-DD (the zone's calendar, not the
     machine's: 23:30 in Berlin is already tomorrow in Shanghai)."""
-    today = dt.datetime.fromtimestamp(now, zone).date()
+    today = date_of(dt.datetime.fromtimestamp(now, UTC), zone)
     day = today + dt.timedelta(days=1) if word.lower() == "tomorrow" else today
     return day.isoformat()
 

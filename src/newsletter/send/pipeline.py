@@ -12,7 +12,9 @@ the same fixed steps:
    saved while the checks ran or while the question waits goes out with the next send only;
    A request's `phase` may then reshape it (a subject test: its sample now, its rest later);
 4. ask: a real list's send asks the Listener when the request says so (declined: nothing sent);
-5. run: the coordinator plans, delivers and records, each outcome passed to the Listener.
+5. run: what a real list gets is recorded once (the delivery log's sent_issues: `check`,
+   `send` and `diff` then say when the file no longer is what readers have), and the
+   coordinator plans, delivers and records, each outcome passed to the Listener.
 
 Nothing here prints, asks a terminal or exits: each step's value goes to the Listener as it is
 known (the command line words them, the worker's child prints them plainly), and the outcome,
@@ -37,6 +39,7 @@ from newsletter.context import CommandContext
 from newsletter.database import Database
 from newsletter.errors import CheckFailedError, DatabaseError
 from newsletter.gate import SendVerdict, inspect_send
+from newsletter.review.compare import recorded, version_of
 from newsletter.send import coordinator, preparation
 from newsletter.send.job import Event, Options, RunReport
 from newsletter.send.preparation import Prepared
@@ -197,6 +200,11 @@ def send(
         return SendOutcome(verdict, test, declined=True)
     options = request.options if request.options is not None else Options.merged(settings)
     try:
+        if not staging:
+            version = version_of(verdict.draft, settings, "sent", settings.root)
+            context.database.sent_issues.record(
+                number, list_name, verdict.fingerprint, recorded(version)
+            )
         with heard.running(prepared) as progress:
             report = coordinator.send(prepared, context.database, options, progress)
     except DatabaseError as exc:

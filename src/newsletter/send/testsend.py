@@ -16,12 +16,12 @@ coordinator's first step for a test).
 from __future__ import annotations
 
 import datetime as dt
-import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from newsletter.database import Database
 from newsletter.database.testsends import TestSend
+from newsletter.days import date_of, zone_named
 from newsletter.errors import DeliveryError
 from newsletter.models import DeliveryStatus
 
@@ -155,6 +155,7 @@ def local_time(timezone: str, stamp: str) -> str:
         moment = dt.datetime.fromisoformat(stamp)
     except ValueError:
         return stamp
-    local = moment.astimezone(zoneinfo.ZoneInfo(timezone)) if timezone else moment.astimezone()
-    today = dt.datetime.now(local.tzinfo).date()
+    zone = zone_named(timezone)
+    local = moment.astimezone(zone)
+    today = date_of(dt.datetime.now(dt.UTC), zone)
     return local.strftime("%H:%M" if local.date() == today else "%Y-%m-%d %H:%M")

@@ -18,12 +18,12 @@ they send between two renewals), plus what this worker sent since.
 from __future__ import annotations
 
 import datetime as dt
-import zoneinfo
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from newsletter.config.settings import SendSettings
 from newsletter.database import Database
+from newsletter.days import date_of, day_of, zone_named
 
 # The stop line's first words (words for the editor: the worker reads Pause.until instead).
 WARMUP_STOP = "warm-up:"
@@ -39,13 +39,17 @@ class Pause:
 
 
 def daily_cap(plan: str | Sequence[int], day: int) -> int | None:
-    """The cap of warm-up day `day` (0: the first); None: no cap."""
+    """The cap of warm-up day `day` (0: the first); None: no cap. A day before day 0 (the clock
+    set back behind the first sent row) is day 0, whichever ramp: the cap never lifts."""
+    if plan == "off":
+        return None
+    day = max(day, 0)
     if isinstance(plan, str):
-        if plan == "off" or day > 41:
+        if day > 41:
             return None
-        cap: float = 200 * 1000.0 ** (max(day, 0) / 41)
+        cap: float = 200 * 1000.0 ** (day / 41)
         return round(cap)
-    return plan[day] if 0 <= day < len(plan) else None
+    return plan[day] if day < len(plan) else None
 
 
 class Warmup:
@@ -63,7 +67,7 @@ class Warmup:
     ) -> None:
         self._database = database
         self._plan = plan
-        self._zone = zoneinfo.ZoneInfo(zone) if zone else None
+        self._zone = zone_named(zone)
         self._zone_name = zone or "local time"
         self._start = start
         self._clock = clock
@@ -74,14 +78,13 @@ class Warmup:
 
     def refresh(self) -> None:
         """Today's cap and what the log shows sent today."""
-        today = self._clock().astimezone(self._zone).date()
-        start = self._start or self._first_day() or today
-        self.cap = daily_cap(self._plan, (today - start).days)
+        today = day_of(self._clock(), self._zone)
+        start = self._start or self._first_day() or today.date
+        self.cap = daily_cap(self._plan, (today.date - start).days)
         if self.cap is None:
             return
-        begin = dt.datetime.combine(today, dt.time(), self._zone).astimezone(dt.UTC)
-        end = begin + dt.timedelta(days=1)  # 23 or 25 hours across DST: counted by instants
-        self.sent = self._database.deliveries.sent_between(_stamp(begin), _stamp(end))
+        # From this midnight to the next: 23 or 25 hours when the clocks change.
+        self.sent = self._database.deliveries.sent_between(_stamp(today.begin), _stamp(today.end))
 
     def left(self) -> int | None:
         """Messages that may still go out today; None: no cap."""
@@ -89,7 +92,7 @@ class Warmup:
 
     def resumes(self) -> dt.datetime:
         """The start of the next day, in the newsletter's zone."""
-        return next_midnight(self._zone_name if self._zone else "", self._clock())
+        return day_of(self._clock(), self._zone).end.astimezone(self._zone)
 
     def pause(self) -> Pause:
         """Today's cap is spent: the stop line (`warm-up: 400 of 12,000 today, resumes at 00:00
@@ -105,14 +108,7 @@ class Warmup:
         first = self._database.deliveries.first_sending()
         if first is None:
             return None
-        return dt.datetime.fromisoformat(first).astimezone(self._zone).date()
-
-
-def next_midnight(zone: str, moment: dt.datetime | None = None) -> dt.datetime:
-    """The next 00:00 after `moment` (default: now) in `zone` ("": the machine's)."""
-    tz = zoneinfo.ZoneInfo(zone) if zone else None
-    today = (moment or dt.datetime.now(dt.UTC)).astimezone(tz).date()
-    return dt.datetime.combine(today + dt.timedelta(days=1), dt.time(), tz).astimezone(tz)
+        return date_of(dt.datetime.fromisoformat(first), self._zone)
 
 
 def _stamp(moment: dt.datetime) -> str:

@@ -28,6 +28,8 @@ from newsletter.database.enrolments import PAGE
 from newsletter.errors import DatabaseError, NewsletterError
 from newsletter.issues.sequencefiles import FOLDER, Sequence, Step, load_sequence, sequence_names
 from newsletter.mail.tokens import SigningKey
+from newsletter.models import DeliveryStatus
+from newsletter.send.job import Delivered
 from newsletter.sequences.quiet import quiet_for
 from newsletter.sequences.steps import StepMails, deliver
 
@@ -124,10 +126,18 @@ class SequenceDuty:
             except (NewsletterError, OSError) as exc:
                 self._fault(step.sequence, f"{step.name} for {list_name}: {exc}")
                 continue
-            await deliver(mail, database, self.settings)
+            self._said(step, list_name, await deliver(mail, database, self.settings))
         # A reader who confirms now gets step 1 at the next look, a poll away; a look that
         # finds nothing due reads a few index pages per step (benchmarks/sequences.py).
         return self.settings.worker.poll
+
+    def _said(self, step: Step, list_name: str, done: Delivered) -> None:
+        """What a step's send did, one line (nothing when nothing went: most looks)."""
+        parts = [f"{done.this_run[s]} {s}" for s in DeliveryStatus if done.this_run.get(s)]
+        if done.stopped:
+            parts.append(f"stopped: {done.stopped}")
+        if parts:
+            self.log(f"sequence step {step.name} -> {list_name}: {', '.join(parts)}")
 
     def reap(self, database: Database) -> None:
         """PostgreSQL: the steps' rows of workers whose lease ran out (killed, cut off) come
@@ -149,8 +159,12 @@ class SequenceDuty:
             stamp = _stamp(self.folder / name)
             kept = self._read.get(name)
             if kept is None or kept[0] != stamp:
+                was = kept
                 kept = (stamp, *self._load(name))
                 self._read[name] = kept
+                if was is not None and was[2] and not kept[2]:
+                    # Said once, as the fault was: the editor sees the fix was picked up.
+                    self.log(f"sequence {name}: its files read without a fault again")
             _, sequence, fault = kept
             if fault:
                 self._fault(name, fault)

@@ -6,7 +6,7 @@ due (`newsletter sequences`) out; and the editor's enrolment of a whole list.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,9 +37,10 @@ class StepView:
     from_joining: bool
     key: int  # the step's issue number in the delivery log (`status --issue KEY`)
     at_step: int  # readers whose last step is this one
-    waiting: int  # readers this step is next for
+    waiting: int  # readers this step is next for (and would reach: confirmed, not suppressed)
     next_due: float | None  # when it next falls due for one of them (Unix time)
-    counts: dict[DeliveryStatus, int] = field(default_factory=dict)  # the log, every list
+    counts: dict[DeliveryStatus, int] = field(default_factory=dict)  # the log, readers' lists
+    tests: dict[DeliveryStatus, int] = field(default_factory=dict)  # the log, staging lists
 
 
 @dataclass(frozen=True)
@@ -47,29 +48,37 @@ class SequenceView:
     name: str
     lists: tuple[str, ...]
     steps: tuple[StepView, ...]
-    not_started: int  # readers who joined and had no step yet
+    joined: int  # readers in it, wherever they are
+    not_started: int  # those of them who had no step yet
 
 
-def survey(folder: Path, database: Database) -> list[SequenceView]:
-    """Every sequence of `folder` as the editor sees it (IssueError for a faulty one)."""
-    return [view(load_sequence(folder, name), database) for name in sequence_names(folder)]
+def survey(settings: Settings, database: Database) -> list[SequenceView]:
+    """Every sequence as the editor sees it (IssueError for a faulty one)."""
+    folder = settings.resolve(Path(FOLDER))
+    staging = {name for name, chosen in settings.lists.items() if chosen.staging}
+    return [view(load_sequence(folder, name), database, staging) for name in sequence_names(folder)]
 
 
-def view(sequence: Sequence, database: Database) -> SequenceView:
+def view(sequence: Sequence, database: Database, staging: Collection[str] = ()) -> SequenceView:
+    """The sequence's steps and readers; `staging`: the lists whose rows are step tests
+    (`sequences test`), counted apart from what went to readers."""
     enrolments = database.enrolments
     at_steps = enrolments.at_steps(sequence.name)
+    reachable = enrolments.at_steps(sequence.name, reachable=True)
     steps = []
     previous = 0
     for step in sequence.steps:
         key = enrolments.step_key(sequence.name, step.number)
-        waiting = sum(n for at, n in at_steps.items() if previous <= at < step.number)
+        waiting = sum(n for at, n in reachable.items() if previous <= at < step.number)
         first = enrolments.next_at(
             sequence.name, previous, step.number, from_joining=step.from_joining
         )
         counts = dict.fromkeys(DeliveryStatus, 0)
+        tests = dict.fromkeys(DeliveryStatus, 0)
         for list_name in database.deliveries.lists_of(key):
+            into = tests if list_name in staging else counts
             for state, n in database.deliveries.counts(key, list_name).items():
-                counts[state] += n
+                into[state] += n
         steps.append(
             StepView(
                 step.number,
@@ -82,10 +91,17 @@ def view(sequence: Sequence, database: Database) -> SequenceView:
                 waiting,
                 None if first is None else first + step.after,
                 counts,
+                tests,
             )
         )
         previous = step.number
-    return SequenceView(sequence.name, sequence.lists, tuple(steps), at_steps.get(0, 0))
+    return SequenceView(
+        sequence.name,
+        sequence.lists,
+        tuple(steps),
+        sum(at_steps.values()),
+        at_steps.get(0, 0),
+    )
 
 
 def enrol(folder: Path, database: Database, name: str, list_name: str, at: float) -> int:

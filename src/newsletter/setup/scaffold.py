@@ -25,13 +25,13 @@ import string
 import tomllib
 import unicodedata
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from newsletter.config.configfile import CONFIG_NAME, SECRET_FILE
 from newsletter.config.settings import Settings
+from newsletter.distribution import requirement
 from newsletter.errors import ConfigError, ProjectExistsError, display_path
 from newsletter.i18n import primary
 from newsletter.state.statefiles import FILE, private_folder
@@ -211,14 +211,10 @@ def add_workflow(root: Path, issues: str) -> Path:
 
 def workflow_text(issues: str) -> str:
     """The workflow (project_templates/workflow.yml) for issue files in `issues`: it installs
-    the version of newsletter that writes it, so CI checks as the editor's `check` does, with
-    the shots extra for `diff --html`."""
-    try:
-        requirement = f"newsletter[shots]=={version('newsletter')}"
-    except PackageNotFoundError:  # a source tree never installed: the newest release
-        requirement = "newsletter[shots]"
+    the version of newsletter that writes it, by its distribution's name, so CI checks as the
+    editor's `check` does, with the shots extra for `diff --html`."""
     text = (TEMPLATES / "workflow.yml").read_text(encoding="utf-8")
-    return text.replace("@requirement@", requirement).replace("@issues@", _quoted(issues))
+    return text.replace("@requirement@", requirement("shots")).replace("@issues@", _quoted(issues))
 
 
 def _fill(template: str, values: dict[str, str]) -> str:

@@ -123,23 +123,24 @@ def to_report(event: Event) -> Report:
         message_ids=(event.message_id,) if event.message_id else (),
         subject="",
         sender=event.provider,
+        envelope=True,
     )
 
 
 def apply_events(
     database: Database, policy: Policy, events: list[Event], now: float
 ) -> list[Decision]:
-    """Each event not seen before through the policy; a seen one is REPEATED. An event whose
-    application fails is released, so the provider's retry applies it."""
+    """Each event not seen before through the policy; a seen one is REPEATED.
+
+    An event's claim and its application are one transaction: a process killed between two
+    statements (or an application that fails) leaves neither, so the provider's retry applies
+    it; one left claimed but never applied would be "already counted" for ever."""
     database.webhook_events.prune(now - SEEN_SECONDS)
     decisions = []
     for event in events[:MAX_EVENTS]:
-        if not database.webhook_events.claim(event.provider, event.event_id, now):
-            decisions.append(Decision(Verdict.REPEATED))
-            continue
-        try:
-            decisions.append(policy.apply(to_report(event)))
-        except BaseException:
-            database.webhook_events.release(event.provider, event.event_id)
-            raise
+        with database.backend.transaction():
+            if database.webhook_events.claim(event.provider, event.event_id, now):
+                decisions.append(policy.apply(to_report(event)))
+            else:
+                decisions.append(Decision(Verdict.REPEATED))
     return decisions

@@ -7,6 +7,9 @@ id alone (`RecordType:ID`, kept for common.SEEN_SECONDS). The tag comes back in 
 
     Bounce (HardBounce)        hard        Bounce (SoftBounce)   soft
     Bounce (Transient)         delayed     SpamComplaint         complaint
+
+A hard or soft bounce whose `Details` (the server's words) hold an RFC 3463 code is classified
+by it, as `newsletter bounces` classifies a DSN (bounces/kinds.py); by its type only when not.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import binascii
 import hmac
 from collections.abc import Mapping
 
-from newsletter.bounces.kinds import Kind
+from newsletter.bounces.kinds import Kind, failure_kind, status_of
 from newsletter.webhooks.common import TAG_KEY, Event, RefusedError, parse_json, text_of
 
 NAME = "postmark"
@@ -43,8 +46,10 @@ class Postmark:
 
 def _event(item: dict[str, object]) -> Event | None:
     record = item.get("RecordType")
+    status = status_of("", text_of(item.get("Details")))
     if record == "Bounce":
-        kind = _BOUNCES.get(text_of(item.get("Type")))
+        label = _BOUNCES.get(text_of(item.get("Type")))
+        kind = failure_kind(status, label) if label in (Kind.HARD, Kind.SOFT) else label
     elif record == "SpamComplaint":
         kind = Kind.COMPLAINT
     else:
@@ -60,5 +65,6 @@ def _event(item: dict[str, object]) -> Event | None:
         kind,
         text_of(item.get("Email") or item.get("Recipient"), 320).lower(),
         tag=tag,
+        status=status,
         detail=text_of(item.get("Description")),
     )

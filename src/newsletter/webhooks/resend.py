@@ -7,6 +7,9 @@ key is the base64 after `whsec_` of the endpoint's signing secret
 
     email.bounced (Permanent)  hard        email.bounced (Transient)  soft
     email.delivery_delayed     delayed     email.complained           complaint
+
+A bounce whose message holds an RFC 3463 code is classified by it, as `newsletter bounces`
+classifies a DSN (bounces/kinds.py); by its type only when it has none.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
-from newsletter.bounces.kinds import Kind
+from newsletter.bounces.kinds import Kind, failure_kind, status_of
 from newsletter.bounces.verp import TAG_HEADER
 from newsletter.webhooks.common import (
     TAG_KEY,
@@ -67,8 +70,10 @@ def _event(ident: str, payload: dict[str, object]) -> Event | None:
     name = payload.get("type")
     found = data.get("bounce")
     bounce = found if isinstance(found, dict) else {}
+    detail = text_of(bounce.get("message"))
+    status = status_of("", detail)
     if name == "email.bounced":
-        kind = Kind.SOFT if bounce.get("type") == "Transient" else Kind.HARD
+        kind = failure_kind(status, Kind.SOFT if bounce.get("type") == "Transient" else Kind.HARD)
     elif name == "email.delivery_delayed":
         kind = Kind.DELAYED
     elif name == "email.complained":
@@ -83,7 +88,8 @@ def _event(ident: str, payload: dict[str, object]) -> Event | None:
         kind,
         text_of(recipient, 320).lower(),
         tag=_tag(data),
-        detail=text_of(bounce.get("message")),
+        status=status,
+        detail=detail,
     )
 
 

@@ -8,6 +8,9 @@ array; custom arguments arrive as top-level keys, so the send's `X-SMTPAPI` uniq
 
     bounce (type bounce)       hard        bounce (type blocked)   soft
     deferred                   delayed     spamreport              complaint
+
+A bounce is classified by its status (or the code in its `reason`) when it has an RFC 3463 one,
+as `newsletter bounces` classifies a DSN (bounces/kinds.py); by its type only when it has none.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from newsletter.bounces.kinds import Kind
+from newsletter.bounces.kinds import Kind, failure_kind, status_of
 from newsletter.webhooks.common import (
     TAG_KEY,
     Event,
@@ -62,8 +65,10 @@ class SendGrid:
 
 def _event(item: dict[str, object]) -> Event | None:
     name = item.get("event")
+    reason = text_of(item.get("reason"))
+    status = status_of(text_of(item.get("status"), 20), reason)
     if name == "bounce":
-        kind = Kind.SOFT if item.get("type") == "blocked" else Kind.HARD
+        kind = failure_kind(status, Kind.SOFT if item.get("type") == "blocked" else Kind.HARD)
     elif name == "deferred":
         kind = Kind.DELAYED
     elif name == "spamreport":
@@ -80,6 +85,6 @@ def _event(item: dict[str, object]) -> Event | None:
         text_of(item.get("email"), 320).lower(),
         tag=text_of(item.get(TAG_KEY), 40),
         message_id=text_of(item.get("smtp-id"), 400),
-        status=text_of(item.get("status"), 20),
-        detail=text_of(item.get("reason")),
+        status=status,
+        detail=reason,
     )

@@ -15,6 +15,11 @@ is the SNS MessageId.
 
     Bounce (Permanent)   hard    Bounce (Transient, Undetermined)   soft
     DeliveryDelay        delayed Complaint                          complaint
+
+A bounce is classified by its recipient's status (or the code in its diagnosticCode) when it has
+an RFC 3463 one, as `newsletter bounces` classifies a DSN (bounces/kinds.py); by its bounceType
+only when it has none. A complaint whose complaintFeedbackType is not a complaint's (not-spam,
+auth-failure: kinds.is_complaint, the rule of a mailed ARF report) is no event of ours.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from newsletter.bounces.kinds import Kind
+from newsletter.bounces.kinds import Kind, failure_kind, is_complaint, status_of
 from newsletter.bounces.verp import TAG_HEADER
 from newsletter.webhooks.common import (
     TAG_KEY,
@@ -157,10 +162,16 @@ def _event(ident: str, message: object) -> Event | None:
         return None
     if not isinstance(detail, dict):
         return None
+    if name == "Complaint" and not is_complaint(text_of(detail.get("complaintFeedbackType"))):
+        return None  # marked as not spam, or a report on authentication: nobody complained
     default = {"Bounce": Kind.SOFT, "Complaint": Kind.COMPLAINT}.get(name, Kind.DELAYED)
     kind = kinds.get(text_of(detail.get(key)), default) if key else default
     found = detail.get(people)
     first = found[0] if isinstance(found, list) and found and isinstance(found[0], dict) else {}
+    diagnostic = text_of(first.get("diagnosticCode"))
+    status = status_of(text_of(first.get("status"), 20), diagnostic)
+    if name == "Bounce":
+        kind = failure_kind(status, kind)
     mail = message.get("mail")
     return Event(
         NAME,
@@ -168,8 +179,8 @@ def _event(ident: str, message: object) -> Event | None:
         kind,
         text_of(first.get("emailAddress"), 320).lower(),
         tag=_tag(mail if isinstance(mail, dict) else {}),
-        status=text_of(first.get("status"), 20),
-        detail=text_of(first.get("diagnosticCode")),
+        status=status,
+        detail=diagnostic,
     )
 
 

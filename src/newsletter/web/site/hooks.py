@@ -29,7 +29,8 @@ from newsletter.links import WEBHOOK_PATH
 from newsletter.web.listen import NO_STORE
 from newsletter.web.site.connection import DatabaseThread
 from newsletter.webhooks.common import Event, RefusedError, apply_events
-from newsletter.webhooks.mailgun import Mailgun
+from newsletter.webhooks.mailgun import NAME as MAILGUN
+from newsletter.webhooks.mailgun import Mailgun, Tokens
 from newsletter.webhooks.postmark import Postmark
 from newsletter.webhooks.resend import Resend
 from newsletter.webhooks.sendgrid import SendGrid
@@ -42,9 +43,10 @@ class Reader(Protocol):
     def read(self, headers: Mapping[str, str], body: bytes, now: float) -> list[Event]: ...
 
 
-def readers_for(settings: Settings, fetch: Fetch = fetch_https) -> dict[str, Reader]:
+def readers_for(settings: Settings, fetch: Fetch, tokens: Tokens) -> dict[str, Reader]:
     """The providers whose key or secret is set; a malformed one stops `serve` at start
-    (ConfigError naming the variable), not at the provider's first event."""
+    (ConfigError naming the variable), not at the provider's first event. `tokens` keeps
+    Mailgun's signature tokens (webhooks/mailgun.py)."""
     tolerance = settings.webhooks.tolerance_seconds
     found: dict[str, Reader] = {}
     try:
@@ -56,7 +58,7 @@ def readers_for(settings: Settings, fetch: Fetch = fetch_https) -> dict[str, Rea
             found["resend"] = Resend(secret, tolerance)
         if settings.webhook_mailgun_key is not None:
             key = settings.webhook_mailgun_key.get_secret_value()
-            found["mailgun"] = Mailgun(key, tolerance)
+            found["mailgun"] = Mailgun(key, tolerance, tokens)
         if settings.webhook_postmark_password is not None:
             password = settings.webhook_postmark_password.get_secret_value()
             found["postmark"] = Postmark(settings.webhooks.postmark_user, password)
@@ -80,7 +82,15 @@ class Webhooks:
         self.settings = settings
         self.keys = tuple(keys)
         self.database = database
-        self.readers = readers_for(settings, fetch)
+        self.readers = readers_for(settings, fetch, self._first_use)
+
+    def _first_use(self, token: str, digest: str, stamp: float) -> bool:
+        """Mailgun's token kept in the outbox (every process of the site sees it); called on
+        the reader's worker thread, so it waits for the outbox's own."""
+        expired = time.time() - self.settings.webhooks.tolerance_seconds
+        return self.database.call(
+            lambda ob: ob.webhook_tokens.first_use(MAILGUN, token, digest, stamp, expired)
+        )
 
     def routes(self) -> list[Route]:
         return [Route(WEBHOOK_PATH, self.receive, methods=["POST"])]
