@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint docs bench clean
+.PHONY: demo test test-fast lint docs docs-site docs-serve bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -35,6 +35,19 @@ docs: $(STAMP)
 	$(PY) tools/docsref.py --check
 	@out="$$(mktemp -d)"; NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet \
 		--site-dir "$$out"; status=$$?; rm -rf "$$out"; exit $$status
+
+# The site to read: `make docs-site` builds it (strictly) into $(SITE) and keeps it there (open
+# $(SITE)/index.html); `make docs-serve` serves it at http://127.0.0.1:$(DOCS_PORT)/, rebuilt as
+# the pages change.
+SITE      ?= site
+DOCS_PORT ?= 8000
+
+docs-site: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$(SITE)"
+	@echo "The manual is in $(SITE)/: open $(SITE)/index.html"
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 # The suite on every core (pytest-xdist): each worker starts its own PostgreSQL, Dovecot and
 # browser once; --dist loadfile keeps a module's tests on one worker, so a module's server or

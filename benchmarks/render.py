@@ -8,6 +8,19 @@ difference; "beyond its text" subtracts the item's own title, URL and summary at
 encoding ratio. Time is the full render (load + validate + Jinja + MJML + inline + text), css-inline
 and premailer interleaved in one process: their ratio is the same-run reference.
 
+Code (issue 42): the long essay of tests/support/essay.py, in the shape of the issue's 45 KB
+Chinese essay (精读《Function Component 入门》: 66 code blocks, 314 inline `code` spans), rendered
+whole. A code block's frame is the bytes of its element beyond its escaped text: one styled
+<pre> with the text inside, 209 B raw (286 B encoded), the same for any block, nothing per line
+or per token; it was 356 B (a styled <code> inside the styled <pre>). Why the essay's 45 KB
+became 187.5 KB of HTML part: not per-token or per-line styles (there is no highlighting), but
+(1) every inline `code` span carried its whole style, 164 B a span with its tags (now 109 B: a
+short font stack, no border-radius), 314 spans = 50 KB of the part, more than the essay's text;
+(2) the 66 blocks' 356-byte frames, 23 KB; (3) Chinese text cannot go quoted-printable (9 bytes
+a character), so the part goes base64, and every byte, markup too, costs 1.37 on the wire. Now
+151.7 KB, and its email keeps 17 of the second section's 27 parts and 6 blocks of the 18th
+where it kept none.
+
 --reference DIR measures an older checkout of the code (a `git archive` of it in DIR) in a child
 process, with the same synthetic issues and the weekly as its YAML format can hold it (each list
 of links a section's items, other text collapsed into summaries), and times its render of issue
@@ -26,6 +39,7 @@ import subprocess
 import sys
 import time
 from email.message import EmailMessage
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +183,84 @@ def time_renders(settings: Any, path: Path, runs: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
+class _Frames(HTMLParser):
+    """Each `code` element of an HTML part, by kind (a block's <pre>, an inline span): its
+    frame, the bytes of the element that are not its escaped text (its tags, their style
+    attributes, any element inside it); and the part's bytes of text and of style attributes."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self.frames: dict[str, list[int]] = {"pre": [], "code": []}
+        self.text = 0
+        self.styles: dict[str, int] = {}
+        self._open: list[str] = []  # the code elements the parser is inside
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        size = len((self.get_starttag_text() or "").encode())
+        for name, value in attrs:
+            if name == "style" and value is not None:
+                kind = tag if tag in self.frames else "other"
+                self.styles[kind] = self.styles.get(kind, 0) + len(f' style="{value}"'.encode())
+        if self._open:  # an element inside a code element is part of its frame
+            self.frames[self._open[0]][-1] += size
+        if tag in self.frames and not self._open:
+            self.frames[tag].append(size)
+        if tag in self.frames or self._open:
+            self._open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._open:
+            self.frames[self._open[0]][-1] += len(f"</{tag}>")
+            self._open.pop()
+
+    def _text(self, raw: str) -> None:
+        self.text += len(raw.encode())
+
+    def handle_data(self, data: str) -> None:
+        self._text(data)
+
+    def handle_entityref(self, name: str) -> None:
+        self._text(f"&{name};")
+
+    def handle_charref(self, name: str) -> None:
+        self._text(f"&#{name};")
+
+
+def code_costs(settings: Any, project: Path) -> dict[str, float]:
+    """What code costs in the long essay of tests/support/essay.py (66 code blocks, three
+    inline spans a paragraph), rendered whole: a block's and a span's frame in raw bytes and
+    on the wire (at the part's encoding ratio), and where the part's bytes go."""
+    from newsletter.issues import load_issue_file
+    from newsletter.rendering.clip import wire_size
+    from newsletter.rendering.render import render_issue
+    from support.essay import long_essay
+
+    markdown = long_essay(903, shape="items")
+    path = project / "issues" / "903.md"
+    path.write_text(markdown, encoding="utf-8")
+    part = render_issue(load_issue_file(path), settings, whole=True).html
+    path.unlink()
+    raw, wire = len(part.encode()), wire_size(part)
+    parser = _Frames()
+    parser.feed(part)
+    block, span = parser.frames["pre"], parser.frames["code"]
+    return {
+        "markdown": len(markdown.encode()),
+        "raw": raw,
+        "wire": wire,
+        "ratio": wire / raw,
+        "blocks": len(block),
+        "block": statistics.median(block),
+        "block_wire": statistics.median(block) * wire / raw,
+        "spans": len(span),
+        "span": statistics.median(span),
+        "text": parser.text,
+        "pre_styles": parser.styles.get("pre", 0),
+        "code_styles": parser.styles.get("code", 0),
+        "other_markup": raw - parser.text - sum(block) - sum(span),
+    }
+
+
 def child(reference: Path, weekly: dict[str, Any], runs: int) -> dict[str, Any]:
     """The figures of the code in `reference`, measured in a process of its own."""
     env = {**os.environ, "PYTHONPATH": str(reference / "src")}
@@ -222,6 +314,7 @@ def main() -> None:
         from newsletter.config.settings import load_settings
 
         zh = load_settings(project / "newsletter.toml", environ={})
+        code = code_costs(zh, project)
         times14 = time_renders(zh, project / "issues" / "14.yaml", args.runs)
         times150 = time_renders(english, weekly_path, max(5, args.runs // 4))
 
@@ -267,6 +360,22 @@ def main() -> None:
     print(
         f"{'150-item weekly (Markdown)':<50} {times150['css-inline']:>9.2f} ms "
         f"{times150['premailer']:>9.2f} ms {ratio150:>6.1f}x"
+    )
+    print()
+    print(
+        f"code, the long essay ({code['markdown'] / 1024:.1f} KB of Markdown, "
+        f"{code['blocks']} code blocks, {code['spans']} inline spans): HTML part "
+        f"{kb(code['raw'])} raw, {kb(code['wire'])} encoded ({code['ratio']:.2f}x)"
+    )
+    print(
+        f"{'a code block: its frame (bytes beyond its escaped text)':<58} "
+        f"{code['block']:>5.0f} B raw, {code['block_wire']:>4.0f} B encoded"
+    )
+    print(f"{'an inline code span: its frame':<58} {code['span']:>5.0f} B raw")
+    print(
+        f"{'the part raw: text / code spans / code blocks / the rest':<58} "
+        f"{kb(code['text'])} / {kb(code['spans'] * code['span'])} / "
+        f"{kb(code['blocks'] * code['block'])} / {kb(code['other_markup'])}"
     )
     met = "met" if times14["css-inline"] < RENDER_TARGET_MS else "NOT met"
     print(f"issue 14 with css-inline, target < {RENDER_TARGET_MS:.0f} ms: {met}")

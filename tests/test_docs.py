@@ -7,12 +7,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import click
+import lxml.html
 import pytest
 
 from newsletter.cli.main import cli
@@ -214,6 +216,39 @@ def test_the_help_of_a_key_is_its_comment_in_the_model(tmp_path: Path) -> None:
     }
 
 
+def test_no_two_keys_of_a_table_share_one_description() -> None:
+    """Issue 41: `greeting_fallback`, `sample_name` and `sample_email` all read "The line above
+    each issue's intro ... greeting = "auto" The greeting's word ...": one comment over three
+    keys (and a commented-out key's) in the config init writes. Each key says what it is."""
+    page = DOCSREF.config_reference()
+    for header, _model, _ in DOCSREF.tables():
+        section = page.split(f"## `[{header}]`\n", 1)[1].split("\n## ", 1)[0]
+        rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `")]
+        helps = [row[-1] for row in rows]
+        shared = {h for h in helps if helps.count(h) > 1}
+        assert not shared, f"[{header}]: {sorted(r[0] for r in rows if r[-1] in shared)}"
+    assert '| `sample_email` | string | `"reader@example.org"` | The sample reader\'s' in page
+
+
+def test_a_key_shown_commented_out_ends_the_comment_above_it(tmp_path: Path) -> None:
+    config = tmp_path / "newsletter.toml"
+    config.write_text(
+        "[newsletter]\n"
+        "# The greeting line.\n"
+        '# greeting = "auto"\n'
+        "# The fallback name.\n"
+        "greeting_fallback = $greeting_toml\n"
+        "sample_name = $sample_toml\n",
+        encoding="utf-8",
+    )
+    assert DOCSREF.template_comments(config) == {
+        ("newsletter", "greeting"): "The greeting line.",
+        ("newsletter", "greeting_fallback"): "The fallback name.",
+        # A comment speaks for the keys right under it too.
+        ("newsletter", "sample_name"): "The fallback name.",
+    }
+
+
 def test_every_exit_code_of_send_is_documented() -> None:
     command = cli.get_command(click.Context(cli), "send")
     assert command is not None
@@ -239,3 +274,41 @@ def test_the_api_page_s_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyP
         exec(compile(block, "docs/api.md", "exec"), scope)  # noqa: S102 - the page's own code
     assert (tmp_path / "issue-1.html").read_text(encoding="utf-8").startswith("<!")
     assert scope["draft"].errors == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_make_docs_site_keeps_a_site_to_open(tmp_path: Path) -> None:
+    # issue 41: `make docs` built into a folder it deleted, leaving nothing to open.
+    site = tmp_path / "site"
+    done = subprocess.run(
+        ["make", "--no-print-directory", "docs-site", f"SITE={site}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"The manual is in {site}/: open {site}/index.html" in done.stdout
+    index = lxml.html.fromstring((site / "index.html").read_text(encoding="utf-8"))
+    hrefs = {a.get("href") for a in index.iter("a")}
+    assert any(h and h.startswith("guide/signup") for h in hrefs), hrefs
+    assert (site / "guide" / "signup" / "index.html").is_file()
+    development = (ROOT / "docs" / "guide" / "development.md").read_text(encoding="utf-8")
+    assert "make docs-site" in development
+    assert "make docs-serve" in development
+
+
+def test_readme_starts_a_newsletter_in_one_install_line_init_mailbox_and_a_test_send() -> None:
+    section = README.split("## Start your own newsletter\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#", 1)[0].strip() for line in block.splitlines()]
+    assert commands == [
+        "pipx install git-newsletter",  # the distribution's name; the command is `newsletter`
+        "newsletter init mynews --yes && cd mynews",
+        "newsletter mailbox &",
+        "newsletter send --issue 1 --list staging",
+    ]
+    words = " ".join(section.split())
+    assert 'If pipx ends with "not on your PATH", run `pipx ensurepath`' in words
+    assert "`newsletter serve --local`" in words

@@ -6,7 +6,8 @@ not scroll sideways, and no element reaches past the screen's right edge, so not
 by a container that clips it either. A code block is the one thing wider than the screen: it
 scrolls sideways inside itself, so its own box fits and what is inside it may not. The issues:
 14, the two weeklies of tests/data/weeklies, and tests/data/phones (an image-heavy digest,
-tables, and code with long lines). Without Chromium the tests skip, except in CI (CI=true).
+tables, code with long lines, and site generators' callouts, whose text must also read on
+their box in both schemes). Without Chromium the tests skip, except in CI (CI=true).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def serve_images(context: Any, settings: Settings, loaded: bool) -> None:
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("images", ["blocked", "loaded"])
-@pytest.mark.parametrize("name", ["14", str(CHINESE), str(ENGLISH), "31", "32", "33"])
+@pytest.mark.parametrize("name", ["14", str(CHINESE), str(ENGLISH), "31", "32", "33", "34"])
 def test_no_element_reaches_past_a_phones_edge(
     browser: Any, phone_issues: Issues, name: str, images: str, scheme: str
 ) -> None:
@@ -130,5 +131,47 @@ def test_a_code_block_scrolls_inside_itself_with_its_indentation(
                          pre.textContent.includes('\\n          image: "{{ .Values')]; })()"""
         )
         assert block == ["pre", "auto", True, True, True]
+    finally:
+        context.close()
+
+
+CONTRAST_JS = (Path(__file__).parent / "support" / "contrast.js").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_callout_fits_a_phone_and_reads_in_both_schemes(
+    browser: Any, phone_issues: Issues, scheme: str
+) -> None:
+    """issue 42: a site's callout (`::: warning`, `:::tip[…]`, `!!! danger`, `???+ note`) is a
+    box inside the screen, its kind's colour on its left edge, its title and body readable on
+    its own background, light and dark, with every image blocked."""
+    page_file, settings = phone_issues["34"]
+    context = browser.new_context(viewport={"width": PHONE, "height": 900}, color_scheme=scheme)
+    serve_images(context, settings, loaded=False)
+    page = context.new_page()
+    try:
+        page.goto(page_file.as_uri())
+        page.wait_for_load_state("load")
+        boxes = page.evaluate(
+            """[...document.querySelectorAll('table.nl-callout > tbody > tr > td')].map((td) => {
+                 const box = td.getBoundingClientRect(), style = getComputedStyle(td);
+                 return [Math.round(box.left), box.right <= innerWidth,
+                         style.borderLeftWidth, style.borderLeftColor !== style.backgroundColor,
+                         td.querySelector('.nl-callout-title').textContent.trim()]; })"""
+        )
+        titles = [box[4] for box in boxes]
+        assert titles[0].startswith("📜 An excerpt"), titles
+        assert titles[1:] == ["Try it", "Before you upgrade", "注意"], titles
+        assert all(
+            left >= 0 and fits and width == "4px" and shown for left, fits, width, shown, _ in boxes
+        ), boxes
+        results = page.evaluate(CONTRAST_JS)
+        inside = page.evaluate(
+            "[...document.querySelectorAll('.nl-callout')].map((t) => t.textContent).join(' ')"
+        )
+        boxed = [r for r in results if r["text"] in inside]
+        assert len(boxed) >= 8, "the contrast walk found too few of the callouts' texts"
+        assert [r for r in boxed if r["ratio"] < r["needed"]] == []
+        assert page.evaluate(OVERFLOWING) == []
     finally:
         context.close()

@@ -15,7 +15,8 @@ from newsletter.config.settings import Settings
 from newsletter.content import Paragraph, Text, content_text
 from newsletter.errors import TemplateError
 from newsletter.models import Issue, Item, Link, Placeholder, RenderedEmail, Section
-from newsletter.rendering.render import item_number, render_issue, section_number, site_name
+from newsletter.rendering.labels import item_number, section_number
+from newsletter.rendering.render import render_issue, site_name
 
 
 def visible_text(markup: str) -> str:
@@ -211,7 +212,9 @@ def test_aria_label_is_the_title_not_rust_escapes(inliner_settings: Settings) ->
     [
         ("zh-CN", "auto", "一、项目", "0、OneFlow"),
         ("zh-CN", "decimal", "1、项目", "1、OneFlow"),
-        ("en", "auto", "1. 项目", "1. OneFlow"),
+        # Issue 41: an English issue that numbers nothing gets no numbers unless asked.
+        ("en", "auto", "项目", "OneFlow"),
+        ("en", "decimal", "1. 项目", "1. OneFlow"),
         ("en", "chinese", "1. 项目", "1. OneFlow"),
         ("en", "none", "项目", "OneFlow"),
     ],

@@ -69,13 +69,22 @@ def source_comments(path: Path) -> dict[tuple[str, str], str]:
 
 def template_comments(path: Path) -> dict[tuple[str, str], str]:
     """(table, key) -> the comment lines right above `key =` in the config init writes."""
-    table, found, spoken = "", {}, False
+    table, spoken = "", False
+    found: dict[tuple[str, str], str] = {}
     comment: list[str] = []
     for raw in path.read_text(encoding="utf-8").splitlines():
         line = raw.strip()
         if line.startswith("#"):
             if spoken:
                 comment, spoken = [], False
+            # A key shown commented out (`# greeting = "auto"`) takes the comment above it and
+            # ends it: it is an example, not help for the keys below.
+            shown = re.fullmatch(r"#\s*([a-z_]+)\s*=.*", line)
+            if shown:
+                if comment:
+                    found.setdefault((table, shown.group(1)), " ".join(comment))
+                comment = []
+                continue
             # `$name` is filled in by init with the editor's answer: not help.
             words = re.sub(r"\s*\$[a-z_]+", "", line.lstrip("#")).strip()
             comment.append(words)

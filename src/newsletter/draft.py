@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from email.message import EmailMessage
 from pathlib import Path
 
+from newsletter.checks.ejected import check_ejected
 from newsletter.checks.lint import (
     Finding,
     Silenced,
@@ -105,6 +106,7 @@ def review(
         notes = [replace(n, level="error") if n.code == "alt" else n for n in notes]
     findings = run_checks(issue, rendered, parts, notes, language=settings.newsletter.language)
     findings += check_tracked_host(settings)
+    findings += check_ejected(settings)  # copies of the templates the package moved past
     if parts is not None:  # the templates' own leftovers: errors, shown with the others first
         findings += check_markers(settings, html)
         findings.sort(key=lambda f: f.level != "error")

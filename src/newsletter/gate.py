@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from newsletter.checks.lint import Finding
+from newsletter.checks.publicurl import base_url_findings
 from newsletter.checks.spamscore import Scoring, SpamResult, spam_findings
 from newsletter.context import CommandContext
 from newsletter.draft import Draft, review
@@ -89,10 +90,17 @@ class SendVerdict:
 
 
 def inspect_send(
-    context: CommandContext, number: int, list_name: str, *, online: bool | None = None
+    context: CommandContext,
+    number: int,
+    list_name: str,
+    *,
+    online: bool | None = None,
+    sending: bool = False,
 ) -> SendVerdict:
     """Run `check`'s checks on the message `list_name` would get. `online`: True or False
-    forces the online checks on or off; None takes `[check] online`. Raises what loading the
+    forces the online checks on or off; None takes `[check] online`. `sending`: for a send
+    (now or booked), where a base_url readers cannot reach is an error for a real list;
+    `check` warns of it (checks/publicurl.py). Raises what loading the
     issue raises (a bad file is a NewsletterError naming its lines). The database is read
     through `context` (the draft's date, the list's size), never created."""
     settings = context.settings
@@ -121,6 +129,12 @@ def inspect_send(
         *spam_findings(spam),
         *(report.findings if report else []),
         *list_findings(settings, list_name),
+        *base_url_findings(
+            settings.newsletter.base_url,
+            list_name,
+            staging=settings.mailing_list(list_name).staging,
+            sending=sending,
+        ),
         *sent_findings(context, number, list_name, draft),
     ]
     findings.sort(key=lambda f: f.level != "error")

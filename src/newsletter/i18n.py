@@ -1,21 +1,20 @@
 """Words by language: a table and a language tag in, the strings to show out.
 
-Each table maps a primary language subtag ("zh", "en") to its words; a language without a table
-of its own gets English. `{name}` in a string stands for the newsletter's name.
+Each table maps a primary language subtag ("zh", "en") to its words; a newsletter's language must
+be one of TRANSLATED (config/settings.py refuses another, listing these), while an issue's own
+`language:` (its fonts) may be any, English words standing in. `{name}` in a string stands for
+the newsletter's name, except in GREETINGS, where it is the reader's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from newsletter.models import Placeholder
-
 Table = Mapping[str, Mapping[str, str]]
 
 # The email's words; a project can override any of them in its own templates.
 EMAIL: dict[str, dict[str, str]] = {
     "zh": {
-        "greeting": f"{Placeholder.NAME}，你好！",
         "view_in_browser": "在浏览器中查看",
         "unsubscribe": "退订",
         "footer_reason": "你收到这封邮件，是因为你订阅了{name}。",
@@ -39,7 +38,6 @@ EMAIL: dict[str, dict[str, str]] = {
         "callout_details": "详情",
     },
     "en": {
-        "greeting": f"Hi {Placeholder.NAME},",
         "view_in_browser": "View in browser",
         "unsubscribe": "Unsubscribe",
         "footer_reason": "You receive this email because you subscribed to {name}.",
@@ -63,6 +61,16 @@ EMAIL: dict[str, dict[str, str]] = {
         "callout_important": "Important",
         "callout_details": "Details",
     },
+}
+
+
+# The languages the tool's own words are translated into, and their names for an error message.
+TRANSLATED = {"en": "English", "zh": "Chinese"}
+
+# The greeting above an intro (`{name}`: the reader's); the words of an intro that greets itself.
+GREETINGS: dict[str, dict[str, str]] = {
+    "zh": {"greeting": "{name}，你好！", "openings": "你好|您好|大家好|各位|亲爱的|嗨|哈喽"},
+    "en": {"greeting": "Hi {name},", "openings": "hi|hello|hey|dear|good morning|greetings"},
 }
 
 
@@ -100,6 +108,7 @@ PAGES: dict[str, dict[str, str]] = {
         ),
         "not_found_title": "页面不存在",
         "not_found_lead": "找不到这个页面。",
+        "signup_off_lead": "本站尚未开放订阅。",
         "bad_request_title": "请求无效",
         "bad_request_lead": "服务器无法处理这个请求。",
         "too_large_title": "请求过大",
@@ -208,6 +217,7 @@ PAGES: dict[str, dict[str, str]] = {
         "unsubscribe you.",
         "not_found_title": "Page not found",
         "not_found_lead": "There is no page at this address.",
+        "signup_off_lead": "This newsletter takes no signups yet.",
         "bad_request_title": "Bad request",
         "bad_request_lead": "The server cannot handle this request.",
         "too_large_title": "Request too large",
@@ -384,6 +394,17 @@ def quote(text: str, language: str) -> str:
 def primary(language: str) -> str:
     """'zh-CN' -> 'zh': the part of a language tag the tables are keyed by."""
     return language.split("-")[0].lower()
+
+
+def translation_problem(language: str) -> str | None:
+    """Why the tool's own words cannot be in `language` (None: they can)."""
+    if primary(language) in TRANSLATED:
+        return None
+    known = ", ".join(f"{tag} ({name})" for tag, name in TRANSLATED.items())
+    return (
+        f"{language!r}: newsletter's own words (the email's footer, its pages) have no "
+        f"translation in it; the languages it has: {known}"
+    )
 
 
 def has_strings(table: Table, language: str) -> bool:

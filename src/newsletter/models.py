@@ -183,6 +183,8 @@ class Issue(Frozen):
     cover: Image | None = None
     # This issue's numbering, over [render] numbering: "none" where its titles carry their own.
     numbering: Literal["chinese", "decimal", "none"] | None = None
+    # This issue's greeting, over [newsletter] greeting: "auto", "" (none) or `Dear {name},`.
+    greeting: Annotated[str, AfterValidator(check_text)] | None = None
     intro: Content = ()
     outro: Content = ()
     sections: list[Section] = Field(default_factory=list)
@@ -269,10 +271,18 @@ class RenderedEmail(Frozen):
     text: str
     # Gmail's clip (see clip.py): each section's encoded bytes in the whole issue's HTML (when
     # it is large enough for anyone to ask), that whole part's size, and the first section left
-    # to the web version if the email was cut.
+    # (wholly or in part) to the web version if the email was cut; `cut` is where: (section,
+    # item, block), each from 0, the first piece left out (item -1: the section's intro;
+    # (0, -1, 0): nothing of any section fits).
     section_sizes: tuple[int, ...] = ()
     whole_size: int = 0
     online_from: int | None = None
+    cut: tuple[int, int, int] | None = None
+
+    @property
+    def keeps_nothing(self) -> bool:
+        """Cut before the first piece of any section: the email is a link to the web version."""
+        return self.cut == (0, -1, 0)
 
 
 class Subscriber(Frozen):

@@ -50,8 +50,15 @@ CHECKS: dict[str, Check] = {
         Check("size", True),  # the warning near the clip; the error past it stays
         Check("clip", True),  # the warning of a cut issue; the error stays
         Check("section-size", True),
+        Check("sent", True),  # edited after its send, knowingly (a typo fixed for the archive)
         # What readers would lose.
         Check("list", False, "it is about the list's CSV, not this issue: fix its rows"),
+        Check(
+            "template-behind",
+            False,
+            "it is about the project's template copies, not this issue: update the copy, or "
+            "`newsletter templates follow NAME` once you have",
+        ),
         Check("issue-file", False, "a file that does not load renders nothing"),
         Check("unsubscribe", False, "every reader must be able to leave, from either part"),
         Check("markers", False, "readers would see the template's code instead of the text"),

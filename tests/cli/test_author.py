@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from newsletter.cli.main import cli
 from support.project import publish_all
+from support.weeklies import ENGLISH, add_weekly
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -142,6 +143,49 @@ def test_missing_issue_lists_what_exists(project: Path) -> None:
     assert "error: issues/15.yaml: no such issue (issues: 14)" in err
 
 
+def test_a_missing_issue_in_a_markdown_project_is_named_as_its_md_file(project: Path) -> None:
+    # Issue 41: a Markdown project's missing issue 3 was reported as issues/3.yaml.
+    add_weekly(project, ENGLISH)
+    (project / "issues" / "14.yaml").unlink()
+    code, _, err = run("check", "--issue", "3")
+    assert code == 1
+    assert err.splitlines() == [
+        "error: issues/3.md: no such issue (issues: 580)",
+        "hint: Create issues/3.md or pick a listed issue.",
+    ]
+
+
+def test_check_without_issue_checks_the_newest_and_says_so(project: Path) -> None:
+    # Issue 41: `check` with no --issue was a usage error; it takes the newest issue now.
+    shutil.copy(project / "issues" / "14.yaml", project / "issues" / "9.yaml")
+    (project / "issues" / "9.yaml").write_text(
+        (project / "issues" / "9.yaml")
+        .read_text(encoding="utf-8")
+        .replace("number: 14", "number: 9"),
+        encoding="utf-8",
+    )
+    code, out, err = run("check")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "checking issue 14, the newest (issues/14.yaml); --issue N checks another"
+    assert lines[-1].startswith("issue 14: 0 error(s)")
+    # A document on stdout stays the document alone: the line goes to stderr with the summary.
+    code, out, err = run("check", "--format", "json")
+    assert code == 0, err
+    assert out.startswith("[") or out.startswith("{")
+    assert err.splitlines()[0].startswith("checking issue 14, the newest")
+
+
+def test_check_without_issue_in_an_empty_project_is_a_clear_error(project: Path) -> None:
+    (project / "issues" / "14.yaml").unlink()
+    code, _, err = run("check")
+    assert code == 1
+    assert err.splitlines() == [
+        "error: issues: has no issue yet",
+        'hint: Write issues/1.md (the manual, "Issue files"), or give --issue N.',
+    ]
+
+
 @pytest.mark.slow
 def test_check_errors_when_the_unsubscribe_link_is_gone(project: Path) -> None:
     template = project / "templates" / "email" / "issue.mjml"
@@ -158,7 +202,9 @@ def test_check_warns_on_http_and_errors_on_oversize(project: Path) -> None:
     text = path.read_text(encoding="utf-8")
     long_summary = "很长的摘要。" * 6000
     text = text.replace('"https://doi.org/', '"http://doi.org/')
-    text = text.replace("可以为高通量合成反应的实验人员节省大量的成本和时间。", long_summary)
+    # In the first item: the email keeps all that fits before a block (issue 42), so only a
+    # first block past the clip leaves it with nothing.
+    text = text.replace("【OneFlow深度学习框架论文正式公开】", long_summary, 1)
     path.write_text(text, encoding="utf-8")
     code, out, _ = run("check", "--issue", "14")
     assert code == 1
@@ -170,7 +216,8 @@ def test_check_warns_on_http_and_errors_on_oversize(project: Path) -> None:
 
 @pytest.mark.slow
 def test_check_passes_an_issue_cut_at_the_clip_and_says_what_went_online(project: Path) -> None:
-    # issue 20: past the clip the email ends at a section with the rest online: not an error.
+    # issue 20: past the clip the email ends with the rest online: not an error. Issue 42: it
+    # keeps all that fits, the items of section 2 before the long one too.
     text = (project / "issues" / "14.yaml").read_text(encoding="utf-8")
     long_summary = "很长的摘要。" * 3000
     text = text.replace("可以为高通量合成反应的实验人员节省大量的成本和时间。", long_summary)
@@ -180,8 +227,8 @@ def test_check_passes_an_issue_cut_at_the_clip_and_says_what_went_online(project
     assert code == 0, out
     assert re.search(
         r"warning: the whole issue would be 1\d\d\.\d KB, past Gmail's ~102 KB clip: the email "
-        r"keeps sections 1-1 and ends with a link to the rest on the web version "
-        r"\(1 section\(s\): 2 分析\); the text part is whole \[clip\]",
+        r"keeps section 1 and section 2 in part: \d+ item\(s\) and ends with a link to the rest "
+        r"on the web version \(1 section\(s\): 2 分析\); the text part is whole \[clip\]",
         out,
     )
     assert re.search(r"warning: the sections that cost the most \(of 1\d\d\.\d KB\): 1 项目 ", out)

@@ -68,3 +68,39 @@ def test_a_placeholder_word_from_the_environment_names_its_variable(project: Pat
     assert err.startswith(
         "error: NEWSLETTER_LISTS__MAIN__NAME: lists.main.name: contains __NL_NAME__:"
     )
+
+
+def test_a_language_without_the_tools_words_is_refused_at_its_line(project: Path) -> None:
+    # Issue 41: `language = "fr"` was taken silently and the email and pages came out English.
+    config = project / "newsletter.toml"
+    config.write_text(
+        config.read_text(encoding="utf-8").replace('language = "zh-CN"', 'language = "fr"'),
+        encoding="utf-8",
+    )
+    code, err = newsletter(project, {})
+    assert code == 1
+    lines = config.read_text(encoding="utf-8").splitlines()
+    line = lines.index('language = "fr"') + 1
+    assert err.splitlines()[0] == (
+        f"error: newsletter.toml:{line}: newsletter.language: 'fr': newsletter's own words (the "
+        "email's footer, its pages) have no translation in it; the languages it has: en "
+        "(English), zh (Chinese)"
+    )
+
+
+def test_init_with_a_language_it_has_no_words_for_writes_nothing(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from newsletter.cli.main import cli
+
+    folder = tmp_path / "mynews"
+    result = CliRunner().invoke(cli, ["init", str(folder), "--yes", "--language", "fr"])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[0] == (
+        "error: --language: 'fr': newsletter's own words (the email's footer, its pages) have "
+        "no translation in it; the languages it has: en (English), zh (Chinese)"
+    )
+    assert not folder.exists() or not any(folder.iterdir())
+    # A regional tag of a language it has is fine.
+    result = CliRunner().invoke(cli, ["init", str(folder), "--yes", "--language", "en-GB"])
+    assert result.exit_code == 0, result.stderr

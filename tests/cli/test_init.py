@@ -12,7 +12,9 @@ import email.policy
 import email.utils
 import mailbox
 import os
+import pty
 import re
+import select
 import shutil
 import stat
 import subprocess
@@ -298,3 +300,82 @@ def test_a_remote_smtp_host_gets_the_submission_port_with_starttls(tmp_path: Pat
         "starttls",
     )
     assert "newsletter mailbox" not in result.output  # no capture server to start
+
+
+class Terminal:
+    """`newsletter ARGS` on a pseudo-terminal, as the editor's shell runs it: what it shows is
+    read as it comes, and each answer typed once its question is on the screen."""
+
+    def __init__(self, args: list[str], cwd: Path) -> None:
+        main, child = pty.openpty()
+        self.main = main
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "newsletter", *args],
+            stdin=child,
+            stdout=child,
+            stderr=child,
+            cwd=cwd,
+            env=clean_environment(),
+            close_fds=True,
+        )
+        os.close(child)
+        self.shown = ""
+        self.seen = 0  # how much of `shown` the answers so far were typed after
+
+    def answer(self, question: str, typed: str) -> str:
+        """Wait for `question` after the last answer, type `typed`; what came before it."""
+        while question not in self.shown[self.seen :]:
+            ready, _, _ = select.select([self.main], [], [], 1)
+            if ready:
+                try:
+                    chunk = os.read(self.main, 4096)
+                except OSError:  # the program ended (EIO): the question never came
+                    chunk = b""
+                assert chunk, f"no {question!r} in {self.shown[self.seen :]!r}"
+                self.shown += chunk.decode("utf-8", "replace")
+                pending = self.shown[self.seen :]
+                # Another question waits for its answer (click's prompts end "[default]: ").
+                assert question in pending or not pending.endswith("]: "), pending
+        before = self.shown[self.seen :]
+        self.seen = len(self.shown)
+        os.write(self.main, typed.encode() + b"\n")
+        return before
+
+    def finish(self) -> tuple[int, str]:
+        """The exit code and all it showed after the last answer."""
+        while True:
+            try:
+                chunk = os.read(self.main, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.shown += chunk.decode("utf-8", "replace")
+        os.close(self.main)
+        return self.proc.wait(60), self.shown[self.seen :]
+
+
+@pytest.mark.slow
+def test_a_bad_answer_is_said_at_once_and_only_its_question_asked_again(tmp_path: Path) -> None:
+    # issue 41: the sender was checked after the last question, and every answer was lost.
+    term = Terminal(["init", "mynews"], tmp_path)
+    term.answer("Newsletter name [My Newsletter]:", "Crab Post")
+    term.answer("Language (en, zh-CN, ...) [en]:", "")
+    term.answer("Sender address (yours: the test list's reader) [editor@example.org]:", "nobody")
+    shown = term.answer("Sender address (yours: the test list's reader)", "ed@news.example.org")
+    assert "error: 'nobody' is not an email address" in shown
+    assert "Site address" not in shown  # the same question, not the next one
+    term.answer("Site address (where `newsletter serve` answers)", "news.example.org")
+    shown = term.answer(
+        "Site address (where `newsletter serve` answers)", "https://news.example.org"
+    )
+    assert "error: 'news.example.org' must be an http:// or https:// address" in shown
+    term.answer("SMTP host (127.0.0.1: the capture server) [127.0.0.1]:", "")
+    code, shown = term.finish()
+    assert code == 0, shown
+    assert "Newsletter name" not in shown  # nothing asked twice but the refused ones
+    assert "Traceback" not in term.shown
+    settings = load_settings(tmp_path / "mynews" / "newsletter.toml", environ={})
+    assert settings.newsletter.name == "Crab Post"
+    assert settings.newsletter.sender == "Crab Post <ed@news.example.org>"
+    assert settings.newsletter.base_url == "https://news.example.org"

@@ -162,7 +162,7 @@ def test_no_issue_to_start_from_is_a_clear_error(project: Path) -> None:
     code, _, err = run("new", "--from", "3")
     assert code == 1
     assert err.splitlines() == [
-        "error: issues/3.yaml: no such issue (issues: none)",
+        "error: issues/3.md: no such issue (issues: none)",
         "hint: Give --from the number of a listed issue to take its sections.",
     ]
     assert list((project / "issues").iterdir()) == []
@@ -218,3 +218,27 @@ def test_a_file_made_meanwhile_is_not_overwritten(project: Path) -> None:
     with pytest.raises(IssueError, match=r"^issues/15\.yaml: exists already$"):
         write_skeleton(skeleton)
     assert skeleton.path.read_text(encoding="utf-8") == "the editor's own\n"
+
+
+@pytest.mark.parametrize(
+    ("last", "expected"),
+    [
+        ("Weekly 16: Rust in the kernel", "Weekly 17"),
+        ("AI系统内容推荐第16期｜大模型的一周", "AI系统内容推荐第17期"),
+        ("The Crab Post 16 — async everywhere", "The Crab Post 17"),
+        ("Async everywhere - Weekly 16", "Weekly 17"),
+        ("Issue 16 of the Crab Post", "Issue 17 of the Crab Post"),
+    ],
+)
+def test_last_weeks_subtitle_is_not_copied_into_the_new_title(
+    project: Path, last: str, expected: str
+) -> None:
+    # Issue 41: `new` after "Weekly 16: Rust in the kernel" titled the next "Weekly 17: Rust in
+    # the kernel"; the subtitle was that week's.
+    (project / "issues" / "16.yaml").write_text(
+        f"number: 16\ntitle: '{last}'\nsections:\n  - title: News\n    items: [{{title: a}}]\n",
+        encoding="utf-8",
+    )
+    code, out, err = run("new")
+    assert (code, out) == (0, "issues/17.yaml\n"), err
+    assert load_issue_file(project / "issues" / "17.yaml").title == expected

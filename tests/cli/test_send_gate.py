@@ -147,6 +147,8 @@ def test_the_confirmation_shows_subject_size_spam_score_and_checks(project: Path
     assert "  spam        spam score 0.0 (SpamAssassin" in text
     assert "  checks      0 error(s), 2 warning(s) (shown above)" in text
     assert "[duplicate-url]" in text
+    # Where every link of the message points, for good once sent (issue 41).
+    assert "  base_url    https://news.example.org (every unsubscribe and archive link)\n" in text
     assert "Nothing sent." in text
 
 

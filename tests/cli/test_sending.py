@@ -281,7 +281,31 @@ async def test_the_list_read_while_planning_reports_its_rejected_rows(project: P
         env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv")
         done = await newsletter(["send", "--issue", "14", "--yes"], env, project)
     assert done.code == 0, done.err
-    assert "planned: 30 recipients (30 new, 0 skipped)" in done.out
+    assert "planned: 30 recipients (30 to send, 0 skipped)" in done.out
     assert "big.csv:32: email: 'not-an-address'" in done.err
     assert "big.csv:33: email: 'READER00003@example.com' duplicates line 5" in done.err
     assert len(handler.by_recipient) == 30
+
+
+@pytest.mark.slow
+async def test_the_plans_counts_add_up(project: Path) -> None:
+    """Issue 41: "planned: 21 recipients (21 new, 2 skipped)" counted the skipped among the
+    new. The parts now add up to the whole, on a first plan and on one that resumes."""
+    write_list(project / "big.csv", 6)
+    handler = FaultyHandler()
+    async with start(handler) as server:
+        env = environment(server.port, NEWSLETTER_LISTS__MAIN__PATH="big.csv")
+        for address in ("reader00001@example.com", "reader00004@example.com"):
+            gone = await newsletter(["unsubscribe", address], env, project)
+            assert gone.code == 0, gone.err
+        first = await newsletter(["send", "--issue", "14", "--yes"], env, project)
+        assert first.code == 0, first.err
+        assert "planned: 6 recipients (4 to send, 2 skipped) in " in first.out
+        write_list(project / "big.csv", 9)  # three readers joined since
+        again = await newsletter(["send", "--issue", "14", "--yes"], env, project)
+    assert again.code == 0, again.err
+    assert (
+        "planned: 9 recipients (3 to send, 0 skipped, 6 settled by earlier runs;"
+        " 3 new since the last plan) in "
+    ) in again.out
+    assert len(handler.by_recipient) == 7

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -71,3 +72,23 @@ def test_status_of_a_list_that_does_not_exist_is_an_error(project: Path) -> None
     code, out, _ = run("status", "--issue", "14", "--list", "staging")
     assert code == 0
     assert out.startswith("issue 14 -> staging: 0 recipients\n")
+
+
+def test_status_of_an_issue_that_does_not_exist_is_an_error(project: Path) -> None:
+    # issue 41: `status --issue 7` printed "nothing sent yet" and exited 0 for a mistyped number.
+    for _ in range(2):  # without a delivery log, then with one
+        code, out, err = run("status", "--issue", "7")
+        assert code == 1
+        assert out == ""
+        assert err.splitlines() == [
+            "error: issues/7.yaml: no such issue (issues: 14)",
+            "hint: Create issues/7.yaml or pick a listed issue.",
+        ]
+        run("unsubscribe", "someone@example.org", "--list", "main")
+    # An issue whose file has gone still has its log: its status is shown, not refused.
+    at = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).strftime("%Y-%m-%d %H:%M")
+    assert run("send", "--issue", "14", "--at", at, "--timezone", "UTC", "--yes")[0] == 0
+    (project / "issues" / "14.yaml").unlink()
+    code, out, err = run("status", "--issue", "14")
+    assert code == 0, err
+    assert out.startswith("issue 14: nothing sent yet\nissue 14 -> main: scheduled for ")

@@ -88,8 +88,9 @@ def test_a_person_two_items_and_every_machine_told_apart(
             NEWSLETTER_NEWSLETTER__BASE_URL=service.url,
             **settings_env,
         )
+        # --force: the links point at this test's loopback serve, which a real send refuses.
         done = subprocess.run(
-            [sys.executable, "-m", "newsletter", "send", "--issue", "14", "--yes"],
+            [sys.executable, "-m", "newsletter", "send", "--issue", "14", "--yes", "--force"],
             cwd=project,
             env=env,
             capture_output=True,

@@ -171,4 +171,4 @@ async def test_a_dkim_key_file_that_is_missing_fails_its_line_and_the_rest_still
     assert checks["dkim"]["ok"] is False
     assert "dkim.pem" in str(checks["dkim"]["detail"])
     assert checks["spf"]["ok"] is True, checks["spf"]
-    assert len(checks) == 12
+    assert len(checks) == 13

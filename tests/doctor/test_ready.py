@@ -110,6 +110,7 @@ async def test_a_project_ready_for_production_passes_every_check(
             "secret",
             "base_url",
             "serve",
+            "signup",
             "smtp",
             "spf",
             "dkim",
@@ -122,5 +123,5 @@ async def test_a_project_ready_for_production_passes_every_check(
         )
     ], done.out
     assert done.code == 0, done.out
-    assert done.err == "12 checks: every check passed\n"
+    assert done.err == "13 checks: every check passed\n"
     assert handler.received == []  # SMTP checked, nothing sent

@@ -23,7 +23,7 @@ from newsletter.mail.clicktokens import ClickTarget, verify_click
 from newsletter.mail.message import MessageFactory, sample_message
 from newsletter.mail.tracking import render_for_sending
 from newsletter.models import Issue, Subscriber
-from newsletter.rendering.clip import CUT_AT, wire_size
+from newsletter.rendering.clip import CUT_AT, kept_part, wire_size
 from newsletter.rendering.places import CANARY, issue_links, text_links
 from newsletter.rendering.render import render_issue
 from support.dkimkeys import dkim_value, pem
@@ -193,8 +193,12 @@ def test_the_links_at_their_length_still_fit_the_clip(tmp_path: Path, mode: str)
     sending = render_for_sending(issue, settings, "main")
     made = MessageFactory(sending.rendered, settings, "main", secret=SECRET, links=sending.links)
     html, text = parts(made.build(reader(), row_id=123_456).data)
-    assert sending.rendered.online_from is not None
+    assert sending.rendered.cut is not None
     assert wire_size(html) <= CUT_AT
-    # The sections cut from the HTML keep their tracked links in the text part.
-    cut = {t.place.section for t in targets(text)} - {t.place.section for t in targets(html)}
-    assert min(cut) == sending.rendered.online_from
+    # The HTML part's tracked links are the places of what it kept, all of them; the pieces
+    # cut from it keep their tracked links in the text part.
+    kept = {link.place for link in issue_links(kept_part(issue, sending.rendered.cut))}
+    every = {link.place for link in issue_links(issue)}
+    assert {t.place for t in targets(html)} - {CANARY} == kept
+    assert {t.place for t in targets(text)} - {CANARY} == every
+    assert len(every - kept) > 10

@@ -42,6 +42,7 @@ async def test_check_online_says_which_relay_answers_and_takes_our_password(
                 "NEWSLETTER_SMTP__RELAYS__BACKUP__PORT": str(closed),
                 "NEWSLETTER_SMTP__RELAYS__BACKUP__SECURITY": "none",
                 "NEWSLETTER_WEBHOOKS__RELAY": "postmark",
+                "NEWSLETTER_WEBHOOK_POSTMARK_PASSWORD": "a-basic-auth-password",
             }.items():
                 monkeypatch.setenv(key, value)
             result = await asyncio.to_thread(

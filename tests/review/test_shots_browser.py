@@ -29,7 +29,8 @@ from support.websites import website
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 OLD_WORDS = "Welcome to the first issue"
-NEW_WORDS = "Greetings from the first issue"
+# Not a greeting ("Greetings from ..." would be one, and the greeting line above it would go).
+NEW_WORDS = "Welcome to this very first issue"
 # The box of the first text node's words that start with `words`, in page pixels.
 WORDS_BOX = """(words) => {
   const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);

@@ -257,7 +257,8 @@ async def test_an_issue_that_fails_check_at_its_time_is_not_sent(
     assert schedule.state is ScheduleState.FAILED
     assert schedule.started_at is None
     assert "the issue fails `newsletter check` now" in schedule.outcome
-    expected = "[markers]" if broken == "markers" else "issues/14.yaml: no such issue"
+    # No issue left: the file named is the one a new project writes (issues/14.md).
+    expected = "[markers]" if broken == "markers" else "issues/14.md: no such issue"
     assert expected in schedule.outcome
     assert "  failed  (booked by " in listing.out
     assert expected in listing.out

@@ -137,7 +137,7 @@ async def test_worker_processes_share_a_postgres_send(project: Path, postgres_ur
         args = ["send", "--issue", "14", "--yes", "--concurrency", "4", "--processes", "2"]
         done = await newsletter(args, env, project)
     assert done.code == 0, done.err
-    assert "planned: 60 recipients (60 new, 0 skipped)" in done.out
+    assert "planned: 60 recipients (60 to send, 0 skipped)" in done.out
     assert sorted(handler.by_recipient) == sorted(addresses)
     assert max(handler.by_message_id.values()) == 1
     assert {s for s, _ in states(postgres_url).values()} == {"sent"}

@@ -1,7 +1,8 @@
 """Providers' webhook requests signed as each provider documents it, for tests that feed a
 reader (webhooks/) or the running site: Mailgun's HMAC of timestamp + token in the body,
-SendGrid's ECDSA P-256 over timestamp + body, and an SNS message signed by a certificate the
-test made (its `fetch` stands in for the network and serves it)."""
+SendGrid's ECDSA P-256 over timestamp + body, Resend's (Svix) HMAC of id, timestamp and body,
+and an SNS message signed by a certificate the test made (its `fetch` stands in for the network
+and serves it)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,23 @@ class SendGridKey:
             "x-twilio-email-event-webhook-timestamp": ts,
             "content-type": "application/json",
         }
+
+
+RESEND_SECRET = "whsec_" + base64.b64encode(b"resend-test-signing-secret-32by").decode()
+
+
+def svix_headers(body: bytes, ident: str, stamp: int | None = None) -> dict[str, str]:
+    """Resend's (Svix's) headers for `body` as event `ident`: HMAC-SHA256 of id.timestamp.body
+    keyed with RESEND_SECRET's base64 after whsec_."""
+    ts = str(int(time.time()) if stamp is None else stamp)
+    key = base64.b64decode(RESEND_SECRET.removeprefix("whsec_"))
+    mac = hmac.digest(key, f"{ident}.{ts}.".encode() + body, hashlib.sha256)
+    return {
+        "svix-id": ident,
+        "svix-timestamp": ts,
+        "svix-signature": "v1," + base64.b64encode(mac).decode(),
+        "content-type": "application/json",
+    }
 
 
 SNS_TOPIC = "arn:aws:sns:us-east-1:123456789012:newsletter-bounces"

@@ -153,7 +153,7 @@ class Policy:
             return self._erased(report, row, finding, by_tag=match.by_tag)
         # A relay's event names the very address it was handed: a tag on another's row is an
         # old tag naming a new row (the outbox deleted, the secret kept), not a forward.
-        stranger = _stranger(report, row) if match.by_tag and report.envelope else ""
+        stranger = _stranger(report, row, by_tag=True) if match.by_tag and report.envelope else ""
         if not stranger and (match.by_tag or not finding.kind.counts):
             return self._record(report, row, finding)
         before = self.database.bounces.held_by_report(report.key, row.id)
@@ -317,13 +317,18 @@ def breach(config: BouncesSettings, attempted: int, hard: int, complaints: int) 
     return None
 
 
-def _stranger(report: Report, row: Delivery) -> str:
+def _stranger(report: Report, row: Delivery, *, by_tag: bool = False) -> str:
     """Why `report` is about someone other than the row's recipient, or "" when it is not (it
-    names them, or names nobody)."""
+    names them, or names nobody). `by_tag`: the row is the one its tag names."""
     named = [f.address for f in report.findings if f.address]
-    if named and row.recipient not in named:
-        return f"it is about {named[0]}, but the message it quotes went to {row.recipient}"
-    return ""
+    if not named or row.recipient in named:
+        return ""
+    if by_tag:  # a provider's event quotes no message: the tag it echoed named the row
+        return (
+            f"it is about {named[0]}, but its tag names the message to {row.recipient}"
+            " (a tag of an outbox since replaced, or of a newsletter sharing the secret)"
+        )
+    return f"it is about {named[0]}, but the message it quotes went to {row.recipient}"
 
 
 def _finding_for(report: Report, row: Delivery) -> Diagnosis:

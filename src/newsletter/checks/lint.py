@@ -24,7 +24,7 @@ from newsletter.fields import PLACEHOLDER_PREFIX
 from newsletter.i18n import quote
 from newsletter.markup import Note
 from newsletter.models import BIDI_CONTROLS, Issue, Placeholder, RenderedEmail, Section
-from newsletter.rendering.clip import CUT_AT, GMAIL_CLIP, KB
+from newsletter.rendering.clip import CUT_AT, GMAIL_CLIP, KB, kept_words
 from newsletter.silence import Silence
 
 HTML_WARN = 90 * KB
@@ -149,19 +149,19 @@ def check_clip(issue: Issue, rendered: RenderedEmail, size: int) -> list[Finding
     """Where the bytes go when an issue nears the clip, and which sections went online."""
     findings = []
     sizes = rendered.section_sizes
-    if rendered.online_from == 0:
+    if rendered.keeps_nothing:
         first = issue.sections[0]
         findings.append(
             Finding(
                 "error",
                 "clip",
                 f"the section 1 {first.title} alone takes {sizes[0] / KB:.1f} KB, past Gmail's "
-                "~102 KB clip: the email would carry no section at all, only a link to the web "
-                "version; shorten it, or split it into sections",
+                "~102 KB clip, and not even its first block fits: the email would carry no "
+                "section at all, only a link to the web version; shorten it, or split it",
             )
         )
-    elif rendered.online_from is not None:
-        kept = rendered.online_from
+    elif rendered.cut is not None:
+        kept = rendered.cut[0]
         online = issue.sections[kept:]
         names = ", ".join(
             f"{n} {s.title}" for n, s in enumerate(online[:NAMED], start=kept + 1)
@@ -170,9 +170,10 @@ def check_clip(issue: Issue, rendered: RenderedEmail, size: int) -> list[Finding
             Finding(
                 "warning",
                 "clip",
-                f"the whole issue would be {rendered.whole_size / KB:.1f} KB, past Gmail's ~102 KB "
-                f"clip: the email keeps sections 1-{kept} and ends with a link to the rest on "
-                f"the web version ({len(online)} section(s): {names}); the text part is whole",
+                f"the whole issue would be {rendered.whole_size / KB:.1f} KB, past Gmail's "
+                f"~102 KB clip: the email keeps {kept_words(issue, rendered.cut)} and ends with a "
+                f"link to the rest on the web version ({len(online)} section(s): {names}); the "
+                "text part is whole",
             )
         )
     if sizes and (rendered.online_from is not None or size > HTML_WARN or size > CUT_AT):

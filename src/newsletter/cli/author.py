@@ -18,14 +18,15 @@ from newsletter.checks.findingformats import (
     text_line,
 )
 from newsletter.checks.lint import Finding
+from newsletter.checks.publicurl import base_url_note
 from newsletter.cli.terminal import fail, pass_context, pass_settings, sample_list_option
 from newsletter.config.configfile import CONFIG_NAME
 from newsletter.config.settings import DEFAULT_LIST, Settings
 from newsletter.context import CommandContext
 from newsletter.draft import Draft, review, write_files
-from newsletter.errors import IssueError, Problem, display_path
+from newsletter.errors import IssueError, NewsletterError, Problem, display_path
 from newsletter.gate import inspect_send
-from newsletter.issues import issue_path
+from newsletter.issues import issue_path, newest_issue
 from newsletter.issues.skeleton import start_issue, write_skeleton
 from newsletter.rendering.clip import GMAIL_CLIP
 
@@ -63,8 +64,9 @@ def new(settings: Settings, number: int | None, start_from: int | None) -> None:
     """Write the next issue file and print its path; it opens nothing.
 
     The file gets the next number, today's date (in [newsletter] timezone, else the
-    machine's), the last issue's title with the number moved on, and its sections with no
-    items, in its format (Markdown or YAML). An issue that exists is never overwritten.
+    machine's), the last issue's title with the number moved on (its subtitle, after ":" or
+    " - ", left behind: it was that week's), and its sections with no items, in its format
+    (Markdown or YAML). An issue that exists is never overwritten.
     """
     skeleton = start_issue(
         settings.issues_dir,
@@ -113,6 +115,8 @@ def build(
 
     With --site DIR, also write the web archive that `newsletter serve` shows (index.html,
     issues/N/index.html, unsubscribe/index.html) for any static host; --issue is then optional.
+    An issue file that does not load is left out of it, named with its file, line and fault:
+    every other page is written, and the command exits 1.
     """
     settings = context.settings
     if number is None and site is None:
@@ -124,14 +128,26 @@ def build(
     if site is not None:
         from newsletter.web.site.archive import write_site
 
-        written = write_site(settings, site, context.existing_database())
-        pages = [path for path in written if path.suffix == ".html"]
-        images = sum(1 for path in written if path.suffix not in (".html", ".xml"))
+        built = write_site(settings, site, context.existing_database())
+        pages = [path for path in built.written if path.suffix == ".html"]
+        images = sum(1 for path in built.written if path.suffix not in (".html", ".xml"))
         click.echo(
             f"{display_path(site)}/  web archive: {len(pages)} pages"
             f" ({len(pages) - 2} issue(s), the index and how-to-unsubscribe)"
             + (f", feed.xml and {images} image(s)" if images else " and feed.xml")
         )
+        if built.left_out:
+            # Built, yet not what was asked for: exit 1, so a deploy step after it does not
+            # publish an archive that lost a page its emails link.
+            numbers = ", ".join(str(number) for number, _ in built.left_out)
+            fail(
+                NewsletterError(
+                    "\n".join(exc.message for _, exc in built.left_out),
+                    hint=f"Left out of the archive: issue(s) {numbers} (no page, index line or "
+                    "feed entry; a page an earlier build wrote is left as it was). Every other "
+                    "page was written. Fix the lines named above and build again.",
+                )
+            )
         click.echo(f"publish it at {settings.newsletter.base_url} (newsletter.base_url)")
 
 
@@ -146,7 +162,9 @@ def _build_issue(context: CommandContext, number: int, list_name: str, out: Path
 
 
 @click.command()
-@click.option("--issue", "number", type=int, default=None, help="Issue number.")
+@click.option(
+    "--issue", "number", type=int, default=None, help="Issue number (default: the newest)."
+)
 @click.option(
     "--archive",
     is_flag=True,
@@ -180,7 +198,8 @@ def check(
     online: bool | None,
     output: Format,
 ) -> None:
-    """Pre-send checks. Exit 0: no errors (warnings allowed); 1: errors.
+    """Pre-send checks of an issue (without --issue: the newest, named on the first line).
+    Exit 0: no errors (warnings allowed); 1: errors.
 
     Warnings the issue file silences (its `silence:` key) are counted and named, not shown;
     errors are never silenced. An image without alt text is a warning; `[check] alt_text =
@@ -188,6 +207,9 @@ def check(
 
     Also scores the sample message with SpamAssassin (`spamassassin -L -t`, local rules) when
     it is installed: a warning above 0.0, an error from 5.0.
+
+    A base_url readers cannot reach (loopback, or http://) is a note here, never a failure (CI
+    checks without the server's base_url); a send to a list that is not staging refuses it.
 
     With --archive (and no --issue): the links of every issue the archive publishes, fetched
     as --online fetches them; exit 1 if any is dead.
@@ -203,8 +225,14 @@ def check(
         from newsletter.cli.archivelinks import report_archive
 
         sys.exit(report_archive(settings))
+    summary = output in ("json", "sarif")
     if number is None:
-        raise click.UsageError("Missing option '--issue' (or --archive).")
+        number = newest_issue(settings.issues_dir)
+        newest = display_path(issue_path(settings.issues_dir, number))
+        click.echo(
+            f"checking issue {number}, the newest ({newest}); --issue N checks another",
+            err=summary,
+        )
     issue_file = display_path(issue_path(settings.issues_dir, number))
     try:
         verdict = inspect_send(context, number, list_name, online=online)
@@ -226,7 +254,6 @@ def check(
         _write_findings(output, verdict.findings, notes, issue_file)
     # The summary: after the findings on a terminal and in a CI log; on stderr when stdout
     # is a document for a program (json, sarif).
-    summary = output in ("json", "sarif")
     size = verdict.html_size
     click.echo(
         f"HTML part: {size / 1024:.1f} KB encoded ({verdict.html_encoding}), "
@@ -245,6 +272,11 @@ def check(
             click.echo(said + ("" if found.ok else f" ({found.fix})"), err=summary)
     if verdict.silences:
         click.echo(silenced, err=summary)
+    # Not a finding: CI checks with init's local base_url, or without the server's own.
+    staging = settings.mailing_list(list_name).staging
+    said = base_url_note(settings.newsletter.base_url, list_name, staging=staging)
+    if said:
+        click.echo(f"note: {said}", err=summary)
     click.echo(f"issue {number}: {verdict.tally()}", err=summary)
     if not verdict.passed:
         sys.exit(1)

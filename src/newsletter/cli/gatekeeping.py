@@ -7,7 +7,7 @@ tally go to stdout on every send, as `check` prints them, so a log of a `--yes` 
 The confirmation a real list asks for shows the subject, the list, who gets a message
 (suppressed readers apart, counted), the rows of the list's CSV that get nothing (counted, the
 first few with their line and reason), the encoded size against Gmail's clip, the spam score,
-the server and the sender.
+the server, the sender and base_url (where every link of the message points).
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ def show_verdict(verdict: SendVerdict, *, force: bool) -> None:
 
 
 def confirmation(
-    verdict: SendVerdict, counted: RecipientsReport, *, server: str, sender: str
+    verdict: SendVerdict, counted: RecipientsReport, *, server: str, sender: str, base_url: str
 ) -> str:
-    """The lines a real send shows before asking."""
+    """The lines a real send shows before asking. base_url is among them: every link of the
+    message starts with it, for good, once the editor says yes."""
     skipped = counted.suppressed
     recipients = f"{counted.recipients}" + (
         f" ({skipped} more unsubscribed: skipped)" if skipped else ""
@@ -65,7 +66,8 @@ def confirmation(
         f"  spam        {verdict.spam_line()}\n"
         f"  checks      {checks}\n"
         f"  SMTP server {server}\n"
-        f"  sender      {sender}"
+        f"  sender      {sender}\n"
+        f"  base_url    {printable(base_url)} (every unsubscribe and archive link)"
     )
 
 

@@ -28,6 +28,7 @@ COMMANDS = {
     "diff": "reviewing",
     "shots": "reviewing",
     "preview": "author",
+    "templates": "templates",
     "subscribers": "lists",
     "unsubscribe": "lists",
     "suppressions": "lists",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -10,7 +12,7 @@ import click
 from newsletter.config.configfile import CONFIG_NAME
 from newsletter.config.settings import load_settings
 from newsletter.errors import ConfigError, display_path
-from newsletter.setup.scaffold import ISSUE, Choices, add_workflow, create_project
+from newsletter.setup.scaffold import ISSUE, Choices, add_workflow, check_choices, create_project
 
 _DEFAULTS = Choices()
 
@@ -68,7 +70,8 @@ def init(
 ) -> None:
     """Start a newsletter of your own in FOLDER (default: here, made if missing).
 
-    Asks for each choice not given as an option (--yes: the defaults), then writes
+    Asks for each choice not given as an option (--yes: the defaults), checking each answer as
+    it is typed (a refused one is said, and its question asked again), then writes
     newsletter.toml (every choice commented), issues/1.md in the newsletter's language, an empty
     subscribers.csv, staging.csv with you as its reader, .gitignore, a README for the editors,
     and the project's secret in .newsletter/secret (0600, ignored by git, never shown: back it
@@ -93,22 +96,36 @@ def init(
         _add_workflow(folder)
         return
 
-    def ask(value: str | None, question: str, default: str) -> str:
-        if value is not None or yes:
-            return default if value is None else value
-        return str(click.prompt(question, default=default))
+    today = dt.date.today()
+    answered = Choices()
 
-    chosen_name = ask(name, "Newsletter name", _DEFAULTS.name)
-    choices = Choices(
-        name=chosen_name,
-        language=ask(language, "Language (en, zh-CN, ...)", _DEFAULTS.language),
-        sender=ask(sender, "Sender address (yours: the test list's reader)", _DEFAULTS.sender),
-        base_url=ask(
-            base_url, "Site address (where `newsletter serve` answers)", _DEFAULTS.base_url
-        ),
-        smtp_host=ask(smtp_host, "SMTP host (127.0.0.1: the capture server)", _DEFAULTS.smtp_host),
-    )
-    created = create_project(folder, choices, dt.date.today(), workflow=ci == "github")
+    def ask(field: str, value: str | None, question: str) -> None:
+        """One choice: the option's value, else the answer typed, checked at once (issue 41:
+        a bad sender found after the last question cost every answer); a refused answer is
+        said and the same question asked again, a refused option is the error."""
+        nonlocal answered
+        default = getattr(_DEFAULTS, field)
+        while True:
+            interactive = value is None and not yes
+            chosen = str(click.prompt(question, default=default)) if interactive else value
+            candidate = replace(answered, **{field: default if chosen is None else chosen})
+            try:
+                check_choices(candidate, folder, today)
+            except ConfigError as exc:
+                if not interactive:
+                    raise
+                click.echo(f"error: {_unflagged(exc.message)}", err=True)
+                continue
+            answered = candidate
+            return
+
+    ask("name", name, "Newsletter name")
+    ask("language", language, "Language (en, zh-CN, ...)")
+    ask("sender", sender, "Sender address (yours: the test list's reader)")
+    ask("base_url", base_url, "Site address (where `newsletter serve` answers)")
+    ask("smtp_host", smtp_host, "SMTP host (127.0.0.1: the capture server)")
+    choices = answered
+    created = create_project(folder, choices, today, workflow=ci == "github")
     where = display_path(created.root.resolve())
     click.echo(f"Created the newsletter {choices.name!r} in {where}:")
     for path in created.files:
@@ -144,3 +161,8 @@ def _add_workflow(root: Path) -> None:
     written = add_workflow(root, issues.as_posix())
     click.echo(f"Created {display_path(written.resolve())}: on every pull request it checks the")
     click.echo(f"issue files in {issues.as_posix()}/ that the pull request changes. Commit it.")
+
+
+def _unflagged(message: str) -> str:
+    """A choice's error without its flag (`--sender: `): the question asked again names it."""
+    return "\n".join(re.sub(r"^--[a-z-]+: ", "", line) for line in message.splitlines())

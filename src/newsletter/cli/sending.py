@@ -188,7 +188,9 @@ def send(
             online=online,
             ask=not yes,
             options=options,
-            listener=_Terminal(number, list_name, force=force),
+            listener=_Terminal(
+                number, list_name, force=force, base_url=settings.newsletter.base_url
+            ),
             subjects=subjects,
         )
     if outcome.fault is not None:
@@ -213,9 +215,10 @@ class _Terminal:
     """The send's Listener on the command line: the checks as `check` words them, the test
     decision, the question on a terminal (refused without one: --yes says yes), the progress."""
 
-    def __init__(self, number: int, list_name: str, *, force: bool) -> None:
+    def __init__(self, number: int, list_name: str, *, force: bool, base_url: str) -> None:
         self.label = f"issue {number} -> {list_name}"
         self.force = force
+        self.base_url = base_url
 
     def checked(self, verdict: SendVerdict) -> None:
         from newsletter.cli.gatekeeping import show_verdict
@@ -243,7 +246,15 @@ class _Terminal:
         from newsletter.cli.gatekeeping import confirmation
 
         counted = prepared.survey()
-        click.echo(confirmation(verdict, counted, server=prepared.server, sender=prepared.sender))
+        click.echo(
+            confirmation(
+                verdict,
+                counted,
+                server=prepared.server,
+                sender=prepared.sender,
+                base_url=self.base_url,
+            )
+        )
         return click.confirm("Send now?", default=False)
 
     def running(self, prepared: Prepared) -> _SendDisplay:

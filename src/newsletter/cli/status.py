@@ -17,6 +17,7 @@ from newsletter.config.settings import Settings
 from newsletter.database import Database
 from newsletter.database.schedules import OPEN, ScheduleState
 from newsletter.errors import display_path
+from newsletter.issues import issue_path, list_issue_numbers
 from newsletter.models import DeliveryStatus
 from newsletter.schedule.when import describe_instant, span, wall_clock
 from newsletter.send.lease import why_gone
@@ -59,7 +60,8 @@ def status(
 
     An unsubscribe is the issue's when it came after that reader's message of the issue and
     before their next one on the list; a complaint is the issue's when it names the message
-    (its VERP tag or Message-ID)."""
+    (its VERP tag or Message-ID). An issue with no file and nothing in the log is an error
+    (exit 1) naming the issues there are."""
     settings = context.settings
     database = context.existing_database()  # read only: no log, none made
     if (
@@ -69,6 +71,7 @@ def status(
         and (database is None or list_name not in database.deliveries.lists_of(number))
     ):
         settings.mailing_list(list_name)  # raises, naming the lists there are
+    _known_issue(settings, database, number)
     if database is None:
         click.echo(f"issue {number}: nothing sent yet (no delivery log)")
         return
@@ -115,6 +118,21 @@ def status(
             with csv_path.open("w", encoding="utf-8", newline="") as handle:
                 n = write_csv(rows, handle)
             click.echo(f"wrote {n} rows to {display_path(csv_path)}", err=True)
+
+
+def _known_issue(settings: Settings, database: Database | None, number: int) -> None:
+    """An issue with no file and nothing in the log (sent, scheduled, or a sequence step's key)
+    is a mistyped number: an error naming the issues there are, not "nothing sent yet" and exit
+    0. An issue whose file has since gone keeps its status while the log has it."""
+    if number in list_issue_numbers(settings.issues_dir):
+        return
+    if database is not None and (
+        database.deliveries.lists_of(number)
+        or database.schedules.listing(issue=number, limit=1)
+        or database.enrolments.step_of(number) is not None
+    ):
+        return
+    issue_path(settings.issues_dir, number)  # raises: no such issue, the issues there are
 
 
 def _relays(settings: Settings, database: Database, number: int, name: str) -> list[str]:

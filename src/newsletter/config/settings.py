@@ -39,6 +39,7 @@ from newsletter.config.dburl import check_unambiguous
 from newsletter.days import date_of, zone_named
 from newsletter.errors import ConfigError
 from newsletter.fields import DEFAULT_LIST as DEFAULT_LIST
+from newsletter.i18n import translation_problem
 
 
 class SettingsTable(BaseModel):
@@ -54,6 +55,22 @@ def check_language(value: str) -> str:
     """A BCP 47 language tag: it goes into `lang=` and the Content-Language header."""
     if not _LANGUAGE_TAG.fullmatch(value):
         raise ValueError(f"{value!r} is not a language tag such as en or zh-CN")
+    return value
+
+
+def check_newsletter_language(value: str) -> str:
+    """The newsletter's language: a tag whose words (i18n.TRANSLATED) the tool has, never one it
+    would quietly show in English."""
+    problem = translation_problem(check_language(value))
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def check_greeting(value: str) -> str:
+    """A greeting is one line: a line break or control character would break the email's."""
+    if any(ord(char) < 32 or 127 <= ord(char) < 160 for char in value):
+        raise ValueError(f"{value!r} must be one line without control characters")
     return value
 
 
@@ -99,14 +116,22 @@ def check_timezone(value: str) -> str:
 
 class NewsletterSettings(SettingsTable):
     name: str = "Newsletter"
-    language: Annotated[str, AfterValidator(check_language)] = "en"
+    language: Annotated[str, AfterValidator(check_newsletter_language)] = "en"
     sender: Annotated[str, AfterValidator(check_mailbox)] = "Newsletter <newsletter@example.org>"
     reply_to: Annotated[str, AfterValidator(check_mailbox)] = ""  # the Reply-To header, if any
     # The mailto: in List-Unsubscribe (default: the sender); the token rides in its subject.
     unsubscribe_email: Annotated[str, AfterValidator(check_mailbox)] = ""
     base_url: Annotated[str, AfterValidator(check_base_url)] = "http://127.0.0.1:8025"
+    # The line above each issue's intro, `{name}` the reader's name: "auto" (the language's
+    # words, "Hi {name},", unless the intro opens with a greeting of its own), "" for none, or
+    # the editor's own ("Dear {name},"). An issue's `greeting:` overrides it.
+    greeting: Annotated[str, AfterValidator(check_greeting)] = "auto"
+    # The name the greeting gives a reader the list has no name for ("Hi friend,"), and the one
+    # the web archive's copy of an issue greets.
     greeting_fallback: str = "friend"
+    # The name of the sample reader `preview` and `build` fill each issue for.
     sample_name: str = "Sample Reader"
+    # The sample reader's address, in its To: and its links (no mail is sent to it).
     sample_email: str = "reader@example.org"
     # Where the newsletter's days begin and end (Asia/Shanghai); empty: the machine's zone.
     timezone: Annotated[str, AfterValidator(check_timezone)] = ""
@@ -125,7 +150,9 @@ class RenderSettings(SettingsTable):
     # What inlines the CSS into the HTML part: css-inline (fast, the default) or premailer.
     inliner: Literal["css-inline", "premailer"] = "css-inline"
     # Section and item numbers: "chinese" (一、, and items from 0、), "decimal" (from 1), "none";
-    # "auto" is chinese for a Chinese newsletter, decimal otherwise.
+    # "auto" is chinese for a Chinese newsletter, none otherwise (an English weekly that numbers
+    # nothing gets no numbers; "decimal" forces them). An issue's `numbering:` wins, and an
+    # issue whose titles carry their own numbers gets none added.
     numbering: Literal["auto", "chinese", "decimal", "none"] = "auto"
 
 
@@ -222,7 +249,10 @@ class RelaySettings(SettingsTable):
 
 
 class SmtpSettings(SettingsTable):
+    # The mail server the issues go out through (the default: `newsletter mailbox`, the local
+    # capture server, which delivers nothing).
     host: str = "127.0.0.1"
+    # Its port: 587 (STARTTLS) or 465 (TLS) at a provider; 1025 is `newsletter mailbox`'s.
     port: Annotated[int, Field(ge=1, le=65535)] = 1025
     security: Literal["starttls", "tls", "none"] = "starttls"
     username: str = ""
@@ -359,7 +389,8 @@ class WebhooksSettings(SettingsTable):
 class ServeSettings(SettingsTable):
     # Where `newsletter serve` listens, behind the TLS proxy at base_url.
     host: str = "127.0.0.1"
-    port: Annotated[int, Field(ge=0, le=65535)] = 8025  # 0 picks a free port
+    # The port it listens on there (0 picks a free one).
+    port: Annotated[int, Field(ge=0, le=65535)] = 8025
     # The web archive shows only the issues "sent" to a subscriber list (a draft stays private;
     # a staging send makes its page reachable, not listed), or "all" issue files. "sent" by
     # default: `newsletter new`'s empty draft was public at once (issue 29).
@@ -401,7 +432,8 @@ class SignupSettings(SettingsTable):
     blocked_domains: list[str] = Field(default_factory=list)  # and any others (subdomains too)
     # Hours a confirmation (or address-change) link works.
     confirm_expiry: Annotated[float, Field(gt=0, le=24 * 30)] = 48.0
-    # A welcome mail (templates/email/welcome.*) once a reader confirms.
+    # One fixed welcome mail (templates/email/welcome.*) once a reader confirms; a welcome
+    # sequence (sequences/) is the editorial one (docs: Signup, "Two welcome mails").
     welcome: bool = False
     # What the form says the reader agrees to (default: the page's own words, in the
     # newsletter's language), and its version: the consent ledger keeps both's record.
@@ -425,8 +457,12 @@ class BouncesSettings(SettingsTable):
     # Understood reports are moved to this folder; "" flags them (Seen and a keyword) instead.
     processed: str = "Newsletter-Processed"
     soft_limit: Annotated[int, Field(ge=1)] = 3  # soft bounces in a row that suppress
-    max_hard_rate: Annotated[float, Field(ge=0, le=1)] = 0.05  # of a run's attempts: stop
-    max_complaint_rate: Annotated[float, Field(ge=0, le=1)] = 0.001  # of a run's attempts: stop
+    # A send stops (exit 4) when this run's hard bounces pass this share of its answered
+    # messages (5 %), once it has min_sample of them.
+    max_hard_rate: Annotated[float, Field(ge=0, le=1)] = 0.05
+    # A send stops (exit 4) when this run's complaints pass this share of its answered
+    # messages (0.1 %), once it has min_sample of them.
+    max_complaint_rate: Annotated[float, Field(ge=0, le=1)] = 0.001
     min_sample: Annotated[int, Field(ge=1)] = 100  # attempts before the rates apply
 
 

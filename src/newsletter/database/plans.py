@@ -175,11 +175,18 @@ class Plans:
                     (S.SKIPPED.value, DEPARTED, stamp, issue, list_name, start.generation),
                 )
             total = self._count(issue, list_name)
+            (waiting,) = db.fetch(
+                "SELECT count(*) FROM deliveries WHERE issue = ? AND list = ?"
+                " AND state IN ('pending', 'deferred')",
+                (issue, list_name),
+            )[0]
             db.run(
                 "UPDATE plans SET planned_by = ? WHERE issue = ? AND list = ? AND generation = ?",
                 (start.planner, issue, list_name, start.generation),
             )
-        return PlanResult(added=total - start.before, skipped=skipped, total=total)
+        return PlanResult(
+            added=total - start.before, skipped=skipped, total=total, waiting=int(waiting)
+        )
 
     def _count(self, issue: int, list_name: str) -> int:
         (n,) = self.backend.fetch(

@@ -115,6 +115,15 @@ class Worker:
 
 @dataclass(frozen=True)
 class PlanResult:
+    """A plan's counts: `total` rows, of which `waiting` to send and `skipped` by this plan
+    (suppressed, or off the list); the rest were settled by earlier runs. `added`: rows new
+    since the last plan (all of them on a first)."""
+
     added: int
     skipped: int
     total: int
+    waiting: int = 0
+
+    @property
+    def earlier(self) -> int:
+        return self.total - self.waiting - self.skipped

@@ -9,7 +9,14 @@ import asyncio
 
 from newsletter.config.settings import Settings
 from newsletter.doctor.diagnosis import Diagnosis
-from newsletter.doctor.local import check_database, check_disk, check_secret, check_webhook
+from newsletter.doctor.local import (
+    check_database,
+    check_disk,
+    check_secret,
+    check_signup,
+    check_webhook,
+    webhook_keyed,
+)
 from newsletter.doctor.network import (
     check_base_url,
     check_dns,
@@ -45,9 +52,9 @@ async def _examine(settings: Settings, min_free: int) -> list[Diagnosis]:
     lookup = Lookup(settings.check, Cache(None))
     serve, smtp, dns, mailbox, database, hooks = await asyncio.gather(
         check_serve(settings, lookup),
-        check_relays(settings),
+        check_relays(settings, production=True, lookup=lookup),
         check_dns(settings, lookup),
-        asyncio.to_thread(check_mailbox, settings),
+        asyncio.to_thread(check_mailbox, settings, webhook_keyed(settings)),
         asyncio.to_thread(check_database, settings),
         asyncio.to_thread(check_webhook, settings),
     )
@@ -55,6 +62,7 @@ async def _examine(settings: Settings, min_free: int) -> list[Diagnosis]:
         check_secret(settings),
         check_base_url(settings),
         serve,
+        check_signup(settings),
         *smtp,
         *hooks,
         *dns,

@@ -146,25 +146,89 @@ def check_disk(settings: Settings, min_free: int) -> Diagnosis:
     return passed("disk", where)
 
 
+# What makes a provider's route answer: its key in the environment (SES: its SNS topics).
+_KEYS = {
+    "sendgrid": ("webhook_sendgrid_key", SECRET_ENV["webhook_sendgrid_key"]),
+    "resend": ("webhook_resend_secret", SECRET_ENV["webhook_resend_secret"]),
+    "mailgun": ("webhook_mailgun_key", SECRET_ENV["webhook_mailgun_key"]),
+    "postmark": ("webhook_postmark_password", SECRET_ENV["webhook_postmark_password"]),
+}
+
+
+def webhook_keyed(settings: Settings) -> list[str]:
+    """The providers whose webhook route answers: a key set for it (SES: [webhooks] ses_topics)."""
+    keyed = [name for name, (field, _) in _KEYS.items() if getattr(settings, field) is not None]
+    return keyed + (["ses"] if settings.webhooks.ses_topics else [])
+
+
+def _key_of(provider: str) -> str:
+    return _KEYS[provider][1] if provider in _KEYS else "[webhooks] ses_topics"
+
+
 def check_webhook(settings: Settings) -> list[Diagnosis]:
     """With [webhooks] relay set, the return path is the provider's: its bounces and complaints
-    reach us only by its signed webhook. Has one ever been applied? (Nothing to check without.)"""
+    reach us only by its signed webhook. Has one ever reached us? And a provider's key set
+    while [webhooks] relay names another (or none): its events come, but the messages carry no
+    tag it echoes, so none is tied to a reader. (Nothing to check with neither.)"""
     provider = settings.webhooks.relay
+    keyed = webhook_keyed(settings)
+    stray = [name for name in keyed if name != provider]
+    found = []
+    if stray:
+        named = f'"{provider}"' if provider else "not set"
+        keys = ", ".join(_key_of(name) for name in stray)
+        found.append(
+            failed(
+                "webhook.relay",
+                f"{keys} set, but [webhooks] relay is {named}: the messages carry no tag"
+                f" {' or '.join(stray)} echoes, so its bounces and complaints are tied to no"
+                " reader",
+                f'Set [webhooks] relay = "{stray[0]}" when the mail goes out through it'
+                " (docs/guide/relays.md), or unset the key of a provider you do not use.",
+            )
+        )
     if not provider:
-        return []
+        return found
+    return [*found, _webhook_seen(settings, provider, provider in keyed)]
+
+
+def _webhook_seen(settings: Settings, provider: str, keyed: bool) -> Diagnosis:
     url = f"{settings.newsletter.base_url.rstrip('/')}/webhooks/{provider}"
     fix = (
         f"Point {provider}'s event webhook (bounces and complaints) at {url}, set its key in"
         " the environment (docs/guide/relays.md), and send a test event from its dashboard."
     )
+    if not keyed:
+        return failed(
+            "webhook",
+            f'[webhooks] relay is "{provider}" but {_key_of(provider)} is not set: {url}'
+            " answers 404, so no bounce or complaint of it reaches us",
+            fix,
+        )
     if not database_exists(settings.database_target):
-        return [failed("webhook", f"no outbox yet: no signed {provider} event received", fix)]
+        return failed("webhook", f"no outbox yet: no signed {provider} event received", fix)
     try:
         with open_project_database(settings, migrate=False) as database:
             seen = database.webhook_events.last_seen(provider)
     except NewsletterError as exc:
-        return [failed("webhook", exc.message, exc.hint or fix)]
+        return failed("webhook", exc.message, exc.hint or fix)
     if seen is None:
-        return [failed("webhook", f"no signed {provider} event received yet at {url}", fix)]
+        return failed("webhook", f"no signed {provider} event received yet at {url}", fix)
+    # The event's id is claimed when its signature verifies: that it came, not that it was
+    # applied to a reader (an event for no row, or held for review, is claimed too).
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seen))
-    return [passed("webhook", f"{provider}: the last signed event was applied at {when}")]
+    return passed("webhook", f"{provider}: the last signed event was received at {when}")
+
+
+def check_signup(settings: Settings) -> Diagnosis:
+    """Which lists readers may sign up to on serve's /signup. None is a choice (readers come by
+    import), so this line passes either way; it says what /signup will answer."""
+    page = f"{settings.newsletter.base_url.rstrip('/')}/signup"
+    lists = [name for name, chosen in settings.lists.items() if chosen.signup]
+    if lists:
+        return passed("signup", f"{page}: readers may sign up to {', '.join(lists)}")
+    return passed(
+        "signup",
+        f"off: no list has signup = true, so {page} answers 404 (Page not found); set"
+        " signup = true in a [lists.NAME] table for the signup page",
+    )

@@ -11,6 +11,7 @@ import contextlib
 import email.utils
 import ipaddress
 import secrets
+import socket
 from collections.abc import Coroutine
 from typing import Any
 
@@ -29,7 +30,13 @@ from newsletter.preflight.faults import Fault
 from newsletter.preflight.linkcheck import describe_failure
 from newsletter.preflight.lookup import Lookup, NetworkDownError, UnreachableError
 from newsletter.preflight.run import checking_tls_context, dkim_public_key
-from newsletter.send.faults import SESSION_ERRORS, OpeningError, check_failed
+from newsletter.send.faults import (
+    CAPTURE_PORT,
+    SESSION_ERRORS,
+    OpeningError,
+    check_failed,
+    is_loopback,
+)
 from newsletter.send.opening import Opener
 from newsletter.state.statecache import Cache
 
@@ -37,7 +44,7 @@ _MAX_BODY = 4096  # /healthz answers a few bytes; a proxy's error page is cut he
 _DNS_DOWN = "Check the network, or name the DNS servers to ask in [check] nameservers."
 _SERVE_FIX = (
     "Run `newsletter serve` (systemctl enable --now newsletter-serve) behind the TLS proxy that"
-    " answers at base_url (the Caddyfile of `newsletter deploy systemd`)."
+    " answers at base_url (the Caddy site file `newsletter deploy systemd` writes)."
 )
 
 
@@ -117,16 +124,32 @@ async def _get(client: httpx.AsyncClient, url: str, probe: str) -> tuple[int, st
     return response.status_code, body[:_MAX_BODY].decode("utf-8", "replace")
 
 
-async def check_relays(settings: Settings) -> list[Diagnosis]:
-    """[smtp]'s own relay ("smtp"), then each [smtp.relays.NAME] ("smtp.NAME"), at once."""
+async def check_relays(
+    settings: Settings, *, production: bool = False, lookup: Lookup | None = None
+) -> list[Diagnosis]:
+    """[smtp]'s own relay ("smtp"), then each [smtp.relays.NAME] ("smtp.NAME"), at once.
+    `production` (the doctor's): SMTP on this machine without TLS fails too, for it is the
+    capture server of `newsletter mailbox` or a local server that cannot be told from one;
+    `check --online` takes it as the local send it is. `lookup` (the doctor's): with [check]
+    nameservers, a relay's host is looked up there, never through the system's resolver."""
     smtp = settings.smtp
-    checks = [_check_relay("smtp", "[smtp]", smtp, settings.smtp_password, settings)]
+    password = settings.smtp_password
+    checks = [_check_relay("smtp", "[smtp]", smtp, password, settings, production, lookup)]
     for name, relay in smtp.relays.items():
         table = f"[smtp.relays.{name}]"
         settings_of = smtp.relay(name)
         variable = relay.password_env or "password_env"
         checks.append(
-            _check_relay(f"smtp.{name}", table, settings_of, relay.password, settings, variable)
+            _check_relay(
+                f"smtp.{name}",
+                table,
+                settings_of,
+                relay.password,
+                settings,
+                production,
+                lookup,
+                variable,
+            )
         )
     return list(await asyncio.gather(*checks))
 
@@ -137,25 +160,35 @@ async def _check_relay(
     smtp: SmtpSettings,
     password: SecretStr | None,
     settings: Settings,
+    production: bool,
+    lookup: Lookup | None,
     variable: str = "NEWSLETTER_SMTP_PASSWORD",
 ) -> Diagnosis:
     """One relay: connect, EHLO, STARTTLS when configured, AUTH, QUIT; never MAIL or RCPT."""
     where = f"{smtp.host}:{smtp.port}"
-    if smtp.security == "none" and not _loopback(smtp.host):
+    if smtp.security == "none" and not is_loopback(smtp.host):
         return failed(
             check,
             f"{where}: {table} security is none: the password and every message cross the"
             " network in clear",
             f'Set {table} security = "starttls" (port 587) or "tls" (port 465).',
         )
+    if smtp.security == "none" and production:
+        return failed(check, _local_smtp(where, smtp.port), _LOCAL_SMTP_FIX.format(table=table))
     helo = email.utils.parseaddr(settings.newsletter.sender)[1].rpartition("@")[2] or "localhost"
+    sock = None
+    if lookup is not None and settings.check.nameservers and not _literal(smtp.host):
+        try:
+            sock = await _connected(lookup, smtp)
+        except (UnreachableError, NetworkDownError, OSError, TimeoutError) as exc:
+            return failed(check, f"{where}: {describe_failure(exc)}", _DNS_DOWN)
     try:
         opener = Opener(
             smtp, password=password, helo=helo, root=settings.root, variable=variable, table=table
         )
-        client, wire = await opener.open()
+        client, wire = await opener.open(sock)
     except OpeningError as exc:
-        error = check_failed(exc)
+        error = check_failed(exc, smtp)
         fix = error.hint or f"Check {table} host, port and security."
         return failed(
             check,
@@ -163,6 +196,8 @@ async def _check_relay(
             fix.replace("[smtp]", table).replace("NEWSLETTER_SMTP_PASSWORD", variable),
         )
     except NewsletterError as exc:
+        if sock is not None:  # the Opener refused the settings before it took the socket
+            sock.close()
         return failed(check, exc.message, exc.hint or f"Check the {table} table.")
     del client  # the wire has its connection now: QUIT goes through it, as the pool's does
     with contextlib.suppress(*SESSION_ERRORS, TimeoutError):
@@ -177,13 +212,57 @@ async def _check_relay(
     return passed(check, f"{where}: {', '.join(steps)} (nothing sent)")
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
+_LOCAL_SMTP_FIX = (
+    'Point {table} host at your mail provider\'s submission server with security = "starttls"'
+    ' (port 587) or "tls" (port 465), username and its password; a relay on this machine must'
+    " speak TLS too (docs/guide/production.md)."
+)
+
+
+def _literal(host: str) -> bool:
+    """An address, or localhost: nothing for a resolver to answer."""
+    if is_loopback(host):
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        ipaddress.ip_address(host)
     except ValueError:
         return False
+    return True
+
+
+async def _connected(lookup: Lookup, smtp: SmtpSettings) -> socket.socket:
+    """A socket connected to [smtp] host, its name looked up through [check] nameservers as
+    the doctor's other names are (the system's resolver would answer for another network)."""
+    addresses = await lookup.addresses(smtp.host)
+    if not addresses:
+        raise OSError(f"{smtp.host} has no address (A or AAAA) at {lookup.where}")
+    loop = asyncio.get_running_loop()
+    failure: OSError = OSError(f"cannot connect to {smtp.host}")
+    for address in addresses:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            await asyncio.wait_for(loop.sock_connect(sock, (address, smtp.port)), smtp.timeout)
+        except (OSError, TimeoutError) as exc:
+            sock.close()
+            failure = OSError(f"cannot connect to {smtp.host} ({address}): {exc}")
+            continue
+        return sock
+    raise failure
+
+
+def _local_smtp(where: str, port: int) -> str:
+    """Why SMTP on this machine in clear is no production relay, in a line."""
+    if port == CAPTURE_PORT:
+        return (
+            f"{where}: the capture server of `newsletter mailbox` (its port): it keeps every"
+            " message on this machine, so production mail would never reach a reader"
+        )
+    return (
+        f"{where}: SMTP on this machine without TLS: the capture server of `newsletter"
+        " mailbox`, or a local server that cannot be told from one; not a production relay"
+    )
 
 
 _DNS_FIX = {
@@ -259,8 +338,17 @@ def _domain(value: str) -> str:
     return email.utils.parseaddr(value)[1].rpartition("@")[2].lower().rstrip(".")
 
 
-def check_mailbox(settings: Settings) -> Diagnosis:
-    """[bounces] imap logged in to and its folder selected; nothing read, flagged or moved."""
+def check_mailbox(settings: Settings, webhooks: list[str]) -> Diagnosis:
+    """[bounces] imap logged in to and its folder selected; nothing read, flagged or moved.
+    Without it, the provider of [webhooks] relay is the bounce source when its key is set
+    (`webhooks`: the providers whose route answers): its own line says whether events come."""
+    provider = settings.webhooks.relay
+    if not settings.bounces.imap and provider and provider in webhooks:
+        return passed(
+            "mailbox",
+            f"no [bounces] imap: bounces and complaints come by {provider}'s webhook (the"
+            " webhook line)",
+        )
     if not settings.bounces.imap:
         return failed(
             "mailbox",

@@ -31,22 +31,37 @@ def issue_path(issues_dir: Path, number: int) -> Path:
     if found:
         return found[0]
     known = ", ".join(str(n) for n in list_issue_numbers(issues_dir)) or "none"
-    wanted = display_path(issues_dir / f"{number}.md")
+    wanted = display_path(issues_dir / f"{number}{project_suffix(issues_dir)}")
     raise IssueNotFoundError(
-        [
-            Problem(
-                display_path(issues_dir / f"{number}.yaml"),
-                None,
-                "",
-                f"no such issue (issues: {known})",
-            )
-        ],
-        hint=f"Create {wanted} (or {number}.yaml) or pick a listed issue.",
+        [Problem(wanted, None, "", f"no such issue (issues: {known})")],
+        hint=f"Create {wanted} or pick a listed issue.",
     )
 
 
+def newest_issue(issues_dir: Path) -> int:
+    """The highest issue number in `issues_dir` (the one a command without --issue means);
+    IssueNotFoundError when there is none."""
+    numbers = list_issue_numbers(issues_dir)
+    if not numbers:
+        raise IssueNotFoundError(
+            [Problem(display_path(issues_dir), None, "", "has no issue yet")],
+            hint=f'Write issues/1{project_suffix(issues_dir)} (the manual, "Issue files"), '
+            "or give --issue N.",
+        )
+    return numbers[-1]
+
+
+def project_suffix(issues_dir: Path) -> str:
+    """The suffix the project's issues are written with: its newest issue's (a Markdown project's
+    next issue is N.md, a YAML one's N.yaml); `.md`, as `init` starts, when it has none."""
+    numbered = [(n, p.suffix) for p in _files(issues_dir) if (n := issue_number_of(p)) is not None]
+    return max(numbered)[1] if numbered else ".md"
+
+
 def list_issue_numbers(issues_dir: Path) -> list[int]:
-    if not issues_dir.is_dir():
-        return []
-    found = (issue_number_of(p) for p in issues_dir.iterdir())
+    found = (issue_number_of(p) for p in _files(issues_dir))
     return sorted({n for n in found if n is not None})
+
+
+def _files(issues_dir: Path) -> list[Path]:
+    return list(issues_dir.iterdir()) if issues_dir.is_dir() else []

@@ -26,6 +26,9 @@ from newsletter.issues.load import IssueFile, read_issue_file
 from newsletter.issues.markdownsource import read_markdown
 from newsletter.issues.yamlsource import read_yaml
 
+# What sets a title's subtitle apart from its name and number: "Weekly 14: Rust in the kernel",
+# "第14期｜大模型", "Crab Post 14 — async" (a colon, a bar, a dash between spaces, a middle dot).
+_SUBTITLE_SEPARATOR = re.compile(r"\s*(?:[:：|｜·・]|\s[-–—]\s|[–—])\s*")
 # An ATX heading's text: without its #s and an optional closing sequence.
 _ATX = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+(?P<text>.*?))?(?:[ \t]+#+)?[ \t]*$")
 
@@ -111,11 +114,21 @@ def write_skeleton(skeleton: Skeleton) -> None:
 
 def next_title(title: str, old: int, new: int, name: str, language: str) -> str:
     """The last title with its number moved on (`第14期` -> `第15期`), or the newsletter's name
-    and the number when the last title does not carry it."""
+    and the number when the last title does not carry it. A subtitle (`Weekly 14: Rust in the
+    kernel`) was that issue's, not the next one's: only the part with the number is kept."""
     found = list(re.finditer(rf"(?<!\d){old}(?!\d)", title))
     if found:
         last = found[-1]
-        return f"{title[: last.start()]}{new}{title[last.end() :]}"
+        moved = f"{title[: last.start()]}{new}{title[last.end() :]}"
+        # The part between separators that holds the number is the title's name and number.
+        start, end, shift = 0, len(title), len(moved) - len(title)
+        for separator in _SUBTITLE_SEPARATOR.finditer(title):
+            if separator.end() <= last.start():
+                start = separator.end()
+            elif separator.start() >= last.end():
+                end = separator.start()
+                break
+        return moved[start : end + shift].strip()
     words = strings_for(ISSUE_TITLE, language, name=name)
     return words["title"].replace("{number}", str(new))
 

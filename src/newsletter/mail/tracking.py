@@ -56,10 +56,11 @@ def render_for_sending(issue: Issue, settings: Settings, list_name: str) -> Send
         tokens = clicks.list_tokens(list_name) if aggregate else clicks.row_tokens(1)
         urls = [clicks.prefix + token for token in tokens]
         size = wire_size(_filled(slotted.rendered.html, urls))
-        if size <= CUT_AT or rendered.online_from == 0 or attempt == _CUTS - 1:
+        if size <= CUT_AT or rendered.keeps_nothing or attempt == _CUTS - 1:
             break
-        # Cut by what the links added past the clip (a section more if that is not enough).
-        budget -= size - CUT_AT
+        # Cut by what the links added past the clip, from the size this cut has (not the
+        # budget it had: a cut between blocks leaves less room unused than a section's).
+        budget = wire_size(rendered.html) - (size - CUT_AT)
         rendered = render_issue(issue, settings, budget=budget)
     return SendRendering(slotted.rendered, slotted.links)
 

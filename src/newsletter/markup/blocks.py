@@ -169,8 +169,9 @@ class Reader:
         self, tokens: list[Token], at: Loc, depth: int, lines: dict[Loc, int]
     ) -> list[Data]:
         """A container (`::: warning Title`) or an admonition (`!!! note "Title"`, `???` shown
-        open) as a callout: its kind, its title, its body. `::: right` and `::: center` only
-        place their text, as the site does: their blocks are shown as they are."""
+        open) as a callout: its kind, its title, its body. `::: right`, `::: center`, VitePress'
+        `::: code-group` (tabs of code) and `::: v-pre` only place or group what they hold:
+        their blocks are shown as they are."""
         opening, line = tokens[0], self.line_of(tokens[0])
         body = tokens[1:-1]
         children: list[Token] = []
@@ -186,7 +187,7 @@ class Reader:
             if title:
                 parsed = parser().parseInline(title)
                 children = (parsed[0].children or []) if parsed else []
-        if tone in ("right", "center", "left"):
+        if tone in _LAYOUT:
             inner = self.blocks(body, at, depth + 1, lines)
             return [_centred(block) for block in inner] if tone == "center" else inner
         spans = self.title(children, line)
@@ -241,6 +242,19 @@ class Reader:
                 "loads, which no reader of an email sees",
             )
             return []
+        written = inline.content.strip()
+        if len(written) >= 3 and set(written) == {":"}:
+            # A container's closing line with no container open: the site shows it as
+            # written (markdown-it-container closes at the first one it meets).
+            self.note(
+                "warning",
+                "markup",
+                line,
+                f"{written!r} closes no container (the one above closed at an earlier "
+                f"{written!r}), so it is left out of the email: delete it, or close the inner "
+                "container with more colons than the outer one opens with",
+            )
+            return []
         definitions = _definitions(inline.children or [])
         if definitions:
             for label, tokens in definitions:
@@ -290,6 +304,10 @@ def _definitions(children: list[Token]) -> list[tuple[str, list[Token]]]:
             found[-1][1].append(token)
         starts_line = token.type in ("softbreak", "hardbreak")
     return found
+
+
+# Containers that place or group their blocks rather than call them out.
+_LAYOUT = frozenset({"right", "center", "left", "justify", "code-group", "v-pre", "raw"})
 
 
 def _tone(name: str) -> str:

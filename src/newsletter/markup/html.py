@@ -163,7 +163,12 @@ class _Tree(HTMLParser):
                 return
 
     def handle_data(self, data: str) -> None:
-        self.open[-1].children.append(data)
+        children = self.open[-1].children
+        # One text, as written: the parser hands `{{< tweet 1 >}}` over in pieces at its `<`.
+        if children and isinstance(children[-1], str):
+            children[-1] += data
+        else:
+            children.append(data)
 
 
 def read_fragment(html: str) -> Element:

@@ -8,6 +8,7 @@ what went; the words around it stay. A tag this reader does not know keeps its w
 
 from __future__ import annotations
 
+from newsletter.markup.generators import tag_spans, tags_in
 from newsletter.markup.html import (
     CODES,
     DROPPED,
@@ -44,7 +45,7 @@ class HtmlReader:
         run: list[Data] = []
         for child in element.children:
             if isinstance(child, str):
-                _add_words(run, child, self.spans)
+                self._words(run, child, offset + element.line)
             elif child.component:
                 self.spans.left_out(child.shown, "an MDX component", offset + child.line)
                 self._children(child, out, offset, centre=centre)  # its words stay
@@ -129,7 +130,7 @@ class HtmlReader:
     def _inline_children(self, element: Element, run: list[Data], offset: int) -> None:
         for child in element.children:
             if isinstance(child, str):
-                _add_words(run, child, self.spans)
+                self._words(run, child, offset + element.line)
             elif child.component or child.name in DROPPED:
                 what = "an MDX component" if child.component else "HTML"
                 self.spans.left_out(child.shown, what, offset + child.line)
@@ -141,6 +142,15 @@ class HtmlReader:
                     run.append(link)
             else:
                 self._inline(child, run, offset)
+
+    def _words(self, run: list[Data], text: str, line: int) -> None:
+        """An HTML text's words; a site's tag among them (`<center>{{< tweet 1 >}}</center>`)
+        what it stands for, as in Markdown (generators.py), at its element's line."""
+        for piece in tags_in(text):
+            if isinstance(piece, str):
+                _add_words(run, piece, self.spans)
+            else:
+                run.extend(tag_spans(piece, self.spans, line))
 
     def _flush(self, run: list[Data], out: list[Data], centre: bool) -> None:
         """A run of spans as paragraphs, an image among them a block of its own."""

@@ -76,6 +76,11 @@ class _TemplateAddresses:
             if end != -1:
                 found = helpers.parseLinkDestination("<>", 0, 2)  # an empty result to fill
                 found.str, found.pos, found.ok = text[start : end + 2], end + 2, True
+                if found.pos < maximum and text[found.pos] not in " \t\n)":
+                    # `{{ site.url }}/archive/`: the rest of the address, read as any address
+                    rest = helpers.parseLinkDestination(text, found.pos, maximum)
+                    if rest.ok:
+                        found.str, found.pos = found.str + rest.str, rest.pos
                 return found
         return helpers.parseLinkDestination(text, start, maximum)
 

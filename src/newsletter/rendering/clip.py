@@ -1,13 +1,22 @@
 """Gmail's clip: an HTML part in; its size on the wire, each section's share, and where to cut.
 
 Gmail hides everything of a message past ~102 KB of HTML, the footer and so the unsubscribe link
-included. An issue that does not fit is cut at a section boundary and ends with a link to the
-rest on its web page (render.py does the cut); these functions measure.
+included. An issue that does not fit keeps all it can: it is cut between sections, items or the
+blocks (paragraphs, code blocks, lists) of one item, never inside a block, and ends with a link
+to the rest on its web page. render.py renders; these functions measure and say where to cut.
 """
 
 from __future__ import annotations
 
 import binascii
+from collections.abc import Callable
+
+from newsletter.models import Issue
+
+# Where a cut lands, as (section, item, block), each from 0: the first piece the email leaves
+# out, everything before it in reading order kept. Item -1 is the section's intro.
+Cut = tuple[int, int, int]
+NOTHING: Cut = (0, -1, 0)  # the cut that keeps no piece of any section
 
 KB = 1024
 GMAIL_CLIP = 102 * KB  # Gmail hides everything past ~102 KB of HTML, the footer included
@@ -57,3 +66,61 @@ def sections_that_fit(whole: int, sizes: list[int], notice: int, budget: int = C
             return kept
         total += size
     return len(sizes)
+
+
+def pieces(issue: Issue) -> list[Cut]:
+    """Every place a cut may land, in reading order: before each block of a section's intro,
+    before each item, and before each further block of an item (its title goes with its first
+    block, its links row with its last, so no heading is left alone at the cut)."""
+    found: list[Cut] = []
+    for s, section in enumerate(issue.sections):
+        found += [(s, -1, b) for b in range(len(section.intro))]
+        for i, item in enumerate(section.items):
+            found += [(s, i, b) for b in range(max(1, len(item.summary)))]
+    return found
+
+
+def kept_part(issue: Issue, cut: Cut) -> Issue:
+    """`issue` with what comes before `cut` and nothing after it (the web version has it)."""
+    s, i, b = cut
+    sections = list(issue.sections[:s])
+    section = issue.sections[s]
+    if i < 0 and b:
+        sections.append(section.model_copy(update={"intro": section.intro[:b], "items": []}))
+    elif i >= 0:
+        items = list(section.items[:i])
+        if b:  # a long item, cut between its blocks: its links row is on the web version
+            part = {"summary": section.items[i].summary[:b], "links": []}
+            items.append(section.items[i].model_copy(update=part))
+        sections.append(section.model_copy(update={"items": items}))
+    return issue.model_copy(update={"sections": sections})
+
+
+def last_that_fits(fits: Callable[[int], bool], count: int, guess: tuple[int, int]) -> int:
+    """The largest n in [0, count) with fits(n), fits being true up to some n and false past
+    it; -1 if none does. `guess` is a (low, high) range the answer is likely in: tried first,
+    so that when it holds only the pieces inside it are searched."""
+    low, high = -1, count  # fits(low) or low == -1; not fits(high) or high == count
+    for bound in guess:
+        if low < bound < high:
+            low, high = (bound, high) if fits(bound) else (low, bound)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
+
+
+def kept_words(issue: Issue, cut: Cut) -> str:
+    """What an email of `issue` cut at `cut` keeps, in words: "sections 1-2 and section 3 in
+    part: its intro, 4 item(s) and 2 block(s) of item 5"."""
+    section, item, block = cut
+    whole = f"sections 1-{section}" if section > 1 else ("section 1" if section else "")
+    part = [f"{block} block(s) of its intro"] if item < 0 and block else []
+    if item >= 0:
+        part = ["its intro"] if issue.sections[section].intro else []
+        part += [f"{item} item(s)"] if item else []
+        part += [f"{block} block(s) of item {item + 1}"] if block else []
+    if not part:
+        return whole or "nothing of any section"
+    listed = ", ".join(part[:-1]) + " and " * (len(part) > 1) + part[-1]
+    return f"{whole} and " * bool(whole) + f"section {section + 1} in part: {listed}"

@@ -1,10 +1,10 @@
 """An Issue -> RenderedEmail (HTML with CSS inlined + plain text), once per issue.
 
 Jinja renders templates/email/issue.mjml (its content blocks from content.mjml) to MJML, and
-htmlpart.py compiles and inlines it. An issue past Gmail's clip is cut at a section boundary:
-the email ends with a link to the rest on its web page (which renders `whole`); the text part is
-always whole. Per-recipient values stay as Placeholder words, filled later by message.py without
-rendering again.
+htmlpart.py compiles and inlines it. An issue past Gmail's clip is cut between sections, items
+or an item's blocks (clip.py): the email ends with a link to the rest on its web page (which
+renders `whole`); the text part is always whole. Per-recipient values stay as Placeholder
+words, filled later by message.py without rendering again.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from newsletter.i18n import EMAIL, FONT_STACKS, strings_for
 from newsletter.models import Issue, Item, Placeholder, RenderedEmail
 from newsletter.rendering import clip
 from newsletter.rendering.htmlpart import HTML_TEMPLATE, compile_mjml, inline_css
+from newsletter.rendering.labels import greeting_line, item_number, numbering_style, section_number
 from newsletter.rendering.templatecache import COMPILED_TEMPLATES
 
 TEXT_TEMPLATE = "issue.txt"
@@ -36,7 +37,6 @@ INLINE_CSS = "inline.css"
 PREHEADER_LIMIT = 140
 # The card is 600 px wide with 28 px on either side: no image is shown wider.
 CONTENT_WIDTH = 544
-_CJK_DIGITS = "零一二三四五六七八九"
 # The words of the "the rest is online" notice, to estimate its size before it is rendered.
 _NOTICE_BYTES = 900
 
@@ -55,7 +55,7 @@ def render_issue(
     """Render both parts of `issue`; raise TemplateError naming the template and line on failure.
 
     An HTML part past the clip (`budget`, clip.CUT_AT unless the links will grow: tracked
-    links, mail/tracking.py) keeps the sections that fit and links to the rest online, unless
+    links, mail/tracking.py) keeps all that fits and links to the rest online, unless
     `whole` (the web version has it all)."""
     env = template_environment(settings.templates_dir)
     context = _context(issue, settings)
@@ -66,9 +66,9 @@ def render_issue(
     size = clip.wire_size(html)
     measure = size > min(clip.MEASURE_FROM, budget)
     sizes = clip.section_sizes(html, len(issue.sections), size) if measure else []
-    online_from = None
+    cut = None
     if not whole and size > budget and sizes:
-        html, online_from = _cut(env, issue, settings, size, sizes, budget)
+        html, cut = _cut(env, issue, settings, size, sizes, budget)
     return RenderedEmail(
         issue_number=issue.number,
         subject=issue.title,
@@ -76,7 +76,8 @@ def render_issue(
         text=text,
         section_sizes=tuple(sizes),
         whole_size=size,
-        online_from=online_from,
+        online_from=None if cut is None else cut[0],
+        cut=cut,
     )
 
 
@@ -87,27 +88,25 @@ def _cut(
     size: int,
     sizes: list[int],
     budget: int,
-) -> tuple[str, int]:
-    """The HTML part with as many sections as fit in `budget`, and how many that is: from the
-    measured estimate, one section more or fewer until the next would not fit."""
+) -> tuple[str, clip.Cut]:
+    """The HTML part with all of `issue` that fits in `budget`, and where it was cut: between
+    sections, items or an item's blocks. The measured sections say in which one the cut lands;
+    a binary search over that one's pieces finds it (the rest if the estimate was off)."""
     notice = _NOTICE_BYTES + sum(len(str(s.title).encode()) * 2 for s in issue.sections)
     kept = min(clip.sections_that_fit(size, sizes, notice, budget), len(issue.sections) - 1)
-    fitted: tuple[str, int] | None = None
-    over = False
-    while True:
-        html = _html(env, _context(issue, settings, kept), settings)
-        if clip.wire_size(html) <= budget:
-            fitted = (html, kept)
-            if over or kept + 1 >= len(issue.sections):
-                return fitted
-            kept += 1
-        else:
-            over = True
-            if fitted is not None:
-                return fitted
-            if kept == 0:
-                return html, 0  # too big even without sections: `check` says so
-            kept -= 1
+    places = clip.pieces(issue) or [(0, -1, 0)]
+    first = {section: n for n, (section, _, _) in reversed(list(enumerate(places)))}
+    guess = (first.get(kept, 0), first.get(kept + 1, len(places)))
+    parts: dict[int, str] = {}
+
+    def fits(n: int) -> bool:
+        parts[n] = _html(env, _context(issue, settings, places[n]), settings)
+        return clip.wire_size(parts[n]) <= budget
+
+    n = clip.last_that_fits(fits, len(places), guess)
+    if n <= 0:  # nothing of any section fits (too big even so: `check` says so)
+        return parts[0], clip.NOTHING
+    return parts[n], places[n]
 
 
 def render_parts(settings: Settings, name: str, context: dict[str, Any]) -> tuple[str, str]:
@@ -210,42 +209,6 @@ def quote_lines(text: str, prefix: str = "> ") -> str:
     return "\n".join(f"{prefix}{line}".rstrip() for line in text.split("\n"))
 
 
-def numbering_style(settings: Settings, issue: Issue | None = None) -> str:
-    """`chinese` (一、 and 0、), `decimal` (1. or 1、) or `none`; `auto` picks by language. An
-    issue's own `numbering` (front matter, or "none" where its titles carry numbers) wins."""
-    style = issue.numbering if issue is not None and issue.numbering else settings.render.numbering
-    if style == "auto":
-        return "chinese" if _is_chinese(settings.newsletter.language) else "decimal"
-    return style
-
-
-def _is_chinese(language: str) -> bool:
-    return language.lower().startswith("zh")
-
-
-def section_number(n: int, language: str, style: str = "chinese") -> str:
-    """Section `n`'s label: "一、" (chinese), "1、" or "1. " (decimal), "" (none)."""
-    if style == "none":
-        return ""
-    if style == "decimal" or not _is_chinese(language):
-        return f"{n}、" if _is_chinese(language) else f"{n}. "
-    if n < 10:
-        return f"{_CJK_DIGITS[n]}、"
-    tens, ones = divmod(n, 10)
-    word = ("" if tens == 1 else _CJK_DIGITS[tens]) + "十" + (_CJK_DIGITS[ones] if ones else "")
-    return f"{word}、"
-
-
-def item_number(index: int, language: str, style: str = "chinese") -> str:
-    """The label of a section's `index`-th titled item (from 0): "0、" (chinese, as the seed
-    numbers them), "1、"/"1. " (decimal, from 1), "" (none). Only Chinese gets 、."""
-    if style == "none":
-        return ""
-    if not _is_chinese(language):
-        return f"{index + 1}. "
-    return f"{index}、" if style == "chinese" else f"{index + 1}、"
-
-
 @dataclass(frozen=True)
 class ItemGroup:
     """Items as the templates lay them out: a compact list of title-only items, or full ones."""
@@ -319,11 +282,11 @@ def preheader_for(issue: Issue) -> str:
     return line
 
 
-def _context(issue: Issue, settings: Settings, online_from: int | None = None) -> dict[str, Any]:
+def _context(issue: Issue, settings: Settings, cut: clip.Cut | None = None) -> dict[str, Any]:
     language = settings.newsletter.language
     style = numbering_style(settings, issue)
     base_url = settings.newsletter.base_url
-    sections = issue.sections if online_from is None else issue.sections[:online_from]
+    sections = issue.sections if cut is None else clip.kept_part(issue, cut).sections
     return {
         "issue": issue,
         "sections": [
@@ -338,12 +301,16 @@ def _context(issue: Issue, settings: Settings, online_from: int | None = None) -
         "online": [
             (n, section, section_number(n, language, style))
             for n, section in enumerate(issue.sections, start=1)
-            if online_from is not None and n > online_from
+            if cut is not None and n > cut[0]
         ],
         "newsletter_name": settings.newsletter.name,
         **_script(issue.language or language),
         "preheader": preheader_for(issue),
-        "text": strings_for(EMAIL, language, name=settings.newsletter.name),
+        # The greeting rides in `text` as the templates have always read it.
+        "text": {
+            **strings_for(EMAIL, language, name=settings.newsletter.name),
+            "greeting": greeting_line(issue, settings),
+        },
         "image_size": shown_size,
         "image_url": lambda image: image_url(image, base_url),
         "placeholders": {

@@ -21,7 +21,7 @@ CELL = 8  # px: a word of body text is a few cells; a box this coarse is still e
 _GAP = 2  # rows of unchanged cells that still join two changed ones into one band
 _PAD = (255, 0, 255)  # what a shorter page is extended with: no email's background
 _MARK = (230, 0, 60)
-_NOISE_BYTES = 6  # two pixels' three channels
+_NOISE_PIXELS = 4  # a round shape's edges on one row: a corner's, both sides of a list bullet
 _NOISE_LEVELS = 8  # of 255
 
 
@@ -118,12 +118,14 @@ def _common_rows(a: Image.Image, b: Image.Image) -> tuple[int, int]:
 
 
 def _alike(a: bytes, b: bytes) -> bool:
-    """Two rows of pixels the same, but for what moving a rounded corner or a shadow by a
-    fraction of a pixel changes: two pixels at most, by a few levels each."""
+    """Two rows of pixels the same, but for what moving a rounded corner, a shadow or a list's
+    round bullet by a fraction of a pixel changes: a few pixels at most (a bullet's left and
+    right edges are two each), by a few levels each; a changed letter is far more of both."""
     if a == b:
         return True
     off = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
-    return len(off) <= _NOISE_BYTES and all(abs(a[i] - b[i]) <= _NOISE_LEVELS for i in off)
+    pixels = {i // 3 for i in off}
+    return len(pixels) <= _NOISE_PIXELS and all(abs(a[i] - b[i]) <= _NOISE_LEVELS for i in off)
 
 
 def _rows(image: Image.Image) -> list[bytes]:

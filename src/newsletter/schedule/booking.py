@@ -63,7 +63,7 @@ def book_send(
     clock = time.time() if now is None else now
     moment: Moment = parse_moment(at, zone_name or settings.newsletter.timezone or None, now=clock)
     check_future(moment, clock)
-    findings = list(inspect_send(context, number, list_name).findings)
+    findings = list(inspect_send(context, number, list_name, sending=True).findings)
     refused = send_refusal(findings)
     if refused is not None:
         raise ScheduleError(

@@ -26,10 +26,12 @@ A message's transaction (smtp.py):
 
 from __future__ import annotations
 
+import ipaddress
 import ssl
 
 import aiosmtplib
 
+from newsletter.config.settings import SmtpSettings
 from newsletter.errors import TransportError
 from newsletter.send.replies import Outcome, Result, Scope, Stage, classify, reply_text
 from newsletter.send.wire import Reply
@@ -67,8 +69,15 @@ def unopened(failure: OpeningError) -> Result:
     return mapped
 
 
-def check_failed(failure: OpeningError) -> TransportError:
-    """The same failure at the check before the run: none may pass, all are errors."""
+# The capture server's port: `newsletter mailbox`'s, and [smtp]'s default (init's too, for a
+# first test send), on 127.0.0.1 without TLS.
+CAPTURE_PORT = 1025
+
+
+def check_failed(failure: OpeningError, smtp: SmtpSettings | None = None) -> TransportError:
+    """The same failure at the check before the run: none may pass, all are errors. With the
+    relay's settings (`smtp`), a connection refused at the capture server's address says to
+    start it: that is what a first test send meets, never a password."""
     mapped = _opening(failure)
     if isinstance(mapped, TransportError):
         return mapped
@@ -77,7 +86,29 @@ def check_failed(failure: OpeningError) -> TransportError:
             f"{failure.where}: the server refused the session at {failure.stage}:"
             f" {mapped.code} {_text(failure.cause)}"
         )
+    if smtp is not None and is_capture(smtp) and failure.stage == Stage.CONNECT:
+        return TransportError(
+            f"{failure.where}: {mapped.reply}",
+            hint=f"{smtp.host}:{smtp.port} is the capture server's address, and it is not"
+            " running: start it with `newsletter mailbox` (in another terminal), then re-run."
+            " For real mail, set [smtp] host, port and security to your mail server's.",
+        )
     return TransportError(f"{failure.where}: {mapped.reply}")
+
+
+def is_capture(smtp: SmtpSettings) -> bool:
+    """[smtp] at the capture server's address: its port on loopback, without TLS."""
+    return smtp.security == "none" and smtp.port == CAPTURE_PORT and is_loopback(smtp.host)
+
+
+def is_loopback(host: str) -> bool:
+    """A host that is this machine: localhost or a loopback address."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 # aiosmtplib's own exceptions that say the connection failed, as opposed to a refusal.

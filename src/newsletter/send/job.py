@@ -137,6 +137,16 @@ class Delivered:
     resumes_at: float | None = None  # stopped by the warm-up's cap: its next day (Unix time)
 
 
+def plan_counts(plan: PlanResult) -> str:
+    """`21 recipients (19 to send, 2 skipped)`: the parts add up to the whole; on a plan that
+    resumes, what earlier runs settled is a part too, and the rows new since then are said."""
+    parts = [f"{plan.waiting} to send", f"{plan.skipped} skipped"]
+    if plan.earlier:
+        parts.append(f"{plan.earlier} settled by earlier runs")
+    new = f"; {plan.added} new since the last plan" if plan.added != plan.total else ""
+    return f"{plan.total} recipients ({', '.join(parts)}{new})"
+
+
 @dataclass(frozen=True)
 class RunReport:
     """One run, built once from its steps' values and the log's counts at its end."""
@@ -168,10 +178,7 @@ class RunReport:
         plan = self.planned
         planned = ""
         if plan is not None:
-            planned = (
-                f"planned: {plan.total} recipients ({plan.added} new, {plan.skipped} skipped)"
-                f" in {self.plan_seconds:.1f} s\n"
-            )
+            planned = f"planned: {plan_counts(plan)} in {self.plan_seconds:.1f} s\n"
         elif self.plan_shared:
             planned = "planned: shared the plan of a worker already sending\n"
         parts = [f"{self.counts[s]} {s}" for s in DeliveryStatus if self.counts.get(s)]

@@ -9,6 +9,7 @@ username without a password, a CA file that does not load) is a TransportError a
 
 from __future__ import annotations
 
+import socket
 import ssl
 from pathlib import Path
 
@@ -68,10 +69,11 @@ class Opener:
     def where(self) -> str:
         return f"{self.smtp.host}:{self.smtp.port} ({self.smtp.security})"
 
-    def client(self) -> aiosmtplib.SMTP:
+    def client(self, sock: socket.socket | None = None) -> aiosmtplib.SMTP:
         return aiosmtplib.SMTP(
-            hostname=self.smtp.host,
-            port=self.smtp.port,
+            sock=sock,
+            hostname=self.smtp.host,  # with a socket: the name TLS checks the certificate for
+            port=self.smtp.port if sock is None else None,
             local_hostname=self._helo,
             timeout=self.smtp.timeout,
             use_tls=self.smtp.security == "tls",
@@ -79,10 +81,12 @@ class Opener:
             tls_context=self._tls,
         )
 
-    async def open(self) -> tuple[aiosmtplib.SMTP, Wire]:
+    async def open(self, sock: socket.socket | None = None) -> tuple[aiosmtplib.SMTP, Wire]:
         """A new session, ready for MAIL: aiosmtplib's client (what the server offers) and the
-        Wire its connection is handed to. Any failure raises OpeningError with its stage."""
-        smtp = self.client()
+        Wire its connection is handed to. Any failure raises OpeningError with its stage.
+        `sock`: a socket already connected to the server (the doctor's, which looks the host
+        up through [check] nameservers); TLS still checks the certificate for [smtp] host."""
+        smtp = self.client(sock)
         stage = Stage.CONNECT
         try:
             await smtp.connect()  # TCP, implicit TLS, the greeting

@@ -164,7 +164,7 @@ def send(
     settings = context.settings
     number, list_name = request.number, request.list_name
     staging = settings.mailing_list(list_name).staging
-    verdict = inspect_send(context, number, list_name, online=request.online)
+    verdict = inspect_send(context, number, list_name, online=request.online, sending=True)
     heard.checked(verdict)
     if verdict.errors and not request.force:
         raise CheckFailedError(

@@ -154,7 +154,7 @@ class Pool:
         try:
             await self._all[0].open()
         except OpeningError as failure:
-            raise faults.check_failed(failure) from None
+            raise faults.check_failed(failure, self.opener.smtp) from None
 
     async def close(self) -> None:
         await asyncio.gather(*(session.close(polite=True) for session in self._all))

@@ -9,9 +9,11 @@ pull request changes (.github/workflows/newsletter.yml), and the project's secre
 not set (see configfile.py). The files are package data (project_templates/), filled with
 string.Template (the workflow, shell script inside, by two markers of its own):
 every value that lands in TOML or YAML goes in as a quoted string, so no choice can add a key.
-Nothing is written until every choice is valid, and nothing that exists is overwritten: a folder
-holding any of the project's own files is refused; a README.md found there (a fresh clone's) is
-kept, and a .gitignore found there gets the lines it lacks, so the secret stays out of git.
+Each choice is checked as the config will read it (`check_choices`, which interactive `init`
+runs on every answer as it is typed); nothing is written until every choice is valid, and
+nothing that exists is overwritten: a folder holding any of the project's own files is refused;
+a README.md found there (a fresh clone's) is kept, and a .gitignore found there gets the lines
+it lacks, so the secret stays out of git.
 """
 
 from __future__ import annotations
@@ -97,9 +99,8 @@ def create_project(
     """Write the project into `folder` (made if missing), with the GitHub workflow unless
     `workflow` is False. ConfigError naming the flag if a choice is unusable,
     ProjectExistsError if any of its files exists; then nothing is written."""
-    _refuse_control_characters(choices)
+    check_choices(choices, folder, today)
     texts = project_files(choices, today, workflow=workflow)
-    _validate(choices, texts[Path(CONFIG_NAME)], folder)
     taken = [
         folder / path
         for path in (*texts, SECRET_FILE)
@@ -136,6 +137,13 @@ def create_project(
         issue=folder / ISSUE,
         local_smtp=_is_local(choices.smtp_host),
     )
+
+
+def check_choices(choices: Choices, folder: Path, today: dt.date) -> None:
+    """ConfigError naming the flag of the first unusable choice; `init` asks again for an
+    answer this refuses, one question at a time (the others are the valid defaults)."""
+    _refuse_control_characters(choices)
+    _validate(choices, project_files(choices, today, workflow=False)[Path(CONFIG_NAME)], folder)
 
 
 def project_files(choices: Choices, today: dt.date, *, workflow: bool = True) -> dict[Path, str]:

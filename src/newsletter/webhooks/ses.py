@@ -1,13 +1,23 @@
 """Amazon SES events through SNS: the SNS message is signed with RSA (SignatureVersion 1:
-SHA1, 2: SHA256) by the certificate at SigningCertURL, which must be https on an SNS host
-(`sns.REGION.amazonaws.com`, as AWS's own validators require), else nothing is fetched.
+SHA1, 2: SHA256) by the certificate at SigningCertURL, which must be AWS's own shape, https on
+an SNS host with the path SNS names its certificates by
+(`https://sns.REGION.amazonaws.com/SimpleNotificationService-HEX.pem`; the host rule is AWS's
+validators'), else nothing is fetched.
 
 Checks in order, before the SES event inside is read: the header's message type matches the
 body's, the TopicArn is one [webhooks] ses_topics names (a stranger's topic costs no fetch), the
 certificate URL's shape, the signature over the documented fields, the timestamp's tolerance.
 A SubscriptionConfirmation that passes is confirmed by GETting its SubscribeURL (same host
-rule); nothing else confirms a subscription. The network goes through `fetch` (a URL -> bytes),
-so tests hand in their own certificate; certificates are cached by URL.
+rule); nothing else confirms a subscription, and a confirmation that cannot be fetched is
+answered 503 (SNS sends it again) with the reason in the log. The network goes through `fetch`
+(a URL -> bytes), so tests hand in their own certificate.
+
+Anyone can post a message naming a certificate URL, so fetches are bounded (Certificates): one
+at a time per URL (posts naming a URL being fetched wait for that fetch's result), a few URLs at
+once (a post naming yet another one is answered 503), a failure remembered for a short while
+(a burst naming a failing URL costs one fetch), a certificate kept once had. A name SNS answers
+4xx for is no certificate of SNS's (401); one that cannot be had now is a 503, which SNS retries
+(it drops a post answered 4xx).
 
 The tag comes back in `mail.tags` (the send's `X-SES-MESSAGE-TAGS: newsletter_tag=TAG`, with a
 configuration set that publishes events) or in `mail.headers` (X-Newsletter-Tag). The event id
@@ -25,7 +35,13 @@ auth-failure: kinds.is_complaint, the rule of a mailed ARF report) is no event o
 from __future__ import annotations
 
 import datetime as dt
+import http.client
+import logging
 import re
+import threading
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
@@ -47,6 +63,9 @@ from newsletter.webhooks.common import (
 
 NAME = "ses"
 SNS_HOST = re.compile(r"sns\.[a-zA-Z0-9\-]{3,}\.amazonaws\.com(\.cn)?")
+# How SNS names its signing certificates (SimpleNotificationService-<32 hex digits>.pem in every
+# region): any other name on an SNS host is no certificate of SNS's, so it is never fetched.
+CERTIFICATE_PATH = re.compile(r"/SimpleNotificationService-[0-9a-fA-F]{1,64}\.pem")
 _SIGNED = {
     "Notification": ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"),
     "SubscriptionConfirmation": (
@@ -58,18 +77,129 @@ _SIGNED = {
 }
 _HASHES = {"1": hashes.SHA1, "2": hashes.SHA256}
 _MAX_CERTIFICATES = 16  # SNS rotates its certificate now and then; a few URLs at most
+MAX_FETCHES = 3  # certificate fetches under way at once, whatever URLs the posts name
+_MAX_FAILURES = 256  # failed URLs remembered (the expired ones go first)
+# SNS retries a post answered 5xx (never a 4xx) 20 s later by default: each retry fetches anew.
+FAILURE_SECONDS = 15.0
+# A network failure as urllib raises it: OSError (URLError, HTTPError, timeouts) or a malformed
+# answer (http.client.HTTPException is not an OSError).
+FETCH_ERRORS = (OSError, ValueError, http.client.HTTPException)
 Fetch = Callable[[str], bytes]
+log = logging.getLogger("newsletter.webhooks")
 
 
-def sns_url(url: str, suffix: str = "") -> bool:
-    """An https URL on an SNS host (no user, no port), ending in `suffix` if given."""
+def sns_url(url: str) -> bool:
+    """An https URL on an SNS host (no user, no port)."""
     parts = urlsplit(url)
     return (
         parts.scheme == "https"
         and SNS_HOST.fullmatch(parts.hostname or "") is not None
         and parts.netloc == parts.hostname
-        and parts.path.endswith(suffix)
     )
+
+
+def certificate_url(url: str) -> bool:
+    """An SNS signing certificate's URL as SNS names them: an SNS host (sns_url), the path
+    /SimpleNotificationService-HEX.pem, no query, no fragment."""
+    parts = urlsplit(url)
+    return (
+        sns_url(url)
+        and CERTIFICATE_PATH.fullmatch(parts.path) is not None
+        and not parts.query
+        and not parts.fragment
+        and not url.endswith(("?", "#"))
+    )
+
+
+class Certificates:
+    """SNS certificates' keys by URL, fetched through `fetch` at most once at a time per URL
+    and `slots` URLs at once; a failure is remembered `failure_seconds` (on `clock`), a key
+    until _MAX_CERTIFICATES are kept. Called from worker threads."""
+
+    def __init__(
+        self,
+        fetch: Fetch,
+        slots: int = MAX_FETCHES,
+        failure_seconds: float = FAILURE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.fetch = fetch
+        self.slots = slots
+        self.failure_seconds = failure_seconds
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.keys: dict[str, rsa.RSAPublicKey] = {}
+        self.failures: dict[str, tuple[float, RefusedError]] = {}  # URL -> (until, why)
+        self.pending: dict[str, threading.Event] = {}  # URL -> set when its fetch is done
+
+    def key(self, url: str) -> rsa.RSAPublicKey:
+        """The key of the certificate at `url` (a certificate_url), or RefusedError: 401 when
+        SNS has no such certificate, 503 when it cannot be had now or every fetch slot is taken
+        by other URLs (SNS retries a 5xx)."""
+        while True:
+            with self.lock:
+                if url in self.keys:
+                    return self.keys[url]
+                failed = self.failures.get(url)
+                if failed is not None and failed[0] > self.clock():
+                    within = f"{self.failure_seconds:.0f}"
+                    why = f"{failed[1].message} (failed within {within} s, not asked again)"
+                    raise RefusedError(why, failed[1].status)
+                done = self.pending.get(url)
+                if done is None:
+                    if len(self.pending) >= self.slots:
+                        raise RefusedError(
+                            f"SNS certificate {url[:200]!r} not fetched: {self.slots} fetches"
+                            " are under way already (SNS retries later)",
+                            status=503,
+                        )
+                    done = self.pending[url] = threading.Event()
+                    break  # this thread fetches
+            log.debug("SNS certificate %r: waiting for the fetch under way", url[:200])
+            done.wait()  # the fetch is bounded by `fetch`'s own timeout
+        try:
+            key = self._load(url)
+        except RefusedError as exc:
+            with self.lock:
+                self._remember_failure(url, exc)
+            raise
+        else:
+            with self.lock:
+                if len(self.keys) >= _MAX_CERTIFICATES:
+                    self.keys.clear()
+                self.keys[url] = key
+                self.failures.pop(url, None)
+            return key
+        finally:
+            with self.lock:
+                del self.pending[url]
+            done.set()
+
+    def _load(self, url: str) -> rsa.RSAPublicKey:
+        try:
+            data = self.fetch(url)
+        except FETCH_ERRORS as exc:
+            # SNS answering 4xx has no such certificate (a made-up name); anything else is the
+            # network's fault or SNS's, so 503: SNS retries a 5xx and drops a post answered 4xx.
+            code = exc.code if isinstance(exc, urllib.error.HTTPError) else 0
+            status = 401 if 400 <= code < 500 else 503
+            why = f"the SNS certificate {url[:200]!r} cannot be had: {exc}"
+            raise RefusedError(why, status) from None
+        try:
+            key = x509.load_pem_x509_certificate(data).public_key()
+        except ValueError:
+            raise RefusedError(f"{url[:200]!r} is not a PEM certificate") from None
+        if not isinstance(key, rsa.RSAPublicKey):
+            raise RefusedError("the SNS certificate's key is not RSA")
+        return key
+
+    def _remember_failure(self, url: str, why: RefusedError) -> None:
+        now = self.clock()
+        if len(self.failures) >= _MAX_FAILURES:
+            self.failures = {u: f for u, f in self.failures.items() if f[0] > now}
+            if len(self.failures) >= _MAX_FAILURES:
+                self.failures.clear()
+        self.failures[url] = (now + self.failure_seconds, why)
 
 
 class Ses:
@@ -77,7 +207,7 @@ class Ses:
         self.topics = frozenset(topics)
         self.tolerance = tolerance
         self.fetch = fetch
-        self.certificates: dict[str, rsa.RSAPublicKey] = {}
+        self.certificates = Certificates(fetch)
 
     def read(self, headers: Mapping[str, str], body: bytes, now: float) -> list[Event]:
         """The event of one verified SNS message (a confirmation is confirmed and has none)."""
@@ -96,7 +226,16 @@ class Ses:
             url = text_of(data.get("SubscribeURL"), 2000)
             if not sns_url(url):
                 raise RefusedError("the SubscribeURL is not on an SNS host")
-            self.fetch(url)
+            try:
+                self.fetch(url)
+            except FETCH_ERRORS as exc:
+                raise RefusedError(
+                    f"topic {topic}: the SubscribeURL cannot be had ({exc}); the subscription"
+                    " stays pending until SNS sends the confirmation again (or confirm it in"
+                    " the SNS console)",
+                    status=503,
+                ) from None
+            log.info("webhook ses: subscription to topic %s confirmed", topic)
             return []
         if kind != "Notification":
             return []
@@ -109,8 +248,11 @@ class Ses:
         if version not in _HASHES:
             raise RefusedError(f"SignatureVersion {version!r} is not 1 or 2")
         url = text_of(data.get("SigningCertURL"), 2000)
-        if not sns_url(url, ".pem"):
-            raise RefusedError(f"SigningCertURL {url[:200]!r} is not an SNS certificate")
+        if not certificate_url(url):
+            raise RefusedError(
+                f"SigningCertURL {url[:200]!r} is not an SNS certificate"
+                " (https://sns.REGION.amazonaws.com/SimpleNotificationService-HEX.pem)"
+            )
         signed = "".join(
             f"{field}\n{data[field]}\n"
             for field in _SIGNED[kind]
@@ -118,22 +260,10 @@ class Ses:
         ).encode()
         signature = b64_bytes(text_of(data.get("Signature"), 2000), "the signature")
         try:
-            self._key(url).verify(signature, signed, padding.PKCS1v15(), _HASHES[version]())
+            key = self.certificates.key(url)
+            key.verify(signature, signed, padding.PKCS1v15(), _HASHES[version]())
         except InvalidSignature:
             raise RefusedError("the signature does not verify with the SNS certificate") from None
-
-    def _key(self, url: str) -> rsa.RSAPublicKey:
-        if url not in self.certificates:
-            try:
-                key = x509.load_pem_x509_certificate(self.fetch(url)).public_key()
-            except (OSError, ValueError) as exc:
-                raise RefusedError(f"the SNS certificate cannot be had: {exc}") from None
-            if not isinstance(key, rsa.RSAPublicKey):
-                raise RefusedError("the SNS certificate's key is not RSA")
-            if len(self.certificates) >= _MAX_CERTIFICATES:
-                self.certificates.clear()
-            self.certificates[url] = key
-        return self.certificates[url]
 
     def _check_time(self, stamp: str, now: float) -> None:
         try:
@@ -197,8 +327,6 @@ def _tag(mail: dict[str, object]) -> str:
 
 def fetch_https(url: str) -> bytes:
     """GET `url` (callers pass only SNS URLs), 64 KiB at most, in 10 seconds."""
-    import urllib.request
-
     with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 (https SNS host only)
         data: bytes = answer.read(65536)
     return data

@@ -30,6 +30,7 @@ import os
 import secrets
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -258,6 +259,33 @@ async def _main(
     finally:
         for number in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(number)
+
+
+@contextmanager
+def site_mail_beside(settings: Settings, key: SigningKey, log: Log) -> Iterator[None]:
+    """The site's mail (the worker's duty) sent from a thread of this process while the block
+    runs: `serve --local` sends its own confirmations, whose links carry its own address (the
+    worker builds them from base_url). Under the worker's lock on SQLite, so no `newsletter
+    worker` sends them with the public address instead (DeliveryError if one runs)."""
+    with _alone(settings):
+        loop = asyncio.new_event_loop()
+        stop = asyncio.Event()  # bound to `loop` when the duty first waits on it
+        duty = SiteMailDuty(settings, key, worker_owner(), log)
+
+        def run() -> None:
+            try:
+                loop.run_until_complete(run_duties([duty], stop))
+            finally:
+                loop.close()
+
+        thread = threading.Thread(target=run, name="site mail", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop ended already (its fault shown)
+                loop.call_soon_threadsafe(stop.set)
+            thread.join(30)
 
 
 @contextmanager

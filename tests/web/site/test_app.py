@@ -162,15 +162,6 @@ def test_get_never_unsubscribes_and_shows_one_button_in_the_newsletters_language
     assert page.headers["cache-control"] == "no-store"
 
 
-def test_the_page_is_english_for_other_languages(project: Path) -> None:
-    with running_service(project, NEWSLETTER_NEWSLETTER__LANGUAGE="fr") as service:
-        page = httpx.get(one_click_url(service.settings))
-        assert '<html lang="en">' in page.text  # the words are English, so is the page
-        assert "Unsubscribe alice@example.net from AI系统内容推荐?" in page.text
-        done = httpx.post(one_click_url(service.settings), data=ONE_CLICK, headers=BROWSER)
-        assert ">Unsubscribed</h1>" in done.text
-
-
 BROWSER = {"accept": "text/html,application/xhtml+xml", "origin": "http://127.0.0.1"}
 
 
@@ -824,12 +815,49 @@ def test_build_issue_and_site_together_and_neither(project: Path) -> None:
 
 
 @pytest.mark.usefixtures("all_published")
-def test_build_site_stops_on_a_broken_issue(project: Path) -> None:
+def test_build_site_builds_what_loads_and_names_what_it_left_out(project: Path) -> None:
+    """Issue 42: one issue file that does not load costs its own page, not the archive."""
+    sixteen = project / "issues" / "16.md"
+    good = "---\nnumber: 16\ntitle: Sixteen\n---\n\n## Links\n\nA line.\n"
+    sixteen.write_text(good, encoding="utf-8")
+    assert cli_run("build", "--site", "site")[0] == 0
+    site = project / "site"
+    earlier = (site / "issues" / "16" / "index.html").read_text(encoding="utf-8")
     (project / "issues" / "15.yaml").write_text("number: 15\ntitle: x\n", encoding="utf-8")
-    code, _, err = cli_run("build", "--site", "site")
+    sixteen.write_text(
+        good.replace("title: Sixteen\n", "title: Sixteen\ndate: 2026-13-45\n"), encoding="utf-8"
+    )
+    code, out, err = cli_run("build", "--site", "site")
+    # Built, yet not all of it: exit 1, so that a deploy step after it does not run.
     assert code == 1
-    assert "issues/15.yaml" in err
-    assert not (project / "site").exists()
+    assert out.splitlines() == [
+        "site/  web archive: 3 pages (1 issue(s), the index and how-to-unsubscribe) and feed.xml"
+    ]
+    assert err.splitlines() == [
+        "error: issues/15.yaml:1: has no sections and no intro: there is nothing to send",
+        "issues/16.md:4: date: 2026-13-45 is not a real date (month must be in 1..12); fix it, "
+        'or put it in quotes if it is meant as text: "2021-02-30"',
+        "hint: Left out of the archive: issue(s) 15, 16 (no page, index line or feed entry; a "
+        "page an earlier build wrote is left as it was). Every other page was written. Fix the "
+        "lines named above and build again.",
+    ]
+    assert (site / "issues" / "14" / "index.html").is_file()
+    assert not (site / "issues" / "15").exists()
+    # The page the emails of issue 16 link is still the one that was published.
+    assert (site / "issues" / "16" / "index.html").read_text(encoding="utf-8") == earlier
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert "issues/14/index.html" in index
+    assert "issues/15/" not in index
+    assert "issues/16/" not in index
+    feed = (site / "feed.xml").read_text(encoding="utf-8")
+    assert "/issues/14" in feed
+    assert "/issues/16" not in feed
+    # Fixed, the next build has them all and exits 0.
+    (project / "issues" / "15.yaml").unlink()
+    sixteen.write_text(good, encoding="utf-8")
+    code, _, err = cli_run("build", "--site", "site")
+    assert code == 0, err
+    assert "issues/16/index.html" in (site / "index.html").read_text(encoding="utf-8")
 
 
 @pytest.mark.usefixtures("all_published")

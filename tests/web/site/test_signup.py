@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import lxml.html
 import pytest
 
 from newsletter.database import open_database
@@ -424,7 +425,12 @@ def test_an_embeddable_form_with_absolute_addresses(site: RunningService) -> Non
 
 def test_no_signup_list_no_signup_page(project: Path) -> None:
     with running_service(project) as site:
-        assert httpx.get(f"{site.url}/signup").status_code == 404
+        page = httpx.get(f"{site.url}/signup")
+        assert page.status_code == 404
+        # issue 41: a bare "Page not found" left the editor to guess; it names the setting.
+        words = " ".join(lxml.html.fromstring(page.text).text_content().split())
+        assert "本站尚未开放订阅。 (newsletter.toml, [lists.main]: signup = true)" in words
+        assert httpx.post(f"{site.url}/signup", data={}).status_code == 404
         assert httpx.post(f"{site.url}/api/signup", json={}).status_code == 404
         assert "nl-subscribe" not in httpx.get(f"{site.url}/issues/14").text
 

@@ -420,3 +420,44 @@ def test_with_a_relay_set_each_message_carries_the_tag_its_events_echo(
     factory = MessageFactory(rendered, plain, "main", secret=SECRET.encode())
     data = factory.build(Subscriber(envelope=ALICE, name="Alice"), row_id=42).data
     assert field.encode() not in data
+
+
+BOB = "bob@example.net"
+
+
+def test_a_mailgun_signature_reposted_over_another_readers_complaint_is_refused(
+    more: RunningService,
+) -> None:
+    """Issue 40, point 1, through the site: the signature object of Alice's real failure,
+    reposted within the tolerance over `{"event": "complained", "id": "anything-new"}` with
+    Bob's tag, is answered 401 and suppresses nobody; Mailgun's retry of the very body is
+    answered 200 and counted once."""
+    with open_database(more.settings.database_target) as database:
+        ids = {ALICE: "<14.alice@news.example.org>", BOB: "<14.bob@news.example.org>"}
+        plan(database, 14, "main", [ALICE, BOB], ids)
+        tags = {}
+        for row in due(database, 14, "main"):
+            record(database, row.id, DeliveryStatus.SENT, code=250, reply="ok")
+            tags[row.recipient] = make_tag(SECRET.encode(), row.id)
+    url = f"{more.url}/webhooks/mailgun"
+    body = mailgun_failure(tags[ALICE])
+    assert httpx.post(url, content=body).status_code == 200
+    forged = {
+        "signature": json.loads(body)["signature"],
+        "event-data": {
+            "event": "complained",
+            "id": "anything-new",
+            "recipient": BOB,
+            "user-variables": {"newsletter_tag": tags[BOB]},
+        },
+    }
+    answer = httpx.post(url, content=json.dumps(forged).encode())
+    assert (answer.status_code, answer.text) == (401, "refused\n")
+    assert more.wait_for_log("the signature's token came with another request before")
+    assert httpx.post(url, content=body).status_code == 200  # Mailgun's retry
+    assert stored(more) == (
+        [("main", ALICE, "bounced")],
+        [("mailgun:G9Bn5sl1TC6nu79C8C0bwg", "hard", "webhook:mailgun")],
+    )
+    with open_database(more.settings.database_target) as database:
+        assert database.suppressions.get("main", BOB) is None

@@ -21,7 +21,7 @@ from pathlib import Path
 from newsletter.config.settings import Settings
 from newsletter.database import Database
 from newsletter.draft import published_issues, sent_dates
-from newsletter.errors import NewsletterError
+from newsletter.errors import IssueError, NewsletterError
 from newsletter.fields import IMAGE_TYPES
 from newsletter.i18n import PAGES, strings_for
 from newsletter.issues import issue_path, list_issue_numbers, load_issue_file
@@ -97,9 +97,11 @@ class Archive:
         entries.sort(key=lambda e: e.number, reverse=True)
         return entries, errors
 
-    def index_page(self, href: str = "issues/{number}") -> str:
+    def index_page(self, href: str = "issues/{number}", *, log: bool = True) -> str:
+        """The index; each broken file it skips is logged once (`log`: write_site names them
+        itself)."""
         entries, errors = self.entries(href)
-        for exc in errors:
+        for exc in errors if log else []:
             # The editor's mistake goes to the server log, once per fault rather than per visit.
             if exc.message not in self._reported:
                 self._reported.add(exc.message)
@@ -184,11 +186,22 @@ def fill_public(rendered_html: str, settings: Settings, number: int) -> str:
     return _PLACEHOLDER.sub(lambda m: html.escape(values[Placeholder(m.group())]), rendered_html)
 
 
-def write_site(settings: Settings, folder: Path, database: Database | None) -> list[Path]:
+@dataclass(frozen=True)
+class SiteBuild:
+    """What write_site wrote, and each issue it left out: its number and why its file does
+    not load (the IssueError names file, line and field)."""
+
+    written: list[Path]
+    left_out: list[tuple[int, IssueError]]
+
+
+def write_site(settings: Settings, folder: Path, database: Database | None) -> SiteBuild:
     """The archive as static files for any static host: index.html, issues/N/index.html,
-    unsubscribe/index.html and feed.xml. A broken issue file stops the build with its file:line
-    error. `database`: the command's log, where the issues' dates are read (None: nothing was
-    sent); each page reads them, so on their own each would open it again."""
+    unsubscribe/index.html and feed.xml. An issue file that does not load is left out (no page,
+    no index line, no feed entry; a page an earlier build wrote stays as it was) and named in
+    the result; every other page is written. `database`: the command's log, where the issues'
+    dates are read (None: nothing was sent); each page reads them, so on their own each would
+    open it again."""
 
     def dates(staging: bool) -> dict[int, dt.date]:
         if database is None:
@@ -197,11 +210,16 @@ def write_site(settings: Settings, folder: Path, database: Database | None) -> l
 
     archive = Archive(settings, dates)
     pages: dict[str, str] = {}
+    left_out: list[tuple[int, IssueError]] = []
     for number in archive.numbers():
-        archive.issue(number)  # raises the file's own error before anything is written
-        pages[f"issues/{number}/index.html"] = archive.issue_page(number)
+        try:
+            pages[f"issues/{number}/index.html"] = archive.issue_page(number)
+        except IssueError as exc:
+            # One file being written or broken costs its own page, not the archive (the index
+            # and the feed skip it too); a template's error is every page's, and still stops.
+            left_out.append((number, exc))
     # Relative links, so the site works from any folder of any host (and from file://).
-    pages["index.html"] = archive.index_page("issues/{number}/index.html")
+    pages["index.html"] = archive.index_page("issues/{number}/index.html", log=False)
     pages["unsubscribe/index.html"] = archive.how_to_unsubscribe_page("../index.html")
     pages["feed.xml"] = archive.feed()
     written = []
@@ -218,7 +236,7 @@ def write_site(settings: Settings, folder: Path, database: Database | None) -> l
             path.parent.mkdir(parents=True, exist_ok=True)
             _write_atomic_bytes(path, source.read_bytes())
             written.append(path)
-    return written
+    return SiteBuild(written, left_out)
 
 
 def _write_atomic(path: Path, content: str) -> None:

@@ -25,13 +25,8 @@ from newsletter.content import inline_html
 from newsletter.i18n import PAGES, strings_for
 from newsletter.links import feed_url, issue_url
 from newsletter.models import Issue
-from newsletter.rendering.render import (
-    image_url,
-    item_number,
-    numbering_style,
-    preheader_for,
-    section_number,
-)
+from newsletter.rendering.labels import item_number, numbering_style, section_number
+from newsletter.rendering.render import image_url, preheader_for
 from newsletter.web.site.deadlinks import mark_dead_links
 from newsletter.web.site.pages import render_page
 

@@ -2,10 +2,15 @@
 
 A provider answers only when its key is configured (404 otherwise, as for any unknown path).
 The request is verified by the provider's module (webhooks/) before its body is parsed; a forged
-or stale one is refused with a bare 401 or 400 and the reason goes to the server log only. A
+or stale one is refused with a bare 401 or 400 and the reason goes to the server log only (a
+503 when the fault is on our side, as an SES certificate that cannot be fetched now). A
 verified request is applied on the process's one outbox connection (the same policy, rates and
 suppressions as `newsletter bounces`) and answered 200, replays included: a provider retries
 anything else, and a replay was already applied once.
+
+Verification runs on worker threads of its own (WEBHOOK_THREADS, an anyio CapacityLimiter),
+never on the pool the pages share: an SES post may wait on a certificate fetch (at most
+`fetch`'s timeout), and a flood of them must not leave the archive without a thread.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from starlette.concurrency import run_in_threadpool
+import anyio.to_thread
+from anyio import CapacityLimiter
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -37,6 +43,7 @@ from newsletter.webhooks.sendgrid import SendGrid
 from newsletter.webhooks.ses import Fetch, Ses, fetch_https
 
 log = logging.getLogger("newsletter.webhooks")
+WEBHOOK_THREADS = 4  # posts verified at once; the others wait for a thread without holding one
 
 
 class Reader(Protocol):
@@ -83,6 +90,7 @@ class Webhooks:
         self.keys = tuple(keys)
         self.database = database
         self.readers = readers_for(settings, fetch, self._first_use)
+        self.limiter = CapacityLimiter(WEBHOOK_THREADS)
 
     def _first_use(self, token: str, digest: str, stamp: float) -> bool:
         """Mailgun's token kept in the outbox (every process of the site sees it); called on
@@ -103,12 +111,17 @@ class Webhooks:
         body = await request.body()  # bounded by Guard (webhooks.common.MAX_BODY)
         now = time.time()
         try:
-            # On a worker thread: SES's first message of a certificate fetches it.
-            events = await run_in_threadpool(reader.read, request.headers, body, now)
+            # On a webhook thread: SES's first message of a certificate fetches it.
+            events = await anyio.to_thread.run_sync(
+                reader.read, request.headers, body, now, limiter=self.limiter
+            )
         except RefusedError as exc:
-            log.warning("webhook %s refused: %s", provider, exc.message)
+            # A 5xx is ours to mend (a fetch that failed, fetches all busy): the provider retries.
+            verdict = "refused" if exc.status < 500 else f"not taken now ({exc.status})"
+            log.warning("webhook %s %s: %s", provider, verdict, exc.message)
             request.state.event = "webhook-refused"
-            return PlainTextResponse("refused\n", exc.status, headers=NO_STORE)
+            answer = "refused\n" if exc.status < 500 else "try again later\n"
+            return PlainTextResponse(answer, exc.status, headers=NO_STORE)
 
         def apply(ob: Database) -> list[str]:
             policy = Policy(ob, self.settings.bounces, self.keys)

@@ -220,9 +220,19 @@ class SignupPages:
             for name in self.settings.signup_lists
         ]
 
+    def _off(self) -> HTMLResponse:
+        """The 404 of a site with no list taking signups: it names the setting that opens
+        them (in the config's words, the same in every language), for the editor who tries
+        /signup before setting it (issue 41)."""
+        table = f"[lists.{_open_first(self.settings)}]"
+        lead = f"{self.words['signup_off_lead']} (newsletter.toml, {table}: signup = true)"
+        title = self.words["not_found_title"]
+        html = render_page("problem.html", self.settings, title=title, lead=lead)
+        return HTMLResponse(html, 404, NO_STORE)
+
     def _page(self, status: int = 200, *, problem: str = "", email: str = "") -> HTMLResponse:
         if not self.settings.signup_lists:
-            raise HTTPException(404)
+            return self._off()
         html = render_page(
             "signup.html",
             self.settings,
@@ -242,7 +252,7 @@ class SignupPages:
 
     async def post(self, request: Request) -> Response:
         if not self.settings.signup_lists:
-            raise HTTPException(404)
+            return self._off()
         answer = await self.defences.attempt(request, form_fields, links.SIGNUP_PATH)
         _note(request, answer)
         words = self.words
@@ -296,7 +306,7 @@ class SignupPages:
     async def embed(self, request: Request) -> Response:
         """The HTML to paste into another site's page (absolute URLs: it runs there)."""
         if not self.settings.signup_lists:
-            raise HTTPException(404)
+            return self._off()
         base = signup_url(self.settings.newsletter.base_url)
         text = render_page(
             "embed.txt",
@@ -336,6 +346,11 @@ def _retry(answer: Answer) -> dict[str, str]:
     if answer.verdict is not AnswerKind.SLOW_DOWN:
         return {}
     return {"retry-after": str(max(1, round(answer.retry_after)))}
+
+
+def _open_first(settings: Settings) -> str:
+    """The list whose table would take `signup = true`: the first that is not a staging list."""
+    return next((n for n, chosen in settings.lists.items() if not chosen.staging), "main")
 
 
 def _problem(settings: Settings, status: int, title: str, lead: str, answer: Answer) -> Response:
