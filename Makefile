@@ -26,6 +26,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks docs tools
 	$(BIN)/ruff format --check src tests benchmarks docs tools
 	$(BIN)/mypy src tools benchmarks
+	$(BIN)/lint-imports
 
 # The documentation site, strictly: a broken link or anchor, a page missing from the nav, or a
 # reference page older than the code (tools/docsref.py --check) fails. Built into a temporary

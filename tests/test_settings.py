@@ -40,6 +40,24 @@ def test_environment_overrides_any_key(project: Path) -> None:
     assert "s3cret" not in str(settings.model_dump())
 
 
+def test_a_list_setting_is_set_from_the_environment_as_commas_or_json(project: Path) -> None:
+    """A list is no string: NEWSLETTER_CHECK__NAMESERVERS once failed validation whatever it
+    held. Commas, a JSON array (pydantic-settings' form), and an IPv6 entry that looks like one."""
+    settings = load_settings(
+        project / "newsletter.toml",
+        environ={
+            "NEWSLETTER_CHECK__NAMESERVERS": "127.0.0.1:5353, [::1]:53",
+            "NEWSLETTER_SIGNUP__NAMESERVERS": '["10.0.0.2", "10.0.0.3:5300"]',
+            "NEWSLETTER_CHECK__LINK_SKIP": "example.com",
+        },
+    )
+    assert settings.check.nameservers == ["127.0.0.1:5353", "[::1]:53"]
+    assert settings.signup.nameservers == ["10.0.0.2", "10.0.0.3:5300"]
+    assert settings.check.link_skip == ["example.com"]
+    with pytest.raises(ConfigError, match=r"^NEWSLETTER_CHECK__NAMESERVERS: check\.nameservers"):
+        load_settings(project / "newsletter.toml", environ={"NEWSLETTER_CHECK__NAMESERVERS": "x"})
+
+
 def test_secrets_in_the_file_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "newsletter.toml"
     path.write_text('secret = "abc"\n', encoding="utf-8")

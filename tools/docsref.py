@@ -181,7 +181,8 @@ def config_reference() -> str:
         "Every table and key of `newsletter.toml`, its type, default and meaning. Relative",
         "paths are relative to the file's folder, the project root. Any key can be overridden",
         "from the environment as `NEWSLETTER_<TABLE>__<KEY>` (for example",
-        "`NEWSLETTER_SMTP__PORT=2525`, `NEWSLETTER_LISTS__MAIN__PATH=all.csv`). A key the model",
+        "`NEWSLETTER_SMTP__PORT=2525`, `NEWSLETTER_LISTS__MAIN__PATH=all.csv`; a list as",
+        "comma-separated values or a JSON array). A key the model",
         "does not know is an error naming its line. The guides explain each feature; see",
         "[Configuration](../guide/configuration.md) for how the file is read.\n",
     ]

@@ -14,9 +14,11 @@ ignored by git), so a new project sends with no export; the environment still wi
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 import tomllib
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,12 +67,17 @@ class RawConfig:
 
 
 def read_config(
-    config: Path | None, env: Mapping[str, str], tables: Collection[str] = ()
+    config: Path | None,
+    env: Mapping[str, str],
+    tables: Collection[str] = (),
+    is_list: Callable[[tuple[str, ...]], bool] = lambda keys: False,
 ) -> RawConfig:
     """The file's table with the environment laid over it, and the project root set.
 
     `tables` are the config's table names: a variable that names one with a single underscore
-    (NEWSLETTER_SMTP_HOST) is a typo of NEWSLETTER_SMTP__HOST, refused rather than ignored."""
+    (NEWSLETTER_SMTP_HOST) is a typo of NEWSLETTER_SMTP__HOST, refused rather than ignored.
+    `is_list(keys)` says whether the setting at `keys` is a list: a variable setting one holds a
+    JSON array or comma-separated values (NEWSLETTER_CHECK__NAMESERVERS=10.0.0.2,10.0.0.3)."""
     _refuse_single_underscore(env, tables)
     path = config if config is not None else Path(CONFIG_NAME)
     data: dict[str, Any] = {}
@@ -90,7 +97,7 @@ def read_config(
                 hint=f"Remove it and set {var} in the environment instead.",
             )
     _refuse_stored_password(data, path, text)
-    sources = _overlay_env(data, env)
+    sources = _overlay_env(data, env, is_list)
     _refuse_placeholders(data, path, text, sources)
     for key, var in SECRET_ENV.items():
         if env.get(var):
@@ -231,7 +238,9 @@ def _refuse_single_underscore(env: Mapping[str, str], tables: Collection[str]) -
             )
 
 
-def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str, ...], str]:
+def _overlay_env(
+    data: dict[str, Any], env: Mapping[str, str], is_list: Callable[[tuple[str, ...]], bool]
+) -> dict[tuple[str, ...], str]:
     """Put every NEWSLETTER_<TABLE>__<KEY> into `data`; returns which variable set which key."""
     sources: dict[tuple[str, ...], str] = {}
     for var, value in env.items():
@@ -249,9 +258,21 @@ def _overlay_env(data: dict[str, Any], env: Mapping[str, str]) -> dict[tuple[str
             if not isinstance(child, dict):
                 raise ConfigError(f"{var}: `{key}` is not a table in the config")
             node = child
-        node[keys[-1]] = _text(var, value)
+        text = _text(var, value)
+        node[keys[-1]] = _list(text) if is_list(tuple(keys)) else text
         sources[tuple(keys)] = var
     return sources
+
+
+def _list(text: str) -> list[Any]:
+    """A list setting's variable: a JSON array as pydantic-settings reads one, else values
+    separated by commas ("[::1]:53" is no JSON, so it is one value)."""
+    if text.lstrip().startswith("["):
+        with contextlib.suppress(json.JSONDecodeError):
+            found = json.loads(text)
+            if isinstance(found, list):
+                return found
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def _error(lines: list[str], sources: Mapping[tuple[str, ...], str]) -> ConfigError:

@@ -14,6 +14,7 @@ import email.utils
 import ipaddress
 import os
 import re
+import typing
 import zoneinfo
 from collections.abc import Mapping
 from enum import StrEnum
@@ -357,6 +358,16 @@ def ip_networks(entries: list[str]) -> list[str]:
     return networks
 
 
+def check_nameservers(entries: list[str]) -> list[str]:
+    for entry in entries:
+        nameserver_address(entry)
+    return entries
+
+
+# DNS servers to ask instead of the system's resolver: "IP", "IP:PORT" or "[IPv6]:PORT".
+Nameservers = Annotated[list[str], AfterValidator(check_nameservers)]
+
+
 class WebhooksSettings(SettingsTable):
     """[webhooks]: providers' bounce and complaint events at POST /webhooks/PROVIDER. The keys
     and secrets come from the environment only (NEWSLETTER_WEBHOOK_SENDGRID_KEY, ..._RESEND_SECRET,
@@ -415,7 +426,7 @@ class SignupSettings(SettingsTable):
     # The domain check: MX or A/AAAA records looked up (false: syntax and the lists only),
     # through these nameservers ("IP" or "IP:PORT"; empty: the system's resolver).
     check_dns: bool = True
-    nameservers: list[str] = Field(default_factory=list)  # the domain check's ("IP", "IP:PORT")
+    nameservers: Nameservers = Field(default_factory=list)  # the domain check's ("IP", "IP:PORT")
     dns_timeout: Annotated[float, Field(gt=0, le=30)] = 3.0  # seconds per lookup
     refuse_disposable: bool = True  # domains on the disposable-email-domains list
     blocked_domains: list[str] = Field(default_factory=list)  # and any others (subdomains too)
@@ -429,13 +440,6 @@ class SignupSettings(SettingsTable):
     consent_text: str = ""
     # Kept with each signup; raise it when consent_text changes.
     consent_version: Annotated[str, Field(min_length=1, max_length=40)] = "1"
-
-    @field_validator("nameservers")
-    @classmethod
-    def _addresses(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            nameserver_address(entry)
-        return value
 
     @field_validator("blocked_domains")
     @classmethod
@@ -591,7 +595,7 @@ class CheckSettings(SettingsTable):
     # Hosts (and their subdomains) never fetched: sites that refuse robots.
     link_skip: list[str] = Field(default_factory=list)
     # "IP" or "IP:PORT" ("[IPv6]:PORT"); empty: the system's resolver (/etc/resolv.conf).
-    nameservers: list[str] = Field(default_factory=list)
+    nameservers: Nameservers = Field(default_factory=list)
     cache_ttl: Annotated[float, Field(ge=0)] = 3600.0  # seconds a link or DNS answer is reused
     # Seconds per DNS lookup, and per link request from connect to its last header line.
     timeout: Annotated[float, Field(gt=0)] = 5.0
@@ -601,13 +605,6 @@ class CheckSettings(SettingsTable):
     # Links (and redirects) into loopback, private, link-local or reserved addresses: refused
     # (false), all allowed (true), or allowed in the listed networks only ("10.1.0.0/16").
     allow_private: bool | list[str] = False
-
-    @field_validator("nameservers")
-    @classmethod
-    def _addresses(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            nameserver_address(entry)
-        return value
 
     @field_validator("link_skip")
     @classmethod
@@ -718,12 +715,37 @@ class Settings(SettingsTable):
 def load_settings(config: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
     """Read the config file (default ./newsletter.toml, optional) and overlay the environment."""
     env = os.environ if environ is None else environ
-    raw = read_config(config, env, tables=Settings.model_fields.keys())
+    raw = read_config(config, env, tables=Settings.model_fields.keys(), is_list=is_list_setting)
     _relay_passwords(raw.data, raw.path, raw.text, env)
     try:
         return Settings.model_validate(raw.data)
     except ValidationError as exc:
         raise raw.error(exc) from None
+
+
+def is_list_setting(keys: tuple[str, ...]) -> bool:
+    """Whether the setting at `keys` (["check", "nameservers"]; a table of tables such as
+    [lists.NAME] takes its name as a key) is a list of values."""
+    model: type[BaseModel] | None = Settings
+    annotation: Any = None
+    remaining = list(keys)
+    while remaining:
+        key = remaining.pop(0)
+        if model is None:
+            return False
+        field = model.model_fields.get(key)
+        if field is None:
+            return False
+        annotation = field.annotation
+        if typing.get_origin(annotation) is dict and remaining:
+            remaining.pop(0)  # the table's own name: [lists.main], [smtp.relays.backup]
+            annotation = typing.get_args(annotation)[1]
+        model = (
+            annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel)
+            else None
+        )
+    return typing.get_origin(annotation) is list
 
 
 def _relay_passwords(data: dict[str, Any], path: Path, text: str, env: Mapping[str, str]) -> None:

@@ -28,18 +28,15 @@ is retiring.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import fcntl
 import functools
-import os
 import re
 import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import FrameType
 
@@ -54,7 +51,7 @@ from newsletter.send.preparation import Prepared, smtp_pool
 from newsletter.send.replies import Outcome, Result, Scope
 from newsletter.send.smtp import Pool
 from newsletter.send.testsend import begin as begin_test
-from newsletter.state.statefiles import open_private, private_folder
+from newsletter.state.statefiles import held_lock
 
 S = DeliveryStatus
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -342,30 +339,14 @@ def _alone(state_dir: Path, database: Database, job: Job) -> AbstractContextMana
     return send_lock(state_dir, job.issue, job.list_name)
 
 
-@contextmanager
-def send_lock(state_dir: Path, issue: int, list_name: str) -> Iterator[None]:
-    """One send per (issue, list) at a time. flock is released by the kernel when the process
-    dies, so a killed run never leaves a stale lock behind."""
-    private_folder(state_dir)
+def send_lock(state_dir: Path, issue: int, list_name: str) -> AbstractContextManager[None]:
+    """One send per (issue, list) at a time (the lock dies with the process)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", list_name)
-    path = state_dir / f"send-{issue}-{safe}.lock"
-    with open_private(path, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            pid = handle.read().strip() or "?"
-            raise DeliveryError(
-                f"another `newsletter send` of issue {issue} to {list_name!r} is running"
-                f" (pid {pid})",
-                hint="Wait for it to finish, or stop it (Ctrl-C); then re-run to resume.",
-            ) from None
-        # The pid only tells the next run who holds the lock: a full disk must not stop this
-        # one (written unbuffered, so closing the file has nothing left to fail on).
-        with contextlib.suppress(OSError):
-            os.ftruncate(handle.fileno(), 0)
-            os.pwrite(handle.fileno(), str(os.getpid()).encode(), 0)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def refused(pid: str) -> DeliveryError:
+        return DeliveryError(
+            f"another `newsletter send` of issue {issue} to {list_name!r} is running (pid {pid})",
+            hint="Wait for it to finish, or stop it (Ctrl-C); then re-run to resume.",
+        )
+
+    return held_lock(state_dir / f"send-{issue}-{safe}.lock", refused)

@@ -1,5 +1,6 @@
 """The project's state kept private whatever the umask: a path in; the folder (0700) or file
-(0600) made, or tightened when it is ours and looser, out.
+(0600) made, or tightened when it is ours and looser, out; and the one pid-keeping lock the
+send and the worker take.
 
 The state folder (`.newsletter/`) holds the outbox (every reader's address, their consent and
 what was sent to them), its -wal and -shm, the preflight cache, the capture Maildir and the
@@ -13,7 +14,10 @@ another user of the group may need it), and another user's file is left as it is
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,6 +57,30 @@ def write_private(path: Path, text: str) -> None:
     """`text` (UTF-8) into `path`, a new file made 0600."""
     with open_private(path, "w", encoding="utf-8") as handle:
         handle.write(text)
+
+
+@contextmanager
+def held_lock(path: Path, refused: Callable[[str], Exception]) -> Iterator[None]:
+    """An exclusive lock on `path` (0600, in a private folder) for the block, holding this
+    process's pid for whoever is refused next; `refused(pid)` is raised when another process
+    holds it. flock is released by the kernel when the process dies, so a killed run never
+    leaves a stale lock behind."""
+    private_folder(path.parent)
+    with open_private(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            raise refused(handle.read().strip() or "?") from None
+        # The pid only tells the next run who holds the lock: a full disk must not stop this
+        # one (written unbuffered, so closing the file has nothing left to fail on).
+        with contextlib.suppress(OSError):
+            os.ftruncate(handle.fileno(), 0)
+            os.pwrite(handle.fileno(), str(os.getpid()).encode(), 0)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _tighten(path: Path) -> None:

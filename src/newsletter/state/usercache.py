@@ -5,9 +5,10 @@ Each `newsletter` command is a new process, and every one that renders an issue 
 templates and parsed them for the markers check anew: most of a render's time, and the same
 answer each time, since it depends only on the templates' text. That work is kept here, per
 user and not per project (a template shipped in the package is the same in every project):
-under `$XDG_CACHE_HOME/newsletter`, else `~/.cache/newsletter`, one file per answer, named by a
-hash of its key. Nothing kept here is a reader's or a secret: compiled template code and the
-line numbers of template markers.
+under the platform's user cache folder (platformdirs: `$XDG_CACHE_HOME/newsletter`, else
+`~/.cache/newsletter` on Linux), one file per answer, named by a hash of its key. Nothing
+kept here is a reader's or a secret: compiled template code and the line numbers of template
+markers.
 
 Compiled code is loaded from this folder, so a folder another user could write would run their
 code: the folder is made 0700, and one that is not this user's own, or that others may write, is
@@ -23,6 +24,8 @@ import hashlib
 import os
 import stat
 from pathlib import Path
+
+import platformdirs
 
 KEPT = 256
 _NAME = "newsletter"
@@ -59,10 +62,9 @@ def keep(kind: str, key: str, data: bytes) -> None:
 
 
 def root() -> Path:
-    """The user's cache folder for this tool (which may not exist yet)."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    # The XDG rule: a relative path is to be ignored.
-    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / _NAME
+    """The user's cache folder for this tool (which may not exist yet): platformdirs' rule for
+    the platform (on Linux the XDG one, a relative $XDG_CACHE_HOME ignored)."""
+    return Path(platformdirs.user_cache_dir(_NAME, appauthor=False))
 
 
 def _file_name(key: str) -> str:

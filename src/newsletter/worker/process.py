@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import secrets
 import signal
@@ -48,9 +47,9 @@ from newsletter.errors import DatabaseError, DeliveryError
 from newsletter.mail.tokens import SigningKey
 from newsletter.schedule.duty import ScheduleDuty
 from newsletter.send.courier import Courier
-from newsletter.send.smtp import Pool
+from newsletter.send.preparation import smtp_pool
 from newsletter.sequences.duty import SequenceDuty
-from newsletter.state.statefiles import open_private, private_folder
+from newsletter.state.statefiles import held_lock
 from newsletter.worker import scheduledsend
 
 Log = Callable[[str], None]
@@ -94,14 +93,7 @@ class SiteMailDuty:
     async def start(self) -> None:
         database = self._connect()
         backend = database.backend
-        smtp = self.settings.smtp
-        pool = Pool(
-            smtp,
-            password=self.settings.smtp_password,
-            size=self.settings.worker.concurrency,
-            helo=_helo(self.settings),
-            root=self.settings.root,
-        )
+        pool = smtp_pool(self.settings, self.settings.worker.concurrency)
         self.courier = Courier(
             backend, self.settings, self.key.secret, pool, self.owner, log=self.log
         )
@@ -192,11 +184,6 @@ class HeartbeatDuty:
     def _beat(self) -> None:
         with open_project_database(self.settings) as database:
             database.heartbeats.beat(self.owner, socket.gethostname(), os.getpid(), time.time())
-
-
-def _helo(settings: Settings) -> str:
-    domain = settings.newsletter.sender.rpartition("@")[2].strip(" >")
-    return domain.encode("idna").decode("ascii") if domain else "localhost"
 
 
 async def run_duties(duties: Sequence[Duty], stop: asyncio.Event, *, once: bool = False) -> None:
@@ -309,20 +296,12 @@ def _alone(settings: Settings) -> Iterator[None]:
     if isinstance(target, str):
         yield
         return
-    state: Path = settings.state_dir
-    private_folder(state)
-    with open_private(state / "worker.lock", "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            pid = handle.read().strip() or "?"
-            raise DeliveryError(
-                f"another `newsletter worker` runs on this project (pid {pid})",
-                hint="One worker per project on SQLite; with a PostgreSQL outbox any number"
-                " may run.",
-            ) from None
-        with contextlib.suppress(OSError):
-            os.ftruncate(handle.fileno(), 0)
-            os.pwrite(handle.fileno(), str(os.getpid()).encode(), 0)
+
+    def refused(pid: str) -> DeliveryError:
+        return DeliveryError(
+            f"another `newsletter worker` runs on this project (pid {pid})",
+            hint="One worker per project on SQLite; with a PostgreSQL outbox any number may run.",
+        )
+
+    with held_lock(settings.state_dir / "worker.lock", refused):
         yield
